@@ -1,0 +1,98 @@
+/* internal.h - what the engine's modules share and users never see. */
+#ifndef QKV_INTERNAL_H
+#define QKV_INTERNAL_H
+
+#include "qkv.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A programming error: print one line naming the op and the problem, then stop. Stays on in
+ * release builds, because a wrong shape must never become a segfault or silent garbage. */
+#define QKV_CHECK(cond, op, ...)                                                          \
+    do {                                                                                  \
+        if (!(cond)) qkv_die_(__FILE__, __LINE__, (op), __VA_ARGS__);                     \
+    } while (0)
+_Noreturn void qkv_die_(const char *file, int line, const char *op, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Runs the statements in __VA_ARGS__ with T bound to the C type of a float dtype, so that an
+ * op's loops are written once and compiled for f32 and for f64. */
+#define QKV_TYPED(dtype, ...)                                                             \
+    do {                                                                                  \
+        if ((dtype) == QKV_F32) {                                                         \
+            typedef float T;                                                              \
+            __VA_ARGS__                                                                   \
+        } else {                                                                          \
+            typedef double T;                                                             \
+            __VA_ARGS__                                                                   \
+        }                                                                                 \
+    } while (0)
+
+/* ---- arena (arena.c) ---- */
+struct arena_block;
+struct qkv_ctx {
+    struct arena_block *blocks; /* newest first; after a reset there is exactly one */
+    size_t used;                /* bytes handed out since the last reset */
+    size_t capacity;            /* bytes in all blocks */
+    uint64_t mallocs;           /* number of system allocations, to prove warm steps make none */
+    bool no_grad;
+    qkv_tensor *tape;           /* the most recently created tensor; tape_prev links back */
+    qkv_tensor **params;        /* parameters, in order of creation (malloc'd, grows rarely) */
+    int nparams, cap_params;
+};
+
+/* ---- tensors (tensor.c) ---- */
+/* A tensor produced by `op` from `srcs`; requires a gradient if any source does and the
+ * context is not in no-grad mode. Data is allocated but not initialised. */
+qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
+                          const int64_t *shape, qkv_tensor *s0, qkv_tensor *s1, qkv_tensor *s2);
+/* Dies unless t is a non-NULL float tensor. */
+void tensor_check_float(const qkv_tensor *t, const char *op, const char *what);
+bool tensor_same_shape(const qkv_tensor *a, const qkv_tensor *b);
+/* Right-aligned broadcasting of b into a: fills bstride (in elements, 0 on broadcast dims)
+ * for a's 4 padded dims; false if b does not broadcast. */
+bool tensor_broadcast_strides(const qkv_tensor *a, const qkv_tensor *b, int64_t bstride[4]);
+/* a's shape padded on the left with ones to 4 dims. */
+void tensor_shape4(const qkv_tensor *t, int64_t shape[4]);
+
+/* Runs the statements for every element i of `a`, in order, with j = Σ index·stride the
+ * offset of the matching element of another tensor: a broadcast one (strides from
+ * tensor_broadcast_strides, 0 on broadcast dims) or a permuted one (transpose). */
+#define FOR_STRIDED(a, bstride, i, j, ...)                                              \
+    do {                                                                                  \
+        int64_t s4_[4];                                                                   \
+        tensor_shape4((a), s4_);                                                          \
+        int64_t i = 0;                                                                    \
+        for (int64_t i0 = 0; i0 < s4_[0]; i0++)                                           \
+            for (int64_t i1 = 0; i1 < s4_[1]; i1++)                                       \
+                for (int64_t i2 = 0; i2 < s4_[2]; i2++)                                   \
+                    for (int64_t i3 = 0; i3 < s4_[3]; i3++, i++) {                        \
+                        int64_t j = i0 * (bstride)[0] + i1 * (bstride)[1] +               \
+                                    i2 * (bstride)[2] + i3 * (bstride)[3];                \
+                        __VA_ARGS__                                                       \
+                    }                                                                     \
+    } while (0)
+
+/* ---- ops: one backward per op, indexed by qkv_op (autograd.c keeps the table) ---- */
+typedef void (*op_backward_fn)(qkv_tensor *out);
+void matmul_backward(qkv_tensor *out);
+void scale_backward(qkv_tensor *out);
+void mask_backward(qkv_tensor *out);
+void softmax_backward(qkv_tensor *out);
+void add_backward(qkv_tensor *out);
+void mul_backward(qkv_tensor *out);
+void embedding_backward(qkv_tensor *out);
+void reshape_backward(qkv_tensor *out);
+void transpose_backward(qkv_tensor *out);
+void cross_entropy_backward(qkv_tensor *out);
+void mse_backward(qkv_tensor *out);
+void sum_backward(qkv_tensor *out);
+void mean_backward(qkv_tensor *out);
+
+#endif
