@@ -12,6 +12,7 @@ qkv_tensor *qkv_attention(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor
     qkv_shape_str(v, sv, sizeof sv);
     QKV_CHECK(k->ndim == v->ndim && k->ndim >= 2 && k->shape[k->ndim - 2] == v->shape[v->ndim - 2],
               "attention", "k %s and v %s must hold the same number of keys", sk, sv);
+    QKV_CHECK(q->ndim >= 2, "attention", "q %s must be (..., Nq, Dk)", sq);
     QKV_CHECK(q->shape[q->ndim - 1] == k->shape[k->ndim - 1], "attention",
               "q %s and k %s differ in d_k", sq, sk);
     if (scale <= 0) scale = 1.0 / sqrt((double)q->shape[q->ndim - 1]);

@@ -35,6 +35,41 @@ const char *qkv_op_name(qkv_op op) {
     return op >= 0 && op < QKV_OP_COUNT ? op_names[op] : "?";
 }
 
+/* Leaves (parameters) receive the gradient of one backward pass in scratch memory of the loss's
+ * context, and it is added to what they hold at the end: a leaf's gradient becomes exactly
+ * old + new. Without this, ops that sum many contributions into one entry (matmul weights, a
+ * broadcast bias, an embedding row hit by repeated tokens) would round the old value in with
+ * each of them, and two calls would not add the same gradient twice. While staged, a leaf's
+ * `saved` (unused by leaves otherwise) holds its own gradient buffer. */
+static void stage_leaves(qkv_tensor *loss) {
+    for (qkv_tensor *t = loss; t; t = t->tape_prev) {
+        if (t->op == QKV_OP_NONE || !t->requires_grad) continue;
+        for (int k = 0; k < 4; k++) {
+            qkv_tensor *s = t->src[k];
+            if (!s || s->op != QKV_OP_NONE || !s->grad || s->saved) continue;
+            s->saved = s->grad;
+            s->grad = qkv_ctx_alloc(loss->ctx, (size_t)s->size * qkv_dtype_size(s->dtype));
+        }
+    }
+}
+
+static void unstage_leaves(qkv_tensor *loss) {
+    for (qkv_tensor *t = loss; t; t = t->tape_prev) {
+        if (t->op == QKV_OP_NONE || !t->requires_grad) continue;
+        for (int k = 0; k < 4; k++) {
+            qkv_tensor *s = t->src[k];
+            if (!s || s->op != QKV_OP_NONE || !s->saved) continue;
+            QKV_TYPED(s->dtype, {
+                T *g = s->saved;
+                const T *pass = s->grad;
+                for (int64_t i = 0; i < s->size; i++) g[i] += pass[i];
+            });
+            s->grad = s->saved;
+            s->saved = NULL;
+        }
+    }
+}
+
 void qkv_backward(qkv_tensor *loss) {
     QKV_CHECK(loss, "backward", "loss is NULL");
     QKV_CHECK(loss->size == 1, "backward", "loss must be a scalar, it has %lld elements",
@@ -48,8 +83,10 @@ void qkv_backward(qkv_tensor *loss) {
         if (t->op != QKV_OP_NONE && t->grad)
             memset(t->grad, 0, (size_t)t->size * qkv_dtype_size(t->dtype));
     qkv_set(&(qkv_tensor){.dtype = loss->dtype, .data = loss->grad}, 0, 1.0);
+    stage_leaves(loss);
     for (qkv_tensor *t = loss; t; t = t->tape_prev)
         if (t->op != QKV_OP_NONE && t->requires_grad) op_backward[t->op](t);
+    unstage_leaves(loss);
 }
 
 void qkv_ctx_for_params(qkv_ctx *ctx, void (*fn)(qkv_tensor *p, void *user), void *user) {
