@@ -1,0 +1,390 @@
+/* test_autograd.c - accumulation, repeated backward, zero_grad, deep graphs, SGD. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* setrlimit */
+#endif
+#include "qkv.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+static qkv_ctx *ctx;
+static void setup(void) {
+    ctx = qkv_ctx_new(0);
+    ck_assert_ptr_nonnull(ctx);
+}
+static void teardown(void) { qkv_ctx_free(ctx); }
+
+static qkv_tensor *param_f64(qkv_ctx *c, int ndim, const int64_t *shape, const double *v) {
+    return qkv_param(c, qkv_from_array(c, QKV_F64, ndim, shape, v));
+}
+
+/* ---- a tensor used several times ------------------------------------------------------- */
+
+START_TEST(test_polynomial_reuse) {
+    /* y = Σ (x⊙x + x): x feeds mul twice and add once; dy/dx = 2x + 1 */
+    qkv_tensor *x = param_f64(ctx, 1, (int64_t[]){4}, (double[]){1, -2, 0.5, 0});
+    qkv_tensor *y = qkv_sum(ctx, qkv_add(ctx, qkv_mul(ctx, x, x), x));
+    ck_assert_double_eq(qkv_get(y, 0), 2.0 + 2.0 + 0.75 + 0.0);
+    qkv_backward(y);
+    const double want[4] = {3, -3, 2, 1};
+    for (int i = 0; i < 4; i++) ck_assert_double_eq(qkv_grad_get(x, i), want[i]);
+}
+END_TEST
+
+START_TEST(test_matmul_with_itself) {
+    /* y = Σ_ij (X·Xᵀ)_ij = Σ_k (Σ_i X_ik)²  =>  dy/dX_ik = 2·Σ_i' X_i'k (twice the column sum).
+     * X = [[1,2],[3,4]]: column sums (4, 6), so dX = [[8,12],[8,12]]; y = 16 + 36 = 52. */
+    qkv_tensor *x = param_f64(ctx, 2, (int64_t[]){2, 2}, (double[]){1, 2, 3, 4});
+    qkv_tensor *y = qkv_sum(ctx, qkv_matmul_ex(ctx, x, false, x, true));
+    ck_assert_double_eq(qkv_get(y, 0), 52.0);
+    qkv_backward(y);
+    const double want[4] = {8, 12, 8, 12};
+    for (int i = 0; i < 4; i++) ck_assert_double_eq(qkv_grad_get(x, i), want[i]);
+}
+END_TEST
+
+/* Self-attention loss Σ w ⊙ attention(Xq·Wq, Xk·Wk, Xv·Wv) in f64. */
+static const double WQ[6] = {0.3, -0.2, 0.5, 0.1, -0.4, 0.7};
+static const double WK[6] = {-0.6, 0.2, 0.4, 0.3, 0.1, -0.5};
+static const double WV[6] = {0.2, 0.9, -0.3, 0.4, 0.6, -0.1};
+static const double XV[9] = {0.5, -1.0, 0.25, 1.5, 0.0, -0.75, -0.5, 2.0, 1.0};
+static const double OW[6] = {1.0, -0.5, 0.3, 2.0, -1.2, 0.7};
+
+static qkv_tensor *attn_loss(qkv_ctx *c, qkv_tensor *xq, qkv_tensor *xk, qkv_tensor *xv) {
+    qkv_tensor *wq = qkv_from_array(c, QKV_F64, 2, (int64_t[]){3, 2}, WQ);
+    qkv_tensor *wk = qkv_from_array(c, QKV_F64, 2, (int64_t[]){3, 2}, WK);
+    qkv_tensor *wv = qkv_from_array(c, QKV_F64, 2, (int64_t[]){3, 2}, WV);
+    qkv_tensor *w = qkv_from_array(c, QKV_F64, 2, (int64_t[]){3, 2}, OW);
+    qkv_tensor *y = qkv_attention(c, qkv_matmul(c, xq, wq), qkv_matmul(c, xk, wk),
+                                  qkv_matmul(c, xv, wv), NULL, 0, NULL);
+    return qkv_sum(c, qkv_mul(c, y, w));
+}
+
+START_TEST(test_x_feeds_q_k_v) {
+    const int64_t xs[2] = {3, 3};
+    /* X used three times */
+    qkv_tensor *x = param_f64(ctx, 2, xs, XV);
+    qkv_tensor *loss = attn_loss(ctx, x, x, x);
+    qkv_backward(loss);
+    /* three separate copies, one per role */
+    qkv_ctx *c2 = qkv_ctx_new(0);
+    qkv_tensor *xq = param_f64(c2, 2, xs, XV), *xk = param_f64(c2, 2, xs, XV),
+               *xv = param_f64(c2, 2, xs, XV);
+    qkv_tensor *loss2 = attn_loss(c2, xq, xk, xv);
+    ck_assert_double_eq(qkv_get(loss, 0), qkv_get(loss2, 0));
+    qkv_backward(loss2);
+    double total_q = 0, total_k = 0;
+    for (int64_t i = 0; i < 9; i++) {
+        double sum = qkv_grad_get(xq, i) + qkv_grad_get(xk, i) + qkv_grad_get(xv, i);
+        ck_assert_double_eq_tol(qkv_grad_get(x, i), sum, 1e-14);
+        total_q += fabs(qkv_grad_get(xq, i));
+        total_k += fabs(qkv_grad_get(xk, i));
+    }
+    /* each role really contributes (a backward that kept only the last use would fail above) */
+    ck_assert_double_gt(total_q, 1e-3);
+    ck_assert_double_gt(total_k, 1e-3);
+    /* and the sum is the true derivative: central differences on the shared X */
+    qkv_ctx *scratch = qkv_ctx_new(0);
+    qkv_ctx_set_no_grad(scratch, true);
+    double *xd = x->data;
+    for (int64_t i = 0; i < 9; i++) {
+        const double h = 1e-5, keep = xd[i];
+        xd[i] = keep + h;
+        qkv_ctx_reset(scratch);
+        double fp = qkv_get(attn_loss(scratch, x, x, x), 0);
+        xd[i] = keep - h;
+        qkv_ctx_reset(scratch);
+        double fm = qkv_get(attn_loss(scratch, x, x, x), 0);
+        xd[i] = keep;
+        ck_assert_double_eq_tol(qkv_grad_get(x, i), (fp - fm) / (2 * h), 1e-8);
+    }
+    qkv_ctx_free(scratch);
+    qkv_ctx_free(c2);
+}
+END_TEST
+
+/* ---- repeated backward, zero_grad ------------------------------------------------------ */
+
+START_TEST(test_backward_twice_doubles_leaves) {
+    const int64_t xs[2] = {3, 3};
+    qkv_tensor *x = param_f64(ctx, 2, xs, XV);
+    qkv_tensor *wq = qkv_param(ctx, qkv_from_array(ctx, QKV_F64, 2, (int64_t[]){3, 2}, WQ));
+    qkv_tensor *w = qkv_from_array(ctx, QKV_F64, 2, (int64_t[]){3, 2}, OW);
+    qkv_tensor *q = qkv_matmul(ctx, x, wq);
+    qkv_tensor *y = qkv_attention(ctx, q, q, q, NULL, 0, NULL);
+    qkv_tensor *loss = qkv_sum(ctx, qkv_mul(ctx, y, w));
+
+    qkv_backward(loss);
+    double gx[9], gw[6], gq[6], gy[6];
+    for (int i = 0; i < 9; i++) gx[i] = qkv_grad_get(x, i);
+    for (int i = 0; i < 6; i++) {
+        gw[i] = qkv_grad_get(wq, i);
+        gq[i] = qkv_grad_get(q, i);
+        gy[i] = qkv_grad_get(y, i);
+        ck_assert_double_eq(gy[i], OW[i]); /* d loss / d y = w */
+    }
+    ck_assert_double_ne(gx[0], 0.0);
+    ck_assert_double_ne(gw[0], 0.0);
+
+    qkv_backward(loss); /* no zero_grad: leaves accumulate, exactly twice (g + g is exact) */
+    for (int i = 0; i < 9; i++) ck_assert_double_eq(qkv_grad_get(x, i), 2 * gx[i]);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_double_eq(qkv_grad_get(wq, i), 2 * gw[i]);
+        /* intermediates are recomputed, not accumulated */
+        ck_assert_double_eq(qkv_grad_get(q, i), gq[i]);
+        ck_assert_double_eq(qkv_grad_get(y, i), gy[i]);
+    }
+    ck_assert_double_eq(qkv_grad_get(loss, 0), 1.0);
+
+    qkv_zero_grad(ctx);
+    for (int i = 0; i < 9; i++) ck_assert_double_eq(qkv_grad_get(x, i), 0.0);
+    for (int i = 0; i < 6; i++) ck_assert_double_eq(qkv_grad_get(wq, i), 0.0);
+
+    qkv_backward(loss); /* after zeroing: the first result again, exactly */
+    for (int i = 0; i < 9; i++) ck_assert_double_eq(qkv_grad_get(x, i), gx[i]);
+    for (int i = 0; i < 6; i++) ck_assert_double_eq(qkv_grad_get(wq, i), gw[i]);
+}
+END_TEST
+
+START_TEST(test_backward_twice_mini_model) {
+    /* Every way a parameter collects gradient: embedding rows hit by repeated tokens, a bias
+     * broadcast over positions, weights shared by every batch of a matmul (Q, K, V). Each is a
+     * sum of many contributions into one entry; a second backward must still add exactly the
+     * same gradient again. */
+    qkv_rng rng = qkv_rng_seed(77);
+    qkv_tensor *table = qkv_param(ctx, qkv_randn(ctx, QKV_F64, 2, (int64_t[]){5, 3}, 1.0, &rng));
+    qkv_tensor *bias = qkv_param(ctx, qkv_randn(ctx, QKV_F64, 2, (int64_t[]){1, 3}, 1.0, &rng));
+    qkv_tensor *w[3];
+    for (int i = 0; i < 3; i++)
+        w[i] = qkv_param(ctx, qkv_randn(ctx, QKV_F64, 2, (int64_t[]){3, 3}, 1.0, &rng));
+    qkv_tensor *idx = qkv_from_array(ctx, QKV_I32, 2, (int64_t[]){2, 4},
+                                     (int32_t[]){1, 3, 1, 1, 0, 1, 4, 3});
+    qkv_tensor *x = qkv_add(ctx, qkv_embedding(ctx, table, idx), bias); /* (2,4,3) */
+    qkv_tensor *y = qkv_attention(ctx, qkv_matmul(ctx, x, w[0]), qkv_matmul(ctx, x, w[1]),
+                                  qkv_matmul(ctx, x, w[2]), qkv_mask_causal(ctx, QKV_F64, 4, 4),
+                                  0, NULL);
+    qkv_tensor *ow = qkv_randn(ctx, QKV_F64, 3, (int64_t[]){2, 4, 3}, 1.0, &rng);
+    qkv_tensor *loss = qkv_sum(ctx, qkv_mul(ctx, y, ow));
+    qkv_tensor *leaves[5] = {table, bias, w[0], w[1], w[2]};
+    double first[5][15];
+    qkv_backward(loss);
+    for (int l = 0; l < 5; l++)
+        for (int64_t i = 0; i < leaves[l]->size; i++) first[l][i] = qkv_grad_get(leaves[l], i);
+    ck_assert_double_ne(first[0][3], 0.0); /* row 1 of the table: tokens at 4 positions */
+    ck_assert_double_eq(first[0][2 * 3], 0.0); /* row 2: no token uses it */
+    /* after k calls each entry is exactly g + g + ... + g (k terms, summed left to right) */
+    double expect[5][15];
+    memcpy(expect, first, sizeof expect);
+    for (int round = 2; round <= 4; round++) {
+        qkv_backward(loss);
+        for (int l = 0; l < 5; l++)
+            for (int64_t i = 0; i < leaves[l]->size; i++) {
+                expect[l][i] += first[l][i];
+                ck_assert_msg(qkv_grad_get(leaves[l], i) == expect[l][i],
+                              "call %d, leaf %d entry %lld: %.17g, want %.17g", round, l,
+                              (long long)i, qkv_grad_get(leaves[l], i), expect[l][i]);
+            }
+    }
+}
+END_TEST
+
+START_TEST(test_zero_grad_only_own_ctx) {
+    qkv_ctx *other = qkv_ctx_new(0);
+    qkv_tensor *a = qkv_param(ctx, qkv_ones(ctx, QKV_F32, 1, (int64_t[]){3}));
+    qkv_tensor *b = qkv_param(other, qkv_ones(other, QKV_F32, 1, (int64_t[]){3}));
+    qkv_backward(qkv_sum(ctx, qkv_mul(ctx, a, b)));
+    for (int i = 0; i < 3; i++) {
+        ck_assert_double_eq(qkv_grad_get(a, i), 1.0);
+        ck_assert_double_eq(qkv_grad_get(b, i), 1.0);
+    }
+    qkv_zero_grad(ctx);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_double_eq(qkv_grad_get(a, i), 0.0);
+        ck_assert_double_eq(qkv_grad_get(b, i), 1.0);
+    }
+    qkv_zero_grad(other);
+    for (int i = 0; i < 3; i++) ck_assert_double_eq(qkv_grad_get(b, i), 0.0);
+    qkv_ctx_free(other);
+}
+END_TEST
+
+START_TEST(test_backward_from_earlier_loss) {
+    /* Two losses in one context: backward from each gives only its own gradient, whatever
+     * else is on the tape. */
+    qkv_tensor *x = param_f64(ctx, 1, (int64_t[]){3}, (double[]){1, 2, 3});
+    qkv_tensor *l1 = qkv_sum(ctx, x);                  /* dl1/dx = 1 */
+    qkv_tensor *l2 = qkv_sum(ctx, qkv_mul(ctx, x, x)); /* dl2/dx = 2x */
+    qkv_backward(l2);
+    for (int i = 0; i < 3; i++) ck_assert_double_eq(qkv_grad_get(x, i), 2.0 * (i + 1));
+    qkv_zero_grad(ctx);
+    qkv_backward(l1);
+    for (int i = 0; i < 3; i++) ck_assert_double_eq(qkv_grad_get(x, i), 1.0);
+}
+END_TEST
+
+START_TEST(test_non_param_inputs_get_no_grad) {
+    qkv_tensor *x = qkv_ones(ctx, QKV_F64, 1, (int64_t[]){3}); /* data, not a parameter */
+    qkv_tensor *w = param_f64(ctx, 1, (int64_t[]){3}, (double[]){1, 2, 3});
+    qkv_tensor *y = qkv_mul(ctx, x, w);
+    ck_assert(y->requires_grad);
+    ck_assert(!x->requires_grad);
+    qkv_backward(qkv_sum(ctx, y));
+    ck_assert_ptr_null(x->grad);
+    for (int i = 0; i < 3; i++) ck_assert_double_eq(qkv_grad_get(w, i), 1.0);
+    /* an op of non-parameters only needs no gradient */
+    ck_assert(!qkv_scale(ctx, x, 2.0)->requires_grad);
+}
+END_TEST
+
+/* ---- a deep graph ------------------------------------------------------------------------ */
+
+START_TEST(test_deep_chain_no_recursion) {
+    /* 100000 scale ops alternating ×2 and ×0.5. With the stack limited to 512 KiB a recursive
+     * backward (at least tens of bytes per level, 100000 levels deep) would overflow it. */
+    struct rlimit old, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_STACK, &old), 0);
+    lim = old;
+    if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur > 512 * 1024) lim.rlim_cur = 512 * 1024;
+    ck_assert_int_eq(setrlimit(RLIMIT_STACK, &lim), 0);
+
+    qkv_tensor *x = param_f64(ctx, 0, NULL, (double[]){1.5});
+    qkv_tensor *t = x;
+    enum { DEPTH = 100000 };
+    for (int i = 0; i < DEPTH; i++) t = qkv_scale(ctx, t, i % 2 ? 0.5 : 2.0);
+    ck_assert_double_eq(qkv_get(t, 0), 1.5);
+    qkv_backward(t);
+    ck_assert_double_eq(qkv_grad_get(x, 0), 1.0);
+    /* an odd depth would leave a factor 2: check the count really matters */
+    t = qkv_scale(ctx, t, 2.0);
+    qkv_zero_grad(ctx);
+    qkv_backward(t);
+    ck_assert_double_eq(qkv_grad_get(x, 0), 2.0);
+
+    setrlimit(RLIMIT_STACK, &old);
+}
+END_TEST
+
+/* ---- SGD --------------------------------------------------------------------------------- */
+
+START_TEST(test_sgd_step) {
+    const float p0[4] = {1.0f, -2.0f, 0.5f, 3.0f};
+    const float c[4] = {0.25f, -1.5f, 2.0f, 0.0f};
+    const double d0[3] = {0.1, 0.2, 0.3}, dc[3] = {-1.0, 4.0, 0.5};
+    qkv_tensor *p = qkv_param(ctx, qkv_from_array(ctx, QKV_F32, 1, (int64_t[]){4}, p0));
+    qkv_tensor *d = param_f64(ctx, 1, (int64_t[]){3}, d0);
+    qkv_tensor *data = qkv_from_array(ctx, QKV_F32, 1, (int64_t[]){4}, p0); /* not a param */
+    qkv_tensor *cf = qkv_from_array(ctx, QKV_F32, 1, (int64_t[]){4}, c);
+    qkv_tensor *cd = qkv_from_array(ctx, QKV_F64, 1, (int64_t[]){3}, dc);
+    /* loss = Σ p⊙c + Σ d⊙dc (two dtypes): grad p = c, grad d = dc */
+    qkv_backward(qkv_sum(ctx, qkv_mul(ctx, p, cf)));
+    qkv_backward(qkv_sum(ctx, qkv_mul(ctx, d, cd)));
+    const float lr = 0.1f;
+    qkv_sgd_step(ctx, lr);
+    for (int i = 0; i < 4; i++) {
+        float want = p0[i] - lr * c[i];
+        ck_assert_float_eq_tol((float)qkv_get(p, i), want, 1e-6f);
+        ck_assert_double_eq(qkv_get(data, i), p0[i]); /* untouched */
+        ck_assert_double_eq(qkv_grad_get(p, i), c[i]); /* the step does not clear gradients */
+    }
+    for (int i = 0; i < 3; i++)
+        ck_assert_double_eq_tol(qkv_get(d, i), d0[i] - (double)lr * dc[i], 1e-15);
+    ck_assert_float_eq(((float *)p->data)[0], 1.0f - 0.1f * 0.25f);
+    /* a second step with the same gradient moves by the same amount again */
+    qkv_sgd_step(ctx, lr);
+    ck_assert_double_eq_tol(qkv_get(d, 1), d0[1] - 2 * (double)lr * dc[1], 1e-15);
+}
+END_TEST
+
+START_TEST(test_sgd_descends) {
+    /* minimise mse(W·x, t) for a fixed x: the loss must fall step after step */
+    qkv_rng rng = qkv_rng_seed(8);
+    qkv_tensor *w = qkv_param(ctx, qkv_randn(ctx, QKV_F64, 2, (int64_t[]){3, 4}, 0.5, &rng));
+    qkv_ctx *step = qkv_ctx_new(0);
+    qkv_tensor *x = qkv_randn(ctx, QKV_F64, 2, (int64_t[]){5, 3}, 1.0, &rng);
+    qkv_tensor *t = qkv_randn(ctx, QKV_F64, 2, (int64_t[]){5, 4}, 1.0, &rng);
+    double prev = INFINITY;
+    for (int it = 0; it < 20; it++) {
+        qkv_ctx_reset(step);
+        qkv_tensor *loss = qkv_mse(step, qkv_matmul(step, x, w), t);
+        ck_assert_double_lt(qkv_get(loss, 0), prev);
+        prev = qkv_get(loss, 0);
+        qkv_zero_grad(ctx);
+        qkv_backward(loss);
+        qkv_sgd_step(ctx, 0.1f);
+    }
+    qkv_ctx_free(step);
+}
+END_TEST
+
+static void collect(qkv_tensor *p, void *user) {
+    qkv_tensor **list = user;
+    while (*list) list++;
+    *list = p;
+}
+
+START_TEST(test_for_params_order) {
+    qkv_tensor *a = qkv_param(ctx, qkv_ones(ctx, QKV_F32, 1, (int64_t[]){1}));
+    qkv_ones(ctx, QKV_F32, 1, (int64_t[]){1}); /* not a param */
+    qkv_tensor *b = qkv_param(ctx, qkv_ones(ctx, QKV_F64, 1, (int64_t[]){2}));
+    qkv_tensor *c = qkv_param(ctx, qkv_ones(ctx, QKV_F32, 1, (int64_t[]){3}));
+    qkv_tensor *seen[8] = {0};
+    qkv_ctx_for_params(ctx, collect, seen);
+    ck_assert_ptr_eq(seen[0], a);
+    ck_assert_ptr_eq(seen[1], b);
+    ck_assert_ptr_eq(seen[2], c);
+    ck_assert_ptr_null(seen[3]);
+}
+END_TEST
+
+START_TEST(test_many_params) {
+    /* more parameters than the initial registry holds */
+    qkv_tensor *p[40];
+    for (int i = 0; i < 40; i++)
+        p[i] = qkv_param(ctx, qkv_scalar(ctx, QKV_F64, (double)i));
+    qkv_tensor *s = p[0];
+    for (int i = 1; i < 40; i++) s = qkv_add(ctx, s, p[i]);
+    qkv_backward(s);
+    qkv_sgd_step(ctx, 1.0f);
+    for (int i = 0; i < 40; i++) ck_assert_double_eq(qkv_get(p[i], 0), i - 1.0);
+}
+END_TEST
+
+static Suite *autograd_suite(void) {
+    Suite *s = suite_create("autograd");
+    TCase *tc = tcase_create("accumulation");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_polynomial_reuse);
+    tcase_add_test(tc, test_matmul_with_itself);
+    tcase_add_test(tc, test_x_feeds_q_k_v);
+    tcase_add_test(tc, test_backward_twice_doubles_leaves);
+    tcase_add_test(tc, test_backward_twice_mini_model);
+    tcase_add_test(tc, test_zero_grad_only_own_ctx);
+    tcase_add_test(tc, test_backward_from_earlier_loss);
+    tcase_add_test(tc, test_non_param_inputs_get_no_grad);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("deep");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_deep_chain_no_recursion);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("sgd");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_sgd_step);
+    tcase_add_test(tc, test_sgd_descends);
+    tcase_add_test(tc, test_for_params_order);
+    tcase_add_test(tc, test_many_params);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(autograd_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,338 @@
+/* test_errors.c - programming errors stop the process (SIGABRT) with one line naming the op and
+ * the shapes. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* fork, pipe, dup2, waitpid, setrlimit */
+#endif
+#include "qkv.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static qkv_ctx *ctx;
+static qkv_tensor *f32(int ndim, const int64_t *shape) { return qkv_ones(ctx, QKV_F32, ndim, shape); }
+
+/* The expected abort prints a line to stderr; keep the test log clean (each test runs in its own
+ * forked process, so this does not leak into other tests). */
+static void quiet_setup(void) {
+    ctx = qkv_ctx_new(0);
+    if (!freopen("/dev/null", "w", stderr)) abort();
+}
+static void teardown(void) { qkv_ctx_free(ctx); }
+
+/* ---- each misuse aborts ----------------------------------------------------------------- */
+
+START_TEST(test_matmul_inner_mismatch) {
+    qkv_matmul(ctx, f32(2, (int64_t[]){2, 3}), f32(2, (int64_t[]){4, 5}));
+}
+END_TEST
+
+START_TEST(test_matmul_transposed_mismatch) {
+    /* (2,3)·(2,3)ᵀ is fine, (2,3)ᵀ·(2,3)ᵀ is not: 2 vs 3 */
+    qkv_matmul_ex(ctx, f32(2, (int64_t[]){2, 3}), false, f32(2, (int64_t[]){2, 3}), true);
+    qkv_matmul_ex(ctx, f32(2, (int64_t[]){2, 3}), true, f32(2, (int64_t[]){2, 3}), true);
+}
+END_TEST
+
+START_TEST(test_matmul_batch_mismatch) {
+    qkv_matmul(ctx, f32(3, (int64_t[]){2, 3, 4}), f32(3, (int64_t[]){3, 4, 5}));
+}
+END_TEST
+
+START_TEST(test_matmul_dtype_mismatch) {
+    qkv_matmul(ctx, f32(2, (int64_t[]){2, 3}), qkv_ones(ctx, QKV_F64, 2, (int64_t[]){3, 2}));
+}
+END_TEST
+
+START_TEST(test_add_not_broadcastable) {
+    qkv_add(ctx, f32(2, (int64_t[]){2, 3}), f32(2, (int64_t[]){2, 4}));
+}
+END_TEST
+
+START_TEST(test_add_b_bigger_than_a) {
+    qkv_add(ctx, f32(1, (int64_t[]){3}), f32(2, (int64_t[]){2, 3}));
+}
+END_TEST
+
+START_TEST(test_mul_not_broadcastable) {
+    qkv_mul(ctx, f32(2, (int64_t[]){2, 3}), f32(1, (int64_t[]){2}));
+}
+END_TEST
+
+START_TEST(test_softmax_i32) {
+    qkv_softmax(ctx, qkv_zeros(ctx, QKV_I32, 2, (int64_t[]){2, 3}));
+}
+END_TEST
+
+START_TEST(test_scale_null) {
+    qkv_scale(ctx, NULL, 2.0);
+}
+END_TEST
+
+START_TEST(test_mask_not_broadcastable) {
+    qkv_mask(ctx, f32(2, (int64_t[]){3, 3}), qkv_mask_causal(ctx, QKV_F32, 3, 4));
+}
+END_TEST
+
+START_TEST(test_mse_shape_mismatch) {
+    qkv_mse(ctx, f32(2, (int64_t[]){2, 3}), f32(2, (int64_t[]){3, 2}));
+}
+END_TEST
+
+START_TEST(test_embedding_index_out_of_range) {
+    qkv_embedding(ctx, f32(2, (int64_t[]){4, 3}),
+                  qkv_from_array(ctx, QKV_I32, 1, (int64_t[]){2}, (int32_t[]){1, 4}));
+}
+END_TEST
+
+START_TEST(test_cross_entropy_bad_target) {
+    qkv_cross_entropy(ctx, f32(2, (int64_t[]){2, 3}),
+                      qkv_from_array(ctx, QKV_I32, 1, (int64_t[]){2}, (int32_t[]){0, 3}), -1);
+}
+END_TEST
+
+START_TEST(test_cross_entropy_bad_shape) {
+    qkv_cross_entropy(ctx, f32(2, (int64_t[]){2, 3}), qkv_zeros(ctx, QKV_I32, 1, (int64_t[]){3}), -1);
+}
+END_TEST
+
+START_TEST(test_reshape_wrong_size) {
+    qkv_reshape(ctx, f32(2, (int64_t[]){2, 3}), 2, (int64_t[]){4, 2});
+}
+END_TEST
+
+START_TEST(test_transpose_bad_dim) {
+    qkv_transpose(ctx, f32(2, (int64_t[]){2, 3}), 0, 2);
+}
+END_TEST
+
+START_TEST(test_attention_dk_mismatch) {
+    qkv_attention(ctx, f32(2, (int64_t[]){3, 4}), f32(2, (int64_t[]){3, 5}), f32(2, (int64_t[]){3, 5}),
+                  NULL, 0, NULL);
+}
+END_TEST
+
+START_TEST(test_attention_q_not_matrix) {
+    qkv_attention(ctx, f32(1, (int64_t[]){4}), f32(2, (int64_t[]){3, 4}), f32(2, (int64_t[]){3, 4}),
+                  NULL, 0, NULL);
+}
+END_TEST
+
+START_TEST(test_backward_not_scalar) {
+    qkv_tensor *p = qkv_param(ctx, f32(1, (int64_t[]){3}));
+    qkv_backward(qkv_scale(ctx, p, 2.0));
+}
+END_TEST
+
+START_TEST(test_backward_no_grad) {
+    qkv_tensor *p = qkv_param(ctx, f32(1, (int64_t[]){3}));
+    qkv_ctx_set_no_grad(ctx, true);
+    qkv_backward(qkv_sum(ctx, p));
+}
+END_TEST
+
+START_TEST(test_param_not_leaf) {
+    qkv_tensor *p = qkv_param(ctx, f32(1, (int64_t[]){3}));
+    qkv_param(ctx, qkv_scale(ctx, p, 2.0));
+}
+END_TEST
+
+START_TEST(test_tensor_bad_shape) {
+    qkv_zeros(ctx, QKV_F32, 2, (int64_t[]){2, 0});
+}
+END_TEST
+
+START_TEST(test_tensor_too_many_dims) {
+    qkv_zeros(ctx, QKV_F32, 5, (int64_t[]){1, 1, 1, 1, 1});
+}
+END_TEST
+
+START_TEST(test_mask_padding_bad_length) {
+    qkv_mask_padding(ctx, QKV_F32, 2, 4, (int32_t[]){2, 5});
+}
+END_TEST
+
+START_TEST(test_gradcheck_bad_index) {
+    qkv_gradcheck_run(qkv_gradcheck_count(), 1e-6, 1);
+}
+END_TEST
+
+/* ---- the message ------------------------------------------------------------------------- */
+
+/* Runs fn in a child with stderr into a pipe; returns what it wrote (caller frees) and how it
+ * ended: *sig is the terminating signal, or 0 if it exited. */
+static char *capture_stderr(void (*fn)(void), int *sig) {
+    int fd[2];
+    ck_assert_int_eq(pipe(fd), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(fd[0]);
+        if (dup2(fd[1], STDERR_FILENO) < 0) _exit(99);
+        close(fd[1]);
+        fn();
+        _exit(0);
+    }
+    close(fd[1]);
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    for (ssize_t n; (n = read(fd[0], buf + len, cap - 1 - len)) > 0;) {
+        len += (size_t)n;
+        if (len + 1 == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            ck_assert_ptr_nonnull(buf);
+        }
+    }
+    buf[len] = '\0';
+    close(fd[0]);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    *sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    return buf;
+}
+
+/* One line: text, then exactly one newline, at the end. */
+static void assert_one_line(const char *msg) {
+    size_t n = strlen(msg);
+    ck_assert_uint_gt(n, 1);
+    ck_assert_int_eq(msg[n - 1], '\n');
+    ck_assert_ptr_eq(strchr(msg, '\n'), msg + n - 1);
+}
+
+static void do_matmul(void) {
+    qkv_ctx *c = qkv_ctx_new(0);
+    qkv_matmul(c, qkv_ones(c, QKV_F32, 2, (int64_t[]){2, 3}), qkv_ones(c, QKV_F32, 2, (int64_t[]){4, 5}));
+}
+static void do_add(void) {
+    qkv_ctx *c = qkv_ctx_new(0);
+    qkv_add(c, qkv_ones(c, QKV_F64, 3, (int64_t[]){2, 3, 4}), qkv_ones(c, QKV_F64, 2, (int64_t[]){5, 4}));
+}
+static void do_softmax_i32(void) {
+    qkv_ctx *c = qkv_ctx_new(0);
+    qkv_softmax(c, qkv_zeros(c, QKV_I32, 1, (int64_t[]){3}));
+}
+static void do_scale_null(void) {
+    qkv_ctx *c = qkv_ctx_new(0);
+    qkv_scale(c, NULL, 1.0);
+}
+static void do_attention_scalar_q(void) {
+    qkv_ctx *c = qkv_ctx_new(0);
+    qkv_attention(c, qkv_scalar(c, QKV_F32, 1), qkv_ones(c, QKV_F32, 2, (int64_t[]){3, 4}),
+                  qkv_ones(c, QKV_F32, 2, (int64_t[]){3, 4}), NULL, 0, NULL);
+}
+static void do_nothing_wrong(void) {
+    qkv_ctx *c = qkv_ctx_new(0);
+    qkv_matmul(c, qkv_ones(c, QKV_F32, 2, (int64_t[]){2, 3}), qkv_ones(c, QKV_F32, 2, (int64_t[]){3, 5}));
+    qkv_ctx_free(c);
+}
+
+START_TEST(test_message_matmul) {
+    int sig = -1;
+    char *msg = capture_stderr(do_matmul, &sig);
+    ck_assert_int_eq(sig, SIGABRT);
+    ck_assert_msg(strstr(msg, "matmul") != NULL, "message: %s", msg);
+    ck_assert_msg(strstr(msg, "(2,3)") != NULL, "message: %s", msg);
+    ck_assert_msg(strstr(msg, "(4,5)") != NULL, "message: %s", msg);
+    ck_assert_msg(strncmp(msg, "qkv: matmul: ", 13) == 0, "message: %s", msg);
+    assert_one_line(msg);
+    free(msg);
+}
+END_TEST
+
+START_TEST(test_message_others) {
+    int sig = -1;
+    char *msg = capture_stderr(do_add, &sig);
+    ck_assert_int_eq(sig, SIGABRT);
+    ck_assert_msg(strncmp(msg, "qkv: add: ", 10) == 0, "message: %s", msg);
+    ck_assert_msg(strstr(msg, "(2,3,4)") && strstr(msg, "(5,4)"), "message: %s", msg);
+    assert_one_line(msg);
+    free(msg);
+
+    msg = capture_stderr(do_softmax_i32, &sig);
+    ck_assert_int_eq(sig, SIGABRT);
+    ck_assert_msg(strncmp(msg, "qkv: softmax: ", 14) == 0 && strstr(msg, "i32"), "message: %s", msg);
+    assert_one_line(msg);
+    free(msg);
+
+    /* attention names itself (and reads no shape entry it does not have) */
+    msg = capture_stderr(do_attention_scalar_q, &sig);
+    ck_assert_int_eq(sig, SIGABRT);
+    ck_assert_msg(strncmp(msg, "qkv: attention: ", 16) == 0 && strstr(msg, "()"), "message: %s", msg);
+    assert_one_line(msg);
+    free(msg);
+
+    msg = capture_stderr(do_scale_null, &sig);
+    ck_assert_int_eq(sig, SIGABRT);
+    ck_assert_msg(strncmp(msg, "qkv: scale: ", 12) == 0 && strstr(msg, "NULL"), "message: %s", msg);
+    assert_one_line(msg);
+    free(msg);
+}
+END_TEST
+
+START_TEST(test_no_message_when_correct) {
+    /* the harness itself: a correct call exits normally and prints nothing */
+    int sig = -1;
+    char *msg = capture_stderr(do_nothing_wrong, &sig);
+    ck_assert_int_eq(sig, 0);
+    ck_assert_str_eq(msg, "");
+    free(msg);
+}
+END_TEST
+
+static Suite *errors_suite(void) {
+    Suite *s = suite_create("errors");
+    TCase *tc = tcase_create("abort");
+    tcase_add_checked_fixture(tc, quiet_setup, teardown);
+    tcase_add_test_raise_signal(tc, test_matmul_inner_mismatch, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_matmul_transposed_mismatch, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_matmul_batch_mismatch, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_matmul_dtype_mismatch, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_add_not_broadcastable, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_add_b_bigger_than_a, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_mul_not_broadcastable, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_softmax_i32, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_scale_null, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_mask_not_broadcastable, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_mse_shape_mismatch, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_embedding_index_out_of_range, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_cross_entropy_bad_target, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_cross_entropy_bad_shape, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_reshape_wrong_size, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_transpose_bad_dim, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_attention_dk_mismatch, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_attention_q_not_matrix, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_backward_not_scalar, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_backward_no_grad, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_param_not_leaf, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_tensor_bad_shape, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_tensor_too_many_dims, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_mask_padding_bad_length, SIGABRT);
+    tcase_add_test_raise_signal(tc, test_gradcheck_bad_index, SIGABRT);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("message");
+    tcase_add_test(tc, test_message_matmul);
+    tcase_add_test(tc, test_message_others);
+    tcase_add_test(tc, test_no_message_when_correct);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    /* aborting children must not leave core files behind */
+    struct rlimit nocore = {0, 0};
+    setrlimit(RLIMIT_CORE, &nocore);
+    SRunner *sr = srunner_create(errors_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,79 @@
+/* test_gradcheck.c - every op's backward pass against finite differences (qkv_gradcheck_run). */
+#include "qkv.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-6
+
+/* One Check test per op: _i is the op's index. */
+START_TEST(test_gradcheck_op) {
+    qkv_gradcheck_result r = qkv_gradcheck_run(_i, TOL, 1);
+    ck_assert_ptr_nonnull(r.op);
+    ck_assert_msg(r.cases > 0, "%s: no cases", r.op);
+    ck_assert_msg(r.entries > 0, "%s: no gradient entries compared", r.op);
+    ck_assert_msg(r.passed, "%s failed: max_rel_err %.3e, max_abs_err %.3e on %s", r.op,
+                  r.max_rel_err, r.max_abs_err, r.shapes);
+    ck_assert_msg(r.max_rel_err <= TOL, "%s: max_rel_err %.3e > %g", r.op, r.max_rel_err, TOL);
+    ck_assert(isfinite(r.max_abs_err));
+    ck_assert_msg(strlen(r.shapes) > 0 && r.shapes[0] == '(', "%s: shapes '%s'", r.op, r.shapes);
+}
+END_TEST
+
+START_TEST(test_gradcheck_other_seed) {
+    /* a different seed draws different inputs and must pass as well */
+    qkv_gradcheck_result r = qkv_gradcheck_run(_i, TOL, 12345);
+    ck_assert_msg(r.passed && r.max_rel_err <= TOL, "%s (seed 12345): max_rel_err %.3e", r.op,
+                  r.max_rel_err);
+}
+END_TEST
+
+START_TEST(test_gradcheck_coverage) {
+    int n = qkv_gradcheck_count();
+    ck_assert_int_ge(n, 14);
+    const char *want[] = {"matmul", "scale", "mask", "softmax", "attention"};
+    bool found[5] = {false};
+    for (int i = 0; i < n; i++) {
+        qkv_gradcheck_result r = qkv_gradcheck_run(i, TOL, 1);
+        ck_assert_ptr_nonnull(r.op);
+        for (int j = 0; j < i; j++) /* each op once */
+            ck_assert_str_ne(qkv_gradcheck_run(j, TOL, 1).op, r.op);
+        for (int w = 0; w < 5; w++)
+            if (strcmp(r.op, want[w]) == 0) found[w] = true;
+    }
+    for (int w = 0; w < 5; w++) ck_assert_msg(found[w], "gradcheck does not cover %s", want[w]);
+}
+END_TEST
+
+START_TEST(test_gradcheck_reports_failure) {
+    /* passed is max_rel_err <= tol: a tolerance below the error found must fail */
+    qkv_gradcheck_result r = qkv_gradcheck_run(0, TOL, 1);
+    ck_assert_double_gt(r.max_rel_err, 0.0); /* finite differences are never exact */
+    qkv_gradcheck_result strict = qkv_gradcheck_run(0, r.max_rel_err / 2, 1);
+    ck_assert(!strict.passed);
+    ck_assert_double_eq(strict.max_rel_err, r.max_rel_err); /* same seed, same numbers */
+}
+END_TEST
+
+static Suite *gradcheck_suite(void) {
+    Suite *s = suite_create("gradcheck");
+    TCase *tc = tcase_create("ops");
+    tcase_add_loop_test(tc, test_gradcheck_op, 0, qkv_gradcheck_count());
+    tcase_add_loop_test(tc, test_gradcheck_other_seed, 0, qkv_gradcheck_count());
+    suite_add_tcase(s, tc);
+    tc = tcase_create("coverage");
+    tcase_add_test(tc, test_gradcheck_coverage);
+    tcase_add_test(tc, test_gradcheck_reports_failure);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(gradcheck_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
