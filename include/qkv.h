@@ -236,6 +236,120 @@ QKV_API qkv_tensor *qkv_mask_from_bool(qkv_ctx *ctx, qkv_dtype dtype, int ndim,
 QKV_API qkv_tensor *qkv_attention(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                                   qkv_tensor *mask, double scale, qkv_tensor **weights);
 
+/* ---- toy tasks ------------------------------------------------------------------------- */
+typedef enum {
+    QKV_TASK_COPY,    /* y[i] = x[i]; ideal attention: the diagonal */
+    QKV_TASK_REVERSE, /* y[i] = x[T-1-i]; the anti-diagonal */
+    QKV_TASK_SHIFT,   /* y[i] = x[i-1] under a causal mask; the sub-diagonal */
+    QKV_TASK_LOOKUP,  /* (key,value) pair tokens, then a query naming a key; y[T-1] = its value */
+    QKV_TASK_MAX,     /* y[i] = max(x); every position attends to the maximum */
+    QKV_TASK_COUNT
+} qkv_task_kind;
+
+typedef struct {
+    qkv_task_kind kind;
+    int seq_len, vocab;
+    bool causal;          /* the task is defined under a causal mask */
+    int n_keys, n_values; /* lookup only: pair token = key·n_values + value, query = n_keys·n_values + key */
+} qkv_task;
+
+/* Names are "copy", "reverse", "shift", "lookup", "max". */
+QKV_API const char *qkv_task_name(qkv_task_kind kind);
+/* The default vocabulary of a task at a given length (0 if the length is invalid). */
+QKV_API int qkv_task_default_vocab(qkv_task_kind kind, int seq_len);
+/* Validates name, seq_len and vocab: QKV_ERR_VALUE with a message naming the problem. */
+QKV_API qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int vocab);
+/* Draws one sequence: tokens[T] and targets[T] (-1 where a position carries no target).
+ * Held-out sequences (a fixed eighth of all sequences, by hash) are drawn only when
+ * `heldout` is true, and never otherwise, so training never sees them. */
+QKV_API void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, int32_t *tokens,
+                             int32_t *targets);
+QKV_API bool qkv_task_is_heldout(const qkv_task *task, const int32_t *tokens);
+/* ideal[i*T + j] = 1 where query i ideally attends to key j (rows without a target are 0). */
+QKV_API void qkv_task_ideal(const qkv_task *task, const int32_t *tokens, uint8_t *ideal);
+/* A short printable label of a token, e.g. "7", "k2:v1" or "?k2". */
+QKV_API void qkv_task_token_label(const qkv_task *task, int32_t token, char *buf, size_t len);
+
+/* ---- the model: embeddings, L layers of multi-head self-attention, a vocabulary head ---- */
+#define QKV_MAX_LAYERS 8
+typedef struct {
+    int vocab, seq_len, d_model, heads, layers;
+    bool residual;      /* x + attention(x) around each layer */
+    bool causal;        /* causal mask on every layer */
+    double init_scale;  /* weights ~ N(0, init_scale² / fan_in) */
+} qkv_model_config;
+
+typedef struct {
+    qkv_model_config cfg;
+    qkv_ctx *params;            /* owns every parameter, its gradient and optimizer state */
+    qkv_tensor *tok_emb;        /* (V, C)  "tok_emb" */
+    qkv_tensor *pos_emb;        /* (T, C)  "pos_emb" */
+    qkv_tensor *w_q[QKV_MAX_LAYERS], *w_k[QKV_MAX_LAYERS], *w_v[QKV_MAX_LAYERS],
+        *w_o[QKV_MAX_LAYERS];   /* (C, C), (in, out): y = x·W; "attn.<l>.w_q" ... */
+    qkv_tensor *head_w;         /* (C, V)  "head.w" */
+    qkv_tensor *head_b;         /* (V)     "head.b" */
+    int nparams;
+    qkv_tensor *param[4 + 4 * QKV_MAX_LAYERS];
+    char param_name[4 + 4 * QKV_MAX_LAYERS][32];
+} qkv_model;
+
+/* Checks the config (QKV_ERR_VALUE naming the culprit) and the memory it needs
+ * (QKV_ERR_NOMEM), then draws the weights from `seed`. */
+QKV_API qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t seed);
+QKV_API void qkv_model_free(qkv_model *m);
+/* Builds the forward pass for tokens (B, T) in `step` and returns the logits (B, T, V).
+ * If attn is not NULL, attn[l] receives layer l's attention weights (B, H, T, T). */
+QKV_API qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                      int batch, qkv_tensor **attn);
+/* Bytes of parameters, gradients and Adam state, and of one step's arena, for a batch. */
+QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);
+QKV_API double qkv_model_step_bytes(const qkv_model_config *cfg, int batch);
+
+/* ---- optimizers ---------------------------------------------------------------------------- */
+typedef enum { QKV_SGD, QKV_MOMENTUM, QKV_ADAM } qkv_optim_kind;
+typedef struct {
+    qkv_optim_kind kind;
+    double lr, momentum, beta1, beta2, eps, weight_decay;
+    double clip;                 /* clip the global gradient norm to this; 0 = off */
+    int64_t step;                /* updates made so far */
+    int n;
+    qkv_tensor *param[4 + 4 * QKV_MAX_LAYERS];
+    qkv_tensor *m[4 + 4 * QKV_MAX_LAYERS]; /* momentum buffer / Adam first moment */
+    qkv_tensor *v[4 + 4 * QKV_MAX_LAYERS]; /* Adam second moment */
+} qkv_optim;
+
+QKV_API const char *qkv_optim_name(qkv_optim_kind kind);
+/* Allocates the state for every parameter of `model` in the model's parameter context. */
+QKV_API void qkv_optim_init(qkv_optim *o, qkv_model *model, qkv_optim_kind kind, double lr);
+/* One update from the accumulated gradients; returns the gradient norm before clipping. */
+QKV_API double qkv_optim_step(qkv_optim *o);
+
+/* ---- safetensors files ----------------------------------------------------------------- */
+/* The standard layout: an 8-byte little-endian header length, a JSON header naming each
+ * tensor's dtype, shape and byte range, then the raw little-endian data. __metadata__ holds
+ * string pairs. Writing is atomic: a temporary file is renamed over the target. */
+typedef struct qkv_st qkv_st;
+/* Writes `n` tensors (names[i] -> tensors[i]) and `nmeta` metadata pairs (meta[2i] = key,
+ * meta[2i+1] = value) to `path`. */
+QKV_API qkv_status qkv_st_save(const char *path, int n, const char *const *names,
+                               const qkv_tensor *const *tensors, int nmeta,
+                               const char *const *meta);
+/* Reads and validates a whole file: header length within the file, known dtypes (F32, F64,
+ * I32), byte ranges that match the shapes and tile the data exactly, no NaN or Inf in float
+ * data. On success *out owns the file's contents; free it with qkv_st_free. */
+QKV_API qkv_status qkv_st_load(const char *path, qkv_st **out);
+QKV_API void qkv_st_free(qkv_st *st);
+QKV_API int qkv_st_count(const qkv_st *st);
+QKV_API const char *qkv_st_name(const qkv_st *st, int i);
+/* The metadata value for `key`, or NULL. */
+QKV_API const char *qkv_st_meta(const qkv_st *st, const char *key);
+/* Copies tensor `name` into `dst` after checking that it exists and has exactly `dtype` and
+ * `dst`'s shape; QKV_ERR_MISMATCH with a message naming the tensor otherwise. */
+QKV_API qkv_status qkv_st_read(const qkv_st *st, const char *name, qkv_tensor *dst);
+/* Looks a tensor up: its dtype and shape. False if absent. */
+QKV_API bool qkv_st_info(const qkv_st *st, const char *name, qkv_dtype *dtype, int *ndim,
+                         int64_t shape[QKV_MAX_DIMS]);
+
 /* ---- gradient checks ---------------------------------------------------------------------- */
 /* Each op (and attention) is checked in f64 against central finite differences, on several
  * shapes, with the loss Σ w ⊙ op(inputs) for random weights w. The error of one gradient

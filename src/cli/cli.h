@@ -36,5 +36,8 @@ bool cli_parse_double(const char *name, const char *text, double lo, double hi, 
 
 /* The commands: argc/argv start at the command name. */
 int cmd_gradcheck(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_grads(int argc, char **argv);
 
 #endif

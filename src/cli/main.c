@@ -9,6 +9,9 @@ static const struct {
     int (*run)(int argc, char **argv);
     const char *summary;
 } commands[] = {
+    {"train", cmd_train, "train a toy attention model on a task"},
+    {"eval", cmd_eval, "evaluate a saved model on its held-out set"},
+    {"grads", cmd_grads, "write one batch and every parameter's gradient to a file"},
     {"gradcheck", cmd_gradcheck, "check every op's backward pass against finite differences"},
 };
 

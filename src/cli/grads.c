@@ -1,0 +1,119 @@
+/* grads.c - `qkv grads`: one batch and the gradient of every parameter, for study. */
+#include "cli.h"
+#include "train.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+static const char usage[] =
+    "usage: qkv grads --model FILE --out FILE [options]\n"
+    "Draws one training batch of the model's task, runs forward and backward, and writes the\n"
+    "batch (tokens, targets), the loss, the logits and the gradient of every parameter\n"
+    "(grad.<name>) to a safetensors file.\n"
+    "\n"
+    "  --model FILE   a model.safetensors, or the directory holding one\n"
+    "  --out FILE     the safetensors file to write\n"
+    "  --seed S       seed of the batch (default 1)\n"
+    "  --batch B      sequences in the batch (default 8)\n"
+    "  -h, --help     show this help\n";
+
+int cmd_grads(int argc, char **argv) {
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model = NULL, *out = NULL;
+    uint64_t seed = 1;
+    long batch = 8;
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'o': out = optarg; break;
+        case 's':
+            if (!cli_parse_u64("seed", optarg, &seed)) return EXIT_USAGE;
+            break;
+        case 'b':
+            if (!cli_parse_int("batch", optarg, 1, 4096, &batch)) return EXIT_USAGE;
+            break;
+        case 'h': fputs(usage, stdout); return EXIT_OK;
+        case ':': cli_error("grads: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
+        default: cli_error("grads: unknown option '%s' (see qkv grads --help)", argv[optind - 1]); return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        cli_error("grads: unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (!model || !out) {
+        cli_error("grads: --model FILE and --out FILE are required");
+        return EXIT_USAGE;
+    }
+    char path[1100];
+    struct stat sb;
+    if (stat(model, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(path, sizeof path, "%s/model.safetensors", model);
+    else
+        snprintf(path, sizeof path, "%s", model);
+    trainer t;
+    qkv_status s = trainer_load(&t, path);
+    if (s != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    int T = t.cfg.task.seq_len, B = (int)batch;
+    qkv_ctx *ctx = qkv_ctx_new(0);
+    qkv_tensor *tokens = qkv_zeros(ctx, QKV_I32, 2, (int64_t[]){B, T});
+    qkv_tensor *targets = qkv_zeros(ctx, QKV_I32, 2, (int64_t[]){B, T});
+    qkv_rng rng = qkv_rng_seed(seed);
+    for (int b = 0; b < B; b++)
+        qkv_task_sample(&t.cfg.task, &rng, false, (int32_t *)tokens->data + b * T,
+                        (int32_t *)targets->data + b * T);
+    qkv_tensor *logits = qkv_model_forward(&t.model, ctx, tokens->data, B, NULL);
+    qkv_tensor *loss = qkv_cross_entropy(ctx, logits, targets, -1);
+    qkv_zero_grad(t.model.params);
+    qkv_backward(loss);
+
+    const char *names[3 + 4 + 4 * QKV_MAX_LAYERS];
+    const qkv_tensor *tensors[3 + 4 + 4 * QKV_MAX_LAYERS];
+    char grad_names[4 + 4 * QKV_MAX_LAYERS][48];
+    int n = 0;
+    names[n] = "tokens", tensors[n++] = tokens;
+    names[n] = "targets", tensors[n++] = targets;
+    names[n] = "loss", tensors[n++] = loss;
+    names[n] = "logits", tensors[n++] = logits;
+    for (int i = 0; i < t.model.nparams; i++) {
+        qkv_tensor *p = t.model.param[i];
+        snprintf(grad_names[i], sizeof grad_names[i], "grad.%s", t.model.param_name[i]);
+        /* The gradient as a tensor of its own, sharing the parameter's shape. */
+        qkv_tensor *g = qkv_from_array(ctx, QKV_F32, p->ndim, p->shape, p->grad);
+        names[n] = grad_names[i], tensors[n++] = g;
+    }
+    char seed_s[24], batch_s[16], model_s[1100];
+    snprintf(seed_s, sizeof seed_s, "%" PRIu64, seed);
+    snprintf(batch_s, sizeof batch_s, "%d", B);
+    snprintf(model_s, sizeof model_s, "%s", path);
+    const char *meta[] = {"format", "qkv-grads", "task", qkv_task_name(t.cfg.task.kind),
+                          "seed", seed_s, "batch", batch_s, "model", model_s,
+                          "loss", "mean cross-entropy over positions whose target is not -1"};
+    s = qkv_st_save(out, n, names, tensors, 6, meta);
+    int code = EXIT_OK;
+    if (s != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        code = cli_exit_for(s);
+    } else {
+        printf("wrote %s: batch %d x %d, loss %.6f, %d parameter gradients\n", out, B, T,
+               qkv_get(loss, 0), t.model.nparams);
+    }
+    qkv_ctx_free(ctx);
+    trainer_free(&t);
+    return code;
+}

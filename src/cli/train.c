@@ -1,0 +1,481 @@
+/* train.c - `qkv train` and `qkv eval`: train a toy attention model, watch it, save it. */
+#include "cli.h"
+#include "train.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef QKV_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#include "io/io.h"
+
+static const char train_usage[] =
+    "usage: qkv train [options]\n"
+    "Trains a toy attention model on a task generated from the seed, and reports held-out\n"
+    "accuracy and attention mass (the weight layer 1's best head puts on the ideal keys).\n"
+    "\n"
+    "task and model:\n"
+    "  --task T            copy, reverse, shift, lookup or max (default copy)\n"
+    "  --seq-len N         sequence length (default 8)\n"
+    "  --vocab N           vocabulary size (default 16; lookup: 5 per key)\n"
+    "  --d-model N         model width (default 32)\n"
+    "  --heads N           attention heads; must divide --d-model (default 1)\n"
+    "  --layers N          attention layers, 1..8 (default 1)\n"
+    "  --residual          add a residual connection around each layer (default off)\n"
+    "  --causal            causal mask on every layer (default off; always on for shift)\n"
+    "  --init-scale X      weights ~ N(0, X^2/fan_in), embeddings ~ N(0, X^2) (default 1)\n"
+    "training:\n"
+    "  --optim O           sgd, momentum or adam (default adam)\n"
+    "  --lr X              learning rate (default: adam 0.01, momentum 0.1, sgd 1)\n"
+    "  --batch N           sequences per step (default 32)\n"
+    "  --steps N           optimizer steps (default 600)\n"
+    "  --weight-decay X    L2 for sgd/momentum, decoupled for adam (default 0)\n"
+    "  --clip X            clip the gradient norm to X; 0 = off (default 1)\n"
+    "  --schedule S        learning rate: cosine (decay to 0) or constant (default cosine)\n"
+    "  --warmup N          linear warm-up steps (default steps/20)\n"
+    "  --seed S            seed of weights, data and held-out set (default 1)\n"
+    "  --threads N         OpenMP threads (default: all cores); results do not depend on it\n"
+    "output:\n"
+    "  --out DIR           write model.safetensors, metrics.csv and attention/ to DIR\n"
+    "  --resume DIR        continue the run saved in DIR (up to --steps in total)\n"
+    "  --eval-every N      held-out evaluation and metrics row every N steps (default steps/20)\n"
+    "  --save-every N      also save a checkpoint every N steps (default 0: at the end)\n"
+    "  --json              print one JSON object on stdout at the end\n"
+    "  --quiet             no progress bar or log lines\n"
+    "  -h, --help          show this help\n";
+
+static const char eval_usage[] =
+    "usage: qkv eval --model FILE [options]\n"
+    "Evaluates a saved model on its task's held-out set (rebuilt from the saved seed).\n"
+    "\n"
+    "  --model FILE        a model.safetensors, or the directory holding one\n"
+    "  --threads N         OpenMP threads (default: all cores)\n"
+    "  --json              print one JSON object\n"
+    "  -h, --help          show this help\n";
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void set_threads(long n) {
+#ifdef QKV_HAVE_OPENMP
+    if (n > 0) omp_set_num_threads((int)n);
+#else
+    (void)n;
+#endif
+}
+
+/* "DIR" or "DIR/model.safetensors" -> the model file. */
+static void model_path(const char *arg, char *out, size_t len) {
+    struct stat sb;
+    if (stat(arg, &sb) == 0 && S_ISDIR(sb.st_mode))
+        snprintf(out, len, "%s/model.safetensors", arg);
+    else
+        snprintf(out, len, "%s", arg);
+}
+
+static bool make_dir(const char *dir) {
+    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
+        struct stat sb;
+        if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return true;
+        cli_error("%s exists and is not a directory", dir);
+        return false;
+    }
+    cli_error("cannot create %s: %s", dir, strerror(errno));
+    return false;
+}
+
+/* ---- metrics.csv ---- */
+typedef struct {
+    int64_t step;
+    double loss, train_acc, heldout_acc, lr;
+} metrics_row;
+
+typedef struct {
+    metrics_row *rows;
+    int n, cap;
+} metrics;
+
+static void metrics_add(metrics *m, metrics_row r) {
+    if (m->n == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 64;
+        metrics_row *p = realloc(m->rows, (size_t)cap * sizeof *p);
+        if (!p) return; /* a lost row is not worth stopping a run for */
+        m->rows = p;
+        m->cap = cap;
+    }
+    m->rows[m->n++] = r;
+}
+
+/* Keeps the rows of an earlier run up to `step`, for --resume. */
+static void metrics_read(metrics *m, const char *path, int64_t upto) {
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        metrics_row r;
+        if (sscanf(line, "%" SCNd64 ",%lf,%lf,%lf,%lf", &r.step, &r.loss, &r.train_acc,
+                   &r.heldout_acc, &r.lr) == 5 && r.step <= upto)
+            metrics_add(m, r);
+    }
+    fclose(f);
+}
+
+static qkv_status metrics_write(const metrics *m, const char *path) {
+    atomic_file af;
+    qkv_status s = atomic_open(&af, path);
+    if (s != QKV_OK) return s;
+    fprintf(af.f, "step,loss,train_acc,heldout_acc,lr\n");
+    for (int i = 0; i < m->n; i++)
+        fprintf(af.f, "%" PRId64 ",%.6f,%.6f,%.6f,%.6g\n", m->rows[i].step, m->rows[i].loss,
+                m->rows[i].train_acc, m->rows[i].heldout_acc, m->rows[i].lr);
+    return atomic_commit(&af);
+}
+
+/* ---- attention maps: one gnuplot-ready matrix per layer and head, tokens as headers ---- */
+static qkv_status write_attention(trainer *t, const char *dir) {
+    const qkv_model_config *c = &t->model.cfg;
+    int T = c->seq_len, H = c->heads;
+    char sub[1100];
+    snprintf(sub, sizeof sub, "%s/attention", dir);
+    if (!make_dir(sub)) return qkv_fail(QKV_ERR_IO, "cannot create %s", sub);
+    float *a = malloc((size_t)c->layers * H * T * T * sizeof *a);
+    if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    trainer_attention(t, 0, a);
+    const int32_t *x = t->held_tokens;
+    qkv_status s = QKV_OK;
+    for (int l = 0; l < c->layers && s == QKV_OK; l++)
+        for (int h = 0; h < H && s == QKV_OK; h++) {
+            char path[1200], label[32];
+            snprintf(path, sizeof path, "%s/layer%d_head%d.dat", sub, l + 1, h + 1);
+            atomic_file af;
+            if ((s = atomic_open(&af, path)) != QKV_OK) break;
+            fprintf(af.f, "# qkv attention: task %s, layer %d, head %d; rows are queries, "
+                    "columns keys\nquery\\key", qkv_task_name(t->cfg.task.kind), l + 1, h + 1);
+            for (int j = 0; j < T; j++) {
+                qkv_task_token_label(&t->cfg.task, x[j], label, sizeof label);
+                fprintf(af.f, " %s", label);
+            }
+            fputc('\n', af.f);
+            for (int i = 0; i < T; i++) {
+                qkv_task_token_label(&t->cfg.task, x[i], label, sizeof label);
+                fprintf(af.f, "%s", label);
+                const float *row = a + (((size_t)l * H + h) * T + i) * T;
+                for (int j = 0; j < T; j++) fprintf(af.f, " %.5f", row[j]);
+                fputc('\n', af.f);
+            }
+            s = atomic_commit(&af);
+        }
+    free(a);
+    return s;
+}
+
+static qkv_status save_all(trainer *t, const metrics *m, const char *dir) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    qkv_status s = trainer_save(t, path);
+    if (s == QKV_OK) {
+        snprintf(path, sizeof path, "%s/metrics.csv", dir);
+        s = metrics_write(m, path);
+    }
+    if (s == QKV_OK) s = write_attention(t, dir);
+    return s;
+}
+
+/* ---- progress ---- */
+static void progress_bar(FILE *out, int64_t step, int64_t steps, double loss, double heldout,
+                         double rate, double eta) {
+    char bar[21];
+    int fill = steps ? (int)(20 * step / steps) : 20;
+    for (int i = 0; i < 20; i++) bar[i] = i < fill ? '#' : '.';
+    bar[20] = '\0';
+    fprintf(out, "\r  [%s] step %" PRId64 "/%" PRId64 "  loss %.4f  held-out %5.1f%%  %.0f steps/s"
+            "  ETA %.0fs ", bar, step, steps, loss, 100 * heldout, rate, eta);
+    fflush(out);
+}
+
+enum {
+    OPT_TASK = 256, OPT_SEQ_LEN, OPT_VOCAB, OPT_D_MODEL, OPT_HEADS, OPT_LAYERS, OPT_RESIDUAL,
+    OPT_CAUSAL, OPT_INIT_SCALE, OPT_OPTIM, OPT_LR, OPT_BATCH, OPT_STEPS, OPT_WEIGHT_DECAY,
+    OPT_CLIP, OPT_SEED, OPT_THREADS, OPT_OUT, OPT_RESUME, OPT_EVAL_EVERY, OPT_SAVE_EVERY,
+    OPT_JSON, OPT_QUIET, OPT_MODEL, OPT_SCHEDULE, OPT_WARMUP,
+};
+
+static void print_result_json(const trainer *t, eval_result r, int64_t step, double seconds,
+                              const char *cmd) {
+    printf("{\"command\":\"%s\",\"task\":\"%s\",\"optim\":\"%s\",\"steps\":%" PRId64
+           ",\"loss\":%.6f,\"accuracy\":%.6f,\"attention_mass\":%.6f,\"best_head\":%d,"
+           "\"train_loss\":%.6f,\"seconds\":%.3f,\"seq_len\":%d,\"vocab\":%d,\"d_model\":%d,"
+           "\"heads\":%d,\"layers\":%d,\"seed\":%" PRIu64 "}\n",
+           cmd, qkv_task_name(t->cfg.task.kind), qkv_optim_name(t->cfg.optim), step, r.loss,
+           r.accuracy, r.attention_mass, r.best_head + 1, t->last_loss, seconds,
+           t->cfg.task.seq_len, t->cfg.task.vocab, t->model.cfg.d_model, t->model.cfg.heads,
+           t->model.cfg.layers, t->cfg.seed);
+}
+
+int cmd_train(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"task", required_argument, 0, OPT_TASK},       {"seq-len", required_argument, 0, OPT_SEQ_LEN},
+        {"vocab", required_argument, 0, OPT_VOCAB},     {"d-model", required_argument, 0, OPT_D_MODEL},
+        {"heads", required_argument, 0, OPT_HEADS},     {"layers", required_argument, 0, OPT_LAYERS},
+        {"residual", no_argument, 0, OPT_RESIDUAL},     {"causal", no_argument, 0, OPT_CAUSAL},
+        {"init-scale", required_argument, 0, OPT_INIT_SCALE},
+        {"optim", required_argument, 0, OPT_OPTIM},     {"lr", required_argument, 0, OPT_LR},
+        {"batch", required_argument, 0, OPT_BATCH},     {"steps", required_argument, 0, OPT_STEPS},
+        {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY},
+        {"clip", required_argument, 0, OPT_CLIP},       {"seed", required_argument, 0, OPT_SEED},
+        {"threads", required_argument, 0, OPT_THREADS}, {"out", required_argument, 0, OPT_OUT},
+        {"resume", required_argument, 0, OPT_RESUME},
+        {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
+        {"save-every", required_argument, 0, OPT_SAVE_EVERY},
+        {"json", no_argument, 0, OPT_JSON},             {"quiet", no_argument, 0, OPT_QUIET},
+        {"schedule", required_argument, 0, OPT_SCHEDULE},
+        {"warmup", required_argument, 0, OPT_WARMUP},
+        {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0}};
+    const char *schedule = "cosine";
+    long warmup = -1;
+    const char *task_name = "copy", *out_dir = NULL, *resume = NULL, *optim_name = "adam";
+    long seq_len = 8, vocab = 0, d_model = 64, heads = 1, layers = 1, batch = 32, steps = 3000;
+    long threads = 0, eval_every = 0, save_every = 0;
+    double lr = 0, init_scale = 0.5, weight_decay = 0, clip = 1;
+    uint64_t seed = 1;
+    bool residual = false, causal = false, json = false, quiet = false, model_opts = false;
+    bool steps_set = false;
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
+        bool ok = true;
+        if ((c >= OPT_TASK && c <= OPT_SEED && c != OPT_STEPS) || c == OPT_SCHEDULE ||
+            c == OPT_WARMUP)
+            model_opts = true;
+        switch (c) {
+        case OPT_TASK: task_name = optarg; break;
+        case OPT_SEQ_LEN: ok = cli_parse_int("seq-len", optarg, 2, 65536, &seq_len); break;
+        case OPT_VOCAB: ok = cli_parse_int("vocab", optarg, 2, 1000000, &vocab); break;
+        case OPT_D_MODEL: ok = cli_parse_int("d-model", optarg, 1, 8192, &d_model); break;
+        case OPT_HEADS: ok = cli_parse_int("heads", optarg, 1, 8192, &heads); break;
+        case OPT_LAYERS: ok = cli_parse_int("layers", optarg, 1, QKV_MAX_LAYERS, &layers); break;
+        case OPT_RESIDUAL: residual = true; break;
+        case OPT_CAUSAL: causal = true; break;
+        case OPT_INIT_SCALE: ok = cli_parse_double("init-scale", optarg, 0, 100, true, &init_scale); break;
+        case OPT_OPTIM: optim_name = optarg; break;
+        case OPT_LR: ok = cli_parse_double("lr", optarg, 0, 1e6, true, &lr); break;
+        case OPT_BATCH: ok = cli_parse_int("batch", optarg, 1, 65536, &batch); break;
+        case OPT_STEPS: ok = cli_parse_int("steps", optarg, 1, 100000000, &steps); steps_set = true; break;
+        case OPT_WEIGHT_DECAY: ok = cli_parse_double("weight-decay", optarg, 0, 1e6, false, &weight_decay); break;
+        case OPT_CLIP: ok = cli_parse_double("clip", optarg, 0, 1e12, false, &clip); break;
+        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &seed); break;
+        case OPT_THREADS: ok = cli_parse_int("threads", optarg, 1, 1024, &threads); break;
+        case OPT_OUT: out_dir = optarg; break;
+        case OPT_RESUME: resume = optarg; break;
+        case OPT_EVAL_EVERY: ok = cli_parse_int("eval-every", optarg, 1, 100000000, &eval_every); break;
+        case OPT_SAVE_EVERY: ok = cli_parse_int("save-every", optarg, 0, 100000000, &save_every); break;
+        case OPT_JSON: json = true; break;
+        case OPT_QUIET: quiet = true; break;
+        case OPT_SCHEDULE: schedule = optarg; break;
+        case OPT_WARMUP: ok = cli_parse_int("warmup", optarg, 0, 100000000, &warmup); break;
+        case 'h': fputs(train_usage, stdout); return EXIT_OK;
+        case ':': cli_error("train: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
+        default: cli_error("train: unknown option '%s' (see qkv train --help)", argv[optind - 1]); return EXIT_USAGE;
+        }
+        if (!ok) return EXIT_USAGE;
+    }
+    if (optind < argc) {
+        cli_error("train: unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    set_threads(threads);
+
+    trainer t;
+    qkv_status s;
+    metrics m = {0};
+    char path[1100];
+    if (resume) {
+        if (model_opts) {
+            cli_error("train: --resume continues a saved run; only --steps, --out, --threads, "
+                      "--eval-every, --save-every, --json and --quiet may be given with it");
+            return EXIT_USAGE;
+        }
+        model_path(resume, path, sizeof path);
+        if ((s = trainer_load(&t, path)) != QKV_OK) {
+            cli_error("%s", qkv_last_error());
+            return cli_exit_for(s);
+        }
+        if (steps_set) t.cfg.steps = steps;
+        if (t.cfg.steps < t.optim.step) {
+            cli_error("train: --steps %" PRId64 " is below the %" PRId64 " steps already taken",
+                      t.cfg.steps, t.optim.step);
+            trainer_free(&t);
+            return EXIT_USAGE;
+        }
+        if (!out_dir) out_dir = resume;
+        char mpath[1100];
+        snprintf(mpath, sizeof mpath, "%s/metrics.csv", resume);
+        metrics_read(&m, mpath, t.optim.step);
+    } else {
+        train_config cfg = {.batch = (int)batch, .steps = steps, .seed = seed,
+                            .weight_decay = weight_decay, .clip = clip};
+        if (!strcmp(optim_name, "sgd")) cfg.optim = QKV_SGD;
+        else if (!strcmp(optim_name, "momentum")) cfg.optim = QKV_MOMENTUM;
+        else if (!strcmp(optim_name, "adam")) cfg.optim = QKV_ADAM;
+        else {
+            cli_error("train: unknown optimizer '%s' (sgd, momentum, adam)", optim_name);
+            return EXIT_USAGE;
+        }
+        if (strcmp(schedule, "cosine") && strcmp(schedule, "constant")) {
+            cli_error("train: unknown schedule '%s' (cosine, constant)", schedule);
+            return EXIT_USAGE;
+        }
+        cfg.cosine = !strcmp(schedule, "cosine");
+        cfg.warmup = warmup >= 0 ? warmup : steps / 20;
+        cfg.lr = lr > 0 ? lr : cfg.optim == QKV_ADAM ? 0.005 : cfg.optim == QKV_MOMENTUM ? 0.1 : 1.0;
+        if ((s = qkv_task_init(&cfg.task, task_name, (int)seq_len, (int)vocab)) != QKV_OK) {
+            cli_error("%s", qkv_last_error());
+            return cli_exit_for(s);
+        }
+        cfg.model = (qkv_model_config){.vocab = cfg.task.vocab, .seq_len = (int)seq_len,
+                                       .d_model = (int)d_model, .heads = (int)heads,
+                                       .layers = (int)layers, .residual = residual,
+                                       .causal = causal || cfg.task.causal,
+                                       .init_scale = init_scale};
+        if ((s = trainer_init(&t, &cfg)) != QKV_OK) {
+            cli_error("%s", qkv_last_error());
+            return cli_exit_for(s);
+        }
+    }
+    if (out_dir && !make_dir(out_dir)) {
+        trainer_free(&t);
+        free(m.rows);
+        return EXIT_IO;
+    }
+
+    int64_t total = t.cfg.steps, every = eval_every ? eval_every : (total >= 20 ? total / 20 : 1);
+    FILE *prog = json ? stderr : stdout;
+    bool tty = isatty(fileno(prog)), show_bar = !quiet && tty, show_log = !quiet && !tty && !json;
+    double t0 = now_seconds(), last_draw = 0, heldout = 0;
+    int64_t start_step = t.optim.step;
+    eval_result r = {0};
+    int code = EXIT_OK;
+    while (t.optim.step < total) {
+        if ((s = trainer_step(&t)) != QKV_OK) {
+            if (show_bar) fputc('\n', prog);
+            cli_error("%s", qkv_last_error());
+            code = cli_exit_for(s);
+            break;
+        }
+        int64_t step = t.optim.step;
+        if (step % every == 0 || step == total) {
+            r = trainer_evaluate(&t);
+            heldout = r.accuracy;
+            metrics_add(&m, (metrics_row){step, t.last_loss, t.last_train_acc, r.accuracy, t.optim.lr});
+            if (show_log) {
+                double el = now_seconds() - t0;
+                printf("step %" PRId64 "/%" PRId64 " loss %.4f train_acc %.4f heldout_acc %.4f "
+                       "attention_mass %.3f steps/s %.0f\n", step, total, t.last_loss,
+                       t.last_train_acc, r.accuracy, r.attention_mass,
+                       el > 0 ? (double)(step - start_step) / el : 0);
+                fflush(stdout);
+            }
+        }
+        if (show_bar) {
+            double el = now_seconds() - t0;
+            if (el - last_draw > 0.1 || step == total) {
+                double rate = el > 0 ? (double)(step - start_step) / el : 0;
+                progress_bar(prog, step, total, t.last_loss, heldout, rate,
+                             rate > 0 ? (double)(total - step) / rate : 0);
+                last_draw = el;
+            }
+        }
+        if (out_dir && save_every && step % save_every == 0 && step != total &&
+            (s = save_all(&t, &m, out_dir)) != QKV_OK) {
+            cli_error("%s", qkv_last_error());
+            code = cli_exit_for(s);
+            break;
+        }
+    }
+    double seconds = now_seconds() - t0;
+    if (show_bar && code == EXIT_OK) fputc('\n', prog);
+    if (code == EXIT_OK && t.optim.step == start_step) r = trainer_evaluate(&t);
+    if (code == EXIT_OK && out_dir && (s = save_all(&t, &m, out_dir)) != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        code = cli_exit_for(s);
+    }
+    if (code == EXIT_OK) {
+        if (json)
+            print_result_json(&t, r, t.optim.step, seconds, "train");
+        else if (!quiet)
+            printf("%s: held-out accuracy %.2f%%, attention mass %.3f (layer 1, head %d), "
+                   "loss %.4f, %" PRId64 " steps in %.2f s%s%s\n",
+                   qkv_task_name(t.cfg.task.kind), 100 * r.accuracy, r.attention_mass,
+                   r.best_head + 1, r.loss, t.optim.step, seconds, out_dir ? ", saved to " : "",
+                   out_dir ? out_dir : "");
+    }
+    trainer_free(&t);
+    free(m.rows);
+    return code;
+}
+
+int cmd_eval(int argc, char **argv) {
+    static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
+                                         {"threads", required_argument, 0, OPT_THREADS},
+                                         {"json", no_argument, 0, OPT_JSON},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model = NULL;
+    long threads = 0;
+    bool json = false;
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
+        switch (c) {
+        case OPT_MODEL: model = optarg; break;
+        case OPT_THREADS:
+            if (!cli_parse_int("threads", optarg, 1, 1024, &threads)) return EXIT_USAGE;
+            break;
+        case OPT_JSON: json = true; break;
+        case 'h': fputs(eval_usage, stdout); return EXIT_OK;
+        case ':': cli_error("eval: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
+        default: cli_error("eval: unknown option '%s' (see qkv eval --help)", argv[optind - 1]); return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        cli_error("eval: unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if (!model) {
+        cli_error("eval: --model FILE is required");
+        return EXIT_USAGE;
+    }
+    set_threads(threads);
+    char path[1100];
+    model_path(model, path, sizeof path);
+    trainer t;
+    qkv_status s = trainer_load(&t, path);
+    if (s != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    double t0 = now_seconds();
+    eval_result r = trainer_evaluate(&t);
+    double seconds = now_seconds() - t0;
+    t.last_loss = r.loss;
+    if (json)
+        print_result_json(&t, r, t.optim.step, seconds, "eval");
+    else
+        printf("%s: held-out accuracy %.2f%%, attention mass %.3f (layer 1, head %d), loss %.4f, "
+               "after %" PRId64 " steps\n", qkv_task_name(t.cfg.task.kind), 100 * r.accuracy,
+               r.attention_mass, r.best_head + 1, r.loss, t.optim.step);
+    trainer_free(&t);
+    return EXIT_OK;
+}

@@ -1,0 +1,111 @@
+/* model.c - the attention model: token + position embeddings, L layers of multi-head
+ * self-attention (W_Q, W_K, W_V, W_O), and a head giving vocabulary logits. */
+#include "internal.h"
+
+#include <unistd.h>
+
+double qkv_model_param_bytes(const qkv_model_config *c) {
+    double n = (double)c->vocab * c->d_model * 2 + (double)c->seq_len * c->d_model + c->vocab +
+               4.0 * c->layers * c->d_model * c->d_model;
+    return n * 4 * 4; /* weights, gradients, two Adam moments */
+}
+
+double qkv_model_step_bytes(const qkv_model_config *c, int batch) {
+    /* Per layer: ~14 copies of a (B,T,C) activation (projections, head splits, merges) and
+     * 4 of the (B,H,T,T) scores; the head adds (B,T,V). Twice that with gradients. */
+    double btc = (double)batch * c->seq_len * c->d_model;
+    double bhtt = (double)batch * c->heads * c->seq_len * c->seq_len;
+    double btv = (double)batch * c->seq_len * c->vocab;
+    return 2.0 * 4 * (c->layers * (14 * btc + 4 * bhtt) + 3 * btc + 3 * btv);
+}
+
+static double physical_memory(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (double)pages * (double)page : 1e18;
+}
+
+static qkv_tensor *add_param(qkv_model *m, qkv_tensor *t, const char *fmt, int layer) {
+    snprintf(m->param_name[m->nparams], sizeof m->param_name[0], fmt, layer);
+    t->name = m->param_name[m->nparams];
+    m->param[m->nparams++] = qkv_param(m->params, t);
+    return t;
+}
+
+qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    const qkv_model_config *c = cfg;
+    if (c->vocab < 2 || c->vocab > 1000000)
+        return qkv_fail(QKV_ERR_VALUE, "--vocab %d is out of range (2..1000000)", c->vocab);
+    if (c->seq_len < 1 || c->seq_len > 65536)
+        return qkv_fail(QKV_ERR_VALUE, "--seq-len %d is out of range (1..65536)", c->seq_len);
+    if (c->d_model < 1 || c->d_model > 8192)
+        return qkv_fail(QKV_ERR_VALUE, "--d-model %d is out of range (1..8192)", c->d_model);
+    if (c->heads < 1 || c->heads > c->d_model)
+        return qkv_fail(QKV_ERR_VALUE, "--heads %d is out of range (1..%d)", c->heads, c->d_model);
+    if (c->d_model % c->heads != 0)
+        return qkv_fail(QKV_ERR_VALUE, "--heads %d does not divide --d-model %d", c->heads,
+                        c->d_model);
+    if (c->layers < 1 || c->layers > QKV_MAX_LAYERS)
+        return qkv_fail(QKV_ERR_VALUE, "--layers %d is out of range (1..%d)", c->layers,
+                        QKV_MAX_LAYERS);
+    if (!(c->init_scale > 0 && c->init_scale <= 100))
+        return qkv_fail(QKV_ERR_VALUE, "--init-scale %g is out of range (above 0..100)",
+                        c->init_scale);
+    double need = qkv_model_param_bytes(c), have = physical_memory();
+    if (need > have / 2)
+        return qkv_fail(QKV_ERR_NOMEM, "the model needs %.1f GiB for its parameters, more than "
+                        "half of this machine's %.1f GiB", need / (1 << 30), have / (1 << 30));
+    m->cfg = *c;
+    m->params = qkv_ctx_new((size_t)need + 4096 * 64);
+    if (!m->params) return qkv_fail(QKV_ERR_NOMEM, "out of memory for the parameters");
+    qkv_rng rng = qkv_rng_seed(seed);
+    int V = c->vocab, T = c->seq_len, C = c->d_model;
+    double s = c->init_scale, sw = s / sqrt((double)C);
+    m->tok_emb = add_param(m, qkv_randn(m->params, QKV_F32, 2, (int64_t[]){V, C}, s, &rng), "tok_emb", 0);
+    m->pos_emb = add_param(m, qkv_randn(m->params, QKV_F32, 2, (int64_t[]){T, C}, s, &rng), "pos_emb", 0);
+    for (int l = 0; l < c->layers; l++) {
+        int64_t cc[2] = {C, C};
+        m->w_q[l] = add_param(m, qkv_randn(m->params, QKV_F32, 2, cc, sw, &rng), "attn.%d.w_q", l);
+        m->w_k[l] = add_param(m, qkv_randn(m->params, QKV_F32, 2, cc, sw, &rng), "attn.%d.w_k", l);
+        m->w_v[l] = add_param(m, qkv_randn(m->params, QKV_F32, 2, cc, sw, &rng), "attn.%d.w_v", l);
+        m->w_o[l] = add_param(m, qkv_randn(m->params, QKV_F32, 2, cc, sw, &rng), "attn.%d.w_o", l);
+    }
+    m->head_w = add_param(m, qkv_randn(m->params, QKV_F32, 2, (int64_t[]){C, V}, sw, &rng), "head.w", 0);
+    m->head_b = add_param(m, qkv_zeros(m->params, QKV_F32, 1, (int64_t[]){V}), "head.b", 0);
+    return QKV_OK;
+}
+
+void qkv_model_free(qkv_model *m) {
+    qkv_ctx_free(m->params);
+    m->params = NULL;
+}
+
+/* (B, T, C) -> (B, H, T, Dk): split the width into heads. */
+static qkv_tensor *split_heads(qkv_ctx *ctx, qkv_tensor *x, int B, int T, int H, int Dk) {
+    x = qkv_reshape(ctx, x, 4, (int64_t[]){B, T, H, Dk});
+    return H > 1 ? qkv_transpose(ctx, x, 1, 2) : qkv_reshape(ctx, x, 4, (int64_t[]){B, 1, T, Dk});
+}
+
+/* (B, H, T, Dk) -> (B, T, C): the inverse of split_heads. */
+static qkv_tensor *merge_heads(qkv_ctx *ctx, qkv_tensor *x, int B, int T, int H, int Dk) {
+    if (H > 1) x = qkv_transpose(ctx, x, 1, 2);
+    return qkv_reshape(ctx, x, 3, (int64_t[]){B, T, H * Dk});
+}
+
+qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens, int batch,
+                              qkv_tensor **attn) {
+    const qkv_model_config *c = &m->cfg;
+    int B = batch, T = c->seq_len, H = c->heads, Dk = c->d_model / c->heads;
+    qkv_tensor *idx = qkv_from_array(step, QKV_I32, 2, (int64_t[]){B, T}, tokens);
+    qkv_tensor *x = qkv_add(step, qkv_embedding(step, m->tok_emb, idx), m->pos_emb); /* (B,T,C) */
+    qkv_tensor *mask = c->causal ? qkv_mask_causal(step, QKV_F32, T, T) : NULL;
+    for (int l = 0; l < c->layers; l++) {
+        qkv_tensor *q = split_heads(step, qkv_matmul(step, x, m->w_q[l]), B, T, H, Dk);
+        qkv_tensor *k = split_heads(step, qkv_matmul(step, x, m->w_k[l]), B, T, H, Dk);
+        qkv_tensor *v = split_heads(step, qkv_matmul(step, x, m->w_v[l]), B, T, H, Dk);
+        qkv_tensor *y = qkv_attention(step, q, k, v, mask, 0, attn ? &attn[l] : NULL);
+        y = qkv_matmul(step, merge_heads(step, y, B, T, H, Dk), m->w_o[l]); /* (B,T,C) */
+        x = c->residual ? qkv_add(step, x, y) : y;
+    }
+    return qkv_add(step, qkv_matmul(step, x, m->head_w), m->head_b); /* (B,T,V) */
+}

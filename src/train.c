@@ -1,0 +1,327 @@
+/* train.c - the training layer: batches, steps, held-out evaluation, checkpoints. */
+#include "train.h"
+
+#include "internal.h"
+
+#include <inttypes.h>
+#include <unistd.h>
+
+#define EVAL_BATCH 64
+
+qkv_status trainer_init(trainer *t, const train_config *cfg) {
+    memset(t, 0, sizeof *t);
+    t->cfg = *cfg;
+    const qkv_task *task = &cfg->task;
+    if (cfg->batch < 1 || cfg->batch > 65536)
+        return qkv_fail(QKV_ERR_VALUE, "--batch %d is out of range (1..65536)", cfg->batch);
+    if (!(cfg->lr > 0) || cfg->lr > 1e6)
+        return qkv_fail(QKV_ERR_VALUE, "--lr %g must be above 0", cfg->lr);
+    if (cfg->model.vocab < task->vocab || cfg->model.seq_len != task->seq_len)
+        return qkv_fail(QKV_ERR_VALUE, "the model does not fit the task");
+    double need = qkv_model_step_bytes(&cfg->model, cfg->batch > EVAL_BATCH ? cfg->batch : EVAL_BATCH);
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have / 2)
+        return qkv_fail(QKV_ERR_NOMEM, "one step needs about %.1f GiB, more than half of this "
+                        "machine's %.1f GiB: lower --batch, --seq-len or --d-model",
+                        need / (1 << 30), have / (1 << 30));
+    qkv_status st = qkv_model_init(&t->model, &cfg->model, cfg->seed);
+    if (st != QKV_OK) return st;
+    qkv_optim_init(&t->optim, &t->model, cfg->optim, cfg->lr);
+    t->optim.weight_decay = cfg->weight_decay;
+    t->optim.clip = cfg->clip;
+    t->data_rng = qkv_rng_seed(cfg->seed ^ 0x5eed0da7a0000001ull);
+    int T = task->seq_len;
+    size_t bt = (size_t)cfg->batch * (size_t)T, ht = (size_t)TRAIN_HELDOUT * (size_t)T;
+    t->step_ctx = qkv_ctx_new((size_t)need / 2 + (1 << 20));
+    t->eval_ctx = qkv_ctx_new(1 << 20);
+    t->tokens = malloc(bt * sizeof *t->tokens);
+    t->targets = malloc(bt * sizeof *t->targets);
+    t->held_tokens = malloc(ht * sizeof *t->held_tokens);
+    t->held_targets = malloc(ht * sizeof *t->held_targets);
+    t->held_ideal = malloc(ht * (size_t)T);
+    if (!t->step_ctx || !t->eval_ctx || !t->tokens || !t->targets || !t->held_tokens ||
+        !t->held_targets || !t->held_ideal) {
+        trainer_free(t);
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory setting up training");
+    }
+    qkv_ctx_set_no_grad(t->eval_ctx, true);
+    /* The held-out set depends only on the task and the seed, so eval rebuilds it exactly. */
+    qkv_rng held = qkv_rng_seed(cfg->seed ^ 0x4e1d000700000007ull);
+    for (int i = 0; i < TRAIN_HELDOUT; i++) {
+        qkv_task_sample(task, &held, true, t->held_tokens + i * T, t->held_targets + i * T);
+        qkv_task_ideal(task, t->held_tokens + i * T, t->held_ideal + (size_t)i * T * T);
+    }
+    return QKV_OK;
+}
+
+void trainer_free(trainer *t) {
+    qkv_model_free(&t->model);
+    qkv_ctx_free(t->step_ctx);
+    qkv_ctx_free(t->eval_ctx);
+    free(t->tokens);
+    free(t->targets);
+    free(t->held_tokens);
+    free(t->held_targets);
+    free(t->held_ideal);
+    memset(t, 0, sizeof *t);
+}
+
+/* Counts positions whose argmax logit is the target; returns the number with a target. */
+static int64_t count_correct(const qkv_tensor *logits, const int32_t *targets, int64_t *correct) {
+    int64_t V = logits->shape[2], rows = logits->size / V, n = 0;
+    const float *x = logits->data;
+    for (int64_t r = 0; r < rows; r++) {
+        if (targets[r] < 0) continue;
+        int64_t best = 0;
+        for (int64_t j = 1; j < V; j++)
+            if (x[r * V + j] > x[r * V + best]) best = j;
+        *correct += best == targets[r];
+        n++;
+    }
+    return n;
+}
+
+double trainer_lr(const train_config *c, int64_t step) {
+    double lr = c->lr;
+    if (c->warmup > 0 && step <= c->warmup) lr *= (double)step / (double)c->warmup;
+    if (c->cosine && c->steps > c->warmup) {
+        double progress = (double)(step - c->warmup) / (double)(c->steps - c->warmup);
+        if (progress > 0) lr *= 0.5 * (1 + cos(3.14159265358979323846 * (progress < 1 ? progress : 1)));
+    }
+    return lr;
+}
+
+qkv_status trainer_step(trainer *t) {
+    const train_config *c = &t->cfg;
+    int T = c->task.seq_len, B = c->batch;
+    for (int b = 0; b < B; b++)
+        qkv_task_sample(&c->task, &t->data_rng, false, t->tokens + b * T, t->targets + b * T);
+    qkv_ctx_reset(t->step_ctx);
+    qkv_tensor *logits = qkv_model_forward(&t->model, t->step_ctx, t->tokens, B, NULL);
+    qkv_tensor *targets = qkv_from_array(t->step_ctx, QKV_I32, 2, (int64_t[]){B, T}, t->targets);
+    qkv_tensor *loss = qkv_cross_entropy(t->step_ctx, logits, targets, -1);
+    t->last_loss = qkv_get(loss, 0);
+    if (!isfinite(t->last_loss))
+        return qkv_fail(QKV_ERR_NUMERIC, "the loss became %s at step %" PRId64
+                        ": training diverged (lower --lr)", isnan(t->last_loss) ? "NaN" : "Inf",
+                        t->optim.step + 1);
+    int64_t correct = 0, n = count_correct(logits, t->targets, &correct);
+    t->last_train_acc = n ? (double)correct / (double)n : 0;
+    qkv_zero_grad(t->model.params);
+    qkv_backward(loss);
+    t->optim.lr = trainer_lr(c, t->optim.step + 1);
+    double norm = qkv_optim_step(&t->optim);
+    if (!isfinite(norm))
+        return qkv_fail(QKV_ERR_NUMERIC, "the gradient became %s at step %" PRId64
+                        ": training diverged (lower --lr)", isnan(norm) ? "NaN" : "Inf",
+                        t->optim.step);
+    return QKV_OK;
+}
+
+eval_result trainer_evaluate(trainer *t) {
+    const qkv_task *task = &t->cfg.task;
+    int T = task->seq_len, H = t->model.cfg.heads;
+    double loss_sum = 0, mass[64] = {0};
+    int64_t correct = 0, counted = 0, mass_rows = 0;
+    for (int start = 0; start < TRAIN_HELDOUT; start += EVAL_BATCH) {
+        int B = TRAIN_HELDOUT - start < EVAL_BATCH ? TRAIN_HELDOUT - start : EVAL_BATCH;
+        const int32_t *x = t->held_tokens + start * T, *y = t->held_targets + start * T;
+        qkv_ctx_reset(t->eval_ctx);
+        qkv_tensor *attn[QKV_MAX_LAYERS];
+        qkv_tensor *logits = qkv_model_forward(&t->model, t->eval_ctx, x, B, attn);
+        qkv_tensor *targets = qkv_from_array(t->eval_ctx, QKV_I32, 2, (int64_t[]){B, T}, y);
+        qkv_tensor *loss = qkv_cross_entropy(t->eval_ctx, logits, targets, -1);
+        int64_t n = count_correct(logits, y, &correct);
+        loss_sum += qkv_get(loss, 0) * (double)n;
+        counted += n;
+        /* Attention mass: weight on the ideal keys, per head of layer 1, over rows with a target. */
+        const float *a = attn[0]->data; /* (B, H, T, T) */
+        for (int b = 0; b < B; b++) {
+            const uint8_t *ideal = t->held_ideal + (size_t)(start + b) * T * T;
+            for (int i = 0; i < T; i++) {
+                if (y[b * T + i] < 0) continue;
+                mass_rows++;
+                for (int h = 0; h < H && h < 64; h++) {
+                    const float *row = a + (((size_t)b * H + h) * T + i) * T;
+                    for (int j = 0; j < T; j++)
+                        if (ideal[i * T + j]) mass[h] += row[j];
+                }
+            }
+        }
+    }
+    eval_result r = {.loss = counted ? loss_sum / (double)counted : 0,
+                     .accuracy = counted ? (double)correct / (double)counted : 0};
+    for (int h = 0; h < H && h < 64; h++) {
+        double m = mass_rows ? mass[h] / (double)mass_rows : 0;
+        if (h == 0 || m > r.attention_mass) {
+            r.attention_mass = m;
+            r.best_head = h;
+        }
+    }
+    return r;
+}
+
+void trainer_attention(trainer *t, int index, float *out) {
+    const qkv_model_config *c = &t->model.cfg;
+    qkv_ctx_reset(t->eval_ctx);
+    qkv_tensor *attn[QKV_MAX_LAYERS];
+    qkv_model_forward(&t->model, t->eval_ctx, t->held_tokens + index * c->seq_len, 1, attn);
+    size_t per_layer = (size_t)c->heads * c->seq_len * c->seq_len;
+    for (int l = 0; l < c->layers; l++) memcpy(out + l * per_layer, attn[l]->data, per_layer * sizeof *out);
+}
+
+/* ---- checkpoints ---- */
+#define META_MAX 32
+
+qkv_status trainer_save(const trainer *t, const char *path) {
+    const train_config *c = &t->cfg;
+    const qkv_model *m = &t->model;
+    char vals[META_MAX][96];
+    const char *meta[2 * META_MAX];
+    int nm = 0;
+#define META(key, ...)                                                                     \
+    do {                                                                                   \
+        snprintf(vals[nm], sizeof vals[nm], __VA_ARGS__);                                  \
+        meta[2 * nm] = key;                                                                \
+        meta[2 * nm + 1] = vals[nm];                                                       \
+        nm++;                                                                              \
+    } while (0)
+    META("format", "qkv-model");
+    META("qkv_version", "%s", QKV_VERSION_STRING);
+    META("task", "%s", qkv_task_name(c->task.kind));
+    META("seq_len", "%d", c->task.seq_len);
+    META("vocab", "%d", c->task.vocab);
+    META("d_model", "%d", m->cfg.d_model);
+    META("heads", "%d", m->cfg.heads);
+    META("layers", "%d", m->cfg.layers);
+    META("residual", "%s", m->cfg.residual ? "true" : "false");
+    META("causal", "%s", m->cfg.causal ? "true" : "false");
+    META("init_scale", "%.17g", m->cfg.init_scale);
+    META("optim", "%s", qkv_optim_name(c->optim));
+    META("lr", "%.17g", c->lr);
+    META("weight_decay", "%.17g", c->weight_decay);
+    META("clip", "%.17g", c->clip);
+    META("schedule", "%s", c->cosine ? "cosine" : "constant");
+    META("warmup", "%" PRId64, c->warmup);
+    META("batch", "%d", c->batch);
+    META("steps", "%" PRId64, c->steps);
+    META("seed", "%" PRIu64, c->seed);
+    META("step", "%" PRId64, t->optim.step);
+    META("data_rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, t->data_rng.s[0],
+         t->data_rng.s[1], t->data_rng.s[2], t->data_rng.s[3]);
+#undef META
+    const qkv_optim *o = &t->optim;
+    const char *names[3 * (4 + 4 * QKV_MAX_LAYERS)];
+    const qkv_tensor *tensors[3 * (4 + 4 * QKV_MAX_LAYERS)];
+    char state_names[2 * (4 + 4 * QKV_MAX_LAYERS)][48];
+    int n = 0, ns = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        names[n] = m->param_name[i];
+        tensors[n++] = m->param[i];
+    }
+    for (int i = 0; i < o->n; i++) {
+        if (o->m[i]) {
+            snprintf(state_names[ns], sizeof state_names[ns], "optim.m.%s", m->param_name[i]);
+            names[n] = state_names[ns++];
+            tensors[n++] = o->m[i];
+        }
+        if (o->v[i]) {
+            snprintf(state_names[ns], sizeof state_names[ns], "optim.v.%s", m->param_name[i]);
+            names[n] = state_names[ns++];
+            tensors[n++] = o->v[i];
+        }
+    }
+    return qkv_st_save(path, n, names, tensors, nm, meta);
+}
+
+/* Reads metadata value `key` as a number within [lo, hi]. */
+static qkv_status meta_number(const qkv_st *st, const char *path, const char *key, double lo,
+                              double hi, double *out) {
+    const char *s = qkv_st_meta(st, key);
+    char *end;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || *s == '\0' || *end != '\0' || !(v >= lo && v <= hi))
+        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is %s", path, key,
+                        s ? "out of range" : "missing");
+    *out = v;
+    return QKV_OK;
+}
+
+qkv_status trainer_load(trainer *t, const char *path) {
+    memset(t, 0, sizeof *t);
+    qkv_st *st;
+    qkv_status s = qkv_st_load(path, &st);
+    if (s != QKV_OK) return s;
+    train_config c = {0};
+    double v[13];
+    const char *fmt = qkv_st_meta(st, "format"), *task = qkv_st_meta(st, "task");
+    const char *optim = qkv_st_meta(st, "optim"), *rng = qkv_st_meta(st, "data_rng");
+    const char *residual = qkv_st_meta(st, "residual"), *causal = qkv_st_meta(st, "causal");
+    if (!fmt || strcmp(fmt, "qkv-model") || !task || !optim || !rng || strlen(rng) != 64 ||
+        !residual || !causal) {
+        qkv_st_free(st);
+        return qkv_fail(QKV_ERR_FORMAT, "%s: not a qkv model (its metadata is missing or wrong)", path);
+    }
+    if ((s = meta_number(st, path, "seq_len", 2, 65536, &v[0])) ||
+        (s = meta_number(st, path, "vocab", 2, 1e6, &v[1])) ||
+        (s = meta_number(st, path, "d_model", 1, 8192, &v[2])) ||
+        (s = meta_number(st, path, "heads", 1, 8192, &v[3])) ||
+        (s = meta_number(st, path, "layers", 1, QKV_MAX_LAYERS, &v[4])) ||
+        (s = meta_number(st, path, "init_scale", 1e-300, 100, &v[5])) ||
+        (s = meta_number(st, path, "lr", 1e-300, 1e6, &v[6])) ||
+        (s = meta_number(st, path, "weight_decay", 0, 1e6, &v[7])) ||
+        (s = meta_number(st, path, "clip", 0, 1e300, &v[8])) ||
+        (s = meta_number(st, path, "batch", 1, 65536, &v[9])) ||
+        (s = meta_number(st, path, "steps", 0, 1e15, &v[10])) ||
+        (s = meta_number(st, path, "seed", 0, 1.8446744073709552e19, &v[11])) ||
+        (s = meta_number(st, path, "warmup", 0, 1e15, &v[12]))) {
+        qkv_st_free(st);
+        return s;
+    }
+    if ((s = qkv_task_init(&c.task, task, (int)v[0], (int)v[1])) != QKV_OK) {
+        qkv_st_free(st);
+        return qkv_fail(QKV_ERR_FORMAT, "%s: %s", path, qkv_last_error());
+    }
+    c.model = (qkv_model_config){.vocab = (int)v[1], .seq_len = (int)v[0], .d_model = (int)v[2],
+                                 .heads = (int)v[3], .layers = (int)v[4],
+                                 .residual = !strcmp(residual, "true"),
+                                 .causal = !strcmp(causal, "true"), .init_scale = v[5]};
+    c.optim = !strcmp(optim, "sgd") ? QKV_SGD : !strcmp(optim, "momentum") ? QKV_MOMENTUM : QKV_ADAM;
+    c.lr = v[6];
+    c.weight_decay = v[7];
+    c.clip = v[8];
+    c.batch = (int)v[9];
+    c.steps = (int64_t)v[10];
+    c.warmup = (int64_t)v[12];
+    const char *schedule = qkv_st_meta(st, "schedule");
+    c.cosine = schedule && !strcmp(schedule, "cosine");
+    c.seed = strtoull(qkv_st_meta(st, "seed"), NULL, 10);
+    if ((s = trainer_init(t, &c)) != QKV_OK) {
+        qkv_st_free(st);
+        return qkv_fail(s, "%s: %s", path, qkv_last_error());
+    }
+    qkv_model *m = &t->model;
+    qkv_optim *o = &t->optim;
+    for (int i = 0; i < m->nparams && s == QKV_OK; i++) {
+        char name[48];
+        s = qkv_st_read(st, m->param_name[i], m->param[i]);
+        snprintf(name, sizeof name, "optim.m.%s", m->param_name[i]);
+        if (s == QKV_OK && o->m[i]) s = qkv_st_read(st, name, o->m[i]);
+        snprintf(name, sizeof name, "optim.v.%s", m->param_name[i]);
+        if (s == QKV_OK && o->v[i]) s = qkv_st_read(st, name, o->v[i]);
+    }
+    double step = 0;
+    if (s == QKV_OK) s = meta_number(st, path, "step", 0, 1e15, &step);
+    o->step = (int64_t)step;
+    for (int i = 0; i < 4 && s == QKV_OK; i++) {
+        char word[17];
+        memcpy(word, rng + 16 * i, 16);
+        word[16] = '\0';
+        char *end;
+        t->data_rng.s[i] = strtoull(word, &end, 16);
+        if (*end) s = qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'data_rng' is not hexadecimal", path);
+    }
+    qkv_st_free(st);
+    if (s != QKV_OK) trainer_free(t);
+    return s;
+}

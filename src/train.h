@@ -1,0 +1,58 @@
+/* train.h - the training layer: one task, one model, one optimizer, and their files. */
+#ifndef QKV_TRAIN_H
+#define QKV_TRAIN_H
+
+#include "qkv.h"
+
+#define TRAIN_HELDOUT 512 /* held-out sequences, fixed by the seed */
+
+typedef struct {
+    /* what was asked for */
+    qkv_task task;
+    qkv_model_config model;
+    qkv_optim_kind optim;
+    double lr, weight_decay, clip;
+    bool cosine;              /* cosine decay of the learning rate to 0 over `steps` */
+    int64_t warmup;           /* linear warm-up steps */
+    int batch;
+    int64_t steps;
+    uint64_t seed;
+} train_config;
+
+typedef struct {
+    train_config cfg;
+    qkv_model model;
+    qkv_optim optim;
+    qkv_rng data_rng;         /* draws the training batches; saved for --resume */
+    qkv_ctx *step_ctx;        /* one training step's graph, reset every step */
+    qkv_ctx *eval_ctx;        /* no-grad evaluation */
+    int32_t *tokens, *targets;            /* (batch, T) */
+    int32_t *held_tokens, *held_targets;  /* (TRAIN_HELDOUT, T) */
+    uint8_t *held_ideal;                  /* (TRAIN_HELDOUT, T, T) */
+    double last_loss, last_train_acc;
+} trainer;
+
+typedef struct {
+    double loss, accuracy, attention_mass;
+    int best_head; /* of layer 1, 0-based */
+} eval_result;
+
+/* Validates the config (the model, the task, the numbers) and builds everything. */
+qkv_status trainer_init(trainer *t, const train_config *cfg);
+void trainer_free(trainer *t);
+/* The learning rate of step `step` (1-based): warm-up, then constant or cosine decay. */
+double trainer_lr(const train_config *cfg, int64_t step);
+/* One SGD step on a fresh batch; QKV_ERR_NUMERIC if the loss is not finite. */
+qkv_status trainer_step(trainer *t);
+/* Loss, token accuracy and attention mass on the held-out set. */
+eval_result trainer_evaluate(trainer *t);
+/* The attention weights of layer l for held-out example `index`: (H, T, T) into out. */
+void trainer_attention(trainer *t, int index, float *out /* (L, H, T, T) */);
+
+/* model.safetensors: parameters, optimizer state and, in __metadata__, the config, the task,
+ * the step and the data RNG, so that a resumed run continues exactly. */
+qkv_status trainer_save(const trainer *t, const char *path);
+/* Rebuilds a trainer from a file written by trainer_save. */
+qkv_status trainer_load(trainer *t, const char *path);
+
+#endif
