@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs what qkv needs on a fresh Debian machine (run as root, or through sudo).
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+    build-essential cmake pkg-config git \
+    check libcjson-dev \
+    gnuplot-nox \
+    python3 python3-numpy python3-torch \
+    libopenblas-dev \
+    clang libomp-dev valgrind >/dev/null
+echo "setup: done"
