@@ -38,19 +38,17 @@ qkv_status trainer_init(trainer *t, const train_config *cfg) {
     t->targets = malloc(bt * sizeof *t->targets);
     t->held_tokens = malloc(ht * sizeof *t->held_tokens);
     t->held_targets = malloc(ht * sizeof *t->held_targets);
-    t->held_ideal = malloc(ht * (size_t)T);
+    t->ideal = malloc((size_t)T * (size_t)T);
     if (!t->step_ctx || !t->eval_ctx || !t->tokens || !t->targets || !t->held_tokens ||
-        !t->held_targets || !t->held_ideal) {
+        !t->held_targets || !t->ideal) {
         trainer_free(t);
         return qkv_fail(QKV_ERR_NOMEM, "out of memory setting up training");
     }
     qkv_ctx_set_no_grad(t->eval_ctx, true);
     /* The held-out set depends only on the task and the seed, so eval rebuilds it exactly. */
     qkv_rng held = qkv_rng_seed(cfg->seed ^ 0x4e1d000700000007ull);
-    for (int i = 0; i < TRAIN_HELDOUT; i++) {
+    for (int i = 0; i < TRAIN_HELDOUT; i++)
         qkv_task_sample(task, &held, true, t->held_tokens + i * T, t->held_targets + i * T);
-        qkv_task_ideal(task, t->held_tokens + i * T, t->held_ideal + (size_t)i * T * T);
-    }
     return QKV_OK;
 }
 
@@ -62,7 +60,7 @@ void trainer_free(trainer *t) {
     free(t->targets);
     free(t->held_tokens);
     free(t->held_targets);
-    free(t->held_ideal);
+    free(t->ideal);
     memset(t, 0, sizeof *t);
 }
 
@@ -96,6 +94,12 @@ qkv_status trainer_step(trainer *t) {
     int T = c->task.seq_len, B = c->batch;
     for (int b = 0; b < B; b++)
         qkv_task_sample(&c->task, &t->data_rng, false, t->tokens + b * T, t->targets + b * T);
+    return trainer_update(t);
+}
+
+qkv_status trainer_update(trainer *t) {
+    const train_config *c = &t->cfg;
+    int T = c->task.seq_len, B = c->batch;
     qkv_ctx_reset(t->step_ctx);
     qkv_tensor *logits = qkv_model_forward(&t->model, t->step_ctx, t->tokens, B, NULL);
     qkv_tensor *targets = qkv_from_array(t->step_ctx, QKV_I32, 2, (int64_t[]){B, T}, t->targets);
@@ -137,7 +141,8 @@ eval_result trainer_evaluate(trainer *t) {
         /* Attention mass: weight on the ideal keys, per head of layer 1, over rows with a target. */
         const float *a = attn[0]->data; /* (B, H, T, T) */
         for (int b = 0; b < B; b++) {
-            const uint8_t *ideal = t->held_ideal + (size_t)(start + b) * T * T;
+            const uint8_t *ideal = t->ideal;
+            qkv_task_ideal(task, x + b * T, t->ideal);
             for (int i = 0; i < T; i++) {
                 if (y[b * T + i] < 0) continue;
                 mass_rows++;

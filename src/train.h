@@ -28,7 +28,7 @@ typedef struct {
     qkv_ctx *eval_ctx;        /* no-grad evaluation */
     int32_t *tokens, *targets;            /* (batch, T) */
     int32_t *held_tokens, *held_targets;  /* (TRAIN_HELDOUT, T) */
-    uint8_t *held_ideal;                  /* (TRAIN_HELDOUT, T, T) */
+    uint8_t *ideal;                       /* (T, T): one sequence's ideal pattern, scratch */
     double last_loss, last_train_acc;
 } trainer;
 
@@ -44,6 +44,9 @@ void trainer_free(trainer *t);
 double trainer_lr(const train_config *cfg, int64_t step);
 /* One SGD step on a fresh batch; QKV_ERR_NUMERIC if the loss is not finite. */
 qkv_status trainer_step(trainer *t);
+/* One SGD step on the batch already in t->tokens / t->targets (what trainer_step does after
+ * drawing it). */
+qkv_status trainer_update(trainer *t);
 /* Loss, token accuracy and attention mass on the held-out set. */
 eval_result trainer_evaluate(trainer *t);
 /* The attention weights of layer l for held-out example `index`: (H, T, T) into out. */
