@@ -39,5 +39,6 @@ int cmd_gradcheck(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_grads(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

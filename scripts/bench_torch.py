@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""The PyTorch side of qkv's benchmark: the same model and training step as `qkv bench`.
+
+One step is forward, cross-entropy, backward and a plain SGD update of the one-layer attention
+model of docs/model.md (token + position embeddings, W_Q, W_K, W_V, W_O, no residual, the
+vocabulary head), on a batch of the reverse task. Prints one JSON line per workload, like
+`qkv bench --json`: config, threads, ms_per_step (median after a warm-up), gflops, step_mem_mb
+(peak resident memory minus the resident memory just before the first step).
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover
+    print(f"bench_torch: skipping: cannot import torch ({e})", file=sys.stderr)
+    sys.exit(0)
+
+WORKLOADS = {  # batch, seq_len, d_model, heads, vocab
+    "tiny": (32, 16, 64, 4, 16),
+    "medium": (8, 256, 128, 4, 64),
+    "long": (1, 2048, 64, 1, 64),
+}
+
+
+def status_bytes(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return 1024.0 * float(line.split()[1])
+    return -1.0
+
+
+def reset_peak_rss():
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def forward_flops(B, T, C, H, V):
+    return 4 * 2 * B * T * C * C + 2 * 2 * B * T * T * C + 2 * B * T * C * V
+
+
+def run(name, threads, seconds):
+    B, T, C, H, V = WORKLOADS[name]
+    torch.manual_seed(1)
+    dk = C // H
+    s = 0.5
+    p = {
+        "tok_emb": torch.randn(V, C) * s,
+        "pos_emb": torch.randn(T, C) * s,
+        "w_q": torch.randn(C, C) * s / math.sqrt(C),
+        "w_k": torch.randn(C, C) * s / math.sqrt(C),
+        "w_v": torch.randn(C, C) * s / math.sqrt(C),
+        "w_o": torch.randn(C, C) * s / math.sqrt(C),
+        "head_w": torch.randn(C, V) * s / math.sqrt(C),
+        "head_b": torch.zeros(V),
+    }
+    for t in p.values():
+        t.requires_grad_(True)
+    x = torch.randint(0, V, (B, T))
+    y = torch.flip(x, dims=[1])  # reverse task
+
+    def step():
+        h = p["tok_emb"][x] + p["pos_emb"]                       # (B,T,C)
+        def split(t):
+            return t.view(B, T, H, dk).transpose(1, 2)           # (B,H,T,dk)
+        q, k, v = split(h @ p["w_q"]), split(h @ p["w_k"]), split(h @ p["w_v"])
+        a = torch.softmax((q @ k.transpose(-2, -1)) / math.sqrt(dk), dim=-1)
+        o = (a @ v).transpose(1, 2).reshape(B, T, C) @ p["w_o"]
+        logits = o @ p["head_w"] + p["head_b"]
+        loss = torch.nn.functional.cross_entropy(logits.view(B * T, V), y.view(B * T))
+        for t in p.values():
+            t.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for t in p.values():
+                t.sub_(0.01 * t.grad)
+        return loss
+
+    reset_peak_rss()
+    rss_before = status_bytes("VmRSS")
+    for _ in range(3):
+        step()
+    times = []
+    start = time.perf_counter()
+    while len(times) < 5 or time.perf_counter() - start < seconds:
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    peak = status_bytes("VmHWM")
+    ms = statistics.median(times) * 1e3
+    return {
+        "config": name,
+        "threads": threads,
+        "ms_per_step": round(ms, 4),
+        "gflops": round(3 * forward_flops(B, T, C, H, V) / (ms * 1e-3) * 1e-9, 2),
+        "step_mem_mb": round((peak - rss_before) / 2**20, 2),
+        "steps_timed": len(times),
+        "torch": torch.__version__,
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="all", choices=["all", *WORKLOADS])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=2.0)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    names = list(WORKLOADS) if args.config == "all" else [args.config]
+    for name in names:
+        print(json.dumps(run(name, args.threads, args.seconds)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
