@@ -1,11 +1,6 @@
-/* gemm.c - matrix multiply kernels, f32 and f64 from one body. */
+/* gemm.c - the f64 matrix multiply, for gradient checks: simple loops, exact enough to
+ * compare with finite differences. (The f32 one, built for speed, is sgemm.c.) */
 #include "kernels.h"
-
-#define T float
-#define SUF f32
-#include "gemm.inc"
-#undef T
-#undef SUF
 
 #define T double
 #define SUF f64

@@ -17,6 +17,8 @@
                     int64_t c_stride, bool accumulate);
 GEMM_DECL(float, f32)
 GEMM_DECL(double, f64)
+/* The f32 micro-kernel in use: "avx512", "avx2" or "portable" (QKV_SIMD forces one). */
+const char *sgemm_kernel_name(void);
 
 /* Row-wise softmax over rows of length n: y = exp(x - max) / sum. A row that is entirely -inf
  * gives zeros. Backward: dx += y ⊙ (dy − Σ dy⊙y), never forming the n×n Jacobian. */

@@ -1,0 +1,124 @@
+/* bench_gemm.c - qkv's f32 matrix multiply against OpenBLAS's cblas_sgemm, single-threaded by
+ * default, on 512³, 64³ and the shapes of the benchmark workloads. Prints median GFLOP/s and
+ * the ratio qkv/OpenBLAS. Not a test: timings vary with the machine's load.
+ *
+ *   bench_gemm [--threads N] [--json]        (OPENBLAS_NUM_THREADS follows --threads) */
+#include <cblas.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef QKV_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#include "kernels/kernels.h"
+
+typedef struct {
+    const char *what;
+    int64_t batch, M, N, K;
+    bool ta, tb;
+} shape;
+
+static const shape shapes[] = {
+    {"square 512", 1, 512, 512, 512, false, false},
+    {"square 64", 1, 64, 64, 64, false, false},
+    {"tiny x·W (BT,C)·(C,C)", 1, 512, 64, 64, false, false},
+    {"tiny Q·Kᵀ (B·H batches)", 128, 16, 16, 16, false, true},
+    {"medium x·W", 1, 2048, 128, 128, false, false},
+    {"medium dW = xᵀ·dY", 1, 128, 128, 2048, true, false},
+    {"medium Q·Kᵀ", 32, 256, 256, 32, false, true},
+    {"medium A·V", 32, 256, 32, 256, false, false},
+    {"long Q·Kᵀ", 1, 2048, 2048, 64, false, true},
+    {"long A·V", 1, 2048, 64, 2048, false, false},
+    {"long x·W", 1, 2048, 64, 64, false, false},
+};
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median seconds of `run` over repeats filling ~0.3 s. */
+static double median_time(void (*run)(const shape *, float *, float *, float *), const shape *s,
+                          float *a, float *b, float *c) {
+    double t[200];
+    int n = 0;
+    run(s, a, b, c);
+    double start = now();
+    while (n < 200 && (n < 5 || now() - start < 0.3)) {
+        double t0 = now();
+        run(s, a, b, c);
+        t[n++] = now() - t0;
+    }
+    qsort(t, (size_t)n, sizeof t[0], cmp);
+    return t[n / 2];
+}
+
+static void run_qkv(const shape *s, float *a, float *b, float *c) {
+    gemm_f32(s->ta, s->tb, s->batch, s->M, s->N, s->K, a, s->M * s->K, b, s->K * s->N, c,
+             s->M * s->N, false);
+}
+
+static void run_blas(const shape *s, float *a, float *b, float *c) {
+    for (int64_t i = 0; i < s->batch; i++)
+        cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+                    s->tb ? CblasTrans : CblasNoTrans, (int)s->M, (int)s->N, (int)s->K, 1.0f,
+                    a + i * s->M * s->K, s->ta ? (int)s->M : (int)s->K, b + i * s->K * s->N,
+                    s->tb ? (int)s->K : (int)s->N, 0.0f, c + i * s->M * s->N, (int)s->N);
+}
+
+int main(int argc, char **argv) {
+    int threads = 1;
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json")) json = true;
+        else {
+            fprintf(stderr, "usage: bench_gemm [--threads N] [--json]\n");
+            return 2;
+        }
+    }
+    if (threads < 1) threads = 1;
+#ifdef QKV_HAVE_OPENMP
+    omp_set_num_threads(threads);
+#endif
+    openblas_set_num_threads(threads);
+    if (!json)
+        printf("%-26s %-22s %10s %10s %7s   (kernel %s, %d thread%s)\n", "shape", "batch×M×N×K",
+               "qkv GF/s", "BLAS GF/s", "ratio", sgemm_kernel_name(), threads,
+               threads > 1 ? "s" : "");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const shape *s = &shapes[i];
+        size_t na = (size_t)(s->batch * s->M * s->K), nb = (size_t)(s->batch * s->K * s->N),
+               nc = (size_t)(s->batch * s->M * s->N);
+        float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4);
+        for (size_t j = 0; j < na; j++) a[j] = (float)((j * 7 % 13) - 6) / 8;
+        for (size_t j = 0; j < nb; j++) b[j] = (float)((j * 5 % 11) - 5) / 8;
+        double flops = 2.0 * (double)(s->batch * s->M * s->N * s->K);
+        double tq = median_time(run_qkv, s, a, b, c), tb = median_time(run_blas, s, a, b, c);
+        char dims[64];
+        snprintf(dims, sizeof dims, "%lld×%lld×%lld×%lld%s%s", (long long)s->batch,
+                 (long long)s->M, (long long)s->N, (long long)s->K, s->ta ? " Aᵀ" : "",
+                 s->tb ? " Bᵀ" : "");
+        if (json)
+            printf("{\"shape\":\"%s\",\"dims\":\"%s\",\"threads\":%d,\"kernel\":\"%s\","
+                   "\"qkv_gflops\":%.2f,\"openblas_gflops\":%.2f,\"ratio\":%.3f}\n",
+                   s->what, dims, threads, sgemm_kernel_name(), flops / tq * 1e-9,
+                   flops / tb * 1e-9, tb / tq);
+        else
+            printf("%-26s %-22s %10.2f %10.2f %7.2f\n", s->what, dims, flops / tq * 1e-9,
+                   flops / tb * 1e-9, tb / tq);
+        free(a);
+        free(b);
+        free(c);
+    }
+    return 0;
+}
