@@ -175,6 +175,24 @@ void trainer_attention(trainer *t, int index, float *out) {
     for (int l = 0; l < c->layers; l++) memcpy(out + l * per_layer, attn[l]->data, per_layer * sizeof *out);
 }
 
+void trainer_attention_grads(trainer *t, int index, float *dA, float *dS) {
+    const qkv_model_config *c = &t->model.cfg;
+    int T = c->seq_len;
+    qkv_ctx_reset(t->step_ctx); /* the step context records a graph; eval_ctx is no-grad */
+    qkv_tensor *attn[QKV_MAX_LAYERS];
+    qkv_tensor *logits = qkv_model_forward(&t->model, t->step_ctx, t->held_tokens + index * T, 1, attn);
+    qkv_tensor *targets = qkv_from_array(t->step_ctx, QKV_I32, 2, (int64_t[]){1, T},
+                                         t->held_targets + index * T);
+    qkv_zero_grad(t->model.params);
+    qkv_backward(qkv_cross_entropy(t->step_ctx, logits, targets, -1));
+    size_t per_layer = (size_t)c->heads * T * T;
+    for (int l = 0; l < c->layers; l++) {
+        /* attn[l] = softmax(S): its source is the scaled (and masked) scores S, (1, H, T, T). */
+        memcpy(dA + l * per_layer, attn[l]->grad, per_layer * sizeof *dA);
+        memcpy(dS + l * per_layer, attn[l]->src[0]->grad, per_layer * sizeof *dS);
+    }
+}
+
 /* ---- checkpoints ---- */
 #define META_MAX 32
 

@@ -51,6 +51,11 @@ qkv_status trainer_update(trainer *t);
 eval_result trainer_evaluate(trainer *t);
 /* The attention weights of layer l for held-out example `index`: (H, T, T) into out. */
 void trainer_attention(trainer *t, int index, float *out /* (L, H, T, T) */);
+/* For held-out example `index`, one forward and backward pass of its cross-entropy loss: the
+ * gradient of every layer's attention weights, dA, and of the scores that enter the softmax
+ * (after scale and mask), dS, into dA and dS, each (L, H, T, T). Parameter gradients are left
+ * dirty, so call it between steps, never inside one. */
+void trainer_attention_grads(trainer *t, int index, float *dA, float *dS);
 
 /* model.safetensors: parameters, optimizer state and, in __metadata__, the config, the task,
  * the step and the data RNG, so that a resumed run continues exactly. */

@@ -34,11 +34,22 @@ bool cli_parse_u64(const char *name, const char *text, uint64_t *out);
 bool cli_parse_double(const char *name, const char *text, double lo, double hi, bool lo_open,
                       double *out);
 
+/* Draws the plots of a training directory into DIR/plots/ with gnuplot (plot.c), in format
+ * "png" or "svg"; returns an exit code. If gnuplot is not on PATH it prints one line saying so,
+ * sets *no_gnuplot and returns EXIT_FAILED. `verbose` lists what was written on stdout. */
+int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot);
+/* Runs one script of scripts/ as `gnuplot -c SCRIPT OUT FORMAT ARGS...`, writing `out`
+ * atomically; the same gnuplot-missing behaviour, naming `data_dir`. */
+int cli_gnuplot(const char *script, const char *out, const char *format, int nargs,
+                const char *const *args, const char *data_dir, bool *no_gnuplot);
+
 /* The commands: argc/argv start at the command name. */
 int cmd_gradcheck(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_grads(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_study(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
 #endif

@@ -49,6 +49,10 @@ static const char train_usage[] =
     "  --resume DIR        continue the run saved in DIR (up to --steps in total)\n"
     "  --eval-every N      held-out evaluation and metrics row every N steps (default steps/20)\n"
     "  --save-every N      also save a checkpoint every N steps (default 0: at the end)\n"
+    "  --snapshot-every K  keep the attention of the fixed held-out example at step 0 and every\n"
+    "                      K steps in DIR/snapshots/ (default 0: off)\n"
+    "  --plot              after saving, draw DIR/plots/ with gnuplot, as `qkv plot DIR` does;\n"
+    "                      without gnuplot it says so and still exits 0 (default off)\n"
     "  --json              print one JSON object on stdout at the end\n"
     "  --quiet             no progress bar or log lines\n"
     "  -h, --help          show this help\n";
@@ -99,7 +103,7 @@ static bool make_dir(const char *dir) {
 /* ---- metrics.csv ---- */
 typedef struct {
     int64_t step;
-    double loss, train_acc, heldout_acc, lr;
+    double loss, train_acc, heldout_acc, lr, heldout_loss; /* heldout_loss: NaN if unknown */
 } metrics_row;
 
 typedef struct {
@@ -124,9 +128,9 @@ static void metrics_read(metrics *m, const char *path, int64_t upto) {
     if (!f) return;
     char line[256];
     while (fgets(line, sizeof line, f)) {
-        metrics_row r;
-        if (sscanf(line, "%" SCNd64 ",%lf,%lf,%lf,%lf", &r.step, &r.loss, &r.train_acc,
-                   &r.heldout_acc, &r.lr) == 5 && r.step <= upto)
+        metrics_row r = {.heldout_loss = NAN}; /* files older than heldout_loss have 5 columns */
+        if (sscanf(line, "%" SCNd64 ",%lf,%lf,%lf,%lf,%lf", &r.step, &r.loss, &r.train_acc,
+                   &r.heldout_acc, &r.lr, &r.heldout_loss) >= 5 && r.step <= upto)
             metrics_add(m, r);
     }
     fclose(f);
@@ -136,47 +140,93 @@ static qkv_status metrics_write(const metrics *m, const char *path) {
     atomic_file af;
     qkv_status s = atomic_open(&af, path);
     if (s != QKV_OK) return s;
-    fprintf(af.f, "step,loss,train_acc,heldout_acc,lr\n");
-    for (int i = 0; i < m->n; i++)
-        fprintf(af.f, "%" PRId64 ",%.6f,%.6f,%.6f,%.6g\n", m->rows[i].step, m->rows[i].loss,
-                m->rows[i].train_acc, m->rows[i].heldout_acc, m->rows[i].lr);
+    fprintf(af.f, "step,loss,train_acc,heldout_acc,lr,heldout_loss\n");
+    for (int i = 0; i < m->n; i++) {
+        const metrics_row *r = &m->rows[i];
+        fprintf(af.f, "%" PRId64 ",%.6f,%.6f,%.6f,%.6g,", r->step, r->loss, r->train_acc,
+                r->heldout_acc, r->lr);
+        if (isfinite(r->heldout_loss)) fprintf(af.f, "%.6f", r->heldout_loss); /* else empty */
+        fputc('\n', af.f);
+    }
     return atomic_commit(&af);
 }
 
-/* ---- attention maps: one gnuplot-ready matrix per layer and head, tokens as headers ---- */
-static qkv_status write_attention(trainer *t, const char *dir) {
-    const qkv_model_config *c = &t->model.cfg;
-    int T = c->seq_len, H = c->heads;
-    char sub[1100];
-    snprintf(sub, sizeof sub, "%s/attention", dir);
-    if (!make_dir(sub)) return qkv_fail(QKV_ERR_IO, "cannot create %s", sub);
-    float *a = malloc((size_t)c->layers * H * T * T * sizeof *a);
-    if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
-    trainer_attention(t, 0, a);
+/* ---- maps of the fixed held-out example (index 0): one gnuplot-ready matrix per layer and
+ * head, tokens as row and column headers, for attention weights, snapshots and gradients ---- */
+static qkv_status write_map(const trainer *t, const char *path, const char *what, int l, int h,
+                            const float *map /* (T, T): rows are queries, columns keys */) {
+    int T = t->model.cfg.seq_len;
     const int32_t *x = t->held_tokens;
+    char label[32];
+    atomic_file af;
+    qkv_status s = atomic_open(&af, path);
+    if (s != QKV_OK) return s;
+    fprintf(af.f, "# qkv %s: task %s, layer %d, head %d; rows are queries, columns keys\n"
+            "query\\key", what, qkv_task_name(t->cfg.task.kind), l + 1, h + 1);
+    for (int j = 0; j < T; j++) {
+        qkv_task_token_label(&t->cfg.task, x[j], label, sizeof label);
+        fprintf(af.f, " %s", label);
+    }
+    fputc('\n', af.f);
+    for (int i = 0; i < T; i++) {
+        qkv_task_token_label(&t->cfg.task, x[i], label, sizeof label);
+        fprintf(af.f, "%s", label);
+        for (int j = 0; j < T; j++) fprintf(af.f, " %.6g", map[i * T + j]);
+        fputc('\n', af.f);
+    }
+    return atomic_commit(&af);
+}
+
+/* Writes maps (L, H, T, T) as DIR/SUB/<prefix>layer<L>_head<H><suffix>.dat. */
+static qkv_status write_maps(const trainer *t, const char *dir, const char *sub,
+                             const char *prefix, const char *suffix, const char *what,
+                             const float *maps) {
+    const qkv_model_config *c = &t->model.cfg;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    struct stat sb;
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return qkv_fail(QKV_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return qkv_fail(QKV_ERR_IO, "%s exists and is not a directory", path);
+    size_t per_head = (size_t)c->seq_len * c->seq_len;
     qkv_status s = QKV_OK;
     for (int l = 0; l < c->layers && s == QKV_OK; l++)
-        for (int h = 0; h < H && s == QKV_OK; h++) {
-            char path[1200], label[32];
-            snprintf(path, sizeof path, "%s/layer%d_head%d.dat", sub, l + 1, h + 1);
-            atomic_file af;
-            if ((s = atomic_open(&af, path)) != QKV_OK) break;
-            fprintf(af.f, "# qkv attention: task %s, layer %d, head %d; rows are queries, "
-                    "columns keys\nquery\\key", qkv_task_name(t->cfg.task.kind), l + 1, h + 1);
-            for (int j = 0; j < T; j++) {
-                qkv_task_token_label(&t->cfg.task, x[j], label, sizeof label);
-                fprintf(af.f, " %s", label);
-            }
-            fputc('\n', af.f);
-            for (int i = 0; i < T; i++) {
-                qkv_task_token_label(&t->cfg.task, x[i], label, sizeof label);
-                fprintf(af.f, "%s", label);
-                const float *row = a + (((size_t)l * H + h) * T + i) * T;
-                for (int j = 0; j < T; j++) fprintf(af.f, " %.5f", row[j]);
-                fputc('\n', af.f);
-            }
-            s = atomic_commit(&af);
+        for (int h = 0; h < c->heads && s == QKV_OK; h++) {
+            snprintf(path, sizeof path, "%s/%s/%slayer%d_head%d%s.dat", dir, sub, prefix, l + 1,
+                     h + 1, suffix);
+            s = write_map(t, path, what, l, h, maps + ((size_t)l * c->heads + h) * per_head);
         }
+    return s;
+}
+
+/* attention/: the weights of every layer and head; gradients/: their gradient dA and the
+ * scores' gradient dS, from one backward pass of the example's loss. */
+static qkv_status write_attention(trainer *t, const char *dir) {
+    const qkv_model_config *c = &t->model.cfg;
+    size_t n = (size_t)c->layers * c->heads * c->seq_len * c->seq_len;
+    float *a = malloc(3 * n * sizeof *a);
+    if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    trainer_attention(t, 0, a);
+    trainer_attention_grads(t, 0, a + n, a + 2 * n);
+    qkv_status s = write_maps(t, dir, "attention", "", "", "attention", a);
+    if (s == QKV_OK)
+        s = write_maps(t, dir, "gradients", "", "_dA", "gradient of the attention weights dA", a + n);
+    if (s == QKV_OK)
+        s = write_maps(t, dir, "gradients", "", "_dS", "gradient of the scores dS", a + 2 * n);
+    free(a);
+    return s;
+}
+
+/* snapshots/step<N>_layer<L>_head<H>.dat: the attention weights at this step. */
+static qkv_status write_snapshot(trainer *t, const char *dir) {
+    const qkv_model_config *c = &t->model.cfg;
+    float *a = malloc((size_t)c->layers * c->heads * c->seq_len * c->seq_len * sizeof *a);
+    if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    trainer_attention(t, 0, a);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "step%" PRId64 "_", t->optim.step);
+    qkv_status s = write_maps(t, dir, "snapshots", prefix, "", "attention", a);
     free(a);
     return s;
 }
@@ -209,7 +259,7 @@ enum {
     OPT_TASK = 256, OPT_SEQ_LEN, OPT_VOCAB, OPT_D_MODEL, OPT_HEADS, OPT_LAYERS, OPT_RESIDUAL,
     OPT_CAUSAL, OPT_INIT_SCALE, OPT_OPTIM, OPT_LR, OPT_BATCH, OPT_STEPS, OPT_WEIGHT_DECAY,
     OPT_CLIP, OPT_SEED, OPT_THREADS, OPT_OUT, OPT_RESUME, OPT_EVAL_EVERY, OPT_SAVE_EVERY,
-    OPT_JSON, OPT_QUIET, OPT_MODEL, OPT_SCHEDULE, OPT_WARMUP,
+    OPT_JSON, OPT_QUIET, OPT_MODEL, OPT_SCHEDULE, OPT_WARMUP, OPT_PLOT, OPT_SNAPSHOT_EVERY,
 };
 
 static void print_result_json(const trainer *t, eval_result r, int64_t step, double seconds,
@@ -242,16 +292,18 @@ int cmd_train(int argc, char **argv) {
         {"json", no_argument, 0, OPT_JSON},             {"quiet", no_argument, 0, OPT_QUIET},
         {"schedule", required_argument, 0, OPT_SCHEDULE},
         {"warmup", required_argument, 0, OPT_WARMUP},
+        {"plot", no_argument, 0, OPT_PLOT},
+        {"snapshot-every", required_argument, 0, OPT_SNAPSHOT_EVERY},
         {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0}};
     const char *schedule = "cosine";
     long warmup = -1;
     const char *task_name = "copy", *out_dir = NULL, *resume = NULL, *optim_name = "adam";
     long seq_len = 8, vocab = 0, d_model = 64, heads = 1, layers = 1, batch = 32, steps = 3000;
-    long threads = 0, eval_every = 0, save_every = 0;
+    long threads = 0, eval_every = 0, save_every = 0, snapshot_every = 0;
     double lr = 0, init_scale = 0.5, weight_decay = 0, clip = 1;
     uint64_t seed = 1;
     bool residual = false, causal = false, json = false, quiet = false, model_opts = false;
-    bool steps_set = false;
+    bool steps_set = false, plot = false;
     optind = 1;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
@@ -285,6 +337,10 @@ int cmd_train(int argc, char **argv) {
         case OPT_QUIET: quiet = true; break;
         case OPT_SCHEDULE: schedule = optarg; break;
         case OPT_WARMUP: ok = cli_parse_int("warmup", optarg, 0, 100000000, &warmup); break;
+        case OPT_PLOT: plot = true; break;
+        case OPT_SNAPSHOT_EVERY:
+            ok = cli_parse_int("snapshot-every", optarg, 0, 100000000, &snapshot_every);
+            break;
         case 'h': fputs(train_usage, stdout); return EXIT_OK;
         case ':': cli_error("train: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
         default: cli_error("train: unknown option '%s' (see qkv train --help)", argv[optind - 1]); return EXIT_USAGE;
@@ -304,7 +360,8 @@ int cmd_train(int argc, char **argv) {
     if (resume) {
         if (model_opts) {
             cli_error("train: --resume continues a saved run; only --steps, --out, --threads, "
-                      "--eval-every, --save-every, --json and --quiet may be given with it");
+                      "--eval-every, --save-every, --snapshot-every, --plot, --json and --quiet "
+                      "may be given with it");
             return EXIT_USAGE;
         }
         model_path(resume, path, sizeof path);
@@ -354,6 +411,12 @@ int cmd_train(int argc, char **argv) {
             return cli_exit_for(s);
         }
     }
+    if (!out_dir && (plot || snapshot_every)) {
+        cli_error("train: %s needs --out DIR", plot ? "--plot" : "--snapshot-every");
+        trainer_free(&t);
+        free(m.rows);
+        return EXIT_USAGE;
+    }
     if (out_dir && !make_dir(out_dir)) {
         trainer_free(&t);
         free(m.rows);
@@ -367,7 +430,11 @@ int cmd_train(int argc, char **argv) {
     int64_t start_step = t.optim.step;
     eval_result r = {0};
     int code = EXIT_OK;
-    while (t.optim.step < total) {
+    if (snapshot_every && start_step == 0 && (s = write_snapshot(&t, out_dir)) != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        code = cli_exit_for(s);
+    }
+    while (code == EXIT_OK && t.optim.step < total) {
         if ((s = trainer_step(&t)) != QKV_OK) {
             if (show_bar) fputc('\n', prog);
             cli_error("%s", qkv_last_error());
@@ -378,7 +445,8 @@ int cmd_train(int argc, char **argv) {
         if (step % every == 0 || step == total) {
             r = trainer_evaluate(&t);
             heldout = r.accuracy;
-            metrics_add(&m, (metrics_row){step, t.last_loss, t.last_train_acc, r.accuracy, t.optim.lr});
+            metrics_add(&m, (metrics_row){step, t.last_loss, t.last_train_acc, r.accuracy,
+                                          t.optim.lr, r.loss});
             if (show_log) {
                 double el = now_seconds() - t0;
                 printf("step %" PRId64 "/%" PRId64 " loss %.4f train_acc %.4f heldout_acc %.4f "
@@ -396,6 +464,12 @@ int cmd_train(int argc, char **argv) {
                              rate > 0 ? (double)(total - step) / rate : 0);
                 last_draw = el;
             }
+        }
+        if (snapshot_every && step % snapshot_every == 0 &&
+            (s = write_snapshot(&t, out_dir)) != QKV_OK) {
+            cli_error("%s", qkv_last_error());
+            code = cli_exit_for(s);
+            break;
         }
         if (out_dir && save_every && step % save_every == 0 && step != total &&
             (s = save_all(&t, &m, out_dir)) != QKV_OK) {
@@ -420,6 +494,11 @@ int cmd_train(int argc, char **argv) {
                    qkv_task_name(t.cfg.task.kind), 100 * r.accuracy, r.attention_mass,
                    r.best_head + 1, r.loss, t.optim.step, seconds, out_dir ? ", saved to " : "",
                    out_dir ? out_dir : "");
+    }
+    if (code == EXIT_OK && plot) {
+        bool no_gnuplot = false;
+        int pc = cli_plot(out_dir, "png", !quiet && !json, &no_gnuplot);
+        if (!no_gnuplot) code = pc; /* without gnuplot the run still succeeded: its data is saved */
     }
     trainer_free(&t);
     free(m.rows);

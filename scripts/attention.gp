@@ -1,0 +1,43 @@
+# attention.gp - one attention map as a heatmap: queries down, keys across, tokens on both axes.
+#
+#   gnuplot -c attention.gp OUT FORMAT DATA TITLE
+#     OUT     the image to write
+#     FORMAT  png (pngcairo) or svg
+#     DATA    a matrix written by qkv train: a '#' comment, a header line "query\key tok tok ...",
+#             then one line per query: "tok w w w ..." (row i = query i, column j = key j)
+#     TITLE   the title, e.g. "copy: attention of layer 1, head 1"
+out = ARG1; fmt = ARG2; data = ARG3; ttl = ARG4
+
+if (fmt eq 'svg') {
+    set terminal svg size 620,560 dynamic noenhanced font 'Sans,13' background rgb 'white'
+} else {
+    set terminal pngcairo size 620,560 noenhanced font 'Sans,11'
+}
+set output out
+
+stats data matrix rowheaders columnheaders nooutput
+nk = STATS_size_x   # keys (columns)
+nq = STATS_size_y   # queries (rows)
+
+set title ttl font ',13'
+set xlabel 'key (token)'
+set ylabel 'query (token)'
+set cblabel 'attention weight'
+set xrange [-0.5:nk-0.5]
+set yrange [nq-0.5:-0.5]            # query 1 on top, as in the matrix A
+set cbrange [0:1]                   # weights of a row are in [0, 1] and sum to 1
+set palette defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 '#2171b5', 1 '#08306b')
+set tics scale 0 nomirror
+if (nk > 12) { set xtics rotate by 90 right }
+set size ratio -1
+unset key
+
+# With few tokens, print each weight in its cell (white on dark cells); hide the ~0 ones.
+if (nk <= 12) {
+    plot data matrix rowheaders columnheaders using 1:2:3 with image pixels, \
+         data matrix rowheaders columnheaders \
+              using 1:2:($3 >= 0.005 ? sprintf('%.2f', $3) : ''):($3 > 0.55 ? 0xffffff : 0x000000) \
+              with labels textcolor rgb variable
+} else {
+    plot data matrix rowheaders columnheaders using 1:2:3 with image pixels
+}

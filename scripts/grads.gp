@@ -1,0 +1,54 @@
+# grads.gp - what backpropagation sees inside one attention head, for one example:
+# the weights A = softmax(S), their gradient dA = dLoss/dA, and the scores' gradient
+# dS = A * (dA - rowsum(dA * A)) (the softmax backward pass; zero where the mask dropped a key).
+#
+#   gnuplot -c grads.gp OUT FORMAT A_DATA DA_DATA DS_DATA TITLE
+#     *_DATA  matrices in the format of attention.gp
+out = ARG1; fmt = ARG2; fa = ARG3; fda = ARG4; fds = ARG5; ttl = ARG6
+
+if (fmt eq 'svg') {
+    set terminal svg size 1500,500 dynamic noenhanced font 'Sans,12' background rgb 'white'
+} else {
+    set terminal pngcairo size 1500,500 noenhanced font 'Sans,10'
+}
+set output out
+
+# stats runs before any range is set (it skips points outside them) and before multiplot
+stats fa matrix rowheaders columnheaders nooutput
+n = STATS_size_x
+# symmetric colour ranges [-r, r] for dA and dS, so that white is exactly zero
+stats fda matrix rowheaders columnheaders nooutput
+rda = abs(STATS_min) > abs(STATS_max) ? abs(STATS_min) : abs(STATS_max)
+stats fds matrix rowheaders columnheaders nooutput
+rds = abs(STATS_min) > abs(STATS_max) ? abs(STATS_min) : abs(STATS_max)
+set xrange [-0.5:n-0.5]
+set yrange [n-0.5:-0.5]             # queries top to bottom
+set tics scale 0 nomirror
+if (n > 10) { set xtics rotate by 90 right }
+set size ratio -1
+set xlabel 'key'
+set ylabel 'query'
+unset key
+blues = "defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 '#2171b5', 1 '#08306b')"
+# blue below zero, white at zero, red above: the range is made symmetric around 0 below
+diverging = "defined (-1 '#2166ac', -0.5 '#92c5de', 0 '#f7f7f7', 0.5 '#f4a582', 1 '#b2182b')"
+
+set multiplot layout 1, 3 title ttl.' (the fixed held-out example, one backward pass of its loss)' font ',12'
+
+set title 'A = softmax(S), the weights'
+eval 'set palette '.blues
+set cbrange [0:1]
+set format cb '%g'
+plot fa matrix rowheaders columnheaders using 1:2:3 with image pixels
+
+do for [k = 1:2] {
+    f = k == 1 ? fda : fds
+    set title (k == 1 ? 'dA = dLoss/dA' : 'dS = dLoss/dS (scores, after scale and mask)')
+    r = k == 1 ? rda : rds
+    if (r == 0) { r = 1 }
+    eval 'set palette '.diverging
+    set cbrange [-r:r]
+    set format cb '%.1e'
+    plot f matrix rowheaders columnheaders using 1:2:3 with image pixels
+}
+unset multiplot

@@ -1,0 +1,405 @@
+/* plot.c - `qkv plot DIR`: draws what `qkv train --out DIR` saved, with the gnuplot scripts in
+ * scripts/. qkv writes the data (attention/, gradients/, snapshots/, metrics.csv); gnuplot only
+ * reads it, so the plots can be redrawn, restyled or made by hand from the same files.
+ *
+ * Every script is called as `gnuplot -c SCRIPT OUT FORMAT ARGS...` (ARG1 the image to write,
+ * ARG2 png, svg or gif). The image goes to a temporary name first and is renamed over OUT only
+ * when gnuplot succeeded, so a failed or interrupted plot never leaves a half-written image. */
+#include "cli.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PATH_LEN 1200
+#define MAX_FRAMES 60 /* snapshots beyond this are thinned out evenly: a GIF stays small */
+#define HOLD_FRAMES 6 /* the last frame is repeated so that the final pattern can be seen */
+
+static const char plot_usage[] =
+    "usage: qkv plot DIR [options]\n"
+    "Draws the plots of a directory written by `qkv train --out DIR` into DIR/plots/, with the\n"
+    "gnuplot scripts in scripts/ (found next to the executable, in the source tree, or in\n"
+    "$QKV_SCRIPTS):\n"
+    "  attention_layer<L>_head<H>   heatmap of the fixed held-out example's attention weights\n"
+    "  overview                     every layer x head in one grid\n"
+    "  curves                       loss and accuracy over the steps, train and held-out\n"
+    "  grads_layer<L>_head<H>       the weights A, their gradient dA and the scores' gradient dS\n"
+    "  snapshots.gif                the attention forming (train --snapshot-every K)\n"
+    "\n"
+    "  --format F          png (pngcairo) or svg; the animation is always a GIF (default png)\n"
+    "  -h, --help          show this help\n"
+    "\n"
+    "Exit codes: 0 plotted, 1 gnuplot is not on PATH (the data files are untouched) or it\n"
+    "failed, 2 bad option, 3 DIR or one of its data files cannot be read, 4 the model file\n"
+    "is corrupt.\n";
+
+/* ---- finding gnuplot and the scripts ---- */
+
+static bool is_file(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* The first executable "gnuplot" in a directory of $PATH. */
+static bool find_gnuplot(char *out, size_t len) {
+    const char *path = getenv("PATH");
+    if (!path) return false;
+    for (const char *p = path; *p;) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > 0 && n < len - 16) {
+            snprintf(out, len, "%.*s/gnuplot", (int)n, p);
+            if (is_file(out) && access(out, X_OK) == 0) return true;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    return false;
+}
+
+/* The directory holding attention.gp: $QKV_SCRIPTS if set, else next to the executable
+ * (an install's share/qkv/scripts, or scripts/ beside it), else the source tree's scripts/. */
+static bool find_scripts(char *out, size_t len) {
+    char probe[PATH_LEN + 64];
+    const char *env = getenv("QKV_SCRIPTS");
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+        snprintf(probe, sizeof probe, "%s/attention.gp", out);
+        return is_file(probe);
+    }
+    char exe[PATH_LEN - 64]; /* room left for "/../share/qkv/scripts" in `out` */
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = '\0';
+        const char *rel[] = {"../share/qkv/scripts", "scripts"};
+        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+            snprintf(out, len, "%s/%s", exe, rel[i]);
+            snprintf(probe, sizeof probe, "%s/attention.gp", out);
+            if (is_file(probe)) return true;
+        }
+    }
+#ifdef QKV_SOURCE_DIR
+    snprintf(out, len, "%s/scripts", QKV_SOURCE_DIR);
+    snprintf(probe, sizeof probe, "%s/attention.gp", out);
+    if (is_file(probe)) return true;
+#endif
+    return false;
+}
+
+/* ---- running one script ---- */
+
+typedef struct {
+    char gnuplot[PATH_LEN]; /* the executable */
+    char scripts[PATH_LEN]; /* the directory of the .gp files */
+    int written;            /* images made so far */
+} plotter;
+
+/* Finds gnuplot and the scripts. Without gnuplot: one line naming `data_dir`, where the data
+ * files are, and *no_gnuplot is set. */
+static int plotter_init(plotter *p, const char *data_dir, bool *no_gnuplot) {
+    memset(p, 0, sizeof *p);
+    *no_gnuplot = false;
+    if (!find_gnuplot(p->gnuplot, sizeof p->gnuplot)) {
+        cli_error("gnuplot not found; data files are in %s", data_dir);
+        *no_gnuplot = true;
+        return EXIT_FAILED;
+    }
+    if (!find_scripts(p->scripts, sizeof p->scripts)) {
+        cli_error("plot: cannot find the gnuplot scripts (attention.gp); set QKV_SCRIPTS to "
+                  "qkv's scripts/ directory");
+        return EXIT_IO;
+    }
+    return EXIT_OK;
+}
+
+/* The last non-empty line of f (gnuplot's error message), into buf. */
+static void last_line(FILE *f, char *buf, size_t len) {
+    char line[512];
+    buf[0] = '\0';
+    rewind(f);
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[strspn(line, " \t^")] != '\0') snprintf(buf, len, "%s", line);
+    }
+}
+
+/* Runs `gnuplot -c scripts/SCRIPT TMP FORMAT ARGS...` and renames TMP over `out`. Gnuplot's
+ * chatter goes to a scratch file, shown (its last line) only when the script fails. */
+static int run_script(plotter *p, const char *script, const char *out, const char *format,
+                      int nargs, const char *const *args) {
+    char gp[PATH_LEN + 64], tmp[PATH_LEN + 96];
+    snprintf(gp, sizeof gp, "%s/%s", p->scripts, script);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+    const char *argv[16] = {"gnuplot", "-c", gp, tmp, format};
+    int argc = 5;
+    for (int i = 0; i < nargs && argc < 15; i++) argv[argc++] = args[i];
+    argv[argc] = NULL;
+    FILE *log = tmpfile();
+    if (!log) {
+        cli_error("plot: cannot create a scratch file: %s", strerror(errno));
+        return EXIT_IO;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fileno(log), STDOUT_FILENO);
+        dup2(fileno(log), STDERR_FILENO);
+        execv(p->gnuplot, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+        cli_error("plot: cannot run %s: %s", p->gnuplot, strerror(errno));
+        fclose(log);
+        return EXIT_FAILED;
+    }
+    struct stat sb;
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && stat(tmp, &sb) == 0 && sb.st_size > 0;
+    if (!ok) {
+        char msg[512];
+        last_line(log, msg, sizeof msg);
+        cli_error("plot: gnuplot failed on %s: %s", script, *msg ? msg : "no image was written");
+        fclose(log);
+        remove(tmp);
+        return EXIT_FAILED;
+    }
+    fclose(log);
+    if (rename(tmp, out) != 0) {
+        cli_error("plot: cannot write %s: %s", out, strerror(errno));
+        remove(tmp);
+        return EXIT_IO;
+    }
+    p->written++;
+    return EXIT_OK;
+}
+
+int cli_gnuplot(const char *script, const char *out, const char *format, int nargs,
+                const char *const *args, const char *data_dir, bool *no_gnuplot) {
+    plotter p;
+    int code = plotter_init(&p, data_dir, no_gnuplot);
+    return code == EXIT_OK ? run_script(&p, script, out, format, nargs, args) : code;
+}
+
+/* ---- what a training directory holds ---- */
+
+/* Fails with one line unless `path` is a readable file. */
+static bool need_file(const char *path) {
+    if (is_file(path) && access(path, R_OK) == 0) return true;
+    cli_error("plot: %s is missing (was it written by qkv train --out?)", path);
+    return false;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The steps N of DIR/snapshots/step<N>_layer1_head1.dat, sorted; returns how many (0 if none),
+ * or -1 when out of memory. *steps is malloc'd. */
+static int snapshot_steps(const char *dir, int64_t **steps) {
+    *steps = NULL;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0, cap = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        int64_t step;
+        int used = 0;
+        if (sscanf(e->d_name, "step%" SCNd64 "_layer1_head1.dat%n", &step, &used) != 1 ||
+            used == 0 || e->d_name[used] != '\0' || step < 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            int64_t *p = realloc(*steps, (size_t)cap * sizeof *p);
+            if (!p) {
+                closedir(d);
+                return -1;
+            }
+            *steps = p;
+        }
+        (*steps)[n++] = step;
+    }
+    closedir(d);
+    qsort(*steps, (size_t)n, sizeof **steps, cmp_i64);
+    return n;
+}
+
+/* Counts the data rows of metrics.csv (lines after the header). */
+static int metrics_rows(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int lines = 0, c, last = '\n';
+    while ((c = fgetc(f)) != EOF) {
+        if (c == '\n') lines++;
+        last = c;
+    }
+    fclose(f);
+    return lines + (last != '\n') - 1;
+}
+
+/* Reads task, layers and heads from the model's metadata. */
+static int read_model(const char *dir, char *task, size_t len, int *layers, int *heads) {
+    char path[PATH_LEN];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (!need_file(path)) return EXIT_IO;
+    qkv_st *st;
+    qkv_status s = qkv_st_load(path, &st);
+    if (s != QKV_OK) {
+        cli_error("plot: %s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    const char *t = qkv_st_meta(st, "task"), *l = qkv_st_meta(st, "layers"),
+               *h = qkv_st_meta(st, "heads");
+    *layers = l ? atoi(l) : 0;
+    *heads = h ? atoi(h) : 0;
+    bool ok = t && *layers >= 1 && *layers <= QKV_MAX_LAYERS && *heads >= 1 && *heads <= 8192;
+    if (ok) snprintf(task, len, "%s", t);
+    qkv_st_free(st);
+    if (!ok) {
+        cli_error("plot: %s: not a qkv model (task, layers or heads missing)", path);
+        return EXIT_FORMAT;
+    }
+    return EXIT_OK;
+}
+
+int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot) {
+    *no_gnuplot = false;
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        cli_error("plot: %s is not a directory", dir);
+        return EXIT_IO;
+    }
+    if (strlen(dir) > 900) {
+        cli_error("plot: %s: path too long", dir);
+        return EXIT_IO;
+    }
+    char task[64];
+    int L = 0, H = 0;
+    int code = read_model(dir, task, sizeof task, &L, &H);
+    if (code != EXIT_OK) return code;
+
+    plotter p;
+    if ((code = plotter_init(&p, dir, no_gnuplot)) != EXIT_OK) return code;
+    char plots[PATH_LEN], out[PATH_LEN + 64], a[PATH_LEN + 64], da[PATH_LEN + 64],
+        ds[PATH_LEN + 64], title[160];
+    snprintf(plots, sizeof plots, "%s/plots", dir);
+    if (mkdir(plots, 0777) != 0 && errno != EEXIST) {
+        cli_error("plot: cannot create %s: %s", plots, strerror(errno));
+        return EXIT_IO;
+    }
+
+    /* One heatmap per layer and head, and the overview of them all. */
+    for (int l = 1; l <= L && code == EXIT_OK; l++)
+        for (int h = 1; h <= H && code == EXIT_OK; h++) {
+            snprintf(a, sizeof a, "%s/attention/layer%d_head%d.dat", dir, l, h);
+            if (!need_file(a)) return EXIT_IO;
+            snprintf(out, sizeof out, "%s/attention_layer%d_head%d.%s", plots, l, h, format);
+            snprintf(title, sizeof title, "%s: attention of layer %d, head %d", task, l, h);
+            code = run_script(&p, "attention.gp", out, format, 2, (const char *[]){a, title});
+        }
+    if (code != EXIT_OK) return code;
+    char attn_dir[PATH_LEN + 16], nl[16], nh[16];
+    snprintf(attn_dir, sizeof attn_dir, "%s/attention", dir);
+    snprintf(nl, sizeof nl, "%d", L);
+    snprintf(nh, sizeof nh, "%d", H);
+    snprintf(out, sizeof out, "%s/overview.%s", plots, format);
+    code = run_script(&p, "overview.gp", out, format, 4, (const char *[]){attn_dir, task, nl, nh});
+    if (code != EXIT_OK) return code;
+
+    /* Loss and accuracy curves, when there is at least one row of metrics. */
+    snprintf(a, sizeof a, "%s/metrics.csv", dir);
+    if (metrics_rows(a) >= 1) {
+        snprintf(out, sizeof out, "%s/curves.%s", plots, format);
+        code = run_script(&p, "curves.gp", out, format, 2, (const char *[]){a, task});
+        if (code != EXIT_OK) return code;
+    }
+
+    /* Gradients: A, dA and dS side by side, per layer and head (written since issue 4). */
+    for (int l = 1; l <= L && code == EXIT_OK; l++)
+        for (int h = 1; h <= H && code == EXIT_OK; h++) {
+            snprintf(da, sizeof da, "%s/gradients/layer%d_head%d_dA.dat", dir, l, h);
+            snprintf(ds, sizeof ds, "%s/gradients/layer%d_head%d_dS.dat", dir, l, h);
+            if (!is_file(da) && !is_file(ds)) continue; /* a directory from an older qkv */
+            if (!need_file(da) || !need_file(ds)) return EXIT_IO;
+            snprintf(a, sizeof a, "%s/attention/layer%d_head%d.dat", dir, l, h);
+            snprintf(out, sizeof out, "%s/grads_layer%d_head%d.%s", plots, l, h, format);
+            snprintf(title, sizeof title, "%s: layer %d, head %d", task, l, h);
+            code = run_script(&p, "grads.gp", out, format, 4, (const char *[]){a, da, ds, title});
+        }
+    if (code != EXIT_OK) return code;
+
+    /* The snapshots as an animated GIF: at most MAX_FRAMES evenly spaced steps, the first and
+     * the last always among them, the last held for HOLD_FRAMES more frames. */
+    char snap_dir[PATH_LEN + 16];
+    snprintf(snap_dir, sizeof snap_dir, "%s/snapshots", dir);
+    int64_t *steps;
+    int n = snapshot_steps(snap_dir, &steps);
+    if (n < 0) {
+        cli_error("plot: out of memory");
+        return EXIT_NOMEM;
+    }
+    if (n > 0) {
+        int frames = n < MAX_FRAMES ? n : MAX_FRAMES;
+        size_t len = (size_t)(frames + HOLD_FRAMES) * 24 + 1;
+        char *list = malloc(len);
+        if (!list) {
+            free(steps);
+            cli_error("plot: out of memory");
+            return EXIT_NOMEM;
+        }
+        size_t used = 0;
+        for (int f = 0; f < frames + HOLD_FRAMES; f++) {
+            int i = f >= frames ? n - 1 : frames == 1 ? 0 : (int)((int64_t)f * (n - 1) / (frames - 1));
+            used += (size_t)snprintf(list + used, len - used, "%s%" PRId64, f ? " " : "", steps[i]);
+        }
+        snprintf(out, sizeof out, "%s/snapshots.gif", plots);
+        code = run_script(&p, "snapshots.gp", out, "gif", 5,
+                          (const char *[]){snap_dir, task, nl, nh, list});
+        free(list);
+    }
+    free(steps);
+    if (code == EXIT_OK && verbose)
+        printf("plots: %d images in %s\n", p.written, plots);
+    return code;
+}
+
+int cmd_plot(int argc, char **argv) {
+    static const struct option opts[] = {{"format", required_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *format = "png";
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'f': format = optarg; break;
+        case 'h': fputs(plot_usage, stdout); return EXIT_OK;
+        case ':': cli_error("plot: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
+        default: cli_error("plot: unknown option '%s' (see qkv plot --help)", argv[optind - 1]); return EXIT_USAGE;
+        }
+    }
+    if (strcmp(format, "png") && strcmp(format, "svg")) {
+        cli_error("plot: --format: '%s' is not png or svg", format);
+        return EXIT_USAGE;
+    }
+    if (optind == argc) {
+        cli_error("plot: which directory? (qkv plot DIR)");
+        return EXIT_USAGE;
+    }
+    if (optind < argc - 1) {
+        cli_error("plot: one directory only, got '%s' too", argv[optind + 1]);
+        return EXIT_USAGE;
+    }
+    bool no_gnuplot;
+    return cli_plot(argv[optind], format, true, &no_gnuplot);
+}
