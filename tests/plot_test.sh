@@ -1,0 +1,137 @@
+#!/bin/sh
+# plot_test.sh QKV - qkv plot, train --plot and --snapshot-every, and qkv study softmax:
+# every promised image exists and is a valid PNG, GIF or SVG of a sensible size, no temporary
+# file is left behind, and the gnuplot-missing and bad-input paths behave.
+# Exits 77 (ctest: skipped) when gnuplot is not installed.
+set -u
+QKV=${1:?usage: plot_test.sh path/to/qkv}
+if ! command -v gnuplot >/dev/null 2>&1; then
+    echo "plot_test: gnuplot is not installed; skipped"
+    exit 77
+fi
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# Big-endian and little-endian unsigned integers from bytes of a file.
+be32() { od -An -tu1 -j "$2" -N4 "$1" | awk '{print (($1*256+$2)*256+$3)*256+$4}'; }
+le16() { od -An -tu1 -j "$2" -N2 "$1" | awk '{print $1+$2*256}'; }
+size() { wc -c <"$1" | tr -d ' '; }
+
+# A PNG: the 8-byte signature, then the IHDR chunk with width and height at bytes 16 and 20.
+check_png() {
+    f=$1
+    [ -f "$f" ] || { fail "$f is missing"; return; }
+    sig=$(od -An -tx1 -N8 "$f" | tr -d ' \n')
+    [ "$sig" = "89504e470d0a1a0a" ] || { fail "$f is not a PNG (starts $sig)"; return; }
+    [ "$(dd if="$f" bs=1 skip=12 count=4 2>/dev/null)" = "IHDR" ] || fail "$f has no IHDR"
+    width=$(be32 "$f" 16) height=$(be32 "$f" 20) bytes=$(size "$f")
+    [ "$width" -ge 200 ] && [ "$height" -ge 150 ] || fail "$f is only ${width}x${height}"
+    [ "$bytes" -gt 2048 ] || fail "$f is only $bytes bytes"
+}
+
+# A GIF: "GIF89a", the logical screen width and height (little-endian) at bytes 6 and 8, and
+# for an animation more than one image descriptor.
+check_gif() {
+    f=$1
+    [ -f "$f" ] || { fail "$f is missing"; return; }
+    [ "$(dd if="$f" bs=1 count=6 2>/dev/null)" = "GIF89a" ] || { fail "$f is not a GIF89a"; return; }
+    width=$(le16 "$f" 6) height=$(le16 "$f" 8) bytes=$(size "$f")
+    [ "$width" -ge 200 ] && [ "$height" -ge 150 ] || fail "$f is only ${width}x${height}"
+    [ "$bytes" -gt 2048 ] || fail "$f is only $bytes bytes"
+    grep -q NETSCAPE2.0 "$f" || fail "$f is not an animation (no NETSCAPE2.0 loop block)"
+}
+
+check_svg() {
+    f=$1
+    [ -f "$f" ] || { fail "$f is missing"; return; }
+    grep -q '<svg' "$f" && grep -q '</svg>' "$f" || fail "$f is not a complete SVG"
+    [ "$(size "$f")" -gt 2048 ] || fail "$f is too small"
+}
+
+# ---- a short run: 2 layers x 2 heads, snapshots every 10 steps, plotted at the end ----
+RUN=$TMP/run
+"$QKV" train --task reverse --seq-len 6 --d-model 16 --heads 2 --layers 2 --steps 40 \
+    --snapshot-every 10 --plot --quiet --out "$RUN" || fail "train --plot exited $?"
+for l in 1 2; do
+    for h in 1 2; do
+        check_png "$RUN/plots/attention_layer${l}_head${h}.png"
+        check_png "$RUN/plots/grads_layer${l}_head${h}.png"
+        [ -f "$RUN/gradients/layer${l}_head${h}_dA.dat" ] || fail "gradients/layer${l}_head${h}_dA.dat missing"
+        [ -f "$RUN/gradients/layer${l}_head${h}_dS.dat" ] || fail "gradients/layer${l}_head${h}_dS.dat missing"
+        for s in 0 10 20 30 40; do
+            [ -f "$RUN/snapshots/step${s}_layer${l}_head${h}.dat" ] || fail "snapshot step $s layer $l head $h missing"
+        done
+    done
+done
+check_png "$RUN/plots/overview.png"
+check_png "$RUN/plots/curves.png"
+check_gif "$RUN/plots/snapshots.gif"
+head -1 "$RUN/metrics.csv" | grep -q '^step,loss,train_acc,heldout_acc,lr,heldout_loss$' ||
+    fail "metrics.csv header: $(head -1 "$RUN/metrics.csv")"
+
+# ---- qkv plot again, as SVG ----
+"$QKV" plot "$RUN" --format svg >/dev/null || fail "plot --format svg exited $?"
+for f in attention_layer1_head1 attention_layer2_head2 overview curves grads_layer1_head1; do
+    check_svg "$RUN/plots/$f.svg"
+done
+ls "$RUN/plots" "$RUN/attention" "$RUN/snapshots" | grep -q '\.tmp\.' && fail "a temporary file was left"
+
+# ---- without gnuplot on PATH: one line, the data is still there ----
+out=$(PATH=/nonexistent "$QKV" plot "$RUN" 2>&1)
+rc=$?
+[ "$rc" -eq 1 ] || fail "plot without gnuplot exited $rc, not 1"
+[ "$out" = "qkv: gnuplot not found; data files are in $RUN" ] || fail "plot without gnuplot said: $out"
+out=$(PATH=/nonexistent "$QKV" train --task copy --seq-len 4 --d-model 8 --steps 5 --quiet --plot \
+      --out "$TMP/nognuplot" 2>&1)
+rc=$?
+[ "$rc" -eq 0 ] || fail "train --plot without gnuplot exited $rc, not 0"
+[ "$out" = "qkv: gnuplot not found; data files are in $TMP/nognuplot" ] || fail "train --plot without gnuplot said: $out"
+[ -f "$TMP/nognuplot/model.safetensors" ] && [ -f "$TMP/nognuplot/attention/layer1_head1.dat" ] ||
+    fail "train --plot without gnuplot did not write its data"
+
+# ---- bad input: one line on stderr, a non-zero exit, nothing half-written ----
+bad() {
+    want=$1
+    shift
+    err=$("$QKV" "$@" 2>&1 >/dev/null)
+    rc=$?
+    [ "$rc" -eq "$want" ] || fail "qkv $* exited $rc, not $want"
+    [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] && case $err in "qkv: "*) true ;; *) false ;; esac ||
+        fail "qkv $* printed: $err"
+}
+bad 2 plot
+bad 2 plot "$RUN" --format jpeg
+bad 2 plot "$RUN" "$RUN"
+bad 3 plot "$TMP/nowhere"
+bad 3 plot "$TMP"
+bad 2 train --plot --steps 2
+bad 2 train --snapshot-every x --out "$TMP/x"
+bad 2 study softmax --vector 1,,2
+bad 2 study softmax --vector 1,2 --dy 1
+bad 2 study softmax --scaling --max-dk 100
+bad 2 study
+mkdir -p "$TMP/broken/attention"
+printf 'not a model' >"$TMP/broken/model.safetensors"
+bad 4 plot "$TMP/broken"
+
+# ---- qkv study softmax: the Jacobian agrees three ways; var(q.k) ~ d_k; the plot ----
+out=$("$QKV" study softmax --vector 4,-1,2.1) || fail "study softmax exited $?"
+for label in "largest |J - finite differences|" "largest |J - backward rows|" "largest |J^T dy - backward|"; do
+    d=$(printf '%s\n' "$out" | grep -F "$label" | awk '{print $NF}')
+    awk -v d="$d" 'BEGIN { exit !(d != "" && d + 0 < 1e-8) }' || fail "study: $label = '$d'"
+done
+out=$("$QKV" study softmax --scaling --samples 400 --out "$TMP/study") || fail "study --scaling exited $?"
+printf '%s\n' "$out" | awk '$1 ~ /^[0-9]+$/ && NF == 7 {
+        n++; if ($2 / $1 < 0.7 || $2 / $1 > 1.3) bad = 1
+        if ($1 == 512) { raw = $6; scaled = $7 } }
+    END { exit !(n == 10 && !bad && raw < scaled / 50) }' || fail "study --scaling table: $out"
+[ -f "$TMP/study/scaling.dat" ] || fail "study --scaling wrote no scaling.dat"
+check_png "$TMP/study/scaling.png"
+
+if [ "$fails" -gt 0 ]; then
+    echo "plot_test: $fails failures"
+    exit 1
+fi
+echo "plot_test: ok"
