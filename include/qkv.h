@@ -121,6 +121,7 @@ typedef enum {
     QKV_OP_MSE,
     QKV_OP_SUM,
     QKV_OP_MEAN,
+    QKV_OP_ATTENTION, /* fused attention, one node */
     QKV_OP_COUNT
 } qkv_op;
 
@@ -229,12 +230,24 @@ QKV_API qkv_tensor *qkv_mask_from_bool(qkv_ctx *ctx, qkv_dtype dtype, int ndim,
                                        const int64_t *shape, const uint8_t *keep);
 
 /* ---- attention --------------------------------------------------------------------------- */
-/* softmax(scale · Q·Kᵀ + M)·V over batch × heads, composed from the ops above.
+/* softmax(scale · Q·Kᵀ + M)·V over batch × heads.
  * Q is (..., Nq, Dk), K is (..., Nk, Dk), V is (..., Nk, Dv); the result is (..., Nq, Dv).
- * mask may be NULL; scale <= 0 means 1/sqrt(Dk). If `weights` is not NULL it receives the
- * attention weights (..., Nq, Nk). */
+ * mask may be NULL; scale <= 0 means 1/sqrt(Dk). A query whose keys are all masked gets
+ * zero weights, zero output and zero gradient.
+ * If `weights` is NULL this is the fused op; otherwise the composed one, and *weights
+ * receives the attention weights (..., Nq, Nk). */
 QKV_API qkv_tensor *qkv_attention(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                                   qkv_tensor *mask, double scale, qkv_tensor **weights);
+/* Composed from matmul (Kᵀ without a copy), scale, mask, softmax and matmul; every
+ * intermediate is a tensor of the graph, so the (..., Nq, Nk) weights exist. */
+QKV_API qkv_tensor *qkv_attention_unfused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k,
+                                          qkv_tensor *v, qkv_tensor *mask, double scale,
+                                          qkv_tensor **weights);
+/* One op: keys in tiles with an online softmax, and a backward pass that recomputes the tiles
+ * from the row log-sum-exp, so the (..., Nq, Nk) matrix is never stored. Leading dims of
+ * Q, K and V must be equal; mask must broadcast to (..., Nq, Nk). */
+QKV_API qkv_tensor *qkv_attention_fused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k,
+                                        qkv_tensor *v, qkv_tensor *mask, double scale);
 
 /* ---- toy tasks ------------------------------------------------------------------------- */
 typedef enum {

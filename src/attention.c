@@ -1,7 +1,14 @@
-/* attention.c - softmax(scale·Q·Kᵀ + M)·V, composed from the engine's ops. */
+/* attention.c - softmax(scale·Q·Kᵀ + M)·V: the composed form, and the choice between it and
+ * the fused op (ops/attention_fused.c). */
 #include "internal.h"
 
 qkv_tensor *qkv_attention(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
+                          qkv_tensor *mask, double scale, qkv_tensor **weights) {
+    if (weights) return qkv_attention_unfused(ctx, q, k, v, mask, scale, weights);
+    return qkv_attention_fused(ctx, q, k, v, mask, scale);
+}
+
+qkv_tensor *qkv_attention_unfused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                           qkv_tensor *mask, double scale, qkv_tensor **weights) {
     tensor_check_float(q, "attention", "q");
     tensor_check_float(k, "attention", "k");

@@ -9,6 +9,7 @@ static const char *const op_names[] = {
     [QKV_OP_RESHAPE] = "reshape",     [QKV_OP_TRANSPOSE] = "transpose",
     [QKV_OP_CROSS_ENTROPY] = "cross_entropy", [QKV_OP_MSE] = "mse",
     [QKV_OP_SUM] = "sum",             [QKV_OP_MEAN] = "mean",
+    [QKV_OP_ATTENTION] = "attention_fused",
 };
 _Static_assert(sizeof op_names / sizeof op_names[0] == QKV_OP_COUNT, "op_names out of sync");
 
@@ -27,6 +28,7 @@ static const op_backward_fn op_backward[] = {
     [QKV_OP_MSE] = mse_backward,
     [QKV_OP_SUM] = sum_backward,
     [QKV_OP_MEAN] = mean_backward,
+    [QKV_OP_ATTENTION] = attention_fused_backward,
 };
 _Static_assert(sizeof op_backward / sizeof op_backward[0] == QKV_OP_COUNT,
                "op_backward out of sync");

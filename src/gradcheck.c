@@ -47,7 +47,7 @@ static qkv_tensor *random_mask(qkv_ctx *c, const qkv_tensor *x, int kind, qkv_rn
         for (int b = 0; b < x->shape[0]; b++) lengths[b] = b == 0 ? 0 : 1 + (int32_t)qkv_rng_below(r, (uint32_t)nk);
         return qkv_mask_padding(c, QKV_F64, x->shape[0], nk, lengths);
     }
-    uint8_t keep[256];
+    uint8_t *keep = qkv_ctx_alloc(c, (size_t)(nq * nk));
     for (int64_t i = 0; i < nq * nk; i++) keep[i] = i >= nk && qkv_rng_below(r, 3) != 0;
     return qkv_mask_from_bool(c, QKV_F64, 2, (int64_t[]){nq, nk}, keep); /* row 0 fully masked */
 }
@@ -115,24 +115,41 @@ static qkv_tensor *b_mean(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
 }
 static qkv_tensor *b_attention(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
     (void)r;
-    return qkv_attention(c, in[0], in[1], in[2], NULL, 0, NULL);
+    return qkv_attention_unfused(c, in[0], in[1], in[2], NULL, 0, NULL);
 }
-static qkv_tensor *attention_masked(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, int kind) {
+static qkv_tensor *b_attention_fused(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    (void)r;
+    return qkv_attention_fused(c, in[0], in[1], in[2], NULL, 0);
+}
+/* Attention under a random mask of `kind`, composed or fused. */
+static qkv_tensor *attention_masked(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, int kind,
+                                    bool fused) {
     int64_t shape[4];
     memcpy(shape, in[0]->shape, sizeof shape);
     shape[in[0]->ndim - 1] = in[1]->shape[in[1]->ndim - 2]; /* scores are (..., Nq, Nk) */
     qkv_tensor scores = {.ndim = in[0]->ndim};
     memcpy(scores.shape, shape, sizeof shape);
-    return qkv_attention(c, in[0], in[1], in[2], random_mask(c, &scores, kind, r), 0, NULL);
+    qkv_tensor *mask = random_mask(c, &scores, kind, r);
+    return fused ? qkv_attention_fused(c, in[0], in[1], in[2], mask, 0)
+                 : qkv_attention_unfused(c, in[0], in[1], in[2], mask, 0, NULL);
 }
 static qkv_tensor *b_attention_causal(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
-    return attention_masked(c, in, r, 0);
+    return attention_masked(c, in, r, 0, false);
 }
 static qkv_tensor *b_attention_padding(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
-    return attention_masked(c, in, r, 1);
+    return attention_masked(c, in, r, 1, false);
 }
 static qkv_tensor *b_attention_bool(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
-    return attention_masked(c, in, r, 2);
+    return attention_masked(c, in, r, 2, false);
+}
+static qkv_tensor *b_fused_causal(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    return attention_masked(c, in, r, 0, true);
+}
+static qkv_tensor *b_fused_padding(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    return attention_masked(c, in, r, 1, true);
+}
+static qkv_tensor *b_fused_bool(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    return attention_masked(c, in, r, 2, true);
 }
 
 #define S2(a, b) {a, b}
@@ -171,12 +188,23 @@ static const gc_case cases[] = {
     {"attention", 3, {4, 4, 4}, {S4(2, 2, 4, 3), S4(2, 2, 6, 3), S4(2, 2, 6, 2)}, b_attention_causal},
     {"attention", 3, {4, 4, 4}, {S4(3, 2, 4, 3), S4(3, 2, 5, 3), S4(3, 2, 5, 3)}, b_attention_padding},
     {"attention", 3, {3, 3, 3}, {S3(2, 4, 3), S3(2, 6, 3), S3(2, 6, 2)}, b_attention_bool},
+    /* The fused op on the same shapes, then on shapes with several tiles of 64 queries and
+     * keys: few heads (the backward splits keys into groups) and >= 8 heads (split by head). */
+    {"attention_fused", 3, {3, 3, 3}, {S3(2, 4, 3), S3(2, 4, 3), S3(2, 4, 3)}, b_attention_fused},
+    {"attention_fused", 3, {4, 4, 4}, {S4(2, 3, 3, 4), S4(2, 3, 5, 4), S4(2, 3, 5, 2)}, b_attention_fused},
+    {"attention_fused", 3, {4, 4, 4}, {S4(2, 2, 4, 3), S4(2, 2, 6, 3), S4(2, 2, 6, 2)}, b_fused_causal},
+    {"attention_fused", 3, {4, 4, 4}, {S4(3, 2, 4, 3), S4(3, 2, 5, 3), S4(3, 2, 5, 3)}, b_fused_padding},
+    {"attention_fused", 3, {3, 3, 3}, {S3(2, 4, 3), S3(2, 6, 3), S3(2, 6, 2)}, b_fused_bool},
+    {"attention_fused", 3, {2, 2, 2}, {S2(70, 2), S2(140, 2), S2(140, 2)}, b_fused_causal},
+    {"attention_fused", 3, {4, 4, 4}, {S4(1, 2, 67, 2), S4(1, 2, 131, 2), S4(1, 2, 131, 1)}, b_attention_fused},
+    {"attention_fused", 3, {4, 4, 4}, {S4(2, 4, 66, 1), S4(2, 4, 70, 1), S4(2, 4, 70, 1)}, b_fused_bool},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
 static const char *const checked_ops[] = {"matmul", "scale", "mask", "softmax", "add",
                                           "mul", "embedding", "reshape", "transpose",
-                                          "cross_entropy", "mse", "sum", "mean", "attention"};
+                                          "cross_entropy", "mse", "sum", "mean", "attention",
+                                          "attention_fused"};
 #define NOPS ((int)(sizeof checked_ops / sizeof checked_ops[0]))
 
 int qkv_gradcheck_count(void) { return NOPS; }

@@ -94,5 +94,6 @@ void cross_entropy_backward(qkv_tensor *out);
 void mse_backward(qkv_tensor *out);
 void sum_backward(qkv_tensor *out);
 void mean_backward(qkv_tensor *out);
+void attention_fused_backward(qkv_tensor *out);
 
 #endif

@@ -4,6 +4,7 @@
 #define QKV_KERNELS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* C[b] (+)= op(A[b]) · op(B[b]) for b < batch, where op transposes when asked.
@@ -17,6 +18,11 @@
                     int64_t c_stride, bool accumulate);
 GEMM_DECL(float, f32)
 GEMM_DECL(double, f64)
+/* One C (+)= op(A)·op(B) on the calling thread only, for kernels that are already parallel. */
+void gemm1_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+               const float *B, float *C, bool accumulate);
+void gemm1_f64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A,
+               const double *B, double *C, bool accumulate);
 /* The f32 micro-kernel in use: "avx512", "avx2" or "portable" (QKV_SIMD forces one). */
 const char *sgemm_kernel_name(void);
 
@@ -27,5 +33,31 @@ const char *sgemm_kernel_name(void);
     void softmax_backward_##SUF(T *dx, const T *y, const T *dy, int64_t rows, int64_t n);
 SOFTMAX_DECL(float, f32)
 SOFTMAX_DECL(double, f64)
+
+/* Fused attention over G = batch·heads independent heads, O = softmax(scale·Q·Kᵀ + M)·V
+ * without forming the Nq×Nk matrix: keys are visited in tiles with an online softmax, and
+ * the backward pass recomputes the tiles from the saved row log-sum-exp L.
+ *   q (G, Nq, Dk), k (G, Nk, Dk), v (G, Nk, Dv), o (G, Nq, Dv), lse (G, Nq).
+ *   mask: NULL, or 0/-inf values for the scores viewed as (G/H, H, Nq, Nk): element
+ *   (b, h, i, j) is at mask[b·ms[0] + h·ms[1] + i·ms[2] + j·ms[3]] (0 on broadcast dims).
+ * A row whose keys are all masked gets o = 0, lse = -inf and zero gradients.
+ * Backward accumulates into dq, dk, dv (each may be NULL). `scratch` comes from
+ * attention_scratch_size. */
+typedef struct {
+    int64_t G, H, Nq, Nk, Dk, Dv; /* G heads in all, H of them per batch entry */
+    double scale;
+    const int64_t *ms;            /* mask strides, see above */
+} attention_dims;
+#define ATTENTION_DECL(T, SUF)                                                             \
+    size_t attention_scratch_size_##SUF(const attention_dims *d, int threads);             \
+    void attention_forward_##SUF(const attention_dims *d, T *o, T *lse, const T *q,        \
+                                 const T *k, const T *v, const T *mask, void *scratch);    \
+    void attention_backward_##SUF(const attention_dims *d, T *dq, T *dk, T *dv,            \
+                                  const T *dout, const T *o, const T *lse, const T *q,     \
+                                  const T *k, const T *v, const T *mask, void *scratch);
+ATTENTION_DECL(float, f32)
+ATTENTION_DECL(double, f64)
+/* How many threads the kernels may use (1 without OpenMP). */
+int kernel_threads(void);
 
 #endif

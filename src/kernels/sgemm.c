@@ -239,3 +239,16 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
                    accumulate, i0, mc);
     }
 }
+
+void gemm1_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+               const float *B, float *C, bool accumulate) {
+    sgemm_rows(choose_impl(), ta, tb, M, N, K, A, B, C, accumulate, 0, M);
+}
+
+int kernel_threads(void) {
+#ifdef QKV_HAVE_OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}

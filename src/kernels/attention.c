@@ -1,0 +1,56 @@
+/* attention.c - fused attention kernels, f32 and f64 from one body (attention.inc). */
+#include "kernels.h"
+
+#include <math.h>
+#include <string.h>
+#ifdef QKV_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+#define BR 64 /* query rows per tile */
+#define BC 64 /* keys per tile */
+#define MIN_HEADS_FOR_HEAD_SPLIT 8
+#define MAX_KEY_GROUPS 8
+#define PARALLEL_WORK 1e5 /* below this many multiply-adds, threads cost more than they save */
+
+/* exp for f32 without a library call, so that tile loops vectorise: exp(x) = 2^n·e^r with
+ * |r| <= ln2/2 and a degree-7 polynomial for e^r (relative error ~1e-7, as expf). Inputs
+ * below -87 (and -inf, a masked score) give exactly 0. */
+static inline float fast_expf(float x) {
+    float xc = x < -87.0f ? -87.0f : x > 88.0f ? 88.0f : x;
+    float n = floorf(xc * 1.44269504088896341f + 0.5f);
+    float r = xc - n * 0.693359375f + n * 2.12194440e-4f; /* ln2 split in two for accuracy */
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union { int32_t i; float f; } two_n = {.i = ((int32_t)n + 127) << 23};
+    return x < -87.0f ? 0.0f : p * two_n.f;
+}
+
+#define T float
+#define SUF f32
+#define EXP fast_expf
+#define LOG logf
+#define GEMM1 gemm1_f32
+#include "attention.inc"
+#undef T
+#undef SUF
+#undef EXP
+#undef LOG
+#undef GEMM1
+
+#define T double
+#define SUF f64
+#define EXP exp
+#define LOG log
+#define GEMM1 gemm1_f64
+#include "attention.inc"
+#undef T
+#undef SUF
+#undef EXP
+#undef LOG
+#undef GEMM1
