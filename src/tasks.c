@@ -37,6 +37,8 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
     task->seq_len = seq_len;
     task->vocab = vocab;
     task->causal = task->kind == QKV_TASK_SHIFT;
+    /* The held-out split needs enough distinct sequences: at least 2^12. */
+    double log2_sequences = seq_len * log2((double)vocab);
     if (task->kind == QKV_TASK_LOOKUP) {
         task->n_keys = seq_len - 1;
         task->n_values = (vocab - task->n_keys) / task->n_keys;
@@ -45,10 +47,15 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
                             "--vocab %d is too small for lookup at --seq-len %d: need at least %d "
                             "(%d keys x 2 values + %d query tokens)",
                             vocab, seq_len, 3 * task->n_keys, task->n_keys, task->n_keys);
+        /* keys in any order, a value for each, a queried key: n! * values^n * n sequences */
+        int n = task->n_keys;
+        log2_sequences = (lgamma(n + 1.0) + n * log((double)task->n_values) + log((double)n)) / log(2.0);
+        if (log2_sequences < 12)
+            return qkv_fail(QKV_ERR_VALUE,
+                            "--vocab %d is too small for lookup at --seq-len %d: it allows fewer "
+                            "than 4096 distinct sequences", vocab, seq_len);
         return QKV_OK;
     }
-    /* The held-out split needs enough distinct sequences: at least 2^12. */
-    double log2_sequences = seq_len * log2((double)vocab);
     if (vocab < 2 || log2_sequences < 12)
         return qkv_fail(QKV_ERR_VALUE,
                         "--vocab %d is too small for %s at --seq-len %d: it allows fewer than "
@@ -56,7 +63,8 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
     return QKV_OK;
 }
 
-/* FNV-1a over the tokens: decides the held-out split, the same on every machine. */
+/* FNV-1a over the tokens' little-endian bytes, then the murmur3 fmix64 finalizer: decides the
+ * held-out split, the same on every machine. */
 static uint64_t sequence_hash(const int32_t *tokens, int n) {
     uint64_t h = 0xcbf29ce484222325ull;
     for (int i = 0; i < n; i++) {
@@ -66,6 +74,14 @@ static uint64_t sequence_hash(const int32_t *tokens, int n) {
             h *= 0x100000001b3ull;
         }
     }
+    /* FNV-1a's low bits depend only on the inputs' low bits (its prime is odd), so a split on
+     * h % 8 would see only tokens mod 8 and could hold out nothing at all. The murmur3
+     * finalizer mixes every bit into the low ones. */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
     return h;
 }
 
