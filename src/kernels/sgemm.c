@@ -1,13 +1,14 @@
 /* sgemm.c - the f32 matrix multiply behind every training step: packed, cache-blocked, with
  * AVX-512, AVX2+FMA and portable micro-kernels chosen at run time.
  *
- * C (M×N) (+)= op(A) (M×K) · op(B) (K×N). Packing copies a block of op(A) into row slivers of
- * MR rows and a block of op(B) into column slivers of NR columns, so transposed operands cost
- * nothing extra, and the micro-kernel streams both from L1 while MR×NR sums stay in registers.
+ * C (M×N) (+)= op(A) (M×K) · op(B) (K×N). op(B) is packed once into slivers of NR columns,
+ * so a transposed B costs nothing extra; the micro-kernel reads MR rows of op(A) in place
+ * (any row and column stride, so a transposed A is free too) and keeps MR×NR sums in
+ * registers. Depth is blocked by KC so that a B sliver stays in L1.
  *
- * Threads split the work by (batch, block of MC rows of C). Every element of C is computed by
- * one thread, summing over k in the same order whatever the thread count: results are
- * bit-identical for any number of threads. */
+ * Threads split the work by blocks of MC rows of C (or by batch, when each batch has its own
+ * B). Every element of C is computed by one thread, summing over k in the same order whatever
+ * the thread count: results are bit-identical for any number of threads. */
 #include "kernels.h"
 
 #include <stdlib.h>
@@ -20,16 +21,17 @@
 #define QKV_X86 1
 #endif
 
-#define MC 96   /* rows of C per task: an A block of MC×KC floats stays in L2 */
+#define MC 96   /* rows of C per task */
 #define KC 256  /* depth of one block: a B sliver of KC×NR floats stays in L1 */
-#define NC 2048 /* columns of C per B block */
 #define MR_MAX 12
+#define PARALLEL_FLOPS 2e6 /* below this, waking a second thread costs more than it saves */
 #define NR_MAX 32
 
-/* A micro-kernel: tile (mr_full × nr_full) = Σ_k a[k][r]·b[k][c] over packed slivers a
- * (kc×MR) and b (kc×NR); written to c (row stride ldc) or added to it when `add`. */
-typedef void (*ukernel_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                           bool add);
+/* A micro-kernel: tile (MR × NR) = Σ_k a(r, k)·b[k][c] for k < kc, where a(r, k) is
+ * a[r·rs + k·ks] (rows of A in place, or a packed sliver with rs = 1, ks = MR) and b is a
+ * packed sliver (kc×NR); written to c (row stride ldc), or added to it when `add`. */
+typedef void (*ukernel_fn)(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *b,
+                           float *c, int64_t ldc, bool add);
 
 typedef struct {
     const char *name;
@@ -38,12 +40,12 @@ typedef struct {
 } sgemm_impl;
 
 /* ---- portable micro-kernel: 4×16, plain C the compiler may vectorise ---- */
-static void ukernel_portable(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                             bool add) {
+static void ukernel_portable(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *b,
+                             float *c, int64_t ldc, bool add) {
     float acc[4][16] = {{0}};
-    for (int64_t k = 0; k < kc; k++, a += 4, b += 16)
+    for (int64_t k = 0; k < kc; k++, a += ks, b += 16)
         for (int r = 0; r < 4; r++)
-            for (int j = 0; j < 16; j++) acc[r][j] += a[r] * b[j];
+            for (int j = 0; j < 16; j++) acc[r][j] += a[r * rs] * b[j];
     for (int r = 0; r < 4; r++)
         for (int j = 0; j < 16; j++) c[r * ldc + j] = add ? c[r * ldc + j] + acc[r][j] : acc[r][j];
 }
@@ -51,17 +53,18 @@ static void ukernel_portable(int64_t kc, const float *a, const float *b, float *
 #ifdef QKV_X86
 /* ---- AVX2 + FMA: 6×16, 12 ymm accumulators ---- */
 __attribute__((target("avx2,fma"))) static void
-ukernel_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool add) {
+ukernel_avx2(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *b, float *c,
+             int64_t ldc, bool add) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-    for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
+    for (int64_t k = 0; k < kc; k++, a += ks, b += 16) {
         __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8), x;
-        x = _mm256_broadcast_ss(a + 0); c00 = _mm256_fmadd_ps(x, b0, c00); c01 = _mm256_fmadd_ps(x, b1, c01);
-        x = _mm256_broadcast_ss(a + 1); c10 = _mm256_fmadd_ps(x, b0, c10); c11 = _mm256_fmadd_ps(x, b1, c11);
-        x = _mm256_broadcast_ss(a + 2); c20 = _mm256_fmadd_ps(x, b0, c20); c21 = _mm256_fmadd_ps(x, b1, c21);
-        x = _mm256_broadcast_ss(a + 3); c30 = _mm256_fmadd_ps(x, b0, c30); c31 = _mm256_fmadd_ps(x, b1, c31);
-        x = _mm256_broadcast_ss(a + 4); c40 = _mm256_fmadd_ps(x, b0, c40); c41 = _mm256_fmadd_ps(x, b1, c41);
-        x = _mm256_broadcast_ss(a + 5); c50 = _mm256_fmadd_ps(x, b0, c50); c51 = _mm256_fmadd_ps(x, b1, c51);
+        x = _mm256_broadcast_ss(a + 0 * rs); c00 = _mm256_fmadd_ps(x, b0, c00); c01 = _mm256_fmadd_ps(x, b1, c01);
+        x = _mm256_broadcast_ss(a + 1 * rs); c10 = _mm256_fmadd_ps(x, b0, c10); c11 = _mm256_fmadd_ps(x, b1, c11);
+        x = _mm256_broadcast_ss(a + 2 * rs); c20 = _mm256_fmadd_ps(x, b0, c20); c21 = _mm256_fmadd_ps(x, b1, c21);
+        x = _mm256_broadcast_ss(a + 3 * rs); c30 = _mm256_fmadd_ps(x, b0, c30); c31 = _mm256_fmadd_ps(x, b1, c31);
+        x = _mm256_broadcast_ss(a + 4 * rs); c40 = _mm256_fmadd_ps(x, b0, c40); c41 = _mm256_fmadd_ps(x, b1, c41);
+        x = _mm256_broadcast_ss(a + 5 * rs); c50 = _mm256_fmadd_ps(x, b0, c50); c51 = _mm256_fmadd_ps(x, b1, c51);
     }
     __m256 rows[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     for (int r = 0; r < 6; r++)
@@ -73,17 +76,18 @@ ukernel_avx2(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, 
 
 /* ---- AVX-512: 12×32, 24 zmm accumulators ---- */
 #define Z_ROW(r)                                                                           \
-    x = _mm512_set1_ps(a[r]);                                                              \
+    x = _mm512_set1_ps(a[r * rs]);                                                         \
     c##r##0 = _mm512_fmadd_ps(x, b0, c##r##0);                                             \
     c##r##1 = _mm512_fmadd_ps(x, b1, c##r##1);
 
 __attribute__((target("avx512f"))) static void
-ukernel_avx512(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool add) {
+ukernel_avx512(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *b, float *c,
+               int64_t ldc, bool add) {
     __m512 z = _mm512_setzero_ps();
     __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z,
            c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z, c80 = z, c81 = z,
            c90 = z, c91 = z, c100 = z, c101 = z, c110 = z, c111 = z;
-    for (int64_t k = 0; k < kc; k++, a += 12, b += 32) {
+    for (int64_t k = 0; k < kc; k++, a += ks, b += 32) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), x;
         Z_ROW(0) Z_ROW(1) Z_ROW(2) Z_ROW(3) Z_ROW(4) Z_ROW(5)
         Z_ROW(6) Z_ROW(7) Z_ROW(8) Z_ROW(9) Z_ROW(10) Z_ROW(11)
@@ -128,63 +132,124 @@ static const sgemm_impl *choose_impl(void) {
 
 const char *sgemm_kernel_name(void) { return choose_impl()->name; }
 
-/* Per-thread packing buffers. They grow to the largest block once and are then reused, so
+/* Small products (the tiles of many-headed attention, 16×16×16) lose more to packing and
+ * zero-padded edge tiles than they gain from the micro-kernel: multiply them directly, with
+ * op(B) copied to (K, N) rows when transposed, so the inner loop runs along rows of C and B.
+ * The compiler vectorises it for each of the clones. */
+#define SMALL_K 128
+#define SMALL_N 128
+static bool is_small(int64_t M, int64_t N, int64_t K, bool tb) {
+    if (tb && K > SMALL_K) return false; /* its copy of B must fit on the stack */
+    return N <= 16 || (N <= SMALL_N && M * N * K <= 32 * 32 * 32); /* 16: one AVX-512 row */
+}
+
+
+static void sgemm_small_portable(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                        const float *restrict A, const float *restrict B, float *restrict C,
+                        bool accumulate) {
+    float bt[SMALL_K * SMALL_N], acc[SMALL_N > 16 ? SMALL_N : 16];
+    if (tb) { /* B is stored (N, K): bt[k][j] = B[j][k] */
+        for (int64_t j = 0; j < N; j++)
+            for (int64_t k = 0; k < K; k++) bt[k * N + j] = B[j * K + k];
+        B = bt;
+    }
+    for (int64_t i = 0; i < M; i++) {
+        float *restrict c = C + i * N;
+        for (int64_t j = 0; j < N; j++) acc[j] = accumulate ? c[j] : 0;
+        for (int64_t k = 0; k < K; k++) {
+            float a = ta ? A[k * M + i] : A[i * K + k];
+            const float *restrict b = B + k * N;
+            for (int64_t j = 0; j < N; j++) acc[j] += a * b[j];
+        }
+        for (int64_t j = 0; j < N; j++) c[j] = acc[j];
+    }
+}
+
+#ifdef QKV_X86
+/* The same with AVX-512: C in strips of 16 columns (masked at the edge) and 4 rows, so that
+ * four independent sums are in flight; B rows are read straight from memory. */
+__attribute__((target("avx512f"))) static void
+sgemm_small_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+                   const float *B, float *C, bool accumulate) {
+    float bt[SMALL_K * SMALL_N];
+    if (tb) {
+        for (int64_t j = 0; j < N; j++)
+            for (int64_t k = 0; k < K; k++) bt[k * N + j] = B[j * K + k];
+        B = bt;
+    }
+    int64_t as_i = ta ? 1 : K, as_k = ta ? M : 1; /* a(i,k) = A[i·as_i + k·as_k] */
+    for (int64_t j0 = 0; j0 < N; j0 += 16) {
+        __mmask16 m = N - j0 >= 16 ? 0xffff : (__mmask16)((1u << (N - j0)) - 1);
+        for (int64_t i0 = 0; i0 < M; i0 += 4) {
+            int rows = M - i0 < 4 ? (int)(M - i0) : 4;
+            const float *a[4];
+            __m512 acc[4];
+            for (int r = 0; r < 4; r++) {
+                int64_t i = i0 + (r < rows ? r : rows - 1); /* repeat the last row, not stored */
+                a[r] = A + i * as_i;
+                acc[r] = accumulate ? _mm512_maskz_loadu_ps(m, C + i * N + j0) : _mm512_setzero_ps();
+            }
+            for (int64_t k = 0; k < K; k++) {
+                __m512 b = _mm512_maskz_loadu_ps(m, B + k * N + j0);
+                acc[0] = _mm512_fmadd_ps(_mm512_set1_ps(a[0][k * as_k]), b, acc[0]);
+                acc[1] = _mm512_fmadd_ps(_mm512_set1_ps(a[1][k * as_k]), b, acc[1]);
+                acc[2] = _mm512_fmadd_ps(_mm512_set1_ps(a[2][k * as_k]), b, acc[2]);
+                acc[3] = _mm512_fmadd_ps(_mm512_set1_ps(a[3][k * as_k]), b, acc[3]);
+            }
+            for (int r = 0; r < rows; r++) _mm512_mask_storeu_ps(C + (i0 + r) * N + j0, m, acc[r]);
+        }
+    }
+}
+#endif
+
+static void sgemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+                        const float *B, float *C, bool accumulate) {
+#ifdef QKV_X86
+    if (choose_impl() == &impl_avx512) {
+        sgemm_small_avx512(ta, tb, M, N, K, A, B, C, accumulate);
+        return;
+    }
+#endif
+    sgemm_small_portable(ta, tb, M, N, K, A, B, C, accumulate);
+}
+
+
+/* Per-thread buffers for packed B. They grow to the largest B once and are then reused, so
  * warm training steps allocate nothing. */
-static _Thread_local float *pack_a, *pack_b;
-static _Thread_local size_t pack_a_cap, pack_b_cap;
+static _Thread_local float *pack_b;
+static _Thread_local size_t pack_b_cap;
 
-static float *pack_buffer(float **buf, size_t *cap, size_t floats) {
-    if (floats > *cap) {
-        free(*buf);
-        *buf = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-        *cap = *buf ? floats : 0;
+static float *pack_buffer(size_t floats) {
+    if (floats > pack_b_cap) {
+        free(pack_b);
+        pack_b = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+        pack_b_cap = pack_b ? floats : 0;
+        if (!pack_b) abort(); /* out of memory for one matrix: nothing sensible to do */
     }
-    return *buf;
+    return pack_b;
 }
 
-/* op(A) rows [i0, i0+mc) × depth [p0, p0+kc) into slivers of MR rows (zero-padded):
- * ap[s][k][r] = op(A)(i0 + s·MR + r, p0 + k). A is stored (M, K), or (K, M) when ta. */
-static void pack_a_block(float *ap, const float *A, bool ta, int64_t M, int64_t K, int64_t i0,
-                         int64_t mc, int64_t p0, int64_t kc, int mr) {
-    for (int64_t s = 0; s < mc; s += mr, ap += kc * mr) {
-        int rows = mc - s < mr ? (int)(mc - s) : mr;
-        for (int64_t k = 0; k < kc; k++) {
-            float *dst = ap + k * mr;
-            int64_t kk = p0 + k;
-            for (int r = 0; r < rows; r++) {
-                int64_t i = i0 + s + r;
-                dst[r] = ta ? A[kk * M + i] : A[i * K + kk];
+/* op(B) (K×N) into slivers of NR columns over the whole depth, zero-padded at the right edge:
+ * bp[s][k][c] = op(B)(k, s·NR + c). B is stored (K, N), or (N, K) when tb. */
+static void pack_b_all(float *bp, const float *B, bool tb, int64_t N, int64_t K, int nr) {
+    for (int64_t s = 0; s < N; s += nr, bp += K * nr) {
+        int cols = N - s < nr ? (int)(N - s) : nr;
+        if (!tb) /* each k gives a contiguous row of the sliver */
+            for (int64_t k = 0; k < K; k++) {
+                memcpy(bp + k * nr, B + k * N + s, (size_t)cols * sizeof *bp);
+                for (int c = cols; c < nr; c++) bp[k * nr + c] = 0;
             }
-            for (int r = rows; r < mr; r++) dst[r] = 0;
-        }
-    }
-}
-
-/* op(B) depth [p0, p0+kc) × columns [j0, j0+nc) into slivers of NR columns (zero-padded):
- * bp[s][k][c] = op(B)(p0 + k, j0 + s·NR + c). B is stored (K, N), or (N, K) when tb. */
-static void pack_b_block(float *bp, const float *B, bool tb, int64_t N, int64_t K, int64_t p0,
-                         int64_t kc, int64_t j0, int64_t nc, int nr) {
-    for (int64_t s = 0; s < nc; s += nr, bp += kc * nr) {
-        int cols = nc - s < nr ? (int)(nc - s) : nr;
-        for (int64_t k = 0; k < kc; k++) {
-            float *dst = bp + k * nr;
-            int64_t kk = p0 + k;
-            if (!tb && cols == nr) {
-                memcpy(dst, B + kk * N + j0 + s, (size_t)nr * sizeof *dst);
-                continue;
+        else /* read each column of op(B) along k, write it down the sliver */
+            for (int c = 0; c < nr; c++) {
+                const float *src = B + (s + c) * K;
+                for (int64_t k = 0; k < K; k++) bp[k * nr + c] = c < cols ? src[k] : 0;
             }
-            for (int c = 0; c < cols; c++) {
-                int64_t j = j0 + s + c;
-                dst[c] = tb ? B[j * K + kk] : B[kk * N + j];
-            }
-            for (int c = cols; c < nr; c++) dst[c] = 0;
-        }
     }
 }
 
-/* Rows [i0, i0+mc) of one C = op(A)·op(B). */
-static void sgemm_rows(const sgemm_impl *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                       const float *A, const float *B, float *C, bool accumulate, int64_t i0,
+/* Rows [i0, i0+mc) of C = op(A)·op(B), with op(B) already packed in bp. */
+static void sgemm_rows(const sgemm_impl *im, bool ta, int64_t M, int64_t N, int64_t K,
+                       const float *A, const float *bp, float *C, bool accumulate, int64_t i0,
                        int64_t mc) {
     int mr = im->mr, nr = im->nr;
     if (K == 0) {
@@ -192,57 +257,83 @@ static void sgemm_rows(const sgemm_impl *im, bool ta, bool tb, int64_t M, int64_
             for (int64_t i = i0; i < i0 + mc; i++) memset(C + i * N, 0, (size_t)N * sizeof *C);
         return;
     }
-    int64_t mc_pad = (mc + mr - 1) / mr * mr;
-    float *ap = pack_buffer(&pack_a, &pack_a_cap, (size_t)(mc_pad * KC));
-    float *bp = pack_buffer(&pack_b, &pack_b_cap, (size_t)((NC + nr) * KC));
-    if (!ap || !bp) abort(); /* out of memory for a few hundred KiB: nothing sensible to do */
-    float edge[MR_MAX * NR_MAX];
-    for (int64_t j0 = 0; j0 < N; j0 += NC) {
-        int64_t nc = N - j0 < NC ? N - j0 : NC;
-        for (int64_t p0 = 0; p0 < K; p0 += KC) {
-            int64_t kc = K - p0 < KC ? K - p0 : KC;
-            bool add = accumulate || p0 > 0;
-            pack_b_block(bp, B, tb, N, K, p0, kc, j0, nc, nr);
-            pack_a_block(ap, A, ta, M, K, i0, mc, p0, kc, mr);
-            for (int64_t js = 0; js < nc; js += nr) {
-                int cols = nc - js < nr ? (int)(nc - js) : nr;
-                for (int64_t is = 0; is < mc; is += mr) {
-                    int rows = mc - is < mr ? (int)(mc - is) : mr;
-                    float *c = C + (i0 + is) * N + j0 + js;
-                    const float *a = ap + is * kc, *b = bp + js * kc;
-                    if (rows == mr && cols == nr) {
-                        im->kernel(kc, a, b, c, N, add);
-                        continue;
-                    }
-                    im->kernel(kc, a, b, edge, nr, false); /* a partial tile, via a full one */
-                    for (int r = 0; r < rows; r++)
-                        for (int j = 0; j < cols; j++)
-                            c[r * N + j] = add ? c[r * N + j] + edge[r * nr + j] : edge[r * nr + j];
+    float edge[MR_MAX * NR_MAX], sliver[KC * MR_MAX];
+    int64_t rs = ta ? 1 : K, ks = ta ? M : 1; /* op(A)(i, k) = A[i·rs + k·ks] */
+    for (int64_t p0 = 0; p0 < K; p0 += KC) {
+        int64_t kc = K - p0 < KC ? K - p0 : KC;
+        bool add = accumulate || p0 > 0;
+        for (int64_t js = 0; js < N; js += nr) {
+            int cols = N - js < nr ? (int)(N - js) : nr;
+            const float *b = bp + (js / nr) * K * nr + p0 * nr;
+            for (int64_t is = 0; is < mc; is += mr) {
+                int rows = mc - is < mr ? (int)(mc - is) : mr;
+                int64_t i = i0 + is;
+                float *c = C + i * N + js;
+                const float *a = A + i * rs + p0 * ks;
+                if (rows == mr && cols == nr) {
+                    im->kernel(kc, a, rs, ks, b, c, N, add);
+                    continue;
                 }
+                /* An edge tile: the missing rows of A are zeros in a packed sliver, and the
+                 * result goes through a full tile. */
+                for (int64_t k = 0; k < kc; k++)
+                    for (int r = 0; r < mr; r++) sliver[k * mr + r] = r < rows ? a[r * rs + k * ks] : 0;
+                im->kernel(kc, sliver, 1, mr, b, edge, nr, false);
+                for (int r = 0; r < rows; r++)
+                    for (int j = 0; j < cols; j++)
+                        c[r * N + j] = add ? c[r * N + j] + edge[r * nr + j] : edge[r * nr + j];
             }
         }
     }
+}
+
+static size_t packed_size(const sgemm_impl *im, int64_t N, int64_t K) {
+    return (size_t)((N + im->nr - 1) / im->nr * im->nr * K);
 }
 
 void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const float *A,
               int64_t a_stride, const float *B, int64_t b_stride, float *C, int64_t c_stride,
               bool accumulate) {
     const sgemm_impl *im = choose_impl();
-    int64_t blocks = (M + MC - 1) / MC, tasks = batch * blocks;
     double flops = 2.0 * (double)batch * (double)M * (double)N * (double)K;
-    (void)flops;
-#pragma omp parallel for schedule(static) if (tasks > 1 && flops > 2e5)
+    if (is_small(M, N, K, tb)) {
+#pragma omp parallel for schedule(static) if (batch > 1 && flops > PARALLEL_FLOPS)
+        for (int64_t b = 0; b < batch; b++)
+            sgemm_small(ta, tb, M, N, K, A + b * a_stride, B + b * b_stride, C + b * c_stride,
+                        accumulate);
+        return;
+    }
+    if (batch > 1 && b_stride != 0) { /* each batch its own B: one batch per task */
+#pragma omp parallel for schedule(static) if (flops > PARALLEL_FLOPS)
+        for (int64_t b = 0; b < batch; b++) {
+            float *bp = pack_buffer(packed_size(im, N, K));
+            pack_b_all(bp, B + b * b_stride, tb, N, K, im->nr);
+            sgemm_rows(im, ta, M, N, K, A + b * a_stride, bp, C + b * c_stride, accumulate, 0, M);
+        }
+        return;
+    }
+    /* One B for every batch: pack it once, then split the rows of C. */
+    float *bp = pack_buffer(packed_size(im, N, K));
+    pack_b_all(bp, B, tb, N, K, im->nr);
+    int64_t blocks = (M + MC - 1) / MC, tasks = batch * blocks;
+#pragma omp parallel for schedule(static) if (tasks > 1 && flops > PARALLEL_FLOPS)
     for (int64_t t = 0; t < tasks; t++) {
         int64_t b = t / blocks, i0 = (t % blocks) * MC;
         int64_t mc = M - i0 < MC ? M - i0 : MC;
-        sgemm_rows(im, ta, tb, M, N, K, A + b * a_stride, B + b * b_stride, C + b * c_stride,
-                   accumulate, i0, mc);
+        sgemm_rows(im, ta, M, N, K, A + b * a_stride, bp, C + b * c_stride, accumulate, i0, mc);
     }
 }
 
 void gemm1_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
                const float *B, float *C, bool accumulate) {
-    sgemm_rows(choose_impl(), ta, tb, M, N, K, A, B, C, accumulate, 0, M);
+    if (is_small(M, N, K, tb)) {
+        sgemm_small(ta, tb, M, N, K, A, B, C, accumulate);
+        return;
+    }
+    const sgemm_impl *im = choose_impl();
+    float *bp = pack_buffer(packed_size(im, N, K));
+    pack_b_all(bp, B, tb, N, K, im->nr);
+    sgemm_rows(im, ta, M, N, K, A, bp, C, accumulate, 0, M);
 }
 
 int kernel_threads(void) {
