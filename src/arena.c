@@ -63,6 +63,10 @@ void qkv_ctx_reset(qkv_ctx *ctx) {
 }
 
 void *qkv_ctx_alloc(qkv_ctx *ctx, size_t bytes) {
+    return memset(arena_alloc_raw(ctx, bytes), 0, bytes);
+}
+
+void *arena_alloc_raw(qkv_ctx *ctx, size_t bytes) {
     size_t need = (bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
     struct arena_block *b = ctx->blocks;
     if (b->size - b->used < need) {
@@ -75,7 +79,6 @@ void *qkv_ctx_alloc(qkv_ctx *ctx, size_t bytes) {
     void *p = b->data + b->used;
     b->used += need;
     ctx->used += need;
-    memset(p, 0, bytes);
     return p;
 }
 

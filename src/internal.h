@@ -47,11 +47,18 @@ struct qkv_ctx {
     int nparams, cap_params;
 };
 
+/* Memory from the context, 64-byte aligned and NOT zeroed: for buffers that are written in
+ * full before they are read (op outputs, and gradients, which backward zeroes itself). */
+void *arena_alloc_raw(qkv_ctx *ctx, size_t bytes);
+
 /* ---- tensors (tensor.c) ---- */
 /* A tensor produced by `op` from `srcs`; requires a gradient if any source does and the
  * context is not in no-grad mode. Data is allocated but not initialised. */
 qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
                           const int64_t *shape, qkv_tensor *s0, qkv_tensor *s1, qkv_tensor *s2);
+/* A tensor made by `op` that shares x's data under another shape (no copy). */
+qkv_tensor *tensor_new_view(qkv_ctx *ctx, qkv_op op, qkv_tensor *x, int ndim,
+                            const int64_t *shape);
 /* Dies unless t is a non-NULL float tensor. */
 void tensor_check_float(const qkv_tensor *t, const char *op, const char *what);
 bool tensor_same_shape(const qkv_tensor *a, const qkv_tensor *b);

@@ -91,7 +91,9 @@ const char *qkv_dtype_name(qkv_dtype dtype) {
     return "?";
 }
 
-static qkv_tensor *tensor_alloc(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape) {
+/* A tensor recorded on ctx's tape; its data is zeroed unless `raw`. */
+static qkv_tensor *tensor_alloc(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape,
+                                bool raw) {
     QKV_CHECK(ctx, "tensor", "NULL context");
     QKV_CHECK(ndim >= 0 && ndim <= QKV_MAX_DIMS, "tensor", "%d dims (at most %d)", ndim,
               QKV_MAX_DIMS);
@@ -107,7 +109,8 @@ static qkv_tensor *tensor_alloc(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const i
         t->shape[i] = shape[i];
         t->size *= shape[i];
     }
-    t->data = qkv_ctx_alloc(ctx, (size_t)t->size * qkv_dtype_size(dtype));
+    size_t bytes = (size_t)t->size * qkv_dtype_size(dtype);
+    t->data = raw ? arena_alloc_raw(ctx, bytes) : qkv_ctx_alloc(ctx, bytes);
     t->ctx = ctx;
     t->tape_prev = ctx->tape;
     ctx->tape = t;
@@ -116,7 +119,7 @@ static qkv_tensor *tensor_alloc(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const i
 
 qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
                           const int64_t *shape, qkv_tensor *s0, qkv_tensor *s1, qkv_tensor *s2) {
-    qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape);
+    qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape, true); /* the op writes it all */
     t->op = op;
     t->src[0] = s0;
     t->src[1] = s1;
@@ -125,34 +128,57 @@ qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
                  (s2 && s2->requires_grad);
     if (needs && !ctx->no_grad) {
         t->requires_grad = true;
-        t->grad = qkv_ctx_alloc(ctx, (size_t)t->size * qkv_dtype_size(dtype));
+        t->grad = arena_alloc_raw(ctx, (size_t)t->size * qkv_dtype_size(dtype)); /* zeroed by backward */
+    }
+    return t;
+}
+
+qkv_tensor *tensor_new_view(qkv_ctx *ctx, qkv_op op, qkv_tensor *x, int ndim,
+                            const int64_t *shape) {
+    qkv_tensor *t = qkv_ctx_alloc(ctx, sizeof *t);
+    t->dtype = x->dtype;
+    t->ndim = ndim;
+    t->size = 1;
+    for (int i = 0; i < ndim; i++) t->size *= (t->shape[i] = shape[i]);
+    t->data = x->data;
+    t->op = op;
+    t->src[0] = x;
+    t->ctx = ctx;
+    t->tape_prev = ctx->tape;
+    ctx->tape = t;
+    if (x->requires_grad && !ctx->no_grad) {
+        t->requires_grad = true;
+        /* An intermediate x lends its gradient too: what flows into the view lands in x.
+         * A leaf's gradient is swapped during backward, so a view of a leaf keeps its own. */
+        t->grad = x->op != QKV_OP_NONE ? x->grad
+                                       : arena_alloc_raw(ctx, (size_t)t->size * qkv_dtype_size(t->dtype));
     }
     return t;
 }
 
 qkv_tensor *qkv_new(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape) {
-    return tensor_alloc(ctx, dtype, ndim, shape);
+    return tensor_alloc(ctx, dtype, ndim, shape, false);
 }
 
 qkv_tensor *qkv_zeros(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape) {
-    return tensor_alloc(ctx, dtype, ndim, shape); /* arena memory comes zeroed */
+    return tensor_alloc(ctx, dtype, ndim, shape, false); /* arena memory comes zeroed */
 }
 
 qkv_tensor *qkv_ones(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape) {
-    qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape);
+    qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape, false);
     for (int64_t i = 0; i < t->size; i++) qkv_set(t, i, 1.0);
     return t;
 }
 
 qkv_tensor *qkv_scalar(qkv_ctx *ctx, qkv_dtype dtype, double value) {
-    qkv_tensor *t = tensor_alloc(ctx, dtype, 0, NULL);
+    qkv_tensor *t = tensor_alloc(ctx, dtype, 0, NULL, false);
     qkv_set(t, 0, value);
     return t;
 }
 
 qkv_tensor *qkv_from_array(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape,
                            const void *values) {
-    qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape);
+    qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape, false);
     QKV_CHECK(values, "from_array", "NULL values");
     memcpy(t->data, values, (size_t)t->size * qkv_dtype_size(dtype));
     return t;
@@ -160,14 +186,14 @@ qkv_tensor *qkv_from_array(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_
 
 qkv_tensor *qkv_rand(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape, double lo,
                      double hi, qkv_rng *rng) {
-    qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape);
+    qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape, false);
     for (int64_t i = 0; i < t->size; i++) qkv_set(t, i, lo + (hi - lo) * qkv_rng_uniform(rng));
     return t;
 }
 
 qkv_tensor *qkv_randn(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape, double std,
                       qkv_rng *rng) {
-    qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape);
+    qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape, false);
     for (int64_t i = 0; i < t->size; i++) qkv_set(t, i, std * qkv_rng_normal(rng));
     return t;
 }
