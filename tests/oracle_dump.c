@@ -232,26 +232,43 @@ static qkv_tensor *b_mean(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec
 /* Attention; the scale recorded is the one passed (<= 0 means 1/sqrt(Dk), which torch_check.py
  * recomputes on its own). */
 static qkv_tensor *attention_kind(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec, int kind,
-                                  double scale) {
+                                  double scale, bool fused) {
     qkv_tensor *m = NULL;
     if (kind >= 0) m = mask_for(c, in[0], in[1]->shape[in[1]->ndim - 2], kind, r, rec);
     cJSON_AddNumberToObject(rec->params, "scale", scale);
-    return qkv_attention(c, in[0], in[1], in[2], m, scale, NULL);
+    return fused ? qkv_attention_fused(c, in[0], in[1], in[2], m, scale)
+                 : qkv_attention_unfused(c, in[0], in[1], in[2], m, scale, NULL);
 }
 static qkv_tensor *b_attention(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
-    return attention_kind(c, in, r, rec, -1, 0.0);
+    return attention_kind(c, in, r, rec, -1, 0.0, false);
 }
 static qkv_tensor *b_attention_scaled(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
-    return attention_kind(c, in, r, rec, -1, 0.3);
+    return attention_kind(c, in, r, rec, -1, 0.3, false);
 }
 static qkv_tensor *b_attention_causal(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
-    return attention_kind(c, in, r, rec, MASK_CAUSAL, 0.0);
+    return attention_kind(c, in, r, rec, MASK_CAUSAL, 0.0, false);
 }
 static qkv_tensor *b_attention_padding(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
-    return attention_kind(c, in, r, rec, MASK_PADDING, 0.0);
+    return attention_kind(c, in, r, rec, MASK_PADDING, 0.0, false);
 }
 static qkv_tensor *b_attention_bool(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
-    return attention_kind(c, in, r, rec, MASK_BOOL, 0.0);
+    return attention_kind(c, in, r, rec, MASK_BOOL, 0.0, false);
+}
+/* The fused op on the same cases. */
+static qkv_tensor *b_fused(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    return attention_kind(c, in, r, rec, -1, 0.0, true);
+}
+static qkv_tensor *b_fused_scaled(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    return attention_kind(c, in, r, rec, -1, 0.3, true);
+}
+static qkv_tensor *b_fused_causal(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    return attention_kind(c, in, r, rec, MASK_CAUSAL, 0.0, true);
+}
+static qkv_tensor *b_fused_padding(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    return attention_kind(c, in, r, rec, MASK_PADDING, 0.0, true);
+}
+static qkv_tensor *b_fused_bool(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    return attention_kind(c, in, r, rec, MASK_BOOL, 0.0, true);
 }
 /* Self-attention on projections of one X feeding Q, K and V through shared 2-D weights, with a
  * causal mask: X's gradient accumulates from three paths. */
@@ -320,6 +337,22 @@ static const dump_case cases[] = {
      {S4(3, 2, 4, 3), S4(3, 2, 5, 3), S4(3, 2, 5, 3)}, b_attention_padding},
     {"attention_bool_full_row", "attention", 3, QKV, {3, 3, 3},
      {S3(2, 4, 3), S3(2, 6, 3), S3(2, 6, 2)}, b_attention_bool},
+    {"fused", "attention", 3, QKV, {3, 3, 3}, {S3(2, 4, 3), S3(2, 4, 3), S3(2, 4, 3)}, b_fused},
+    {"fused_2d_scale", "attention", 3, QKV, {2, 2, 2}, {S2(3, 4), S2(5, 4), S2(5, 3)},
+     b_fused_scaled},
+    {"fused_cross", "attention", 3, QKV, {4, 4, 4},
+     {S4(2, 3, 3, 4), S4(2, 3, 5, 4), S4(2, 3, 5, 2)}, b_fused},
+    {"fused_causal", "attention", 3, QKV, {4, 4, 4},
+     {S4(2, 2, 4, 3), S4(2, 2, 6, 3), S4(2, 2, 6, 2)}, b_fused_causal},
+    {"fused_padding_zero_len", "attention", 3, QKV, {4, 4, 4},
+     {S4(3, 2, 4, 3), S4(3, 2, 5, 3), S4(3, 2, 5, 3)}, b_fused_padding},
+    {"fused_bool_full_row", "attention", 3, QKV, {3, 3, 3},
+     {S3(2, 4, 3), S3(2, 6, 3), S3(2, 6, 2)}, b_fused_bool},
+    /* several tiles of 64 queries and keys, few heads (keys split in groups) and many */
+    {"fused_tiles_causal", "attention", 3, QKV, {4, 4, 4},
+     {S4(1, 2, 70, 4), S4(1, 2, 150, 4), S4(1, 2, 150, 3)}, b_fused_causal},
+    {"fused_tiles_heads", "attention", 3, QKV, {4, 4, 4},
+     {S4(2, 4, 66, 3), S4(2, 4, 80, 3), S4(2, 4, 80, 2)}, b_fused_padding},
     {"self_attention_shared_x", "self_attention", 4, {"x", "wq", "wk", "wv"}, {3, 2, 2, 2},
      {S3(2, 5, 4), S2(4, 3), S2(4, 3), S2(4, 2)}, b_self_attention},
 };
