@@ -143,6 +143,7 @@ struct qkv_tensor {
     qkv_ctx *ctx;                  /* owner */
     qkv_tensor *tape_prev;         /* previous tensor recorded in the same context */
     const char *name;              /* optional, for printing and checkpoints */
+    uint32_t mark;                 /* internal: which backward pass reached this tensor */
 };
 
 QKV_API size_t qkv_dtype_size(qkv_dtype dtype);

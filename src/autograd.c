@@ -45,7 +45,7 @@ const char *qkv_op_name(qkv_op op) {
  * `saved` (unused by leaves otherwise) holds its own gradient buffer. */
 static void stage_leaves(qkv_tensor *loss) {
     for (qkv_tensor *t = loss; t; t = t->tape_prev) {
-        if (t->op == QKV_OP_NONE || !t->requires_grad) continue;
+        if (t->op == QKV_OP_NONE || !t->requires_grad || t->mark != loss->mark) continue;
         for (int k = 0; k < 4; k++) {
             qkv_tensor *s = t->src[k];
             if (!s || s->op != QKV_OP_NONE || !s->grad || s->saved) continue;
@@ -57,7 +57,7 @@ static void stage_leaves(qkv_tensor *loss) {
 
 static void unstage_leaves(qkv_tensor *loss) {
     for (qkv_tensor *t = loss; t; t = t->tape_prev) {
-        if (t->op == QKV_OP_NONE || !t->requires_grad) continue;
+        if (t->op == QKV_OP_NONE || !t->requires_grad || t->mark != loss->mark) continue;
         for (int k = 0; k < 4; k++) {
             qkv_tensor *s = t->src[k];
             if (!s || s->op != QKV_OP_NONE || !s->saved) continue;
@@ -80,14 +80,22 @@ void qkv_backward(qkv_tensor *loss) {
               "loss does not depend on any parameter (or was built in no-grad mode)");
     /* Tensors are recorded in order of creation, and an op's inputs always exist before it,
      * so walking the tape backwards from the loss visits every consumer of a tensor before
-     * the tensor itself: a reverse topological order, without recursion. */
-    for (qkv_tensor *t = loss; t; t = t->tape_prev)
-        if (t->op != QKV_OP_NONE && t->grad)
-            memset(t->grad, 0, (size_t)t->size * qkv_dtype_size(t->dtype));
+     * the tensor itself: a reverse topological order, without recursion. The first walk marks
+     * what the loss depends on (so that side computations on the same tape are left alone)
+     * and zeroes their gradients; the second runs their backward passes. */
+    static _Thread_local uint32_t passes;
+    uint32_t pass = ++passes ? passes : ++passes; /* 0 means "never reached" */
+    loss->mark = pass;
+    for (qkv_tensor *t = loss; t; t = t->tape_prev) {
+        if (t->mark != pass || t->op == QKV_OP_NONE) continue;
+        for (int k = 0; k < 4; k++)
+            if (t->src[k]) t->src[k]->mark = pass;
+        if (t->grad) memset(t->grad, 0, (size_t)t->size * qkv_dtype_size(t->dtype));
+    }
     qkv_set(&(qkv_tensor){.dtype = loss->dtype, .data = loss->grad}, 0, 1.0);
     stage_leaves(loss);
     for (qkv_tensor *t = loss; t; t = t->tape_prev)
-        if (t->op != QKV_OP_NONE && t->requires_grad) op_backward[t->op](t);
+        if (t->mark == pass && t->op != QKV_OP_NONE && t->requires_grad) op_backward[t->op](t);
     unstage_leaves(loss);
 }
 

@@ -352,6 +352,25 @@ START_TEST(test_many_params) {
 }
 END_TEST
 
+/* A side computation on the same tape that the loss does not depend on is left alone: here
+ * masked scores times a parameter would put 0·(−inf) = NaN into the parameter's gradient if
+ * its backward ran. */
+START_TEST(test_side_computation_untouched) {
+    qkv_ctx *ctx = qkv_ctx_new(0);
+    qkv_rng rng = qkv_rng_seed(3);
+    qkv_tensor *w = qkv_param(ctx, qkv_randn(ctx, QKV_F64, 2, (int64_t[]){2, 2}, 1.0, &rng));
+    qkv_tensor *side = qkv_mask(ctx, qkv_ones(ctx, QKV_F64, 2, (int64_t[]){2, 2}),
+                                qkv_mask_causal(ctx, QKV_F64, 2, 2));
+    qkv_tensor *unused = qkv_sum(ctx, qkv_mul(ctx, w, side)); /* depends on w, not on the loss */
+    (void)unused;
+    qkv_tensor *loss = qkv_sum(ctx, qkv_mul(ctx, w, w));
+    qkv_backward(loss);
+    for (int64_t i = 0; i < 4; i++)
+        ck_assert_double_eq_tol(qkv_grad_get(w, i), 2 * qkv_get(w, i), 1e-15);
+    qkv_ctx_free(ctx);
+}
+END_TEST
+
 static Suite *autograd_suite(void) {
     Suite *s = suite_create("autograd");
     TCase *tc = tcase_create("accumulation");
@@ -364,6 +383,7 @@ static Suite *autograd_suite(void) {
     tcase_add_test(tc, test_zero_grad_only_own_ctx);
     tcase_add_test(tc, test_backward_from_earlier_loss);
     tcase_add_test(tc, test_non_param_inputs_get_no_grad);
+    tcase_add_test(tc, test_side_computation_untouched);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("deep");
