@@ -65,6 +65,12 @@ static bool find_gnuplot(char *out, size_t len) {
     return false;
 }
 
+/* The installed scripts as seen from the installed binary; CMake passes the real one, from
+ * CMAKE_INSTALL_BINDIR and CMAKE_INSTALL_DATADIR. */
+#ifndef QKV_SCRIPTS_FROM_BIN
+#define QKV_SCRIPTS_FROM_BIN "../share/qkv/scripts"
+#endif
+
 /* The directory holding attention.gp: $QKV_SCRIPTS if set, else next to the executable
  * (an install's share/qkv/scripts, or scripts/ beside it), else the source tree's scripts/. */
 static bool find_scripts(char *out, size_t len) {
@@ -81,7 +87,7 @@ static bool find_scripts(char *out, size_t len) {
         exe[n] = '\0';
         char *slash = strrchr(exe, '/');
         if (slash) *slash = '\0';
-        const char *rel[] = {"../share/qkv/scripts", "scripts"};
+        const char *rel[] = {QKV_SCRIPTS_FROM_BIN, "scripts"};
         for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
             snprintf(out, len, "%s/%s", exe, rel[i]);
             snprintf(probe, sizeof probe, "%s/attention.gp", out);
