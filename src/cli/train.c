@@ -143,9 +143,10 @@ static qkv_status metrics_write(const metrics *m, const char *path) {
     fprintf(af.f, "step,loss,train_acc,heldout_acc,lr,heldout_loss\n");
     for (int i = 0; i < m->n; i++) {
         const metrics_row *r = &m->rows[i];
-        fprintf(af.f, "%" PRId64 ",%.6f,%.6f,%.6f,%.6g,", r->step, r->loss, r->train_acc,
+        /* losses in %g: a trained model's loss is far below the 1e-6 that %f would show */
+        fprintf(af.f, "%" PRId64 ",%.6g,%.6f,%.6f,%.6g,", r->step, r->loss, r->train_acc,
                 r->heldout_acc, r->lr);
-        if (isfinite(r->heldout_loss)) fprintf(af.f, "%.6f", r->heldout_loss); /* else empty */
+        if (isfinite(r->heldout_loss)) fprintf(af.f, "%.6g", r->heldout_loss); /* else empty */
         fputc('\n', af.f);
     }
     return atomic_commit(&af);

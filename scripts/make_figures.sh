@@ -1,0 +1,66 @@
+#!/bin/sh
+# make_figures.sh - trains copy, reverse, shift and lookup with the default options, plots
+# them, runs the softmax scaling study, and copies small images into docs/figures/.
+#
+#   scripts/make_figures.sh [QKV [WORK]]
+#     QKV   the qkv binary (default: build/qkv)
+#     WORK  where the runs go (default: runs/figures; runs/ is ignored by git)
+#
+# Needs gnuplot. Takes a few minutes: four default trainings (3000 steps each), two short
+# runs for the animation and the gradients, and one small two-layer, two-head model for the
+# overview. Every figure must stay under 100 KB.
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+QKV=${1:-$ROOT/build/qkv}
+WORK=${2:-$ROOT/runs/figures}
+FIG=$ROOT/docs/figures
+command -v gnuplot >/dev/null || { echo "make_figures: gnuplot is needed" >&2; exit 1; }
+[ -x "$QKV" ] || { echo "make_figures: no qkv binary at $QKV (build first)" >&2; exit 1; }
+mkdir -p "$WORK" "$FIG"
+
+# The four tasks with their default options; a metrics row every 10 steps, because the
+# attention forms in the first hundred steps.
+for task in copy reverse shift lookup; do
+    echo "== $task"
+    "$QKV" train --task "$task" --out "$WORK/$task" --plot --eval-every 10
+    cp "$WORK/$task/plots/attention_layer1_head1.png" "$FIG/${task}_attention.png"
+done
+cp "$WORK/copy/plots/curves.png" "$FIG/copy_curves.png"
+cp "$WORK/lookup/plots/curves.png" "$FIG/lookup_curves.png"
+cp "$WORK/copy/plots/grads_layer1_head1.png" "$FIG/copy_grads.png"
+
+# The pattern forms within a few dozen steps, so the animation comes from a short run with a
+# snapshot every 2 steps (constant learning rate, no warm-up), and the gradients of a model
+# still learning from a run stopped after 8 steps.
+echo "== reverse, forming"
+"$QKV" train --task reverse --steps 24 --schedule constant --warmup 0 --snapshot-every 2 \
+    --out "$WORK/reverse_forming" --plot --quiet
+cp "$WORK/reverse_forming/plots/snapshots.gif" "$FIG/reverse_snapshots.gif"
+echo "== reverse, after 8 steps"
+"$QKV" train --task reverse --steps 8 --schedule constant --warmup 0 \
+    --out "$WORK/reverse_early" --plot --quiet
+cp "$WORK/reverse_early/plots/grads_layer1_head1.png" "$FIG/reverse_grads_early.png"
+
+# A small model with two layers of two heads, for the overview grid.
+echo "== reverse, 2 layers x 2 heads"
+"$QKV" train --task reverse --layers 2 --heads 2 --residual --steps 1500 \
+    --out "$WORK/reverse_2x2" --plot
+cp "$WORK/reverse_2x2/plots/overview.png" "$FIG/reverse_2x2_overview.png"
+
+echo "== softmax scaling study"
+"$QKV" study softmax --scaling --out "$WORK/study"
+cp "$WORK/study/scaling.png" "$FIG/softmax_scaling.png"
+
+# Keep the repository small: no figure over 100 KB (the animation is dropped if it is).
+status=0
+for f in "$FIG"/*; do
+    bytes=$(wc -c <"$f" | tr -d ' ')
+    if [ "$bytes" -gt 102400 ]; then
+        case $f in
+        *.gif) echo "make_figures: $f is $bytes bytes; dropped" >&2; rm -f "$f" ;;
+        *) echo "make_figures: $f is $bytes bytes, over 100 KB" >&2; status=1 ;;
+        esac
+    fi
+done
+ls -l "$FIG"
+exit $status
