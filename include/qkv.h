@@ -1,36 +1,59 @@
-/* qkv.h - tensors, reverse-mode autograd and scaled dot-product attention.
+/* qkv.h - tensors, reverse-mode autograd and scaled dot-product attention, in C11.
  *
- * A complete training step, in 20 lines:
+ * A complete training loop: W_Q, W_K and W_V learn, by plain SGD, to make attention over a
+ * fixed input X give a fixed target. examples/header_example.c is this code, built and run
+ * as a test (it checks that the loss falls):
  *
- *     qkv_ctx *params = qkv_ctx_new(0);            // long-lived: weights, grads
+ *     qkv_ctx *params = qkv_ctx_new(0);            // long-lived: weights, grads, fixed data
  *     qkv_ctx *step   = qkv_ctx_new(0);            // per step: graph + activations
+ *     if (!params || !step) return 1;              // the only failure: out of memory
  *     qkv_rng rng = qkv_rng_seed(42);
- *     qkv_tensor *wq = qkv_param(params, qkv_randn(params, QKV_F32, 2, (int64_t[]){4, 2}, 0.5, &rng));
- *     qkv_tensor *wk = qkv_param(params, qkv_randn(params, QKV_F32, 2, (int64_t[]){4, 2}, 0.5, &rng));
- *     qkv_tensor *wv = qkv_param(params, qkv_randn(params, QKV_F32, 2, (int64_t[]){4, 2}, 0.5, &rng));
+ *     const int64_t w_shape[2] = {4, 2}, x_shape[2] = {3, 4}, y_shape[2] = {3, 2};
+ *     qkv_tensor *wq = qkv_param(params, qkv_randn(params, QKV_F32, 2, w_shape, 0.5, &rng));
+ *     qkv_tensor *wk = qkv_param(params, qkv_randn(params, QKV_F32, 2, w_shape, 0.5, &rng));
+ *     qkv_tensor *wv = qkv_param(params, qkv_randn(params, QKV_F32, 2, w_shape, 0.5, &rng));
+ *     qkv_tensor *x = qkv_randn(params, QKV_F32, 2, x_shape, 1.0, &rng);       // 3 tokens, C = 4
+ *     qkv_tensor *target = qkv_randn(params, QKV_F32, 2, y_shape, 1.0, &rng);  // (Nq, Dv)
+ *     double first = 0, last = 0;                  // the loss at the first and the last step
  *     for (int it = 0; it < 100; it++) {
  *         qkv_ctx_reset(step);                     // frees last step's graph in O(1)
- *         qkv_tensor *x = qkv_randn(step, QKV_F32, 2, (int64_t[]){3, 4}, 1.0, &rng);
  *         qkv_tensor *q = qkv_matmul(step, x, wq), *k = qkv_matmul(step, x, wk),
  *                    *v = qkv_matmul(step, x, wv);
  *         qkv_tensor *y = qkv_attention(step, q, k, v, NULL, 0.0, NULL);  // 0 => 1/sqrt(d_k)
- *         qkv_tensor *loss = qkv_mse(step, y, target);
+ *         qkv_tensor *loss = qkv_mse(step, y, target);                     // a scalar
  *         qkv_zero_grad(params);                   // explicit: backward accumulates
- *         qkv_backward(loss);
- *         qkv_sgd_step(params, 0.1f);
+ *         qkv_backward(loss);                      // wq->grad, wk->grad, wv->grad
+ *         qkv_sgd_step(params, 0.1f);              // every parameter of `params`
+ *         if (it == 0) first = qkv_get(loss, 0);
+ *         last = qkv_get(loss, 0);
  *     }
  *     qkv_ctx_free(step); qkv_ctx_free(params);
+ *
+ * Build against an installed qkv with CMake, `find_package(qkv)` and the target qkv::qkv (or
+ * qkv::qkv_static), or with `cc app.c $(pkg-config --cflags --libs qkv)`. docs/api.md is the
+ * overview of the library; docs/architecture.md says how it is built.
  *
  * Shape letters used in comments throughout: B batch, H heads, Nq query length, Nk key
  * length, T sequence length (Nq = Nk = T in self-attention), C = d_model, Dk key/query
  * width, Dv value width, V vocabulary size.
  *
  * Ownership: every tensor belongs to the context that created it and lives until that
- * context is reset or freed. There is no per-tensor free.
+ * context is reset or freed. There is no per-tensor free. The library frees nothing it is
+ * given, and keeps only the links said below: a tensor its inputs (which must live as long as
+ * it does), a context its parameters, an optimizer the model's parameters. Strings it returns
+ * are static, or owned by the object they came from, and must not be freed.
  *
- * Errors: misuse of the API (shape mismatch, wrong dtype, NULL) is a programming error and
- * stops the process with one line naming the op and the shapes. Errors from the outside
- * world (files, user values) come back as a qkv_status; qkv_last_error() says what failed.
+ * Errors come back in one of two ways:
+ *   - Misuse of the API (a shape mismatch, a wrong dtype, a NULL, an index outside a table)
+ *     is a programming error. The process stops (abort) after one line on stderr naming the
+ *     op and the shapes: "qkv: matmul: inner sizes differ: a is (3,4), b is (5,2) [file:line]".
+ *     These checks stay on in release builds; "dies" below marks them.
+ *   - Errors from the outside world (files, user values, memory limits) come back as a
+ *     qkv_status, and qkv_last_error() says what failed.
+ *
+ * Threads: a context and its tensors are used by one thread at a time; different contexts
+ * may be used by different threads at once. Inside an op, OpenMP threads split the work so
+ * that no result depends on their number (OMP_NUM_THREADS).
  */
 #ifndef QKV_H
 #define QKV_H
@@ -68,9 +91,12 @@ typedef enum {
     QKV_ERR_NUMERIC = 6, /* a NaN or Inf appeared where it must not */
 } qkv_status;
 
-/* The message of the last error on this thread: one line, no trailing newline. */
+/* The message of the last error on this thread: one line, no trailing newline, "" before
+ * the first. A success does not clear it, so read it only right after a call failed. The
+ * string is thread-local storage of the library; do not free it. */
 QKV_API const char *qkv_last_error(void);
-/* Sets the last error (printf-style) and returns `status`, for `return qkv_fail(...)`. */
+/* Sets this thread's last error (printf-style, cut at 511 bytes) and returns `status`, for
+ * `return qkv_fail(QKV_ERR_VALUE, "...", ...)` in code built on qkv. */
 QKV_API qkv_status qkv_fail(qkv_status status, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -78,29 +104,37 @@ QKV_API qkv_status qkv_fail(qkv_status status, const char *fmt, ...)
     ;
 
 /* ---- random numbers: portable, seeded (xoshiro256**, seeded by splitmix64) --------------- */
+/* A generator is a plain value: a copy replays the same stream; keep one per thread. The same seed
+ * gives the same numbers on every machine (integer arithmetic only). */
 typedef struct { uint64_t s[4]; } qkv_rng;
 QKV_API qkv_rng qkv_rng_seed(uint64_t seed);
-QKV_API uint64_t qkv_rng_u64(qkv_rng *rng);
+QKV_API uint64_t qkv_rng_u64(qkv_rng *rng);              /* all 64 bits random */
 QKV_API double qkv_rng_uniform(qkv_rng *rng);          /* in [0, 1), 53 random bits */
 QKV_API double qkv_rng_normal(qkv_rng *rng);           /* mean 0, variance 1 */
-QKV_API uint32_t qkv_rng_below(qkv_rng *rng, uint32_t n); /* uniform in [0, n), unbiased */
+QKV_API uint32_t qkv_rng_below(qkv_rng *rng, uint32_t n); /* uniform in [0, n), unbiased; n >= 1 */
 
 /* ---- contexts: arenas that own tensors and the graph ------------------------------------ */
 typedef struct qkv_ctx qkv_ctx;
-/* A new context. `capacity` bytes are reserved up front (0 for a default); it grows when
- * needed. Returns NULL when out of memory. */
+/* A new context. `capacity` bytes are reserved up front (0 for a default of 1 MiB); it grows
+ * when needed. Returns NULL when out of memory (the only error). The caller owns it and frees
+ * it with qkv_ctx_free. */
 QKV_API qkv_ctx *qkv_ctx_new(size_t capacity);
+/* Frees the context and every tensor, gradient and buffer it holds. NULL is a no-op. */
 QKV_API void qkv_ctx_free(qkv_ctx *ctx);
-/* Forgets every tensor of the context at once. After the first reset that follows growth, the
- * context holds one block big enough for the whole step, so warm steps never call malloc. */
+/* Forgets every tensor of the context at once, parameters included (they are no longer
+ * visited by qkv_zero_grad / qkv_sgd_step): pointers into it become invalid. After the first
+ * reset that follows growth, the context holds one block big enough for the whole step, so
+ * warm steps never call malloc. Dies if growing it then runs out of memory. */
 QKV_API void qkv_ctx_reset(qkv_ctx *ctx);
-/* No-grad mode: ops built in this context record no graph and need no gradient memory. */
+/* No-grad mode: ops built in this context from now on record no gradient and need no gradient
+ * memory, even when their inputs require one (evaluation). Off by default. */
 QKV_API void qkv_ctx_set_no_grad(qkv_ctx *ctx, bool no_grad);
 QKV_API bool qkv_ctx_no_grad(const qkv_ctx *ctx);
 QKV_API size_t qkv_ctx_used(const qkv_ctx *ctx);     /* bytes in use */
 QKV_API size_t qkv_ctx_capacity(const qkv_ctx *ctx); /* bytes reserved */
 QKV_API uint64_t qkv_ctx_mallocs(const qkv_ctx *ctx);/* system allocations made so far */
-/* Raw memory from the context, 64-byte aligned, zeroed. Aborts when the system is out of memory. */
+/* Raw memory from the context, 64-byte aligned, zeroed, owned by the context (freed by its
+ * reset or free). Dies when the system is out of memory. */
 QKV_API void *qkv_ctx_alloc(qkv_ctx *ctx, size_t bytes);
 
 /* ---- tensors ----------------------------------------------------------------------------- */
@@ -146,56 +180,76 @@ struct qkv_tensor {
     uint32_t mark;                 /* internal: which backward pass reached this tensor */
 };
 
-QKV_API size_t qkv_dtype_size(qkv_dtype dtype);
-QKV_API const char *qkv_dtype_name(qkv_dtype dtype);
-QKV_API const char *qkv_op_name(qkv_op op);
+QKV_API size_t qkv_dtype_size(qkv_dtype dtype);       /* bytes per element: 4 or 8 */
+QKV_API const char *qkv_dtype_name(qkv_dtype dtype);  /* "f32", "f64", "i32"; static */
+QKV_API const char *qkv_op_name(qkv_op op);           /* "matmul", ...; "?" if unknown; static */
 
-/* Creation: `shape` has `ndim` entries, each >= 1. Data is owned by `ctx`. */
+/* Creation: a leaf (no graph, no gradient) of `ndim` (0..QKV_MAX_DIMS) dims whose sizes are
+ * `shape[0..ndim-1]`, each >= 1; `shape` is copied and may be NULL when ndim is 0. The tensor
+ * and its data are owned by `ctx`. Dies on a NULL ctx, a bad dtype, ndim or size; aborts when
+ * out of memory. qkv_new and qkv_zeros both give zeros. */
 QKV_API qkv_tensor *qkv_new(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape);
 QKV_API qkv_tensor *qkv_zeros(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape);
 QKV_API qkv_tensor *qkv_ones(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape);
 QKV_API qkv_tensor *qkv_scalar(qkv_ctx *ctx, qkv_dtype dtype, double value);
-/* Copies `size` elements from `values`, which must be of the C type of `dtype`. */
+/* Copies `size` elements from `values` (float, double or int32_t for f32, f64, i32), which
+ * the caller keeps. Dies if `values` is NULL. */
 QKV_API qkv_tensor *qkv_from_array(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape,
                                    const void *values);
-/* Uniform in [lo, hi) and normal with mean 0 and standard deviation `std`. */
+/* Uniform in [lo, hi) and normal with mean 0 and standard deviation `std`, drawn from `rng`
+ * in element order (so the same seed gives the same tensor everywhere). */
 QKV_API qkv_tensor *qkv_rand(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape,
                              double lo, double hi, qkv_rng *rng);
 QKV_API qkv_tensor *qkv_randn(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape,
                               double std, qkv_rng *rng);
-/* Marks a leaf as a trainable parameter: gets a zeroed gradient buffer in its context. */
+/* Marks a leaf as a trainable parameter of `ctx` and returns it: it gets a zeroed gradient
+ * buffer in its context and joins the context's parameter list (qkv_zero_grad, qkv_sgd_step,
+ * qkv_ctx_for_params). Marking it twice does nothing. Dies unless t is a float leaf created
+ * in `ctx`. */
 QKV_API qkv_tensor *qkv_param(qkv_ctx *ctx, qkv_tensor *t);
-/* Element i (flat index) as a double, and setting it; for tests and printing. */
+/* Element i (flat, row-major index; 0 <= i < size, not checked) as a double, and setting it
+ * (rounded to the dtype); for tests and printing. qkv_grad_get reads the gradient, or 0 when
+ * the tensor has none. */
 QKV_API double qkv_get(const qkv_tensor *t, int64_t i);
 QKV_API void qkv_set(qkv_tensor *t, int64_t i, double value);
 QKV_API double qkv_grad_get(const qkv_tensor *t, int64_t i);
-/* Prints shape, dtype and values (at most `max_values`; 0 prints all). */
+/* Prints label (or "tensor"), dtype, shape, op and values to `out` (at most `max_values`;
+ * 0 prints all), one row of the last dim per line. */
 QKV_API void qkv_print(FILE *out, const qkv_tensor *t, const char *label, int64_t max_values);
-/* "(2,3,4)" into buf; returns buf. */
+/* "(2,3,4)" into buf (cut to `len` bytes, always terminated); returns buf. */
 QKV_API char *qkv_shape_str(const qkv_tensor *t, char *buf, size_t len);
 
 /* ---- autograd ----------------------------------------------------------------------------- */
-/* Runs the backward pass from `loss` (a scalar) through every op recorded in its context, in
- * reverse order of creation, which is a topological order. Gradients of leaves ACCUMULATE:
- * calling qkv_backward twice without qkv_zero_grad adds the two gradients, which is what makes
- * a tensor used several times (X feeding Q, K and V) correct, and lets users sum gradients
- * over micro-batches. Gradients of intermediate tensors are recomputed on every call. */
+/* Runs the backward pass from `loss` (a scalar) through the ops it depends on, in reverse
+ * order of creation, which is a topological order. Only ops recorded in the loss's own
+ * context are visited: build the whole graph in one context (leaves and parameters may live
+ * in others). Gradients of leaves ACCUMULATE: calling qkv_backward twice without
+ * qkv_zero_grad adds the two gradients, which is what makes a tensor used several times
+ * (X feeding Q, K and V) correct, and lets users sum gradients over micro-batches. Gradients
+ * of intermediate tensors are recomputed on every call. Dies if loss is NULL, not a scalar,
+ * or depends on no parameter (or was built in no-grad mode). */
 QKV_API void qkv_backward(qkv_tensor *loss);
-/* Sets the gradient of every parameter of `ctx` to zero. */
+/* Sets the gradient of every parameter of `ctx` (qkv_param) to zero. */
 QKV_API void qkv_zero_grad(qkv_ctx *ctx);
-/* Plain SGD over every parameter of `ctx`: p -= lr * grad. */
+/* Plain SGD over every parameter of `ctx`: p -= lr * grad. It does not zero the gradients. */
 QKV_API void qkv_sgd_step(qkv_ctx *ctx, float lr);
 /* Calls fn on every parameter of `ctx`, in order of creation. */
 QKV_API void qkv_ctx_for_params(qkv_ctx *ctx, void (*fn)(qkv_tensor *p, void *user), void *user);
 
 /* ---- ops: each checks shapes when it is built and computes its output at once ---------- */
+/* Every op returns a new tensor owned by `ctx`, which records the op and its inputs for
+ * qkv_backward unless `ctx` is in no-grad mode or no input requires a gradient. Inputs are
+ * never modified, may belong to any context, and must outlive the result. Inputs are f32 or
+ * f64 (only indices are i32), all of one dtype, and the result has that dtype. Each op dies
+ * (one line naming it and the shapes) on a NULL input, a wrong dtype or shapes that do not
+ * fit as described; out of memory aborts. */
 /* C = op(A)·op(B), op transposing the last two dims when asked, without a copy.
  * A is (..., M, K) [or (..., K, M) when trans_a], B is (..., K, N) [or (..., N, K)].
  * Leading (batch) dims must match, or B may be 2-D and is then shared by every batch. */
 QKV_API qkv_tensor *qkv_matmul_ex(qkv_ctx *ctx, qkv_tensor *a, bool trans_a, qkv_tensor *b,
                                   bool trans_b);
 QKV_API qkv_tensor *qkv_matmul(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b);
-QKV_API qkv_tensor *qkv_scale(qkv_ctx *ctx, qkv_tensor *x, double s);
+QKV_API qkv_tensor *qkv_scale(qkv_ctx *ctx, qkv_tensor *x, double s); /* s·x */
 /* y = x + M, where `mask` holds 0 (keep) or -inf (drop) and broadcasts to x's shape. Entries
  * dropped have zero gradient. Build masks with the helpers below. */
 QKV_API qkv_tensor *qkv_mask(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *mask);
@@ -205,38 +259,47 @@ QKV_API qkv_tensor *qkv_softmax(qkv_ctx *ctx, qkv_tensor *x);
 /* a + b and a * b, where b broadcasts to a's shape (trailing dims aligned; b's dims are 1 or equal). */
 QKV_API qkv_tensor *qkv_add(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b);
 QKV_API qkv_tensor *qkv_mul(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b);
-/* table is (V, D), idx is I32 of any shape; the result has shape idx.shape + (D). */
+/* Rows of `table` (V, D) picked by `idx`, I32 of up to 3 dims; the result has shape
+ * idx.shape + (D). Dies on an index outside [0, V). The gradient of a row hit several times
+ * is the sum. */
 QKV_API qkv_tensor *qkv_embedding(qkv_ctx *ctx, qkv_tensor *table, qkv_tensor *idx);
-/* Same data, new shape of the same size. */
+/* A view: the same data under a new shape of the same size, no copy (writes to one show in
+ * the other). Dies if the sizes differ. */
 QKV_API qkv_tensor *qkv_reshape(qkv_ctx *ctx, qkv_tensor *x, int ndim, const int64_t *shape);
-/* Swaps two dims (a copy). */
+/* Swaps dims dim0 and dim1 (0-based), as a copy. */
 QKV_API qkv_tensor *qkv_transpose(qkv_ctx *ctx, qkv_tensor *x, int dim0, int dim1);
-/* Mean over rows of -log softmax(logits)[target]. logits is (..., V), targets is I32 with
- * logits' shape minus the last dim; rows whose target is `ignore_index` count for nothing.
- * If every row is ignored the loss is 0. */
+/* Mean over rows of -log softmax(logits)[target], a scalar. logits is (..., V), targets is
+ * I32 with logits' shape minus the last dim; rows whose target is `ignore_index` count for
+ * nothing. If every row is ignored the loss is 0. Dies on a target outside [0, V) that is
+ * not ignore_index. Gradients flow to logits only. */
 QKV_API qkv_tensor *qkv_cross_entropy(qkv_ctx *ctx, qkv_tensor *logits, qkv_tensor *targets,
                                       int32_t ignore_index);
-QKV_API qkv_tensor *qkv_mse(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b); /* mean((a-b)^2) */
+QKV_API qkv_tensor *qkv_mse(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b); /* mean((a-b)^2), same shapes */
 QKV_API qkv_tensor *qkv_sum(qkv_ctx *ctx, qkv_tensor *x);                /* scalar */
 QKV_API qkv_tensor *qkv_mean(qkv_ctx *ctx, qkv_tensor *x);               /* scalar */
 
 /* ---- masks: 0 where kept, -inf where dropped, in the dtype of the scores -------------- */
+/* Each returns a new leaf of `dtype` (f32 or f64) owned by `ctx`, for qkv_mask and the
+ * `mask` of attention; the arrays passed are copied. */
 /* (Nq, Nk): query i sees keys j <= i + (Nk - Nq), so that the last query sees every key. */
 QKV_API qkv_tensor *qkv_mask_causal(qkv_ctx *ctx, qkv_dtype dtype, int64_t nq, int64_t nk);
-/* (B, 1, 1, Nk): batch b sees keys j < lengths[b]. */
+/* (B, 1, 1, Nk): batch b sees keys j < lengths[b]; `lengths` has B entries, each in 0..Nk
+ * (0 masks every key: zero output). Dies otherwise. */
 QKV_API qkv_tensor *qkv_mask_padding(qkv_ctx *ctx, qkv_dtype dtype, int64_t batch, int64_t nk,
                                      const int32_t *lengths);
-/* Any boolean mask: keep[i] != 0 keeps element i. Shape must broadcast to the scores. */
+/* Any boolean mask of the given shape: keep[i] != 0 keeps element i (row-major, `size`
+ * entries). The shape must broadcast to the scores it is used with. Dies if keep is NULL. */
 QKV_API qkv_tensor *qkv_mask_from_bool(qkv_ctx *ctx, qkv_dtype dtype, int ndim,
                                        const int64_t *shape, const uint8_t *keep);
 
 /* ---- attention --------------------------------------------------------------------------- */
 /* softmax(scale · Q·Kᵀ + M)·V over batch × heads.
- * Q is (..., Nq, Dk), K is (..., Nk, Dk), V is (..., Nk, Dv); the result is (..., Nq, Dv).
- * mask may be NULL; scale <= 0 means 1/sqrt(Dk). A query whose keys are all masked gets
- * zero weights, zero output and zero gradient.
+ * Q is (..., Nq, Dk), K is (..., Nk, Dk), V is (..., Nk, Dv); the result is (..., Nq, Dv),
+ * owned by `ctx` like any op's. mask may be NULL; scale <= 0 means 1/sqrt(Dk). A query whose
+ * keys are all masked gets zero weights, zero output and zero gradient, never a NaN.
  * If `weights` is NULL this is the fused op; otherwise the composed one, and *weights
- * receives the attention weights (..., Nq, Nk). */
+ * receives the attention weights (..., Nq, Nk), a tensor of `ctx`. Both give the same values
+ * and gradients up to rounding. Dies when the shapes do not fit. */
 QKV_API qkv_tensor *qkv_attention(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
                                   qkv_tensor *mask, double scale, qkv_tensor **weights);
 /* Composed from matmul (Kᵀ without a copy), scale, mask, softmax and matmul; every
@@ -246,7 +309,7 @@ QKV_API qkv_tensor *qkv_attention_unfused(qkv_ctx *ctx, qkv_tensor *q, qkv_tenso
                                           qkv_tensor **weights);
 /* One op: keys in tiles with an online softmax, and a backward pass that recomputes the tiles
  * from the row log-sum-exp, so the (..., Nq, Nk) matrix is never stored. Leading dims of
- * Q, K and V must be equal; mask must broadcast to (..., Nq, Nk). */
+ * Q, K and V must be equal (no broadcasting); mask must broadcast to (..., Nq, Nk). */
 QKV_API qkv_tensor *qkv_attention_fused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k,
                                         qkv_tensor *v, qkv_tensor *mask, double scale);
 
@@ -267,21 +330,24 @@ typedef struct {
     int n_keys, n_values; /* lookup only: pair token = key·n_values + value, query = n_keys·n_values + key */
 } qkv_task;
 
-/* Names are "copy", "reverse", "shift", "lookup", "max". */
+/* Names are "copy", "reverse", "shift", "lookup", "max" (static; "?" if unknown). */
 QKV_API const char *qkv_task_name(qkv_task_kind kind);
 /* The default vocabulary of a task at a given length (0 if the length is invalid). */
 QKV_API int qkv_task_default_vocab(qkv_task_kind kind, int seq_len);
-/* Validates name, seq_len and vocab: QKV_ERR_VALUE with a message naming the problem. */
+/* Fills *task from a name, a length and a vocabulary (0 for the default), after checking
+ * them: QKV_ERR_VALUE with a message naming the problem (an unknown name, a length outside
+ * 2..4096 or too long for lookup, a vocabulary allowing fewer than 4096 sequences). */
 QKV_API qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int vocab);
-/* Draws one sequence: tokens[T] and targets[T] (-1 where a position carries no target).
- * Held-out sequences (a fixed eighth of all sequences, by hash) are drawn only when
- * `heldout` is true, and never otherwise, so training never sees them. */
+/* Draws one sequence into the caller's arrays tokens[T] and targets[T] (-1 where a position
+ * carries no target). Held-out sequences (a fixed eighth of all sequences, by hash) are drawn
+ * only when `heldout` is true, and never otherwise, so training never sees them. */
 QKV_API void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, int32_t *tokens,
                              int32_t *targets);
-QKV_API bool qkv_task_is_heldout(const qkv_task *task, const int32_t *tokens);
-/* ideal[i*T + j] = 1 where query i ideally attends to key j (rows without a target are 0). */
+QKV_API bool qkv_task_is_heldout(const qkv_task *task, const int32_t *tokens); /* tokens[T] */
+/* ideal[i*T + j] = 1 where query i ideally attends to key j, else 0 (rows without a target
+ * are all 0); `ideal` is the caller's array of T*T bytes. */
 QKV_API void qkv_task_ideal(const qkv_task *task, const int32_t *tokens, uint8_t *ideal);
-/* A short printable label of a token, e.g. "7", "k2:v1" or "?k2". */
+/* A short printable label of a token, e.g. "7", "k2:v1" or "?k2", into buf (cut to len). */
 QKV_API void qkv_task_token_label(const qkv_task *task, int32_t token, char *buf, size_t len);
 
 /* ---- the model: embeddings, L layers of multi-head self-attention, a vocabulary head ---- */
@@ -308,14 +374,20 @@ typedef struct {
 } qkv_model;
 
 /* Checks the config (QKV_ERR_VALUE naming the culprit) and the memory it needs
- * (QKV_ERR_NOMEM), then draws the weights from `seed`. */
+ * (QKV_ERR_NOMEM: over half the machine's memory, or an allocation failed), then draws the
+ * weights from `seed`. On success *m owns a parameter context (m->params) that the caller
+ * releases with qkv_model_free; on failure there is nothing to free (qkv_model_free is
+ * harmless). */
 QKV_API qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t seed);
-QKV_API void qkv_model_free(qkv_model *m);
-/* Builds the forward pass for tokens (B, T) in `step` and returns the logits (B, T, V).
- * If attn is not NULL, attn[l] receives layer l's attention weights (B, H, T, T). */
+QKV_API void qkv_model_free(qkv_model *m); /* frees m->params: weights, grads, optimizer state */
+/* Builds the forward pass for tokens (B, T) in `step` and returns the logits (B, T, V), a
+ * tensor of `step`; `tokens` (B·T entries in [0, V)) is copied. If attn is not NULL (an
+ * array of cfg.layers pointers), attn[l] receives layer l's attention weights (B, H, T, T)
+ * and the composed attention is used. Dies on a token outside the vocabulary. */
 QKV_API qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                       int batch, qkv_tensor **attn);
-/* Bytes of parameters, gradients and Adam state, and of one step's arena, for a batch. */
+/* Bytes of parameters, gradients and Adam state, and of one step's arena for a batch
+ * (an estimate, for memory checks before allocating). */
 QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);
 QKV_API double qkv_model_step_bytes(const qkv_model_config *cfg, int batch);
 
@@ -332,10 +404,15 @@ typedef struct {
     qkv_tensor *v[4 + 4 * QKV_MAX_LAYERS]; /* Adam second moment */
 } qkv_optim;
 
-QKV_API const char *qkv_optim_name(qkv_optim_kind kind);
-/* Allocates the state for every parameter of `model` in the model's parameter context. */
+QKV_API const char *qkv_optim_name(qkv_optim_kind kind); /* "sgd", "momentum", "adam"; static */
+/* Sets *o to `kind` with learning rate `lr` and defaults momentum 0.9, beta1 0.9, beta2 0.999,
+ * eps 1e-8, no weight decay, no clipping (change the fields afterwards), and allocates the
+ * state of every parameter of `model` in the model's parameter context, so it lives and dies
+ * with the model. The model's parameters must be f32. */
 QKV_API void qkv_optim_init(qkv_optim *o, qkv_model *model, qkv_optim_kind kind, double lr);
-/* One update from the accumulated gradients; returns the gradient norm before clipping. */
+/* One update of every parameter from its accumulated gradient (weight decay: L2 for SGD and
+ * momentum, decoupled for Adam); returns the global gradient norm before clipping. The
+ * gradients are left as they are: zero them before the next backward. */
 QKV_API double qkv_optim_step(qkv_optim *o);
 
 /* ---- safetensors files ----------------------------------------------------------------- */
@@ -343,24 +420,32 @@ QKV_API double qkv_optim_step(qkv_optim *o);
  * tensor's dtype, shape and byte range, then the raw little-endian data. __metadata__ holds
  * string pairs. Writing is atomic: a temporary file is renamed over the target. */
 typedef struct qkv_st qkv_st;
-/* Writes `n` tensors (names[i] -> tensors[i]) and `nmeta` metadata pairs (meta[2i] = key,
- * meta[2i+1] = value) to `path`. */
+/* Writes `n` tensors (names[i] -> tensors[i], distinct names) and `nmeta` metadata pairs
+ * (meta[2i] = key, meta[2i+1] = value) to `path`; nothing is kept. Returns QKV_OK, or
+ * QKV_ERR_IO (the file or its temporary could not be written; the old file is untouched) or
+ * QKV_ERR_NOMEM, with qkv_last_error() naming the path. */
 QKV_API qkv_status qkv_st_save(const char *path, int n, const char *const *names,
                                const qkv_tensor *const *tensors, int nmeta,
                                const char *const *meta);
 /* Reads and validates a whole file: header length within the file, known dtypes (F32, F64,
  * I32), byte ranges that match the shapes and tile the data exactly, no NaN or Inf in float
- * data. On success *out owns the file's contents; free it with qkv_st_free. */
+ * data. On success *out owns the file's contents; free it with qkv_st_free. On failure *out
+ * is NULL and the status says why: QKV_ERR_IO (cannot open or read), QKV_ERR_FORMAT (not a
+ * valid file), QKV_ERR_MISMATCH (a dtype or rank qkv does not read), QKV_ERR_NOMEM. */
 QKV_API qkv_status qkv_st_load(const char *path, qkv_st **out);
-QKV_API void qkv_st_free(qkv_st *st);
+QKV_API void qkv_st_free(qkv_st *st); /* NULL is a no-op */
+/* The tensors in the file, and the name of tensor i in file order (NULL outside
+ * 0..count-1). Returned strings belong to `st` and die with it. */
 QKV_API int qkv_st_count(const qkv_st *st);
 QKV_API const char *qkv_st_name(const qkv_st *st, int i);
-/* The metadata value for `key`, or NULL. */
+/* The metadata value for `key`, or NULL; owned by `st`. */
 QKV_API const char *qkv_st_meta(const qkv_st *st, const char *key);
-/* Copies tensor `name` into `dst` after checking that it exists and has exactly `dtype` and
- * `dst`'s shape; QKV_ERR_MISMATCH with a message naming the tensor otherwise. */
+/* Copies tensor `name` into dst->data after checking that it exists and has exactly dst's
+ * dtype and shape; QKV_ERR_MISMATCH with a message naming the tensor otherwise (dst is then
+ * untouched). dst's gradient and graph are not touched. */
 QKV_API qkv_status qkv_st_read(const qkv_st *st, const char *name, qkv_tensor *dst);
-/* Looks a tensor up: its dtype and shape. False if absent. */
+/* Looks a tensor up: its dtype, ndim and shape, into whichever of the three pointers is not
+ * NULL. False if absent. */
 QKV_API bool qkv_st_info(const qkv_st *st, const char *name, qkv_dtype *dtype, int *ndim,
                          int64_t shape[QKV_MAX_DIMS]);
 
@@ -380,7 +465,9 @@ typedef struct {
 } qkv_gradcheck_result;
 /* How many ops the check covers; they are numbered 0 .. count-1. */
 QKV_API int qkv_gradcheck_count(void);
-/* Checks op `index` (every case of it) and reports the worst errors. */
+/* Checks op `index` (every case of it, inputs drawn from `seed`) and reports the worst
+ * errors; `op` points to a static name. Uses and frees its own contexts. Dies on an index
+ * outside 0..count-1. */
 QKV_API qkv_gradcheck_result qkv_gradcheck_run(int index, double tol, uint64_t seed);
 
 #ifdef __cplusplus

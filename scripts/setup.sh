@@ -6,7 +6,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config git \
     check libcjson-dev \
-    gnuplot-nox \
+    gnuplot-nox groff-base man-db \
     python3 python3-numpy python3-torch \
     libopenblas-dev \
     clang libomp-dev valgrind >/dev/null

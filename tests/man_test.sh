@@ -1,0 +1,50 @@
+#!/bin/sh
+# man_test.sh - docs/qkv.1 covers the tool and renders.
+# usage: man_test.sh QKV_BINARY QKV_1
+#   1. every command of `qkv --help` has a section, and every --option that `qkv --help` and
+#      `qkv COMMAND --help` print appears in the page;
+#   2. groff formats it without a warning (skipped without groff), and man renders it (skipped
+#      without man).
+set -eu
+qkv=$1 page=$2
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/qkv-man.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+status=0
+
+# The page's source without troff escapes before '-' (\- and \(em style dashes stay dashes).
+sed -e 's/\\-/-/g' "$page" >"$tmp/page.txt"
+
+"$qkv" --help >"$tmp/help.txt"
+commands=$(sed -n '/^commands:/,/^$/p' "$tmp/help.txt" | awk 'NF >= 2 && $1 != "commands:" { print $1 }')
+[ -n "$commands" ] || { echo "man_test: no commands in qkv --help" >&2; exit 1; }
+for opt in $(grep -o -- '--[a-z][a-z0-9-]*' "$tmp/help.txt" | sort -u); do
+    grep -q -- "$opt" "$tmp/page.txt" || { echo "man_test: qkv $opt is not in $page" >&2; status=1; }
+done
+n=0
+for cmd in $commands; do
+    grep -q "^\.SS .*qkv $cmd" "$tmp/page.txt" ||
+        { echo "man_test: no .SS section for qkv $cmd in $page" >&2; status=1; }
+    "$qkv" "$cmd" --help >"$tmp/cmd.txt"
+    for opt in $(grep -o -- '--[a-z][a-z0-9-]*' "$tmp/cmd.txt" | sort -u); do
+        n=$((n + 1))
+        grep -q -- "$opt" "$tmp/page.txt" ||
+            { echo "man_test: qkv $cmd $opt is not in $page" >&2; status=1; }
+    done
+done
+
+if command -v groff >/dev/null 2>&1; then
+    groff -man -Tutf8 -ww -z "$page" 2>"$tmp/groff.txt" || status=1
+    if [ -s "$tmp/groff.txt" ]; then
+        echo "man_test: groff warns about $page:" >&2
+        cat "$tmp/groff.txt" >&2
+        status=1
+    fi
+else
+    echo "man_test: groff not found, formatting not checked"
+fi
+if command -v man >/dev/null 2>&1; then
+    MANWIDTH=80 man -l "$page" >"$tmp/man.txt" 2>"$tmp/man-err.txt" || status=1
+    grep -q "qkv" "$tmp/man.txt" || { echo "man_test: man -l $page rendered nothing" >&2; cat "$tmp/man-err.txt" >&2; status=1; }
+fi
+[ $status -eq 0 ] && echo "man_test: ok, $(echo "$commands" | wc -w) commands and $n command options in $page"
+exit $status
