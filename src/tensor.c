@@ -9,10 +9,14 @@ static _Thread_local char last_error[512];
 const char *qkv_last_error(void) { return last_error; }
 
 qkv_status qkv_fail(qkv_status status, const char *fmt, ...) {
+    /* Format into a copy first: an argument may be qkv_last_error() itself, as in
+     * qkv_fail(s, "%s: %s", path, qkv_last_error()), and vsnprintf must not overlap. */
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return status;
 }
 

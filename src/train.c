@@ -321,7 +321,8 @@ qkv_status trainer_load(trainer *t, const char *path) {
     c.seed = strtoull(qkv_st_meta(st, "seed"), NULL, 10);
     if ((s = trainer_init(t, &c)) != QKV_OK) {
         qkv_st_free(st);
-        return qkv_fail(s, "%s: %s", path, qkv_last_error());
+        /* a value out of range here came from the file: the file is bad, not the command line */
+        return qkv_fail(s == QKV_ERR_VALUE ? QKV_ERR_FORMAT : s, "%s: %s", path, qkv_last_error());
     }
     qkv_model *m = &t->model;
     qkv_optim *o = &t->optim;
