@@ -29,6 +29,9 @@ set cbrange [0:1]                   # weights of a row are in [0, 1] and sum to 
 set palette defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 '#2171b5', 1 '#08306b')
 set tics scale 0 nomirror
 if (nk > 12) { set xtics rotate by 90 right }
+# long sequences: smaller token labels, and none at all past 64 tokens (they would overlap)
+if (nk > 32) { set tics font ',6' }
+if (nk > 64) { unset xtics; unset ytics }
 set size ratio -1
 unset key
 

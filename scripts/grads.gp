@@ -25,6 +25,8 @@ set xrange [-0.5:n-0.5]
 set yrange [n-0.5:-0.5]             # queries top to bottom
 set tics scale 0 nomirror
 if (n > 10) { set xtics rotate by 90 right }
+if (n > 24) { set tics font ',6' }
+if (n > 48) { unset xtics; unset ytics }
 set size ratio -1
 set xlabel 'key'
 set ylabel 'query'

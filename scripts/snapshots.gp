@@ -22,6 +22,7 @@ set cbrange [0:1]
 set palette defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 '#2171b5', 1 '#08306b')
 set tics scale 0 nomirror
 if (n > 8) { set xtics rotate by 90 right }
+if (n > 16) { unset xtics; unset ytics }   # too many labels for a small panel
 set size ratio -1
 unset key
 
