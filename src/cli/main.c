@@ -14,8 +14,8 @@ static const struct {
     {"grads", cmd_grads, "write one batch and every parameter's gradient to a file"},
     {"bench", cmd_bench, "time a training step: ms/step, GFLOP/s, step memory"},
     {"gradcheck", cmd_gradcheck, "check every op's backward pass against finite differences"},
-    {"plot", cmd_plot, "draw a training directory's attention, gradients and curves with gnuplot"},
-    {"study", cmd_study, "study softmax: its Jacobian, its backward pass, why scores are scaled"},
+    {"plot", cmd_plot, "draw a run's attention, gradients and curves with gnuplot"},
+    {"study", cmd_study, "study softmax: its Jacobian, backward pass, why scores are scaled"},
 };
 
 static void print_usage(FILE *out) {
