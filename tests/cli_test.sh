@@ -1,0 +1,438 @@
+#!/usr/bin/env bash
+# cli_test.sh - qkv train, eval and grads end to end, and every bad input the CLI must refuse.
+#
+# usage: tests/cli_test.sh path/to/qkv
+#
+# Needs a python3 (json, struct: no torch) to validate JSON output and to craft broken model
+# files; QKV_PYTHON chooses it (default /usr/bin/python3, else python3 on PATH).
+set -u
+
+QKV=${1:?usage: cli_test.sh path/to/qkv}
+PY=${QKV_PYTHON:-}
+if [ -z "$PY" ]; then
+    if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=$(command -v python3 || true); fi
+fi
+[ -n "$PY" ] || { echo "cli_test: no python3 to validate JSON and craft files" >&2; exit 1; }
+
+W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_cli_test.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+cd "$W" || exit 1
+
+failures=0
+checks=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { checks=$((checks + 1)); }
+check() { # check DESCRIPTION COMMAND...: the command must succeed
+    local desc=$1; shift
+    if "$@"; then ok; else fail "$desc"; fi
+}
+
+# run CODE DESC -- ARGS...: runs qkv ARGS, expects exit CODE; leaves out.txt and err.txt.
+run() {
+    local want=$1 desc=$2; shift 3
+    "$QKV" "$@" >out.txt 2>err.txt
+    local rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        fail "$desc: exit $rc, expected $want (qkv $*): $(head -c 300 err.txt)"
+        return 1
+    fi
+    ok
+}
+
+# bad CODE DESC -- ARGS...: must fail with CODE (< 128: no crash) and exactly one stderr line
+# starting with "qkv: ".
+bad() {
+    local want=$1 desc=$2; shift 3
+    "$QKV" "$@" >out.txt 2>err.txt
+    local rc=$?
+    if [ "$rc" -ge 128 ]; then fail "$desc: crashed with exit $rc (qkv $*)"; return; fi
+    if [ "$rc" -ne "$want" ]; then
+        fail "$desc: exit $rc, expected $want (qkv $*): $(head -c 300 err.txt)"; return
+    fi
+    local lines
+    lines=$(wc -l <err.txt)
+    if [ "$lines" -ne 1 ]; then
+        fail "$desc: $lines lines on stderr, expected 1: $(head -c 300 err.txt)"; return
+    fi
+    if ! grep -q '^qkv: ' err.txt; then fail "$desc: stderr does not start with 'qkv: ': $(cat err.txt)"; return; fi
+    if [ -s out.txt ]; then fail "$desc: printed on stdout: $(head -c 200 out.txt)"; return; fi
+    ok
+}
+
+no_tmp_files() { # no leftover temporary files (NAME.tmp.PID) under a directory
+    local left
+    left=$(find "$1" -name '*.tmp.*' 2>/dev/null | head -n 3)
+    [ -z "$left" ] || { echo "leftover: $left"; return 1; }
+}
+
+json_get() { # json_get FILE KEY: prints one value of the single JSON object in FILE
+    "$PY" - "$1" "$2" <<'EOF'
+import json, sys
+text = open(sys.argv[1]).read()
+print(json.loads(text)[sys.argv[2]])
+EOF
+}
+
+# ---- train: files ---------------------------------------------------------------------------
+run 0 "train copy --out" -- train --task copy --steps 300 --d-model 32 --out run1 --quiet
+check "train --quiet prints nothing" test ! -s out.txt
+check "train --quiet prints nothing on stderr" test ! -s err.txt
+check "model.safetensors written" test -s run1/model.safetensors
+check "metrics.csv written" test -s run1/metrics.csv
+check "attention/layer1_head1.dat written" test -s run1/attention/layer1_head1.dat
+check "no temporary files left" no_tmp_files run1
+header=$(head -n 1 run1/metrics.csv)
+case "$header" in
+    step,loss,train_acc,heldout_acc,lr*) ok ;;
+    *) fail "metrics.csv header is '$header'" ;;
+esac
+rows=$(tail -n +2 run1/metrics.csv | grep -c '^[0-9]')
+[ "$rows" -ge 10 ] && ok || fail "metrics.csv has $rows rows"
+last_step=$(tail -n 1 run1/metrics.csv | cut -d, -f1)
+[ "$last_step" = 300 ] && ok || fail "metrics.csv ends at step '$last_step', not 300"
+# every row: step,loss,train_acc,heldout_acc,lr as numbers
+"$PY" - run1/metrics.csv <<'EOF' && ok || fail "metrics.csv rows are not numbers"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+for r in rows:
+    int(r["step"]); [float(r[k]) for k in ("loss", "train_acc", "heldout_acc", "lr")]
+assert 0 <= float(rows[-1]["heldout_acc"]) <= 1
+EOF
+# the attention map: a comment, a header of T token labels, T rows of label + T weights
+"$PY" - run1/attention/layer1_head1.dat <<'EOF' && ok || fail "attention map is malformed"
+import sys
+lines = [l.split() for l in open(sys.argv[1]) if not l.startswith("#")]
+T = 8
+assert len(lines) == T + 1 and len(lines[0]) == T + 1, lines[0]
+for row in lines[1:]:
+    w = [float(x) for x in row[1:]]
+    assert len(w) == T and abs(sum(w) - 1) < 1e-3, row
+EOF
+
+# ---- train --json and eval reproduce the same held-out accuracy -----------------------------
+run 0 "train --json" -- train --task reverse --steps 300 --d-model 32 --out run2 --json
+cp out.txt train.json
+"$PY" - train.json <<'EOF' && ok || fail "train --json is not one JSON object with the fields: $(cat train.json)"
+import json, sys
+text = open(sys.argv[1]).read()
+assert text.count("\n") == 1 and text.endswith("}\n"), "one line"
+d = json.loads(text)
+assert isinstance(d, dict)
+for k in ("task", "steps", "loss", "accuracy", "attention_mass", "seconds"):
+    assert k in d, k
+assert d["task"] == "reverse" and d["steps"] == 300, d
+for k in ("loss", "accuracy", "attention_mass", "seconds"):
+    assert isinstance(d[k], (int, float)), k
+assert 0 <= d["accuracy"] <= 1 and 0 <= d["attention_mass"] <= 1
+EOF
+run 0 "eval --json" -- eval --model run2 --json
+cp out.txt eval.json
+"$PY" - train.json eval.json <<'EOF' && ok || fail "eval does not reproduce train: $(cat train.json eval.json)"
+import json, re, sys
+raw = [open(p).read() for p in sys.argv[1:3]]
+t, e = (json.loads(r) for r in raw)
+for r in raw:
+    json.loads(r)
+for k in ("task", "steps", "accuracy", "attention_mass", "loss"):
+    assert t[k] == e[k], (k, t[k], e[k])
+# the very same digits, not just the same float
+num = lambda r, k: re.search('"%s":([^,}]*)' % k, r).group(1)
+assert num(raw[0], "accuracy") == num(raw[1], "accuracy")
+for k in ("task", "steps", "loss", "accuracy", "attention_mass", "seconds"):
+    assert k in e, k
+EOF
+run 0 "eval on the model file itself" -- eval --model run2/model.safetensors
+grep -q "held-out accuracy" out.txt && ok || fail "eval without --json: $(cat out.txt)"
+
+# ---- --resume ---------------------------------------------------------------------------------
+run 0 "train --resume to more steps" -- train --resume run2 --steps 400 --quiet
+last_step=$(tail -n 1 run2/metrics.csv | cut -d, -f1)
+[ "$last_step" = 400 ] && ok || fail "resumed metrics.csv ends at step '$last_step', not 400"
+run 0 "eval after resume" -- eval --model run2 --json
+[ "$(json_get out.txt steps)" = 400 ] && ok || fail "resumed model has $(json_get out.txt steps) steps"
+first_rows=$(grep -c '^300,' run2/metrics.csv)
+[ "$first_rows" = 1 ] && ok || fail "resumed metrics.csv has step 300 $first_rows times"
+bad 2 "resume with a model option" -- train --resume run2 --d-model 64
+bad 2 "resume below the steps taken" -- train --resume run2 --steps 100
+
+# A run that stops at 100 and is resumed to 200 equals a straight run of 200, byte for byte
+# (a constant schedule, so that the plan does not depend on --steps).
+same=(--task shift --d-model 32 --heads 2 --schedule constant --warmup 0 --eval-every 10 --quiet)
+run 0 "straight 200" -- train "${same[@]}" --steps 200 --out straight
+run 0 "first 100" -- train "${same[@]}" --steps 100 --out resumed
+run 0 "resume to 200" -- train --resume resumed --steps 200 --eval-every 10 --quiet
+check "resumed model.safetensors == straight" cmp -s straight/model.safetensors resumed/model.safetensors
+check "resumed metrics.csv == straight" cmp -s straight/metrics.csv resumed/metrics.csv
+check "resumed attention map == straight" cmp -s straight/attention/layer1_head1.dat resumed/attention/layer1_head1.dat
+
+# ---- reproducibility: bit-identical whatever --threads is ------------------------------------
+# Large enough for the kernels' parallel paths (matrix products above ~8e6 flops).
+big=(--task copy --seq-len 16 --d-model 128 --heads 2 --batch 128 --steps 12 --eval-every 4 --quiet)
+run 0 "threads 1" -- train "${big[@]}" --threads 1 --out t1
+run 0 "threads 2" -- train "${big[@]}" --threads 2 --out t2
+check "model.safetensors identical with 1 and 2 threads" cmp -s t1/model.safetensors t2/model.safetensors
+check "metrics.csv identical with 1 and 2 threads" cmp -s t1/metrics.csv t2/metrics.csv
+run 0 "same seed again" -- train --task copy --steps 300 --d-model 32 --out run1b --quiet
+check "same seed, same model.safetensors" cmp -s run1/model.safetensors run1b/model.safetensors
+check "same seed, same metrics.csv" cmp -s run1/metrics.csv run1b/metrics.csv
+run 0 "another seed" -- train --task copy --steps 300 --d-model 32 --seed 2 --out run1c --quiet
+if cmp -s run1/model.safetensors run1c/model.safetensors; then fail "--seed 2 gives the same model"; else ok; fi
+
+# ---- progress: plain log lines when stdout is not a terminal --------------------------------
+run 0 "train without --quiet" -- train --task copy --steps 100 --d-model 32
+grep -Eq '^step [0-9]+/100 loss [0-9.]+' out.txt && ok || fail "no log lines: $(head -c 300 out.txt)"
+logs=$(grep -Ec '^step [0-9]+/100 ' out.txt)
+[ "$logs" -ge 2 ] && ok || fail "$logs log lines"
+grep -q 'held-out accuracy' out.txt && ok || fail "no final summary line"
+grep -q $'\r' out.txt && fail "a progress bar (\\r) was printed to a file" || ok
+
+# ---- help and version ---------------------------------------------------------------------------
+run 0 "--version" -- --version
+grep -Eq '^qkv [0-9]+\.[0-9]+\.[0-9]+$' out.txt && ok || fail "--version prints '$(cat out.txt)'"
+run 0 "--help" -- --help
+for cmd in train eval grads gradcheck; do
+    grep -q "^  $cmd " out.txt && ok || fail "qkv --help does not list $cmd"
+done
+grep -q -- "--version" out.txt && ok || fail "qkv --help does not list --version"
+run 0 "train --help" -- train --help
+cp out.txt train_help.txt
+# every option has an entry (its line and any continuation lines) that states its default
+"$PY" - train_help.txt <<'EOF' && ok || fail "train --help does not list every option with its default"
+import re, sys
+entries, cur = {}, None
+for line in open(sys.argv[1]):
+    m = re.match(r"^  (?:-\w, )?--([a-z-]+)", line)
+    if m:
+        cur = m.group(1)
+        entries[cur] = line
+    elif cur and re.match(r"^ {6,}\S", line):
+        entries[cur] += line
+    else:
+        cur = None
+missing = []
+for opt in ("task seq-len vocab d-model heads layers residual causal init-scale optim lr batch "
+            "steps weight-decay clip schedule warmup seed threads out resume eval-every "
+            "save-every json quiet").split():
+    if opt not in entries:
+        missing.append("--%s is not listed" % opt)
+    elif "default" not in entries[opt]:
+        missing.append("--%s has no default: %s" % (opt, entries[opt].strip()))
+if missing:
+    print("\n".join(missing))
+    sys.exit(1)
+EOF
+# The defaults the help states are the ones used: train with defaults and read the file back.
+run 0 "train with default options" -- train --steps 20 --out defaults --quiet
+"$PY" - defaults/model.safetensors train_help.txt <<'EOF' && ok || fail "train --help states wrong defaults"
+import json, re, struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+meta = json.loads(raw[8:8 + n])["__metadata__"]
+helptext = open(sys.argv[2]).read()
+def stated(opt):
+    m = re.search(r"^  --%s .*?\(default:? ([^;)]*)" % re.escape(opt), helptext, re.M)
+    assert m, opt
+    return m.group(1).strip()
+bad = []
+def expect(opt, key, conv=str):
+    s = stated(opt)
+    if opt == "lr":  # "adam X, momentum Y, sgd Z"
+        s = re.search(r"adam ([0-9.e-]+)", s).group(1)
+    if conv(s) != conv(meta[key]):
+        bad.append("--%s: help says %s, the file says %s" % (opt, s, meta[key]))
+for opt, key, conv in [("task", "task", str), ("seq-len", "seq_len", int), ("vocab", "vocab", int),
+                       ("d-model", "d_model", int), ("heads", "heads", int),
+                       ("layers", "layers", int), ("init-scale", "init_scale", float),
+                       ("optim", "optim", str), ("lr", "lr", float), ("batch", "batch", int),
+                       ("weight-decay", "weight_decay", float), ("clip", "clip", float),
+                       ("schedule", "schedule", str), ("seed", "seed", int)]:
+    expect(opt, key, conv)
+for opt, key in [("residual", "residual"), ("causal", "causal")]:
+    if not stated(opt).startswith("off") or meta[key] != "false":
+        bad.append("--%s: help says %s, the file says %s" % (opt, stated(opt), meta[key]))
+if bad:
+    print("\n".join(bad))
+    sys.exit(1)
+EOF
+rows=$(tail -n +2 defaults/metrics.csv | grep -c '^[0-9]')
+[ "$rows" = 20 ] && ok || fail "--eval-every defaults to steps/20: $rows rows for 20 steps"
+for cmd in eval grads; do
+    run 0 "$cmd --help" -- $cmd --help
+    grep -q -- "--model" out.txt && ok || fail "$cmd --help does not list --model"
+done
+
+# ---- grads ----------------------------------------------------------------------------------
+run 0 "grads" -- grads --model run1 --out g.safetensors --batch 4 --seed 3
+"$PY" - g.safetensors <<'EOF' && ok || fail "the grads file does not load"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+h = json.loads(raw[8:8 + n])
+assert h["__metadata__"]["format"] == "qkv-grads"
+assert h["tokens"]["dtype"] == "I32" and h["tokens"]["shape"] == [4, 8]
+assert h["targets"]["shape"] == [4, 8] and h["logits"]["shape"] == [4, 8, 16]
+assert h["loss"]["shape"] == []
+names = ["tok_emb", "pos_emb", "head.w", "head.b"] + ["attn.0." + w for w in ("w_q", "w_k", "w_v", "w_o")]
+for p in names:
+    assert h["grad." + p]["dtype"] == "F32", p
+end = max(v["data_offsets"][1] for k, v in h.items() if k != "__metadata__")
+assert 8 + n + end == len(raw)
+EOF
+run 0 "grads again, same seed" -- grads --model run1 --out g2.safetensors --batch 4 --seed 3
+check "grads is deterministic" cmp -s g.safetensors g2.safetensors
+
+# ---- bad command lines: exit 2, one line, nothing written ----------------------------------------
+t=(train --steps 50 --d-model 32 --quiet)
+"$QKV" >out.txt 2>err.txt; rc=$?
+[ "$rc" = 2 ] && [ -s err.txt ] && [ ! -s out.txt ] && ok || fail "qkv without a command: exit $rc"
+bad 2 "unknown command" -- frobnicate
+bad 2 "unknown task" -- "${t[@]}" --task sort --out bad1
+bad 2 "unknown option" -- "${t[@]}" --bogus --out bad2
+bad 2 "missing option value" -- "${t[@]}" --out bad3 --heads
+bad 2 "value not a number" -- "${t[@]}" --heads abc --out bad4
+bad 2 "trailing garbage in a number" -- "${t[@]}" --lr 0.01x --out bad5
+bad 2 "0 heads" -- "${t[@]}" --heads 0 --out bad6
+bad 2 "heads not dividing d_model" -- "${t[@]}" --heads 3 --out bad7
+bad 2 "lr = 0" -- "${t[@]}" --lr 0 --out bad8
+bad 2 "lr = -1" -- "${t[@]}" --lr -1 --out bad9
+bad 2 "seq-len too large for lookup" -- "${t[@]}" --task lookup --seq-len 40 --out bad10
+bad 2 "vocab too small" -- "${t[@]}" --vocab 2 --out bad11
+bad 2 "vocab too small for lookup" -- "${t[@]}" --task lookup --vocab 10 --out bad12
+bad 2 "steps 0" -- "${t[@]}" --steps 0 --out bad13
+bad 2 "unknown optimizer" -- "${t[@]}" --optim rmsprop --out bad14
+bad 2 "unexpected argument" -- "${t[@]}" extra --out bad15
+for i in $(seq 1 15); do
+    [ ! -e "bad$i" ] && ok || fail "a refused train created bad$i"
+done
+bad 2 "eval without --model" -- eval
+bad 2 "eval unknown option" -- eval --model run1 --bogus
+bad 2 "grads without --out" -- grads --model run1
+bad 2 "grads bad batch" -- grads --model run1 --out bad_g.safetensors --batch 0
+bad 2 "grads bad seed" -- grads --model run1 --out bad_g.safetensors --seed -3
+check "a refused grads wrote nothing" test ! -e bad_g.safetensors
+bad 3 "resume from a missing directory" -- train --resume nowhere --quiet
+check "a refused resume created nothing" test ! -e nowhere
+
+# ---- bad model files, for eval and for grads: exit 3 (io) or 4 (format), nothing written ------
+mkdir -p broken
+M=run1/model.safetensors
+size=$(wc -c <"$M")
+head -c 1000 "$M" >broken/truncated.safetensors
+head -c "$((size - 4))" "$M" >broken/short_data.safetensors
+head -c 4096 /dev/urandom >broken/random.safetensors
+# a header length that passes the size check but holds random bytes
+"$PY" - broken/random_header.safetensors <<'EOF'
+import os, struct, sys
+open(sys.argv[1], "wb").write(struct.pack("<Q", 64) + os.urandom(64 + 256))
+EOF
+: >broken/empty.safetensors
+mkdir -p broken/emptydir
+
+# craft OUT TRANSFORM: rewrite the real model with one change, in Python
+craft() {
+    "$PY" - "$M" "broken/$1.safetensors" "$1" <<'EOF'
+import json, struct, sys
+src, dst, kind = sys.argv[1:4]
+raw = open(src, "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+header = json.loads(raw[8:8 + n])
+data = raw[8 + n:]
+meta = header.pop("__metadata__")
+tensors = {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+           for k, v in header.items()}
+if kind == "flipped_json":      # bytes flipped inside the JSON header
+    b = bytearray(raw)
+    for i in range(9, 40):
+        b[i] ^= 0x5A
+    open(dst, "wb").write(bytes(b))
+    sys.exit(0)
+if kind == "length_beyond_end":  # the 8-byte header length points past the end of the file
+    open(dst, "wb").write(struct.pack("<Q", len(raw) + 1000) + raw[8:])
+    sys.exit(0)
+if kind == "wrong_dtype":        # head.w as F64 (its values widened), where F32 is expected
+    dt, shape, b = tensors["head.w"]
+    vals = struct.unpack("<%df" % (len(b) // 4), b)
+    tensors["head.w"] = ("F64", shape, struct.pack("<%dd" % len(vals), *vals))
+elif kind == "wrong_shape":      # tok_emb (V, C) stored as (C, V): same bytes, other shape
+    dt, shape, b = tensors["tok_emb"]
+    tensors["tok_emb"] = (dt, shape[::-1], b)
+elif kind == "missing_tensor":
+    del tensors["attn.0.w_k"]
+elif kind == "nan":              # one NaN in attn.0.w_v
+    dt, shape, b = tensors["attn.0.w_v"]
+    tensors["attn.0.w_v"] = (dt, shape, b[:12] + struct.pack("<f", float("nan")) + b[16:])
+elif kind == "inf":
+    dt, shape, b = tensors["pos_emb"]
+    tensors["pos_emb"] = (dt, shape, struct.pack("<f", float("inf")) + b[4:])
+elif kind == "bad_metadata":     # a valid file whose config makes no sense
+    meta["heads"] = "7"
+elif kind == "no_metadata":
+    meta = None
+elif kind == "overlap":          # two tensors claim the same bytes
+    pass
+else:
+    raise SystemExit("unknown transform " + kind)
+out, body, off = {}, b"", 0
+if meta is not None:
+    out["__metadata__"] = meta
+for k, (dt, shape, b) in tensors.items():
+    out[k] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(b)]}
+    body += b
+    off += len(b)
+if kind == "overlap":
+    first = next(k for k in out if k != "__metadata__")
+    out[first]["data_offsets"] = [0, out[first]["data_offsets"][1]]
+    second = [k for k in out if k != "__metadata__"][1]
+    s, e = out[second]["data_offsets"]
+    out[second]["data_offsets"] = [s - 4, e - 4]
+hdr = json.dumps(out).encode()
+hdr += b" " * (-len(hdr) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(hdr)) + hdr + body)
+EOF
+}
+for kind in flipped_json length_beyond_end wrong_dtype wrong_shape missing_tensor nan inf \
+            bad_metadata no_metadata overlap; do
+    craft "$kind" || fail "could not craft $kind"
+done
+# a sanity check of the crafting itself: an unchanged rewrite must load
+cp "$M" broken/control.safetensors
+
+cases=(missing:3 emptydir:3 truncated:4 short_data:4 random:4 random_header:4 empty:4
+       flipped_json:4 length_beyond_end:4 wrong_dtype:4 wrong_shape:4 missing_tensor:4 nan:4
+       inf:4 bad_metadata:4 no_metadata:4 overlap:4)
+for c in "${cases[@]}"; do
+    name=${c%%:*} code=${c##*:}
+    f=broken/$name.safetensors
+    [ "$name" = missing ] && f=broken/missing.safetensors
+    [ "$name" = emptydir ] && f=broken/emptydir
+    before=""
+    [ -f "$f" ] && before=$(cksum <"$f")
+    bad "$code" "eval: $name model" -- eval --model "$f"
+    bad "$code" "grads: $name model" -- grads --model "$f" --out "broken/g_$name.safetensors"
+    [ ! -e "broken/g_$name.safetensors" ] && ok || fail "grads on a $name model wrote a file"
+    bad "$code" "resume: $name model" -- train --resume "$f" --out "broken/r_$name" --quiet
+    [ ! -e "broken/r_$name" ] && ok || fail "resume from a $name model created a directory"
+    if [ -n "$before" ]; then
+        [ "$(cksum <"$f")" = "$before" ] && ok || fail "the $name model file was changed"
+    fi
+done
+[ ! -e broken/missing.safetensors ] && ok || fail "eval created the missing model file"
+check "no temporary files left in broken/" no_tmp_files broken
+run 0 "control: the real model still loads" -- eval --model broken/control.safetensors
+
+# A failing grads run must not replace an existing output file.
+cp g.safetensors keep.safetensors
+bad 4 "grads onto an existing file from a bad model" -- grads --model broken/nan.safetensors --out keep.safetensors
+check "the existing output file is untouched" cmp -s g.safetensors keep.safetensors
+
+# ---- divergence: a NaN loss stops training with the step and a hint ---------------------------
+"$QKV" train --task copy --optim sgd --lr 1000000 --clip 0 --schedule constant --warmup 0 \
+    --steps 50 --d-model 32 --quiet --out diverged >out.txt 2>err.txt
+rc=$?
+[ "$rc" = 5 ] && ok || fail "divergence: exit $rc, expected 5: $(cat err.txt)"
+grep -Eq '^qkv: .*at step [0-9]+.*lower --lr' err.txt && ok || fail "divergence message: $(cat err.txt)"
+[ "$(wc -l <err.txt)" -eq 1 ] && ok || fail "divergence: $(wc -l <err.txt) lines on stderr"
+[ ! -e diverged/model.safetensors ] && ok || fail "a diverged run saved a model"
+
+echo "cli_test: $checks checks passed, $failures failed"
+[ "$failures" -eq 0 ]

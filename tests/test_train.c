@@ -1,0 +1,479 @@
+/* test_train.c - the training layer (src/train.h): each task learns in a few seconds, a model
+ * round-trips through save/load/eval, a resumed run equals a straight one bit for bit, results do
+ * not depend on the thread count, divergence is reported with its step, and the tasks generate
+ * what they claim. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#endif
+#include "train.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef QKV_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+/* The CLI's defaults (src/cli/train.c), with a smaller model so that each run takes well under
+ * a second: adam, cosine decay, warm-up steps/20, clip 1, batch 32, init scale 0.5, seed 1. */
+static train_config make_config(const char *task, int seq_len, int d_model, int heads,
+                                int64_t steps, qkv_optim_kind optim, double lr) {
+    train_config c;
+    memset(&c, 0, sizeof c);
+    ck_assert_int_eq(qkv_task_init(&c.task, task, seq_len, 0), QKV_OK);
+    c.model = (qkv_model_config){.vocab = c.task.vocab, .seq_len = seq_len, .d_model = d_model,
+                                 .heads = heads, .layers = 1, .residual = false,
+                                 .causal = c.task.causal, .init_scale = 0.5};
+    c.optim = optim;
+    c.lr = lr;
+    c.clip = 1;
+    c.cosine = true;
+    c.warmup = steps / 20;
+    c.batch = 32;
+    c.steps = steps;
+    c.seed = 1;
+    return c;
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void train_steps(trainer *t, int64_t upto) {
+    while (t->optim.step < upto) {
+        qkv_status s = trainer_step(t);
+        ck_assert_msg(s == QKV_OK, "step %lld failed: %s", (long long)t->optim.step + 1,
+                      qkv_last_error());
+    }
+}
+
+/* Every parameter and optimizer-state tensor of a and b holds the same bytes. */
+static void assert_same_state(const trainer *a, const trainer *b) {
+    ck_assert_int_eq(a->model.nparams, b->model.nparams);
+    ck_assert_int_eq(a->optim.step, b->optim.step);
+    for (int i = 0; i < a->model.nparams; i++) {
+        const qkv_tensor *p = a->model.param[i], *q = b->model.param[i];
+        ck_assert_str_eq(a->model.param_name[i], b->model.param_name[i]);
+        ck_assert_int_eq(p->size, q->size);
+        ck_assert_msg(memcmp(p->data, q->data, (size_t)p->size * sizeof(float)) == 0,
+                      "parameter %s differs", a->model.param_name[i]);
+        const qkv_tensor *am = a->optim.m[i], *bm = b->optim.m[i];
+        const qkv_tensor *av = a->optim.v[i], *bv = b->optim.v[i];
+        ck_assert((am == NULL) == (bm == NULL) && (av == NULL) == (bv == NULL));
+        if (am) ck_assert_msg(!memcmp(am->data, bm->data, (size_t)am->size * sizeof(float)),
+                              "optim.m.%s differs", a->model.param_name[i]);
+        if (av) ck_assert_msg(!memcmp(av->data, bv->data, (size_t)av->size * sizeof(float)),
+                              "optim.v.%s differs", a->model.param_name[i]);
+    }
+    ck_assert(!memcmp(&a->data_rng, &b->data_rng, sizeof a->data_rng));
+}
+
+static void assert_same_eval(eval_result a, eval_result b) {
+    /* exact: the same weights and the same held-out set give the same bits */
+    ck_assert(a.loss == b.loss);
+    ck_assert(a.accuracy == b.accuracy);
+    ck_assert(a.attention_mass == b.attention_mass);
+    ck_assert_int_eq(a.best_head, b.best_head);
+}
+
+static char tmpdir[64];
+static void make_tmpdir(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/qkv_test_train.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+static void remove_tmpdir(const char *file) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, file);
+    remove(path);
+    remove(tmpdir);
+}
+
+/* ---- each task learns: held-out accuracy and attention mass of layer 1's best head ------ */
+static const struct {
+    const char *task;
+    int seq_len, d_model;
+    int64_t steps;
+    double lr, min_accuracy, min_mass;
+} learn[] = {
+    /* measured with seed 1 (accuracy, mass): copy 1.000 0.969, reverse 1.000 0.988,
+     * shift 1.000 0.993, lookup 1.000 0.999, max 0.998 0.983 */
+    {"copy", 8, 32, 500, 0.02, 0.99, 0.9},
+    {"reverse", 8, 32, 300, 0.005, 0.99, 0.9},
+    {"shift", 8, 32, 300, 0.005, 0.99, 0.9},
+    {"lookup", 5, 32, 1000, 0.01, 0.99, 0.9},
+    {"max", 8, 32, 500, 0.005, 0.99, 0.9},
+};
+
+START_TEST(test_task_learns) {
+    train_config c = make_config(learn[_i].task, learn[_i].seq_len, learn[_i].d_model, 1,
+                                 learn[_i].steps, QKV_ADAM, learn[_i].lr);
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    double t0 = now();
+    train_steps(&t, c.steps);
+    eval_result r = trainer_evaluate(&t);
+    double seconds = now() - t0;
+    printf("test_train: %-8s seq-len %d d-model %d steps %lld lr %g: held-out accuracy %.4f, "
+           "attention mass %.4f, %.2f s\n", learn[_i].task, learn[_i].seq_len, learn[_i].d_model,
+           (long long)c.steps, c.lr, r.accuracy, r.attention_mass, seconds);
+    fflush(stdout);
+    ck_assert_msg(r.accuracy >= learn[_i].min_accuracy, "%s: held-out accuracy %.4f < %.2f",
+                  learn[_i].task, r.accuracy, learn[_i].min_accuracy);
+    ck_assert_msg(r.attention_mass >= learn[_i].min_mass, "%s: attention mass %.4f < %.2f",
+                  learn[_i].task, r.attention_mass, learn[_i].min_mass);
+    trainer_free(&t);
+}
+END_TEST
+
+/* ---- save, load, eval ------------------------------------------------------------------ */
+START_TEST(test_save_load_eval) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    train_config c = make_config("reverse", 8, 32, 2, 120, QKV_ADAM, 0.005);
+    c.model.residual = true;
+    c.model.layers = 2;
+    trainer a, b;
+    ck_assert_int_eq(trainer_init(&a, &c), QKV_OK);
+    train_steps(&a, 100); /* stop before the end: the file must carry the step and schedule */
+    eval_result ra = trainer_evaluate(&a);
+    ck_assert_int_eq(trainer_save(&a, path), QKV_OK);
+    ck_assert_msg(trainer_load(&b, path) == QKV_OK, "%s", qkv_last_error());
+    /* the config comes back whole */
+    ck_assert_int_eq(b.cfg.task.kind, a.cfg.task.kind);
+    ck_assert_int_eq(b.cfg.task.seq_len, a.cfg.task.seq_len);
+    ck_assert_int_eq(b.cfg.task.vocab, a.cfg.task.vocab);
+    ck_assert(!memcmp(&b.cfg.model, &a.cfg.model, sizeof a.cfg.model));
+    ck_assert_int_eq(b.cfg.optim, a.cfg.optim);
+    ck_assert(b.cfg.lr == a.cfg.lr && b.cfg.clip == a.cfg.clip &&
+              b.cfg.weight_decay == a.cfg.weight_decay && b.cfg.cosine == a.cfg.cosine);
+    ck_assert_int_eq(b.cfg.warmup, a.cfg.warmup);
+    ck_assert_int_eq(b.cfg.batch, a.cfg.batch);
+    ck_assert_int_eq(b.cfg.steps, a.cfg.steps);
+    ck_assert(b.cfg.seed == a.cfg.seed);
+    assert_same_state(&a, &b);
+    eval_result rb = trainer_evaluate(&b);
+    assert_same_eval(ra, rb);
+    ck_assert(ra.accuracy > 0.5); /* it did learn something: the comparison is not of noise */
+    trainer_free(&a);
+    trainer_free(&b);
+    remove_tmpdir("model.safetensors");
+}
+END_TEST
+
+/* ---- resume: N straight == N/2, save, load, N/2 more ------------------------------------ */
+static const qkv_optim_kind resume_optim[] = {QKV_ADAM, QKV_MOMENTUM, QKV_SGD};
+
+START_TEST(test_resume_is_exact) {
+    const int64_t N = 80;
+    qkv_optim_kind kind = resume_optim[_i];
+    double lr = kind == QKV_ADAM ? 0.005 : kind == QKV_MOMENTUM ? 0.1 : 1.0;
+    train_config c = make_config("shift", 8, 32, 2, N, kind, lr);
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+
+    trainer straight, first, resumed;
+    ck_assert_int_eq(trainer_init(&straight, &c), QKV_OK);
+    train_steps(&straight, N);
+
+    ck_assert_int_eq(trainer_init(&first, &c), QKV_OK);
+    train_steps(&first, N / 2);
+    ck_assert_int_eq(trainer_save(&first, path), QKV_OK);
+    trainer_free(&first);
+    ck_assert_msg(trainer_load(&resumed, path) == QKV_OK, "%s", qkv_last_error());
+    ck_assert_int_eq(resumed.optim.step, N / 2);
+    train_steps(&resumed, N);
+
+    assert_same_state(&straight, &resumed);
+    ck_assert(straight.last_loss == resumed.last_loss);
+    ck_assert(straight.last_train_acc == resumed.last_train_acc);
+    ck_assert(straight.optim.lr == resumed.optim.lr);
+    assert_same_eval(trainer_evaluate(&straight), trainer_evaluate(&resumed));
+    trainer_free(&straight);
+    trainer_free(&resumed);
+    remove_tmpdir("model.safetensors");
+}
+END_TEST
+
+/* ---- the thread count does not change a single bit ---------------------------------------- */
+#ifdef QKV_HAVE_OPENMP
+START_TEST(test_threads_bit_identical) {
+    /* Big enough that the matrix products and the fused attention take their parallel paths
+     * (src/kernels: above ~8e6 flops and 4e6 multiply-adds), small enough to take a second. */
+    train_config c = make_config("copy", 16, 128, 2, 4, QKV_ADAM, 0.005);
+    c.batch = 128;
+    trainer t1, t2;
+    omp_set_num_threads(1);
+    ck_assert_int_eq(trainer_init(&t1, &c), QKV_OK);
+    train_steps(&t1, c.steps);
+    eval_result r1 = trainer_evaluate(&t1);
+    omp_set_num_threads(2);
+    ck_assert_int_eq(omp_get_max_threads(), 2);
+    ck_assert_int_eq(trainer_init(&t2, &c), QKV_OK);
+    train_steps(&t2, c.steps);
+    eval_result r2 = trainer_evaluate(&t2);
+    assert_same_state(&t1, &t2);
+    ck_assert(t1.last_loss == t2.last_loss);
+    assert_same_eval(r1, r2);
+    trainer_free(&t1);
+    trainer_free(&t2);
+}
+END_TEST
+#endif
+
+/* ---- divergence ---------------------------------------------------------------------------- */
+START_TEST(test_divergence_reports_step) {
+    train_config c = make_config("copy", 8, 32, 1, 50, QKV_SGD, 1e6);
+    c.clip = 0;
+    c.cosine = false;
+    c.warmup = 0;
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    qkv_status s = QKV_OK;
+    int64_t failed_at = 0;
+    for (int64_t k = 1; k <= c.steps && s == QKV_OK; k++) {
+        s = trainer_step(&t);
+        failed_at = k;
+    }
+    ck_assert_int_eq(s, QKV_ERR_NUMERIC);
+    char want[32];
+    snprintf(want, sizeof want, "at step %lld", (long long)failed_at);
+    ck_assert_msg(strstr(qkv_last_error(), want), "'%s' does not say '%s'", qkv_last_error(), want);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "lower --lr"));
+    trainer_free(&t);
+}
+END_TEST
+
+START_TEST(test_init_rejects_bad_values) {
+    train_config c = make_config("copy", 8, 32, 1, 10, QKV_ADAM, 0.005);
+    trainer t;
+    train_config bad = c;
+    bad.lr = 0;
+    ck_assert_int_eq(trainer_init(&t, &bad), QKV_ERR_VALUE);
+    bad = c;
+    bad.lr = -1;
+    ck_assert_int_eq(trainer_init(&t, &bad), QKV_ERR_VALUE);
+    bad = c;
+    bad.batch = 0;
+    ck_assert_int_eq(trainer_init(&t, &bad), QKV_ERR_VALUE);
+    bad = c;
+    bad.model.heads = 3; /* does not divide 32 */
+    ck_assert_int_eq(trainer_init(&t, &bad), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "divide"));
+    bad = c;
+    bad.model.heads = 0;
+    ck_assert_int_eq(trainer_init(&t, &bad), QKV_ERR_VALUE);
+    bad = c;
+    bad.model.vocab = c.task.vocab - 1; /* tokens beyond the embedding table */
+    ck_assert_int_eq(trainer_init(&t, &bad), QKV_ERR_VALUE);
+}
+END_TEST
+
+/* ---- tasks --------------------------------------------------------------------------------- */
+static const char *const task_names[] = {"copy", "reverse", "shift", "lookup", "max"};
+
+/* Training draws never hit the held-out split, held-out draws always do, and the split holds
+ * out about one sequence in eight (drawn uniformly where the task allows it). */
+START_TEST(test_heldout_never_trained) {
+    qkv_task task;
+    ck_assert_int_eq(qkv_task_init(&task, task_names[_i], 8, 0), QKV_OK);
+    qkv_rng rng = qkv_rng_seed(7);
+    int32_t x[8], y[8];
+    for (int n = 0; n < 10000; n++) {
+        qkv_task_sample(&task, &rng, false, x, y);
+        ck_assert_msg(!qkv_task_is_heldout(&task, x), "%s: training sequence %d is held out",
+                      task_names[_i], n);
+    }
+    for (int n = 0; n < 1000; n++) {
+        qkv_task_sample(&task, &rng, true, x, y);
+        ck_assert(qkv_task_is_heldout(&task, x));
+    }
+}
+END_TEST
+
+/* The split must depend on every bit of the tokens: with tokens below 8 a hash whose low bits
+ * see only tokens mod 8 held out nothing (and sampling a held-out set never finished). */
+START_TEST(test_heldout_share) {
+    static const struct { int seq_len, vocab; } shapes[] = {{8, 16}, {8, 4}, {12, 2}, {6, 8}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        qkv_task task;
+        ck_assert_int_eq(qkv_task_init(&task, "copy", shapes[s].seq_len, shapes[s].vocab), QKV_OK);
+        qkv_rng rng = qkv_rng_seed(3);
+        int32_t x[16];
+        int held = 0, n = 20000;
+        for (int k = 0; k < n; k++) {
+            for (int i = 0; i < task.seq_len; i++)
+                x[i] = (int32_t)qkv_rng_below(&rng, (uint32_t)task.vocab);
+            held += qkv_task_is_heldout(&task, x);
+        }
+        double share = (double)held / n;
+        ck_assert_msg(share > 0.11 && share < 0.14, "seq-len %d vocab %d: %.4f held out, not ~1/8",
+                      task.seq_len, task.vocab, share);
+    }
+    /* lookup at its shortest allowed length: the held-out set can be drawn */
+    qkv_task task;
+    ck_assert_int_eq(qkv_task_init(&task, "lookup", 5, 0), QKV_OK);
+    qkv_rng rng = qkv_rng_seed(3);
+    int32_t x[5], y[5];
+    for (int k = 0; k < 100; k++) qkv_task_sample(&task, &rng, true, x, y);
+}
+END_TEST
+
+START_TEST(test_targets_and_ideal) {
+    enum { T = 8 };
+    qkv_task task;
+    ck_assert_int_eq(qkv_task_init(&task, task_names[_i], T, 0), QKV_OK);
+    qkv_rng rng = qkv_rng_seed(11);
+    int32_t x[T], y[T];
+    uint8_t ideal[T * T];
+    for (int n = 0; n < 2000; n++) {
+        qkv_task_sample(&task, &rng, n % 2, x, y);
+        qkv_task_ideal(&task, x, ideal);
+        int32_t max = x[0];
+        for (int i = 0; i < T; i++) {
+            ck_assert(x[i] >= 0 && x[i] < task.vocab);
+            max = x[i] > max ? x[i] : max;
+        }
+        for (int i = 0; i < T; i++) {
+            int32_t want = -1;
+            switch (task.kind) {
+            case QKV_TASK_COPY: want = x[i]; break;
+            case QKV_TASK_REVERSE: want = x[T - 1 - i]; break;
+            case QKV_TASK_SHIFT: want = i ? x[i - 1] : -1; break;
+            case QKV_TASK_MAX: want = max; break;
+            default: break;
+            }
+            if (task.kind != QKV_TASK_LOOKUP)
+                ck_assert_msg(y[i] == want, "%s: target %d is %d, expected %d", task_names[_i], i,
+                              y[i], want);
+            for (int j = 0; j < T; j++) {
+                int w = 0;
+                switch (task.kind) {
+                case QKV_TASK_COPY: w = j == i; break;
+                case QKV_TASK_REVERSE: w = j == T - 1 - i; break;
+                case QKV_TASK_SHIFT: w = i > 0 && j == i - 1; break;
+                case QKV_TASK_MAX: w = x[j] == max; break;
+                default: w = ideal[i * T + j]; break; /* lookup: checked below */
+                }
+                ck_assert_msg(ideal[i * T + j] == w, "%s: ideal[%d][%d]", task_names[_i], i, j);
+            }
+        }
+    }
+    ck_assert_int_eq(task.causal, task.kind == QKV_TASK_SHIFT);
+}
+END_TEST
+
+START_TEST(test_lookup_layout) {
+    enum { T = 8 };
+    qkv_task task;
+    ck_assert_int_eq(qkv_task_init(&task, "lookup", T, 0), QKV_OK);
+    ck_assert_int_eq(task.n_keys, T - 1);
+    ck_assert_int_eq(task.n_values, 4);
+    ck_assert_int_eq(task.vocab, qkv_task_default_vocab(QKV_TASK_LOOKUP, T));
+    ck_assert_int_eq(task.vocab, 35);
+    int K = task.n_keys, V = task.n_values;
+    qkv_rng rng = qkv_rng_seed(5);
+    int32_t x[T], y[T];
+    uint8_t ideal[T * T];
+    for (int n = 0; n < 2000; n++) {
+        qkv_task_sample(&task, &rng, n % 3 == 0, x, y);
+        qkv_task_ideal(&task, x, ideal);
+        /* pairs: every key exactly once, token = key*V + value */
+        int seen[T] = {0};
+        for (int i = 0; i < T - 1; i++) {
+            ck_assert(x[i] >= 0 && x[i] < K * V);
+            seen[x[i] / V]++;
+        }
+        for (int k = 0; k < K; k++) ck_assert_int_eq(seen[k], 1);
+        /* the query: token = K*V + key */
+        ck_assert(x[T - 1] >= K * V && x[T - 1] < K * V + K);
+        int key = x[T - 1] - K * V, pair = -1;
+        for (int i = 0; i < T - 1; i++)
+            if (x[i] / V == key) pair = i;
+        ck_assert_int_ge(pair, 0);
+        /* only the last position has a target: the value paired with the queried key */
+        for (int i = 0; i < T - 1; i++) ck_assert_int_eq(y[i], -1);
+        ck_assert_int_eq(y[T - 1], x[pair] % V);
+        /* the ideal pattern: the query attends to that pair, nothing else anywhere */
+        for (int i = 0; i < T; i++)
+            for (int j = 0; j < T; j++)
+                ck_assert_int_eq(ideal[i * T + j], i == T - 1 && j == pair);
+    }
+    char label[32];
+    qkv_task_token_label(&task, 2 * V + 3, label, sizeof label);
+    ck_assert_str_eq(label, "k2:v3");
+    qkv_task_token_label(&task, K * V + 4, label, sizeof label);
+    ck_assert_str_eq(label, "?k4");
+}
+END_TEST
+
+START_TEST(test_task_init_rejects) {
+    qkv_task task;
+    ck_assert_int_eq(qkv_task_init(&task, "sort", 8, 0), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "unknown task 'sort'"));
+    /* lookup holds at most 32 pairs + the query */
+    ck_assert_int_eq(qkv_task_init(&task, "lookup", 33, 0), QKV_OK);
+    ck_assert_int_eq(qkv_task_init(&task, "lookup", 34, 0), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "too large for lookup"));
+    /* lookup needs 2 values per key: 7 keys * 2 + 7 query tokens = 21 */
+    ck_assert_int_eq(qkv_task_init(&task, "lookup", 8, 21), QKV_OK);
+    ck_assert_int_eq(qkv_task_init(&task, "lookup", 8, 20), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "too small"));
+    /* lookup with too few distinct sequences for a held-out split */
+    ck_assert_int_eq(qkv_task_init(&task, "lookup", 4, 0), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "too small"));
+    /* the others need 2^12 distinct sequences: vocab 2 at length 8 has 256 */
+    ck_assert_int_eq(qkv_task_init(&task, "copy", 8, 2), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "too small"));
+    ck_assert_int_eq(qkv_task_init(&task, "max", 12, 2), QKV_OK);
+    ck_assert_int_eq(qkv_task_init(&task, "copy", 1, 0), QKV_ERR_VALUE);
+    ck_assert_int_eq(qkv_task_init(&task, "copy", 5000, 0), QKV_ERR_VALUE);
+}
+END_TEST
+
+static Suite *train_suite(void) {
+    Suite *s = suite_create("train");
+    TCase *tc = tcase_create("learn");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_task_learns, 0, (int)(sizeof learn / sizeof learn[0]));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("files");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_save_load_eval);
+    tcase_add_loop_test(tc, test_resume_is_exact, 0, 3);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("numerics");
+    tcase_set_timeout(tc, 120);
+#ifdef QKV_HAVE_OPENMP
+    tcase_add_test(tc, test_threads_bit_identical);
+#endif
+    tcase_add_test(tc, test_divergence_reports_step);
+    tcase_add_test(tc, test_init_rejects_bad_values);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("tasks");
+    tcase_add_loop_test(tc, test_heldout_never_trained, 0, 5);
+    tcase_add_test(tc, test_heldout_share);
+    tcase_add_loop_test(tc, test_targets_and_ideal, 0, 5);
+    tcase_add_test(tc, test_lookup_layout);
+    tcase_add_test(tc, test_task_init_rejects);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(train_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
