@@ -104,14 +104,15 @@ QKV_API qkv_status qkv_fail(qkv_status status, const char *fmt, ...)
     ;
 
 /* ---- random numbers: portable, seeded (xoshiro256**, seeded by splitmix64) --------------- */
-/* A generator is a plain value: a copy replays the same stream; keep one per thread. The same seed
- * gives the same numbers on every machine (integer arithmetic only). */
+/* A generator is a plain value: a copy replays the same stream; keep one per thread. The
+ * same seed gives the same numbers on every machine (integer arithmetic only). */
 typedef struct { uint64_t s[4]; } qkv_rng;
 QKV_API qkv_rng qkv_rng_seed(uint64_t seed);
-QKV_API uint64_t qkv_rng_u64(qkv_rng *rng);              /* all 64 bits random */
+QKV_API uint64_t qkv_rng_u64(qkv_rng *rng);            /* all 64 bits random */
 QKV_API double qkv_rng_uniform(qkv_rng *rng);          /* in [0, 1), 53 random bits */
 QKV_API double qkv_rng_normal(qkv_rng *rng);           /* mean 0, variance 1 */
-QKV_API uint32_t qkv_rng_below(qkv_rng *rng, uint32_t n); /* uniform in [0, n), unbiased; n >= 1 */
+/* Uniform in [0, n), unbiased (rejection sampling); n >= 1. */
+QKV_API uint32_t qkv_rng_below(qkv_rng *rng, uint32_t n);
 
 /* ---- contexts: arenas that own tensors and the graph ------------------------------------ */
 typedef struct qkv_ctx qkv_ctx;
@@ -274,9 +275,10 @@ QKV_API qkv_tensor *qkv_transpose(qkv_ctx *ctx, qkv_tensor *x, int dim0, int dim
  * not ignore_index. Gradients flow to logits only. */
 QKV_API qkv_tensor *qkv_cross_entropy(qkv_ctx *ctx, qkv_tensor *logits, qkv_tensor *targets,
                                       int32_t ignore_index);
-QKV_API qkv_tensor *qkv_mse(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b); /* mean((a-b)^2), same shapes */
-QKV_API qkv_tensor *qkv_sum(qkv_ctx *ctx, qkv_tensor *x);                /* scalar */
-QKV_API qkv_tensor *qkv_mean(qkv_ctx *ctx, qkv_tensor *x);               /* scalar */
+/* Scalars: mean((a-b)^2) over a and b of the same shape; the sum and the mean of x. */
+QKV_API qkv_tensor *qkv_mse(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b);
+QKV_API qkv_tensor *qkv_sum(qkv_ctx *ctx, qkv_tensor *x);
+QKV_API qkv_tensor *qkv_mean(qkv_ctx *ctx, qkv_tensor *x);
 
 /* ---- masks: 0 where kept, -inf where dropped, in the dtype of the scores -------------- */
 /* Each returns a new leaf of `dtype` (f32 or f64) owned by `ctx`, for qkv_mask and the
