@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what qkv needs on a fresh Debian machine (run as root, or through sudo).
 set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+    exec sudo bash "$0" "$@" # apt-get needs root
+fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
