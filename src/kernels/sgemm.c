@@ -121,7 +121,7 @@ static const sgemm_impl *choose_impl(void) {
     bool avx512 = __builtin_cpu_supports("avx512f");
     if (force && !strcmp(force, "portable")) impl = &impl_portable;
     else if (force && !strcmp(force, "avx2") && avx2) impl = &impl_avx2;
-    else if (avx512 && (!force || !strcmp(force, "avx512"))) impl = &impl_avx512;
+    else if (avx512 && (!force || strcmp(force, "avx2") != 0)) impl = &impl_avx512; /* the best */
     else if (avx2) impl = &impl_avx2;
 #else
     (void)force;
@@ -296,6 +296,7 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
               bool accumulate) {
     const sgemm_impl *im = choose_impl();
     double flops = 2.0 * (double)batch * (double)M * (double)N * (double)K;
+    (void)flops; /* read only by the OpenMP if() clauses */
     if (is_small(M, N, K, tb)) {
 #pragma omp parallel for schedule(static) if (batch > 1 && flops > PARALLEL_FLOPS)
         for (int64_t b = 0; b < batch; b++)
