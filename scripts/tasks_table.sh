@@ -16,5 +16,6 @@ for run in "${runs[@]}"; do
     "$qkv" "${args[@]}" | python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-print(f"| {d[\"task\"]} | {d[\"optim\"]} | {d[\"steps\"]} | {d[\"seconds\"]:.1f} | {100*d[\"accuracy\"]:.2f}% | {d[\"attention_mass\"]:.3f} |")'
+print("| %s | %s | %d | %.1f | %.2f%% | %.3f |" % (d["task"], d["optim"], d["steps"], d["seconds"],
+      100 * d["accuracy"], d["attention_mass"]))'
 done
