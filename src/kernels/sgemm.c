@@ -85,16 +85,14 @@ ukernel_avx512(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *
                int64_t ldc, bool add) {
     __m512 z = _mm512_setzero_ps();
     __m512 c00 = z, c01 = z, c10 = z, c11 = z, c20 = z, c21 = z, c30 = z, c31 = z, c40 = z,
-           c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z, c80 = z, c81 = z,
-           c90 = z, c91 = z, c100 = z, c101 = z, c110 = z, c111 = z;
+           c41 = z, c50 = z, c51 = z, c60 = z, c61 = z, c70 = z, c71 = z;
     for (int64_t k = 0; k < kc; k++, a += ks, b += 32) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16), x;
-        Z_ROW(0) Z_ROW(1) Z_ROW(2) Z_ROW(3) Z_ROW(4) Z_ROW(5)
-        Z_ROW(6) Z_ROW(7) Z_ROW(8) Z_ROW(9) Z_ROW(10) Z_ROW(11)
+        Z_ROW(0) Z_ROW(1) Z_ROW(2) Z_ROW(3) Z_ROW(4) Z_ROW(5) Z_ROW(6) Z_ROW(7)
     }
-    __m512 rows[12][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51},
-                          {c60, c61}, {c70, c71}, {c80, c81}, {c90, c91}, {c100, c101}, {c110, c111}};
-    for (int r = 0; r < 12; r++)
+    __m512 rows[8][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                         {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
+    for (int r = 0; r < 8; r++)
         for (int h = 0; h < 2; h++) {
             float *p = c + r * ldc + 16 * h;
             _mm512_storeu_ps(p, add ? _mm512_add_ps(_mm512_loadu_ps(p), rows[r][h]) : rows[r][h]);
@@ -106,7 +104,7 @@ ukernel_avx512(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *
 static const sgemm_impl impl_portable = {"portable", 4, 16, ukernel_portable};
 #ifdef QKV_X86
 static const sgemm_impl impl_avx2 = {"avx2", 6, 16, ukernel_avx2};
-static const sgemm_impl impl_avx512 = {"avx512", 12, 32, ukernel_avx512};
+static const sgemm_impl impl_avx512 = {"avx512", 8, 32, ukernel_avx512};
 #endif
 
 /* The best micro-kernel this CPU runs, or the one QKV_SIMD names (portable, avx2, avx512). */
