@@ -44,21 +44,25 @@ static inline float fast_expf(float x) {
 #define EXP fast_expf
 #define LOG logf
 #define GEMM1 gemm1_f32
+#define GEMM1_LDB gemm1_ldb_f32
 #include "attention.inc"
 #undef T
 #undef SUF
 #undef EXP
 #undef LOG
 #undef GEMM1
+#undef GEMM1_LDB
 
 #define T double
 #define SUF f64
 #define EXP exp
 #define LOG log
 #define GEMM1 gemm1_f64
+#define GEMM1_LDB gemm1_ldb_f64
 #include "attention.inc"
 #undef T
 #undef SUF
 #undef EXP
 #undef LOG
 #undef GEMM1
+#undef GEMM1_LDB

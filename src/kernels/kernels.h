@@ -23,6 +23,11 @@ void gemm1_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A
                const float *B, float *C, bool accumulate);
 void gemm1_f64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A,
                const double *B, double *C, bool accumulate);
+/* The same with B's rows `ldb` elements apart (a block of a wider matrix). */
+void gemm1_ldb_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+                   const float *B, int64_t ldb, float *C, bool accumulate);
+void gemm1_ldb_f64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A,
+                   const double *B, int64_t ldb, double *C, bool accumulate);
 /* The f32 micro-kernel in use: "avx512", "avx2" or "portable" (QKV_SIMD forces one). */
 const char *sgemm_kernel_name(void);
 

@@ -143,20 +143,21 @@ static bool is_small(int64_t M, int64_t N, int64_t K, bool tb) {
 
 
 static void sgemm_small_portable(bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                        const float *restrict A, const float *restrict B, float *restrict C,
-                        bool accumulate) {
+                                 const float *restrict A, const float *restrict B, int64_t ldb,
+                                 float *restrict C, bool accumulate) {
     float bt[SMALL_K * SMALL_N], acc[SMALL_N > 16 ? SMALL_N : 16];
     if (tb) { /* B is stored (N, K): bt[k][j] = B[j][k] */
         for (int64_t j = 0; j < N; j++)
-            for (int64_t k = 0; k < K; k++) bt[k * N + j] = B[j * K + k];
+            for (int64_t k = 0; k < K; k++) bt[k * N + j] = B[j * ldb + k];
         B = bt;
+        ldb = N;
     }
     for (int64_t i = 0; i < M; i++) {
         float *restrict c = C + i * N;
         for (int64_t j = 0; j < N; j++) acc[j] = accumulate ? c[j] : 0;
         for (int64_t k = 0; k < K; k++) {
             float a = ta ? A[k * M + i] : A[i * K + k];
-            const float *restrict b = B + k * N;
+            const float *restrict b = B + k * ldb;
             for (int64_t j = 0; j < N; j++) acc[j] += a * b[j];
         }
         for (int64_t j = 0; j < N; j++) c[j] = acc[j];
@@ -168,12 +169,13 @@ static void sgemm_small_portable(bool ta, bool tb, int64_t M, int64_t N, int64_t
  * four independent sums are in flight; B rows are read straight from memory. */
 __attribute__((target("avx512f"))) static void
 sgemm_small_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
-                   const float *B, float *C, bool accumulate) {
+                   const float *B, int64_t ldb, float *C, bool accumulate) {
     float bt[SMALL_K * SMALL_N];
     if (tb) {
         for (int64_t j = 0; j < N; j++)
-            for (int64_t k = 0; k < K; k++) bt[k * N + j] = B[j * K + k];
+            for (int64_t k = 0; k < K; k++) bt[k * N + j] = B[j * ldb + k];
         B = bt;
+        ldb = N;
     }
     int64_t as_i = ta ? 1 : K, as_k = ta ? M : 1; /* a(i,k) = A[i·as_i + k·as_k] */
     for (int64_t j0 = 0; j0 < N; j0 += 16) {
@@ -188,7 +190,7 @@ sgemm_small_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const floa
                 acc[r] = accumulate ? _mm512_maskz_loadu_ps(m, C + i * N + j0) : _mm512_setzero_ps();
             }
             for (int64_t k = 0; k < K; k++) {
-                __m512 b = _mm512_maskz_loadu_ps(m, B + k * N + j0);
+                __m512 b = _mm512_maskz_loadu_ps(m, B + k * ldb + j0);
                 acc[0] = _mm512_fmadd_ps(_mm512_set1_ps(a[0][k * as_k]), b, acc[0]);
                 acc[1] = _mm512_fmadd_ps(_mm512_set1_ps(a[1][k * as_k]), b, acc[1]);
                 acc[2] = _mm512_fmadd_ps(_mm512_set1_ps(a[2][k * as_k]), b, acc[2]);
@@ -201,14 +203,14 @@ sgemm_small_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const floa
 #endif
 
 static void sgemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
-                        const float *B, float *C, bool accumulate) {
+                        const float *B, int64_t ldb, float *C, bool accumulate) {
 #ifdef QKV_X86
     if (choose_impl() == &impl_avx512) {
-        sgemm_small_avx512(ta, tb, M, N, K, A, B, C, accumulate);
+        sgemm_small_avx512(ta, tb, M, N, K, A, B, ldb, C, accumulate);
         return;
     }
 #endif
-    sgemm_small_portable(ta, tb, M, N, K, A, B, C, accumulate);
+    sgemm_small_portable(ta, tb, M, N, K, A, B, ldb, C, accumulate);
 }
 
 
@@ -228,18 +230,20 @@ static float *pack_buffer(size_t floats) {
 }
 
 /* op(B) (K×N) into slivers of NR columns over the whole depth, zero-padded at the right edge:
- * bp[s][k][c] = op(B)(k, s·NR + c). B is stored (K, N), or (N, K) when tb. */
-static void pack_b_all(float *bp, const float *B, bool tb, int64_t N, int64_t K, int nr) {
+ * bp[s][k][c] = op(B)(k, s·NR + c). B is stored (K, N), or (N, K) when tb, with rows ldb
+ * apart. */
+static void pack_b_all(float *bp, const float *B, bool tb, int64_t N, int64_t K, int64_t ldb,
+                       int nr) {
     for (int64_t s = 0; s < N; s += nr, bp += K * nr) {
         int cols = N - s < nr ? (int)(N - s) : nr;
         if (!tb) /* each k gives a contiguous row of the sliver */
             for (int64_t k = 0; k < K; k++) {
-                memcpy(bp + k * nr, B + k * N + s, (size_t)cols * sizeof *bp);
+                memcpy(bp + k * nr, B + k * ldb + s, (size_t)cols * sizeof *bp);
                 for (int c = cols; c < nr; c++) bp[k * nr + c] = 0;
             }
         else /* read each column of op(B) along k, write it down the sliver */
             for (int c = 0; c < nr; c++) {
-                const float *src = B + (s + c) * K;
+                const float *src = B + (s + c) * ldb;
                 for (int64_t k = 0; k < K; k++) bp[k * nr + c] = c < cols ? src[k] : 0;
             }
     }
@@ -298,22 +302,22 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
     if (is_small(M, N, K, tb)) {
 #pragma omp parallel for schedule(static) if (batch > 1 && flops > PARALLEL_FLOPS)
         for (int64_t b = 0; b < batch; b++)
-            sgemm_small(ta, tb, M, N, K, A + b * a_stride, B + b * b_stride, C + b * c_stride,
-                        accumulate);
+            sgemm_small(ta, tb, M, N, K, A + b * a_stride, B + b * b_stride, tb ? K : N,
+                        C + b * c_stride, accumulate);
         return;
     }
     if (batch > 1 && b_stride != 0) { /* each batch its own B: one batch per task */
 #pragma omp parallel for schedule(static) if (flops > PARALLEL_FLOPS)
         for (int64_t b = 0; b < batch; b++) {
             float *bp = pack_buffer(packed_size(im, N, K));
-            pack_b_all(bp, B + b * b_stride, tb, N, K, im->nr);
+            pack_b_all(bp, B + b * b_stride, tb, N, K, tb ? K : N, im->nr);
             sgemm_rows(im, ta, M, N, K, A + b * a_stride, bp, C + b * c_stride, accumulate, 0, M);
         }
         return;
     }
     /* One B for every batch: pack it once, then split the rows of C. */
     float *bp = pack_buffer(packed_size(im, N, K));
-    pack_b_all(bp, B, tb, N, K, im->nr);
+    pack_b_all(bp, B, tb, N, K, tb ? K : N, im->nr);
     int64_t blocks = (M + MC - 1) / MC, tasks = batch * blocks;
 #pragma omp parallel for schedule(static) if (tasks > 1 && flops > PARALLEL_FLOPS)
     for (int64_t t = 0; t < tasks; t++) {
@@ -323,16 +327,21 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
     }
 }
 
-void gemm1_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
-               const float *B, float *C, bool accumulate) {
+void gemm1_ldb_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+                   const float *B, int64_t ldb, float *C, bool accumulate) {
     if (is_small(M, N, K, tb)) {
-        sgemm_small(ta, tb, M, N, K, A, B, C, accumulate);
+        sgemm_small(ta, tb, M, N, K, A, B, ldb, C, accumulate);
         return;
     }
     const sgemm_impl *im = choose_impl();
     float *bp = pack_buffer(packed_size(im, N, K));
-    pack_b_all(bp, B, tb, N, K, im->nr);
+    pack_b_all(bp, B, tb, N, K, ldb, im->nr);
     sgemm_rows(im, ta, M, N, K, A, bp, C, accumulate, 0, M);
+}
+
+void gemm1_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+               const float *B, float *C, bool accumulate) {
+    gemm1_ldb_f32(ta, tb, M, N, K, A, B, tb ? K : N, C, accumulate);
 }
 
 int kernel_threads(void) {
