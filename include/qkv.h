@@ -376,7 +376,8 @@ typedef struct {
 } qkv_model;
 
 /* Checks the config (QKV_ERR_VALUE naming the culprit) and the memory it needs
- * (QKV_ERR_NOMEM: over half the machine's memory, or an allocation failed), then draws the
+ * (QKV_ERR_NOMEM: over half of the memory qkv may use, the smallest of the physical memory,
+ * the cgroup's limit and ulimit -v/-d; or an allocation failed), then draws the
  * weights from `seed`. On success *m owns a parameter context (m->params) that the caller
  * releases with qkv_model_free; on failure there is nothing to free (qkv_model_free is
  * harmless). */
@@ -388,8 +389,8 @@ QKV_API void qkv_model_free(qkv_model *m); /* frees m->params: weights, grads, o
  * and the composed attention is used. Dies on a token outside the vocabulary. */
 QKV_API qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                       int batch, qkv_tensor **attn);
-/* Bytes of parameters, gradients and Adam state, and of one step's arena for a batch
- * (an estimate, for memory checks before allocating). */
+/* Bytes of parameters, gradients and Adam state, and of one training step's arena for a
+ * batch: upper bounds, for memory checks before allocating (docs/errors.md). */
 QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);
 QKV_API double qkv_model_step_bytes(const qkv_model_config *cfg, int batch);
 
@@ -430,8 +431,8 @@ QKV_API qkv_status qkv_st_save(const char *path, int n, const char *const *names
                                const qkv_tensor *const *tensors, int nmeta,
                                const char *const *meta);
 /* Reads and validates a whole file: header length within the file, known dtypes (F32, F64,
- * I32), byte ranges that match the shapes and tile the data exactly, no NaN or Inf in float
- * data. On success *out owns the file's contents; free it with qkv_st_free. On failure *out
+ * I32), distinct tensor names, byte ranges that match the shapes and tile the data exactly,
+ * no NaN or Inf in float data. On success *out owns the file's contents; free it with qkv_st_free. On failure *out
  * is NULL and the status says why: QKV_ERR_IO (cannot open or read), QKV_ERR_FORMAT (not a
  * valid file), QKV_ERR_MISMATCH (a dtype or rank qkv does not read), QKV_ERR_NOMEM. */
 QKV_API qkv_status qkv_st_load(const char *path, qkv_st **out);

@@ -12,5 +12,5 @@ apt-get install -y -qq --no-install-recommends \
     gnuplot-nox groff-base man-db \
     python3 python3-numpy python3-torch \
     libopenblas-dev \
-    clang libomp-dev valgrind >/dev/null
+    clang libclang-rt-dev libomp-dev valgrind >/dev/null  # libclang-rt-dev: libFuzzer, sanitizer runtimes
 echo "setup: done"

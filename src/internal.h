@@ -34,6 +34,18 @@ _Noreturn void qkv_die_(const char *file, int line, const char *op, const char *
         }                                                                                 \
     } while (0)
 
+/* ---- memory (memory.c) ---- */
+/* The bytes qkv may plan for: the smallest of the physical memory, the cgroup's memory limit,
+ * RLIMIT_AS, RLIMIT_DATA and a limit set with memory_limit_set. *what (if not NULL) names
+ * which one it is, for messages ("this machine's memory", ...). */
+double memory_limit(const char **what);
+/* Lowers the limit for this process (0: no own limit): the fuzz targets and tests use it. */
+void memory_limit_set(double bytes);
+
+/* ---- model (model.c) ---- */
+/* The range checks of qkv_model_init (QKV_ERR_VALUE naming the culprit), without allocating. */
+qkv_status model_check_config(const qkv_model_config *c);
+
 /* ---- arena (arena.c) ---- */
 struct arena_block;
 struct qkv_ctx {

@@ -2,8 +2,6 @@
  * self-attention (W_Q, W_K, W_V, W_O), and a head giving vocabulary logits. */
 #include "internal.h"
 
-#include <unistd.h>
-
 double qkv_model_param_bytes(const qkv_model_config *c) {
     double n = (double)c->vocab * c->d_model * 2 + (double)c->seq_len * c->d_model + c->vocab +
                4.0 * c->layers * c->d_model * c->d_model;
@@ -12,16 +10,13 @@ double qkv_model_param_bytes(const qkv_model_config *c) {
 
 double qkv_model_step_bytes(const qkv_model_config *c, int batch) {
     /* Per layer: ~14 copies of a (B,T,C) activation (projections, head splits, merges) and
-     * 4 of the (B,H,T,T) scores; the head adds (B,T,V). Twice that with gradients. */
+     * 4 of the (B,H,T,T) scores; the head adds (B,T,V) logits: 4 copies counted, where ~3
+     * are measured (the logits, the biased logits, a backward temporary). Twice that with
+     * gradients. tests/test_faults.c checks that a real step stays within it. */
     double btc = (double)batch * c->seq_len * c->d_model;
     double bhtt = (double)batch * c->heads * c->seq_len * c->seq_len;
     double btv = (double)batch * c->seq_len * c->vocab;
-    return 2.0 * 4 * (c->layers * (14 * btc + 4 * bhtt) + 3 * btc + 3 * btv);
-}
-
-static double physical_memory(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? (double)pages * (double)page : 1e18;
+    return 2.0 * 4 * (c->layers * (14 * btc + 4 * bhtt) + 3 * btc + 4 * btv);
 }
 
 static qkv_tensor *add_param(qkv_model *m, qkv_tensor *t, const char *fmt, int layer) {
@@ -31,9 +26,7 @@ static qkv_tensor *add_param(qkv_model *m, qkv_tensor *t, const char *fmt, int l
     return t;
 }
 
-qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t seed) {
-    memset(m, 0, sizeof *m);
-    const qkv_model_config *c = cfg;
+qkv_status model_check_config(const qkv_model_config *c) {
     if (c->vocab < 2 || c->vocab > 1000000)
         return qkv_fail(QKV_ERR_VALUE, "--vocab %d is out of range (2..1000000)", c->vocab);
     if (c->seq_len < 1 || c->seq_len > 65536)
@@ -51,10 +44,20 @@ qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t se
     if (!(c->init_scale > 0 && c->init_scale <= 100))
         return qkv_fail(QKV_ERR_VALUE, "--init-scale %g is out of range (above 0..100)",
                         c->init_scale);
-    double need = qkv_model_param_bytes(c), have = physical_memory();
+    return QKV_OK;
+}
+
+qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    const qkv_model_config *c = cfg;
+    qkv_status st = model_check_config(c);
+    if (st != QKV_OK) return st;
+    const char *what;
+    double need = qkv_model_param_bytes(c), have = memory_limit(&what);
     if (need > have / 2)
         return qkv_fail(QKV_ERR_NOMEM, "the model needs %.1f GiB for its parameters, more than "
-                        "half of this machine's %.1f GiB", need / (1 << 30), have / (1 << 30));
+                        "half of %s (%.1f GiB): lower --d-model, --vocab or --layers",
+                        need / (1 << 30), what, have / (1 << 30));
     m->cfg = *c;
     m->params = qkv_ctx_new((size_t)need + 4096 * 64);
     if (!m->params) return qkv_fail(QKV_ERR_NOMEM, "out of memory for the parameters");

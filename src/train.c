@@ -4,7 +4,6 @@
 #include "internal.h"
 
 #include <inttypes.h>
-#include <unistd.h>
 
 #define EVAL_BATCH 64
 
@@ -18,13 +17,26 @@ qkv_status trainer_init(trainer *t, const train_config *cfg) {
         return qkv_fail(QKV_ERR_VALUE, "--lr %g must be above 0", cfg->lr);
     if (cfg->model.vocab < task->vocab || cfg->model.seq_len != task->seq_len)
         return qkv_fail(QKV_ERR_VALUE, "the model does not fit the task");
-    double need = qkv_model_step_bytes(&cfg->model, cfg->batch > EVAL_BATCH ? cfg->batch : EVAL_BATCH);
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (have > 0 && need > have / 2)
-        return qkv_fail(QKV_ERR_NOMEM, "one step needs about %.1f GiB, more than half of this "
-                        "machine's %.1f GiB: lower --batch, --seq-len or --d-model",
-                        need / (1 << 30), have / (1 << 30));
-    qkv_status st = qkv_model_init(&t->model, &cfg->model, cfg->seed);
+    /* Before anything large is allocated: the parameters (with gradients and optimizer
+     * state), one training step's graph and one evaluation batch's (forward only: half a
+     * step's estimate at EVAL_BATCH). Each estimate bounds what its arena really takes (a
+     * step uses 1/3 to 4/5 of it; tests/test_faults.c checks), so this is the peak. */
+    qkv_status st = model_check_config(&cfg->model);
+    if (st != QKV_OK) return st;
+    const char *what;
+    double params = qkv_model_param_bytes(&cfg->model);
+    double step = qkv_model_step_bytes(&cfg->model, cfg->batch);
+    double eval = qkv_model_step_bytes(&cfg->model, EVAL_BATCH) / 2, have = memory_limit(&what);
+    if (params + step + eval > have / 2)
+        return qkv_fail(QKV_ERR_NOMEM, "training needs about %.1f GiB (parameters %.1f, a step "
+                        "of %d sequences %.1f, evaluation %.1f), more than half of %s "
+                        "(%.1f GiB): lower %s", (params + step + eval) / (1 << 30),
+                        params / (1 << 30), cfg->batch, step / (1 << 30), eval / (1 << 30), what,
+                        have / (1 << 30),
+                        params > step && params > eval ? "--d-model, --vocab or --layers"
+                        : step >= eval                 ? "--batch, --seq-len or --d-model"
+                                                       : "--seq-len or --d-model");
+    st = qkv_model_init(&t->model, &cfg->model, cfg->seed);
     if (st != QKV_OK) return st;
     qkv_optim_init(&t->optim, &t->model, cfg->optim, cfg->lr);
     t->optim.weight_decay = cfg->weight_decay;
@@ -32,7 +44,7 @@ qkv_status trainer_init(trainer *t, const train_config *cfg) {
     t->data_rng = qkv_rng_seed(cfg->seed ^ 0x5eed0da7a0000001ull);
     int T = task->seq_len;
     size_t bt = (size_t)cfg->batch * (size_t)T, ht = (size_t)TRAIN_HELDOUT * (size_t)T;
-    t->step_ctx = qkv_ctx_new((size_t)need / 2 + (1 << 20));
+    t->step_ctx = qkv_ctx_new((size_t)step + (1 << 20)); /* a step never outgrows it */
     t->eval_ctx = qkv_ctx_new(1 << 20);
     t->tokens = malloc(bt * sizeof *t->tokens);
     t->targets = malloc(bt * sizeof *t->targets);
@@ -275,16 +287,22 @@ qkv_status trainer_load(trainer *t, const char *path) {
     qkv_st *st;
     qkv_status s = qkv_st_load(path, &st);
     if (s != QKV_OK) return s;
+    s = trainer_load_st(t, st, path);
+    qkv_st_free(st);
+    return s;
+}
+
+qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path) {
+    memset(t, 0, sizeof *t);
+    qkv_status s;
     train_config c = {0};
     double v[13];
     const char *fmt = qkv_st_meta(st, "format"), *task = qkv_st_meta(st, "task");
     const char *optim = qkv_st_meta(st, "optim"), *rng = qkv_st_meta(st, "data_rng");
     const char *residual = qkv_st_meta(st, "residual"), *causal = qkv_st_meta(st, "causal");
     if (!fmt || strcmp(fmt, "qkv-model") || !task || !optim || !rng || strlen(rng) != 64 ||
-        !residual || !causal) {
-        qkv_st_free(st);
+        !residual || !causal)
         return qkv_fail(QKV_ERR_FORMAT, "%s: not a qkv model (its metadata is missing or wrong)", path);
-    }
     if ((s = meta_number(st, path, "seq_len", 2, 65536, &v[0])) ||
         (s = meta_number(st, path, "vocab", 2, 1e6, &v[1])) ||
         (s = meta_number(st, path, "d_model", 1, 8192, &v[2])) ||
@@ -297,14 +315,10 @@ qkv_status trainer_load(trainer *t, const char *path) {
         (s = meta_number(st, path, "batch", 1, 65536, &v[9])) ||
         (s = meta_number(st, path, "steps", 0, 1e15, &v[10])) ||
         (s = meta_number(st, path, "seed", 0, 1.8446744073709552e19, &v[11])) ||
-        (s = meta_number(st, path, "warmup", 0, 1e15, &v[12]))) {
-        qkv_st_free(st);
+        (s = meta_number(st, path, "warmup", 0, 1e15, &v[12])))
         return s;
-    }
-    if ((s = qkv_task_init(&c.task, task, (int)v[0], (int)v[1])) != QKV_OK) {
-        qkv_st_free(st);
+    if ((s = qkv_task_init(&c.task, task, (int)v[0], (int)v[1])) != QKV_OK)
         return qkv_fail(QKV_ERR_FORMAT, "%s: %s", path, qkv_last_error());
-    }
     c.model = (qkv_model_config){.vocab = (int)v[1], .seq_len = (int)v[0], .d_model = (int)v[2],
                                  .heads = (int)v[3], .layers = (int)v[4],
                                  .residual = !strcmp(residual, "true"),
@@ -319,11 +333,9 @@ qkv_status trainer_load(trainer *t, const char *path) {
     const char *schedule = qkv_st_meta(st, "schedule");
     c.cosine = schedule && !strcmp(schedule, "cosine");
     c.seed = strtoull(qkv_st_meta(st, "seed"), NULL, 10);
-    if ((s = trainer_init(t, &c)) != QKV_OK) {
-        qkv_st_free(st);
+    if ((s = trainer_init(t, &c)) != QKV_OK)
         /* a value out of range here came from the file: the file is bad, not the command line */
         return qkv_fail(s == QKV_ERR_VALUE ? QKV_ERR_FORMAT : s, "%s: %s", path, qkv_last_error());
-    }
     qkv_model *m = &t->model;
     qkv_optim *o = &t->optim;
     for (int i = 0; i < m->nparams && s == QKV_OK; i++) {
@@ -345,7 +357,6 @@ qkv_status trainer_load(trainer *t, const char *path) {
         t->data_rng.s[i] = strtoull(word, &end, 16);
         if (*end) s = qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'data_rng' is not hexadecimal", path);
     }
-    qkv_st_free(st);
     if (s != QKV_OK) trainer_free(t);
     return s;
 }

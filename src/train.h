@@ -62,5 +62,7 @@ void trainer_attention_grads(trainer *t, int index, float *dA, float *dS);
 qkv_status trainer_save(const trainer *t, const char *path);
 /* Rebuilds a trainer from a file written by trainer_save. */
 qkv_status trainer_load(trainer *t, const char *path);
+/* The same from a file already parsed (st stays the caller's); `path` names it in messages. */
+qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path);
 
 #endif

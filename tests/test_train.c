@@ -439,8 +439,11 @@ START_TEST(test_task_init_rejects) {
 END_TEST
 
 static Suite *train_suite(void) {
+    /* Tagged "slow": learning (hundreds of steps per task) and the thread test (a bigger
+     * model), which the valgrind stage of .ci/run skips with CK_EXCLUDE_TAGS=slow. */
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("learn");
+    tcase_set_tags(tc, "slow");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_task_learns, 0, (int)(sizeof learn / sizeof learn[0]));
     suite_add_tcase(s, tc);
@@ -451,11 +454,16 @@ static Suite *train_suite(void) {
     tcase_add_loop_test(tc, test_resume_is_exact, 0, 3);
     suite_add_tcase(s, tc);
 
+#ifdef QKV_HAVE_OPENMP
+    tc = tcase_create("threads");
+    tcase_set_tags(tc, "slow");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_threads_bit_identical);
+    suite_add_tcase(s, tc);
+#endif
+
     tc = tcase_create("numerics");
     tcase_set_timeout(tc, 120);
-#ifdef QKV_HAVE_OPENMP
-    tcase_add_test(tc, test_threads_bit_identical);
-#endif
     tcase_add_test(tc, test_divergence_reports_step);
     tcase_add_test(tc, test_init_rejects_bad_values);
     suite_add_tcase(s, tc);

@@ -130,31 +130,36 @@ static int run_workload(const workload *w, int threads, long repeat, double budg
     return EXIT_OK;
 }
 
-int cmd_bench(int argc, char **argv) {
-    static const struct option opts[] = {{"config", required_argument, 0, 'c'},
-                                         {"threads", required_argument, 0, 't'},
-                                         {"repeat", required_argument, 0, 'r'},
-                                         {"seconds", required_argument, 0, 's'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"help", no_argument, 0, 'h'},
+typedef struct {
+    const char *config;
+    long threads, repeat;
+    double seconds;
+    bool json;
+} bench_args;
+
+enum { OPT_CONFIG = 256, OPT_THREADS, OPT_REPEAT, OPT_SECONDS, OPT_JSON };
+
+static int bench_parse(int argc, char **argv, bench_args *a) {
+    static const struct option opts[] = {{"config", required_argument, 0, OPT_CONFIG},
+                                         {"threads", required_argument, 0, OPT_THREADS},
+                                         {"repeat", required_argument, 0, OPT_REPEAT},
+                                         {"seconds", required_argument, 0, OPT_SECONDS},
+                                         {"json", no_argument, 0, OPT_JSON},
+                                         {"help", no_argument, 0, CLI_OPT_HELP},
                                          {0, 0, 0, 0}};
-    const char *config = "all";
-    long threads = 0, repeat = 0;
-    double seconds = 2;
-    bool json = false;
-    optind = 1;
-    opterr = 0;
+    *a = (bench_args){.config = "all", .seconds = 2};
+    cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         bool ok = true;
         switch (c) {
-        case 'c': config = optarg; break;
-        case 't': ok = cli_parse_int("threads", optarg, 1, 1024, &threads); break;
-        case 'r': ok = cli_parse_int("repeat", optarg, 1, 10000, &repeat); break;
-        case 's': ok = cli_parse_double("seconds", optarg, 0, 3600, true, &seconds); break;
-        case 'j': json = true; break;
-        case 'h': fputs(usage, stdout); return EXIT_OK;
-        case ':': cli_error("bench: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
-        default: cli_error("bench: unknown option '%s' (see qkv bench --help)", argv[optind - 1]); return EXIT_USAGE;
+        case OPT_CONFIG: a->config = optarg; break;
+        case OPT_THREADS: ok = cli_parse_int("threads", optarg, 1, 1024, &a->threads); break;
+        case OPT_REPEAT: ok = cli_parse_int("repeat", optarg, 1, 10000, &a->repeat); break;
+        case OPT_SECONDS: ok = cli_parse_double("seconds", optarg, 0, 3600, true, &a->seconds); break;
+        case OPT_JSON: a->json = true; break;
+        case 'h':
+        case CLI_OPT_HELP: fputs(usage, stdout); return EXIT_OK;
+        default: return cli_bad_option("bench", argv, c);
         }
         if (!ok) return EXIT_USAGE;
     }
@@ -162,21 +167,32 @@ int cmd_bench(int argc, char **argv) {
         cli_error("bench: unexpected argument '%s'", argv[optind]);
         return EXIT_USAGE;
     }
-    int nthreads = 1;
-#ifdef QKV_HAVE_OPENMP
-    if (threads > 0) omp_set_num_threads((int)threads);
-    nthreads = omp_get_max_threads();
-#endif
-    bool any = false;
-    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
-        if (strcmp(config, "all") && strcmp(config, workloads[i].name)) continue;
-        any = true;
-        int code = run_workload(&workloads[i], nthreads, repeat, seconds, json);
-        if (code != EXIT_OK) return code;
-    }
-    if (!any) {
-        cli_error("bench: unknown config '%s' (tiny, medium, long, all)", config);
+    bool known = !strcmp(a->config, "all");
+    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
+        known = known || !strcmp(a->config, workloads[i].name);
+    if (!known) {
+        cli_error("bench: unknown config '%s' (tiny, medium, long, all)", a->config);
         return EXIT_USAGE;
     }
+    return CLI_RUN;
+}
+
+static int bench_run(const bench_args *a) {
+    int nthreads = 1;
+#ifdef QKV_HAVE_OPENMP
+    if (a->threads > 0) omp_set_num_threads((int)a->threads);
+    nthreads = omp_get_max_threads();
+#endif
+    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
+        if (strcmp(a->config, "all") && strcmp(a->config, workloads[i].name)) continue;
+        int code = run_workload(&workloads[i], nthreads, a->repeat, a->seconds, a->json);
+        if (code != EXIT_OK) return code;
+    }
     return EXIT_OK;
+}
+
+int cmd_bench(int argc, char **argv, bool parse_only) {
+    bench_args a;
+    int code = bench_parse(argc, argv, &a);
+    return code != CLI_RUN || parse_only ? code : bench_run(&a);
 }

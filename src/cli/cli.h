@@ -5,6 +5,7 @@
 #include "qkv.h"
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Exit codes, documented in docs/errors.md. */
@@ -18,7 +19,15 @@ enum {
     EXIT_NOMEM = 6,  /* the model would not fit in memory */
 };
 
-/* Prints "qkv: <message>" on stderr, one line. */
+/* What a command's parse step returns when the command line is valid and the command should
+ * run (any other value is the exit code: help was shown, or a bad option was reported). */
+#define CLI_RUN (-1)
+
+/* The value of every command's --help in its getopt_long table (-h is 'h'). Long options
+ * have values from 256 up, so that cli_bad_option can tell them from letters. */
+enum { CLI_OPT_HELP = 1024 };
+
+/* Prints "qkv: <message>" on stderr, one line (control characters in it become '?'). */
 void cli_error(const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 1, 2)))
@@ -27,12 +36,23 @@ void cli_error(const char *fmt, ...)
 /* Maps a library status to an exit code. */
 int cli_exit_for(qkv_status status);
 
+/* Starts a fresh getopt_long scan of a new argv (optind = 0: glibc then also forgets where
+ * it was inside an earlier argv, which may be gone), with getopt's own messages off. */
+void cli_getopt_reset(void);
+/* The one line for getopt_long's ':' (a value is missing) or '?' (an unknown, ambiguous or
+ * misused option) in command `cmd`; returns EXIT_USAGE. */
+int cli_bad_option(const char *cmd, char **argv, int c);
+
 /* Strict number parsing of option values: the whole string must be a number within
  * [lo, hi]. On failure prints "qkv: --name: ..." and returns false. */
 bool cli_parse_int(const char *name, const char *text, long lo, long hi, long *out);
 bool cli_parse_u64(const char *name, const char *text, uint64_t *out);
 bool cli_parse_double(const char *name, const char *text, double lo, double hi, bool lo_open,
                       double *out);
+
+/* "DIR" (a directory) or "FILE" -> the model file DIR/model.safetensors or FILE, into out.
+ * A path that does not fit gives one line and false (exit EXIT_IO). */
+bool cli_model_path(const char *arg, char *out, size_t len);
 
 /* Draws the plots of a training directory into DIR/plots/ with gnuplot (plot.c), in format
  * "png" or "svg"; returns an exit code. If gnuplot is not on PATH it prints one line saying so,
@@ -43,13 +63,19 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
 int cli_gnuplot(const char *script, const char *out, const char *format, int nargs,
                 const char *const *args, const char *data_dir, bool *no_gnuplot);
 
-/* The commands: argc/argv start at the command name. */
-int cmd_gradcheck(int argc, char **argv);
-int cmd_train(int argc, char **argv);
-int cmd_eval(int argc, char **argv);
-int cmd_grads(int argc, char **argv);
-int cmd_plot(int argc, char **argv);
-int cmd_study(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
+/* The command line: `qkv COMMAND [options]` (cli.c). With parse_only, each command only reads
+ * and checks its options, printing its help or one error line, and returns CLI_RUN where it
+ * would have run: nothing is read, written or allocated beyond the options. main() calls
+ * cli_main(argc, argv, false); the fuzz targets call it with true. */
+int cli_main(int argc, char **argv, bool parse_only);
+
+/* The commands: argc/argv start at the command name; parse_only as for cli_main. */
+int cmd_gradcheck(int argc, char **argv, bool parse_only);
+int cmd_train(int argc, char **argv, bool parse_only);
+int cmd_eval(int argc, char **argv, bool parse_only);
+int cmd_grads(int argc, char **argv, bool parse_only);
+int cmd_plot(int argc, char **argv, bool parse_only);
+int cmd_study(int argc, char **argv, bool parse_only);
+int cmd_bench(int argc, char **argv, bool parse_only);
 
 #endif

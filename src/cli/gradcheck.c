@@ -14,35 +14,45 @@ static const char usage[] =
     "  --json       print one JSON object instead of a table\n"
     "  -h, --help   show this help\n";
 
-int cmd_gradcheck(int argc, char **argv) {
-    double tol = 1e-6;
-    uint64_t seed = 1;
-    bool json = false;
-    static const struct option opts[] = {{"tol", required_argument, 0, 't'},
-                                         {"seed", required_argument, 0, 's'},
-                                         {"json", no_argument, 0, 'j'},
-                                         {"help", no_argument, 0, 'h'},
+typedef struct {
+    double tol;
+    uint64_t seed;
+    bool json;
+} gradcheck_args;
+
+enum { OPT_TOL = 256, OPT_SEED, OPT_JSON };
+
+static int gradcheck_parse(int argc, char **argv, gradcheck_args *a) {
+    static const struct option opts[] = {{"tol", required_argument, 0, OPT_TOL},
+                                         {"seed", required_argument, 0, OPT_SEED},
+                                         {"json", no_argument, 0, OPT_JSON},
+                                         {"help", no_argument, 0, CLI_OPT_HELP},
                                          {0, 0, 0, 0}};
-    optind = 1;
-    opterr = 0;
+    *a = (gradcheck_args){.tol = 1e-6, .seed = 1};
+    cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
+        bool ok = true;
         switch (c) {
-        case 't':
-            if (!cli_parse_double("tol", optarg, 0, 1, true, &tol)) return EXIT_USAGE;
-            break;
-        case 's':
-            if (!cli_parse_u64("seed", optarg, &seed)) return EXIT_USAGE;
-            break;
-        case 'j': json = true; break;
-        case 'h': fputs(usage, stdout); return EXIT_OK;
-        case ':': cli_error("gradcheck: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
-        default: cli_error("gradcheck: unknown option '%s' (see qkv gradcheck --help)", argv[optind - 1]); return EXIT_USAGE;
+        case OPT_TOL: ok = cli_parse_double("tol", optarg, 0, 1, true, &a->tol); break;
+        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &a->seed); break;
+        case OPT_JSON: a->json = true; break;
+        case 'h':
+        case CLI_OPT_HELP: fputs(usage, stdout); return EXIT_OK;
+        default: return cli_bad_option("gradcheck", argv, c);
         }
+        if (!ok) return EXIT_USAGE;
     }
     if (optind < argc) {
         cli_error("gradcheck: unexpected argument '%s'", argv[optind]);
         return EXIT_USAGE;
     }
+    return CLI_RUN;
+}
+
+static int gradcheck_run(const gradcheck_args *a) {
+    double tol = a->tol;
+    uint64_t seed = a->seed;
+    bool json = a->json;
     int n = qkv_gradcheck_count();
     bool all = true;
     if (json) printf("{\"ops\":[");
@@ -64,4 +74,10 @@ int cmd_gradcheck(int argc, char **argv) {
     if (json) printf("],\"tol\":%g,\"passed\":%s}\n", tol, all ? "true" : "false");
     else printf("%s: every op within a relative error of %g\n", all ? "PASS" : "FAIL", tol);
     return all ? EXIT_OK : EXIT_FAILED;
+}
+
+int cmd_gradcheck(int argc, char **argv, bool parse_only) {
+    gradcheck_args a;
+    int code = gradcheck_parse(argc, argv, &a);
+    return code != CLI_RUN || parse_only ? code : gradcheck_run(&a);
 }

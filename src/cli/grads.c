@@ -6,7 +6,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "internal.h"
 
@@ -22,47 +21,53 @@ static const char usage[] =
     "  --batch B      sequences in the batch (default 8)\n"
     "  -h, --help     show this help\n";
 
-int cmd_grads(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"seed", required_argument, 0, 's'},
-                                         {"batch", required_argument, 0, 'b'},
-                                         {"help", no_argument, 0, 'h'},
+typedef struct {
+    const char *model, *out;
+    uint64_t seed;
+    long batch;
+} grads_args;
+
+enum { OPT_MODEL = 256, OPT_OUT, OPT_SEED, OPT_BATCH };
+
+static int grads_parse(int argc, char **argv, grads_args *a) {
+    static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
+                                         {"out", required_argument, 0, OPT_OUT},
+                                         {"seed", required_argument, 0, OPT_SEED},
+                                         {"batch", required_argument, 0, OPT_BATCH},
+                                         {"help", no_argument, 0, CLI_OPT_HELP},
                                          {0, 0, 0, 0}};
-    const char *model = NULL, *out = NULL;
-    uint64_t seed = 1;
-    long batch = 8;
-    optind = 1;
-    opterr = 0;
+    *a = (grads_args){.seed = 1, .batch = 8};
+    cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
+        bool ok = true;
         switch (c) {
-        case 'm': model = optarg; break;
-        case 'o': out = optarg; break;
-        case 's':
-            if (!cli_parse_u64("seed", optarg, &seed)) return EXIT_USAGE;
-            break;
-        case 'b':
-            if (!cli_parse_int("batch", optarg, 1, 4096, &batch)) return EXIT_USAGE;
-            break;
-        case 'h': fputs(usage, stdout); return EXIT_OK;
-        case ':': cli_error("grads: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
-        default: cli_error("grads: unknown option '%s' (see qkv grads --help)", argv[optind - 1]); return EXIT_USAGE;
+        case OPT_MODEL: a->model = optarg; break;
+        case OPT_OUT: a->out = optarg; break;
+        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &a->seed); break;
+        case OPT_BATCH: ok = cli_parse_int("batch", optarg, 1, 4096, &a->batch); break;
+        case 'h':
+        case CLI_OPT_HELP: fputs(usage, stdout); return EXIT_OK;
+        default: return cli_bad_option("grads", argv, c);
         }
+        if (!ok) return EXIT_USAGE;
     }
     if (optind < argc) {
         cli_error("grads: unexpected argument '%s'", argv[optind]);
         return EXIT_USAGE;
     }
-    if (!model || !out) {
+    if (!a->model || !a->out) {
         cli_error("grads: --model FILE and --out FILE are required");
         return EXIT_USAGE;
     }
+    return CLI_RUN;
+}
+
+static int grads_run(const grads_args *a) {
+    const char *model = a->model, *out = a->out;
+    uint64_t seed = a->seed;
+    long batch = a->batch;
     char path[1100];
-    struct stat sb;
-    if (stat(model, &sb) == 0 && S_ISDIR(sb.st_mode))
-        snprintf(path, sizeof path, "%s/model.safetensors", model);
-    else
-        snprintf(path, sizeof path, "%s", model);
+    if (!cli_model_path(model, path, sizeof path)) return EXIT_IO;
     trainer t;
     qkv_status s = trainer_load(&t, path);
     if (s != QKV_OK) {
@@ -70,6 +75,14 @@ int cmd_grads(int argc, char **argv) {
         return cli_exit_for(s);
     }
     int T = t.cfg.task.seq_len, B = (int)batch;
+    const char *what;
+    double need = qkv_model_step_bytes(&t.model.cfg, B), have = memory_limit(&what);
+    if (need > have / 2) {
+        cli_error("grads: a batch of %d needs about %.1f GiB, more than half of %s (%.1f GiB): "
+                  "lower --batch", B, need / (1 << 30), what, have / (1 << 30));
+        trainer_free(&t);
+        return EXIT_NOMEM;
+    }
     qkv_ctx *ctx = qkv_ctx_new(0);
     qkv_tensor *tokens = qkv_zeros(ctx, QKV_I32, 2, (int64_t[]){B, T});
     qkv_tensor *targets = qkv_zeros(ctx, QKV_I32, 2, (int64_t[]){B, T});
@@ -116,4 +129,10 @@ int cmd_grads(int argc, char **argv) {
     qkv_ctx_free(ctx);
     trainer_free(&t);
     return code;
+}
+
+int cmd_grads(int argc, char **argv, bool parse_only) {
+    grads_args a;
+    int code = grads_parse(argc, argv, &a);
+    return code != CLI_RUN || parse_only ? code : grads_run(&a);
 }

@@ -379,23 +379,28 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
     return code;
 }
 
-int cmd_plot(int argc, char **argv) {
-    static const struct option opts[] = {{"format", required_argument, 0, 'f'},
-                                         {"help", no_argument, 0, 'h'},
+typedef struct {
+    const char *dir, *format;
+} plot_args;
+
+enum { OPT_FORMAT = 256 };
+
+static int plot_parse(int argc, char **argv, plot_args *a) {
+    static const struct option opts[] = {{"format", required_argument, 0, OPT_FORMAT},
+                                         {"help", no_argument, 0, CLI_OPT_HELP},
                                          {0, 0, 0, 0}};
-    const char *format = "png";
-    optind = 1;
-    opterr = 0;
+    *a = (plot_args){.format = "png"};
+    cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         switch (c) {
-        case 'f': format = optarg; break;
-        case 'h': fputs(plot_usage, stdout); return EXIT_OK;
-        case ':': cli_error("plot: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
-        default: cli_error("plot: unknown option '%s' (see qkv plot --help)", argv[optind - 1]); return EXIT_USAGE;
+        case OPT_FORMAT: a->format = optarg; break;
+        case 'h':
+        case CLI_OPT_HELP: fputs(plot_usage, stdout); return EXIT_OK;
+        default: return cli_bad_option("plot", argv, c);
         }
     }
-    if (strcmp(format, "png") && strcmp(format, "svg")) {
-        cli_error("plot: --format: '%s' is not png or svg", format);
+    if (strcmp(a->format, "png") && strcmp(a->format, "svg")) {
+        cli_error("plot: --format: '%s' is not png or svg", a->format);
         return EXIT_USAGE;
     }
     if (optind == argc) {
@@ -406,6 +411,13 @@ int cmd_plot(int argc, char **argv) {
         cli_error("plot: one directory only, got '%s' too", argv[optind + 1]);
         return EXIT_USAGE;
     }
+    a->dir = argv[optind];
+    return CLI_RUN;
+}
+
+int cmd_plot(int argc, char **argv, bool parse_only) {
+    plot_args a;
+    int code = plot_parse(argc, argv, &a);
     bool no_gnuplot;
-    return cli_plot(argv[optind], format, true, &no_gnuplot);
+    return code != CLI_RUN || parse_only ? code : cli_plot(a.dir, a.format, true, &no_gnuplot);
 }

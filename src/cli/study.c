@@ -124,7 +124,8 @@ static void engine_backward(const double *x, const double *dy, int n, double *dx
 
 /* (a): the Jacobian three ways. */
 static void study_jacobian(const double *x, int n, const double *dy_given, uint64_t seed) {
-    double s[MAX_N], J[MAX_N * MAX_N], Jfd[MAX_N * MAX_N], rows[MAX_N * MAX_N];
+    /* zeroed: gcc cannot see that the loops below fill the first n*n of each */
+    double s[MAX_N], J[MAX_N * MAX_N] = {0}, Jfd[MAX_N * MAX_N] = {0}, rows[MAX_N * MAX_N] = {0};
     double xp[MAX_N], sp[MAX_N], sm[MAX_N];
     softmax(x, s, n);
     double sum = 0;
@@ -334,7 +335,16 @@ static int study_scaling(int samples, int n, int max_dk, uint64_t seed, const ch
 enum { OPT_VECTOR = 256, OPT_DY, OPT_SCALING, OPT_SAMPLES, OPT_KEYS, OPT_MAX_DK, OPT_OUT,
        OPT_FORMAT, OPT_SEED };
 
-int cmd_study(int argc, char **argv) {
+typedef struct {
+    double x[MAX_N], dy[MAX_N];
+    int n, ndy;
+    bool vector_set, dy_set, scaling;
+    long samples, keys, max_dk;
+    uint64_t seed;
+    const char *out_dir, *format;
+} study_args;
+
+static int study_parse(int argc, char **argv, study_args *a) {
     if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
         fputs(study_usage, stdout);
         return EXIT_OK;
@@ -349,33 +359,28 @@ int cmd_study(int argc, char **argv) {
         {"scaling", no_argument, 0, OPT_SCALING},     {"samples", required_argument, 0, OPT_SAMPLES},
         {"keys", required_argument, 0, OPT_KEYS},     {"max-dk", required_argument, 0, OPT_MAX_DK},
         {"out", required_argument, 0, OPT_OUT},       {"format", required_argument, 0, OPT_FORMAT},
-        {"seed", required_argument, 0, OPT_SEED},     {"help", no_argument, 0, 'h'},
+        {"seed", required_argument, 0, OPT_SEED},     {"help", no_argument, 0, CLI_OPT_HELP},
         {0, 0, 0, 0}};
-    double x[MAX_N] = {4, -1, 2.1}, dy[MAX_N];
-    int n = 3, ndy = 0;
-    bool vector_set = false, dy_set = false, scaling = false;
-    long samples = 2000, keys = 16, max_dk = 512;
-    uint64_t seed = 1;
-    const char *out_dir = NULL, *format = "png";
+    *a = (study_args){.x = {4, -1, 2.1}, .n = 3, .samples = 2000, .keys = 16, .max_dk = 512,
+                      .seed = 1, .format = "png"};
     argc--;
     argv++;
-    optind = 1;
-    opterr = 0;
+    cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         bool ok = true;
         switch (c) {
-        case OPT_VECTOR: ok = parse_list("vector", optarg, x, &n); vector_set = true; break;
-        case OPT_DY: ok = parse_list("dy", optarg, dy, &ndy); dy_set = true; break;
-        case OPT_SCALING: scaling = true; break;
-        case OPT_SAMPLES: ok = cli_parse_int("samples", optarg, 10, 1000000, &samples); break;
-        case OPT_KEYS: ok = cli_parse_int("keys", optarg, 2, 4096, &keys); break;
-        case OPT_MAX_DK: ok = cli_parse_int("max-dk", optarg, 1, 4096, &max_dk); break;
-        case OPT_OUT: out_dir = optarg; break;
-        case OPT_FORMAT: format = optarg; break;
-        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &seed); break;
-        case 'h': fputs(study_usage, stdout); return EXIT_OK;
-        case ':': cli_error("study: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
-        default: cli_error("study: unknown option '%s' (see qkv study --help)", argv[optind - 1]); return EXIT_USAGE;
+        case OPT_VECTOR: ok = parse_list("vector", optarg, a->x, &a->n); a->vector_set = true; break;
+        case OPT_DY: ok = parse_list("dy", optarg, a->dy, &a->ndy); a->dy_set = true; break;
+        case OPT_SCALING: a->scaling = true; break;
+        case OPT_SAMPLES: ok = cli_parse_int("samples", optarg, 10, 1000000, &a->samples); break;
+        case OPT_KEYS: ok = cli_parse_int("keys", optarg, 2, 4096, &a->keys); break;
+        case OPT_MAX_DK: ok = cli_parse_int("max-dk", optarg, 1, 4096, &a->max_dk); break;
+        case OPT_OUT: a->out_dir = optarg; break;
+        case OPT_FORMAT: a->format = optarg; break;
+        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &a->seed); break;
+        case 'h':
+        case CLI_OPT_HELP: fputs(study_usage, stdout); return EXIT_OK;
+        default: return cli_bad_option("study", argv, c);
         }
         if (!ok) return EXIT_USAGE;
     }
@@ -383,25 +388,36 @@ int cmd_study(int argc, char **argv) {
         cli_error("study: unexpected argument '%s'", argv[optind]);
         return EXIT_USAGE;
     }
-    if (dy_set && ndy != n) {
-        cli_error("study: --dy has %d numbers, --vector %d", ndy, n);
+    if (a->dy_set && a->ndy != a->n) {
+        cli_error("study: --dy has %d numbers, --vector %d", a->ndy, a->n);
         return EXIT_USAGE;
     }
-    if ((max_dk & (max_dk - 1)) != 0) {
-        cli_error("study: --max-dk: %ld is not a power of two", max_dk);
+    if ((a->max_dk & (a->max_dk - 1)) != 0) {
+        cli_error("study: --max-dk: %ld is not a power of two", a->max_dk);
         return EXIT_USAGE;
     }
-    if (strcmp(format, "png") && strcmp(format, "svg")) {
-        cli_error("study: --format: '%s' is not png or svg", format);
+    if (strcmp(a->format, "png") && strcmp(a->format, "svg")) {
+        cli_error("study: --format: '%s' is not png or svg", a->format);
         return EXIT_USAGE;
     }
-    if (out_dir && !scaling) {
+    if (a->out_dir && !a->scaling) {
         cli_error("study: --out goes with --scaling");
         return EXIT_USAGE;
     }
-    bool jac = !scaling || vector_set || dy_set;
-    if (jac) study_jacobian(x, n, dy_set ? dy : NULL, seed);
-    if (!scaling) return EXIT_OK;
+    return CLI_RUN;
+}
+
+static int study_run(const study_args *a) {
+    bool jac = !a->scaling || a->vector_set || a->dy_set;
+    if (jac) study_jacobian(a->x, a->n, a->dy_set ? a->dy : NULL, a->seed);
+    if (!a->scaling) return EXIT_OK;
     if (jac) printf("\n");
-    return study_scaling((int)samples, (int)keys, (int)max_dk, seed, out_dir, format);
+    return study_scaling((int)a->samples, (int)a->keys, (int)a->max_dk, a->seed, a->out_dir,
+                         a->format);
+}
+
+int cmd_study(int argc, char **argv, bool parse_only) {
+    study_args a;
+    int code = study_parse(argc, argv, &a);
+    return code != CLI_RUN || parse_only ? code : study_run(&a);
 }

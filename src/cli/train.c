@@ -81,15 +81,6 @@ static void set_threads(long n) {
 #endif
 }
 
-/* "DIR" or "DIR/model.safetensors" -> the model file. */
-static void model_path(const char *arg, char *out, size_t len) {
-    struct stat sb;
-    if (stat(arg, &sb) == 0 && S_ISDIR(sb.st_mode))
-        snprintf(out, len, "%s/model.safetensors", arg);
-    else
-        snprintf(out, len, "%s", arg);
-}
-
 static bool make_dir(const char *dir) {
     if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
         struct stat sb;
@@ -276,7 +267,14 @@ static void print_result_json(const trainer *t, eval_result r, int64_t step, dou
            t->model.cfg.layers, t->cfg.seed);
 }
 
-int cmd_train(int argc, char **argv) {
+typedef struct {
+    const char *out_dir, *resume;
+    long threads, eval_every, save_every, snapshot_every, steps;
+    bool json, quiet, plot, steps_set;
+    train_config cfg; /* a new run's config (not used with --resume) */
+} train_args;
+
+static int train_parse(int argc, char **argv, train_args *a) {
     static const struct option opts[] = {
         {"task", required_argument, 0, OPT_TASK},       {"seq-len", required_argument, 0, OPT_SEQ_LEN},
         {"vocab", required_argument, 0, OPT_VOCAB},     {"d-model", required_argument, 0, OPT_D_MODEL},
@@ -296,18 +294,16 @@ int cmd_train(int argc, char **argv) {
         {"warmup", required_argument, 0, OPT_WARMUP},
         {"plot", no_argument, 0, OPT_PLOT},
         {"snapshot-every", required_argument, 0, OPT_SNAPSHOT_EVERY},
-        {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0}};
+        {"help", no_argument, 0, CLI_OPT_HELP},         {0, 0, 0, 0}};
     const char *schedule = "cosine";
     long warmup = -1;
-    const char *task_name = "copy", *out_dir = NULL, *resume = NULL, *optim_name = "adam";
-    long seq_len = 8, vocab = 0, d_model = 64, heads = 1, layers = 1, batch = 32, steps = 3000;
-    long threads = 0, eval_every = 0, save_every = 0, snapshot_every = 0;
+    const char *task_name = "copy", *optim_name = "adam";
+    long seq_len = 8, vocab = 0, d_model = 64, heads = 1, layers = 1, batch = 32;
     double lr = 0, init_scale = 0.5, weight_decay = 0, clip = 1;
     uint64_t seed = 1;
-    bool residual = false, causal = false, json = false, quiet = false, model_opts = false;
-    bool steps_set = false, plot = false;
-    optind = 1;
-    opterr = 0;
+    bool residual = false, causal = false, model_opts = false;
+    *a = (train_args){.steps = 3000};
+    cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         bool ok = true;
         if ((c >= OPT_TASK && c <= OPT_SEED && c != OPT_STEPS) || c == OPT_SCHEDULE ||
@@ -326,26 +322,26 @@ int cmd_train(int argc, char **argv) {
         case OPT_OPTIM: optim_name = optarg; break;
         case OPT_LR: ok = cli_parse_double("lr", optarg, 0, 1e6, true, &lr); break;
         case OPT_BATCH: ok = cli_parse_int("batch", optarg, 1, 65536, &batch); break;
-        case OPT_STEPS: ok = cli_parse_int("steps", optarg, 1, 100000000, &steps); steps_set = true; break;
+        case OPT_STEPS: ok = cli_parse_int("steps", optarg, 1, 100000000, &a->steps); a->steps_set = true; break;
         case OPT_WEIGHT_DECAY: ok = cli_parse_double("weight-decay", optarg, 0, 1e6, false, &weight_decay); break;
         case OPT_CLIP: ok = cli_parse_double("clip", optarg, 0, 1e12, false, &clip); break;
         case OPT_SEED: ok = cli_parse_u64("seed", optarg, &seed); break;
-        case OPT_THREADS: ok = cli_parse_int("threads", optarg, 1, 1024, &threads); break;
-        case OPT_OUT: out_dir = optarg; break;
-        case OPT_RESUME: resume = optarg; break;
-        case OPT_EVAL_EVERY: ok = cli_parse_int("eval-every", optarg, 1, 100000000, &eval_every); break;
-        case OPT_SAVE_EVERY: ok = cli_parse_int("save-every", optarg, 0, 100000000, &save_every); break;
-        case OPT_JSON: json = true; break;
-        case OPT_QUIET: quiet = true; break;
+        case OPT_THREADS: ok = cli_parse_int("threads", optarg, 1, 1024, &a->threads); break;
+        case OPT_OUT: a->out_dir = optarg; break;
+        case OPT_RESUME: a->resume = optarg; break;
+        case OPT_EVAL_EVERY: ok = cli_parse_int("eval-every", optarg, 1, 100000000, &a->eval_every); break;
+        case OPT_SAVE_EVERY: ok = cli_parse_int("save-every", optarg, 0, 100000000, &a->save_every); break;
+        case OPT_JSON: a->json = true; break;
+        case OPT_QUIET: a->quiet = true; break;
         case OPT_SCHEDULE: schedule = optarg; break;
         case OPT_WARMUP: ok = cli_parse_int("warmup", optarg, 0, 100000000, &warmup); break;
-        case OPT_PLOT: plot = true; break;
+        case OPT_PLOT: a->plot = true; break;
         case OPT_SNAPSHOT_EVERY:
-            ok = cli_parse_int("snapshot-every", optarg, 0, 100000000, &snapshot_every);
+            ok = cli_parse_int("snapshot-every", optarg, 0, 100000000, &a->snapshot_every);
             break;
-        case 'h': fputs(train_usage, stdout); return EXIT_OK;
-        case ':': cli_error("train: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
-        default: cli_error("train: unknown option '%s' (see qkv train --help)", argv[optind - 1]); return EXIT_USAGE;
+        case 'h':
+        case CLI_OPT_HELP: fputs(train_usage, stdout); return EXIT_OK;
+        default: return cli_bad_option("train", argv, c);
         }
         if (!ok) return EXIT_USAGE;
     }
@@ -353,25 +349,66 @@ int cmd_train(int argc, char **argv) {
         cli_error("train: unexpected argument '%s'", argv[optind]);
         return EXIT_USAGE;
     }
-    set_threads(threads);
-
-    trainer t;
-    qkv_status s;
-    metrics m = {0};
-    char path[1100];
-    if (resume) {
+    if (a->resume) {
         if (model_opts) {
             cli_error("train: --resume continues a saved run; only --steps, --out, --threads, "
                       "--eval-every, --save-every, --snapshot-every, --plot, --json and --quiet "
                       "may be given with it");
             return EXIT_USAGE;
         }
-        model_path(resume, path, sizeof path);
+        return CLI_RUN; /* the rest comes from the saved run (out_dir defaults to it) */
+    }
+    train_config *cfg = &a->cfg;
+    *cfg = (train_config){.batch = (int)batch, .steps = a->steps, .seed = seed,
+                          .weight_decay = weight_decay, .clip = clip};
+    if (!strcmp(optim_name, "sgd")) cfg->optim = QKV_SGD;
+    else if (!strcmp(optim_name, "momentum")) cfg->optim = QKV_MOMENTUM;
+    else if (!strcmp(optim_name, "adam")) cfg->optim = QKV_ADAM;
+    else {
+        cli_error("train: unknown optimizer '%s' (sgd, momentum, adam)", optim_name);
+        return EXIT_USAGE;
+    }
+    if (strcmp(schedule, "cosine") && strcmp(schedule, "constant")) {
+        cli_error("train: unknown schedule '%s' (cosine, constant)", schedule);
+        return EXIT_USAGE;
+    }
+    cfg->cosine = !strcmp(schedule, "cosine");
+    cfg->warmup = warmup >= 0 ? warmup : a->steps / 20;
+    cfg->lr = lr > 0 ? lr : cfg->optim == QKV_ADAM ? 0.005 : cfg->optim == QKV_MOMENTUM ? 0.1 : 1.0;
+    qkv_status s = qkv_task_init(&cfg->task, task_name, (int)seq_len, (int)vocab);
+    if (s != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    cfg->model = (qkv_model_config){.vocab = cfg->task.vocab, .seq_len = (int)seq_len,
+                                    .d_model = (int)d_model, .heads = (int)heads,
+                                    .layers = (int)layers, .residual = residual,
+                                    .causal = causal || cfg->task.causal,
+                                    .init_scale = init_scale};
+    if (!a->out_dir && (a->plot || a->snapshot_every)) {
+        cli_error("train: %s needs --out DIR", a->plot ? "--plot" : "--snapshot-every");
+        return EXIT_USAGE;
+    }
+    return CLI_RUN;
+}
+
+static int train_run(train_args *a) {
+    const char *out_dir = a->out_dir, *resume = a->resume;
+    long eval_every = a->eval_every, save_every = a->save_every, snapshot_every = a->snapshot_every;
+    bool json = a->json, quiet = a->quiet, plot = a->plot;
+    set_threads(a->threads);
+
+    trainer t;
+    qkv_status s;
+    metrics m = {0};
+    char path[1100];
+    if (resume) {
+        if (!cli_model_path(resume, path, sizeof path)) return EXIT_IO;
         if ((s = trainer_load(&t, path)) != QKV_OK) {
             cli_error("%s", qkv_last_error());
             return cli_exit_for(s);
         }
-        if (steps_set) t.cfg.steps = steps;
+        if (a->steps_set) t.cfg.steps = a->steps;
         if (t.cfg.steps < t.optim.step) {
             cli_error("train: --steps %" PRId64 " is below the %" PRId64 " steps already taken",
                       t.cfg.steps, t.optim.step);
@@ -382,42 +419,9 @@ int cmd_train(int argc, char **argv) {
         char mpath[1100];
         snprintf(mpath, sizeof mpath, "%s/metrics.csv", resume);
         metrics_read(&m, mpath, t.optim.step);
-    } else {
-        train_config cfg = {.batch = (int)batch, .steps = steps, .seed = seed,
-                            .weight_decay = weight_decay, .clip = clip};
-        if (!strcmp(optim_name, "sgd")) cfg.optim = QKV_SGD;
-        else if (!strcmp(optim_name, "momentum")) cfg.optim = QKV_MOMENTUM;
-        else if (!strcmp(optim_name, "adam")) cfg.optim = QKV_ADAM;
-        else {
-            cli_error("train: unknown optimizer '%s' (sgd, momentum, adam)", optim_name);
-            return EXIT_USAGE;
-        }
-        if (strcmp(schedule, "cosine") && strcmp(schedule, "constant")) {
-            cli_error("train: unknown schedule '%s' (cosine, constant)", schedule);
-            return EXIT_USAGE;
-        }
-        cfg.cosine = !strcmp(schedule, "cosine");
-        cfg.warmup = warmup >= 0 ? warmup : steps / 20;
-        cfg.lr = lr > 0 ? lr : cfg.optim == QKV_ADAM ? 0.005 : cfg.optim == QKV_MOMENTUM ? 0.1 : 1.0;
-        if ((s = qkv_task_init(&cfg.task, task_name, (int)seq_len, (int)vocab)) != QKV_OK) {
-            cli_error("%s", qkv_last_error());
-            return cli_exit_for(s);
-        }
-        cfg.model = (qkv_model_config){.vocab = cfg.task.vocab, .seq_len = (int)seq_len,
-                                       .d_model = (int)d_model, .heads = (int)heads,
-                                       .layers = (int)layers, .residual = residual,
-                                       .causal = causal || cfg.task.causal,
-                                       .init_scale = init_scale};
-        if ((s = trainer_init(&t, &cfg)) != QKV_OK) {
-            cli_error("%s", qkv_last_error());
-            return cli_exit_for(s);
-        }
-    }
-    if (!out_dir && (plot || snapshot_every)) {
-        cli_error("train: %s needs --out DIR", plot ? "--plot" : "--snapshot-every");
-        trainer_free(&t);
-        free(m.rows);
-        return EXIT_USAGE;
+    } else if ((s = trainer_init(&t, &a->cfg)) != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        return cli_exit_for(s);
     }
     if (out_dir && !make_dir(out_dir)) {
         trainer_free(&t);
@@ -507,40 +511,54 @@ int cmd_train(int argc, char **argv) {
     return code;
 }
 
-int cmd_eval(int argc, char **argv) {
+int cmd_train(int argc, char **argv, bool parse_only) {
+    train_args a;
+    int code = train_parse(argc, argv, &a);
+    return code != CLI_RUN || parse_only ? code : train_run(&a);
+}
+
+typedef struct {
+    const char *model;
+    long threads;
+    bool json;
+} eval_args;
+
+static int eval_parse(int argc, char **argv, eval_args *a) {
     static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
                                          {"threads", required_argument, 0, OPT_THREADS},
                                          {"json", no_argument, 0, OPT_JSON},
-                                         {"help", no_argument, 0, 'h'},
+                                         {"help", no_argument, 0, CLI_OPT_HELP},
                                          {0, 0, 0, 0}};
-    const char *model = NULL;
-    long threads = 0;
-    bool json = false;
-    optind = 1;
-    opterr = 0;
+    *a = (eval_args){0};
+    cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         switch (c) {
-        case OPT_MODEL: model = optarg; break;
+        case OPT_MODEL: a->model = optarg; break;
         case OPT_THREADS:
-            if (!cli_parse_int("threads", optarg, 1, 1024, &threads)) return EXIT_USAGE;
+            if (!cli_parse_int("threads", optarg, 1, 1024, &a->threads)) return EXIT_USAGE;
             break;
-        case OPT_JSON: json = true; break;
-        case 'h': fputs(eval_usage, stdout); return EXIT_OK;
-        case ':': cli_error("eval: %s needs a value", argv[optind - 1]); return EXIT_USAGE;
-        default: cli_error("eval: unknown option '%s' (see qkv eval --help)", argv[optind - 1]); return EXIT_USAGE;
+        case OPT_JSON: a->json = true; break;
+        case 'h':
+        case CLI_OPT_HELP: fputs(eval_usage, stdout); return EXIT_OK;
+        default: return cli_bad_option("eval", argv, c);
         }
     }
     if (optind < argc) {
         cli_error("eval: unexpected argument '%s'", argv[optind]);
         return EXIT_USAGE;
     }
-    if (!model) {
+    if (!a->model) {
         cli_error("eval: --model FILE is required");
         return EXIT_USAGE;
     }
-    set_threads(threads);
+    return CLI_RUN;
+}
+
+static int eval_run(const eval_args *a) {
+    set_threads(a->threads);
     char path[1100];
-    model_path(model, path, sizeof path);
+    if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
+    bool json = a->json;
     trainer t;
     qkv_status s = trainer_load(&t, path);
     if (s != QKV_OK) {
@@ -559,4 +577,10 @@ int cmd_eval(int argc, char **argv) {
                r.attention_mass, r.best_head + 1, r.loss, t.optim.step);
     trainer_free(&t);
     return EXIT_OK;
+}
+
+int cmd_eval(int argc, char **argv, bool parse_only) {
+    eval_args a;
+    int code = eval_parse(argc, argv, &a);
+    return code != CLI_RUN || parse_only ? code : eval_run(&a);
 }

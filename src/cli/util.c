@@ -1,19 +1,34 @@
 /* util.c - messages, exit codes and strict value parsing for the qkv commands. */
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 void cli_error(const char *fmt, ...) {
+    /* One line whatever the values in it hold: control characters (a newline in an option's
+     * value, say) are shown as '?'. */
+    char small[512], *msg = small;
     va_list ap;
     va_start(ap, fmt);
-    fputs("qkv: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1)) != NULL) {
+        va_start(ap, fmt);
+        vsnprintf(msg, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (!msg) msg = small; /* out of memory: the message cut short */
+    for (char *p = msg; *p; p++)
+        if (iscntrl((unsigned char)*p)) *p = '?';
+    fprintf(stderr, "qkv: %s\n", msg);
+    if (msg != small) free(msg);
 }
 
 int cli_exit_for(qkv_status status) {
@@ -27,6 +42,30 @@ int cli_exit_for(qkv_status status) {
     case QKV_ERR_NUMERIC: return EXIT_NUMERIC;
     }
     return EXIT_FAILED;
+}
+
+void cli_getopt_reset(void) {
+    optind = 0;
+    opterr = 0;
+}
+
+int cli_bad_option(const char *cmd, char **argv, int c) {
+    /* glibc's optopt: 0 for an unknown or ambiguous long option, the option's value (>= 256,
+     * see CLI_OPT_HELP) for a long option given a value it does not take, else the letter of
+     * an unknown short option. A long option is the argument just consumed. */
+    const char *arg = argv[optind - 1];
+    int len = (int)strcspn(arg, "=");
+    if (c == ':')
+        cli_error("%s: %s needs a value", cmd, arg);
+    else if (optopt >= 256)
+        cli_error("%s: %.*s takes no value", cmd, len, arg);
+    else if (optopt != 0) /* a char: negative for bytes above 127 */
+        cli_error(isgraph((unsigned char)optopt) ? "%s: unknown option '-%c' (see qkv %s --help)"
+                                                 : "%s: unknown option '-\\x%02x' (see qkv %s --help)",
+                  cmd, (unsigned char)optopt, cmd);
+    else
+        cli_error("%s: unknown option '%.*s' (see qkv %s --help)", cmd, len, arg, cmd);
+    return EXIT_USAGE;
 }
 
 bool cli_parse_int(const char *name, const char *text, long lo, long hi, long *out) {
@@ -75,5 +114,15 @@ bool cli_parse_double(const char *name, const char *text, double lo, double hi, 
         return false;
     }
     *out = v;
+    return true;
+}
+
+bool cli_model_path(const char *arg, char *out, size_t len) {
+    struct stat sb;
+    bool dir = stat(arg, &sb) == 0 && S_ISDIR(sb.st_mode);
+    if ((size_t)snprintf(out, len, dir ? "%s/model.safetensors" : "%s", arg) >= len) {
+        cli_error("%.200s...: path too long", arg);
+        return false;
+    }
     return true;
 }

@@ -2,6 +2,7 @@
 #include "io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -31,6 +32,17 @@ qkv_status atomic_commit(atomic_file *af) {
     if (err) {
         remove(af->tmp);
         return qkv_fail(QKV_ERR_IO, "cannot write %s: %s", af->path, strerror(err));
+    }
+    /* The rename itself lasts through a power cut once the directory is synced too; a
+     * directory that cannot be opened or synced changes nothing for a crash of qkv alone. */
+    char dir[sizeof af->path];
+    snprintf(dir, sizeof dir, "%s", af->path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    int fd = open(slash ? dir : ".", O_RDONLY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
     }
     return QKV_OK;
 }

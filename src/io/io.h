@@ -22,4 +22,9 @@ qkv_status atomic_commit(atomic_file *af);
 /* Gives up: closes and removes the temporary file. */
 void atomic_abort(atomic_file *af);
 
+/* qkv_st_load without the file: parses the `size` bytes of a safetensors file, naming it
+ * `path` in messages. Takes ownership of `bytes` (malloc'd), also on failure. The fuzz
+ * targets call it on their inputs. */
+qkv_status st_parse(const char *path, unsigned char *bytes, size_t size, qkv_st **out);
+
 #endif

@@ -184,16 +184,16 @@ static qkv_status parse_entry(qkv_st *st, const cJSON *item, size_t data_size, s
     return QKV_OK;
 }
 
-qkv_status qkv_st_load(const char *path, qkv_st **out) {
+qkv_status st_parse(const char *path, unsigned char *bytes, size_t size, qkv_st **out) {
     *out = NULL;
     qkv_st *st = calloc(1, sizeof *st);
     if (!st || !(st->path = strdup(path))) {
         free(st);
+        free(bytes);
         return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory", path);
     }
-    size_t size = 0;
-    qkv_status status = read_all(path, &st->bytes, &size);
-    if (status != QKV_OK) goto fail;
+    st->bytes = bytes;
+    qkv_status status = QKV_OK;
     if (size < 8) {
         status = qkv_fail(QKV_ERR_FORMAT, "%s: %zu bytes is too short for a safetensors file",
                           path, size);
@@ -221,6 +221,11 @@ qkv_status qkv_st_load(const char *path, qkv_st **out) {
     size_t data_size = size - st->data_offset;
     for (const cJSON *item = st->header->child; item; item = item->next) {
         if (!strcmp(item->string, "__metadata__")) {
+            if (!cJSON_IsObject(item) || st->meta) {
+                status = qkv_fail(QKV_ERR_FORMAT, "%s: %s __metadata__", path,
+                                  st->meta ? "more than one" : "a non-object");
+                goto fail;
+            }
             for (const cJSON *m = item->child; m; m = m->next)
                 if (!cJSON_IsString(m)) {
                     status = qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not a string", path,
@@ -230,6 +235,12 @@ qkv_status qkv_st_load(const char *path, qkv_st **out) {
             st->meta = (cJSON *)item;
             continue;
         }
+        for (int i = 0; i < st->n; i++)
+            if (!strcmp(st->entries[i].name, item->string)) {
+                status = qkv_fail(QKV_ERR_FORMAT, "%s: tensor '%s' appears twice", path,
+                                  item->string);
+                goto fail;
+            }
         status = parse_entry(st, item, data_size, &st->entries[st->n]);
         if (status != QKV_OK) goto fail;
         st->n++;
@@ -245,8 +256,9 @@ qkv_status qkv_st_load(const char *path, qkv_st **out) {
     uint64_t expect = 0;
     for (int i = 0; i < st->n && status == QKV_OK; i++) {
         if (sorted[i].begin != expect)
-            status = qkv_fail(QKV_ERR_FORMAT, "%s: tensor '%s' %s another tensor's data", path,
-                              sorted[i].name, sorted[i].begin < expect ? "overlaps" : "leaves a gap before");
+            status = qkv_fail(QKV_ERR_FORMAT, "%s: tensor '%s' %s", path, sorted[i].name,
+                              sorted[i].begin < expect ? "overlaps another tensor's data"
+                                                       : "starts after a gap in the data");
         expect = sorted[i].end;
     }
     free(sorted);
@@ -259,6 +271,14 @@ qkv_status qkv_st_load(const char *path, qkv_st **out) {
 fail:
     qkv_st_free(st);
     return status;
+}
+
+qkv_status qkv_st_load(const char *path, qkv_st **out) {
+    *out = NULL;
+    unsigned char *bytes = NULL;
+    size_t size = 0;
+    qkv_status status = read_all(path, &bytes, &size);
+    return status == QKV_OK ? st_parse(path, bytes, size, out) : status;
 }
 
 int qkv_st_count(const qkv_st *st) { return st->n; }

@@ -1,0 +1,48 @@
+/* cli.c - the qkv command line: dispatches to one file per command. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv, bool parse_only);
+    const char *summary;
+} commands[] = {
+    {"train", cmd_train, "train a toy attention model on a task"},
+    {"eval", cmd_eval, "evaluate a saved model on its held-out set"},
+    {"grads", cmd_grads, "write one batch and every parameter's gradient to a file"},
+    {"bench", cmd_bench, "time a training step: ms/step, GFLOP/s, step memory"},
+    {"gradcheck", cmd_gradcheck, "check every op's backward pass against finite differences"},
+    {"plot", cmd_plot, "draw a run's attention, gradients and curves with gnuplot"},
+    {"study", cmd_study, "study softmax: its Jacobian, backward pass, why scores are scaled"},
+};
+
+static void print_usage(FILE *out) {
+    fprintf(out, "qkv %s - learn attention from the inside\n\n"
+                 "usage: qkv COMMAND [options]     (qkv COMMAND --help for its options)\n\n"
+                 "commands:\n", QKV_VERSION_STRING);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n  -h, --help     show this help\n  -V, --version  print the version\n");
+}
+
+int cli_main(int argc, char **argv, bool parse_only) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        print_usage(stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+        printf("qkv %s\n", QKV_VERSION_STRING);
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1, parse_only);
+    cli_error("unknown command '%s' (see qkv --help)", cmd);
+    return EXIT_USAGE;
+}
