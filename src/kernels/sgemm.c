@@ -232,21 +232,24 @@ static float *pack_buffer(size_t floats) {
 /* op(B) (K×N) into slivers of NR columns over the whole depth, zero-padded at the right edge:
  * bp[s][k][c] = op(B)(k, s·NR + c). B is stored (K, N), or (N, K) when tb, with rows ldb
  * apart. */
+static void pack_b_sliver(float *bp, const float *B, bool tb, int64_t N, int64_t K,
+                          int64_t ldb, int nr, int64_t s) {
+    int cols = N - s < nr ? (int)(N - s) : nr;
+    if (!tb) /* each k gives a contiguous row of the sliver */
+        for (int64_t k = 0; k < K; k++) {
+            memcpy(bp + k * nr, B + k * ldb + s, (size_t)cols * sizeof *bp);
+            for (int c = cols; c < nr; c++) bp[k * nr + c] = 0;
+        }
+    else /* read each column of op(B) along k, write it down the sliver */
+        for (int c = 0; c < nr; c++) {
+            const float *src = B + (s + c) * ldb;
+            for (int64_t k = 0; k < K; k++) bp[k * nr + c] = c < cols ? src[k] : 0;
+        }
+}
+
 static void pack_b_all(float *bp, const float *B, bool tb, int64_t N, int64_t K, int64_t ldb,
                        int nr) {
-    for (int64_t s = 0; s < N; s += nr, bp += K * nr) {
-        int cols = N - s < nr ? (int)(N - s) : nr;
-        if (!tb) /* each k gives a contiguous row of the sliver */
-            for (int64_t k = 0; k < K; k++) {
-                memcpy(bp + k * nr, B + k * ldb + s, (size_t)cols * sizeof *bp);
-                for (int c = cols; c < nr; c++) bp[k * nr + c] = 0;
-            }
-        else /* read each column of op(B) along k, write it down the sliver */
-            for (int c = 0; c < nr; c++) {
-                const float *src = B + (s + c) * ldb;
-                for (int64_t k = 0; k < K; k++) bp[k * nr + c] = c < cols ? src[k] : 0;
-            }
-    }
+    for (int64_t s = 0; s < N; s += nr) pack_b_sliver(bp + s * K, B, tb, N, K, ldb, nr, s);
 }
 
 /* Rows [i0, i0+mc) of C = op(A)·op(B), with op(B) already packed in bp. */
@@ -315,15 +318,22 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
         }
         return;
     }
-    /* One B for every batch: pack it once, then split the rows of C. */
+    /* One B for every batch: pack it once (its slivers shared out among the threads), then
+     * split the rows of C; one parallel region for both. */
     float *bp = pack_buffer(packed_size(im, N, K));
-    pack_b_all(bp, B, tb, N, K, tb ? K : N, im->nr);
-    int64_t blocks = (M + MC - 1) / MC, tasks = batch * blocks;
-#pragma omp parallel for schedule(static) if (tasks > 1 && flops > PARALLEL_FLOPS)
-    for (int64_t t = 0; t < tasks; t++) {
-        int64_t b = t / blocks, i0 = (t % blocks) * MC;
-        int64_t mc = M - i0 < MC ? M - i0 : MC;
-        sgemm_rows(im, ta, M, N, K, A + b * a_stride, bp, C + b * c_stride, accumulate, i0, mc);
+    int64_t blocks = (M + MC - 1) / MC, tasks = batch * blocks, slivers = (N + im->nr - 1) / im->nr;
+#pragma omp parallel if (tasks > 1 && flops > PARALLEL_FLOPS)
+    {
+#pragma omp for schedule(static)
+        for (int64_t s = 0; s < slivers; s++)
+            pack_b_sliver(bp + s * im->nr * K, B, tb, N, K, tb ? K : N, im->nr, s * im->nr);
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < tasks; t++) {
+            int64_t b = t / blocks, i0 = (t % blocks) * MC;
+            int64_t mc = M - i0 < MC ? M - i0 : MC;
+            sgemm_rows(im, ta, M, N, K, A + b * a_stride, bp, C + b * c_stride, accumulate, i0,
+                       mc);
+        }
     }
 }
 
