@@ -11,7 +11,7 @@
 #define BC 64 /* keys per tile */
 #define MIN_HEADS_FOR_HEAD_SPLIT 8
 #define MAX_KEY_GROUPS 4
-#define PARALLEL_WORK 4e6 /* below this many multiply-adds a second thread costs more than it saves */
+#define PARALLEL_WORK 5e5 /* below this many multiply-adds a second thread costs more than it saves */
 
 /* exp for f32 without a library call, so that tile loops vectorise: exp(x) = 2^n·e^r with
  * |r| <= ln2/2 and a degree-7 polynomial for e^r (relative error ~1e-7, as expf). Inputs

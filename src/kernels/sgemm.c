@@ -24,7 +24,7 @@
 #define MC 96   /* rows of C per task */
 #define KC 256  /* depth of one block: a B sliver of KC×NR floats stays in L1 */
 #define MR_MAX 8 
-#define PARALLEL_FLOPS 8e6 /* below this (~30 µs on one core) a second thread costs more than it saves */
+#define PARALLEL_FLOPS 3e6 /* below this (~12 µs on one core) a second thread costs more than it saves */
 #define NR_MAX 32
 
 /* A micro-kernel: tile (MR × NR) = Σ_k a(r, k)·b[k][c] for k < kc, where a(r, k) is
