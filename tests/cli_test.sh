@@ -81,6 +81,8 @@ check "model.safetensors written" test -s run1/model.safetensors
 check "metrics.csv written" test -s run1/metrics.csv
 check "attention/layer1_head1.dat written" test -s run1/attention/layer1_head1.dat
 check "no temporary files left" no_tmp_files run1
+run 0 "train --out into missing parents" -- train --task copy --steps 5 --d-model 8 --out runs/a/b --quiet
+check "--out creates its parents (like mkdir -p)" test -s runs/a/b/model.safetensors
 header=$(head -n 1 run1/metrics.csv)
 case "$header" in
     step,loss,train_acc,heldout_acc,lr*) ok ;;

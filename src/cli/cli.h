@@ -47,6 +47,9 @@ int cli_bad_option(const char *cmd, char **argv, int c);
  * [lo, hi]. On failure prints "qkv: --name: ..." and returns false. */
 bool cli_parse_int(const char *name, const char *text, long lo, long hi, long *out);
 bool cli_parse_u64(const char *name, const char *text, uint64_t *out);
+/* Creates `dir` and any missing parents (mkdir -p); false after printing why not, the
+ * message starting with `who` (e.g. "study: ", or ""). */
+bool cli_make_dirs(const char *who, const char *dir);
 bool cli_parse_double(const char *name, const char *text, double lo, double hi, bool lo_open,
                       double *out);
 

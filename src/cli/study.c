@@ -252,22 +252,9 @@ static scaling_row measure(int dk, int samples, int n, qkv_rng *rng, double *scr
     return r;
 }
 
-static bool make_dir(const char *dir) {
-    struct stat sb;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        cli_error("study: cannot create %s: %s", dir, strerror(errno));
-        return false;
-    }
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        cli_error("study: %s is not a directory", dir);
-        return false;
-    }
-    return true;
-}
-
 static int study_scaling(int samples, int n, int max_dk, uint64_t seed, const char *out_dir,
                          const char *format) {
-    if (out_dir && (strlen(out_dir) > 900 || !make_dir(out_dir))) {
+    if (out_dir && (strlen(out_dir) > 900 || !cli_make_dirs("study: ", out_dir))) {
         if (strlen(out_dir) > 900) cli_error("study: %s: path too long", out_dir);
         return EXIT_IO;
     }

@@ -81,17 +81,6 @@ static void set_threads(long n) {
 #endif
 }
 
-static bool make_dir(const char *dir) {
-    if (mkdir(dir, 0777) == 0 || errno == EEXIST) {
-        struct stat sb;
-        if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) return true;
-        cli_error("%s exists and is not a directory", dir);
-        return false;
-    }
-    cli_error("cannot create %s: %s", dir, strerror(errno));
-    return false;
-}
-
 /* ---- metrics.csv ---- */
 typedef struct {
     int64_t step;
@@ -423,7 +412,7 @@ static int train_run(train_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    if (out_dir && !make_dir(out_dir)) {
+    if (out_dir && !cli_make_dirs("", out_dir)) {
         trainer_free(&t);
         free(m.rows);
         return EXIT_IO;

@@ -126,3 +126,31 @@ bool cli_model_path(const char *arg, char *out, size_t len) {
     }
     return true;
 }
+
+bool cli_make_dirs(const char *who, const char *dir) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        cli_error("%s%.60s...: path too long", who, dir);
+        return false;
+    }
+    /* Like mkdir -p: each parent in turn, then the directory itself. */
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+            cli_error("%scannot create %s: %s", who, path, strerror(errno));
+            return false;
+        }
+        *p = '/';
+    }
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+        cli_error("%scannot create %s: %s", who, dir, strerror(errno));
+        return false;
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        cli_error("%s%s exists and is not a directory", who, dir);
+        return false;
+    }
+    return true;
+}
