@@ -45,6 +45,10 @@ void memory_limit_set(double bytes);
 /* ---- model (model.c) ---- */
 /* The range checks of qkv_model_init (QKV_ERR_VALUE naming the culprit), without allocating. */
 qkv_status model_check_config(const qkv_model_config *c);
+/* *r becomes a second model over m's weights: every parameter shares m's data and has its
+ * own gradient, in r->params (freed with qkv_model_free(r); m must outlive r). A training
+ * step gives one to each shard of its batch, so that shards run backward side by side. */
+qkv_status model_replica(qkv_model *r, const qkv_model *m);
 
 /* ---- arena (arena.c) ---- */
 struct arena_block;
@@ -71,6 +75,8 @@ qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
 /* A tensor made by `op` that shares x's data under another shape (no copy). */
 qkv_tensor *tensor_new_view(qkv_ctx *ctx, qkv_op op, qkv_tensor *x, int ndim,
                             const int64_t *shape);
+/* A leaf of ctx over x's data (no copy, no gradient): another owner for the same numbers. */
+qkv_tensor *tensor_share(qkv_ctx *ctx, const qkv_tensor *x);
 /* Dies unless t is a non-NULL float tensor. */
 void tensor_check_float(const qkv_tensor *t, const char *op, const char *what);
 bool tensor_same_shape(const qkv_tensor *a, const qkv_tensor *b);

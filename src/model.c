@@ -78,6 +78,37 @@ qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t se
     return QKV_OK;
 }
 
+/* r's twin of m's parameter p. */
+static qkv_tensor *twin(const qkv_model *m, const qkv_model *r, const qkv_tensor *p) {
+    for (int i = 0; i < m->nparams; i++)
+        if (m->param[i] == p) return r->param[i];
+    return NULL;
+}
+
+qkv_status model_replica(qkv_model *r, const qkv_model *m) {
+    *r = *m;
+    size_t bytes = 64 * 1024;
+    for (int i = 0; i < m->nparams; i++)
+        bytes += (size_t)m->param[i]->size * sizeof(float) + 2 * sizeof(qkv_tensor) + 128;
+    r->params = qkv_ctx_new(bytes);
+    if (!r->params) return qkv_fail(QKV_ERR_NOMEM, "out of memory for a model replica");
+    for (int i = 0; i < m->nparams; i++) {
+        r->param[i] = qkv_param(r->params, tensor_share(r->params, m->param[i]));
+        r->param[i]->name = r->param_name[i];
+    }
+    r->tok_emb = twin(m, r, m->tok_emb);
+    r->pos_emb = twin(m, r, m->pos_emb);
+    for (int l = 0; l < m->cfg.layers; l++) {
+        r->w_q[l] = twin(m, r, m->w_q[l]);
+        r->w_k[l] = twin(m, r, m->w_k[l]);
+        r->w_v[l] = twin(m, r, m->w_v[l]);
+        r->w_o[l] = twin(m, r, m->w_o[l]);
+    }
+    r->head_w = twin(m, r, m->head_w);
+    r->head_b = twin(m, r, m->head_b);
+    return QKV_OK;
+}
+
 void qkv_model_free(qkv_model *m) {
     qkv_ctx_free(m->params);
     m->params = NULL;

@@ -160,6 +160,20 @@ qkv_tensor *tensor_new_view(qkv_ctx *ctx, qkv_op op, qkv_tensor *x, int ndim,
     return t;
 }
 
+qkv_tensor *tensor_share(qkv_ctx *ctx, const qkv_tensor *x) {
+    qkv_tensor *t = qkv_ctx_alloc(ctx, sizeof *t);
+    t->dtype = x->dtype;
+    t->ndim = x->ndim;
+    t->size = x->size;
+    memcpy(t->shape, x->shape, sizeof t->shape);
+    t->data = x->data;
+    t->name = x->name;
+    t->ctx = ctx;
+    t->tape_prev = ctx->tape;
+    ctx->tape = t;
+    return t;
+}
+
 qkv_tensor *qkv_new(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const int64_t *shape) {
     return tensor_alloc(ctx, dtype, ndim, shape, false);
 }

@@ -4,6 +4,9 @@
 #include "internal.h"
 
 #include <inttypes.h>
+#ifdef QKV_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 #define EVAL_BATCH 64
 
@@ -44,7 +47,19 @@ qkv_status trainer_init(trainer *t, const train_config *cfg) {
     t->data_rng = qkv_rng_seed(cfg->seed ^ 0x5eed0da7a0000001ull);
     int T = task->seq_len;
     size_t bt = (size_t)cfg->batch * (size_t)T, ht = (size_t)TRAIN_HELDOUT * (size_t)T;
-    t->step_ctx = qkv_ctx_new((size_t)step + (1 << 20)); /* a step never outgrows it */
+    t->nshards = cfg->batch < TRAIN_SHARDS ? cfg->batch : TRAIN_SHARDS;
+    for (int i = 0; i < t->nshards; i++) {
+        train_shard *sh = &t->shard[i];
+        sh->first = i * cfg->batch / t->nshards;
+        sh->count = (i + 1) * cfg->batch / t->nshards - sh->first;
+        /* a step never outgrows it */
+        sh->ctx = qkv_ctx_new((size_t)qkv_model_step_bytes(&cfg->model, sh->count) + (1 << 20));
+        if (!sh->ctx || (i > 0 && model_replica(&sh->replica, &t->model) != QKV_OK)) {
+            trainer_free(t);
+            return qkv_fail(QKV_ERR_NOMEM, "out of memory setting up training");
+        }
+    }
+    t->step_ctx = t->shard[0].ctx;
     t->eval_ctx = qkv_ctx_new(1 << 20);
     t->tokens = malloc(bt * sizeof *t->tokens);
     t->targets = malloc(bt * sizeof *t->targets);
@@ -65,8 +80,11 @@ qkv_status trainer_init(trainer *t, const train_config *cfg) {
 }
 
 void trainer_free(trainer *t) {
+    for (int i = 0; i < t->nshards; i++) {
+        qkv_model_free(&t->shard[i].replica);
+        qkv_ctx_free(t->shard[i].ctx);
+    }
     qkv_model_free(&t->model);
-    qkv_ctx_free(t->step_ctx);
     qkv_ctx_free(t->eval_ctx);
     free(t->tokens);
     free(t->targets);
@@ -109,22 +127,68 @@ qkv_status trainer_step(trainer *t) {
     return trainer_update(t);
 }
 
+/* Shard s's forward and backward pass; its gradients land in its own model's. `total` is the
+ * number of targets in the whole batch. */
+static void shard_step(trainer *t, int s, int64_t total) {
+    train_shard *sh = &t->shard[s];
+    qkv_model *m = s ? &sh->replica : &t->model;
+    qkv_ctx *ctx = s ? sh->ctx : t->step_ctx;
+    int T = t->cfg.task.seq_len;
+    const int32_t *x = t->tokens + (size_t)sh->first * T, *y = t->targets + (size_t)sh->first * T;
+    qkv_ctx_reset(ctx);
+    qkv_tensor *logits = qkv_model_forward(m, ctx, x, sh->count, NULL);
+    qkv_tensor *targets = qkv_from_array(ctx, QKV_I32, 2, (int64_t[]){sh->count, T}, y);
+    qkv_tensor *mean = qkv_cross_entropy(ctx, logits, targets, -1);
+    sh->correct = 0;
+    sh->counted = count_correct(logits, y, &sh->correct);
+    /* The batch's loss is the mean over all its targets: each shard's mean, weighted by its
+     * share of them. */
+    qkv_tensor *loss = qkv_scale(ctx, mean, total ? (double)sh->counted / (double)total : 0);
+    sh->loss = qkv_get(loss, 0);
+    qkv_zero_grad(m->params);
+    if (isfinite(sh->loss)) qkv_backward(loss);
+}
+
 qkv_status trainer_update(trainer *t) {
     const train_config *c = &t->cfg;
-    int T = c->task.seq_len, B = c->batch;
-    qkv_ctx_reset(t->step_ctx);
-    qkv_tensor *logits = qkv_model_forward(&t->model, t->step_ctx, t->tokens, B, NULL);
-    qkv_tensor *targets = qkv_from_array(t->step_ctx, QKV_I32, 2, (int64_t[]){B, T}, t->targets);
-    qkv_tensor *loss = qkv_cross_entropy(t->step_ctx, logits, targets, -1);
-    t->last_loss = qkv_get(loss, 0);
-    if (!isfinite(t->last_loss))
+    int64_t total = 0, rows = (int64_t)c->batch * c->task.seq_len;
+    for (int64_t i = 0; i < rows; i++) total += t->targets[i] >= 0;
+    int S = t->nshards;
+#ifdef QKV_HAVE_OPENMP
+    /* One thread per shard; threads beyond that are shared out among the shards' ops. */
+    int threads = omp_get_max_threads(), team = S < threads ? S : threads;
+    int inner = threads / team, levels = omp_get_max_active_levels();
+    if (S > 1 && inner > 1 && levels < 2) omp_set_max_active_levels(2);
+#pragma omp parallel for schedule(static) num_threads(team) if (S > 1)
+    for (int s = 0; s < S; s++) {
+        omp_set_num_threads(inner);
+        shard_step(t, s, total);
+    }
+    omp_set_max_active_levels(levels);
+    omp_set_num_threads(threads);
+#else
+    for (int s = 0; s < S; s++) shard_step(t, s, total);
+#endif
+    double loss = 0;
+    int64_t correct = 0, counted = 0;
+    for (int s = 0; s < S; s++) {
+        loss += t->shard[s].loss;
+        correct += t->shard[s].correct;
+        counted += t->shard[s].counted;
+    }
+    t->last_loss = loss;
+    t->last_train_acc = counted ? (double)correct / (double)counted : 0;
+    if (!isfinite(loss))
         return qkv_fail(QKV_ERR_NUMERIC, "the loss became %s at step %" PRId64
-                        ": training diverged (lower --lr)", isnan(t->last_loss) ? "NaN" : "Inf",
+                        ": training diverged (lower --lr)", isnan(loss) ? "NaN" : "Inf",
                         t->optim.step + 1);
-    int64_t correct = 0, n = count_correct(logits, t->targets, &correct);
-    t->last_train_acc = n ? (double)correct / (double)n : 0;
-    qkv_zero_grad(t->model.params);
-    qkv_backward(loss);
+    /* The batch's gradient: shard 0's (already in the model) plus the others', in order. */
+    for (int s = 1; s < S; s++)
+        for (int i = 0; i < t->model.nparams; i++) {
+            float *g = t->model.param[i]->grad;
+            const float *gs = t->shard[s].replica.param[i]->grad;
+            for (int64_t j = 0; j < t->model.param[i]->size; j++) g[j] += gs[j];
+        }
     t->optim.lr = trainer_lr(c, t->optim.step + 1);
     double norm = qkv_optim_step(&t->optim);
     if (!isfinite(norm))

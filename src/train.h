@@ -19,12 +19,29 @@ typedef struct {
     uint64_t seed;
 } train_config;
 
+/* A training step splits its batch into shards of whole sequences that run forward and
+ * backward side by side, one per thread: ops on a few small sequences are too short to share
+ * among threads, whole passes are not. The number of shards depends on the batch alone, and
+ * their gradients are summed in shard order, so a step gives the same bits on any number of
+ * threads. */
+#define TRAIN_SHARDS 2
+
+typedef struct {
+    qkv_model replica;        /* shards 1..: the trainer's weights with gradients of its own */
+    qkv_ctx *ctx;             /* its graph, reset every step (shard 0 uses step_ctx) */
+    int first, count;         /* its sequences of the batch */
+    double loss;              /* its share of the batch's mean loss */
+    int64_t correct, counted; /* argmax hits and targets */
+} train_shard;
+
 typedef struct {
     train_config cfg;
     qkv_model model;
+    int nshards;
+    train_shard shard[TRAIN_SHARDS];
     qkv_optim optim;
     qkv_rng data_rng;         /* draws the training batches; saved for --resume */
-    qkv_ctx *step_ctx;        /* one training step's graph, reset every step */
+    qkv_ctx *step_ctx;        /* one training step's graph (shard 0's), reset every step */
     qkv_ctx *eval_ctx;        /* no-grad evaluation */
     int32_t *tokens, *targets;            /* (batch, T) */
     int32_t *held_tokens, *held_targets;  /* (TRAIN_HELDOUT, T) */

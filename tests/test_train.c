@@ -1,6 +1,6 @@
 /* test_train.c - the training layer (src/train.h): each task learns in a few seconds, a model
- * round-trips through save/load/eval, a resumed run equals a straight one bit for bit, results do
- * not depend on the thread count, divergence is reported with its step, and the tasks generate
+ * round-trips through save/load/eval, a resumed run equals a straight one bit for bit, a step's
+ * shards add up to the whole batch, results do not depend on the thread count, divergence is reported with its step, and the tasks generate
  * what they claim. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
@@ -202,20 +202,59 @@ START_TEST(test_resume_is_exact) {
 }
 END_TEST
 
+/* ---- a step's shards add up to the whole batch ------------------------------------------- */
+/* The gradient a sharded step leaves in the model equals one graph over the whole batch, up
+ * to f32 summation order: batches of 32 (two equal shards), 3 (uneven) and 1 (no sharding),
+ * on lookup, whose targets skip most positions, so shards hold different numbers of them. */
+START_TEST(test_shards_match_whole_batch) {
+    static const int batches[] = {32, 3, 1};
+    train_config c = make_config("lookup", 7, 32, 2, 10, QKV_SGD, 0.1);
+    c.batch = batches[_i];
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert_int_eq(t.nshards, c.batch < TRAIN_SHARDS ? c.batch : TRAIN_SHARDS);
+    int T = c.task.seq_len;
+    for (int b = 0; b < c.batch; b++)
+        qkv_task_sample(&c.task, &t.data_rng, false, t.tokens + b * T, t.targets + b * T);
+    /* the same weights (the same seed), one graph */
+    qkv_model whole;
+    ck_assert_int_eq(qkv_model_init(&whole, &c.model, c.seed), QKV_OK);
+    qkv_ctx *ctx = qkv_ctx_new(0);
+    qkv_tensor *logits = qkv_model_forward(&whole, ctx, t.tokens, c.batch, NULL);
+    qkv_tensor *y = qkv_from_array(ctx, QKV_I32, 2, (int64_t[]){c.batch, T}, t.targets);
+    qkv_tensor *loss = qkv_cross_entropy(ctx, logits, y, -1);
+    qkv_backward(loss);
+    ck_assert_int_eq(trainer_update(&t), QKV_OK);
+    ck_assert_msg(fabs(t.last_loss - qkv_get(loss, 0)) <= 1e-6 * fabs(qkv_get(loss, 0)),
+                  "loss %.9g, whole batch %.9g", t.last_loss, qkv_get(loss, 0));
+    for (int i = 0; i < whole.nparams; i++) {
+        const float *g = t.model.param[i]->grad, *ref = whole.param[i]->grad;
+        double worst = 0, scale = 0;
+        for (int64_t j = 0; j < whole.param[i]->size; j++) {
+            worst = fmax(worst, fabs((double)g[j] - ref[j]));
+            scale = fmax(scale, fabs((double)ref[j]));
+        }
+        ck_assert_msg(scale > 0, "%s has no gradient", whole.param_name[i]);
+        ck_assert_msg(worst <= 1e-5 * scale, "%s: gradient off by %.3g (largest %.3g)",
+                      whole.param_name[i], worst, scale);
+    }
+    qkv_ctx_free(ctx);
+    qkv_model_free(&whole);
+    trainer_free(&t);
+}
+END_TEST
+
 /* ---- the thread count does not change a single bit ---------------------------------------- */
 #ifdef QKV_HAVE_OPENMP
-START_TEST(test_threads_bit_identical) {
-    /* Big enough that the matrix products and the fused attention take their parallel paths
-     * (src/kernels: above ~8e6 flops and 4e6 multiply-adds), small enough to take a second. */
-    train_config c = make_config("copy", 16, 128, 2, 4, QKV_ADAM, 0.005);
-    c.batch = 128;
+/* Trains `c` on 1 thread and on `threads`, and compares every byte of the state. */
+static void assert_threads_agree(train_config c, int threads) {
     trainer t1, t2;
     omp_set_num_threads(1);
     ck_assert_int_eq(trainer_init(&t1, &c), QKV_OK);
     train_steps(&t1, c.steps);
     eval_result r1 = trainer_evaluate(&t1);
-    omp_set_num_threads(2);
-    ck_assert_int_eq(omp_get_max_threads(), 2);
+    omp_set_num_threads(threads);
+    ck_assert_int_eq(omp_get_max_threads(), threads);
     ck_assert_int_eq(trainer_init(&t2, &c), QKV_OK);
     train_steps(&t2, c.steps);
     eval_result r2 = trainer_evaluate(&t2);
@@ -224,6 +263,24 @@ START_TEST(test_threads_bit_identical) {
     assert_same_eval(r1, r2);
     trainer_free(&t1);
     trainer_free(&t2);
+    omp_set_num_threads(2);
+}
+
+/* Shards on 2 threads, and on 4 with each shard's ops on two more (nested teams). */
+START_TEST(test_threads_bit_identical_shards) {
+    train_config c = make_config("copy", 16, 128, 2, 4, QKV_ADAM, 0.005);
+    c.batch = 64;
+    assert_threads_agree(c, 2);
+    assert_threads_agree(c, 4);
+}
+END_TEST
+
+/* One sequence, so no shards: the matrix products and the fused attention take their
+ * parallel paths (src/kernels: above 3e6 flops and 5e5 multiply-adds). */
+START_TEST(test_threads_bit_identical_kernels) {
+    train_config c = make_config("copy", 256, 128, 2, 4, QKV_ADAM, 0.005);
+    c.batch = 1;
+    assert_threads_agree(c, 2);
 }
 END_TEST
 #endif
@@ -458,9 +515,14 @@ static Suite *train_suite(void) {
     tc = tcase_create("threads");
     tcase_set_tags(tc, "slow");
     tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_threads_bit_identical);
+    tcase_add_test(tc, test_threads_bit_identical_shards);
+    tcase_add_test(tc, test_threads_bit_identical_kernels);
     suite_add_tcase(s, tc);
 #endif
+
+    tc = tcase_create("shards");
+    tcase_add_loop_test(tc, test_shards_match_whole_batch, 0, 3);
+    suite_add_tcase(s, tc);
 
     tc = tcase_create("numerics");
     tcase_set_timeout(tc, 120);
