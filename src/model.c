@@ -12,11 +12,13 @@ double qkv_model_step_bytes(const qkv_model_config *c, int batch) {
     /* Per layer: ~14 copies of a (B,T,C) activation (projections, head splits, merges) and
      * 4 of the (B,H,T,T) scores; the head adds (B,T,V) logits: 4 copies counted, where ~3
      * are measured (the logits, the biased logits, a backward temporary). Twice that with
-     * gradients. tests/test_faults.c checks that a real step stays within it. */
+     * gradients. Backward adds one pass's gradient of every parameter (qkv_backward stages
+     * them in the step's arena). tests/test_faults.c checks that a real step stays within it. */
     double btc = (double)batch * c->seq_len * c->d_model;
     double bhtt = (double)batch * c->heads * c->seq_len * c->seq_len;
     double btv = (double)batch * c->seq_len * c->vocab;
-    return 2.0 * 4 * (c->layers * (14 * btc + 4 * bhtt) + 3 * btc + 4 * btv);
+    double staged = qkv_model_param_bytes(c) / 4;
+    return 2.0 * 4 * (c->layers * (14 * btc + 4 * bhtt) + 3 * btc + 4 * btv) + staged;
 }
 
 static qkv_tensor *add_param(qkv_model *m, qkv_tensor *t, const char *fmt, int layer) {

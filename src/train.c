@@ -27,7 +27,9 @@ qkv_status trainer_init(trainer *t, const train_config *cfg) {
     qkv_status st = model_check_config(&cfg->model);
     if (st != QKV_OK) return st;
     const char *what;
-    double params = qkv_model_param_bytes(&cfg->model);
+    int shards = cfg->batch < TRAIN_SHARDS ? cfg->batch : TRAIN_SHARDS;
+    /* the model's weights, gradients and optimizer state, and each further shard's gradients */
+    double params = qkv_model_param_bytes(&cfg->model) * (1 + 0.25 * (shards - 1));
     double step = qkv_model_step_bytes(&cfg->model, cfg->batch);
     double eval = qkv_model_step_bytes(&cfg->model, EVAL_BATCH) / 2, have = memory_limit(&what);
     if (params + step + eval > have / 2)
@@ -47,7 +49,7 @@ qkv_status trainer_init(trainer *t, const train_config *cfg) {
     t->data_rng = qkv_rng_seed(cfg->seed ^ 0x5eed0da7a0000001ull);
     int T = task->seq_len;
     size_t bt = (size_t)cfg->batch * (size_t)T, ht = (size_t)TRAIN_HELDOUT * (size_t)T;
-    t->nshards = cfg->batch < TRAIN_SHARDS ? cfg->batch : TRAIN_SHARDS;
+    t->nshards = shards;
     for (int i = 0; i < t->nshards; i++) {
         train_shard *sh = &t->shard[i];
         sh->first = i * cfg->batch / t->nshards;

@@ -265,11 +265,11 @@ START_TEST(test_memory_limit_set) {
 }
 END_TEST
 
-/* The estimates are upper bounds of what a real step uses, and not wildly so: the step's
- * arena use after a training step is between 1/4 of and all of qkv_model_step_bytes, the
- * evaluation's (forward only, batches of 64) stays below half the estimate at batch 64, and
- * the parameters' arena holds what qkv_model_param_bytes says. No arena grows past its
- * first block. */
+/* The estimates are upper bounds of what a real step uses, and not wildly so: each shard's
+ * arena use after a training step is between 1/4 of and all of qkv_model_step_bytes for the
+ * shard's sequences, the evaluation's (forward only, batches of 64) stays below half the
+ * estimate at batch 64, and the parameters' arena holds what qkv_model_param_bytes says. No
+ * arena grows past its first block. */
 START_TEST(test_estimates_bound_use) {
     const int cfgs[][6] = {/* T, V, C, H, L, B */
                            {8, 16, 32, 1, 1, 32},  {16, 16, 64, 4, 2, 16}, {32, 64, 32, 2, 1, 8},
@@ -281,22 +281,32 @@ START_TEST(test_estimates_bound_use) {
         trainer t;
         ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
         ck_assert_int_eq(trainer_step(&t), QKV_OK);
-        double step_est = qkv_model_step_bytes(&c.model, c.batch);
-        double used = (double)qkv_ctx_used(t.step_ctx);
-        ck_assert_msg(used <= step_est && used >= step_est / 4,
-                      "config %zu: a step used %.0f bytes, estimated %.0f", i, used, step_est);
+        for (int s = 0; s < t.nshards; s++) { /* each shard's arena against its sequences */
+            double step_est = qkv_model_step_bytes(&c.model, t.shard[s].count);
+            double used = (double)qkv_ctx_used(t.shard[s].ctx);
+            ck_assert_msg(used <= step_est && used >= step_est / 4,
+                          "config %zu shard %d: a step used %.0f bytes, estimated %.0f", i, s,
+                          used, step_est);
+        }
         trainer_evaluate(&t);
         double eval_used = (double)qkv_ctx_used(t.eval_ctx);
         ck_assert_msg(eval_used <= qkv_model_step_bytes(&c.model, 64) / 2,
                       "config %zu: evaluation used %.0f bytes, estimated %.0f", i, eval_used,
                       qkv_model_step_bytes(&c.model, 64) / 2);
-        uint64_t mallocs = qkv_ctx_mallocs(t.step_ctx);
+        uint64_t mallocs[TRAIN_SHARDS];
+        for (int s = 0; s < t.nshards; s++) mallocs[s] = qkv_ctx_mallocs(t.shard[s].ctx);
         ck_assert_int_eq(trainer_step(&t), QKV_OK);
-        ck_assert_int_eq(qkv_ctx_mallocs(t.step_ctx), mallocs); /* it did not grow */
+        for (int s = 0; s < t.nshards; s++) /* it did not grow */
+            ck_assert_int_eq(qkv_ctx_mallocs(t.shard[s].ctx), mallocs[s]);
         double params = (double)qkv_ctx_used(t.model.params);
         ck_assert_msg(params <= qkv_model_param_bytes(&c.model) + 65536,
                       "config %zu: parameters use %.0f bytes, estimated %.0f", i, params,
                       qkv_model_param_bytes(&c.model));
+        for (int s = 1; s < t.nshards; s++) { /* a replica: gradients only, a quarter of that */
+            double grads = (double)qkv_ctx_used(t.shard[s].replica.params);
+            ck_assert_msg(grads <= qkv_model_param_bytes(&c.model) / 4 + 65536,
+                          "config %zu: a replica uses %.0f bytes", i, grads);
+        }
         trainer_free(&t);
     }
 }
