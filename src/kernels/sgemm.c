@@ -165,8 +165,11 @@ static void sgemm_small_portable(bool ta, bool tb, int64_t M, int64_t N, int64_t
 }
 
 #ifdef QKV_X86
-/* The same with AVX-512: C in strips of 16 columns (masked at the edge) and 4 rows, so that
- * four independent sums are in flight; B rows are read straight from memory. */
+/* The same with AVX-512: C in strips of 16 columns (masked at the edge) and 8 rows, so that
+ * eight independent sums are in flight (two FMA units, four cycles each); B rows are read
+ * straight from memory. The sums are named variables, not an array, so that they stay in
+ * registers: an array indexed at the end is kept on the stack and stored on every k. */
+#define SMALL_FMA(r) acc##r = _mm512_fmadd_ps(_mm512_set1_ps(a##r[k * as_k]), b, acc##r);
 __attribute__((target("avx512f"))) static void
 sgemm_small_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
                    const float *B, int64_t ldb, float *C, bool accumulate) {
@@ -180,26 +183,37 @@ sgemm_small_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const floa
     int64_t as_i = ta ? 1 : K, as_k = ta ? M : 1; /* a(i,k) = A[i·as_i + k·as_k] */
     for (int64_t j0 = 0; j0 < N; j0 += 16) {
         __mmask16 m = N - j0 >= 16 ? 0xffff : (__mmask16)((1u << (N - j0)) - 1);
-        for (int64_t i0 = 0; i0 < M; i0 += 4) {
-            int rows = M - i0 < 4 ? (int)(M - i0) : 4;
-            const float *a[4];
-            __m512 acc[4];
-            for (int r = 0; r < 4; r++) {
-                int64_t i = i0 + (r < rows ? r : rows - 1); /* repeat the last row, not stored */
-                a[r] = A + i * as_i;
-                acc[r] = accumulate ? _mm512_maskz_loadu_ps(m, C + i * N + j0) : _mm512_setzero_ps();
+        for (int64_t i0 = 0; i0 < M; i0 += 8) {
+            int rows = M - i0 < 8 ? (int)(M - i0) : 8;
+            int64_t i[8]; /* the last row repeats past the edge; it is computed, not stored */
+            for (int r = 0; r < 8; r++) i[r] = i0 + (r < rows ? r : rows - 1);
+            const float *a0 = A + i[0] * as_i, *a1 = A + i[1] * as_i, *a2 = A + i[2] * as_i,
+                        *a3 = A + i[3] * as_i, *a4 = A + i[4] * as_i, *a5 = A + i[5] * as_i,
+                        *a6 = A + i[6] * as_i, *a7 = A + i[7] * as_i;
+            __m512 acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7;
+            if (accumulate) {
+                acc0 = _mm512_maskz_loadu_ps(m, C + i[0] * N + j0);
+                acc1 = _mm512_maskz_loadu_ps(m, C + i[1] * N + j0);
+                acc2 = _mm512_maskz_loadu_ps(m, C + i[2] * N + j0);
+                acc3 = _mm512_maskz_loadu_ps(m, C + i[3] * N + j0);
+                acc4 = _mm512_maskz_loadu_ps(m, C + i[4] * N + j0);
+                acc5 = _mm512_maskz_loadu_ps(m, C + i[5] * N + j0);
+                acc6 = _mm512_maskz_loadu_ps(m, C + i[6] * N + j0);
+                acc7 = _mm512_maskz_loadu_ps(m, C + i[7] * N + j0);
+            } else {
+                acc0 = acc1 = acc2 = acc3 = acc4 = acc5 = acc6 = acc7 = _mm512_setzero_ps();
             }
             for (int64_t k = 0; k < K; k++) {
                 __m512 b = _mm512_maskz_loadu_ps(m, B + k * ldb + j0);
-                acc[0] = _mm512_fmadd_ps(_mm512_set1_ps(a[0][k * as_k]), b, acc[0]);
-                acc[1] = _mm512_fmadd_ps(_mm512_set1_ps(a[1][k * as_k]), b, acc[1]);
-                acc[2] = _mm512_fmadd_ps(_mm512_set1_ps(a[2][k * as_k]), b, acc[2]);
-                acc[3] = _mm512_fmadd_ps(_mm512_set1_ps(a[3][k * as_k]), b, acc[3]);
+                SMALL_FMA(0) SMALL_FMA(1) SMALL_FMA(2) SMALL_FMA(3)
+                SMALL_FMA(4) SMALL_FMA(5) SMALL_FMA(6) SMALL_FMA(7)
             }
+            __m512 acc[8] = {acc0, acc1, acc2, acc3, acc4, acc5, acc6, acc7};
             for (int r = 0; r < rows; r++) _mm512_mask_storeu_ps(C + (i0 + r) * N + j0, m, acc[r]);
         }
     }
 }
+#undef SMALL_FMA
 #endif
 
 static void sgemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
