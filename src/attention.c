@@ -13,15 +13,11 @@ qkv_tensor *qkv_attention_unfused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qk
     tensor_check_float(q, "attention", "q");
     tensor_check_float(k, "attention", "k");
     tensor_check_float(v, "attention", "v");
-    char sq[64], sk[64], sv[64];
-    qkv_shape_str(q, sq, sizeof sq);
-    qkv_shape_str(k, sk, sizeof sk);
-    qkv_shape_str(v, sv, sizeof sv);
     QKV_CHECK(k->ndim == v->ndim && k->ndim >= 2 && k->shape[k->ndim - 2] == v->shape[v->ndim - 2],
-              "attention", "k %s and v %s must hold the same number of keys", sk, sv);
-    QKV_CHECK(q->ndim >= 2, "attention", "q %s must be (..., Nq, Dk)", sq);
+              "attention", "k %s and v %s must hold the same number of keys", SHAPE(k), SHAPE(v));
+    QKV_CHECK(q->ndim >= 2, "attention", "q %s must be (..., Nq, Dk)", SHAPE(q));
     QKV_CHECK(q->shape[q->ndim - 1] == k->shape[k->ndim - 1], "attention",
-              "q %s and k %s differ in d_k", sq, sk);
+              "q %s and k %s differ in d_k", SHAPE(q), SHAPE(k));
     if (scale <= 0) scale = 1.0 / sqrt((double)q->shape[q->ndim - 1]);
     qkv_tensor *scores = qkv_matmul_ex(ctx, q, false, k, true); /* (..., Nq, Nk), no copy of Kᵀ */
     scores = qkv_scale(ctx, scores, scale);

@@ -258,9 +258,8 @@ static void check_case(const gc_case *gc, uint64_t seed, qkv_gradcheck_result *r
     /* Record the shapes tried. */
     size_t n = strlen(res->shapes);
     for (int i = 0; i < gc->nin && n < sizeof res->shapes; i++) {
-        char s[64];
         n += (size_t)snprintf(res->shapes + n, sizeof res->shapes - n, "%s%s",
-                              i ? "," : (n ? " " : ""), qkv_shape_str(in[i], s, sizeof s));
+                              i ? "," : (n ? " " : ""), SHAPE(in[i]));
     }
     res->cases++;
     qkv_ctx_free(scratch);

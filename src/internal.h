@@ -21,6 +21,10 @@ _Noreturn void qkv_die_(const char *file, int line, const char *op, const char *
 #endif
     ;
 
+/* t's shape as text, e.g. "(2, 3)", for QKV_CHECK messages: inside a check's arguments it
+ * is formatted only when the check fails, into a buffer that lives to the end of the block. */
+#define SHAPE(t) qkv_shape_str((t), (char[64]){0}, 64)
+
 /* Runs the statements in __VA_ARGS__ with T bound to the C type of a float dtype, so that an
  * op's loops are written once and compiled for f32 and for f64. */
 #define QKV_TYPED(dtype, ...)                                                             \

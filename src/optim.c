@@ -22,12 +22,22 @@ void qkv_optim_init(qkv_optim *o, qkv_model *model, qkv_optim_kind kind, double 
     }
 }
 
+/* Σ g² in double, with 8 partial sums in a fixed order, so that the loop vectorises (one
+ * running sum would be a chain of dependent adds) and the result never varies. */
+static double sum_squares(const float *g, int64_t n) {
+    double part[8] = {0};
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++) part[k] += (double)g[j + k] * g[j + k];
+    for (; j < n; j++) part[0] += (double)g[j] * g[j];
+    double sum = 0;
+    for (int k = 0; k < 8; k++) sum += part[k];
+    return sum;
+}
+
 double qkv_optim_step(qkv_optim *o) {
     double sq = 0;
-    for (int i = 0; i < o->n; i++) {
-        const float *g = o->param[i]->grad;
-        for (int64_t j = 0; j < o->param[i]->size; j++) sq += (double)g[j] * g[j];
-    }
+    for (int i = 0; i < o->n; i++) sq += sum_squares(o->param[i]->grad, o->param[i]->size);
     double norm = sqrt(sq);
     float gscale = o->clip > 0 && norm > o->clip ? (float)(o->clip / norm) : 1.0f;
     o->step++;
@@ -37,22 +47,29 @@ double qkv_optim_step(qkv_optim *o) {
     float bc2 = (float)(1 - pow(o->beta2, (double)o->step));
     for (int i = 0; i < o->n; i++) {
         qkv_tensor *p = o->param[i];
-        float *w = p->data, *g = p->grad;
-        float *m = o->m[i] ? o->m[i]->data : NULL, *v = o->v[i] ? o->v[i]->data : NULL;
-        for (int64_t j = 0; j < p->size; j++) {
-            float gj = g[j] * gscale;
-            switch (o->kind) {
-            case QKV_SGD: w[j] -= lr * (gj + wd * w[j]); break;
-            case QKV_MOMENTUM:
-                m[j] = mu * m[j] + gj + wd * w[j];
+        float *restrict w = p->data;
+        const float *restrict g = p->grad;
+        float *restrict m = o->m[i] ? o->m[i]->data : NULL;
+        float *restrict v = o->v[i] ? o->v[i]->data : NULL;
+        int64_t n = p->size;
+        switch (o->kind) { /* one loop per kind, so that each vectorises */
+        case QKV_SGD:
+            for (int64_t j = 0; j < n; j++) w[j] -= lr * (g[j] * gscale + wd * w[j]);
+            break;
+        case QKV_MOMENTUM:
+            for (int64_t j = 0; j < n; j++) {
+                m[j] = mu * m[j] + g[j] * gscale + wd * w[j];
                 w[j] -= lr * m[j];
-                break;
-            case QKV_ADAM: /* decoupled weight decay (AdamW) */
+            }
+            break;
+        case QKV_ADAM: /* decoupled weight decay (AdamW) */
+            for (int64_t j = 0; j < n; j++) {
+                float gj = g[j] * gscale;
                 m[j] = b1 * m[j] + (1 - b1) * gj;
                 v[j] = b2 * v[j] + (1 - b2) * gj * gj;
                 w[j] -= lr * ((m[j] / bc1) / (sqrtf(v[j] / bc2) + eps) + wd * w[j]);
-                break;
             }
+            break;
         }
     }
     return norm;

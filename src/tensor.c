@@ -267,9 +267,8 @@ char *qkv_shape_str(const qkv_tensor *t, char *buf, size_t len) {
 }
 
 void qkv_print(FILE *out, const qkv_tensor *t, const char *label, int64_t max_values) {
-    char shape[64];
     fprintf(out, "%s %s %s%s%s\n", label ? label : "tensor", qkv_dtype_name(t->dtype),
-            qkv_shape_str(t, shape, sizeof shape), t->op ? " op=" : "",
+            SHAPE(t), t->op ? " op=" : "",
             t->op ? qkv_op_name(t->op) : "");
     int64_t row = t->ndim ? t->shape[t->ndim - 1] : 1;
     int64_t n = max_values > 0 && max_values < t->size ? max_values : t->size;

@@ -62,6 +62,18 @@ typedef struct {
                                   const T *k, const T *v, const T *mask, void *scratch);
 ATTENTION_DECL(float, f32)
 ATTENTION_DECL(double, f64)
+/* Cross-entropy over rows of n logits, skipping rows whose target is `ignore`. Forward:
+ * lse[r] = log Σ_j exp(x[r,j]) (stable; summed in double), *count = rows with a target, and
+ * the return value Σ_r (lse[r] − x[r, t_r]). Backward: dx[r,j] += g·(softmax_j − [j = t_r]). */
+#define CROSS_ENTROPY_DECL(T, SUF)                                                         \
+    double cross_entropy_forward_##SUF(const T *x, const int32_t *targets, int32_t ignore, \
+                                       int64_t rows, int64_t n, double *lse,               \
+                                       int64_t *count);                                    \
+    void cross_entropy_backward_##SUF(T *dx, const T *x, const int32_t *targets,           \
+                                      int32_t ignore, int64_t rows, int64_t n,             \
+                                      const double *lse, double g);
+CROSS_ENTROPY_DECL(float, f32)
+CROSS_ENTROPY_DECL(double, f64)
 /* How many threads the kernels may use (1 without OpenMP). */
 int kernel_threads(void);
 

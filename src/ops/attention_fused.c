@@ -26,21 +26,17 @@ qkv_tensor *qkv_attention_fused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_
     tensor_check_float(q, "attention_fused", "q");
     tensor_check_float(k, "attention_fused", "k");
     tensor_check_float(v, "attention_fused", "v");
-    char sq[64], sk[64], sv[64];
-    qkv_shape_str(q, sq, sizeof sq);
-    qkv_shape_str(k, sk, sizeof sk);
-    qkv_shape_str(v, sv, sizeof sv);
     int n = q->ndim;
     QKV_CHECK(n >= 2 && k->ndim == n && v->ndim == n, "attention_fused",
-              "q %s, k %s and v %s must be (..., N, D) with the same number of dims", sq, sk, sv);
+              "q %s, k %s and v %s must be (..., N, D) with the same number of dims", SHAPE(q), SHAPE(k), SHAPE(v));
     QKV_CHECK(q->dtype == k->dtype && q->dtype == v->dtype, "attention_fused", "dtypes differ");
     for (int i = 0; i < n - 2; i++)
         QKV_CHECK(q->shape[i] == k->shape[i] && q->shape[i] == v->shape[i], "attention_fused",
-                  "batch dims differ: q %s, k %s, v %s", sq, sk, sv);
+                  "batch dims differ: q %s, k %s, v %s", SHAPE(q), SHAPE(k), SHAPE(v));
     QKV_CHECK(q->shape[n - 1] == k->shape[n - 1], "attention_fused", "q %s and k %s differ in d_k",
-              sq, sk);
+              SHAPE(q), SHAPE(k));
     QKV_CHECK(k->shape[n - 2] == v->shape[n - 2], "attention_fused",
-              "k %s and v %s must hold the same number of keys", sk, sv);
+              "k %s and v %s must hold the same number of keys", SHAPE(k), SHAPE(v));
     if (scale <= 0) scale = 1.0 / sqrt((double)q->shape[n - 1]);
     int64_t ms[4];
     if (mask) {
@@ -48,10 +44,9 @@ qkv_tensor *qkv_attention_fused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_
         qkv_tensor scores = {.ndim = n};
         memcpy(scores.shape, q->shape, sizeof scores.shape);
         scores.shape[n - 1] = k->shape[n - 2];
-        char sm[64], ss[64];
         QKV_CHECK(mask->dtype == q->dtype && tensor_broadcast_strides(&scores, mask, ms),
                   "attention_fused", "mask %s does not broadcast to the scores %s",
-                  qkv_shape_str(mask, sm, sizeof sm), qkv_shape_str(&scores, ss, sizeof ss));
+                  SHAPE(mask), SHAPE(&scores));
     }
     attention_dims d = fused_dims(q, k, v, mask, scale, ms);
     int64_t shape[QKV_MAX_DIMS];

@@ -4,12 +4,11 @@
 qkv_tensor *qkv_mask(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *mask) {
     tensor_check_float(x, "mask", "x");
     tensor_check_float(mask, "mask", "mask");
-    char sx[64], sm[64];
     QKV_CHECK(x->dtype == mask->dtype, "mask", "dtypes differ: x is %s, mask is %s",
               qkv_dtype_name(x->dtype), qkv_dtype_name(mask->dtype));
     int64_t ms[4];
     QKV_CHECK(tensor_broadcast_strides(x, mask, ms), "mask", "mask %s does not broadcast to x %s",
-              qkv_shape_str(mask, sm, sizeof sm), qkv_shape_str(x, sx, sizeof sx));
+              SHAPE(mask), SHAPE(x));
     qkv_tensor *y = tensor_new_op(ctx, QKV_OP_MASK, x->dtype, x->ndim, x->shape, x, mask, NULL);
     QKV_TYPED(x->dtype, {
         T *yv = y->data;

@@ -15,25 +15,22 @@ static void gemm_call(qkv_dtype dt, bool ta, bool tb, int64_t batch, int64_t M, 
 qkv_tensor *qkv_matmul_ex(qkv_ctx *ctx, qkv_tensor *a, bool ta, qkv_tensor *b, bool tb) {
     tensor_check_float(a, "matmul", "a");
     tensor_check_float(b, "matmul", "b");
-    char sa[64], sb[64];
-    qkv_shape_str(a, sa, sizeof sa);
-    qkv_shape_str(b, sb, sizeof sb);
     QKV_CHECK(a->dtype == b->dtype, "matmul", "dtypes differ: a is %s, b is %s",
               qkv_dtype_name(a->dtype), qkv_dtype_name(b->dtype));
-    QKV_CHECK(a->ndim >= 2 && b->ndim >= 2, "matmul", "need matrices: a is %s, b is %s", sa, sb);
+    QKV_CHECK(a->ndim >= 2 && b->ndim >= 2, "matmul", "need matrices: a is %s, b is %s", SHAPE(a), SHAPE(b));
     int64_t M = a->shape[a->ndim - (ta ? 1 : 2)], Ka = a->shape[a->ndim - (ta ? 2 : 1)];
     int64_t Kb = b->shape[b->ndim - (tb ? 1 : 2)], N = b->shape[b->ndim - (tb ? 2 : 1)];
-    QKV_CHECK(Ka == Kb, "matmul", "inner sizes differ: a%s is %s, b%s is %s", ta ? "ᵀ" : "", sa,
-              tb ? "ᵀ" : "", sb);
+    QKV_CHECK(Ka == Kb, "matmul", "inner sizes differ: a%s is %s, b%s is %s", ta ? "ᵀ" : "", SHAPE(a),
+              tb ? "ᵀ" : "", SHAPE(b));
     bool shared_b = b->ndim == 2 && a->ndim > 2;
     if (!shared_b) {
-        QKV_CHECK(a->ndim == b->ndim, "matmul", "batch dims differ: a is %s, b is %s", sa, sb);
+        QKV_CHECK(a->ndim == b->ndim, "matmul", "batch dims differ: a is %s, b is %s", SHAPE(a), SHAPE(b));
         for (int i = 0; i < a->ndim - 2; i++)
             QKV_CHECK(a->shape[i] == b->shape[i], "matmul", "batch dims differ: a is %s, b is %s",
-                      sa, sb);
+                      SHAPE(a), SHAPE(b));
     } else {
-        QKV_CHECK(!ta, "matmul", "a shared 2-D b needs an untransposed a: a is %s, b is %s", sa,
-                  sb);
+        QKV_CHECK(!ta, "matmul", "a shared 2-D b needs an untransposed a: a is %s, b is %s", SHAPE(a),
+                  SHAPE(b));
     }
     int64_t shape[QKV_MAX_DIMS];
     memcpy(shape, a->shape, sizeof shape);

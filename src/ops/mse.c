@@ -4,10 +4,9 @@
 qkv_tensor *qkv_mse(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b) {
     tensor_check_float(a, "mse", "a");
     tensor_check_float(b, "mse", "b");
-    char sa[64], sb[64];
     QKV_CHECK(a->dtype == b->dtype && tensor_same_shape(a, b), "mse",
-              "a is %s %s, b is %s %s", qkv_dtype_name(a->dtype), qkv_shape_str(a, sa, sizeof sa),
-              qkv_dtype_name(b->dtype), qkv_shape_str(b, sb, sizeof sb));
+              "a is %s %s, b is %s %s", qkv_dtype_name(a->dtype), SHAPE(a),
+              qkv_dtype_name(b->dtype), SHAPE(b));
     qkv_tensor *loss = tensor_new_op(ctx, QKV_OP_MSE, a->dtype, 0, NULL, a, b, NULL);
     double total = 0;
     QKV_TYPED(a->dtype, {

@@ -4,12 +4,11 @@
 qkv_tensor *qkv_mul(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b) {
     tensor_check_float(a, "mul", "a");
     tensor_check_float(b, "mul", "b");
-    char sa[64], sb[64];
     QKV_CHECK(a->dtype == b->dtype, "mul", "dtypes differ: a is %s, b is %s",
               qkv_dtype_name(a->dtype), qkv_dtype_name(b->dtype));
     int64_t bs[4];
     QKV_CHECK(tensor_broadcast_strides(a, b, bs), "mul", "b %s does not broadcast to a %s",
-              qkv_shape_str(b, sb, sizeof sb), qkv_shape_str(a, sa, sizeof sa));
+              SHAPE(b), SHAPE(a));
     qkv_tensor *y = tensor_new_op(ctx, QKV_OP_MUL, a->dtype, a->ndim, a->shape, a, b, NULL);
     QKV_TYPED(a->dtype, {
         T *yv = y->data;

@@ -11,9 +11,8 @@ qkv_tensor *qkv_reshape(qkv_ctx *ctx, qkv_tensor *x, int ndim, const int64_t *sh
         QKV_CHECK(shape[i] >= 1, "reshape", "dim %d has size %lld", i, (long long)shape[i]);
         size *= shape[i];
     }
-    char sx[64];
     QKV_CHECK(size == x->size, "reshape", "x %s has %lld elements, the new shape %lld",
-              qkv_shape_str(x, sx, sizeof sx), (long long)x->size, (long long)size);
+              SHAPE(x), (long long)x->size, (long long)size);
     return tensor_new_view(ctx, QKV_OP_RESHAPE, x, ndim, shape);
 }
 
