@@ -1,5 +1,6 @@
 /* optim.c - SGD, SGD with momentum, and Adam over a model's parameters. */
 #include "internal.h"
+#include "kernels/kernels.h"
 
 const char *qkv_optim_name(qkv_optim_kind kind) {
     return kind == QKV_SGD ? "sgd" : kind == QKV_MOMENTUM ? "momentum" : "adam";
@@ -22,55 +23,32 @@ void qkv_optim_init(qkv_optim *o, qkv_model *model, qkv_optim_kind kind, double 
     }
 }
 
-/* Σ g² in double, with 8 partial sums in a fixed order, so that the loop vectorises (one
- * running sum would be a chain of dependent adds) and the result never varies. */
-static double sum_squares(const float *g, int64_t n) {
-    double part[8] = {0};
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8)
-        for (int k = 0; k < 8; k++) part[k] += (double)g[j + k] * g[j + k];
-    for (; j < n; j++) part[0] += (double)g[j] * g[j];
-    double sum = 0;
-    for (int k = 0; k < 8; k++) sum += part[k];
-    return sum;
-}
-
 double qkv_optim_step(qkv_optim *o) {
-    double sq = 0;
-    for (int i = 0; i < o->n; i++) sq += sum_squares(o->param[i]->grad, o->param[i]->size);
-    double norm = sqrt(sq);
-    float gscale = o->clip > 0 && norm > o->clip ? (float)(o->clip / norm) : 1.0f;
-    o->step++;
-    float lr = (float)o->lr, wd = (float)o->weight_decay, mu = (float)o->momentum;
-    float b1 = (float)o->beta1, b2 = (float)o->beta2, eps = (float)o->eps;
-    float bc1 = (float)(1 - pow(o->beta1, (double)o->step));
-    float bc2 = (float)(1 - pow(o->beta2, (double)o->step));
+    _Static_assert(sizeof o->param / sizeof o->param[0] <= OPTIM_MAX_PARAMS, "too many params");
+    float *w[OPTIM_MAX_PARAMS], *m[OPTIM_MAX_PARAMS], *v[OPTIM_MAX_PARAMS];
+    const float *g[OPTIM_MAX_PARAMS];
+    int64_t size[OPTIM_MAX_PARAMS];
     for (int i = 0; i < o->n; i++) {
-        qkv_tensor *p = o->param[i];
-        float *restrict w = p->data;
-        const float *restrict g = p->grad;
-        float *restrict m = o->m[i] ? o->m[i]->data : NULL;
-        float *restrict v = o->v[i] ? o->v[i]->data : NULL;
-        int64_t n = p->size;
-        switch (o->kind) { /* one loop per kind, so that each vectorises */
-        case QKV_SGD:
-            for (int64_t j = 0; j < n; j++) w[j] -= lr * (g[j] * gscale + wd * w[j]);
-            break;
-        case QKV_MOMENTUM:
-            for (int64_t j = 0; j < n; j++) {
-                m[j] = mu * m[j] + g[j] * gscale + wd * w[j];
-                w[j] -= lr * m[j];
-            }
-            break;
-        case QKV_ADAM: /* decoupled weight decay (AdamW) */
-            for (int64_t j = 0; j < n; j++) {
-                float gj = g[j] * gscale;
-                m[j] = b1 * m[j] + (1 - b1) * gj;
-                v[j] = b2 * v[j] + (1 - b2) * gj * gj;
-                w[j] -= lr * ((m[j] / bc1) / (sqrtf(v[j] / bc2) + eps) + wd * w[j]);
-            }
-            break;
-        }
+        w[i] = o->param[i]->data;
+        g[i] = o->param[i]->grad;
+        m[i] = o->m[i] ? o->m[i]->data : NULL;
+        v[i] = o->v[i] ? o->v[i]->data : NULL;
+        size[i] = o->param[i]->size;
     }
+    double norm = sqrt(optim_grad_sq_f32(o->n, g, size));
+    o->step++;
+    optim_rule r = {
+        .kind = o->kind == QKV_SGD ? OPTIM_SGD : o->kind == QKV_MOMENTUM ? OPTIM_MOMENTUM : OPTIM_ADAM,
+        .lr = (float)o->lr,
+        .weight_decay = (float)o->weight_decay,
+        .grad_scale = o->clip > 0 && norm > o->clip ? (float)(o->clip / norm) : 1.0f,
+        .momentum = (float)o->momentum,
+        .beta1 = (float)o->beta1,
+        .beta2 = (float)o->beta2,
+        .eps = (float)o->eps,
+        .bias1 = (float)(1 - pow(o->beta1, (double)o->step)),
+        .bias2 = (float)(1 - pow(o->beta2, (double)o->step)),
+    };
+    optim_update_f32(&r, o->n, w, g, m, v, size);
     return norm;
 }

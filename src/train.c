@@ -151,6 +151,19 @@ static void shard_step(trainer *t, int s, int64_t total) {
     if (isfinite(sh->loss)) qkv_backward(loss);
 }
 
+/* The batch's gradient into the model's: shard 0's (already there) plus the others', in
+ * shard order. Elementwise, so the elements are shared among the threads of the region it is
+ * called in (or done by the caller alone outside one). */
+static void sum_shard_grads(trainer *t) {
+    for (int i = 0; i < t->model.nparams; i++) {
+        float *g = t->model.param[i]->grad;
+#pragma omp for schedule(static) nowait
+        for (int64_t j = 0; j < t->model.param[i]->size; j++)
+            for (int s = 1; s < t->nshards; s++)
+                g[j] += ((const float *)t->shard[s].replica.param[i]->grad)[j];
+    }
+}
+
 qkv_status trainer_update(trainer *t) {
     const train_config *c = &t->cfg;
     int64_t total = 0, rows = (int64_t)c->batch * c->task.seq_len;
@@ -161,15 +174,17 @@ qkv_status trainer_update(trainer *t) {
     int threads = omp_get_max_threads(), team = S < threads ? S : threads;
     int inner = threads / team, levels = omp_get_max_active_levels();
     if (S > 1 && inner > 1 && levels < 2) omp_set_max_active_levels(2);
-#pragma omp parallel for schedule(static) num_threads(team) if (S > 1)
-    for (int s = 0; s < S; s++) {
+#pragma omp parallel num_threads(team) if (S > 1)
+    {
         omp_set_num_threads(inner);
-        shard_step(t, s, total);
+#pragma omp for schedule(static)
+        for (int s = 0; s < S; s++) shard_step(t, s, total);
+        sum_shard_grads(t); /* after the loop's barrier: every shard is done */
     }
     omp_set_max_active_levels(levels);
-    omp_set_num_threads(threads);
 #else
     for (int s = 0; s < S; s++) shard_step(t, s, total);
+    sum_shard_grads(t);
 #endif
     double loss = 0;
     int64_t correct = 0, counted = 0;
@@ -184,13 +199,6 @@ qkv_status trainer_update(trainer *t) {
         return qkv_fail(QKV_ERR_NUMERIC, "the loss became %s at step %" PRId64
                         ": training diverged (lower --lr)", isnan(loss) ? "NaN" : "Inf",
                         t->optim.step + 1);
-    /* The batch's gradient: shard 0's (already in the model) plus the others', in order. */
-    for (int s = 1; s < S; s++)
-        for (int i = 0; i < t->model.nparams; i++) {
-            float *g = t->model.param[i]->grad;
-            const float *gs = t->shard[s].replica.param[i]->grad;
-            for (int64_t j = 0; j < t->model.param[i]->size; j++) g[j] += gs[j];
-        }
     t->optim.lr = trainer_lr(c, t->optim.step + 1);
     double norm = qkv_optim_step(&t->optim);
     if (!isfinite(norm))

@@ -74,6 +74,20 @@ ATTENTION_DECL(double, f64)
                                       const double *lse, double g);
 CROSS_ENTROPY_DECL(float, f32)
 CROSS_ENTROPY_DECL(double, f64)
+/* The optimizers over n parameters at once (w[i], g[i], and the state m[i], v[i] where the
+ * rule has it; NULL otherwise), each of size[i] floats. optim_grad_sq_f32 returns Σ g², the
+ * same for any thread count; optim_update_f32 applies one step of rule r to every element. */
+#define OPTIM_MAX_PARAMS 64
+typedef enum { OPTIM_SGD, OPTIM_MOMENTUM, OPTIM_ADAM } optim_kind;
+typedef struct {
+    optim_kind kind;
+    float lr, weight_decay, grad_scale; /* grad_scale: clipping's factor, 1 without */
+    float momentum;                     /* momentum */
+    float beta1, beta2, eps, bias1, bias2; /* Adam; bias_k = 1 − beta_k^step */
+} optim_rule;
+double optim_grad_sq_f32(int n, const float *const *g, const int64_t *size);
+void optim_update_f32(const optim_rule *r, int n, float *const *w, const float *const *g,
+                      float *const *m, float *const *v, const int64_t *size);
 /* How many threads the kernels may use (1 without OpenMP). */
 int kernel_threads(void);
 
