@@ -2,11 +2,9 @@
 #include "train.h"
 
 #include "internal.h"
+#include "kernels/kernels.h"
 
 #include <inttypes.h>
-#ifdef QKV_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 #define EVAL_BATCH 64
 
@@ -169,23 +167,23 @@ qkv_status trainer_update(trainer *t) {
     int64_t total = 0, rows = (int64_t)c->batch * c->task.seq_len;
     for (int64_t i = 0; i < rows; i++) total += t->targets[i] >= 0;
     int S = t->nshards;
-#ifdef QKV_HAVE_OPENMP
-    /* One thread per shard; threads beyond that are shared out among the shards' ops. */
-    int threads = omp_get_max_threads(), team = S < threads ? S : threads;
-    int inner = threads / team, levels = omp_get_max_active_levels();
-    if (S > 1 && inner > 1 && levels < 2) omp_set_max_active_levels(2);
-#pragma omp parallel num_threads(team) if (S > 1)
-    {
-        omp_set_num_threads(inner);
+    /* Shards side by side, one thread each, when there are threads for them but not enough
+     * to share each shard's ops among several: ops on a few sequences are too short to split,
+     * whole passes are not. Otherwise (one thread, one shard, or at least two threads per
+     * shard) the shards run one after the other, each op on every thread. Either way each
+     * shard computes the same bits, so the choice never shows in the results. */
+    bool side_by_side = S > 1 && kernel_threads() >= S && kernel_threads() < 2 * S;
+    if (side_by_side) {
+#pragma omp parallel num_threads(S)
+        {
 #pragma omp for schedule(static)
+            for (int s = 0; s < S; s++) shard_step(t, s, total);
+            sum_shard_grads(t); /* after the loop's barrier: every shard is done */
+        }
+    } else {
         for (int s = 0; s < S; s++) shard_step(t, s, total);
-        sum_shard_grads(t); /* after the loop's barrier: every shard is done */
+        sum_shard_grads(t);
     }
-    omp_set_max_active_levels(levels);
-#else
-    for (int s = 0; s < S; s++) shard_step(t, s, total);
-    sum_shard_grads(t);
-#endif
     double loss = 0;
     int64_t correct = 0, counted = 0;
     for (int s = 0; s < S; s++) {

@@ -19,11 +19,11 @@ typedef struct {
     uint64_t seed;
 } train_config;
 
-/* A training step splits its batch into shards of whole sequences that run forward and
- * backward side by side, one per thread: ops on a few small sequences are too short to share
- * among threads, whole passes are not. The number of shards depends on the batch alone, and
- * their gradients are summed in shard order, so a step gives the same bits on any number of
- * threads. */
+/* A training step splits its batch into shards of whole sequences, each with its own graph
+ * and its own parameter gradients, so that shards can run forward and backward side by side,
+ * one per thread (trainer_update decides when). The number of shards depends on the batch
+ * alone, and their gradients are summed in shard order, so a step gives the same bits on any
+ * number of threads. */
 #define TRAIN_SHARDS 2
 
 typedef struct {

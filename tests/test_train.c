@@ -266,7 +266,7 @@ static void assert_threads_agree(train_config c, int threads) {
     omp_set_num_threads(2);
 }
 
-/* Shards on 2 threads, and on 4 with each shard's ops on two more (nested teams). */
+/* Two shards side by side on 2 threads, and one after the other on 4, each op on all four. */
 START_TEST(test_threads_bit_identical_shards) {
     train_config c = make_config("copy", 16, 128, 2, 4, QKV_ADAM, 0.005);
     c.batch = 64;
