@@ -30,6 +30,8 @@ void gemm1_ldb_f64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const doub
                    const double *B, int64_t ldb, double *C, bool accumulate);
 /* The f32 micro-kernel in use: "avx512", "avx2" or "portable" (QKV_SIMD forces one). */
 const char *sgemm_kernel_name(void);
+/* True when that is "avx512": the other kernels with a hand-written AVX-512 path take it too. */
+bool kernel_avx512(void);
 
 /* Row-wise softmax over rows of length n: y = exp(x - max) / sum. A row that is entirely -inf
  * gives zeros. Backward: dx += y ⊙ (dy − Σ dy⊙y), never forming the n×n Jacobian. */

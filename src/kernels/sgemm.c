@@ -130,6 +130,14 @@ static const sgemm_impl *choose_impl(void) {
 
 const char *sgemm_kernel_name(void) { return choose_impl()->name; }
 
+bool kernel_avx512(void) {
+#ifdef QKV_X86
+    return choose_impl() == &impl_avx512;
+#else
+    return false;
+#endif
+}
+
 /* Small products (the tiles of many-headed attention, 16×16×16) lose more to packing and
  * zero-padded edge tiles than they gain from the micro-kernel: multiply them directly, with
  * op(B) copied to (K, N) rows when transposed, so the inner loop runs along rows of C and B.
