@@ -1,5 +1,5 @@
 /* test_kernels.c - the kernels under every training step.
- *   gemm: gemm_f32 (and gemm1_f32, gemm_f64) against a double-precision reference on many
+ *   gemm: gemm_f32 (and gemm1_packed_f32, gemm_f64) against a double-precision reference on many
  *         shapes, every transpose, batched and shared-B, accumulating or not; ctest runs this
  *         file again with QKV_SIMD=portable and QKV_SIMD=avx2, so every micro-kernel passes it.
  *   determinism: the same bits with one thread and with two (gemm and fused attention).
@@ -50,7 +50,7 @@ static double gemm_worst; /* worst |c − ref| / (Σ|a·b| + |c0|) seen by this 
 #define SHARE_B 1 /* b_stride 0: one B for every batch */
 #define SHARE_A 2 /* a_stride 0 */
 
-/* C[b] (+)= op(A[b])·op(B[b]) by gemm_f32 (or gemm1_f32 when `one`), checked element by
+/* C[b] (+)= op(A[b])·op(B[b]) by gemm_f32 (or gemm_pack_f32 + gemm1_packed_f32 when `one`), checked element by
  * element against a double-precision sum: |c − ref| <= 1e-5·(Σ_k |a_ik·b_kj| + |c0_ij|) + 1e-30,
  * where c0 is C's value before (accumulate only). Without accumulate C starts as NaN, so a
  * kernel that reads it fails; the gaps between batches of C must be left alone. */
@@ -72,7 +72,10 @@ static void check_gemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, in
     memcpy(C0, C, nc * sizeof *C);
     if (one) {
         ck_assert_int_eq(batch, 1);
-        gemm1_f32(ta, tb, M, N, K, A, B, C, accumulate);
+        float *bp = fvec(gemm_packed_floats_f32(N, K));
+        gemm_pack_f32(bp, tb, N, K, B, tb ? K : N);
+        gemm1_packed_f32(ta, M, N, K, A, bp, C, accumulate);
+        free(bp);
     } else {
         gemm_f32(ta, tb, batch, M, N, K, A, as, B, bs, C, cs, accumulate);
     }
@@ -168,11 +171,13 @@ START_TEST(test_gemm_batched) {
 }
 END_TEST
 
-/* gemm1_f32, the one-thread product inside the attention tiles. */
+/* gemm1_packed_f32, the one-thread product inside the attention tiles, on tile shapes and
+ * odd ones: small products (one packed sliver) and packed rows. */
 START_TEST(test_gemm1) {
     qkv_rng rng = qkv_rng_seed(4);
     static const int64_t shapes[][3] = {{64, 64, 64}, {64, 40, 64},  {13, 64, 24}, {64, 24, 13},
-                                        {1, 17, 300}, {65, 16, 129}, {33, 129, 5}, {64, 8, 64}};
+                                        {1, 17, 300}, {65, 16, 129}, {33, 129, 5}, {64, 8, 64},
+                                        {16, 16, 16}, {16, 16, 32},  {8, 32, 16}, {64, 32, 64}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int t = 0; t < 4; t++)
             for (int acc = 0; acc < 2; acc++)

@@ -101,8 +101,10 @@ __attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, 
 #define SUF f32
 #define EXP fast_expf
 #define LOG logf
-#define GEMM1 gemm1_f32
-#define GEMM1_LDB gemm1_ldb_f32
+#define GEMM_PACK gemm_pack_f32
+#define GEMM_PACKED_FLOATS gemm_packed_floats_f32
+#define GEMM_PACKED_IS_PLAIN gemm_packed_is_plain_f32
+#define GEMM1_PACKED gemm1_packed_f32
 #ifdef AVX512_TILES
 #define ONLINE_SOFTMAX(...) \
     (kernel_avx512() ? online_softmax_avx512(__VA_ARGS__) : online_softmax_f32(__VA_ARGS__))
@@ -117,8 +119,10 @@ __attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, 
 #undef SUF
 #undef EXP
 #undef LOG
-#undef GEMM1
-#undef GEMM1_LDB
+#undef GEMM_PACK
+#undef GEMM_PACKED_FLOATS
+#undef GEMM_PACKED_IS_PLAIN
+#undef GEMM1_PACKED
 #undef ONLINE_SOFTMAX
 #undef RECOMPUTE_PROBS
 
@@ -126,8 +130,10 @@ __attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, 
 #define SUF f64
 #define EXP exp
 #define LOG log
-#define GEMM1 gemm1_f64
-#define GEMM1_LDB gemm1_ldb_f64
+#define GEMM_PACK gemm_pack_f64
+#define GEMM_PACKED_FLOATS gemm_packed_floats_f64
+#define GEMM_PACKED_IS_PLAIN gemm_packed_is_plain_f64
+#define GEMM1_PACKED gemm1_packed_f64
 #define ONLINE_SOFTMAX online_softmax_f64
 #define RECOMPUTE_PROBS recompute_probs_f64
 #include "attention.inc"
@@ -135,7 +141,9 @@ __attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, 
 #undef SUF
 #undef EXP
 #undef LOG
-#undef GEMM1
-#undef GEMM1_LDB
+#undef GEMM_PACK
+#undef GEMM_PACKED_FLOATS
+#undef GEMM_PACKED_IS_PLAIN
+#undef GEMM1_PACKED
 #undef ONLINE_SOFTMAX
 #undef RECOMPUTE_PROBS

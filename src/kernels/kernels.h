@@ -18,16 +18,20 @@
                     int64_t c_stride, bool accumulate);
 GEMM_DECL(float, f32)
 GEMM_DECL(double, f64)
-/* One C (+)= op(A)·op(B) on the calling thread only, for kernels that are already parallel. */
-void gemm1_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
-               const float *B, float *C, bool accumulate);
-void gemm1_f64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A,
-               const double *B, double *C, bool accumulate);
-/* The same with B's rows `ldb` elements apart (a block of a wider matrix). */
-void gemm1_ldb_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
-                   const float *B, int64_t ldb, float *C, bool accumulate);
-void gemm1_ldb_f64(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double *A,
-                   const double *B, int64_t ldb, double *C, bool accumulate);
+/* For kernels that are already parallel (the attention tiles), a product on the calling
+ * thread with op(B) packed beforehand, so that a right-hand side used by many tiles is packed
+ * once: gemm_pack_* writes op(B) (K×N; B stored (K, N), or (N, K) when tb, rows ldb apart)
+ * into gemm_packed_floats_*(N, K) elements, and gemm1_packed_* computes C (M×N) (+)= op(A)·B
+ * from it, A as in gemm_*. When gemm_packed_is_plain_*(N), the packed form is op(B) itself
+ * in K rows of N, so a non-transposed B with rows N apart can be used as it is. */
+#define GEMM1_DECL(T, SUF)                                                                 \
+    size_t gemm_packed_floats_##SUF(int64_t N, int64_t K);                                \
+    bool gemm_packed_is_plain_##SUF(int64_t N);                                            \
+    void gemm_pack_##SUF(T *bp, bool tb, int64_t N, int64_t K, const T *B, int64_t ldb);   \
+    void gemm1_packed_##SUF(bool ta, int64_t M, int64_t N, int64_t K, const T *A,          \
+                            const T *bp, T *C, bool accumulate);
+GEMM1_DECL(float, f32)
+GEMM1_DECL(double, f64)
 /* The f32 micro-kernel in use: "avx512", "avx2" or "portable" (QKV_SIMD forces one). */
 const char *sgemm_kernel_name(void);
 /* True when that is "avx512": the other kernels with a hand-written AVX-512 path take it too. */

@@ -359,21 +359,37 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
     }
 }
 
-void gemm1_ldb_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
-                   const float *B, int64_t ldb, float *C, bool accumulate) {
-    if (is_small(M, N, K, tb)) {
-        sgemm_small(ta, tb, M, N, K, A, B, ldb, C, accumulate);
-        return;
-    }
-    const sgemm_impl *im = choose_impl();
-    float *bp = pack_buffer(packed_size(im, N, K));
-    pack_b_all(bp, B, tb, N, K, ldb, im->nr);
-    sgemm_rows(im, ta, M, N, K, A, bp, C, accumulate, 0, M);
+/* op(B) up to this narrow is packed as plain rows (K×N, N apart): every product with it takes
+ * the small kernel, which reads rows, so a non-transposed B of that width needs no packing. */
+#define PLAIN_N 16
+
+size_t gemm_packed_floats_f32(int64_t N, int64_t K) {
+    return N <= PLAIN_N ? (size_t)(N * K) : packed_size(choose_impl(), N, K);
 }
 
-void gemm1_f32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
-               const float *B, float *C, bool accumulate) {
-    gemm1_ldb_f32(ta, tb, M, N, K, A, B, tb ? K : N, C, accumulate);
+bool gemm_packed_is_plain_f32(int64_t N) { return N <= PLAIN_N; }
+
+void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int64_t ldb) {
+    if (N > PLAIN_N) {
+        pack_b_all(bp, B, tb, N, K, ldb, choose_impl()->nr);
+        return;
+    }
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++) bp[k * N + j] = tb ? B[j * ldb + k] : B[k * ldb + j];
+}
+
+void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
+                      const float *bp, float *C, bool accumulate) {
+    const sgemm_impl *im = choose_impl();
+    if (N <= PLAIN_N) { /* plain rows (is_small holds for any M and K) */
+        sgemm_small(ta, false, M, N, K, A, bp, N, C, accumulate);
+        return;
+    }
+    if (N <= im->nr && is_small(M, N, K, false)) { /* one sliver: rows NR apart, zero-padded */
+        sgemm_small(ta, false, M, N, K, A, bp, im->nr, C, accumulate);
+        return;
+    }
+    sgemm_rows(im, ta, M, N, K, A, bp, C, accumulate, 0, M);
 }
 
 int kernel_threads(void) {
