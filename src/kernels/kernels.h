@@ -96,5 +96,32 @@ void optim_update_f32(const optim_rule *r, int n, float *const *w, const float *
                       float *const *m, float *const *v, const int64_t *size);
 /* How many threads the kernels may use (1 without OpenMP). */
 int kernel_threads(void);
+/* Whether a loop of `work` (above `threshold`) is worth a team of threads: there are threads,
+ * and this is not already inside a parallel region (a training step's shards run side by
+ * side), where OpenMP would build a team for it (a malloc and a wake-up) only to run it on
+ * one thread. */
+bool kernel_parallel(double work, double threshold);
+
+/* for (int64_t i = 0; i < n; i++) { body } on a team of threads with a static (or dynamic,
+ * one at a time) schedule when `par`, else on the calling thread: deciding before the
+ * region, not in an if() clause, because a region that runs on one thread still costs one. */
+#define KERNEL_FOR_STATIC(par, i, n, ...)                                                  \
+    do {                                                                                  \
+        if (par) {                                                                        \
+            _Pragma("omp parallel for schedule(static)")                                  \
+            for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                             \
+        } else {                                                                          \
+            for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                             \
+        }                                                                                 \
+    } while (0)
+#define KERNEL_FOR_DYNAMIC(par, i, n, ...)                                                 \
+    do {                                                                                  \
+        if (par) {                                                                        \
+            _Pragma("omp parallel for schedule(dynamic, 1)")                              \
+            for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                             \
+        } else {                                                                          \
+            for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                             \
+        }                                                                                 \
+    } while (0)
 
 #endif

@@ -7,9 +7,6 @@
  * update) is the same for any thread count; the updates are elementwise. */
 #include "kernels.h"
 
-#ifdef QKV_HAVE_OPENMP
-#include <omp.h>
-#endif
 #include <math.h>
 
 #define OPTIM_PARTS 8
@@ -38,13 +35,10 @@ double optim_grad_sq_f32(int n, const float *const *g, const int64_t *size) {
     double sq[OPTIM_MAX_PARAMS * OPTIM_PARTS];
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += size[i];
-    (void)total; /* read only by the OpenMP if() clause */
-#pragma omp parallel for schedule(static) if (total > PARALLEL_ELEMS)
-    for (int t = 0; t < n * OPTIM_PARTS; t++) {
+    KERNEL_FOR_STATIC(kernel_parallel((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
         int64_t lo, hi;
         part_range(size[t / OPTIM_PARTS], t % OPTIM_PARTS, &lo, &hi);
-        sq[t] = sum_squares(g[t / OPTIM_PARTS] + lo, hi - lo);
-    }
+        sq[t] = sum_squares(g[t / OPTIM_PARTS] + lo, hi - lo););
     double sum = 0;
     for (int t = 0; t < n * OPTIM_PARTS; t++) sum += sq[t];
     return sum;
@@ -79,13 +73,10 @@ void optim_update_f32(const optim_rule *r, int n, float *const *w, const float *
                       float *const *m, float *const *v, const int64_t *size) {
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += size[i];
-    (void)total;
-#pragma omp parallel for schedule(static) if (total > PARALLEL_ELEMS)
-    for (int t = 0; t < n * OPTIM_PARTS; t++) {
-        int i = t / OPTIM_PARTS;
+    KERNEL_FOR_STATIC(kernel_parallel((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+        int i = (int)(t / OPTIM_PARTS);
         int64_t lo, hi;
         part_range(size[i], t % OPTIM_PARTS, &lo, &hi);
         update_part(r, w[i] + lo, g[i] + lo, m[i] ? m[i] + lo : NULL, v[i] ? v[i] + lo : NULL,
-                    hi - lo);
-    }
+                    hi - lo););
 }

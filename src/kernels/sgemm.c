@@ -13,9 +13,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#ifdef QKV_HAVE_OPENMP
-#include <omp.h>
-#endif
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define QKV_X86 1
@@ -314,6 +311,15 @@ static void sgemm_rows(const sgemm_impl *im, bool ta, int64_t M, int64_t N, int6
     }
 }
 
+/* Task t of a product with one packed B for every batch: MC rows of C in one batch. */
+static void shared_b_task(const sgemm_impl *im, bool ta, int64_t M, int64_t N, int64_t K,
+                          const float *A, int64_t a_stride, const float *bp, float *C,
+                          int64_t c_stride, bool accumulate, int64_t t) {
+    int64_t blocks = (M + MC - 1) / MC, b = t / blocks, i0 = (t % blocks) * MC;
+    int64_t mc = M - i0 < MC ? M - i0 : MC;
+    sgemm_rows(im, ta, M, N, K, A + b * a_stride, bp, C + b * c_stride, accumulate, i0, mc);
+}
+
 static size_t packed_size(const sgemm_impl *im, int64_t N, int64_t K) {
     return (size_t)((N + im->nr - 1) / im->nr * im->nr * K);
 }
@@ -323,39 +329,37 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
               bool accumulate) {
     const sgemm_impl *im = choose_impl();
     double flops = 2.0 * (double)batch * (double)M * (double)N * (double)K;
-    (void)flops; /* read only by the OpenMP if() clauses */
     if (is_small(M, N, K, tb)) {
-#pragma omp parallel for schedule(static) if (batch > 1 && flops > PARALLEL_FLOPS)
-        for (int64_t b = 0; b < batch; b++)
+        KERNEL_FOR_STATIC(batch > 1 && kernel_parallel(flops, PARALLEL_FLOPS), b, batch,
             sgemm_small(ta, tb, M, N, K, A + b * a_stride, B + b * b_stride, tb ? K : N,
-                        C + b * c_stride, accumulate);
+                        C + b * c_stride, accumulate););
         return;
     }
     if (batch > 1 && b_stride != 0) { /* each batch its own B: one batch per task */
-#pragma omp parallel for schedule(static) if (flops > PARALLEL_FLOPS)
-        for (int64_t b = 0; b < batch; b++) {
+        KERNEL_FOR_STATIC(kernel_parallel(flops, PARALLEL_FLOPS), b, batch,
             float *bp = pack_buffer(packed_size(im, N, K));
             pack_b_all(bp, B + b * b_stride, tb, N, K, tb ? K : N, im->nr);
-            sgemm_rows(im, ta, M, N, K, A + b * a_stride, bp, C + b * c_stride, accumulate, 0, M);
-        }
+            sgemm_rows(im, ta, M, N, K, A + b * a_stride, bp, C + b * c_stride, accumulate, 0, M););
         return;
     }
     /* One B for every batch: pack it once (its slivers shared out among the threads), then
      * split the rows of C; one parallel region for both. */
     float *bp = pack_buffer(packed_size(im, N, K));
     int64_t blocks = (M + MC - 1) / MC, tasks = batch * blocks, slivers = (N + im->nr - 1) / im->nr;
-#pragma omp parallel if (tasks > 1 && flops > PARALLEL_FLOPS)
-    {
+    if (tasks > 1 && kernel_parallel(flops, PARALLEL_FLOPS)) {
+#pragma omp parallel
+        {
 #pragma omp for schedule(static)
-        for (int64_t s = 0; s < slivers; s++)
-            pack_b_sliver(bp + s * im->nr * K, B, tb, N, K, tb ? K : N, im->nr, s * im->nr);
+            for (int64_t s = 0; s < slivers; s++)
+                pack_b_sliver(bp + s * im->nr * K, B, tb, N, K, tb ? K : N, im->nr, s * im->nr);
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < tasks; t++) {
-            int64_t b = t / blocks, i0 = (t % blocks) * MC;
-            int64_t mc = M - i0 < MC ? M - i0 : MC;
-            sgemm_rows(im, ta, M, N, K, A + b * a_stride, bp, C + b * c_stride, accumulate, i0,
-                       mc);
+            for (int64_t t = 0; t < tasks; t++)
+                shared_b_task(im, ta, M, N, K, A, a_stride, bp, C, c_stride, accumulate, t);
         }
+    } else {
+        pack_b_all(bp, B, tb, N, K, tb ? K : N, im->nr);
+        for (int64_t t = 0; t < tasks; t++)
+            shared_b_task(im, ta, M, N, K, A, a_stride, bp, C, c_stride, accumulate, t);
     }
 }
 
@@ -390,12 +394,4 @@ void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
         return;
     }
     sgemm_rows(im, ta, M, N, K, A, bp, C, accumulate, 0, M);
-}
-
-int kernel_threads(void) {
-#ifdef QKV_HAVE_OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
 }
