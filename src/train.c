@@ -8,6 +8,11 @@
 
 #define EVAL_BATCH 64
 
+/* Sequences in shard i of a batch split into `shards` as evenly as can be. */
+static int shard_size(int batch, int shards, int i) {
+    return (i + 1) * batch / shards - i * batch / shards;
+}
+
 qkv_status trainer_init(trainer *t, const train_config *cfg) {
     memset(t, 0, sizeof *t);
     t->cfg = *cfg;
@@ -19,16 +24,18 @@ qkv_status trainer_init(trainer *t, const train_config *cfg) {
     if (cfg->model.vocab < task->vocab || cfg->model.seq_len != task->seq_len)
         return qkv_fail(QKV_ERR_VALUE, "the model does not fit the task");
     /* Before anything large is allocated: the parameters (with gradients and optimizer
-     * state), one training step's graph and one evaluation batch's (forward only: half a
-     * step's estimate at EVAL_BATCH). Each estimate bounds what its arena really takes (a
-     * step uses 1/3 to 4/5 of it; tests/test_faults.c checks), so this is the peak. */
+     * state), one training step's graphs (one per shard) and one evaluation batch's (forward
+     * only: half a step's estimate at EVAL_BATCH). Each estimate bounds what its arena really
+     * takes (tests/test_faults.c checks, and prints the table of docs/errors.md), so this is
+     * the peak. */
     qkv_status st = model_check_config(&cfg->model);
     if (st != QKV_OK) return st;
     const char *what;
     int shards = cfg->batch < TRAIN_SHARDS ? cfg->batch : TRAIN_SHARDS;
     /* the model's weights, gradients and optimizer state, and each further shard's gradients */
-    double params = qkv_model_param_bytes(&cfg->model) * (1 + 0.25 * (shards - 1));
-    double step = qkv_model_step_bytes(&cfg->model, cfg->batch);
+    double params = qkv_model_param_bytes(&cfg->model) * (1 + 0.25 * (shards - 1)), step = 0;
+    for (int i = 0; i < shards; i++)
+        step += qkv_model_step_bytes(&cfg->model, shard_size(cfg->batch, shards, i));
     double eval = qkv_model_step_bytes(&cfg->model, EVAL_BATCH) / 2, have = memory_limit(&what);
     if (params + step + eval > have / 2)
         return qkv_fail(QKV_ERR_NOMEM, "training needs about %.1f GiB (parameters %.1f, a step "
@@ -51,7 +58,7 @@ qkv_status trainer_init(trainer *t, const train_config *cfg) {
     for (int i = 0; i < t->nshards; i++) {
         train_shard *sh = &t->shard[i];
         sh->first = i * cfg->batch / t->nshards;
-        sh->count = (i + 1) * cfg->batch / t->nshards - sh->first;
+        sh->count = shard_size(cfg->batch, t->nshards, i);
         /* a step never outgrows it */
         sh->ctx = qkv_ctx_new((size_t)qkv_model_step_bytes(&cfg->model, sh->count) + (1 << 20));
         if (!sh->ctx || (i > 0 && model_replica(&sh->replica, &t->model) != QKV_OK)) {
@@ -132,7 +139,7 @@ qkv_status trainer_step(trainer *t) {
 static void shard_step(trainer *t, int s, int64_t total) {
     train_shard *sh = &t->shard[s];
     qkv_model *m = s ? &sh->replica : &t->model;
-    qkv_ctx *ctx = s ? sh->ctx : t->step_ctx;
+    qkv_ctx *ctx = sh->ctx;
     int T = t->cfg.task.seq_len;
     const int32_t *x = t->tokens + (size_t)sh->first * T, *y = t->targets + (size_t)sh->first * T;
     qkv_ctx_reset(ctx);

@@ -28,7 +28,7 @@ typedef struct {
 
 typedef struct {
     qkv_model replica;        /* shards 1..: the trainer's weights with gradients of its own */
-    qkv_ctx *ctx;             /* its graph, reset every step (shard 0 uses step_ctx) */
+    qkv_ctx *ctx;             /* its graph, reset every step (shard 0's is step_ctx) */
     int first, count;         /* its sequences of the batch */
     double loss;              /* its share of the batch's mean loss */
     int64_t correct, counted; /* argmax hits and targets */

@@ -269,12 +269,14 @@ END_TEST
  * arena use after a training step is between 1/4 of and all of qkv_model_step_bytes for the
  * shard's sequences, the evaluation's (forward only, batches of 64) stays below half the
  * estimate at batch 64, and the parameters' arena holds what qkv_model_param_bytes says. No
- * arena grows past its first block. */
+ * arena grows past its first block. Prints the table of docs/errors.md ("Memory limits"). */
 START_TEST(test_estimates_bound_use) {
     const int cfgs[][6] = {/* T, V, C, H, L, B */
                            {8, 16, 32, 1, 1, 32},  {16, 16, 64, 4, 2, 16}, {32, 64, 32, 2, 1, 8},
                            {8, 500, 64, 2, 2, 16}, {64, 16, 16, 1, 3, 4},
                            {8, 2000, 64, 2, 1, 8}};
+    printf("| shape (T, V, C, H, L, batch) | params est / used | step est / used | "
+           "eval est / used |\n|---|---|---|---|\n");
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         const int *k = cfgs[i];
         train_config c = small_config(k[0], k[1], k[2], k[3], k[4], k[5]);
@@ -287,6 +289,11 @@ START_TEST(test_estimates_bound_use) {
             ck_assert_msg(used <= step_est && used >= step_est / 4,
                           "config %zu shard %d: a step used %.0f bytes, estimated %.0f", i, s,
                           used, step_est);
+        }
+        double step_est = 0, step_used = 0; /* every shard's arena */
+        for (int s = 0; s < t.nshards; s++) {
+            step_est += qkv_model_step_bytes(&c.model, t.shard[s].count);
+            step_used += (double)qkv_ctx_used(t.shard[s].ctx);
         }
         trainer_evaluate(&t);
         double eval_used = (double)qkv_ctx_used(t.eval_ctx);
@@ -307,6 +314,11 @@ START_TEST(test_estimates_bound_use) {
             ck_assert_msg(grads <= qkv_model_param_bytes(&c.model) / 4 + 65536,
                           "config %zu: a replica uses %.0f bytes", i, grads);
         }
+        const double mb = 1 << 20;
+        printf("| %d, %d, %d, %d, %d, %d | %.2f / %.2f | %.2f / %.2f | %.2f / %.2f |\n", k[0],
+               k[1], k[2], k[3], k[4], k[5], qkv_model_param_bytes(&c.model) / mb, params / mb,
+               step_est / mb, step_used / mb,
+               qkv_model_step_bytes(&c.model, 64) / 2 / mb, eval_used / mb);
         trainer_free(&t);
     }
 }
