@@ -84,14 +84,15 @@ __attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, 
                                                                       const float *lse) {
     for (int64_t r = 0; r < br; r++) {
         float *row = p + r * bc;
-        __m512 L = _mm512_set1_ps(lse[r]); /* -inf, a fully masked row: exp(+inf) must not */
-        if (lse[r] == -INFINITY) {
+        if (lse[r] == -INFINITY) { /* a fully masked row */
             for (int64_t c = 0; c < bc; c++) row[c] = 0;
             continue;
         }
+        __m512 L = _mm512_set1_ps(lse[r]);
         for (int64_t c = 0; c < bc; c += 16) {
             __mmask16 k = lanes(c, bc);
-            _mm512_mask_storeu_ps(row + c, k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + c), L)));
+            __m512 x = _mm512_maskz_loadu_ps(k, row + c);
+            _mm512_mask_storeu_ps(row + c, k, exp16(_mm512_sub_ps(x, L)));
         }
     }
 }

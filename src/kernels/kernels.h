@@ -1,5 +1,7 @@
-/* kernels.h - plain loops over float/double arrays. SIMD and OpenMP live here and nowhere else.
- * Every kernel exists as _f32 and _f64, compiled from one body (the .inc beside it). */
+/* kernels.h - plain loops over float/double arrays. SIMD and OpenMP live here (the one other
+ * parallel region is the trainer's loop over a step's shards, src/train.c). The numeric
+ * kernels exist as _f32 and _f64, compiled from one body (the .inc beside it); the
+ * optimizers, which only train, as _f32. */
 #ifndef QKV_KERNELS_H
 #define QKV_KERNELS_H
 
