@@ -33,6 +33,33 @@ static qkv_tensor *mk(qkv_dtype dt, int ndim, const int64_t *shape, const double
     return t;
 }
 
+/* ---- NaN is never hidden ------------------------------------------------------------------ */
+
+/* A NaN logit anywhere in a row, not only at the target, makes the loss NaN (so that training
+ * reports divergence), and a NaN key makes the fused attention's output NaN rather than
+ * zero: the vectorised exps pass NaN through. */
+START_TEST(test_nan_reaches_the_loss) {
+    for (int d = 0; d < 2; d++) {
+        qkv_ctx_reset(ctx);
+        double v[6] = {0.5, NAN, -1, 2, 0, 1};
+        qkv_tensor *x = mk(FLOATS[d], 2, (int64_t[]){2, 3}, v);
+        qkv_tensor *t = qkv_from_array(ctx, QKV_I32, 1, (int64_t[]){2}, (int32_t[]){0, 2});
+        double l = qkv_get(qkv_cross_entropy(ctx, x, t, -1), 0);
+        ck_assert_msg(isnan(l), "%s: loss %g with a NaN logit", qkv_dtype_name(FLOATS[d]), l);
+        /* 1 head, 3 queries, 70 keys (two tiles), d 16: key 40 holds a NaN */
+        qkv_rng rng = qkv_rng_seed(3);
+        qkv_tensor *q = qkv_randn(ctx, FLOATS[d], 3, (int64_t[]){1, 3, 16}, 1.0, &rng);
+        qkv_tensor *k = qkv_randn(ctx, FLOATS[d], 3, (int64_t[]){1, 70, 16}, 1.0, &rng);
+        qkv_tensor *vv = qkv_randn(ctx, FLOATS[d], 3, (int64_t[]){1, 70, 16}, 1.0, &rng);
+        qkv_set(k, 40 * 16 + 3, NAN);
+        qkv_tensor *o = qkv_attention_fused(ctx, q, k, vv, NULL, 0.0);
+        for (int64_t i = 0; i < o->size; i++)
+            ck_assert_msg(isnan(qkv_get(o, i)), "%s: output %lld is %g with a NaN key",
+                          qkv_dtype_name(FLOATS[d]), (long long)i, qkv_get(o, i));
+    }
+}
+END_TEST
+
 /* ---- logits of ±1e30 --------------------------------------------------------------------- */
 
 /* cross_entropy subtracts the row's max before exp: exp(-2e30) is 0, the log-sum-exp is the
@@ -328,6 +355,7 @@ static Suite *faults_suite(void) {
     Suite *s = suite_create("faults");
     TCase *tc = tcase_create("numeric");
     tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_nan_reaches_the_loss);
     tcase_add_test(tc, test_cross_entropy_huge_logits);
     tcase_add_test(tc, test_softmax_huge_logits);
     tcase_add_test(tc, test_attention_huge_scores);

@@ -18,9 +18,11 @@
 #include <immintrin.h>
 #define AVX512_TILES 1
 
-/* fast_expf on 16 lanes: the same reduction and polynomial, 2^n applied by scalef. */
+/* fast_expf on 16 lanes: the same reduction and polynomial, 2^n applied by scalef (which
+ * takes a NaN n without complaint and gives NaN). */
 __attribute__((target("avx512f"))) static inline __m512 exp16(__m512 x) {
-    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+    /* clamped to [-87, 88]; max and min return their second operand when one is NaN */
+    __m512 xc = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-87.0f), x));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
@@ -32,7 +34,8 @@ __attribute__((target("avx512f"))) static inline __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
     p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ); /* else 0 */
+    /* below -87: 0; NaN (unordered, so "not less than") stays NaN, as in fast_expf */
+    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ);
     return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
 }
 
