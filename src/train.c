@@ -66,14 +66,13 @@ qkv_status trainer_init(trainer *t, const train_config *cfg) {
             return qkv_fail(QKV_ERR_NOMEM, "out of memory setting up training");
         }
     }
-    t->step_ctx = t->shard[0].ctx;
     t->eval_ctx = qkv_ctx_new(1 << 20);
     t->tokens = malloc(bt * sizeof *t->tokens);
     t->targets = malloc(bt * sizeof *t->targets);
     t->held_tokens = malloc(ht * sizeof *t->held_tokens);
     t->held_targets = malloc(ht * sizeof *t->held_targets);
     t->ideal = malloc((size_t)T * (size_t)T);
-    if (!t->step_ctx || !t->eval_ctx || !t->tokens || !t->targets || !t->held_tokens ||
+    if (!t->eval_ctx || !t->tokens || !t->targets || !t->held_tokens ||
         !t->held_targets || !t->ideal) {
         trainer_free(t);
         return qkv_fail(QKV_ERR_NOMEM, "out of memory setting up training");
@@ -269,13 +268,14 @@ void trainer_attention(trainer *t, int index, float *out) {
 void trainer_attention_grads(trainer *t, int index, float *dA, float *dS) {
     const qkv_model_config *c = &t->model.cfg;
     int T = c->seq_len;
-    qkv_ctx_reset(t->step_ctx); /* the step context records a graph; eval_ctx is no-grad */
+    qkv_ctx *step = t->shard[0].ctx; /* a context that records a graph; eval_ctx is no-grad */
+    qkv_ctx_reset(step);
     qkv_tensor *attn[QKV_MAX_LAYERS];
-    qkv_tensor *logits = qkv_model_forward(&t->model, t->step_ctx, t->held_tokens + index * T, 1, attn);
-    qkv_tensor *targets = qkv_from_array(t->step_ctx, QKV_I32, 2, (int64_t[]){1, T},
+    qkv_tensor *logits = qkv_model_forward(&t->model, step, t->held_tokens + index * T, 1, attn);
+    qkv_tensor *targets = qkv_from_array(step, QKV_I32, 2, (int64_t[]){1, T},
                                          t->held_targets + index * T);
     qkv_zero_grad(t->model.params);
-    qkv_backward(qkv_cross_entropy(t->step_ctx, logits, targets, -1));
+    qkv_backward(qkv_cross_entropy(step, logits, targets, -1));
     size_t per_layer = (size_t)c->heads * T * T;
     for (int l = 0; l < c->layers; l++) {
         /* attn[l] = softmax(S): its source is the scaled (and masked) scores S, (1, H, T, T). */

@@ -28,7 +28,7 @@ typedef struct {
 
 typedef struct {
     qkv_model replica;        /* shards 1..: the trainer's weights with gradients of its own */
-    qkv_ctx *ctx;             /* its graph, reset every step (shard 0's is step_ctx) */
+    qkv_ctx *ctx;             /* its graph, reset every step */
     int first, count;         /* its sequences of the batch */
     double loss;              /* its share of the batch's mean loss */
     int64_t correct, counted; /* argmax hits and targets */
@@ -41,7 +41,6 @@ typedef struct {
     train_shard shard[TRAIN_SHARDS];
     qkv_optim optim;
     qkv_rng data_rng;         /* draws the training batches; saved for --resume */
-    qkv_ctx *step_ctx;        /* one training step's graph (shard 0's), reset every step */
     qkv_ctx *eval_ctx;        /* no-grad evaluation */
     int32_t *tokens, *targets;            /* (batch, T) */
     int32_t *held_tokens, *held_targets;  /* (TRAIN_HELDOUT, T) */

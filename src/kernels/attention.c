@@ -22,26 +22,21 @@
  * takes a NaN n without complaint and gives NaN). */
 __attribute__((target("avx512f"))) static inline __m512 exp16(__m512 x) {
     /* clamped to [-87, 88]; max and min return their second operand when one is NaN */
-    __m512 xc = _mm512_min_ps(_mm512_set1_ps(88.0f), _mm512_max_ps(_mm512_set1_ps(-87.0f), x));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+    __m512 xc = _mm512_min_ps(_mm512_set1_ps(EXP_HI), _mm512_max_ps(_mm512_set1_ps(EXP_LO), x));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(EXP_LOG2E)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_HI), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(EXP_P5);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P0));
     p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     /* below -87: 0; NaN (unordered, so "not less than") stays NaN, as in fast_expf */
-    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_NLT_UQ);
+    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_LO), _CMP_NLT_UQ);
     return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
-}
-
-/* Lanes [c, min(c + 16, n)) of a row. */
-static inline __mmask16 lanes(int64_t c, int64_t n) {
-    return n - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - c)) - 1);
 }
 
 /* online_softmax_f32 (attention.inc) in 16-lane steps: the generic loops, compiled, spend
@@ -54,7 +49,7 @@ online_softmax_avx512(float *s, int64_t br, int64_t bc, float *m, float *l, floa
         float *row = s + r * bc;
         __m512 vmax = _mm512_set1_ps(m[r]);
         for (int64_t c = 0; c < bc; c += 16) {
-            __mmask16 k = lanes(c, bc);
+            __mmask16 k = lane_mask(c, bc);
             vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_maskz_loadu_ps(k, row + c));
         }
         float mx = _mm512_reduce_max_ps(vmax);
@@ -65,7 +60,7 @@ online_softmax_avx512(float *s, int64_t br, int64_t bc, float *m, float *l, floa
         float alpha = fast_expf(m[r] - mx); /* exp(-inf) = 0 on the first tile */
         __m512 vmx = _mm512_set1_ps(mx), sum = _mm512_setzero_ps();
         for (int64_t c = 0; c < bc; c += 16) {
-            __mmask16 k = lanes(c, bc);
+            __mmask16 k = lane_mask(c, bc);
             __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + c), vmx));
             _mm512_mask_storeu_ps(row + c, k, e);
             sum = _mm512_mask_add_ps(sum, k, sum, e);
@@ -75,7 +70,7 @@ online_softmax_avx512(float *s, int64_t br, int64_t bc, float *m, float *l, floa
         __m512 va = _mm512_set1_ps(alpha);
         float *ar = acc + r * Dv;
         for (int64_t c = 0; c < Dv; c += 16) {
-            __mmask16 k = lanes(c, Dv);
+            __mmask16 k = lane_mask(c, Dv);
             _mm512_mask_storeu_ps(ar + c, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, ar + c), va));
         }
     }
@@ -93,7 +88,7 @@ __attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, 
         }
         __m512 L = _mm512_set1_ps(lse[r]);
         for (int64_t c = 0; c < bc; c += 16) {
-            __mmask16 k = lanes(c, bc);
+            __mmask16 k = lane_mask(c, bc);
             __m512 x = _mm512_maskz_loadu_ps(k, row + c);
             _mm512_mask_storeu_ps(row + c, k, exp16(_mm512_sub_ps(x, L)));
         }

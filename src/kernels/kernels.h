@@ -107,19 +107,14 @@ bool kernel_parallel(double work, double threshold);
 /* for (int64_t i = 0; i < n; i++) { body } on a team of threads with a static (or dynamic,
  * one at a time) schedule when `par`, else on the calling thread: deciding before the
  * region, not in an if() clause, because a region that runs on one thread still costs one. */
-#define KERNEL_FOR_STATIC(par, i, n, ...)                                                  \
+#define KERNEL_FOR_STATIC(par, i, n, ...) \
+    KERNEL_FOR_((par), "omp parallel for schedule(static)", i, n, __VA_ARGS__)
+#define KERNEL_FOR_DYNAMIC(par, i, n, ...) \
+    KERNEL_FOR_((par), "omp parallel for schedule(dynamic, 1)", i, n, __VA_ARGS__)
+#define KERNEL_FOR_(par, omp, i, n, ...)                                                    \
     do {                                                                                  \
         if (par) {                                                                        \
-            _Pragma("omp parallel for schedule(static)")                                  \
-            for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                             \
-        } else {                                                                          \
-            for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                             \
-        }                                                                                 \
-    } while (0)
-#define KERNEL_FOR_DYNAMIC(par, i, n, ...)                                                 \
-    do {                                                                                  \
-        if (par) {                                                                        \
-            _Pragma("omp parallel for schedule(dynamic, 1)")                              \
+            _Pragma(omp)                                                                  \
             for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                             \
         } else {                                                                          \
             for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                             \

@@ -10,6 +10,7 @@
  * B). Every element of C is computed by one thread, summing over k in the same order whatever
  * the thread count: results are bit-identical for any number of threads. */
 #include "kernels.h"
+#include "simd.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -187,7 +188,7 @@ sgemm_small_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const floa
     }
     int64_t as_i = ta ? 1 : K, as_k = ta ? M : 1; /* a(i,k) = A[i·as_i + k·as_k] */
     for (int64_t j0 = 0; j0 < N; j0 += 16) {
-        __mmask16 m = N - j0 >= 16 ? 0xffff : (__mmask16)((1u << (N - j0)) - 1);
+        __mmask16 m = lane_mask(j0, N);
         for (int64_t i0 = 0; i0 < M; i0 += 8) {
             int rows = M - i0 < 8 ? (int)(M - i0) : 8;
             int64_t i[8]; /* the last row repeats past the edge; it is computed, not stored */
