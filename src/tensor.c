@@ -4,19 +4,29 @@
 #include <stdarg.h>
 
 /* ---- errors ---- */
-static _Thread_local char last_error[512];
+static _Thread_local char last_error[1024];
 
 const char *qkv_last_error(void) { return last_error; }
 
 qkv_status qkv_fail(qkv_status status, const char *fmt, ...) {
     /* Format into a copy first: an argument may be qkv_last_error() itself, as in
-     * qkv_fail(s, "%s: %s", path, qkv_last_error()), and vsnprintf must not overlap. */
-    char msg[sizeof last_error];
+     * qkv_fail(s, "%s: %s", path, qkv_last_error()), and vsnprintf must not overlap. A
+     * message too long for the buffer (a path of 4000 characters) keeps its beginning and its
+     * end, where the reason is, and loses the middle of the path to "...". */
+    char msg[8192];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    memcpy(last_error, msg, sizeof msg);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+    if (len < sizeof last_error) {
+        memcpy(last_error, msg, len + 1);
+    } else {
+        size_t head = 200, tail = sizeof last_error - head - 4;
+        memcpy(last_error, msg, head);
+        memcpy(last_error + head, "...", 3);
+        memcpy(last_error + head + 3, msg + len - tail, tail + 1);
+    }
     return status;
 }
 

@@ -15,6 +15,7 @@ static int shard_size(int batch, int shards, int i) {
 
 qkv_status trainer_init(trainer *t, const train_config *cfg) {
     memset(t, 0, sizeof *t);
+    t->metrics_rows = -1;
     t->cfg = *cfg;
     const qkv_task *task = &cfg->task;
     if (cfg->batch < 1 || cfg->batch > 65536)
@@ -287,7 +288,35 @@ void trainer_attention_grads(trainer *t, int index, float *dA, float *dS) {
 /* ---- checkpoints ---- */
 #define META_MAX 32
 
+/* The first element of x that is not finite (or, with nonneg, negative); -1 if none. */
+static int64_t first_bad(const qkv_tensor *x, bool nonneg) {
+    const float *p = x->data;
+    for (int64_t i = 0; i < x->size; i++)
+        if (!isfinite(p[i]) || (nonneg && p[i] < 0)) return i;
+    return -1;
+}
+
+qkv_status trainer_check_state(const trainer *t, qkv_status status) {
+    const qkv_model *m = &t->model;
+    const qkv_optim *o = &t->optim;
+    for (int i = 0; i < m->nparams; i++) {
+        const char *what[3] = {"the weights", "the first moment", "the second moment"};
+        const qkv_tensor *x[3] = {m->param[i], o->m[i], o->v[i]};
+        for (int k = 0; k < 3; k++) {
+            int64_t at = x[k] ? first_bad(x[k], k == 2) : -1;
+            if (at < 0) continue;
+            float v = ((const float *)x[k]->data)[at];
+            return qkv_fail(status, "%s of '%s' hold %s at element %" PRId64 " after step %"
+                            PRId64, what[k], m->param_name[i], isnan(v) ? "NaN" : isinf(v)
+                            ? "Inf" : "a negative value", at, o->step);
+        }
+    }
+    return QKV_OK;
+}
+
 qkv_status trainer_save(const trainer *t, const char *path) {
+    qkv_status bad = trainer_check_state(t, QKV_ERR_NUMERIC);
+    if (bad != QKV_OK) return bad;
     const train_config *c = &t->cfg;
     const qkv_model *m = &t->model;
     char vals[META_MAX][96];
@@ -321,6 +350,7 @@ qkv_status trainer_save(const trainer *t, const char *path) {
     META("steps", "%" PRId64, c->steps);
     META("seed", "%" PRIu64, c->seed);
     META("step", "%" PRId64, t->optim.step);
+    if (t->metrics_rows >= 0) META("metrics_rows", "%" PRId64, t->metrics_rows);
     META("data_rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, t->data_rng.s[0],
          t->data_rng.s[1], t->data_rng.s[2], t->data_rng.s[3]);
 #undef META
@@ -402,6 +432,16 @@ qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path) {
                                  .heads = (int)v[3], .layers = (int)v[4],
                                  .residual = !strcmp(residual, "true"),
                                  .causal = !strcmp(causal, "true"), .init_scale = v[5]};
+    /* Words are read exactly: a value qkv does not know is refused, never taken as a default. */
+    const char *schedule = qkv_st_meta(st, "schedule");
+    const char *bad = strcmp(optim, "sgd") && strcmp(optim, "momentum") && strcmp(optim, "adam")
+                          ? "optim"
+                      : strcmp(residual, "true") && strcmp(residual, "false") ? "residual"
+                      : strcmp(causal, "true") && strcmp(causal, "false")     ? "causal"
+                      : !schedule || (strcmp(schedule, "cosine") && strcmp(schedule, "constant"))
+                          ? "schedule"
+                          : NULL;
+    if (bad) return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not one of qkv's values", path, bad);
     c.optim = !strcmp(optim, "sgd") ? QKV_SGD : !strcmp(optim, "momentum") ? QKV_MOMENTUM : QKV_ADAM;
     c.lr = v[6];
     c.weight_decay = v[7];
@@ -409,8 +449,7 @@ qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path) {
     c.batch = (int)v[9];
     c.steps = (int64_t)v[10];
     c.warmup = (int64_t)v[12];
-    const char *schedule = qkv_st_meta(st, "schedule");
-    c.cosine = schedule && !strcmp(schedule, "cosine");
+    c.cosine = !strcmp(schedule, "cosine");
     c.seed = strtoull(qkv_st_meta(st, "seed"), NULL, 10);
     if ((s = trainer_init(t, &c)) != QKV_OK)
         /* a value out of range here came from the file: the file is bad, not the command line */
@@ -436,6 +475,12 @@ qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path) {
         t->data_rng.s[i] = strtoull(word, &end, 16);
         if (*end) s = qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'data_rng' is not hexadecimal", path);
     }
+    double rows = -1;
+    if (s == QKV_OK && qkv_st_meta(st, "metrics_rows"))
+        s = meta_number(st, path, "metrics_rows", 0, 1e15, &rows);
+    t->metrics_rows = (int64_t)rows;
+    if (s == QKV_OK && (s = trainer_check_state(t, QKV_ERR_FORMAT)) != QKV_OK)
+        s = qkv_fail(s, "%s: %s", path, qkv_last_error());
     if (s != QKV_OK) trainer_free(t);
     return s;
 }

@@ -46,6 +46,8 @@ typedef struct {
     int32_t *held_tokens, *held_targets;  /* (TRAIN_HELDOUT, T) */
     uint8_t *ideal;                       /* (T, T): one sequence's ideal pattern, scratch */
     double last_loss, last_train_acc;
+    int64_t metrics_rows;     /* rows of the run's metrics.csv that belong to this state (its
+                                 checkpoint records them; -1: no run directory, or unknown) */
 } trainer;
 
 typedef struct {
@@ -74,8 +76,12 @@ void trainer_attention(trainer *t, int index, float *out /* (L, H, T, T) */);
 void trainer_attention_grads(trainer *t, int index, float *dA, float *dS);
 
 /* model.safetensors: parameters, optimizer state and, in __metadata__, the config, the task,
- * the step and the data RNG, so that a resumed run continues exactly. */
+ * the step and the data RNG, so that a resumed run continues exactly. Refuses (QKV_ERR_NUMERIC,
+ * nothing written) a state that trainer_check_state refuses. */
 qkv_status trainer_save(const trainer *t, const char *path);
+/* Every weight and first moment finite, every second moment finite and >= 0: a state worth
+ * saving or resuming. Otherwise `status` with a message naming the tensor and element. */
+qkv_status trainer_check_state(const trainer *t, qkv_status status);
 /* Rebuilds a trainer from a file written by trainer_save. */
 qkv_status trainer_load(trainer *t, const char *path);
 /* The same from a file already parsed (st stays the caller's); `path` names it in messages. */

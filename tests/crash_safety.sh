@@ -36,7 +36,7 @@ start_training() {
     "$QKV" train --resume run --steps 100000000 --save-every 1 --eval-every 100000000 \
         --threads 1 --quiet >out.txt 2>err.txt &
     pid=$!
-    tmp=run/model.safetensors.tmp.$pid
+    tmp=run/model.safetensors.tmp.$pid.0
 }
 
 # Busy-waits (this shell's builtins only: microsecond resolution) until the model's temporary

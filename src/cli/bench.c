@@ -178,14 +178,14 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
 }
 
 static int bench_run(const bench_args *a) {
-    int nthreads = 1;
+    int nthreads = 1, code = cli_set_threads(a->threads);
+    if (code != EXIT_OK) return code;
 #ifdef QKV_HAVE_OPENMP
-    if (a->threads > 0) omp_set_num_threads((int)a->threads);
     nthreads = omp_get_max_threads();
 #endif
     for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
         if (strcmp(a->config, "all") && strcmp(a->config, workloads[i].name)) continue;
-        int code = run_workload(&workloads[i], nthreads, a->repeat, a->seconds, a->json);
+        code = run_workload(&workloads[i], nthreads, a->repeat, a->seconds, a->json);
         if (code != EXIT_OK) return code;
     }
     return EXIT_OK;

@@ -16,7 +16,8 @@ enum {
     EXIT_IO = 3,     /* a file could not be read or written */
     EXIT_FORMAT = 4, /* a file is corrupt or does not match */
     EXIT_NUMERIC = 5,/* training diverged */
-    EXIT_NOMEM = 6,  /* the model would not fit in memory */
+    EXIT_NOMEM = 6,  /* the model would not fit in memory, or threads cannot start */
+    EXIT_INTERRUPTED = 7, /* SIGINT, SIGTERM or SIGHUP: stopped, temporaries removed */
 };
 
 /* What a command's parse step returns when the command line is valid and the command should
@@ -53,6 +54,11 @@ bool cli_make_dirs(const char *who, const char *dir);
 bool cli_parse_double(const char *name, const char *text, double lo, double hi, bool lo_open,
                       double *out);
 
+/* True, after one line, when output file `out` already exists as the input `in` (under any
+ * name, hard or symbolic link): every command checks its outputs against its inputs before
+ * it writes, so that no output ever replaces what it was made from. */
+bool cli_output_clashes(const char *who, const char *out, const char *in);
+
 /* "DIR" (a directory) or "FILE" -> the model file DIR/model.safetensors or FILE, into out.
  * A path that does not fit gives one line and false (exit EXIT_IO). */
 bool cli_model_path(const char *arg, char *out, size_t len);
@@ -61,10 +67,28 @@ bool cli_model_path(const char *arg, char *out, size_t len);
  * "png" or "svg"; returns an exit code. If gnuplot is not on PATH it prints one line saying so,
  * sets *no_gnuplot and returns EXIT_FAILED. `verbose` lists what was written on stdout. */
 int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot);
-/* Runs one script of scripts/ as `gnuplot -c SCRIPT OUT FORMAT ARGS...`, writing `out`
- * atomically; the same gnuplot-missing behaviour, naming `data_dir`. */
-int cli_gnuplot(const char *script, const char *out, const char *format, int nargs,
-                const char *const *args, const char *data_dir, bool *no_gnuplot);
+/* Runs one script of scripts/ as `gnuplot -c SCRIPT OUT FORMAT ARGS...` inside directory
+ * `dir`, writing image `out` atomically. `out` and any file names among `args` are relative
+ * to `dir`: no path reaches gnuplot, which would run a name that begins with '<' or '|'. The
+ * same gnuplot-missing behaviour as cli_plot, naming `dir`. */
+int cli_gnuplot(const char *script, const char *dir, const char *out, const char *format,
+                int nargs, const char *const *args, bool *no_gnuplot);
+
+/* guard.c: signals and limits. cli_guard_install (main() calls it) makes SIGINT, SIGTERM and
+ * SIGHUP remove the temporaries being written and exit EXIT_INTERRUPTED with one line, and
+ * makes a write past `ulimit -f` fail with EFBIG instead of killing qkv. The note, if set,
+ * follows that line ("the run in DIR keeps step 40"). */
+void cli_guard_install(void);
+void cli_set_interrupt_note(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+void cli_clear_interrupt_note(void);
+/* Sets the OpenMP thread count: `requested`, or (0) the default, after checking that the
+ * threads can start. A requested count that cannot gives one line and EXIT_NOMEM; the
+ * default quietly becomes as many as can. Returns EXIT_OK or EXIT_NOMEM. */
+int cli_set_threads(long requested);
 
 /* The command line: `qkv COMMAND [options]` (cli.c). With parse_only, each command only reads
  * and checks its options, printing its help or one error line, and returns CLI_RUN where it

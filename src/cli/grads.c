@@ -68,6 +68,7 @@ static int grads_run(const grads_args *a) {
     long batch = a->batch;
     char path[1100];
     if (!cli_model_path(model, path, sizeof path)) return EXIT_IO;
+    if (cli_output_clashes("grads: --out ", out, path)) return EXIT_USAGE;
     trainer t;
     qkv_status s = trainer_load(&t, path);
     if (s != QKV_OK) {

@@ -1,4 +1,7 @@
 /* main.c - the qkv executable: the command line itself is cli.c. */
 #include "cli.h"
 
-int main(int argc, char **argv) { return cli_main(argc, argv, false); }
+int main(int argc, char **argv) {
+    cli_guard_install();
+    return cli_main(argc, argv, false);
+}

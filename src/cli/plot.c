@@ -3,12 +3,14 @@
  * reads it, so the plots can be redrawn, restyled or made by hand from the same files.
  *
  * Every script is called as `gnuplot -c SCRIPT OUT FORMAT ARGS...` (ARG1 the image to write,
- * ARG2 png, svg or gif). The image goes to a temporary name first and is renamed over OUT only
- * when gnuplot succeeded, so a failed or interrupted plot never leaves a half-written image. */
+ * ARG2 png, svg or gif), inside the run directory, with the script and the image as open files
+ * (run_script): no path is ever part of what gnuplot reads as code. */
 #include "cli.h"
+#include "io/io.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -139,62 +141,95 @@ static void last_line(FILE *f, char *buf, size_t len) {
     }
 }
 
-/* Runs `gnuplot -c scripts/SCRIPT TMP FORMAT ARGS...` and renames TMP over `out`. Gnuplot's
- * chatter goes to a scratch file, shown (its last line) only when the script fails. */
-static int run_script(plotter *p, const char *script, const char *out, const char *format,
-                      int nargs, const char *const *args) {
-    char gp[PATH_LEN + 64], tmp[PATH_LEN + 96];
+/* Moves fd to a number of at least 10, out of the way of the 3 and 4 the child dups into. */
+static int fd_high(int fd) {
+    int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+    if (high >= 0) close(fd);
+    return high;
+}
+
+/* Runs gnuplot on scripts/SCRIPT in directory `dir`, writing image `out` (a name relative to
+ * dir) atomically. No byte of a path ever reaches gnuplot, which would read a name beginning
+ * with '<' or '|' as a command to run: the child changes into `dir`, the data arguments are
+ * the fixed relative names qkv chose (attention/layer1_head1.dat, ...), and the script and
+ * the image are passed as open files, /dev/fd/3 and /dev/fd/4. The image is a temporary made
+ * with O_EXCL (atomic_open), renamed over `out` only when gnuplot succeeded, so a failed or
+ * interrupted plot never leaves a half-written image. Gnuplot's chatter goes to a scratch
+ * file, shown (its last line) only when the script fails. */
+static int run_script(plotter *p, const char *dir, const char *script, const char *out,
+                      const char *format, int nargs, const char *const *args) {
+    char gp[PATH_LEN + 64], target[2 * PATH_LEN];
     snprintf(gp, sizeof gp, "%s/%s", p->scripts, script);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-    const char *argv[16] = {"gnuplot", "-c", gp, tmp, format};
+    snprintf(target, sizeof target, "%s/%s", dir, out);
+    int script_fd;
+    size_t script_size;
+    qkv_status s = io_open_regular(gp, &script_fd, &script_size);
+    if (s != QKV_OK) {
+        cli_error("plot: %s", qkv_last_error());
+        return EXIT_IO;
+    }
+    atomic_file image;
+    if ((s = atomic_open(&image, target)) != QKV_OK) {
+        close(script_fd);
+        cli_error("plot: %s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    FILE *log = tmpfile();
+    int sfd = fd_high(script_fd), ifd = fd_high(dup(fileno(image.f)));
+    if (!log || sfd < 0 || ifd < 0) {
+        cli_error("plot: cannot set up gnuplot's files: %s", strerror(errno));
+        if (log) fclose(log);
+        close(sfd >= 0 ? sfd : script_fd);
+        if (ifd >= 0) close(ifd);
+        atomic_abort(&image);
+        return EXIT_IO;
+    }
+    const char *argv[16] = {"gnuplot", "-c", "/dev/fd/3", "/dev/fd/4", format};
     int argc = 5;
     for (int i = 0; i < nargs && argc < 15; i++) argv[argc++] = args[i];
     argv[argc] = NULL;
-    FILE *log = tmpfile();
-    if (!log) {
-        cli_error("plot: cannot create a scratch file: %s", strerror(errno));
-        return EXIT_IO;
-    }
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
+        if (chdir(dir) != 0 || dup2(sfd, 3) < 0 || dup2(ifd, 4) < 0) _exit(126);
         dup2(fileno(log), STDOUT_FILENO);
         dup2(fileno(log), STDERR_FILENO);
         execv(p->gnuplot, (char *const *)argv);
         _exit(127);
     }
+    close(sfd);
     int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) < 0) {
-        cli_error("plot: cannot run %s: %s", p->gnuplot, strerror(errno));
-        fclose(log);
-        return EXIT_FAILED;
-    }
+    bool waited = pid > 0 && waitpid(pid, &status, 0) == pid;
     struct stat sb;
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && stat(tmp, &sb) == 0 && sb.st_size > 0;
+    bool ok = waited && WIFEXITED(status) && WEXITSTATUS(status) == 0 && fstat(ifd, &sb) == 0 &&
+              sb.st_size > 0;
+    close(ifd);
     if (!ok) {
         char msg[512];
         last_line(log, msg, sizeof msg);
-        cli_error("plot: gnuplot failed on %s: %s", script, *msg ? msg : "no image was written");
+        if (!waited)
+            cli_error("plot: cannot run %s: %s", p->gnuplot, strerror(errno));
+        else
+            cli_error("plot: gnuplot failed on %s: %s", script, *msg ? msg : "no image was written");
         fclose(log);
-        remove(tmp);
+        atomic_abort(&image);
         return EXIT_FAILED;
     }
     fclose(log);
-    if (rename(tmp, out) != 0) {
-        cli_error("plot: cannot write %s: %s", out, strerror(errno));
-        remove(tmp);
-        return EXIT_IO;
+    if ((s = atomic_commit(&image)) != QKV_OK) {
+        cli_error("plot: %s", qkv_last_error());
+        return cli_exit_for(s);
     }
     p->written++;
     return EXIT_OK;
 }
 
-int cli_gnuplot(const char *script, const char *out, const char *format, int nargs,
-                const char *const *args, const char *data_dir, bool *no_gnuplot) {
+int cli_gnuplot(const char *script, const char *dir, const char *out, const char *format,
+                int nargs, const char *const *args, bool *no_gnuplot) {
     plotter p;
-    int code = plotter_init(&p, data_dir, no_gnuplot);
-    return code == EXIT_OK ? run_script(&p, script, out, format, nargs, args) : code;
+    int code = plotter_init(&p, dir, no_gnuplot);
+    return code == EXIT_OK ? run_script(&p, dir, script, out, format, nargs, args) : code;
 }
 
 /* ---- what a training directory holds ---- */
@@ -296,53 +331,60 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
 
     plotter p;
     if ((code = plotter_init(&p, dir, no_gnuplot)) != EXIT_OK) return code;
-    char plots[PATH_LEN], out[PATH_LEN + 64], a[PATH_LEN + 64], da[PATH_LEN + 64],
-        ds[PATH_LEN + 64], title[160];
-    snprintf(plots, sizeof plots, "%s/plots", dir);
-    if (mkdir(plots, 0777) != 0 && errno != EEXIST) {
-        cli_error("plot: cannot create %s: %s", plots, strerror(errno));
-        return EXIT_IO;
+    /* Names relative to dir for gnuplot (run_script), full paths for the checks here. */
+    char plots[PATH_LEN], full[PATH_LEN + 64], out[64], a[64], da[64], ds[64], title[160];
+    qkv_status s = io_make_subdir(dir, "plots", plots, sizeof plots);
+    if (s != QKV_OK) {
+        cli_error("plot: %s", qkv_last_error());
+        return cli_exit_for(s);
     }
+#define NEED(rel) (snprintf(full, sizeof full, "%s/%s", dir, rel), need_file(full))
 
     /* One heatmap per layer and head, and the overview of them all. */
     for (int l = 1; l <= L && code == EXIT_OK; l++)
         for (int h = 1; h <= H && code == EXIT_OK; h++) {
-            snprintf(a, sizeof a, "%s/attention/layer%d_head%d.dat", dir, l, h);
-            if (!need_file(a)) return EXIT_IO;
-            snprintf(out, sizeof out, "%s/attention_layer%d_head%d.%s", plots, l, h, format);
+            snprintf(a, sizeof a, "attention/layer%d_head%d.dat", l, h);
+            if (!NEED(a)) return EXIT_IO;
+            snprintf(out, sizeof out, "plots/attention_layer%d_head%d.%s", l, h, format);
             snprintf(title, sizeof title, "%s: attention of layer %d, head %d", task, l, h);
-            code = run_script(&p, "attention.gp", out, format, 2, (const char *[]){a, title});
+            code = run_script(&p, dir, "attention.gp", out, format, 2, (const char *[]){a, title});
         }
     if (code != EXIT_OK) return code;
-    char attn_dir[PATH_LEN + 16], nl[16], nh[16];
-    snprintf(attn_dir, sizeof attn_dir, "%s/attention", dir);
+    char nl[16], nh[16];
     snprintf(nl, sizeof nl, "%d", L);
     snprintf(nh, sizeof nh, "%d", H);
-    snprintf(out, sizeof out, "%s/overview.%s", plots, format);
-    code = run_script(&p, "overview.gp", out, format, 4, (const char *[]){attn_dir, task, nl, nh});
+    snprintf(out, sizeof out, "plots/overview.%s", format);
+    code = run_script(&p, dir, "overview.gp", out, format, 4,
+                      (const char *[]){"attention", task, nl, nh});
     if (code != EXIT_OK) return code;
 
     /* Loss and accuracy curves, when there is at least one row of metrics. */
-    snprintf(a, sizeof a, "%s/metrics.csv", dir);
-    if (metrics_rows(a) >= 1) {
-        snprintf(out, sizeof out, "%s/curves.%s", plots, format);
-        code = run_script(&p, "curves.gp", out, format, 2, (const char *[]){a, task});
+    snprintf(full, sizeof full, "%s/metrics.csv", dir);
+    if (metrics_rows(full) >= 1) {
+        snprintf(out, sizeof out, "plots/curves.%s", format);
+        code = run_script(&p, dir, "curves.gp", out, format, 2,
+                          (const char *[]){"metrics.csv", task});
         if (code != EXIT_OK) return code;
     }
 
-    /* Gradients: A, dA and dS side by side, per layer and head (written since issue 4). */
+    /* Gradients: A, dA and dS side by side, per layer and head. */
     for (int l = 1; l <= L && code == EXIT_OK; l++)
         for (int h = 1; h <= H && code == EXIT_OK; h++) {
-            snprintf(da, sizeof da, "%s/gradients/layer%d_head%d_dA.dat", dir, l, h);
-            snprintf(ds, sizeof ds, "%s/gradients/layer%d_head%d_dS.dat", dir, l, h);
-            if (!is_file(da) && !is_file(ds)) continue; /* a directory from an older qkv */
-            if (!need_file(da) || !need_file(ds)) return EXIT_IO;
-            snprintf(a, sizeof a, "%s/attention/layer%d_head%d.dat", dir, l, h);
-            snprintf(out, sizeof out, "%s/grads_layer%d_head%d.%s", plots, l, h, format);
+            snprintf(da, sizeof da, "gradients/layer%d_head%d_dA.dat", l, h);
+            snprintf(ds, sizeof ds, "gradients/layer%d_head%d_dS.dat", l, h);
+            char full_ds[PATH_LEN + 64];
+            snprintf(full, sizeof full, "%s/%s", dir, da);
+            snprintf(full_ds, sizeof full_ds, "%s/%s", dir, ds);
+            if (!is_file(full) && !is_file(full_ds)) continue; /* a directory from an older qkv */
+            if (!NEED(da) || !NEED(ds)) return EXIT_IO;
+            snprintf(a, sizeof a, "attention/layer%d_head%d.dat", l, h);
+            snprintf(out, sizeof out, "plots/grads_layer%d_head%d.%s", l, h, format);
             snprintf(title, sizeof title, "%s: layer %d, head %d", task, l, h);
-            code = run_script(&p, "grads.gp", out, format, 4, (const char *[]){a, da, ds, title});
+            code = run_script(&p, dir, "grads.gp", out, format, 4,
+                              (const char *[]){a, da, ds, title});
         }
     if (code != EXIT_OK) return code;
+#undef NEED
 
     /* The snapshots as an animated GIF: at most MAX_FRAMES evenly spaced steps, the first and
      * the last always among them, the last held for HOLD_FRAMES more frames. */
@@ -368,9 +410,8 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
             int i = f >= frames ? n - 1 : frames == 1 ? 0 : (int)((int64_t)f * (n - 1) / (frames - 1));
             used += (size_t)snprintf(list + used, len - used, "%s%" PRId64, f ? " " : "", steps[i]);
         }
-        snprintf(out, sizeof out, "%s/snapshots.gif", plots);
-        code = run_script(&p, "snapshots.gp", out, "gif", 5,
-                          (const char *[]){snap_dir, task, nl, nh, list});
+        code = run_script(&p, dir, "snapshots.gp", "plots/snapshots.gif", "gif", 5,
+                          (const char *[]){"snapshots", task, nl, nh, list});
         free(list);
     }
     free(steps);

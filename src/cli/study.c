@@ -310,10 +310,12 @@ static int study_scaling(int samples, int n, int max_dk, uint64_t seed, const ch
     }
     char keys[16];
     snprintf(keys, sizeof keys, "%d", n);
-    snprintf(plot, sizeof plot, "%s/scaling.%s", out_dir, format);
+    char image[32];
+    snprintf(image, sizeof image, "scaling.%s", format);
+    snprintf(plot, sizeof plot, "%s/%s", out_dir, image);
     bool no_gnuplot;
-    int code = cli_gnuplot("scaling.gp", plot, format, 2, (const char *[]){path, keys}, out_dir,
-                           &no_gnuplot);
+    int code = cli_gnuplot("scaling.gp", out_dir, image, format, 2,
+                           (const char *[]){"scaling.dat", keys}, &no_gnuplot);
     if (no_gnuplot) return EXIT_OK; /* the study ran and its data is written; the line said so */
     if (code == EXIT_OK) printf("\nwrote %s and %s\n", path, plot);
     return code;

@@ -12,9 +12,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#ifdef QKV_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 #include "io/io.h"
 
@@ -73,14 +70,6 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void set_threads(long n) {
-#ifdef QKV_HAVE_OPENMP
-    if (n > 0) omp_set_num_threads((int)n);
-#else
-    (void)n;
-#endif
-}
-
 /* ---- metrics.csv ---- */
 typedef struct {
     int64_t step;
@@ -105,8 +94,8 @@ static void metrics_add(metrics *m, metrics_row r) {
 
 /* Keeps the rows of an earlier run up to `step`, for --resume. */
 static void metrics_read(metrics *m, const char *path, int64_t upto) {
-    FILE *f = fopen(path, "r");
-    if (!f) return;
+    FILE *f;
+    if (io_fopen_regular(path, &f) != QKV_OK) return;
     char line[256];
     while (fgets(line, sizeof line, f)) {
         metrics_row r = {.heldout_loss = NAN}; /* files older than heldout_loss have 5 columns */
@@ -165,14 +154,9 @@ static qkv_status write_maps(const trainer *t, const char *dir, const char *sub,
                              const float *maps) {
     const qkv_model_config *c = &t->model.cfg;
     char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, sub);
-    struct stat sb;
-    if (mkdir(path, 0777) != 0 && errno != EEXIST)
-        return qkv_fail(QKV_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return qkv_fail(QKV_ERR_IO, "%s exists and is not a directory", path);
+    qkv_status s = io_make_subdir(dir, sub, path, sizeof path);
+    if (s != QKV_OK) return s;
     size_t per_head = (size_t)c->seq_len * c->seq_len;
-    qkv_status s = QKV_OK;
     for (int l = 0; l < c->layers && s == QKV_OK; l++)
         for (int h = 0; h < c->heads && s == QKV_OK; h++) {
             snprintf(path, sizeof path, "%s/%s/%slayer%d_head%d%s.dat", dir, sub, prefix, l + 1,
@@ -213,16 +197,36 @@ static qkv_status write_snapshot(trainer *t, const char *dir) {
     return s;
 }
 
-static qkv_status save_all(trainer *t, const metrics *m, const char *dir) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    qkv_status s = trainer_save(t, path);
+/* A checkpoint of the run in `dir`, in the order of the commit protocol (io/rundir.c):
+ * metrics.csv and the maps of this step first, model.safetensors, the commit record, last. A
+ * kill between them leaves the previous checkpoint as the run's state, and the files written
+ * ahead of it are trimmed or rewritten when the run resumes. */
+static qkv_status save_all(trainer *t, const metrics *m, rundir *rd) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/metrics.csv", rd->dir);
+    qkv_status s = trainer_check_state(t, QKV_ERR_NUMERIC); /* before anything is written */
+    if (s == QKV_OK) s = metrics_write(m, path);
+    if (s == QKV_OK) s = write_attention(t, rd->dir);
     if (s == QKV_OK) {
-        snprintf(path, sizeof path, "%s/metrics.csv", dir);
-        s = metrics_write(m, path);
+        t->metrics_rows = m->n;
+        snprintf(path, sizeof path, "%s/model.safetensors", rd->dir);
+        s = trainer_save(t, path);
     }
-    if (s == QKV_OK) s = write_attention(t, dir);
+    if (s == QKV_OK) {
+        rd->committed = true;
+        cli_set_interrupt_note("the run in %s keeps its checkpoint of step %" PRId64, rd->dir,
+                               t->optim.step);
+    }
     return s;
+}
+
+/* The one line of a run that stopped on an error: the error, and what the directory keeps. */
+static int run_failed(qkv_status s, const rundir *rd, int64_t saved) {
+    if (rd && rd->committed)
+        cli_error("%s; %s keeps the checkpoint of step %" PRId64, qkv_last_error(), rd->dir, saved);
+    else
+        cli_error("%s", qkv_last_error());
+    return cli_exit_for(s);
 }
 
 /* ---- progress ---- */
@@ -385,7 +389,8 @@ static int train_run(train_args *a) {
     const char *out_dir = a->out_dir, *resume = a->resume;
     long eval_every = a->eval_every, save_every = a->save_every, snapshot_every = a->snapshot_every;
     bool json = a->json, quiet = a->quiet, plot = a->plot;
-    set_threads(a->threads);
+    int code = cli_set_threads(a->threads);
+    if (code != EXIT_OK) return code;
 
     trainer t;
     qkv_status s;
@@ -405,35 +410,53 @@ static int train_run(train_args *a) {
             return EXIT_USAGE;
         }
         if (!out_dir) out_dir = resume;
-        char mpath[1100];
-        snprintf(mpath, sizeof mpath, "%s/metrics.csv", resume);
-        metrics_read(&m, mpath, t.optim.step);
     } else if ((s = trainer_init(&t, &a->cfg)) != QKV_OK) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    if (out_dir && !cli_make_dirs("", out_dir)) {
-        trainer_free(&t);
-        free(m.rows);
-        return EXIT_IO;
+    rundir rd_store, *rd = NULL;
+    if (out_dir) {
+        if ((s = rundir_open(&rd_store, out_dir)) != QKV_OK) {
+            cli_error("%s", qkv_last_error());
+            trainer_free(&t);
+            return cli_exit_for(s);
+        }
+        rd = &rd_store;
+        rd->committed = resume && !strcmp(out_dir, resume); /* its checkpoint is already there */
+    }
+    int64_t start_step = t.optim.step, saved_step = start_step;
+    if (resume) {
+        /* The checkpoint decides: metrics rows and snapshots after its step are what a kill
+         * left ahead of it; they are dropped, and the steps are done again. */
+        char mpath[1200];
+        snprintf(mpath, sizeof mpath, "%s/metrics.csv", resume);
+        metrics_read(&m, mpath, t.optim.step);
+        if (t.metrics_rows >= 0 && m.n != t.metrics_rows) {
+            cli_error("%s holds %d rows up to step %" PRId64 ", but its model was saved with %"
+                      PRId64 ": they are not of the same run", mpath, m.n, t.optim.step,
+                      t.metrics_rows);
+            code = EXIT_FORMAT;
+        }
+    }
+    if (rd && code == EXIT_OK) {
+        rundir_trim_snapshots(rd, start_step);
+        if (rd->committed)
+            cli_set_interrupt_note("the run in %s keeps its checkpoint of step %" PRId64, rd->dir,
+                                   start_step);
     }
 
     int64_t total = t.cfg.steps, every = eval_every ? eval_every : (total >= 20 ? total / 20 : 1);
     FILE *prog = json ? stderr : stdout;
     bool tty = isatty(fileno(prog)), show_bar = !quiet && tty, show_log = !quiet && !tty && !json;
     double t0 = now_seconds(), last_draw = 0, heldout = 0;
-    int64_t start_step = t.optim.step;
     eval_result r = {0};
-    int code = EXIT_OK;
-    if (snapshot_every && start_step == 0 && (s = write_snapshot(&t, out_dir)) != QKV_OK) {
-        cli_error("%s", qkv_last_error());
-        code = cli_exit_for(s);
-    }
+    if (code == EXIT_OK && snapshot_every && start_step == 0 &&
+        (s = write_snapshot(&t, out_dir)) != QKV_OK)
+        code = run_failed(s, rd, saved_step);
     while (code == EXIT_OK && t.optim.step < total) {
         if ((s = trainer_step(&t)) != QKV_OK) {
             if (show_bar) fputc('\n', prog);
-            cli_error("%s", qkv_last_error());
-            code = cli_exit_for(s);
+            code = run_failed(s, rd, saved_step);
             break;
         }
         int64_t step = t.optim.step;
@@ -462,24 +485,25 @@ static int train_run(train_args *a) {
         }
         if (snapshot_every && step % snapshot_every == 0 &&
             (s = write_snapshot(&t, out_dir)) != QKV_OK) {
-            cli_error("%s", qkv_last_error());
-            code = cli_exit_for(s);
+            code = run_failed(s, rd, saved_step);
             break;
         }
-        if (out_dir && save_every && step % save_every == 0 && step != total &&
-            (s = save_all(&t, &m, out_dir)) != QKV_OK) {
-            cli_error("%s", qkv_last_error());
-            code = cli_exit_for(s);
-            break;
+        if (rd && ((save_every && step % save_every == 0) || step == total)) {
+            if ((s = save_all(&t, &m, rd)) != QKV_OK) {
+                if (show_bar) fputc('\n', prog);
+                code = run_failed(s, rd, saved_step);
+                break;
+            }
+            saved_step = step;
         }
     }
     double seconds = now_seconds() - t0;
     if (show_bar && code == EXIT_OK) fputc('\n', prog);
     if (code == EXIT_OK && t.optim.step == start_step) r = trainer_evaluate(&t);
-    if (code == EXIT_OK && out_dir && (s = save_all(&t, &m, out_dir)) != QKV_OK) {
-        cli_error("%s", qkv_last_error());
-        code = cli_exit_for(s);
-    }
+    if (code == EXIT_OK && rd && !rd->committed && (s = save_all(&t, &m, rd)) != QKV_OK)
+        code = run_failed(s, rd, saved_step); /* a resume with no steps left, into a new --out */
+    if (code == EXIT_OK && !rd && (s = trainer_check_state(&t, QKV_ERR_NUMERIC)) != QKV_OK)
+        code = run_failed(s, rd, saved_step); /* a run without --out ends the same way */
     if (code == EXIT_OK) {
         if (json)
             print_result_json(&t, r, t.optim.step, seconds, "train");
@@ -495,6 +519,8 @@ static int train_run(train_args *a) {
         int pc = cli_plot(out_dir, "png", !quiet && !json, &no_gnuplot);
         if (!no_gnuplot) code = pc; /* without gnuplot the run still succeeded: its data is saved */
     }
+    cli_clear_interrupt_note();
+    if (rd) rundir_close(rd);
     trainer_free(&t);
     free(m.rows);
     return code;
@@ -544,7 +570,8 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
 }
 
 static int eval_run(const eval_args *a) {
-    set_threads(a->threads);
+    int code = cli_set_threads(a->threads);
+    if (code != EXIT_OK) return code;
     char path[1100];
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
     bool json = a->json;

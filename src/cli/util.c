@@ -68,11 +68,19 @@ int cli_bad_option(const char *cmd, char **argv, int c) {
     return EXIT_USAGE;
 }
 
+/* strtol and its kin skip leading white space and take a sign: " -1" would pass a check
+ * for '-' on the first byte and wrap to 2^64-1 in strtoull. Numbers here begin with a digit
+ * (or, where allowed, one '-' and a digit). */
+static bool starts_like_number(const char *text, bool sign) {
+    if (sign && *text == '-') text++;
+    return isdigit((unsigned char)*text) || (sign && *text == '.');
+}
+
 bool cli_parse_int(const char *name, const char *text, long lo, long hi, long *out) {
     char *end;
     errno = 0;
     long v = strtol(text, &end, 10);
-    if (*text == '\0' || *end != '\0' || errno) {
+    if (!starts_like_number(text, true) || *end != '\0' || errno) {
         cli_error("--%s: '%s' is not a whole number", name, text);
         return false;
     }
@@ -87,7 +95,7 @@ bool cli_parse_int(const char *name, const char *text, long lo, long hi, long *o
 bool cli_parse_u64(const char *name, const char *text, uint64_t *out) {
     char *end;
     errno = 0;
-    if (*text == '-' || *text == '\0') {
+    if (!starts_like_number(text, false)) {
         cli_error("--%s: '%s' is not a non-negative whole number", name, text);
         return false;
     }
@@ -105,7 +113,7 @@ bool cli_parse_double(const char *name, const char *text, double lo, double hi, 
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (*text == '\0' || *end != '\0' || errno || !isfinite(v)) {
+    if (!starts_like_number(text, true) || *end != '\0' || errno || !isfinite(v)) {
         cli_error("--%s: '%s' is not a finite number", name, text);
         return false;
     }
@@ -152,5 +160,14 @@ bool cli_make_dirs(const char *who, const char *dir) {
         cli_error("%s%s exists and is not a directory", who, dir);
         return false;
     }
+    return true;
+}
+
+bool cli_output_clashes(const char *who, const char *out, const char *in) {
+    /* The same file under any name: a hard link, a symbolic link, "./x" for "x". */
+    struct stat so, si;
+    if (stat(out, &so) != 0 || stat(in, &si) != 0) return false; /* a new file clashes with none */
+    if (so.st_dev != si.st_dev || so.st_ino != si.st_ino) return false;
+    cli_error("%s%s is the input %s: writing it would destroy what is being read", who, out, in);
     return true;
 }

@@ -1,25 +1,91 @@
-/* atomic.c - crash-safe file writes: temporary file, fsync, rename. */
+/* atomic.c - crash-safe file writes: an exclusive temporary file, fsync, rename; and reads
+ * that never block on a FIFO or a device.
+ *
+ * The temporary is created with O_CREAT | O_EXCL, so it is always a new regular file: a
+ * symbolic link or any other file planted at its name makes the create fail (the next name is
+ * tried), and nothing is ever written through a link. Each temporary being written is listed
+ * in `live`, so that the signal handler of the CLI can remove them before it exits. */
 #include "io.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* ---- the temporaries being written, for io_remove_temporaries ---- */
+
+#define LIVE_MAX 8 /* atomic files open at once; qkv writes one at a time */
+static char live[LIVE_MAX][1040];
+static volatile sig_atomic_t live_used[LIVE_MAX];
+
+static void live_add(const char *tmp) {
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (!live_used[i]) {
+            memcpy(live[i], tmp, strlen(tmp) + 1);
+            live_used[i] = 1; /* set after the name: a signal sees a whole name or none */
+            return;
+        }
+}
+
+static void live_remove(const char *tmp) {
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (live_used[i] && !strcmp(live[i], tmp)) live_used[i] = 0;
+}
+
+void io_remove_temporaries(void) { /* async-signal-safe: unlink only */
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (live_used[i]) unlink(live[i]);
+}
+
+/* ---- the kill hook of tests/kill_test.sh ----
+ * QKV_TEST_KILL_AT=N sends SIGKILL to this process at its N-th file event (counted from 1):
+ * a temporary created, a temporary written in full and synced, a rename done. The test kills
+ * a run at every one of them in turn and checks that it resumes to the same bits. */
+static long kill_at = -1, events;
+
+static void io_event(void) {
+    if (kill_at < 0) {
+        const char *s = getenv("QKV_TEST_KILL_AT");
+        kill_at = s && *s ? atol(s) : 0;
+    }
+    if (kill_at > 0 && ++events == kill_at) raise(SIGKILL);
+}
+
+/* ---- writing ---- */
 
 qkv_status atomic_open(atomic_file *af, const char *path) {
     memset(af, 0, sizeof *af);
     if (strlen(path) >= sizeof af->path) return qkv_fail(QKV_ERR_IO, "%s: path too long", path);
     snprintf(af->path, sizeof af->path, "%s", path);
-    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", path, (long)getpid());
-    af->f = fopen(af->tmp, "wb");
-    if (!af->f) return qkv_fail(QKV_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    int fd = -1, err = 0;
+    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld.%d", path, (long)getpid(), attempt);
+        fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        err = errno;
+        if (fd < 0 && err != EEXIST) break; /* only a name already taken is worth another try */
+    }
+    if (fd < 0) return qkv_fail(QKV_ERR_IO, "cannot write %s: %s", path, strerror(err));
+    live_add(af->tmp);
+    af->f = fdopen(fd, "wb");
+    if (!af->f) {
+        err = errno;
+        close(fd);
+        unlink(af->tmp);
+        live_remove(af->tmp);
+        return qkv_fail(QKV_ERR_NOMEM, "cannot write %s: %s", path, strerror(err));
+    }
+    io_event();
     return QKV_OK;
 }
 
 void atomic_abort(atomic_file *af) {
     if (af->f) fclose(af->f);
     af->f = NULL;
-    remove(af->tmp);
+    unlink(af->tmp);
+    live_remove(af->tmp);
 }
 
 qkv_status atomic_commit(atomic_file *af) {
@@ -28,21 +94,70 @@ qkv_status atomic_commit(atomic_file *af) {
     if (!err && fsync(fileno(af->f)) != 0) err = errno;
     if (fclose(af->f) != 0 && !err) err = errno ? errno : EIO;
     af->f = NULL;
+    if (!err) io_event();
     if (!err && rename(af->tmp, af->path) != 0) err = errno;
     if (err) {
-        remove(af->tmp);
+        unlink(af->tmp);
+        live_remove(af->tmp);
         return qkv_fail(QKV_ERR_IO, "cannot write %s: %s", af->path, strerror(err));
     }
+    live_remove(af->tmp);
+    io_event();
     /* The rename itself lasts through a power cut once the directory is synced too; a
      * directory that cannot be opened or synced changes nothing for a crash of qkv alone. */
     char dir[sizeof af->path];
     snprintf(dir, sizeof dir, "%s", af->path);
     char *slash = strrchr(dir, '/');
     if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
-    int fd = open(slash ? dir : ".", O_RDONLY);
+    int fd = open(slash ? dir : ".", O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
         fsync(fd);
         close(fd);
+    }
+    return QKV_OK;
+}
+
+qkv_status io_make_subdir(const char *dir, const char *sub, char *out, size_t len) {
+    if ((size_t)snprintf(out, len, "%s/%s", dir, sub) >= len)
+        return qkv_fail(QKV_ERR_IO, "%s/%s: path too long", dir, sub);
+    if (mkdir(out, 0777) != 0 && errno != EEXIST)
+        return qkv_fail(QKV_ERR_IO, "cannot create %s: %s", out, strerror(errno));
+    struct stat sb;
+    if (lstat(out, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return qkv_fail(QKV_ERR_IO, "%s exists and is not a directory%s", out,
+                        S_ISLNK(sb.st_mode) ? " (a symbolic link: qkv writes only inside the run)"
+                                            : "");
+    return QKV_OK;
+}
+
+/* ---- reading ---- */
+
+qkv_status io_open_regular(const char *path, int *fd_out, size_t *size) {
+    /* O_NONBLOCK: opening a FIFO with no writer would wait forever; once it is known to be a
+     * regular file the flag is dropped again (it means nothing for regular files anyway). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return qkv_fail(QKV_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int dir = S_ISDIR(sb.st_mode);
+        close(fd);
+        return qkv_fail(QKV_ERR_IO, "cannot read %s: %s", path,
+                        dir ? "it is a directory" : "it is not a regular file");
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    *fd_out = fd;
+    *size = (size_t)sb.st_size;
+    return QKV_OK;
+}
+
+qkv_status io_fopen_regular(const char *path, FILE **f) {
+    int fd = -1;
+    size_t size = 0;
+    qkv_status s = io_open_regular(path, &fd, &size);
+    if (s != QKV_OK) return s;
+    if (!(*f = fdopen(fd, "r"))) {
+        close(fd);
+        return qkv_fail(QKV_ERR_NOMEM, "cannot read %s: out of memory", path);
     }
     return QKV_OK;
 }

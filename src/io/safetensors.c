@@ -4,6 +4,10 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <unistd.h>
+
+/* Headers larger than this are refused before they are read (qkv's own are a few KB). */
+#define ST_MAX_HEADER (100u << 20)
 
 typedef struct {
     char *name;
@@ -94,29 +98,83 @@ void qkv_st_free(qkv_st *st) {
     free(st);
 }
 
-static qkv_status read_all(const char *path, unsigned char **bytes, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return qkv_fail(QKV_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            unsigned char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
+/* Reads n bytes at the current position; false on a short read. */
+static bool read_exact(int fd, unsigned char *buf, size_t n) {
+    while (n > 0) {
+        ssize_t got = read(fd, buf, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return false;
+        buf += got;
+        n -= (size_t)got;
+    }
+    return true;
+}
+
+/* The end of the furthest data_offsets in a header (unchecked: st_parse checks each entry). */
+static uint64_t header_data_size(const cJSON *header) {
+    uint64_t end = 0;
+    for (const cJSON *item = header->child; item; item = item->next) {
+        const cJSON *range = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+        const cJSON *hi = cJSON_IsArray(range) ? cJSON_GetArrayItem(range, 1) : NULL;
+        if (cJSON_IsNumber(hi) && hi->valuedouble > (double)end)
+            end = hi->valuedouble < 1.8e19 ? (uint64_t)hi->valuedouble : UINT64_MAX;
+    }
+    return end;
+}
+
+/* The whole file into *bytes, but only after its header has been read and its size checked:
+ * the header must describe exactly the bytes that follow it, and the file must fit in half
+ * the memory qkv may use. A sparse file of 66 GB, or a header that lies about it, is refused
+ * before its body is read. */
+static qkv_status read_checked(const char *path, unsigned char **bytes, size_t *size) {
+    int fd = -1;
+    qkv_status s = io_open_regular(path, &fd, size);
+    if (s != QKV_OK) return s;
+    unsigned char *buf = NULL;
+    if (*size >= 8) {
+        unsigned char len8[8];
+        uint64_t hlen = 0;
+        if (!read_exact(fd, len8, 8)) goto short_read;
+        for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+        if (hlen <= *size - 8 && hlen <= ST_MAX_HEADER) {
+            char *json = malloc((size_t)hlen);
+            if (!json) goto nomem;
+            bool ok = read_exact(fd, (unsigned char *)json, (size_t)hlen);
+            cJSON *header = ok ? cJSON_ParseWithLength(json, (size_t)hlen) : NULL;
+            free(json);
+            if (!ok) goto short_read;
+            uint64_t data = header ? header_data_size(header) : 0;
+            bool described = cJSON_IsObject(header);
+            cJSON_Delete(header);
+            if (described && data != *size - 8 - hlen) {
+                close(fd);
+                return qkv_fail(QKV_ERR_FORMAT, "%s: the header describes %llu bytes of data, "
+                                "the file holds %llu", path, (unsigned long long)data,
+                                (unsigned long long)(*size - 8 - hlen));
+            }
+        }
+        const char *what;
+        double have = memory_limit(&what);
+        if ((double)*size > have / 2) {
+            close(fd);
+            return qkv_fail(QKV_ERR_NOMEM, "%s: the file's %.1f GiB is more than half of %s "
+                            "(%.1f GiB)", path, (double)*size / 1073741824.0, what,
+                            have / 1073741824.0);
         }
     }
-    bool failed = ferror(f);
-    fclose(f);
-    if (!buf) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory reading it", path);
-    if (failed) {
-        free(buf);
-        return qkv_fail(QKV_ERR_IO, "cannot read %s", path);
-    }
+    if (lseek(fd, 0, SEEK_SET) != 0 || !(buf = malloc(*size ? *size : 1))) goto nomem;
+    if (!read_exact(fd, buf, *size)) goto short_read;
+    close(fd);
     *bytes = buf;
-    *size = n;
     return QKV_OK;
+short_read:
+    free(buf);
+    close(fd);
+    return qkv_fail(QKV_ERR_IO, "cannot read %s: it changed or ended while being read", path);
+nomem:
+    free(buf);
+    close(fd);
+    return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory reading it", path);
 }
 
 static int cmp_begin(const void *a, const void *b) {
@@ -277,7 +335,7 @@ qkv_status qkv_st_load(const char *path, qkv_st **out) {
     *out = NULL;
     unsigned char *bytes = NULL;
     size_t size = 0;
-    qkv_status status = read_all(path, &bytes, &size);
+    qkv_status status = read_checked(path, &bytes, &size);
     return status == QKV_OK ? st_parse(path, bytes, size, out) : status;
 }
 

@@ -1,0 +1,108 @@
+/* guard.c - what the operating system may do to a running qkv, answered in one place:
+ *   - SIGINT, SIGTERM, SIGHUP: remove the temporaries being written, print one `qkv:` line
+ *     (with the run's last checkpoint, when a run is going) and exit EXIT_INTERRUPTED;
+ *   - SIGXFSZ (a file grew past `ulimit -f`): ignored, so the write fails with EFBIG and qkv
+ *     reports it as any other failed write (exit EXIT_IO, the temporary removed);
+ *   - threads that cannot be started (`ulimit -v` leaves no room for their stacks): found
+ *     before OpenMP tries, which would print its own message and exit. */
+#include "cli.h"
+#include "io/io.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#ifdef QKV_HAVE_OPENMP
+#include <omp.h>
+#endif
+
+/* The note a signal prints after "interrupted by SIG...": two buffers, so that the handler
+ * always reads a whole one while the other is being written. */
+static char notes[2][1200];
+static volatile sig_atomic_t note_current = -1;
+
+void cli_set_interrupt_note(const char *fmt, ...) {
+    int next = note_current == 0 ? 1 : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(notes[next], sizeof notes[next], fmt, ap);
+    va_end(ap);
+    for (char *p = notes[next]; *p; p++)
+        if ((unsigned char)*p < 32) *p = '?';
+    note_current = next;
+}
+
+void cli_clear_interrupt_note(void) { note_current = -1; }
+
+static void put(const char *s) { /* async-signal-safe */
+    for (size_t n = strlen(s); n > 0;) {
+        ssize_t w = write(STDERR_FILENO, s, n);
+        if (w <= 0) return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+static void on_signal(int sig) {
+    io_remove_temporaries();
+    put(sig == SIGINT ? "\nqkv: interrupted by SIGINT"
+        : sig == SIGTERM ? "qkv: interrupted by SIGTERM" : "qkv: interrupted by SIGHUP");
+    int note = note_current;
+    if (note >= 0) {
+        put("; ");
+        put(notes[note]);
+    }
+    put("\n");
+    _exit(EXIT_INTERRUPTED);
+}
+
+void cli_guard_install(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigfillset(&sa.sa_mask); /* one handler at a time */
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGXFSZ, SIG_IGN);
+}
+
+/* ---- threads ---- */
+
+static void *probe_thread(void *arg) {
+    free(malloc(64)); /* a thread's first malloc reserves its arena: part of what it costs */
+    return arg;
+}
+
+/* How many of n threads (this one counted) can be started now: n - 1 threads are created
+ * with the default attributes, as OpenMP creates its own, and joined again. Their stacks
+ * stay cached, so OpenMP's threads then find the room these had. */
+static int startable_threads(int n) {
+    pthread_t th[1024];
+    int made = 0;
+    while (made < n - 1 && made < 1024 && pthread_create(&th[made], NULL, probe_thread, NULL) == 0)
+        made++;
+    for (int i = 0; i < made; i++) pthread_join(th[i], NULL);
+    return made + 1;
+}
+
+int cli_set_threads(long requested) {
+#ifdef QKV_HAVE_OPENMP
+    int want = requested > 0 ? (int)requested : omp_get_max_threads();
+    int can = want > 1 ? startable_threads(want) : 1;
+    if (can < want && requested > 0) {
+        cli_error("cannot start %d threads, only %d: the address-space limit (ulimit -v) or the "
+                  "process limit (ulimit -u) leaves no room for more; lower --threads",
+                  want, can);
+        return EXIT_NOMEM;
+    }
+    omp_set_num_threads(can); /* by default, as many as can start: results do not depend on it */
+#else
+    (void)requested;
+#endif
+    return EXIT_OK;
+}

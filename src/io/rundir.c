@@ -1,0 +1,145 @@
+/* rundir.c - the run directory's commit protocol (docs/errors.md, "Crash safety").
+ *
+ * A run directory holds one consistent step at every instant. model.safetensors is the
+ * commit record: it is always written last, after metrics.csv and the attention maps of the
+ * same step, and its metadata names how many rows of metrics.csv belong to it. Whatever a
+ * kill leaves beyond it (metrics rows or snapshots of later steps, temporaries) is trimmed
+ * when the run is opened again, and a resumed run then redoes those steps to the same bits.
+ *
+ * One run writes a directory at a time: rundir_open takes an exclusive lock (flock) on the
+ * directory, so a second run is refused instead of interleaving its files. */
+#include "io.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The subdirectories whose files qkv writes, besides the directory itself. */
+static const char *const run_subdirs[] = {"", "attention", "gradients", "snapshots", "plots"};
+
+/* NAME.tmp.PID or NAME.tmp.PID.N: a temporary of atomic_open (or of an older qkv). */
+static bool is_temporary(const char *name) {
+    const char *t = strstr(name, ".tmp.");
+    if (!t || t == name) return false;
+    const char *p = t + 5;
+    int dots = 0;
+    if (*p < '0' || *p > '9') return false;
+    for (; *p; p++)
+        if (*p == '.' && dots == 0 && p[1] >= '0' && p[1] <= '9') dots++;
+        else if (*p < '0' || *p > '9') return false;
+    return true;
+}
+
+/* Removes the temporaries a killed run left in DIR and its subdirectories. Called with the
+ * lock held, so none of them belongs to a run still writing. */
+static void remove_temporaries(const char *dir) {
+    char sub[1200], path[1500];
+    for (size_t i = 0; i < sizeof run_subdirs / sizeof run_subdirs[0]; i++) {
+        snprintf(sub, sizeof sub, *run_subdirs[i] ? "%s/%s" : "%s", dir, run_subdirs[i]);
+        DIR *d = opendir(sub);
+        if (!d) continue;
+        for (struct dirent *e; (e = readdir(d));)
+            if (is_temporary(e->d_name)) {
+                snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+                unlink(path);
+            }
+        closedir(d);
+    }
+}
+
+qkv_status rundir_open(rundir *rd, const char *dir) {
+    memset(rd, 0, sizeof *rd);
+    rd->lock_fd = -1;
+    if ((size_t)snprintf(rd->dir, sizeof rd->dir, "%s", dir) >= sizeof rd->dir)
+        return qkv_fail(QKV_ERR_IO, "%s: path too long", dir);
+    /* Like mkdir -p. The first directory this call creates is remembered: a run that fails
+     * before its first commit removes what it created, and leaves no empty --out behind. */
+    char path[sizeof rd->dir];
+    snprintf(path, sizeof path, "%s", dir);
+    size_t len = strlen(path);
+    for (size_t i = 1; i <= len; i++) {
+        if (path[i] != '/' && path[i] != '\0') continue;
+        char c = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0777) == 0) {
+            if (!rd->created[0]) snprintf(rd->created, sizeof rd->created, "%s", path);
+        } else if (errno != EEXIST) {
+            int err = errno;
+            rundir_close(rd);
+            return qkv_fail(QKV_ERR_IO, "cannot create %s: %s", path, strerror(err));
+        }
+        path[i] = c;
+    }
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        rundir_close(rd);
+        return qkv_fail(QKV_ERR_IO, "%s exists and is not a directory", dir);
+    }
+    rd->lock_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rd->lock_fd < 0 || flock(rd->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        rundir_close(rd);
+        return err == EWOULDBLOCK
+                   ? qkv_fail(QKV_ERR_IO, "%s is being written by another qkv run", dir)
+                   : qkv_fail(QKV_ERR_IO, "cannot open %s: %s", dir, strerror(err));
+    }
+    remove_temporaries(dir);
+    return QKV_OK;
+}
+
+void rundir_trim_snapshots(const rundir *rd, int64_t step) {
+    char sub[1200], path[1500];
+    snprintf(sub, sizeof sub, "%s/snapshots", rd->dir);
+    DIR *d = opendir(sub);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        int64_t s;
+        if (sscanf(e->d_name, "step%" SCNd64 "_", &s) == 1 && s > step) {
+            snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+/* Removes the files directly in `dir` (not subdirectories), then `dir` itself if empty. */
+static void remove_files(const char *dir, bool and_dir) {
+    char path[1500];
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) unlink(path);
+    }
+    if (d) closedir(d);
+    if (and_dir) rmdir(dir);
+}
+
+void rundir_close(rundir *rd) {
+    if (!rd->committed && rd->created[0]) {
+        /* Nothing was committed to a directory this run created: everything in it is this
+         * run's (the lock kept others out), written ahead of a commit that never came.
+         * Remove it all, and the directories created, deepest first: no empty or half-made
+         * --out is left behind. */
+        char path[sizeof rd->dir + 16];
+        for (size_t i = sizeof run_subdirs / sizeof run_subdirs[0]; i-- > 0;) {
+            snprintf(path, sizeof path, *run_subdirs[i] ? "%s/%s" : "%s", rd->dir, run_subdirs[i]);
+            remove_files(path, i > 0);
+        }
+        snprintf(path, sizeof path, "%s", rd->dir);
+        size_t keep = strlen(rd->created);
+        while (strlen(path) >= keep && rmdir(path) == 0) {
+            char *slash = strrchr(path, '/');
+            if (!slash) break;
+            *slash = '\0';
+        }
+    }
+    if (rd->lock_fd >= 0) close(rd->lock_fd); /* releases the lock */
+    rd->lock_fd = -1;
+}
