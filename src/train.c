@@ -290,9 +290,10 @@ void trainer_attention_grads(trainer *t, int index, float *dA, float *dS) {
 
 /* The first element of x that is not finite (or, with nonneg, negative); -1 if none. */
 static int64_t first_bad(const qkv_tensor *x, bool nonneg) {
-    const float *p = x->data;
-    for (int64_t i = 0; i < x->size; i++)
-        if (!isfinite(p[i]) || (nonneg && p[i] < 0)) return i;
+    for (int64_t i = 0; i < x->size; i++) {
+        double v = qkv_get(x, i);
+        if (!isfinite(v) || (nonneg && v < 0)) return i;
+    }
     return -1;
 }
 
@@ -300,15 +301,17 @@ qkv_status trainer_check_state(const trainer *t, qkv_status status) {
     const qkv_model *m = &t->model;
     const qkv_optim *o = &t->optim;
     for (int i = 0; i < m->nparams; i++) {
-        const char *what[3] = {"the weights", "the first moment", "the second moment"};
+        const char *what[3] = {"the weights", "the optimizer's first moments",
+                               "the optimizer's second moments"};
         const qkv_tensor *x[3] = {m->param[i], o->m[i], o->v[i]};
         for (int k = 0; k < 3; k++) {
             int64_t at = x[k] ? first_bad(x[k], k == 2) : -1;
             if (at < 0) continue;
-            float v = ((const float *)x[k]->data)[at];
+            double v = qkv_get(x[k], at);
             return qkv_fail(status, "%s of '%s' hold %s at element %" PRId64 " after step %"
-                            PRId64, what[k], m->param_name[i], isnan(v) ? "NaN" : isinf(v)
-                            ? "Inf" : "a negative value", at, o->step);
+                            PRId64 "%s", what[k], m->param_name[i], isnan(v) ? "NaN" : isinf(v)
+                            ? "Inf" : "a negative value", at, o->step,
+                            status == QKV_ERR_NUMERIC ? ": training diverged (lower --lr)" : "");
         }
     }
     return QKV_OK;

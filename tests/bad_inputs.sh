@@ -2,11 +2,15 @@
 # bad_inputs.sh - the table of bad inputs (tests/bad_inputs.tsv, listed in docs/errors.md).
 #
 # usage: tests/bad_inputs.sh QKV [--show]        run every case (--show: print what each does)
+#        tests/bad_inputs.sh QKV --setup DIR      make the fixtures in DIR
+#        tests/bad_inputs.sh QKV --case ID DIR    run case ID in a copy of the fixtures in DIR
 #        tests/bad_inputs.sh --markdown           print the table as docs/errors.md lists it
 #        tests/bad_inputs.sh --check-doc DOC      DOC's table is the one --markdown prints
 #
-# Every case runs `qkv ARGS` in a directory of fixtures (a small trained model in run/, the
-# broken files of tests/fuzz/corpus/safetensors/ in broken/, an empty directory) and must:
+# ctest runs each case as a test of its own (bad_input.ID), after bad_inputs_setup.
+# Every case runs `qkv ARGS` in its own copy of the fixtures (a small trained model in run/,
+# the broken files of tests/fuzz/corpus/safetensors/ in broken/, an empty directory, FIFOs,
+# links, 66 GB sparse files, runs with symbolic links planted in them) and must:
 #   - exit with the documented code, which is below 128 (no crash, no signal);
 #   - print exactly one line on stderr, "qkv: ...", holding the expected fragment, and
 #     nothing on stdout;
@@ -14,7 +18,7 @@
 #   - create or change no file: the fixture directory's listing and checksums are the same
 #     after every case as before the first.
 # ARGS is the table's command line, split as bash would ($'...' quotes control characters;
-# $LONG is a 1100-character path). QKV may be a wrapper (valgrind ...) as long as it exits
+# $LONG is a 1100-character path, $MID a 1009-character one). QKV may be a wrapper (valgrind ...) as long as it exits
 # with qkv's status.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -26,8 +30,8 @@ cases() { grep -v -e '^#' -e '^[[:space:]]*$' "$TSV"; }
 markdown() {
     echo "| case | command line | exit | message contains |"
     echo "|---|---|---|---|"
-    cases | while IFS=$'\t' read -r id cmd code frag; do
-        printf '| %s | `qkv %s` | %s | %s |\n' "$id" "$cmd" "$code" "$frag"
+    cases | while IFS=$'\t' read -r id cmd code frag; do # (a '|' in a cell is written '\|')
+        printf '| %s | `qkv %s` | %s | %s |\n' "$id" "${cmd//|/\\|}" "$code" "${frag//|/\\|}"
     done
 }
 
@@ -43,64 +47,134 @@ case "${1:-}" in
         diff <(echo "$want") <(echo "$got") >&2
         exit 1
     fi
-    echo "bad_inputs: $doc lists all $(cases | wc -l) cases"
+    n=$(cases | wc -l)
+    [ "$n" -ge 128 ] || { echo "bad_inputs: $n cases, fewer than the 128 the table has had"; exit 1; }
+    echo "bad_inputs: $doc lists all $n cases"
     exit 0 ;;
-"" | -*) echo "usage: bad_inputs.sh QKV [--show] | --markdown | --check-doc DOC" >&2; exit 2 ;;
+"" | -*) echo "usage: bad_inputs.sh QKV [--show | --setup DIR | --case ID DIR] | --markdown | --check-doc DOC" >&2; exit 2 ;;
 esac
 
 QKV=$1
-SHOW=${2:-}
+MODE=${2:-}
 [ "$QKV" = "${QKV#/}" ] && [ -x "$QKV" ] && QKV=$PWD/$QKV
-W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_inputs.XXXXXX")
-O=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_outputs.XXXXXX")
-trap 'rm -rf "$W" "$O"' EXIT
-cd "$W" || exit 1
 
-# ---- fixtures ----
-if ! $QKV train --task copy --seq-len 4 --vocab 8 --d-model 4 --steps 20 --quiet --out run \
-    >"$O/setup.txt" 2>&1; then
-    echo "bad_inputs: cannot train the fixture model:"; cat "$O/setup.txt"; exit 1
-fi
-mkdir broken emptydir
-cp "$HERE"/fuzz/corpus/safetensors/*.safetensors broken/
-LONG=$(printf 'x%.0s' $(seq 1100))
-export LONG
-
-snapshot() { # every path with its type, size and mode, and every file's checksum
-    find . -mindepth 1 -printf '%y %p %s %m\n' | LC_ALL=C sort
-    find . -type f -exec md5sum {} + | LC_ALL=C sort -k2
+# ---- fixtures: made once into a directory (ctest's bad_inputs_setup), copied for each case ----
+setup() { # DIR
+    local F=$1
+    rm -rf "$F" && mkdir -p "$F" && cd "$F" || exit 1
+    if ! $QKV train --task copy --seq-len 4 --vocab 8 --d-model 4 --steps 20 --quiet --out run \
+        >setup.txt 2>&1; then
+        echo "bad_inputs: cannot train the fixture model:"; cat setup.txt; exit 1
+    fi
+    rm setup.txt
+    mkdir broken emptydir outside
+    cp "$HERE"/fuzz/corpus/safetensors/*.safetensors broken/
+    mkfifo fifo && mkdir fifodir && mkfifo fifodir/model.safetensors
+    ln -s run/model.safetensors link.safetensors
+    ln run/model.safetensors hard.safetensors
+    cp -r run shortmetrics && head -n 1 run/metrics.csv >shortmetrics/metrics.csv
+    cp -r run trap && rm -r trap/attention && ln -s ../outside trap/attention
+    cp -r run trapplots && ln -s ../outside trapplots/plots
+    cp -r run negv
+    # Files no qkv writes, made from run/model.safetensors: a negative Adam second moment (one
+    # flipped sign bit), metadata words qkv does not know, and sparse files of 66 GB whose
+    # header tells the truth, or lies, about their size.
+    python3 - <<'PY' || exit 1
+import json, struct
+def read(path):
+    b = open(path, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+def write(path, header, data, size=None):
+    h = json.dumps(header, separators=(',', ':')).encode()
+    h += b' ' * (-len(h) % 8)
+    with open(path, 'wb') as f:
+        f.write(struct.pack('<Q', len(h)) + h + data)
+        if size: f.truncate(size)
+header, data = read('run/model.safetensors')
+at = header['optim.v.tok_emb']['data_offsets'][0] + 4 * 3
+data2 = bytearray(data); data2[at + 3] |= 0x80
+write('negv/model.safetensors', header, bytes(data2))
+for key, word in (('optim', 'rmsprop'), ('residual', 'yes'), ('schedule', 'linear')):
+    h = json.loads(json.dumps(header)); h['__metadata__'][key] = word
+    write('broken/meta_%s_%s.safetensors' % (key, word), h, data)
+def sparse(path, described, held):
+    h = {'tok_emb': {'dtype': 'F32', 'shape': [described // 4], 'data_offsets': [0, described]}}
+    hlen = len(json.dumps(h, separators=(',', ':'))) + 7 & ~7
+    write(path, h, b'', 8 + hlen + held)
+sparse('sparse.safetensors', 66 * 10**9, 66 * 10**9)
+sparse('sparse_lie.safetensors', 1024, 66 * 10**9)
+PY
 }
-snapshot >"$O/before.txt"
 
-failures=0 n=0
-fail() { echo "FAIL $id: $*"; failures=$((failures + 1)); }
-while IFS=$'\t' read -r id cmd want frag; do
+# Every path with its type, size, mode and modification time, and every file's checksum (the
+# 66 GB sparse files by their size and time alone: reading them is what qkv must not do).
+snapshot() {
+    find . -mindepth 1 -printf '%y %p %s %m %T@\n' | LC_ALL=C sort
+    find . -type f -size -100M -exec md5sum {} + | LC_ALL=C sort -k2
+}
+
+# Runs case $1 in a copy of fixture directory $2; prints FAIL lines; returns 0 if it passed.
+run_case() {
+    local want_id=$1 F=$2 id cmd want frag found=0
+    local W O
+    W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_input.XXXXXX") && O=$W.out && mkdir "$O" || return 1
+    cp -a "$F"/. "$W"/
+    LONG=$(printf 'x%.0s' $(seq 1100)) # a path too long for qkv's buffers
+    MID=$(printf 'long_dir/%.0s' $(seq 110))nowhere.safetensors # fits, but not in a short message
+    export LONG MID
+    local status=0
+    while IFS=$'\t' read -r id cmd want frag; do
+        [ "$id" = "$want_id" ] || continue
+        found=1
+        (cd "$W" && snapshot) >"$O/before.txt"
+        eval "args=($cmd)"
+        (cd "$W" && exec $QKV "${args[@]}" >"$O/out.txt" 2>"$O/err.txt" </dev/null)
+        local rc=$?
+        if [ -n "$SHOW" ]; then
+            printf '%s\t%s\t%s\t%s\n' "$id" "$rc" "$(head -c 300 "$O/err.txt" | tr '\n' '|')" "$(head -c 100 "$O/out.txt")"
+            continue
+        fi
+        local lines msg
+        lines=$(wc -l <"$O/err.txt")
+        msg=$(head -n 1 "$O/err.txt")
+        fail() { echo "FAIL $id: $*"; status=1; }
+        if [ "$rc" -ge 128 ]; then fail "crashed (exit $rc): qkv $cmd"
+        elif [ "$rc" != "$want" ]; then fail "exit $rc, expected $want: qkv $cmd: $(head -c 300 "$O/err.txt")"
+        elif grep -Eq 'Sanitizer|runtime error:|==[0-9]+==' "$O/err.txt"; then
+            fail "sanitizer or valgrind report: $(head -c 600 "$O/err.txt")"
+        elif [ "$lines" -ne 1 ]; then fail "$lines lines on stderr, expected 1: $(head -c 300 "$O/err.txt")"
+        elif [ "${msg#qkv: }" = "$msg" ]; then fail "stderr does not start with 'qkv: ': $msg"
+        elif ! grep -Fq -- "$frag" "$O/err.txt"; then fail "message '$msg' lacks '$frag'"
+        elif [ -s "$O/out.txt" ]; then fail "printed on stdout: $(head -c 200 "$O/out.txt")"
+        fi
+        (cd "$W" && snapshot) >"$O/after.txt"
+        if ! cmp -s "$O/before.txt" "$O/after.txt"; then
+            fail "files were created or changed: $(diff "$O/before.txt" "$O/after.txt" | head -n 6 | tr '\n' ' ')"
+        fi
+    done < <(cases)
+    rm -rf "$W" "$O"
+    [ "$found" = 1 ] || { echo "bad_inputs: no case '$want_id'"; return 1; }
+    return $status
+}
+
+SHOW=
+case "$MODE" in
+--setup) setup "${3:?usage: bad_inputs.sh QKV --setup DIR}"; exit 0 ;;
+--case) run_case "${3:?usage: bad_inputs.sh QKV --case ID DIR}" "${4:?fixture DIR}"; exit ;;
+--show | "") SHOW=${MODE#--} ;;
+*) echo "usage: bad_inputs.sh QKV [--show | --setup DIR | --case ID DIR]" >&2; exit 2 ;;
+esac
+
+# Every case, in fixtures made for this run.
+F=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_fixtures.XXXXXX")
+trap 'rm -rf "$F"' EXIT
+(setup "$F") || exit 1
+n=0 failures=0
+while IFS=$'\t' read -r id _; do
     n=$((n + 1))
-    eval "args=($cmd)"
-    $QKV "${args[@]}" >"$O/out.txt" 2>"$O/err.txt" </dev/null
-    rc=$?
-    if [ -n "$SHOW" ]; then
-        printf '%s\t%s\t%s\t%s\n' "$id" "$rc" "$(head -c 300 "$O/err.txt" | tr '\n' '|')" "$(head -c 100 "$O/out.txt")"
-        continue
-    fi
-    lines=$(wc -l <"$O/err.txt")
-    msg=$(head -n 1 "$O/err.txt")
-    if [ "$rc" -ge 128 ]; then fail "crashed (exit $rc): qkv $cmd"
-    elif [ "$rc" != "$want" ]; then fail "exit $rc, expected $want: qkv $cmd: $(head -c 300 "$O/err.txt")"
-    elif grep -Eq 'Sanitizer|runtime error:|==[0-9]+==' "$O/err.txt"; then
-        fail "sanitizer or valgrind report: $(head -c 600 "$O/err.txt")"
-    elif [ "$lines" -ne 1 ]; then fail "$lines lines on stderr, expected 1: $(head -c 300 "$O/err.txt")"
-    elif [ "${msg#qkv: }" = "$msg" ]; then fail "stderr does not start with 'qkv: ': $msg"
-    elif ! grep -Fq -- "$frag" "$O/err.txt"; then fail "message '$msg' lacks '$frag'"
-    elif [ -s "$O/out.txt" ]; then fail "printed on stdout: $(head -c 200 "$O/out.txt")"
-    fi
-    snapshot >"$O/after.txt"
-    if ! cmp -s "$O/before.txt" "$O/after.txt"; then
-        fail "files were created or changed: $(diff "$O/before.txt" "$O/after.txt" | head -n 6 | tr '\n' ' ')"
-        snapshot >"$O/before.txt" # report each change once
-    fi
+    run_case "$id" "$F" || failures=$((failures + 1))
 done < <(cases)
 [ -n "$SHOW" ] && exit 0
 echo "bad_inputs: $n cases, $failures failed"
-[ "$n" -ge 40 ] || { echo "bad_inputs: fewer than 40 cases"; exit 1; }
 [ "$failures" -eq 0 ]

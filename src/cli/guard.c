@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #ifdef QKV_HAVE_OPENMP
 #include <omp.h>
@@ -73,21 +74,48 @@ void cli_guard_install(void) {
 
 /* ---- threads ---- */
 
+static pthread_mutex_t probe_gate = PTHREAD_MUTEX_INITIALIZER;
+
 static void *probe_thread(void *arg) {
-    free(malloc(64)); /* a thread's first malloc reserves its arena: part of what it costs */
+    free(malloc(64)); /* a thread's first malloc may reserve an arena: part of its cost */
+    pthread_mutex_lock(&probe_gate); /* held by the prober until every thread is up */
+    pthread_mutex_unlock(&probe_gate);
     return arg;
 }
 
-/* How many of n threads (this one counted) can be started now: n - 1 threads are created
- * with the default attributes, as OpenMP creates its own, and joined again. Their stacks
- * stay cached, so OpenMP's threads then find the room these had. */
+/* This process's address space in bytes (Linux), or -1. */
+static double address_space(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long pages = 0;
+    bool ok = f && fscanf(f, "%lu", &pages) == 1;
+    if (f) fclose(f);
+    return ok ? (double)pages * (double)sysconf(_SC_PAGESIZE) : -1;
+}
+
+/* How many of n threads (this one counted) qkv may run. n - 1 threads are started with the
+ * default attributes, as OpenMP starts its own, held until all are up, then joined. Under an
+ * address-space limit (ulimit -v) they may take no more than half of it, with what the
+ * process already holds: the other half is what qkv's memory checks plan data for. */
 static int startable_threads(int n) {
+    struct rlimit lim;
+    double limit = getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY
+                       ? (double)lim.rlim_cur : -1;
+    double before = address_space(), during = before;
     pthread_t th[1024];
     int made = 0;
+    pthread_mutex_lock(&probe_gate);
     while (made < n - 1 && made < 1024 && pthread_create(&th[made], NULL, probe_thread, NULL) == 0)
         made++;
+    if (made > 0) during = address_space();
+    pthread_mutex_unlock(&probe_gate);
     for (int i = 0; i < made; i++) pthread_join(th[i], NULL);
-    return made + 1;
+    int can = made + 1;
+    if (limit > 0 && before > 0 && made > 0 && during > before) {
+        double each = (during - before) / made, room = limit / 2 - before;
+        int fit = 1 + (room > 0 ? (int)(room / each) : 0);
+        if (fit < can) can = fit;
+    }
+    return can;
 }
 
 int cli_set_threads(long requested) {
@@ -96,8 +124,8 @@ int cli_set_threads(long requested) {
     int can = want > 1 ? startable_threads(want) : 1;
     if (can < want && requested > 0) {
         cli_error("cannot start %d threads, only %d: the address-space limit (ulimit -v) or the "
-                  "process limit (ulimit -u) leaves no room for more; lower --threads",
-                  want, can);
+                  "process limit (ulimit -u) leaves no room for more (each thread's stack and "
+                  "heap take address space); lower --threads", want, can);
         return EXIT_NOMEM;
     }
     omp_set_num_threads(can); /* by default, as many as can start: results do not depend on it */

@@ -58,7 +58,10 @@ static void io_event(void) {
 
 qkv_status atomic_open(atomic_file *af, const char *path) {
     memset(af, 0, sizeof *af);
-    if (strlen(path) >= sizeof af->path) return qkv_fail(QKV_ERR_IO, "%s: path too long", path);
+    size_t len = strlen(path);
+    if (len >= sizeof af->path) return qkv_fail(QKV_ERR_IO, "%s: path too long", path);
+    if (len == 0 || path[len - 1] == '/')
+        return qkv_fail(QKV_ERR_IO, "cannot write '%s': not a file name", path);
     snprintf(af->path, sizeof af->path, "%s", path);
     int fd = -1, err = 0;
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {

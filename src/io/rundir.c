@@ -58,6 +58,7 @@ qkv_status rundir_open(rundir *rd, const char *dir) {
     rd->lock_fd = -1;
     if ((size_t)snprintf(rd->dir, sizeof rd->dir, "%s", dir) >= sizeof rd->dir)
         return qkv_fail(QKV_ERR_IO, "%s: path too long", dir);
+    if (!*dir) return qkv_fail(QKV_ERR_IO, "cannot create '': an empty name");
     /* Like mkdir -p. The first directory this call creates is remembered: a run that fails
      * before its first commit removes what it created, and leaves no empty --out behind. */
     char path[sizeof rd->dir];
@@ -88,6 +89,18 @@ qkv_status rundir_open(rundir *rd, const char *dir) {
         return err == EWOULDBLOCK
                    ? qkv_fail(QKV_ERR_IO, "%s is being written by another qkv run", dir)
                    : qkv_fail(QKV_ERR_IO, "cannot open %s: %s", dir, strerror(err));
+    }
+    /* Subdirectories that exist must be real ones, checked before anything is written: a
+     * symbolic link there would lead the run's writes out of the directory. */
+    for (size_t i = 1; i < sizeof run_subdirs / sizeof run_subdirs[0]; i++) {
+        char sub[1200];
+        snprintf(sub, sizeof sub, "%s/%s", dir, run_subdirs[i]);
+        if (lstat(sub, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+            rundir_close(rd);
+            return qkv_fail(QKV_ERR_IO, "%s exists and is not a directory%s", sub,
+                            S_ISLNK(sb.st_mode) ? " (a symbolic link: qkv writes only inside "
+                                                  "the run)" : "");
+        }
     }
     remove_temporaries(dir);
     return QKV_OK;
