@@ -126,11 +126,11 @@ one_line "ulimit -v with --threads 256" "cannot start 256 threads"
 fi
 
 # ---- 6. a diverging run keeps its last good checkpoint ----
-run 5 "divergence" train --optim adam --lr 100000 --clip 0 --schedule constant --warmup 0 \
-    --steps 3 --d-model 32 --quiet --save-every 1 --out diverged
-one_line "divergence" "training diverged (lower --lr); diverged keeps the checkpoint of step 1"
+run 5 "divergence" train --optim sgd --lr 1000000 --clip 0 --schedule constant --warmup 0 \
+    --steps 50 --d-model 32 --quiet --save-every 1 --out diverged
+one_line "divergence" "at step 3: training diverged (lower --lr); diverged keeps the checkpoint of step 2"
 run 0 "eval of the kept checkpoint" eval --model diverged --json
-grep -q '"steps":1,' out.txt && ok || fail "the kept checkpoint is not step 1: $(cat out.txt)"
+grep -q '"steps":2,' out.txt && ok || fail "the kept checkpoint is not step 2: $(cat out.txt)"
 
 "$QKV" eval --model good >good_after.txt
 cmp -s good_before.txt good_after.txt && ok || fail "the good model evaluates differently now"

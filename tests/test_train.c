@@ -308,6 +308,37 @@ START_TEST(test_divergence_reports_step) {
 }
 END_TEST
 
+/* A state with a non-finite weight or moment, or a negative second moment, is never saved:
+ * one poisoned element in each kind of tensor, in turn. */
+START_TEST(test_poisoned_state_never_saved) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    train_config c = make_config("copy", 4, 8, 1, 10, QKV_ADAM, 0.01);
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    train_steps(&t, 3);
+    struct { qkv_tensor *x; float bad; const char *says; } poison[] = {
+        {t.model.param[1], NAN, "the weights of 'pos_emb' hold NaN at element 5 after step 3"},
+        {t.optim.m[0], INFINITY, "first moments of 'tok_emb' hold Inf at element 5"},
+        {t.optim.v[2], -1e-30f, "second moments of 'attn.0.w_q' hold a negative value at element 5"},
+    };
+    for (size_t i = 0; i < sizeof poison / sizeof poison[0]; i++) {
+        float *p = poison[i].x->data, keep = p[5];
+        p[5] = poison[i].bad;
+        ck_assert_int_eq(trainer_save(&t, path), QKV_ERR_NUMERIC);
+        ck_assert_msg(strstr(qkv_last_error(), poison[i].says), "'%s' does not say '%s'",
+                      qkv_last_error(), poison[i].says);
+        ck_assert_int_eq(access(path, F_OK), -1); /* nothing written, not even a temporary */
+        p[5] = keep;
+    }
+    ck_assert_int_eq(trainer_save(&t, path), QKV_OK); /* the state as it was: saved */
+    /* (A file holding such a state is refused when loaded: bad_inputs' negv fixture.) */
+    trainer_free(&t);
+    remove_tmpdir("model.safetensors");
+}
+END_TEST
+
 START_TEST(test_init_rejects_bad_values) {
     train_config c = make_config("copy", 8, 32, 1, 10, QKV_ADAM, 0.005);
     trainer t;
@@ -527,6 +558,7 @@ static Suite *train_suite(void) {
     tc = tcase_create("numerics");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_divergence_reports_step);
+    tcase_add_test(tc, test_poisoned_state_never_saved);
     tcase_add_test(tc, test_init_rejects_bad_values);
     suite_add_tcase(s, tc);
 
