@@ -68,6 +68,15 @@ int cli_bad_option(const char *cmd, char **argv, int c) {
     return EXIT_USAGE;
 }
 
+bool cli_parse_dtype(const char *text, qkv_dtype *out) {
+    if (!strcmp(text, "f32") || !strcmp(text, "f64")) {
+        *out = !strcmp(text, "f64") ? QKV_F64 : QKV_F32;
+        return true;
+    }
+    cli_error("--dtype: '%s' is not f32 or f64", text);
+    return false;
+}
+
 bool cli_parse_int(const char *name, const char *text, long lo, long hi, long *out) {
     char *end;
     errno = 0;

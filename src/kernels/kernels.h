@@ -1,7 +1,6 @@
 /* kernels.h - plain loops over float/double arrays. SIMD and OpenMP live here (the one other
  * parallel region is the trainer's loop over a step's shards, src/train.c). The numeric
- * kernels exist as _f32 and _f64, compiled from one body (the .inc beside it); the
- * optimizers, which only train, as _f32. */
+ * kernels exist as _f32 and _f64, compiled from one body (the .inc beside it). */
 #ifndef QKV_KERNELS_H
 #define QKV_KERNELS_H
 
@@ -83,19 +82,23 @@ ATTENTION_DECL(double, f64)
 CROSS_ENTROPY_DECL(float, f32)
 CROSS_ENTROPY_DECL(double, f64)
 /* The optimizers over n parameters at once (w[i], g[i], and the state m[i], v[i] where the
- * rule has it; NULL otherwise), each of size[i] floats. optim_grad_sq_f32 returns Σ g², the
- * same for any thread count; optim_update_f32 applies one step of rule r to every element. */
+ * rule has it; NULL otherwise), each of size[i] elements. optim_grad_sq_* returns Σ g² (summed
+ * in double), the same for any thread count; optim_update_* applies one step of rule r to
+ * every element, its numbers rounded to the parameters' type first. */
 #define OPTIM_MAX_PARAMS 64
 typedef enum { OPTIM_SGD, OPTIM_MOMENTUM, OPTIM_ADAM } optim_kind;
 typedef struct {
     optim_kind kind;
-    float lr, weight_decay, grad_scale; /* grad_scale: clipping's factor, 1 without */
-    float momentum;                     /* momentum */
-    float beta1, beta2, eps, bias1, bias2; /* Adam; bias_k = 1 − beta_k^step */
+    double lr, weight_decay, grad_scale; /* grad_scale: clipping's factor, 1 without */
+    double momentum;                     /* momentum */
+    double beta1, beta2, eps, bias1, bias2; /* Adam; bias_k = 1 − beta_k^step */
 } optim_rule;
-double optim_grad_sq_f32(int n, const float *const *g, const int64_t *size);
-void optim_update_f32(const optim_rule *r, int n, float *const *w, const float *const *g,
-                      float *const *m, float *const *v, const int64_t *size);
+#define OPTIM_DECL(T, SUF)                                                                 \
+    double optim_grad_sq_##SUF(int n, const T *const *g, const int64_t *size);             \
+    void optim_update_##SUF(const optim_rule *r, int n, T *const *w, const T *const *g,    \
+                            T *const *m, T *const *v, const int64_t *size);
+OPTIM_DECL(float, f32)
+OPTIM_DECL(double, f64)
 /* How many threads the kernels may use (1 without OpenMP). */
 int kernel_threads(void);
 /* Whether a loop of `work` (above `threshold`) is worth a team of threads: there are threads,
