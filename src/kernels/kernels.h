@@ -49,7 +49,8 @@ SOFTMAX_DECL(double, f64)
 /* Fused attention over G = batch·heads independent heads, O = softmax(scale·Q·Kᵀ + M)·V
  * without forming the Nq×Nk matrix: keys are visited in tiles with an online softmax, and
  * the backward pass recomputes the tiles from the saved row log-sum-exp L.
- *   q (G, Nq, Dk), k (G, Nk, Dk), v (G, Nk, Dv), o (G, Nq, Dv), lse (G, Nq).
+ *   q (G, Nq, Dk), k (G, Nk, Dk), v (G, Nk, Dv), o (G, Nq, Dv), lse (2, G, Nq): the row
+ *   log-sum-exp as a sum of two, lse[0] rounded and lse[1] the rest.
  *   mask: NULL, or 0/-inf values for the scores viewed as (G/H, H, Nq, Nk): element
  *   (b, h, i, j) is at mask[b·ms[0] + h·ms[1] + i·ms[2] + j·ms[3]] (0 on broadcast dims).
  * A row whose keys are all masked gets o = 0, lse = -inf and zero gradients.
@@ -69,6 +70,22 @@ typedef struct {
                                   const T *k, const T *v, const T *mask, void *scratch);
 ATTENTION_DECL(float, f32)
 ATTENTION_DECL(double, f64)
+/* How the backward pass forms the softmax's row term D and the recomputed P. Each is exact
+ * algebra; they differ in rounding where attention saturates (docs/architecture.md, "The
+ * fused backward's precision"). The default is ATTENTION_FORM_D_FROM_P; the others are kept
+ * to measure against it (test_attention_precision, `qkv study precision`, `qkv bench
+ * --backward-form`). Set it only between passes. */
+typedef enum {
+    ATTENTION_FORM_LEGACY,   /* "legacy": L rounded to T, D = Σ dO·O in T: the first form */
+    ATTENTION_FORM_SPLIT_L,  /* "split-l": L kept as hi + lo; D as legacy */
+    ATTENTION_FORM_WIDE_D,   /* "wide-d": L as hi + lo; D = Σ dO·O as hi + lo (Dot2) */
+    ATTENTION_FORM_D_FROM_P, /* "d-from-p": L as hi + lo; D = Σ P·dP / Σ P from the
+                              * recomputed tiles, hi + lo, and P divided by Σ P */
+    ATTENTION_FORM_COUNT
+} attention_form_kind;
+extern attention_form_kind attention_form;
+const char *attention_form_name(attention_form_kind form); /* static; "?" if unknown */
+bool attention_form_parse(const char *name, attention_form_kind *form); /* false if unknown */
 /* Cross-entropy over rows of n logits, skipping rows whose target is `ignore`. Forward:
  * lse[r] = log Σ_j exp(x[r,j]) (stable; summed in double), *count = rows with a target, and
  * the return value Σ_r (lse[r] − x[r, t_r]). Backward: dx[r,j] += g·(softmax_j − [j = t_r]). */

@@ -56,7 +56,7 @@ qkv_tensor *qkv_attention_fused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_
     out->src[3] = mask;
     out->fparam[0] = scale;
     size_t es = qkv_dtype_size(q->dtype);
-    out->saved = arena_alloc_raw(ctx, (size_t)(d.G * d.Nq) * es); /* row log-sum-exp (G, Nq) */
+    out->saved = arena_alloc_raw(ctx, (size_t)(2 * d.G * d.Nq) * es); /* row log-sum-exp (2, G, Nq) */
     int threads = kernel_threads();
     if (q->dtype == QKV_F32) {
         void *scratch = arena_alloc_raw(ctx, attention_scratch_size_f32(&d, threads));
