@@ -390,12 +390,11 @@ qkv_status trainer_load_as(trainer *t, const char *path, int dtype) {
     return s;
 }
 
-/* Reads tensor `name` of the file into dst, widening f32 to f64 where dst is f64 and the file
- * holds f32 (exact: every f32 is a double). `tmp` is scratch for the f32 copy. */
-static qkv_status read_widened(const qkv_st *st, const char *name, qkv_tensor *dst, qkv_ctx *tmp) {
-    qkv_dtype dt;
-    if (dst->dtype != QKV_F64 || !qkv_st_info(st, name, &dt, NULL, NULL) || dt != QKV_F32)
-        return qkv_st_read(st, name, dst);
+/* Reads tensor `name` of the file into dst; with `widen`, the file's f32 tensor into an f64
+ * dst (exact: every f32 is a double). `tmp` is scratch for the f32 copy. */
+static qkv_status read_widened(const qkv_st *st, const char *name, qkv_tensor *dst, bool widen,
+                               qkv_ctx *tmp) {
+    if (!widen) return qkv_st_read(st, name, dst);
     qkv_ctx_reset(tmp);
     qkv_tensor *f = qkv_zeros(tmp, QKV_F32, dst->ndim, dst->shape);
     qkv_status s = qkv_st_read(st, name, f);
@@ -463,15 +462,16 @@ qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, in
     qkv_model *m = &t->model;
     qkv_optim *o = &t->optim;
     /* for widening an f32 file to an f64 model: the largest tensor's f32 copy */
-    qkv_ctx *tmp = qkv_ctx_new(file_dtype != c.model.dtype ? 4096 + (size_t)(qkv_model_param_bytes(&c.model) / 8) : 0);
+    bool widen = file_dtype != c.model.dtype; /* an f32 file asked for as f64 */
+    qkv_ctx *tmp = qkv_ctx_new(widen ? 4096 + (size_t)(qkv_model_param_bytes(&c.model) / 8) : 0);
     if (!tmp) s = qkv_fail(QKV_ERR_NOMEM, "out of memory reading %s", path);
     for (int i = 0; i < m->nparams && s == QKV_OK; i++) {
         char name[48];
-        s = read_widened(st, m->param_name[i], m->param[i], tmp);
+        s = read_widened(st, m->param_name[i], m->param[i], widen, tmp);
         snprintf(name, sizeof name, "optim.m.%s", m->param_name[i]);
-        if (s == QKV_OK && o->m[i]) s = read_widened(st, name, o->m[i], tmp);
+        if (s == QKV_OK && o->m[i]) s = read_widened(st, name, o->m[i], widen, tmp);
         snprintf(name, sizeof name, "optim.v.%s", m->param_name[i]);
-        if (s == QKV_OK && o->v[i]) s = read_widened(st, name, o->v[i], tmp);
+        if (s == QKV_OK && o->v[i]) s = read_widened(st, name, o->v[i], widen, tmp);
     }
     qkv_ctx_free(tmp);
     double step = 0;
