@@ -254,7 +254,8 @@ eval_result trainer_evaluate(trainer *t) {
         }
     }
     eval_result r = {.loss = counted ? loss_sum / (double)counted : 0,
-                     .accuracy = counted ? (double)correct / (double)counted : 0};
+                     .accuracy = counted ? (double)correct / (double)counted : 0,
+                     .correct = correct, .counted = counted};
     for (int h = 0; h < H && h < 64; h++) {
         double m = mass_rows ? mass[h] / (double)mass_rows : 0;
         if (h == 0 || m > r.attention_mass) {

@@ -50,7 +50,8 @@ typedef struct {
 
 typedef struct {
     double loss, accuracy, attention_mass;
-    int best_head; /* of layer 1, 0-based */
+    int best_head;            /* of layer 1, 0-based */
+    int64_t correct, counted; /* argmax hits among the held-out positions with a target */
 } eval_result;
 
 /* Validates the config (the model, the task, the numbers) and builds everything. */

@@ -249,16 +249,27 @@ enum {
     OPT_DTYPE,
 };
 
+/* One JSON object: docs/model.md ("What `qkv train --json` and `qkv eval --json` print")
+ * defines every field. `loss`, `accuracy` and `train_loss` are the names of before 0.2: kept,
+ * with their old values, through the 0.2 releases. `last_batch_loss` is null for eval. */
 static void print_result_json(const trainer *t, eval_result r, int64_t step, double seconds,
-                              const char *cmd) {
-    printf("{\"command\":\"%s\",\"task\":\"%s\",\"optim\":\"%s\",\"steps\":%" PRId64
-           ",\"loss\":%.6f,\"accuracy\":%.6f,\"attention_mass\":%.6f,\"best_head\":%d,"
-           "\"train_loss\":%.6f,\"seconds\":%.3f,\"seq_len\":%d,\"vocab\":%d,\"d_model\":%d,"
-           "\"heads\":%d,\"layers\":%d,\"seed\":%" PRIu64 "}\n",
-           cmd, qkv_task_name(t->cfg.task.kind), qkv_optim_name(t->cfg.optim), step, r.loss,
-           r.accuracy, r.attention_mass, r.best_head + 1, t->last_loss, seconds,
-           t->cfg.task.seq_len, t->cfg.task.vocab, t->model.cfg.d_model, t->model.cfg.heads,
-           t->model.cfg.layers, t->cfg.seed);
+                              const char *cmd, bool trained) {
+    printf("{\"command\":\"%s\",\"task\":\"%s\",\"optim\":\"%s\",\"dtype\":\"%s\",\"steps\":%" PRId64
+           ",\"heldout_loss\":%.6f,\"heldout_accuracy\":%.6f,\"heldout_correct\":%" PRId64
+           ",\"heldout_targets\":%" PRId64 ",\"attention_mass\":%.6f,\"best_head\":%d,",
+           cmd, qkv_task_name(t->cfg.task.kind), qkv_optim_name(t->cfg.optim),
+           qkv_dtype_name(t->model.cfg.dtype), step, r.loss, r.accuracy, r.correct, r.counted,
+           r.attention_mass, r.best_head + 1);
+    if (trained)
+        printf("\"last_batch_loss\":%.6f,", t->last_loss);
+    else
+        printf("\"last_batch_loss\":null,");
+    printf("\"seconds\":%.3f,\"seq_len\":%d,\"vocab\":%d,\"d_model\":%d,\"heads\":%d,"
+           "\"layers\":%d,\"seed\":%" PRIu64 ",\"loss\":%.6f,\"accuracy\":%.6f,"
+           "\"train_loss\":%.6f}\n",
+           seconds, t->cfg.task.seq_len, t->cfg.task.vocab, t->model.cfg.d_model,
+           t->model.cfg.heads, t->model.cfg.layers, t->cfg.seed, r.loss, r.accuracy,
+           strcmp(cmd, "eval") ? t->last_loss : r.loss); /* as before 0.2, for each command */
 }
 
 typedef struct {
@@ -490,7 +501,7 @@ static int train_run(train_args *a) {
     }
     if (code == EXIT_OK) {
         if (json)
-            print_result_json(&t, r, t.optim.step, seconds, "train");
+            print_result_json(&t, r, t.optim.step, seconds, "train", t.optim.step > start_step);
         else if (!quiet)
             printf("%s: held-out accuracy %.2f%%, attention mass %.3f (layer 1, head %d), "
                    "loss %.4f, %" PRId64 " steps in %.2f s%s%s\n",
@@ -573,9 +584,8 @@ static int eval_run(const eval_args *a) {
     double t0 = now_seconds();
     eval_result r = trainer_evaluate(&t);
     double seconds = now_seconds() - t0;
-    t.last_loss = r.loss;
     if (json)
-        print_result_json(&t, r, t.optim.step, seconds, "eval");
+        print_result_json(&t, r, t.optim.step, seconds, "eval", false);
     else
         printf("%s: held-out accuracy %.2f%%, attention mass %.3f (layer 1, head %d), loss %.4f, "
                "after %" PRId64 " steps\n", qkv_task_name(t.cfg.task.kind), 100 * r.accuracy,
