@@ -124,6 +124,9 @@ static int grads_run(const grads_args *a) {
     snprintf(model_s, sizeof model_s, "%s", path);
     const char *meta[] = {"format", "qkv-grads", "task", qkv_task_name(t.cfg.task.kind),
                           "seed", seed_s, "batch", batch_s, "model", model_s,
+                          "loss_definition",
+                          "mean cross-entropy over positions whose target is not -1",
+                          /* the same text under its name of before 0.2, kept through 0.2 */
                           "loss", "mean cross-entropy over positions whose target is not -1",
                           "dtype", qkv_dtype_name(t.model.cfg.dtype)};
     s = qkv_st_save(out, n, names, tensors, (int)(sizeof meta / sizeof meta[0] / 2), meta);
