@@ -81,6 +81,8 @@ int cmd_eval(int argc, char **argv, bool parse_only);
 int cmd_grads(int argc, char **argv, bool parse_only);
 int cmd_plot(int argc, char **argv, bool parse_only);
 int cmd_study(int argc, char **argv, bool parse_only);
+/* `qkv study precision` (study_precision.c): argv starts at "precision". */
+int study_precision(int argc, char **argv, bool parse_only);
 int cmd_bench(int argc, char **argv, bool parse_only);
 
 #endif
