@@ -59,9 +59,11 @@ static int worse_than_composed(const sat_case *c, attention_form_kind form) {
     return worse;
 }
 
+/* The fused op as it ships: its default form. (Made the default, the legacy form fails this
+ * on every case.) */
 START_TEST(test_fused_as_accurate_as_composed) {
     const sat_case *c = &SAT_CASES[_i];
-    ck_assert_int_eq(worse_than_composed(c, ATTENTION_FORM_D_FROM_P), 0);
+    ck_assert_int_eq(worse_than_composed(c, attention_form), 0);
 }
 END_TEST
 
