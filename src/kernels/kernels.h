@@ -55,14 +55,15 @@ SOFTMAX_DECL(double, f64)
  *   (b, h, i, j) is at mask[b·ms[0] + h·ms[1] + i·ms[2] + j·ms[3]] (0 on broadcast dims).
  * A row whose keys are all masked gets o = 0, lse = -inf and zero gradients.
  * Backward accumulates into dq, dk, dv (each may be NULL). `scratch` comes from
- * attention_scratch_size. */
+ * attention_scratch_size (for the pass it is given to: the backward's depends on
+ * attention_form). */
 typedef struct {
     int64_t G, H, Nq, Nk, Dk, Dv; /* G heads in all, H of them per batch entry */
     double scale;
     const int64_t *ms;            /* mask strides, see above */
 } attention_dims;
 #define ATTENTION_DECL(T, SUF)                                                             \
-    size_t attention_scratch_size_##SUF(const attention_dims *d, int threads);             \
+    size_t attention_scratch_size_##SUF(const attention_dims *d, int threads, bool backward); \
     void attention_forward_##SUF(const attention_dims *d, T *o, T *lse, const T *q,        \
                                  const T *k, const T *v, const T *mask, void *scratch);    \
     void attention_backward_##SUF(const attention_dims *d, T *dq, T *dk, T *dv,            \
