@@ -189,6 +189,10 @@ run 0 "threads 1" -- train "${big[@]}" --threads 1 --out t1
 run 0 "threads 2" -- train "${big[@]}" --threads 2 --out t2
 check "model.safetensors identical with 1 and 2 threads" cmp -s t1/model.safetensors t2/model.safetensors
 check "metrics.csv identical with 1 and 2 threads" cmp -s t1/metrics.csv t2/metrics.csv
+small64=(--task lookup --d-model 32 --heads 2 --batch 16 --steps 6 --eval-every 2 --dtype f64 --quiet)
+run 0 "f64, threads 1" -- train "${small64[@]}" --threads 1 --out t64a
+run 0 "f64, threads 2" -- train "${small64[@]}" --threads 2 --out t64b
+check "f64 model.safetensors identical with 1 and 2 threads" cmp -s t64a/model.safetensors t64b/model.safetensors
 run 0 "same seed again" -- train --task copy --steps 300 --d-model 32 --out run1b --quiet
 check "same seed, same model.safetensors" cmp -s run1/model.safetensors run1b/model.safetensors
 check "same seed, same metrics.csv" cmp -s run1/metrics.csv run1b/metrics.csv

@@ -107,12 +107,39 @@ START_TEST(test_cases_saturate) {
 }
 END_TEST
 
+/* Every form is exact algebra: in f64, on a case that does not saturate, each gives the
+ * composed form's gradients to 1e-12 (the default form is also gradchecked, test_gradcheck). */
+START_TEST(test_forms_agree_in_f64) {
+    sat_case c = SAT_CASES[1]; /* the masked one: padding and a fully masked row */
+    c.margin = 1, c.offset = 3;
+    sat_inputs in;
+    sat_build(&c, SEED, &in);
+    size_t nq = (size_t)c.B * c.H * c.Nq * c.D, nk = (size_t)c.B * c.H * c.Nk * c.D, n = nq + 2 * nk;
+    double *ref = malloc(n * sizeof *ref), *g = malloc(n * sizeof *g);
+    ck_assert(ref && g);
+    sat_grads(&c, &in, QKV_F64, false, ref, ref + nq, ref + nq + nk);
+    attention_form_kind saved = attention_form;
+    for (int f = 0; f < ATTENTION_FORM_COUNT; f++) {
+        attention_form = (attention_form_kind)f;
+        sat_grads(&c, &in, QKV_F64, true, g, g + nq, g + nq + nk);
+        double e = sat_rel_err(g, ref, n);
+        ck_assert_msg(e < 1e-12, "form %s: f64 gradients %.3g from the composed form",
+                      attention_form_name((attention_form_kind)f), e);
+    }
+    attention_form = saved;
+    free(ref);
+    free(g);
+    sat_free(&in);
+}
+END_TEST
+
 static Suite *precision_suite(void) {
     Suite *s = suite_create("attention_precision");
     TCase *tc = tcase_create("saturated");
     tcase_add_loop_test(tc, test_cases_saturate, 0, SAT_NCASES);
     tcase_add_loop_test(tc, test_fused_as_accurate_as_composed, 0, SAT_NCASES);
     tcase_add_test(tc, test_legacy_form_fails);
+    tcase_add_test(tc, test_forms_agree_in_f64);
     suite_add_tcase(s, tc);
     return s;
 }
