@@ -359,6 +359,8 @@ typedef struct {
     bool residual;      /* x + attention(x) around each layer */
     bool causal;        /* causal mask on every layer */
     double init_scale;  /* weights ~ N(0, init_scale² / fan_in) */
+    qkv_dtype dtype;    /* of the weights and every activation: QKV_F32 (0, the default) or
+                         * QKV_F64; both draw the same normals, f32 rounds them */
 } qkv_model_config;
 
 typedef struct {
@@ -411,7 +413,7 @@ QKV_API const char *qkv_optim_name(qkv_optim_kind kind); /* "sgd", "momentum", "
 /* Sets *o to `kind` with learning rate `lr` and defaults momentum 0.9, beta1 0.9, beta2 0.999,
  * eps 1e-8, no weight decay, no clipping (change the fields afterwards), and allocates the
  * state of every parameter of `model` in the model's parameter context, so it lives and dies
- * with the model. The model's parameters must be f32. */
+ * with the model. The state has the parameters' dtype (f32 or f64). */
 QKV_API void qkv_optim_init(qkv_optim *o, qkv_model *model, qkv_optim_kind kind, double lr);
 /* One update of every parameter from its accumulated gradient (weight decay: L2 for SGD and
  * momentum, decoupled for Adam); returns the global gradient norm before clipping. The

@@ -5,7 +5,7 @@
 double qkv_model_param_bytes(const qkv_model_config *c) {
     double n = (double)c->vocab * c->d_model * 2 + (double)c->seq_len * c->d_model + c->vocab +
                4.0 * c->layers * c->d_model * c->d_model;
-    return n * 4 * 4; /* weights, gradients, two Adam moments */
+    return n * 4 * (double)qkv_dtype_size(c->dtype); /* weights, gradients, two Adam moments */
 }
 
 double qkv_model_step_bytes(const qkv_model_config *c, int batch) {
@@ -17,8 +17,8 @@ double qkv_model_step_bytes(const qkv_model_config *c, int batch) {
     double btc = (double)batch * c->seq_len * c->d_model;
     double bhtt = (double)batch * c->heads * c->seq_len * c->seq_len;
     double btv = (double)batch * c->seq_len * c->vocab;
-    double staged = qkv_model_param_bytes(c) / 4;
-    return 2.0 * 4 * (c->layers * (14 * btc + 4 * bhtt) + 3 * btc + 4 * btv) + staged;
+    double staged = qkv_model_param_bytes(c) / 4, es = (double)qkv_dtype_size(c->dtype);
+    return 2.0 * es * (c->layers * (14 * btc + 4 * bhtt) + 3 * btc + 4 * btv) + staged;
 }
 
 static qkv_tensor *add_param(qkv_model *m, qkv_tensor *t, const char *fmt, int layer) {
@@ -43,6 +43,8 @@ qkv_status model_check_config(const qkv_model_config *c) {
     if (c->layers < 1 || c->layers > QKV_MAX_LAYERS)
         return qkv_fail(QKV_ERR_VALUE, "--layers %d is out of range (1..%d)", c->layers,
                         QKV_MAX_LAYERS);
+    if (c->dtype != QKV_F32 && c->dtype != QKV_F64)
+        return qkv_fail(QKV_ERR_VALUE, "the model's dtype must be f32 or f64");
     if (!(c->init_scale > 0 && c->init_scale <= 100))
         return qkv_fail(QKV_ERR_VALUE, "--init-scale %g is out of range (above 0..100)",
                         c->init_scale);
@@ -66,17 +68,18 @@ qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t se
     qkv_rng rng = qkv_rng_seed(seed);
     int V = c->vocab, T = c->seq_len, C = c->d_model;
     double s = c->init_scale, sw = s / sqrt((double)C);
-    m->tok_emb = add_param(m, qkv_randn(m->params, QKV_F32, 2, (int64_t[]){V, C}, s, &rng), "tok_emb", 0);
-    m->pos_emb = add_param(m, qkv_randn(m->params, QKV_F32, 2, (int64_t[]){T, C}, s, &rng), "pos_emb", 0);
+    qkv_dtype dt = c->dtype;
+    m->tok_emb = add_param(m, qkv_randn(m->params, dt, 2, (int64_t[]){V, C}, s, &rng), "tok_emb", 0);
+    m->pos_emb = add_param(m, qkv_randn(m->params, dt, 2, (int64_t[]){T, C}, s, &rng), "pos_emb", 0);
     for (int l = 0; l < c->layers; l++) {
         int64_t cc[2] = {C, C};
-        m->w_q[l] = add_param(m, qkv_randn(m->params, QKV_F32, 2, cc, sw, &rng), "attn.%d.w_q", l);
-        m->w_k[l] = add_param(m, qkv_randn(m->params, QKV_F32, 2, cc, sw, &rng), "attn.%d.w_k", l);
-        m->w_v[l] = add_param(m, qkv_randn(m->params, QKV_F32, 2, cc, sw, &rng), "attn.%d.w_v", l);
-        m->w_o[l] = add_param(m, qkv_randn(m->params, QKV_F32, 2, cc, sw, &rng), "attn.%d.w_o", l);
+        m->w_q[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_q", l);
+        m->w_k[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_k", l);
+        m->w_v[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_v", l);
+        m->w_o[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_o", l);
     }
-    m->head_w = add_param(m, qkv_randn(m->params, QKV_F32, 2, (int64_t[]){C, V}, sw, &rng), "head.w", 0);
-    m->head_b = add_param(m, qkv_zeros(m->params, QKV_F32, 1, (int64_t[]){V}), "head.b", 0);
+    m->head_w = add_param(m, qkv_randn(m->params, dt, 2, (int64_t[]){C, V}, sw, &rng), "head.w", 0);
+    m->head_b = add_param(m, qkv_zeros(m->params, dt, 1, (int64_t[]){V}), "head.b", 0);
     return QKV_OK;
 }
 
@@ -91,7 +94,7 @@ qkv_status model_replica(qkv_model *r, const qkv_model *m) {
     *r = *m;
     size_t bytes = 64 * 1024;
     for (int i = 0; i < m->nparams; i++)
-        bytes += (size_t)m->param[i]->size * sizeof(float) + 2 * sizeof(qkv_tensor) + 128;
+        bytes += (size_t)m->param[i]->size * qkv_dtype_size(m->cfg.dtype) + 2 * sizeof(qkv_tensor) + 128;
     r->params = qkv_ctx_new(bytes);
     if (!r->params) return qkv_fail(QKV_ERR_NOMEM, "out of memory for a model replica");
     for (int i = 0; i < m->nparams; i++) {
@@ -134,7 +137,7 @@ qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens
     int B = batch, T = c->seq_len, H = c->heads, Dk = c->d_model / c->heads;
     qkv_tensor *idx = qkv_from_array(step, QKV_I32, 2, (int64_t[]){B, T}, tokens);
     qkv_tensor *x = qkv_add(step, qkv_embedding(step, m->tok_emb, idx), m->pos_emb); /* (B,T,C) */
-    qkv_tensor *mask = c->causal ? qkv_mask_causal(step, QKV_F32, T, T) : NULL;
+    qkv_tensor *mask = c->causal ? qkv_mask_causal(step, c->dtype, T, T) : NULL;
     for (int l = 0; l < c->layers; l++) {
         qkv_tensor *q = split_heads(step, qkv_matmul(step, x, m->w_q[l]), B, T, H, Dk);
         qkv_tensor *k = split_heads(step, qkv_matmul(step, x, m->w_k[l]), B, T, H, Dk);

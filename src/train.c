@@ -104,15 +104,16 @@ void trainer_free(trainer *t) {
 /* Counts positions whose argmax logit is the target; returns the number with a target. */
 static int64_t count_correct(const qkv_tensor *logits, const int32_t *targets, int64_t *correct) {
     int64_t V = logits->shape[2], rows = logits->size / V, n = 0;
-    const float *x = logits->data;
-    for (int64_t r = 0; r < rows; r++) {
-        if (targets[r] < 0) continue;
-        int64_t best = 0;
-        for (int64_t j = 1; j < V; j++)
-            if (x[r * V + j] > x[r * V + best]) best = j;
-        *correct += best == targets[r];
-        n++;
-    }
+    QKV_TYPED(logits->dtype,
+        const T *x = logits->data;
+        for (int64_t r = 0; r < rows; r++) {
+            if (targets[r] < 0) continue;
+            int64_t best = 0;
+            for (int64_t j = 1; j < V; j++)
+                if (x[r * V + j] > x[r * V + best]) best = j;
+            *correct += best == targets[r];
+            n++;
+        });
     return n;
 }
 
@@ -161,11 +162,20 @@ static void shard_step(trainer *t, int s, int64_t total) {
  * called in (or done by the caller alone outside one). */
 static void sum_shard_grads(trainer *t) {
     for (int i = 0; i < t->model.nparams; i++) {
-        float *g = t->model.param[i]->grad;
+        const qkv_tensor *p = t->model.param[i];
+        if (p->dtype == QKV_F64) {
+            double *g = p->grad;
 #pragma omp for schedule(static) nowait
-        for (int64_t j = 0; j < t->model.param[i]->size; j++)
-            for (int s = 1; s < t->nshards; s++)
-                g[j] += ((const float *)t->shard[s].replica.param[i]->grad)[j];
+            for (int64_t j = 0; j < p->size; j++)
+                for (int s = 1; s < t->nshards; s++)
+                    g[j] += ((const double *)t->shard[s].replica.param[i]->grad)[j];
+        } else {
+            float *g = p->grad;
+#pragma omp for schedule(static) nowait
+            for (int64_t j = 0; j < p->size; j++)
+                for (int s = 1; s < t->nshards; s++)
+                    g[j] += ((const float *)t->shard[s].replica.param[i]->grad)[j];
+        }
     }
 }
 
@@ -230,7 +240,6 @@ eval_result trainer_evaluate(trainer *t) {
         loss_sum += qkv_get(loss, 0) * (double)n;
         counted += n;
         /* Attention mass: weight on the ideal keys, per head of layer 1, over rows with a target. */
-        const float *a = attn[0]->data; /* (B, H, T, T) */
         for (int b = 0; b < B; b++) {
             const uint8_t *ideal = t->ideal;
             qkv_task_ideal(task, x + b * T, t->ideal);
@@ -238,15 +247,16 @@ eval_result trainer_evaluate(trainer *t) {
                 if (y[b * T + i] < 0) continue;
                 mass_rows++;
                 for (int h = 0; h < H && h < 64; h++) {
-                    const float *row = a + (((size_t)b * H + h) * T + i) * T;
+                    size_t row = (((size_t)b * H + h) * T + i) * T; /* attn[0] is (B, H, T, T) */
                     for (int j = 0; j < T; j++)
-                        if (ideal[i * T + j]) mass[h] += row[j];
+                        if (ideal[i * T + j]) mass[h] += qkv_get(attn[0], (int64_t)(row + j));
                 }
             }
         }
     }
     eval_result r = {.loss = counted ? loss_sum / (double)counted : 0,
-                     .accuracy = counted ? (double)correct / (double)counted : 0};
+                     .accuracy = counted ? (double)correct / (double)counted : 0,
+                     .correct = correct, .counted = counted};
     for (int h = 0; h < H && h < 64; h++) {
         double m = mass_rows ? mass[h] / (double)mass_rows : 0;
         if (h == 0 || m > r.attention_mass) {
@@ -257,13 +267,18 @@ eval_result trainer_evaluate(trainer *t) {
     return r;
 }
 
+/* dst[i] = data[i] for the size of x, whose dtype `data` has (its values or its gradient). */
+static void copy_to_float(float *dst, const qkv_tensor *x, const void *data) {
+    QKV_TYPED(x->dtype, for (int64_t i = 0; i < x->size; i++) dst[i] = (float)((const T *)data)[i];);
+}
+
 void trainer_attention(trainer *t, int index, float *out) {
     const qkv_model_config *c = &t->model.cfg;
     qkv_ctx_reset(t->eval_ctx);
     qkv_tensor *attn[QKV_MAX_LAYERS];
     qkv_model_forward(&t->model, t->eval_ctx, t->held_tokens + index * c->seq_len, 1, attn);
     size_t per_layer = (size_t)c->heads * c->seq_len * c->seq_len;
-    for (int l = 0; l < c->layers; l++) memcpy(out + l * per_layer, attn[l]->data, per_layer * sizeof *out);
+    for (int l = 0; l < c->layers; l++) copy_to_float(out + l * per_layer, attn[l], attn[l]->data);
 }
 
 void trainer_attention_grads(trainer *t, int index, float *dA, float *dS) {
@@ -280,8 +295,8 @@ void trainer_attention_grads(trainer *t, int index, float *dA, float *dS) {
     size_t per_layer = (size_t)c->heads * T * T;
     for (int l = 0; l < c->layers; l++) {
         /* attn[l] = softmax(S): its source is the scaled (and masked) scores S, (1, H, T, T). */
-        memcpy(dA + l * per_layer, attn[l]->grad, per_layer * sizeof *dA);
-        memcpy(dS + l * per_layer, attn[l]->src[0]->grad, per_layer * sizeof *dS);
+        copy_to_float(dA + l * per_layer, attn[l], attn[l]->grad);
+        copy_to_float(dS + l * per_layer, attn[l]->src[0], attn[l]->src[0]->grad);
     }
 }
 
@@ -343,6 +358,7 @@ qkv_status trainer_save(const trainer *t, const char *path) {
     META("residual", "%s", m->cfg.residual ? "true" : "false");
     META("causal", "%s", m->cfg.causal ? "true" : "false");
     META("init_scale", "%.17g", m->cfg.init_scale);
+    META("dtype", "%s", qkv_dtype_name(m->cfg.dtype));
     META("optim", "%s", qkv_optim_name(c->optim));
     META("lr", "%.17g", c->lr);
     META("weight_decay", "%.17g", c->weight_decay);
@@ -395,16 +411,37 @@ static qkv_status meta_number(const qkv_st *st, const char *path, const char *ke
 }
 
 qkv_status trainer_load(trainer *t, const char *path) {
+    return trainer_load_as(t, path, TRAIN_DTYPE_OF_FILE);
+}
+
+qkv_status trainer_load_as(trainer *t, const char *path, int dtype) {
     memset(t, 0, sizeof *t);
     qkv_st *st;
     qkv_status s = qkv_st_load(path, &st);
     if (s != QKV_OK) return s;
-    s = trainer_load_st(t, st, path);
+    s = trainer_load_st_as(t, st, path, dtype);
     qkv_st_free(st);
     return s;
 }
 
+/* Reads tensor `name` of the file into dst; with `widen`, the file's f32 tensor into an f64
+ * dst (exact: every f32 is a double). `tmp` is scratch for the f32 copy. */
+static qkv_status read_widened(const qkv_st *st, const char *name, qkv_tensor *dst, bool widen,
+                               qkv_ctx *tmp) {
+    if (!widen) return qkv_st_read(st, name, dst);
+    qkv_ctx_reset(tmp);
+    qkv_tensor *f = qkv_zeros(tmp, QKV_F32, dst->ndim, dst->shape);
+    qkv_status s = qkv_st_read(st, name, f);
+    if (s == QKV_OK)
+        for (int64_t i = 0; i < dst->size; i++) ((double *)dst->data)[i] = ((const float *)f->data)[i];
+    return s;
+}
+
 qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path) {
+    return trainer_load_st_as(t, st, path, TRAIN_DTYPE_OF_FILE);
+}
+
+qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, int as) {
     memset(t, 0, sizeof *t);
     qkv_status s;
     train_config c = {0};
@@ -412,6 +449,13 @@ qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path) {
     const char *fmt = qkv_st_meta(st, "format"), *task = qkv_st_meta(st, "task");
     const char *optim = qkv_st_meta(st, "optim"), *rng = qkv_st_meta(st, "data_rng");
     const char *residual = qkv_st_meta(st, "residual"), *causal = qkv_st_meta(st, "causal");
+    const char *dtype = qkv_st_meta(st, "dtype"); /* absent before f64 models: f32 */
+    if (dtype && strcmp(dtype, "f32") && strcmp(dtype, "f64"))
+        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'dtype' is '%.16s' (f32 or f64)", path, dtype);
+    qkv_dtype file_dtype = dtype && !strcmp(dtype, "f64") ? QKV_F64 : QKV_F32;
+    if (as == QKV_F32 && file_dtype == QKV_F64)
+        return qkv_fail(QKV_ERR_MISMATCH, "%s: the model is f64; --dtype f32 would round its "
+                        "weights (leave --dtype out, or give f64)", path);
     if (!fmt || strcmp(fmt, "qkv-model") || !task || !optim || !rng || strlen(rng) != 64 ||
         !residual || !causal)
         return qkv_fail(QKV_ERR_FORMAT, "%s: not a qkv model (its metadata is missing or wrong)", path);
@@ -434,7 +478,8 @@ qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path) {
     c.model = (qkv_model_config){.vocab = (int)v[1], .seq_len = (int)v[0], .d_model = (int)v[2],
                                  .heads = (int)v[3], .layers = (int)v[4],
                                  .residual = !strcmp(residual, "true"),
-                                 .causal = !strcmp(causal, "true"), .init_scale = v[5]};
+                                 .causal = !strcmp(causal, "true"), .init_scale = v[5],
+                                 .dtype = as == TRAIN_DTYPE_OF_FILE ? file_dtype : (qkv_dtype)as};
     /* Words are read exactly: a value qkv does not know is refused, never taken as a default. */
     const char *schedule = qkv_st_meta(st, "schedule");
     const char *bad = strcmp(optim, "sgd") && strcmp(optim, "momentum") && strcmp(optim, "adam")
@@ -459,14 +504,19 @@ qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path) {
         return qkv_fail(s == QKV_ERR_VALUE ? QKV_ERR_FORMAT : s, "%s: %s", path, qkv_last_error());
     qkv_model *m = &t->model;
     qkv_optim *o = &t->optim;
+    /* for widening an f32 file to an f64 model: the largest tensor's f32 copy */
+    bool widen = file_dtype != c.model.dtype; /* an f32 file asked for as f64 */
+    qkv_ctx *tmp = qkv_ctx_new(widen ? 4096 + (size_t)(qkv_model_param_bytes(&c.model) / 8) : 0);
+    if (!tmp) s = qkv_fail(QKV_ERR_NOMEM, "out of memory reading %s", path);
     for (int i = 0; i < m->nparams && s == QKV_OK; i++) {
         char name[48];
-        s = qkv_st_read(st, m->param_name[i], m->param[i]);
+        s = read_widened(st, m->param_name[i], m->param[i], widen, tmp);
         snprintf(name, sizeof name, "optim.m.%s", m->param_name[i]);
-        if (s == QKV_OK && o->m[i]) s = qkv_st_read(st, name, o->m[i]);
+        if (s == QKV_OK && o->m[i]) s = read_widened(st, name, o->m[i], widen, tmp);
         snprintf(name, sizeof name, "optim.v.%s", m->param_name[i]);
-        if (s == QKV_OK && o->v[i]) s = qkv_st_read(st, name, o->v[i]);
+        if (s == QKV_OK && o->v[i]) s = read_widened(st, name, o->v[i], widen, tmp);
     }
+    qkv_ctx_free(tmp);
     double step = 0;
     if (s == QKV_OK) s = meta_number(st, path, "step", 0, 1e15, &step);
     o->step = (int64_t)step;

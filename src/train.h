@@ -52,7 +52,8 @@ typedef struct {
 
 typedef struct {
     double loss, accuracy, attention_mass;
-    int best_head; /* of layer 1, 0-based */
+    int best_head;            /* of layer 1, 0-based */
+    int64_t correct, counted; /* argmax hits among the held-out positions with a target */
 } eval_result;
 
 /* Validates the config (the model, the task, the numbers) and builds everything. */
@@ -82,9 +83,16 @@ qkv_status trainer_save(const trainer *t, const char *path);
 /* Every weight and first moment finite, every second moment finite and >= 0: a state worth
  * saving or resuming. Otherwise `status` with a message naming the tensor and element. */
 qkv_status trainer_check_state(const trainer *t, qkv_status status);
-/* Rebuilds a trainer from a file written by trainer_save. */
+/* Rebuilds a trainer from a file written by trainer_save, in the file's dtype (metadata
+ * "dtype"; a file without it is f32). */
 qkv_status trainer_load(trainer *t, const char *path);
 /* The same from a file already parsed (st stays the caller's); `path` names it in messages. */
 qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path);
+/* The same in `dtype`: TRAIN_DTYPE_OF_FILE, QKV_F32 or QKV_F64. An f32 file loads as f64
+ * exactly (every weight and optimizer moment widened); an f64 file asked for as f32 is
+ * QKV_ERR_MISMATCH, since rounding it would change the model. */
+#define TRAIN_DTYPE_OF_FILE (-1)
+qkv_status trainer_load_as(trainer *t, const char *path, int dtype);
+qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, int dtype);
 
 #endif

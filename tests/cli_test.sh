@@ -143,6 +143,21 @@ assert num(raw[0], "accuracy") == num(raw[1], "accuracy")
 for k in ("task", "steps", "loss", "accuracy", "attention_mass", "seconds"):
     assert k in e, k
 EOF
+"$PY" - train.json eval.json <<'EOF' && ok || fail "the --json fields of 0.2: $(cat train.json eval.json)"
+import json, sys
+t, e = (json.load(open(p)) for p in sys.argv[1:3])
+for d in (t, e):
+    for k in ("dtype", "heldout_loss", "heldout_accuracy", "heldout_correct", "heldout_targets",
+              "last_batch_loss", "loss", "accuracy", "train_loss"):
+        assert k in d, k
+    assert d["dtype"] == "f32"
+    assert d["heldout_accuracy"] == d["accuracy"] and d["heldout_loss"] == d["loss"]
+    assert abs(d["heldout_correct"] / d["heldout_targets"] - d["heldout_accuracy"]) < 1e-6
+    assert d["heldout_targets"] == 512 * 8  # reverse: every position has a target
+assert t["last_batch_loss"] == t["train_loss"] and t["last_batch_loss"] is not None
+assert e["last_batch_loss"] is None and e["train_loss"] == e["heldout_loss"]  # as before 0.2
+assert t["heldout_correct"] == e["heldout_correct"]
+EOF
 run 0 "eval on the model file itself" -- eval --model run2/model.safetensors
 grep -q "held-out accuracy" out.txt && ok || fail "eval without --json: $(cat out.txt)"
 
@@ -174,6 +189,10 @@ run 0 "threads 1" -- train "${big[@]}" --threads 1 --out t1
 run 0 "threads 2" -- train "${big[@]}" --threads 2 --out t2
 check "model.safetensors identical with 1 and 2 threads" cmp -s t1/model.safetensors t2/model.safetensors
 check "metrics.csv identical with 1 and 2 threads" cmp -s t1/metrics.csv t2/metrics.csv
+small64=(--task lookup --d-model 32 --heads 2 --batch 16 --steps 6 --eval-every 2 --dtype f64 --quiet)
+run 0 "f64, threads 1" -- train "${small64[@]}" --threads 1 --out t64a
+run 0 "f64, threads 2" -- train "${small64[@]}" --threads 2 --out t64b
+check "f64 model.safetensors identical with 1 and 2 threads" cmp -s t64a/model.safetensors t64b/model.safetensors
 run 0 "same seed again" -- train --task copy --steps 300 --d-model 32 --out run1b --quiet
 check "same seed, same model.safetensors" cmp -s run1/model.safetensors run1b/model.safetensors
 check "same seed, same metrics.csv" cmp -s run1/metrics.csv run1b/metrics.csv
@@ -426,6 +445,38 @@ run 0 "control: the real model still loads" -- eval --model broken/control.safet
 cp g.safetensors keep.safetensors
 bad 4 "grads onto an existing file from a bad model" -- grads --model broken/nan.safetensors --out keep.safetensors
 check "the existing output file is untouched" cmp -s g.safetensors keep.safetensors
+
+# ---- f64: train, eval and grads end to end; an f32 model evaluated in f64 -----------------------
+run 0 "train --dtype f64" -- train --task copy --steps 60 --d-model 16 --dtype f64 --out run64 --json
+grep -q '"dtype":"f64"' out.txt && ok || fail "train --dtype f64 --json: $(cat out.txt)"
+"$PY" - run64/model.safetensors <<'EOF' && ok || fail "an f64 model is saved as F64 tensors with dtype f64"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+h = json.loads(raw[8:8 + n])
+assert h["__metadata__"]["dtype"] == "f64"
+assert all(v["dtype"] == "F64" for k, v in h.items() if k != "__metadata__")
+EOF
+run 0 "eval of an f64 model" -- eval --model run64 --json
+grep -q '"dtype":"f64"' out.txt && ok || fail "eval of an f64 model: $(cat out.txt)"
+run 0 "grads of an f64 model" -- grads --model run64 --out g64.safetensors
+run 0 "eval of an f32 model" -- eval --model run2 --json
+cp out.txt eval32.json
+run 0 "eval --dtype f64 of an f32 model" -- eval --model run2 --dtype f64 --json
+"$PY" - eval32.json out.txt <<'EOF' && ok || fail "eval --dtype f64 of an f32 model: $(cat out.txt)"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert b["dtype"] == "f64" and abs(a["heldout_loss"] - b["heldout_loss"]) <= 1e-5 * a["heldout_loss"] + 1e-6
+EOF
+
+# ---- study precision: the fused backward's forms against f64, on saturated attention --------
+run 0 "study precision" -- study precision
+# columns: name, |g64|, composed, legacy, split-l, wide-d, d-from-p
+awk '$1 == "attn.0.w_q" { found = 1; ok = $4 > $3 && $3 > 10 * $7 } END { exit !(found && ok) }' \
+    out.txt && ok || fail "study precision: w_q's f32 errors are not legacy > composed > 10 x d-from-p: $(cat out.txt)"
+grep -q "put more" out.txt && ok || fail "study precision: no saturation line: $(cat out.txt)"
+run 0 "study precision --form legacy" -- study precision --form legacy --batch 2
+bad 2 "study precision --form fast" -- study precision --form fast
 
 # ---- divergence: a NaN loss stops training with the step and a hint ---------------------------
 "$QKV" train --task copy --optim sgd --lr 1000000 --clip 0 --schedule constant --warmup 0 \

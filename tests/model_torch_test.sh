@@ -37,6 +37,53 @@ for opts in "--task shift --heads 2 --layers 2 --residual --d-model 16" \
     fi
 done
 
+# f64 models (train --dtype f64) and an f32 model's gradients taken in f64 (grads --dtype f64):
+# every logit, the loss and every parameter gradient match PyTorch's float64 autograd to 1e-9
+# relative (scripts/model_torch.py picks that rule from the grads file's F64 tensors).
+for opts in "--task shift --heads 2 --layers 2 --residual --d-model 16" \
+            "--task lookup --heads 4 --d-model 32 --optim momentum" \
+            "--task reverse --heads 2 --layers 3 --d-model 24 --causal"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    if ! "$QKV" train --steps 30 $opts --dtype f64 --out "$W/m$i" --quiet; then
+        fail "qkv train $opts --dtype f64"; continue
+    fi
+    if ! "$QKV" grads --model "$W/m$i" --out "$W/g$i.safetensors" --batch 6 --seed $((i + 4)) >/dev/null; then
+        fail "qkv grads for $opts --dtype f64"; continue
+    fi
+    if "$PY" "$SCRIPT" "$W/m$i" --grads "$W/g$i.safetensors" >"$W/out$i.txt" 2>&1 &&
+       grep -q "tol 1e-09" "$W/out$i.txt"; then
+        echo "ok: f64: $opts"
+    else
+        fail "PyTorch f64 disagrees with qkv on $opts --dtype f64:"
+        cat "$W/out$i.txt"
+    fi
+done
+if "$QKV" grads --model "$W/m2" --dtype f64 --out "$W/g2w.safetensors" --batch 6 >/dev/null &&
+   "$PY" "$SCRIPT" "$W/m2" --grads "$W/g2w.safetensors" >"$W/out2w.txt" 2>&1 &&
+   grep -q "tol 1e-09" "$W/out2w.txt"; then
+    echo "ok: an f32 model's gradients in f64 (grads --dtype f64)"
+else
+    fail "grads --dtype f64 of an f32 model:"; cat "$W/out2w.txt"
+fi
+# an f64 gradient nudged by 3e-9 of its tensor's largest entry is caught
+"$PY" - "$W/g$i.safetensors" "$W/bad_f64.safetensors" <<'EOF'
+import json, struct, sys
+src, dst = sys.argv[1:3]
+raw = bytearray(open(src, "rb").read())
+(n,) = struct.unpack("<Q", raw[:8])
+h = json.loads(raw[8:8 + n])
+s, e = h["grad.attn.0.w_v"]["data_offsets"]
+w = list(struct.unpack("<%dd" % ((e - s) // 8), raw[8 + n + s:8 + n + e]))
+big = max(abs(x) for x in w)
+w[0] += 3e-9 * big
+raw[8 + n + s:8 + n + e] = struct.pack("<%dd" % len(w), *w)
+open(dst, "wb").write(bytes(raw))
+EOF
+"$PY" "$SCRIPT" "$W/m$i" --grads "$W/bad_f64.safetensors" >"$W/bad_f64.txt" 2>&1
+rc=$?
+[ "$rc" = 1 ] && echo "ok: an f64 gradient nudged by 3e-9 is caught" || { fail "a nudged f64 gradient gives exit $rc"; cat "$W/bad_f64.txt"; }
+
 # The check can fail: a gradient, a logit or the loss nudged beyond the tolerances, a weight
 # transposed, or the file's causal flag flipped must each be caught (exit 1).
 perturb() { # perturb SRC DST KIND

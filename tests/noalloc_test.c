@@ -59,11 +59,14 @@ void free(void *p) { __libc_free(p); }
 typedef struct {
     const char *what;
     int batch, seq_len, d_model, heads;
+    qkv_dtype dtype;
 } step_config;
 
 static const step_config configs[] = {
-    {"32 short sequences, two shards", 32, 16, 64, 4},
-    {"one long sequence", 1, 512, 64, 2},
+    {"32 short sequences, two shards", 32, 16, 64, 4, QKV_F32},
+    {"one long sequence", 1, 512, 64, 2, QKV_F32},
+    {"f64: 32 short sequences, two shards", 32, 16, 64, 4, QKV_F64},
+    {"f64: one long sequence", 1, 512, 64, 2, QKV_F64},
 };
 
 START_TEST(test_warm_step_allocates_nothing) {
@@ -77,7 +80,7 @@ START_TEST(test_warm_step_allocates_nothing) {
     ck_assert_int_eq(qkv_task_init(&c.task, "reverse", k->seq_len, 0), QKV_OK);
     c.model = (qkv_model_config){.vocab = c.task.vocab, .seq_len = k->seq_len,
                                  .d_model = k->d_model, .heads = k->heads, .layers = 1,
-                                 .init_scale = 0.5};
+                                 .init_scale = 0.5, .dtype = k->dtype};
     c.optim = QKV_ADAM;
     c.lr = 0.001;
     c.clip = 1;

@@ -61,14 +61,16 @@ static void assert_same_state(const trainer *a, const trainer *b) {
         const qkv_tensor *p = a->model.param[i], *q = b->model.param[i];
         ck_assert_str_eq(a->model.param_name[i], b->model.param_name[i]);
         ck_assert_int_eq(p->size, q->size);
-        ck_assert_msg(memcmp(p->data, q->data, (size_t)p->size * sizeof(float)) == 0,
+        ck_assert_int_eq(p->dtype, q->dtype);
+        size_t es = qkv_dtype_size(p->dtype);
+        ck_assert_msg(memcmp(p->data, q->data, (size_t)p->size * es) == 0,
                       "parameter %s differs", a->model.param_name[i]);
         const qkv_tensor *am = a->optim.m[i], *bm = b->optim.m[i];
         const qkv_tensor *av = a->optim.v[i], *bv = b->optim.v[i];
         ck_assert((am == NULL) == (bm == NULL) && (av == NULL) == (bv == NULL));
-        if (am) ck_assert_msg(!memcmp(am->data, bm->data, (size_t)am->size * sizeof(float)),
+        if (am) ck_assert_msg(!memcmp(am->data, bm->data, (size_t)am->size * es),
                               "optim.m.%s differs", a->model.param_name[i]);
-        if (av) ck_assert_msg(!memcmp(av->data, bv->data, (size_t)av->size * sizeof(float)),
+        if (av) ck_assert_msg(!memcmp(av->data, bv->data, (size_t)av->size * es),
                               "optim.v.%s differs", a->model.param_name[i]);
     }
     ck_assert(!memcmp(&a->data_rng, &b->data_rng, sizeof a->data_rng));
@@ -168,13 +170,15 @@ START_TEST(test_save_load_eval) {
 END_TEST
 
 /* ---- resume: N straight == N/2, save, load, N/2 more ------------------------------------ */
-static const qkv_optim_kind resume_optim[] = {QKV_ADAM, QKV_MOMENTUM, QKV_SGD};
+static const qkv_optim_kind resume_optim[] = {QKV_ADAM, QKV_MOMENTUM, QKV_SGD, QKV_ADAM, QKV_SGD};
+static const qkv_dtype resume_dtype[] = {QKV_F32, QKV_F32, QKV_F32, QKV_F64, QKV_F64};
 
 START_TEST(test_resume_is_exact) {
     const int64_t N = 80;
     qkv_optim_kind kind = resume_optim[_i];
     double lr = kind == QKV_ADAM ? 0.005 : kind == QKV_MOMENTUM ? 0.1 : 1.0;
     train_config c = make_config("shift", 8, 32, 2, N, kind, lr);
+    c.model.dtype = resume_dtype[_i];
     make_tmpdir();
     char path[128];
     snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
@@ -198,6 +202,42 @@ START_TEST(test_resume_is_exact) {
     assert_same_eval(trainer_evaluate(&straight), trainer_evaluate(&resumed));
     trainer_free(&straight);
     trainer_free(&resumed);
+    remove_tmpdir("model.safetensors");
+}
+END_TEST
+
+/* ---- an f32 model loaded as f64: every weight and moment widened exactly; an f64 model
+ * is never rounded to f32 ------------------------------------------------------------------ */
+START_TEST(test_load_as_f64) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    train_config c = make_config("copy", 8, 16, 2, 20, QKV_ADAM, 0.005);
+    trainer a, b, d;
+    ck_assert_int_eq(trainer_init(&a, &c), QKV_OK);
+    train_steps(&a, 20);
+    ck_assert_int_eq(trainer_save(&a, path), QKV_OK);
+    ck_assert_msg(trainer_load_as(&b, path, QKV_F64) == QKV_OK, "%s", qkv_last_error());
+    ck_assert_int_eq(b.model.cfg.dtype, QKV_F64);
+    for (int i = 0; i < a.model.nparams; i++) {
+        const qkv_tensor *p = a.model.param[i], *q = b.model.param[i];
+        ck_assert_int_eq(q->dtype, QKV_F64);
+        for (int64_t j = 0; j < p->size; j++) {
+            ck_assert(qkv_get(q, j) == qkv_get(p, j));
+            ck_assert(qkv_get(b.optim.v[i], j) == qkv_get(a.optim.v[i], j));
+        }
+    }
+    eval_result ra = trainer_evaluate(&a), rb = trainer_evaluate(&b);
+    ck_assert_double_eq_tol(ra.loss, rb.loss, 1e-5 * ra.loss);
+    /* saved as f64, loaded back as f64 (its own dtype); asked for as f32, refused */
+    ck_assert_int_eq(trainer_save(&b, path), QKV_OK);
+    ck_assert_msg(trainer_load(&d, path) == QKV_OK, "%s", qkv_last_error());
+    assert_same_state(&b, &d);
+    trainer_free(&d);
+    ck_assert_int_eq(trainer_load_as(&d, path, QKV_F32), QKV_ERR_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "the model is f64"));
+    trainer_free(&a);
+    trainer_free(&b);
     remove_tmpdir("model.safetensors");
 }
 END_TEST
@@ -272,6 +312,20 @@ START_TEST(test_threads_bit_identical_shards) {
     c.batch = 64;
     assert_threads_agree(c, 2);
     assert_threads_agree(c, 4);
+}
+END_TEST
+
+/* The same in f64, shards and kernels. */
+START_TEST(test_threads_bit_identical_f64) {
+    train_config c = make_config("copy", 16, 64, 2, 4, QKV_ADAM, 0.005);
+    c.model.dtype = QKV_F64;
+    c.batch = 64;
+    assert_threads_agree(c, 2);
+    assert_threads_agree(c, 4);
+    c = make_config("copy", 256, 64, 2, 3, QKV_ADAM, 0.005);
+    c.model.dtype = QKV_F64;
+    c.batch = 1;
+    assert_threads_agree(c, 2);
 }
 END_TEST
 
@@ -539,7 +593,8 @@ static Suite *train_suite(void) {
     tc = tcase_create("files");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_save_load_eval);
-    tcase_add_loop_test(tc, test_resume_is_exact, 0, 3);
+    tcase_add_loop_test(tc, test_resume_is_exact, 0, 5);
+    tcase_add_test(tc, test_load_as_f64);
     suite_add_tcase(s, tc);
 
 #ifdef QKV_HAVE_OPENMP
@@ -548,6 +603,7 @@ static Suite *train_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_threads_bit_identical_shards);
     tcase_add_test(tc, test_threads_bit_identical_kernels);
+    tcase_add_test(tc, test_threads_bit_identical_f64);
     suite_add_tcase(s, tc);
 #endif
 

@@ -1,5 +1,6 @@
 /* bench.c - `qkv bench`: milliseconds per training step, GFLOP/s and step memory. */
 #include "cli.h"
+#include "kernels/kernels.h"
 #include "train.h"
 
 #include <getopt.h>
@@ -25,6 +26,11 @@ static const char usage[] =
     "  --threads N    OpenMP threads (default: all cores)\n"
     "  --repeat N     timed steps (default: as many as fit in --seconds, at least 5)\n"
     "  --seconds X    time budget per workload (default 2)\n"
+    "  --dtype D      f32 or f64: the model's precision (default f32)\n"
+    "  --backward-form F\n"
+    "                 how the fused attention's backward forms its softmax row term:\n"
+    "                 d-from-p (the default), wide-d, split-l or legacy, to time them\n"
+    "                 (docs/architecture.md, \"The fused backward's precision\")\n"
     "  --json         one JSON object per line, one line per workload\n"
     "  -h, --help     show this help\n";
 
@@ -81,7 +87,8 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int run_workload(const workload *w, int threads, long repeat, double budget, bool json) {
+static int run_workload(const workload *w, int threads, long repeat, double budget, bool json,
+                        qkv_dtype dtype) {
     train_config cfg = {.optim = QKV_SGD, .lr = 0.01, .batch = w->batch, .steps = 1000000,
                         .seed = 1};
     if (qkv_task_init(&cfg.task, "reverse", w->seq_len, w->vocab) != QKV_OK) {
@@ -90,7 +97,7 @@ static int run_workload(const workload *w, int threads, long repeat, double budg
     }
     cfg.model = (qkv_model_config){.vocab = w->vocab, .seq_len = w->seq_len,
                                    .d_model = w->d_model, .heads = w->heads, .layers = 1,
-                                   .init_scale = 0.5};
+                                   .init_scale = 0.5, .dtype = dtype};
     trainer t;
     qkv_status s = trainer_init(&t, &cfg);
     if (s != QKV_OK) {
@@ -120,11 +127,14 @@ static int run_workload(const workload *w, int threads, long repeat, double budg
     double mem_mb = rss_before >= 0 && peak >= 0 ? (peak - rss_before) / (1 << 20) : -1;
     if (json)
         printf("{\"config\":\"%s\",\"threads\":%d,\"ms_per_step\":%.4f,\"gflops\":%.2f,"
-               "\"step_mem_mb\":%.2f,\"steps_timed\":%ld,\"loss\":%.5f}\n",
-               w->name, threads, 1e3 * median, gflops, mem_mb, n, t.last_loss);
+               "\"step_mem_mb\":%.2f,\"steps_timed\":%ld,\"loss\":%.5f,\"dtype\":\"%s\","
+               "\"backward_form\":\"%s\"}\n",
+               w->name, threads, 1e3 * median, gflops, mem_mb, n, t.last_loss,
+               qkv_dtype_name(dtype), attention_form_name(attention_form));
     else
-        printf("%-7s threads %d  %9.3f ms/step  %7.2f GFLOP/s  step memory %8.2f MB  (%ld steps)\n",
-               w->name, threads, 1e3 * median, gflops, mem_mb, n);
+        printf("%-7s threads %d  %9.3f ms/step  %7.2f GFLOP/s  step memory %8.2f MB  (%ld steps)%s%s\n",
+               w->name, threads, 1e3 * median, gflops, mem_mb, n, dtype == QKV_F64 ? "  f64" : "",
+               attention_form == ATTENTION_FORM_D_FROM_P ? "" : attention_form_name(attention_form));
     fflush(stdout);
     trainer_free(&t);
     return EXIT_OK;
@@ -135,9 +145,11 @@ typedef struct {
     long threads, repeat;
     double seconds;
     bool json;
+    qkv_dtype dtype;
+    attention_form_kind form;
 } bench_args;
 
-enum { OPT_CONFIG = 256, OPT_THREADS, OPT_REPEAT, OPT_SECONDS, OPT_JSON };
+enum { OPT_CONFIG = 256, OPT_THREADS, OPT_REPEAT, OPT_SECONDS, OPT_JSON, OPT_DTYPE, OPT_FORM };
 
 static int bench_parse(int argc, char **argv, bench_args *a) {
     static const struct option opts[] = {{"config", required_argument, 0, OPT_CONFIG},
@@ -145,9 +157,11 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
                                          {"repeat", required_argument, 0, OPT_REPEAT},
                                          {"seconds", required_argument, 0, OPT_SECONDS},
                                          {"json", no_argument, 0, OPT_JSON},
+                                         {"dtype", required_argument, 0, OPT_DTYPE},
+                                         {"backward-form", required_argument, 0, OPT_FORM},
                                          {"help", no_argument, 0, CLI_OPT_HELP},
                                          {0, 0, 0, 0}};
-    *a = (bench_args){.config = "all", .seconds = 2};
+    *a = (bench_args){.config = "all", .seconds = 2, .form = ATTENTION_FORM_D_FROM_P};
     cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         bool ok = true;
@@ -157,6 +171,12 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
         case OPT_REPEAT: ok = cli_parse_int("repeat", optarg, 1, 10000, &a->repeat); break;
         case OPT_SECONDS: ok = cli_parse_double("seconds", optarg, 0, 3600, true, &a->seconds); break;
         case OPT_JSON: a->json = true; break;
+        case OPT_DTYPE: ok = cli_parse_dtype(optarg, &a->dtype); break;
+        case OPT_FORM:
+            if (!(ok = attention_form_parse(optarg, &a->form)))
+                cli_error("bench: unknown --backward-form '%s' (d-from-p, wide-d, split-l, legacy)",
+                          optarg);
+            break;
         case 'h':
         case CLI_OPT_HELP: fputs(usage, stdout); return EXIT_OK;
         default: return cli_bad_option("bench", argv, c);
@@ -183,9 +203,10 @@ static int bench_run(const bench_args *a) {
 #ifdef QKV_HAVE_OPENMP
     nthreads = omp_get_max_threads();
 #endif
+    attention_form = a->form;
     for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
         if (strcmp(a->config, "all") && strcmp(a->config, workloads[i].name)) continue;
-        code = run_workload(&workloads[i], nthreads, a->repeat, a->seconds, a->json);
+        code = run_workload(&workloads[i], nthreads, a->repeat, a->seconds, a->json, a->dtype);
         if (code != EXIT_OK) return code;
     }
     return EXIT_OK;

@@ -48,6 +48,8 @@ int cli_bad_option(const char *cmd, char **argv, int c);
  * [lo, hi]. On failure prints "qkv: --name: ..." and returns false. */
 bool cli_parse_int(const char *name, const char *text, long lo, long hi, long *out);
 bool cli_parse_u64(const char *name, const char *text, uint64_t *out);
+/* --dtype: "f32" or "f64" (the precision of a model and its training). */
+bool cli_parse_dtype(const char *text, qkv_dtype *out);
 /* Creates `dir` and any missing parents (mkdir -p); false after printing why not, the
  * message starting with `who` (e.g. "study: ", or ""). */
 bool cli_make_dirs(const char *who, const char *dir);
@@ -103,6 +105,8 @@ int cmd_eval(int argc, char **argv, bool parse_only);
 int cmd_grads(int argc, char **argv, bool parse_only);
 int cmd_plot(int argc, char **argv, bool parse_only);
 int cmd_study(int argc, char **argv, bool parse_only);
+/* `qkv study precision` (study_precision.c): argv starts at "precision". */
+int study_precision(int argc, char **argv, bool parse_only);
 int cmd_bench(int argc, char **argv, bool parse_only);
 
 #endif

@@ -19,24 +19,29 @@ static const char usage[] =
     "  --out FILE     the safetensors file to write\n"
     "  --seed S       seed of the batch (default 1)\n"
     "  --batch B      sequences in the batch (default 8)\n"
+    "  --dtype D      f32 or f64: the precision of the pass and of the file's logits, loss and\n"
+    "                 gradients (default: the model's own; an f32 model is widened exactly)\n"
     "  -h, --help     show this help\n";
 
 typedef struct {
     const char *model, *out;
     uint64_t seed;
     long batch;
+    int dtype; /* TRAIN_DTYPE_OF_FILE or a qkv_dtype */
 } grads_args;
 
-enum { OPT_MODEL = 256, OPT_OUT, OPT_SEED, OPT_BATCH };
+enum { OPT_MODEL = 256, OPT_OUT, OPT_SEED, OPT_BATCH, OPT_DTYPE };
 
 static int grads_parse(int argc, char **argv, grads_args *a) {
     static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
                                          {"out", required_argument, 0, OPT_OUT},
                                          {"seed", required_argument, 0, OPT_SEED},
                                          {"batch", required_argument, 0, OPT_BATCH},
+                                         {"dtype", required_argument, 0, OPT_DTYPE},
                                          {"help", no_argument, 0, CLI_OPT_HELP},
                                          {0, 0, 0, 0}};
-    *a = (grads_args){.seed = 1, .batch = 8};
+    *a = (grads_args){.seed = 1, .batch = 8, .dtype = TRAIN_DTYPE_OF_FILE};
+    qkv_dtype dt;
     cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         bool ok = true;
@@ -45,6 +50,9 @@ static int grads_parse(int argc, char **argv, grads_args *a) {
         case OPT_OUT: a->out = optarg; break;
         case OPT_SEED: ok = cli_parse_u64("seed", optarg, &a->seed); break;
         case OPT_BATCH: ok = cli_parse_int("batch", optarg, 1, 4096, &a->batch); break;
+        case OPT_DTYPE:
+            if ((ok = cli_parse_dtype(optarg, &dt))) a->dtype = (int)dt;
+            break;
         case 'h':
         case CLI_OPT_HELP: fputs(usage, stdout); return EXIT_OK;
         default: return cli_bad_option("grads", argv, c);
@@ -70,7 +78,7 @@ static int grads_run(const grads_args *a) {
     if (!cli_model_path(model, path, sizeof path)) return EXIT_IO;
     if (cli_output_clashes("grads: --out ", out, path)) return EXIT_USAGE;
     trainer t;
-    qkv_status s = trainer_load(&t, path);
+    qkv_status s = trainer_load_as(&t, path, a->dtype);
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
@@ -108,7 +116,7 @@ static int grads_run(const grads_args *a) {
         qkv_tensor *p = t.model.param[i];
         snprintf(grad_names[i], sizeof grad_names[i], "grad.%s", t.model.param_name[i]);
         /* The gradient as a tensor of its own, sharing the parameter's shape. */
-        qkv_tensor *g = qkv_from_array(ctx, QKV_F32, p->ndim, p->shape, p->grad);
+        qkv_tensor *g = qkv_from_array(ctx, p->dtype, p->ndim, p->shape, p->grad);
         names[n] = grad_names[i], tensors[n++] = g;
     }
     char seed_s[24], batch_s[16], model_s[1100];
@@ -117,8 +125,12 @@ static int grads_run(const grads_args *a) {
     snprintf(model_s, sizeof model_s, "%s", path);
     const char *meta[] = {"format", "qkv-grads", "task", qkv_task_name(t.cfg.task.kind),
                           "seed", seed_s, "batch", batch_s, "model", model_s,
-                          "loss", "mean cross-entropy over positions whose target is not -1"};
-    s = qkv_st_save(out, n, names, tensors, 6, meta);
+                          "loss_definition",
+                          "mean cross-entropy over positions whose target is not -1",
+                          /* the same text under its name of before 0.2, kept through 0.2 */
+                          "loss", "mean cross-entropy over positions whose target is not -1",
+                          "dtype", qkv_dtype_name(t.model.cfg.dtype)};
+    s = qkv_st_save(out, n, names, tensors, (int)(sizeof meta / sizeof meta[0] / 2), meta);
     int code = EXIT_OK;
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());

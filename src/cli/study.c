@@ -22,6 +22,7 @@
 
 static const char study_usage[] =
     "usage: qkv study softmax [options]\n"
+    "       qkv study precision [options]   (see qkv study precision --help)\n"
     "Studies backpropagation through softmax, s = softmax(x).\n"
     "\n"
     "(a) the Jacobian, shown unless only --scaling is given:\n"
@@ -339,8 +340,8 @@ static int study_parse(int argc, char **argv, study_args *a) {
         return EXIT_OK;
     }
     if (argc < 2 || strcmp(argv[1], "softmax")) {
-        cli_error(argc < 2 ? "study: what to study? (qkv study softmax)"
-                           : "study: unknown subject (softmax is the one there is)");
+        cli_error(argc < 2 ? "study: what to study? (qkv study softmax, qkv study precision)"
+                           : "study: unknown subject (softmax or precision)");
         return EXIT_USAGE;
     }
     static const struct option opts[] = {
@@ -406,6 +407,8 @@ static int study_run(const study_args *a) {
 }
 
 int cmd_study(int argc, char **argv, bool parse_only) {
+    if (argc >= 2 && !strcmp(argv[1], "precision"))
+        return study_precision(argc - 1, argv + 1, parse_only);
     study_args a;
     int code = study_parse(argc, argv, &a);
     return code != CLI_RUN || parse_only ? code : study_run(&a);

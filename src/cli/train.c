@@ -30,6 +30,8 @@ static const char train_usage[] =
     "  --residual          add a residual connection around each layer (default off)\n"
     "  --causal            causal mask on every layer (default off; always on for shift)\n"
     "  --init-scale X      weights ~ N(0, X^2/fan_in), embeddings ~ N(0, X^2) (default 0.5)\n"
+    "  --dtype D           f32 or f64: the precision of the weights, activations, gradients\n"
+    "                      and optimizer state, saved as F32 or F64 tensors (default f32)\n"
     "training:\n"
     "  --optim O           sgd, momentum or adam (default adam)\n"
     "  --lr X              learning rate (default: adam 0.005, momentum 0.1, sgd 1)\n"
@@ -60,6 +62,8 @@ static const char eval_usage[] =
     "Evaluates a saved model on its task's held-out set (rebuilt from the saved seed).\n"
     "\n"
     "  --model FILE        a model.safetensors, or the directory holding one\n"
+    "  --dtype D           f32 or f64: evaluate in this precision (default: the model's own;\n"
+    "                      an f32 model runs in f64 exactly widened, an f64 one is never rounded)\n"
     "  --threads N         OpenMP threads (default: all cores)\n"
     "  --json              print one JSON object\n"
     "  -h, --help          show this help\n";
@@ -246,18 +250,30 @@ enum {
     OPT_CAUSAL, OPT_INIT_SCALE, OPT_OPTIM, OPT_LR, OPT_BATCH, OPT_STEPS, OPT_WEIGHT_DECAY,
     OPT_CLIP, OPT_SEED, OPT_THREADS, OPT_OUT, OPT_RESUME, OPT_EVAL_EVERY, OPT_SAVE_EVERY,
     OPT_JSON, OPT_QUIET, OPT_MODEL, OPT_SCHEDULE, OPT_WARMUP, OPT_PLOT, OPT_SNAPSHOT_EVERY,
+    OPT_DTYPE,
 };
 
+/* One JSON object: docs/model.md ("What `qkv train --json` and `qkv eval --json` print")
+ * defines every field. `loss`, `accuracy` and `train_loss` are the names of before 0.2: kept,
+ * with their old values, through the 0.2 releases. `last_batch_loss` is null for eval. */
 static void print_result_json(const trainer *t, eval_result r, int64_t step, double seconds,
-                              const char *cmd) {
-    printf("{\"command\":\"%s\",\"task\":\"%s\",\"optim\":\"%s\",\"steps\":%" PRId64
-           ",\"loss\":%.6f,\"accuracy\":%.6f,\"attention_mass\":%.6f,\"best_head\":%d,"
-           "\"train_loss\":%.6f,\"seconds\":%.3f,\"seq_len\":%d,\"vocab\":%d,\"d_model\":%d,"
-           "\"heads\":%d,\"layers\":%d,\"seed\":%" PRIu64 "}\n",
-           cmd, qkv_task_name(t->cfg.task.kind), qkv_optim_name(t->cfg.optim), step, r.loss,
-           r.accuracy, r.attention_mass, r.best_head + 1, t->last_loss, seconds,
-           t->cfg.task.seq_len, t->cfg.task.vocab, t->model.cfg.d_model, t->model.cfg.heads,
-           t->model.cfg.layers, t->cfg.seed);
+                              const char *cmd, bool trained) {
+    printf("{\"command\":\"%s\",\"task\":\"%s\",\"optim\":\"%s\",\"dtype\":\"%s\",\"steps\":%" PRId64
+           ",\"heldout_loss\":%.6f,\"heldout_accuracy\":%.6f,\"heldout_correct\":%" PRId64
+           ",\"heldout_targets\":%" PRId64 ",\"attention_mass\":%.6f,\"best_head\":%d,",
+           cmd, qkv_task_name(t->cfg.task.kind), qkv_optim_name(t->cfg.optim),
+           qkv_dtype_name(t->model.cfg.dtype), step, r.loss, r.accuracy, r.correct, r.counted,
+           r.attention_mass, r.best_head + 1);
+    if (trained)
+        printf("\"last_batch_loss\":%.6f,", t->last_loss);
+    else
+        printf("\"last_batch_loss\":null,");
+    printf("\"seconds\":%.3f,\"seq_len\":%d,\"vocab\":%d,\"d_model\":%d,\"heads\":%d,"
+           "\"layers\":%d,\"seed\":%" PRIu64 ",\"loss\":%.6f,\"accuracy\":%.6f,"
+           "\"train_loss\":%.6f}\n",
+           seconds, t->cfg.task.seq_len, t->cfg.task.vocab, t->model.cfg.d_model,
+           t->model.cfg.heads, t->model.cfg.layers, t->cfg.seed, r.loss, r.accuracy,
+           strcmp(cmd, "eval") ? t->last_loss : r.loss); /* as before 0.2, for each command */
 }
 
 typedef struct {
@@ -287,6 +303,7 @@ static int train_parse(int argc, char **argv, train_args *a) {
         {"warmup", required_argument, 0, OPT_WARMUP},
         {"plot", no_argument, 0, OPT_PLOT},
         {"snapshot-every", required_argument, 0, OPT_SNAPSHOT_EVERY},
+        {"dtype", required_argument, 0, OPT_DTYPE},
         {"help", no_argument, 0, CLI_OPT_HELP},         {0, 0, 0, 0}};
     const char *schedule = "cosine";
     long warmup = -1;
@@ -295,12 +312,13 @@ static int train_parse(int argc, char **argv, train_args *a) {
     double lr = 0, init_scale = 0.5, weight_decay = 0, clip = 1;
     uint64_t seed = 1;
     bool residual = false, causal = false, model_opts = false;
+    qkv_dtype dtype = QKV_F32;
     *a = (train_args){.steps = 3000};
     cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         bool ok = true;
         if ((c >= OPT_TASK && c <= OPT_SEED && c != OPT_STEPS) || c == OPT_SCHEDULE ||
-            c == OPT_WARMUP)
+            c == OPT_WARMUP || c == OPT_DTYPE)
             model_opts = true;
         switch (c) {
         case OPT_TASK: task_name = optarg; break;
@@ -332,6 +350,7 @@ static int train_parse(int argc, char **argv, train_args *a) {
         case OPT_SNAPSHOT_EVERY:
             ok = cli_parse_int("snapshot-every", optarg, 0, 100000000, &a->snapshot_every);
             break;
+        case OPT_DTYPE: ok = cli_parse_dtype(optarg, &dtype); break;
         case 'h':
         case CLI_OPT_HELP: fputs(train_usage, stdout); return EXIT_OK;
         default: return cli_bad_option("train", argv, c);
@@ -377,7 +396,7 @@ static int train_parse(int argc, char **argv, train_args *a) {
                                     .d_model = (int)d_model, .heads = (int)heads,
                                     .layers = (int)layers, .residual = residual,
                                     .causal = causal || cfg->task.causal,
-                                    .init_scale = init_scale};
+                                    .init_scale = init_scale, .dtype = dtype};
     if (!a->out_dir && (a->plot || a->snapshot_every)) {
         cli_error("train: %s needs --out DIR", a->plot ? "--plot" : "--snapshot-every");
         return EXIT_USAGE;
@@ -506,7 +525,7 @@ static int train_run(train_args *a) {
         code = run_failed(s, rd, saved_step); /* a run without --out ends the same way */
     if (code == EXIT_OK) {
         if (json)
-            print_result_json(&t, r, t.optim.step, seconds, "train");
+            print_result_json(&t, r, t.optim.step, seconds, "train", t.optim.step > start_step);
         else if (!quiet)
             printf("%s: held-out accuracy %.2f%%, attention mass %.3f (layer 1, head %d), "
                    "loss %.4f, %" PRId64 " steps in %.2f s%s%s\n",
@@ -535,6 +554,7 @@ int cmd_train(int argc, char **argv, bool parse_only) {
 typedef struct {
     const char *model;
     long threads;
+    int dtype; /* TRAIN_DTYPE_OF_FILE or a qkv_dtype */
     bool json;
 } eval_args;
 
@@ -542,9 +562,10 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
     static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
                                          {"threads", required_argument, 0, OPT_THREADS},
                                          {"json", no_argument, 0, OPT_JSON},
+                                         {"dtype", required_argument, 0, OPT_DTYPE},
                                          {"help", no_argument, 0, CLI_OPT_HELP},
                                          {0, 0, 0, 0}};
-    *a = (eval_args){0};
+    *a = (eval_args){.dtype = TRAIN_DTYPE_OF_FILE};
     cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         switch (c) {
@@ -553,6 +574,12 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
             if (!cli_parse_int("threads", optarg, 1, 1024, &a->threads)) return EXIT_USAGE;
             break;
         case OPT_JSON: a->json = true; break;
+        case OPT_DTYPE: {
+            qkv_dtype dt;
+            if (!cli_parse_dtype(optarg, &dt)) return EXIT_USAGE;
+            a->dtype = (int)dt;
+            break;
+        }
         case 'h':
         case CLI_OPT_HELP: fputs(eval_usage, stdout); return EXIT_OK;
         default: return cli_bad_option("eval", argv, c);
@@ -576,7 +603,7 @@ static int eval_run(const eval_args *a) {
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
     bool json = a->json;
     trainer t;
-    qkv_status s = trainer_load(&t, path);
+    qkv_status s = trainer_load_as(&t, path, a->dtype);
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
@@ -584,9 +611,8 @@ static int eval_run(const eval_args *a) {
     double t0 = now_seconds();
     eval_result r = trainer_evaluate(&t);
     double seconds = now_seconds() - t0;
-    t.last_loss = r.loss;
     if (json)
-        print_result_json(&t, r, t.optim.step, seconds, "eval");
+        print_result_json(&t, r, t.optim.step, seconds, "eval", false);
     else
         printf("%s: held-out accuracy %.2f%%, attention mass %.3f (layer 1, head %d), loss %.4f, "
                "after %" PRId64 " steps\n", qkv_task_name(t.cfg.task.kind), 100 * r.accuracy,

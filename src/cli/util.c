@@ -68,6 +68,15 @@ int cli_bad_option(const char *cmd, char **argv, int c) {
     return EXIT_USAGE;
 }
 
+bool cli_parse_dtype(const char *text, qkv_dtype *out) {
+    if (!strcmp(text, "f32") || !strcmp(text, "f64")) {
+        *out = !strcmp(text, "f64") ? QKV_F64 : QKV_F32;
+        return true;
+    }
+    cli_error("--dtype: '%s' is not f32 or f64", text);
+    return false;
+}
+
 /* strtol and its kin skip leading white space and take a sign: " -1" would pass a check
  * for '-' on the first byte and wrap to 2^64-1 in strtoull. Numbers here begin with a digit
  * (or, where allowed, one '-' and a digit). */

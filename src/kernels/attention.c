@@ -14,6 +14,25 @@
 #define MAX_KEY_GROUPS 4
 #define PARALLEL_WORK 5e5 /* below this many multiply-adds a second thread costs more than it saves */
 
+attention_form_kind attention_form = ATTENTION_FORM_D_FROM_P;
+
+static const char *const attention_form_names[ATTENTION_FORM_COUNT] = {
+    [ATTENTION_FORM_LEGACY] = "legacy", [ATTENTION_FORM_SPLIT_L] = "split-l",
+    [ATTENTION_FORM_WIDE_D] = "wide-d", [ATTENTION_FORM_D_FROM_P] = "d-from-p"};
+
+const char *attention_form_name(attention_form_kind form) {
+    return form >= 0 && form < ATTENTION_FORM_COUNT ? attention_form_names[form] : "?";
+}
+
+bool attention_form_parse(const char *name, attention_form_kind *form) {
+    for (int f = 0; f < ATTENTION_FORM_COUNT; f++)
+        if (!strcmp(name, attention_form_names[f])) {
+            *form = (attention_form_kind)f;
+            return true;
+        }
+    return false;
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define AVX512_TILES 1
@@ -79,18 +98,19 @@ online_softmax_avx512(float *s, int64_t br, int64_t bc, float *m, float *l, floa
 /* recompute_probs_f32 (attention.inc) in 16-lane steps. */
 __attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, int64_t br,
                                                                       int64_t bc,
-                                                                      const float *lse) {
+                                                                      const float *lse,
+                                                                      const float *lse_lo) {
     for (int64_t r = 0; r < br; r++) {
         float *row = p + r * bc;
         if (lse[r] == -INFINITY) { /* a fully masked row */
             for (int64_t c = 0; c < bc; c++) row[c] = 0;
             continue;
         }
-        __m512 L = _mm512_set1_ps(lse[r]);
+        __m512 L = _mm512_set1_ps(lse[r]), lo = _mm512_set1_ps(lse_lo ? lse_lo[r] : 0.0f);
         for (int64_t c = 0; c < bc; c += 16) {
             __mmask16 k = lane_mask(c, bc);
             __m512 x = _mm512_maskz_loadu_ps(k, row + c);
-            _mm512_mask_storeu_ps(row + c, k, exp16(_mm512_sub_ps(x, L)));
+            _mm512_mask_storeu_ps(row + c, k, exp16(_mm512_sub_ps(_mm512_sub_ps(x, L), lo)));
         }
     }
 }
@@ -100,6 +120,7 @@ __attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, 
 #define SUF f32
 #define EXP fast_expf
 #define LOG logf
+#define FMA fmaf
 #define GEMM_PACK gemm_pack_f32
 #define GEMM_PACKED_FLOATS gemm_packed_floats_f32
 #define GEMM_PACKED_IS_PLAIN gemm_packed_is_plain_f32
@@ -118,6 +139,7 @@ __attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, 
 #undef SUF
 #undef EXP
 #undef LOG
+#undef FMA
 #undef GEMM_PACK
 #undef GEMM_PACKED_FLOATS
 #undef GEMM_PACKED_IS_PLAIN
@@ -129,6 +151,7 @@ __attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, 
 #define SUF f64
 #define EXP exp
 #define LOG log
+#define FMA fma
 #define GEMM_PACK gemm_pack_f64
 #define GEMM_PACKED_FLOATS gemm_packed_floats_f64
 #define GEMM_PACKED_IS_PLAIN gemm_packed_is_plain_f64
@@ -140,6 +163,7 @@ __attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, 
 #undef SUF
 #undef EXP
 #undef LOG
+#undef FMA
 #undef GEMM_PACK
 #undef GEMM_PACKED_FLOATS
 #undef GEMM_PACKED_IS_PLAIN

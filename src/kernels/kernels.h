@@ -1,7 +1,6 @@
 /* kernels.h - plain loops over float/double arrays. SIMD and OpenMP live here (the one other
  * parallel region is the trainer's loop over a step's shards, src/train.c). The numeric
- * kernels exist as _f32 and _f64, compiled from one body (the .inc beside it); the
- * optimizers, which only train, as _f32. */
+ * kernels exist as _f32 and _f64, compiled from one body (the .inc beside it). */
 #ifndef QKV_KERNELS_H
 #define QKV_KERNELS_H
 
@@ -50,19 +49,21 @@ SOFTMAX_DECL(double, f64)
 /* Fused attention over G = batch·heads independent heads, O = softmax(scale·Q·Kᵀ + M)·V
  * without forming the Nq×Nk matrix: keys are visited in tiles with an online softmax, and
  * the backward pass recomputes the tiles from the saved row log-sum-exp L.
- *   q (G, Nq, Dk), k (G, Nk, Dk), v (G, Nk, Dv), o (G, Nq, Dv), lse (G, Nq).
+ *   q (G, Nq, Dk), k (G, Nk, Dk), v (G, Nk, Dv), o (G, Nq, Dv), lse (2, G, Nq): the row
+ *   log-sum-exp as a sum of two, lse[0] rounded and lse[1] the rest.
  *   mask: NULL, or 0/-inf values for the scores viewed as (G/H, H, Nq, Nk): element
  *   (b, h, i, j) is at mask[b·ms[0] + h·ms[1] + i·ms[2] + j·ms[3]] (0 on broadcast dims).
  * A row whose keys are all masked gets o = 0, lse = -inf and zero gradients.
  * Backward accumulates into dq, dk, dv (each may be NULL). `scratch` comes from
- * attention_scratch_size. */
+ * attention_scratch_size (for the pass it is given to: the backward's depends on
+ * attention_form). */
 typedef struct {
     int64_t G, H, Nq, Nk, Dk, Dv; /* G heads in all, H of them per batch entry */
     double scale;
     const int64_t *ms;            /* mask strides, see above */
 } attention_dims;
 #define ATTENTION_DECL(T, SUF)                                                             \
-    size_t attention_scratch_size_##SUF(const attention_dims *d, int threads);             \
+    size_t attention_scratch_size_##SUF(const attention_dims *d, int threads, bool backward); \
     void attention_forward_##SUF(const attention_dims *d, T *o, T *lse, const T *q,        \
                                  const T *k, const T *v, const T *mask, void *scratch);    \
     void attention_backward_##SUF(const attention_dims *d, T *dq, T *dk, T *dv,            \
@@ -70,6 +71,22 @@ typedef struct {
                                   const T *k, const T *v, const T *mask, void *scratch);
 ATTENTION_DECL(float, f32)
 ATTENTION_DECL(double, f64)
+/* How the backward pass forms the softmax's row term D and the recomputed P. Each is exact
+ * algebra; they differ in rounding where attention saturates (docs/architecture.md, "The
+ * fused backward's precision"). The default is ATTENTION_FORM_D_FROM_P; the others are kept
+ * to measure against it (test_attention_precision, `qkv study precision`, `qkv bench
+ * --backward-form`). Set it only between passes. */
+typedef enum {
+    ATTENTION_FORM_LEGACY,   /* "legacy": L rounded to T, D = Σ dO·O in T: the first form */
+    ATTENTION_FORM_SPLIT_L,  /* "split-l": L kept as hi + lo; D as legacy */
+    ATTENTION_FORM_WIDE_D,   /* "wide-d": L as hi + lo; D = Σ dO·O as hi + lo (Dot2) */
+    ATTENTION_FORM_D_FROM_P, /* "d-from-p": L as hi + lo; D = Σ P·dP / Σ P from the
+                              * recomputed tiles, hi + lo, and P divided by Σ P */
+    ATTENTION_FORM_COUNT
+} attention_form_kind;
+extern attention_form_kind attention_form;
+const char *attention_form_name(attention_form_kind form); /* static; "?" if unknown */
+bool attention_form_parse(const char *name, attention_form_kind *form); /* false if unknown */
 /* Cross-entropy over rows of n logits, skipping rows whose target is `ignore`. Forward:
  * lse[r] = log Σ_j exp(x[r,j]) (stable; summed in double), *count = rows with a target, and
  * the return value Σ_r (lse[r] − x[r, t_r]). Backward: dx[r,j] += g·(softmax_j − [j = t_r]). */
@@ -83,19 +100,23 @@ ATTENTION_DECL(double, f64)
 CROSS_ENTROPY_DECL(float, f32)
 CROSS_ENTROPY_DECL(double, f64)
 /* The optimizers over n parameters at once (w[i], g[i], and the state m[i], v[i] where the
- * rule has it; NULL otherwise), each of size[i] floats. optim_grad_sq_f32 returns Σ g², the
- * same for any thread count; optim_update_f32 applies one step of rule r to every element. */
+ * rule has it; NULL otherwise), each of size[i] elements. optim_grad_sq_* returns Σ g² (summed
+ * in double), the same for any thread count; optim_update_* applies one step of rule r to
+ * every element, its numbers rounded to the parameters' type first. */
 #define OPTIM_MAX_PARAMS 64
 typedef enum { OPTIM_SGD, OPTIM_MOMENTUM, OPTIM_ADAM } optim_kind;
 typedef struct {
     optim_kind kind;
-    float lr, weight_decay, grad_scale; /* grad_scale: clipping's factor, 1 without */
-    float momentum;                     /* momentum */
-    float beta1, beta2, eps, bias1, bias2; /* Adam; bias_k = 1 − beta_k^step */
+    double lr, weight_decay, grad_scale; /* grad_scale: clipping's factor, 1 without */
+    double momentum;                     /* momentum */
+    double beta1, beta2, eps, bias1, bias2; /* Adam; bias_k = 1 − beta_k^step */
 } optim_rule;
-double optim_grad_sq_f32(int n, const float *const *g, const int64_t *size);
-void optim_update_f32(const optim_rule *r, int n, float *const *w, const float *const *g,
-                      float *const *m, float *const *v, const int64_t *size);
+#define OPTIM_DECL(T, SUF)                                                                 \
+    double optim_grad_sq_##SUF(int n, const T *const *g, const int64_t *size);             \
+    void optim_update_##SUF(const optim_rule *r, int n, T *const *w, const T *const *g,    \
+                            T *const *m, T *const *v, const int64_t *size);
+OPTIM_DECL(float, f32)
+OPTIM_DECL(double, f64)
 /* How many threads the kernels may use (1 without OpenMP). */
 int kernel_threads(void);
 /* Whether a loop of `work` (above `threshold`) is worth a team of threads: there are threads,

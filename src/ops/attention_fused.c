@@ -56,14 +56,14 @@ qkv_tensor *qkv_attention_fused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_
     out->src[3] = mask;
     out->fparam[0] = scale;
     size_t es = qkv_dtype_size(q->dtype);
-    out->saved = arena_alloc_raw(ctx, (size_t)(d.G * d.Nq) * es); /* row log-sum-exp (G, Nq) */
+    out->saved = arena_alloc_raw(ctx, (size_t)(2 * d.G * d.Nq) * es); /* row log-sum-exp (2, G, Nq) */
     int threads = kernel_threads();
     if (q->dtype == QKV_F32) {
-        void *scratch = arena_alloc_raw(ctx, attention_scratch_size_f32(&d, threads));
+        void *scratch = arena_alloc_raw(ctx, attention_scratch_size_f32(&d, threads, false));
         attention_forward_f32(&d, out->data, out->saved, q->data, k->data, v->data,
                               mask ? mask->data : NULL, scratch);
     } else {
-        void *scratch = arena_alloc_raw(ctx, attention_scratch_size_f64(&d, threads));
+        void *scratch = arena_alloc_raw(ctx, attention_scratch_size_f64(&d, threads, false));
         attention_forward_f64(&d, out->data, out->saved, q->data, k->data, v->data,
                               mask ? mask->data : NULL, scratch);
     }
@@ -76,11 +76,11 @@ void attention_fused_backward(qkv_tensor *out) {
     attention_dims d = fused_dims(q, k, v, mask, out->fparam[0], ms);
     int threads = kernel_threads();
     if (out->dtype == QKV_F32) {
-        void *scratch = arena_alloc_raw(out->ctx, attention_scratch_size_f32(&d, threads));
+        void *scratch = arena_alloc_raw(out->ctx, attention_scratch_size_f32(&d, threads, true));
         attention_backward_f32(&d, q->grad, k->grad, v->grad, out->grad, out->data, out->saved,
                                q->data, k->data, v->data, mask ? mask->data : NULL, scratch);
     } else {
-        void *scratch = arena_alloc_raw(out->ctx, attention_scratch_size_f64(&d, threads));
+        void *scratch = arena_alloc_raw(out->ctx, attention_scratch_size_f64(&d, threads, true));
         attention_backward_f64(&d, q->grad, k->grad, v->grad, out->grad, out->data, out->saved,
                                q->data, k->data, v->data, mask ? mask->data : NULL, scratch);
     }

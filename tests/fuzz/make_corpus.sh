@@ -26,6 +26,10 @@ cp sgd/model.safetensors "$ST/model_sgd_2layers_2heads.safetensors"
 cp momentum/model.safetensors "$ST/model_momentum_lookup.safetensors"
 cp max/model.safetensors "$ST/model_max_causal.safetensors"
 cp grads.safetensors "$ST/grads.safetensors"
+"$QKV" train --task copy --seq-len 4 --vocab 8 --d-model 4 --steps 2 --dtype f64 --quiet --out f64
+"$QKV" grads --model f64 --out grads_f64.safetensors --batch 1 >/dev/null
+cp f64/model.safetensors "$ST/model_f64.safetensors"
+cp grads_f64.safetensors "$ST/grads_f64.safetensors"
 
 python3 - "$ST" adam/model.safetensors <<'PY'
 import json, struct, sys
@@ -122,7 +126,7 @@ write("deep_json", struct.pack("<Q", len(deep)) + deep)
 for key, value in [("heads", "3"), ("d_model", "9999"), ("vocab", "1"), ("seq_len", "5000"),
                    ("task", "sort"), ("data_rng", "xyz"), ("data_rng", "g" * 64), ("step", "-1"),
                    ("lr", "nan"), ("seed", "1e30"), ("layers", "0"), ("batch", "65537"),
-                   ("format", "qkv-grads"), ("steps", "1.5")]:
+                   ("format", "qkv-grads"), ("steps", "1.5"), ("dtype", "f16"), ("dtype", "f64")]:
     write("meta_%s_%s" % (key, "".join(c if c.isalnum() else "_" for c in value[:8])),
           build(dict(meta, **{key: value}), tensors))
 write("meta_huge_model", build(dict(meta, d_model="8192", vocab="1000000", layers="8"), tensors))
@@ -134,6 +138,10 @@ PY
 seed() { printf '%s\n' "${@:2}" >"$CLI/$1"; }
 seed train_defaults train
 seed train_small train --task copy --steps 300 --d-model 32 --out run --quiet
+seed train_f64 train --task copy --steps 30 --d-model 16 --dtype f64 --out run --quiet
+seed eval_f64 eval --model run --dtype f64 --json
+seed grads_f64 grads --model run --out g.safetensors --dtype f64
+seed bench_forms bench --config tiny --dtype f64 --backward-form legacy --repeat 1
 seed train_all_options train --task lookup --seq-len 9 --vocab 40 --d-model 32 --heads 2 \
     --layers 2 --residual --causal --init-scale 0.7 --optim momentum --lr 0.1 --batch 16 \
     --steps 100 --weight-decay 0.01 --clip 0.5 --schedule constant --warmup 10 --seed 7 \
