@@ -322,6 +322,11 @@ typedef enum {
     QKV_TASK_SHIFT,   /* y[i] = x[i-1] under a causal mask; the sub-diagonal */
     QKV_TASK_LOOKUP,  /* (key,value) pair tokens, then a query naming a key; y[T-1] = its value */
     QKV_TASK_MAX,     /* y[i] = max(x); every position attends to the maximum */
+    QKV_TASK_INDUCTION, /* a segment of n distinct tokens, then the same again (causal); in the
+                           repeat y[i] = x[i+1]: layer 1 previous token, last layer induction */
+    QKV_TASK_RECALL,  /* key-value token pairs, then queried keys (causal); y = the key's value */
+    QKV_TASK_SORT,    /* n distinct tokens, a separator, then the tokens in ascending order
+                         (causal); each output position predicts the next larger token */
     QKV_TASK_COUNT
 } qkv_task_kind;
 
@@ -329,7 +334,9 @@ typedef struct {
     qkv_task_kind kind;
     int seq_len, vocab;
     bool causal;          /* the task is defined under a causal mask */
-    int n_keys, n_values; /* lookup only: pair token = key·n_values + value, query = n_keys·n_values + key */
+    int n_keys, n_values; /* lookup: pair token = key·n_values + value, query = n_keys·n_values + key;
+                             recall: key tokens 0..n_keys-1, value tokens n_keys..n_keys+n_values-1 */
+    int n_pairs;          /* recall: key-value pairs before the queries */
 } qkv_task;
 
 /* Names are "copy", "reverse", "shift", "lookup", "max" (static; "?" if unknown). */
@@ -349,6 +356,16 @@ QKV_API bool qkv_task_is_heldout(const qkv_task *task, const int32_t *tokens); /
 /* ideal[i*T + j] = 1 where query i ideally attends to key j, else 0 (rows without a target
  * are all 0); `ideal` is the caller's array of T*T bytes. */
 QKV_API void qkv_task_ideal(const qkv_task *task, const int32_t *tokens, uint8_t *ideal);
+/* Layer `layer`'s ideal pattern in a model of `layers` layers, as qkv_task_ideal: the same
+ * pattern in every layer, except for induction and recall, whose last layer has the task's
+ * pattern and whose earlier layers the previous-token pattern. */
+QKV_API void qkv_task_ideal_layer(const qkv_task *task, const int32_t *tokens, int layer,
+                                  int layers, uint8_t *ideal);
+/* The least number of layers (with the residual stream) that can solve the task: 2 for
+ * induction and recall, else 1. */
+QKV_API int qkv_task_min_layers(const qkv_task *task);
+/* The held-out accuracy of guessing: 1 / the number of tokens a target can be. */
+QKV_API double qkv_task_chance(const qkv_task *task);
 /* A short printable label of a token, e.g. "7", "k2:v1" or "?k2", into buf (cut to len). */
 QKV_API void qkv_task_token_label(const qkv_task *task, int32_t token, char *buf, size_t len);
 

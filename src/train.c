@@ -223,11 +223,66 @@ qkv_status trainer_update(trainer *t) {
     return QKV_OK;
 }
 
+/* Adds one held-out sequence's attention (attn[l] is (B, H, T, T); this is batch row b) to
+ * the running sums of the ideal-pattern mass and the head scores. */
+typedef struct {
+    double mass[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
+    double prev[QKV_MAX_LAYERS][EVAL_MAX_HEADS], dup[QKV_MAX_LAYERS][EVAL_MAX_HEADS],
+        ind[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
+    int64_t mass_rows[QKV_MAX_LAYERS], prev_rows, dup_rows, ind_rows;
+} attention_sums;
+
+static void add_attention(trainer *t, qkv_tensor *const *attn, int b, const int32_t *x,
+                          const int32_t *y, attention_sums *sum) {
+    const qkv_task *task = &t->cfg.task;
+    int T = task->seq_len, H = t->model.cfg.heads, L = t->model.cfg.layers;
+    int Hs = H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS;
+    for (int l = 0; l < L; l++) {
+        qkv_task_ideal_layer(task, x, l, L, t->ideal);
+        for (int i = 0; i < T; i++) {
+            bool has_ideal = false;
+            for (int j = 0; j < T; j++) has_ideal |= t->ideal[i * T + j];
+            if (!has_ideal) continue;
+            sum->mass_rows[l]++;
+            for (int h = 0; h < Hs; h++) {
+                int64_t row = (((int64_t)b * H + h) * T + i) * T;
+                for (int j = 0; j < T; j++)
+                    if (t->ideal[i * T + j]) sum->mass[l][h] += qkv_get(attn[l], row + j);
+            }
+        }
+    }
+    (void)y;
+    for (int i = 0; i < T; i++) {
+        bool has_dup = false, has_ind = false;
+        for (int j = 0; j < i; j++) has_dup |= x[j] == x[i];
+        for (int j = 1; j <= i; j++) has_ind |= x[j - 1] == x[i];
+        sum->prev_rows += i > 0;
+        sum->dup_rows += has_dup;
+        sum->ind_rows += has_ind;
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < Hs; h++) {
+                int64_t row = (((int64_t)b * H + h) * T + i) * T;
+                if (i > 0) sum->prev[l][h] += qkv_get(attn[l], row + i - 1);
+                for (int j = 0; j < i; j++)
+                    if (x[j] == x[i]) sum->dup[l][h] += qkv_get(attn[l], row + j);
+                for (int j = 1; j <= i; j++)
+                    if (x[j - 1] == x[i]) sum->ind[l][h] += qkv_get(attn[l], row + j);
+            }
+    }
+}
+
+static bool task_has_ideal(const qkv_task *task) {
+    (void)task;
+    return true; /* every built-in task defines one */
+}
+
 eval_result trainer_evaluate(trainer *t) {
     const qkv_task *task = &t->cfg.task;
-    int T = task->seq_len, H = t->model.cfg.heads;
-    double loss_sum = 0, mass[64] = {0};
-    int64_t correct = 0, counted = 0, mass_rows = 0;
+    int T = task->seq_len, H = t->model.cfg.heads, L = t->model.cfg.layers;
+    int Hs = H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS;
+    double loss_sum = 0;
+    int64_t correct = 0, counted = 0;
+    attention_sums sums = {0}, *sum = &sums; /* 16 KiB on the stack: evaluation allocates nothing */
     for (int start = 0; start < TRAIN_HELDOUT; start += EVAL_BATCH) {
         int B = TRAIN_HELDOUT - start < EVAL_BATCH ? TRAIN_HELDOUT - start : EVAL_BATCH;
         const int32_t *x = t->held_tokens + start * T, *y = t->held_targets + start * T;
@@ -239,31 +294,29 @@ eval_result trainer_evaluate(trainer *t) {
         int64_t n = count_correct(logits, y, &correct);
         loss_sum += qkv_get(loss, 0) * (double)n;
         counted += n;
-        /* Attention mass: weight on the ideal keys, per head of layer 1, over rows with a target. */
-        for (int b = 0; b < B; b++) {
-            const uint8_t *ideal = t->ideal;
-            qkv_task_ideal(task, x + b * T, t->ideal);
-            for (int i = 0; i < T; i++) {
-                if (y[b * T + i] < 0) continue;
-                mass_rows++;
-                for (int h = 0; h < H && h < 64; h++) {
-                    size_t row = (((size_t)b * H + h) * T + i) * T; /* attn[0] is (B, H, T, T) */
-                    for (int j = 0; j < T; j++)
-                        if (ideal[i * T + j]) mass[h] += qkv_get(attn[0], (int64_t)(row + j));
-                }
-            }
-        }
+        for (int b = 0; b < B; b++) add_attention(t, attn, b, x + b * T, y + b * T, sum);
     }
     eval_result r = {.loss = counted ? loss_sum / (double)counted : 0,
                      .accuracy = counted ? (double)correct / (double)counted : 0,
-                     .correct = correct, .counted = counted};
-    for (int h = 0; h < H && h < 64; h++) {
-        double m = mass_rows ? mass[h] / (double)mass_rows : 0;
-        if (h == 0 || m > r.attention_mass) {
-            r.attention_mass = m;
-            r.best_head = h;
+                     .correct = correct, .counted = counted, .has_ideal = task_has_ideal(task)};
+#define MEAN(s, n) ((n) ? (s) / (double)(n) : 0)
+    for (int l = 0; l < L; l++) {
+        for (int h = 0; h < Hs; h++) {
+            double m = MEAN(sum->mass[l][h], sum->mass_rows[l]);
+            if (h == 0 || m > r.layer_mass[l]) {
+                r.layer_mass[l] = m;
+                r.layer_best_head[l] = h;
+            }
+            r.prev_token[l][h] = MEAN(sum->prev[l][h], sum->prev_rows);
+            r.duplicate[l][h] = MEAN(sum->dup[l][h], sum->dup_rows);
+            r.induction[l][h] = MEAN(sum->ind[l][h], sum->ind_rows);
         }
+        if (l == 0 || r.layer_mass[l] > r.layer_mass[r.attention_layer]) r.attention_layer = l;
     }
+#undef MEAN
+    if (qkv_task_min_layers(task) > 1) r.attention_layer = L - 1;
+    r.attention_mass = r.layer_mass[r.attention_layer];
+    r.best_head = r.layer_best_head[r.attention_layer];
     return r;
 }
 

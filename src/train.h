@@ -50,10 +50,23 @@ typedef struct {
                                  checkpoint records them; -1: no run directory, or unknown) */
 } trainer;
 
+#define EVAL_MAX_HEADS 64 /* heads scored per layer */
+
 typedef struct {
     double loss, accuracy, attention_mass;
-    int best_head;            /* of layer 1, 0-based */
+    int best_head;            /* of the task's layer (attention_layer), 0-based */
+    int attention_layer;      /* the layer that carries the task, 0-based: for induction and
+                                 recall the last, else the one whose best head has the most mass */
     int64_t correct, counted; /* argmax hits among the held-out positions with a target */
+    bool has_ideal;           /* the task defines an ideal pattern */
+    double layer_mass[QKV_MAX_LAYERS]; /* each layer's best head's mass on its ideal pattern */
+    int layer_best_head[QKV_MAX_LAYERS];
+    /* Head scores over every held-out query position, per layer and head: the mean
+     * weight on the previous position; on earlier positions holding the same token
+     * (duplicate); on the positions just after earlier copies of the query's token
+     * (induction, prefix matching). Each is averaged over the rows where it is defined. */
+    double prev_token[QKV_MAX_LAYERS][EVAL_MAX_HEADS], duplicate[QKV_MAX_LAYERS][EVAL_MAX_HEADS],
+        induction[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
 } eval_result;
 
 /* Validates the config (the model, the task, the numbers) and builds everything. */

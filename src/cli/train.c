@@ -250,7 +250,7 @@ enum {
     OPT_CAUSAL, OPT_INIT_SCALE, OPT_OPTIM, OPT_LR, OPT_BATCH, OPT_STEPS, OPT_WEIGHT_DECAY,
     OPT_CLIP, OPT_SEED, OPT_THREADS, OPT_OUT, OPT_RESUME, OPT_EVAL_EVERY, OPT_SAVE_EVERY,
     OPT_JSON, OPT_QUIET, OPT_MODEL, OPT_SCHEDULE, OPT_WARMUP, OPT_PLOT, OPT_SNAPSHOT_EVERY,
-    OPT_DTYPE,
+    OPT_DTYPE, OPT_NO_RESIDUAL,
 };
 
 /* One JSON object: docs/model.md ("What `qkv train --json` and `qkv eval --json` print")
@@ -276,6 +276,92 @@ static void print_result_json(const trainer *t, eval_result r, int64_t step, dou
            strcmp(cmd, "eval") ? t->last_loss : r.loss); /* as before 0.2, for each command */
 }
 
+/* What `qkv train --task T` uses for the options not given: one layer of width 64 solves the
+ * first five tasks in 3000 steps; induction and recall need a second layer and the residual
+ * stream (layer 1 copies each token's predecessor into its position, layer 2 matches on it). */
+typedef struct {
+    const char *task;
+    long seq_len, d_model, heads, layers, steps;
+    int residual;
+    double adam_lr;
+} task_defaults;
+
+static const task_defaults default_options[] = {
+    {"induction", 16, 64, 2, 2, 2000, 1, 0.005},
+    {"recall", 16, 64, 2, 2, 2000, 1, 0.005},
+    {"sort", 17, 64, 1, 1, 2000, 0, 0.005},
+    {NULL, 8, 64, 1, 1, 3000, 0, 0.005}, /* copy, reverse, shift, lookup, max */
+};
+
+static const task_defaults *defaults_of(const char *task) {
+    const task_defaults *d = default_options;
+    while (d->task && strcmp(d->task, task)) d++;
+    return d;
+}
+
+/* The head that scores highest on one of the standard scores, over every layer. */
+static void best_scoring_head(const trainer *t, const eval_result *r,
+                              const double (*score)[EVAL_MAX_HEADS], int *layer, int *head) {
+    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
+                                                                          : EVAL_MAX_HEADS;
+    *layer = *head = 0;
+    (void)r;
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            if (score[l][h] > score[*layer][*head]) {
+                *layer = l;
+                *head = h;
+            }
+}
+
+/* The summary: accuracy against chance, the layer and head that carry the task, the standard
+ * head scores of the strongest heads, and one hint when the run fell short. */
+static void print_summary(const trainer *t, const eval_result *r, const char *tail) {
+    const qkv_task *task = &t->cfg.task;
+    const qkv_model_config *c = &t->model.cfg;
+    double chance = qkv_task_chance(task);
+    printf("%s: held-out accuracy %.2f%% (chance %.2f%%), attention mass %.3f (layer %d, head "
+           "%d), loss %.4f, %s\n", qkv_task_name(task->kind), 100 * r->accuracy, 100 * chance,
+           r->attention_mass, r->attention_layer + 1, r->best_head + 1, r->loss, tail);
+    if (c->layers > 1) {
+        printf("  ideal-pattern mass by layer:");
+        for (int l = 0; l < c->layers; l++)
+            printf(" %d: %.3f (head %d)", l + 1, r->layer_mass[l], r->layer_best_head[l] + 1);
+        putchar('\n');
+    }
+    int pl, ph, dl, dh, il, ih;
+    best_scoring_head(t, r, r->prev_token, &pl, &ph);
+    best_scoring_head(t, r, r->duplicate, &dl, &dh);
+    best_scoring_head(t, r, r->induction, &il, &ih);
+    printf("  strongest heads: previous-token %.3f (layer %d, head %d), duplicate-token %.3f "
+           "(layer %d, head %d), induction %.3f (layer %d, head %d)\n", r->prev_token[pl][ph],
+           pl + 1, ph + 1, r->duplicate[dl][dh], dl + 1, dh + 1, r->induction[il][ih], il + 1,
+           ih + 1);
+    /* One hint, when accuracy is near chance or the attention is far from the ideal. */
+    bool near_chance = r->accuracy < chance + 0.25 * (1 - chance);
+    bool far_from_ideal = r->has_ideal && r->attention_mass < 0.5 && r->accuracy < 0.99;
+    if (!near_chance && !far_from_ideal) return;
+    const char *name = qkv_task_name(task->kind);
+    bool looks_ahead = task->kind == QKV_TASK_COPY || task->kind == QKV_TASK_REVERSE ||
+                       task->kind == QKV_TASK_MAX || task->kind == QKV_TASK_LOOKUP;
+    if (c->causal && looks_ahead && task->kind != QKV_TASK_COPY && task->kind != QKV_TASK_LOOKUP)
+        printf("hint: the causal mask hides the later keys that %s needs; train without --causal\n",
+               name);
+    else if (c->layers < qkv_task_min_layers(task) || (qkv_task_min_layers(task) > 1 && !c->residual))
+        printf("hint: %s needs %d layers with the residual stream (--layers %d --residual): "
+               "one layer cannot both find a token's predecessor and match on it\n", name,
+               qkv_task_min_layers(task), qkv_task_min_layers(task));
+    else if (t->optim.step < defaults_of(name)->steps)
+        printf("hint: too few steps: %s takes about %ld with the default options (--steps)\n",
+               name, defaults_of(name)->steps);
+    else if (c->d_model < 32)
+        printf("hint: the model may be too narrow for %d tokens: try a wider --d-model\n",
+               task->vocab);
+    else
+        printf("hint: try more steps (--steps), a wider --d-model or more --heads, or another "
+               "--lr\n");
+}
+
 typedef struct {
     const char *out_dir, *resume;
     long threads, eval_every, save_every, snapshot_every, steps;
@@ -289,6 +375,7 @@ static int train_parse(int argc, char **argv, train_args *a) {
         {"vocab", required_argument, 0, OPT_VOCAB},     {"d-model", required_argument, 0, OPT_D_MODEL},
         {"heads", required_argument, 0, OPT_HEADS},     {"layers", required_argument, 0, OPT_LAYERS},
         {"residual", no_argument, 0, OPT_RESIDUAL},     {"causal", no_argument, 0, OPT_CAUSAL},
+        {"no-residual", no_argument, 0, OPT_NO_RESIDUAL},
         {"init-scale", required_argument, 0, OPT_INIT_SCALE},
         {"optim", required_argument, 0, OPT_OPTIM},     {"lr", required_argument, 0, OPT_LR},
         {"batch", required_argument, 0, OPT_BATCH},     {"steps", required_argument, 0, OPT_STEPS},
@@ -308,17 +395,18 @@ static int train_parse(int argc, char **argv, train_args *a) {
     const char *schedule = "cosine";
     long warmup = -1;
     const char *task_name = "copy", *optim_name = "adam";
-    long seq_len = 8, vocab = 0, d_model = 64, heads = 1, layers = 1, batch = 32;
+    long seq_len = -1, vocab = 0, d_model = -1, heads = -1, layers = -1, batch = 32; /* -1: the task's */
     double lr = 0, init_scale = 0.5, weight_decay = 0, clip = 1;
     uint64_t seed = 1;
-    bool residual = false, causal = false, model_opts = false;
+    int residual = -1; /* -1: the task's default */
+    bool causal = false, model_opts = false;
     qkv_dtype dtype = QKV_F32;
     *a = (train_args){.steps = 3000};
     cli_getopt_reset();
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         bool ok = true;
         if ((c >= OPT_TASK && c <= OPT_SEED && c != OPT_STEPS) || c == OPT_SCHEDULE ||
-            c == OPT_WARMUP || c == OPT_DTYPE)
+            c == OPT_WARMUP || c == OPT_DTYPE || c == OPT_NO_RESIDUAL)
             model_opts = true;
         switch (c) {
         case OPT_TASK: task_name = optarg; break;
@@ -327,7 +415,8 @@ static int train_parse(int argc, char **argv, train_args *a) {
         case OPT_D_MODEL: ok = cli_parse_int("d-model", optarg, 1, 8192, &d_model); break;
         case OPT_HEADS: ok = cli_parse_int("heads", optarg, 1, 8192, &heads); break;
         case OPT_LAYERS: ok = cli_parse_int("layers", optarg, 1, QKV_MAX_LAYERS, &layers); break;
-        case OPT_RESIDUAL: residual = true; break;
+        case OPT_RESIDUAL: residual = 1; break;
+        case OPT_NO_RESIDUAL: residual = 0; break;
         case OPT_CAUSAL: causal = true; break;
         case OPT_INIT_SCALE: ok = cli_parse_double("init-scale", optarg, 0, 100, true, &init_scale); break;
         case OPT_OPTIM: optim_name = optarg; break;
@@ -370,6 +459,13 @@ static int train_parse(int argc, char **argv, train_args *a) {
         }
         return CLI_RUN; /* the rest comes from the saved run (out_dir defaults to it) */
     }
+    const task_defaults *d = defaults_of(task_name);
+    if (seq_len < 0) seq_len = d->seq_len;
+    if (d_model < 0) d_model = d->d_model;
+    if (heads < 0) heads = d->heads;
+    if (layers < 0) layers = d->layers;
+    if (residual < 0) residual = d->residual;
+    if (!a->steps_set) a->steps = d->steps;
     train_config *cfg = &a->cfg;
     *cfg = (train_config){.batch = (int)batch, .steps = a->steps, .seed = seed,
                           .weight_decay = weight_decay, .clip = clip};
@@ -386,7 +482,10 @@ static int train_parse(int argc, char **argv, train_args *a) {
     }
     cfg->cosine = !strcmp(schedule, "cosine");
     cfg->warmup = warmup >= 0 ? warmup : a->steps / 20;
-    cfg->lr = lr > 0 ? lr : cfg->optim == QKV_ADAM ? 0.005 : cfg->optim == QKV_MOMENTUM ? 0.1 : 1.0;
+    cfg->lr = lr > 0                      ? lr
+              : cfg->optim == QKV_ADAM     ? d->adam_lr
+              : cfg->optim == QKV_MOMENTUM ? 0.1
+                                           : 1.0;
     qkv_status s = qkv_task_init(&cfg->task, task_name, (int)seq_len, (int)vocab);
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
@@ -394,7 +493,7 @@ static int train_parse(int argc, char **argv, train_args *a) {
     }
     cfg->model = (qkv_model_config){.vocab = cfg->task.vocab, .seq_len = (int)seq_len,
                                     .d_model = (int)d_model, .heads = (int)heads,
-                                    .layers = (int)layers, .residual = residual,
+                                    .layers = (int)layers, .residual = residual == 1,
                                     .causal = causal || cfg->task.causal,
                                     .init_scale = init_scale, .dtype = dtype};
     if (!a->out_dir && (a->plot || a->snapshot_every)) {
@@ -526,12 +625,12 @@ static int train_run(train_args *a) {
     if (code == EXIT_OK) {
         if (json)
             print_result_json(&t, r, t.optim.step, seconds, "train", t.optim.step > start_step);
-        else if (!quiet)
-            printf("%s: held-out accuracy %.2f%%, attention mass %.3f (layer 1, head %d), "
-                   "loss %.4f, %" PRId64 " steps in %.2f s%s%s\n",
-                   qkv_task_name(t.cfg.task.kind), 100 * r.accuracy, r.attention_mass,
-                   r.best_head + 1, r.loss, t.optim.step, seconds, out_dir ? ", saved to " : "",
-                   out_dir ? out_dir : "");
+        else if (!quiet) {
+            char tail[1200];
+            snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step, seconds,
+                     out_dir ? ", saved to " : "", out_dir ? out_dir : "");
+            print_summary(&t, &r, tail);
+        }
     }
     if (code == EXIT_OK && plot) {
         bool no_gnuplot = false;
@@ -613,10 +712,11 @@ static int eval_run(const eval_args *a) {
     double seconds = now_seconds() - t0;
     if (json)
         print_result_json(&t, r, t.optim.step, seconds, "eval", false);
-    else
-        printf("%s: held-out accuracy %.2f%%, attention mass %.3f (layer 1, head %d), loss %.4f, "
-               "after %" PRId64 " steps\n", qkv_task_name(t.cfg.task.kind), 100 * r.accuracy,
-               r.attention_mass, r.best_head + 1, r.loss, t.optim.step);
+    else {
+        char tail[64];
+        snprintf(tail, sizeof tail, "after %" PRId64 " steps", t.optim.step);
+        print_summary(&t, &r, tail);
+    }
     trainer_free(&t);
     return EXIT_OK;
 }
