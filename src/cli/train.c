@@ -78,49 +78,110 @@ static double now_seconds(void) {
 typedef struct {
     int64_t step;
     double loss, train_acc, heldout_acc, lr, heldout_loss; /* heldout_loss: NaN if unknown */
+    double *scores; /* n_scores attention columns (metrics_score_names); NaN if unknown */
 } metrics_row;
 
 typedef struct {
     metrics_row *rows;
     int n, cap;
+    int n_scores; /* the attention columns after the first six: see metrics_scores */
 } metrics;
+
+/* The attention columns, in order: mass_l<L> for each layer (when the task has an ideal
+ * pattern), then prev_l<L>h<H>, dup_l<L>h<H>, ind_l<L>h<H> for each layer and head. */
+static int metrics_count_scores(const trainer *t) {
+    int L = t->model.cfg.layers, H = t->model.cfg.heads;
+    return L + 3 * L * (H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS);
+}
+
+static void metrics_scores(const trainer *t, const eval_result *r, double *out) {
+    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
+                                                                          : EVAL_MAX_HEADS;
+    int k = 0;
+    for (int l = 0; l < L; l++) out[k++] = r->has_ideal ? r->layer_mass[l] : NAN;
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++) {
+            out[k++] = r->prev_token[l][h];
+            out[k++] = r->duplicate[l][h];
+            out[k++] = r->induction[l][h];
+        }
+}
 
 static void metrics_add(metrics *m, metrics_row r) {
     if (m->n == m->cap) {
         int cap = m->cap ? 2 * m->cap : 64;
         metrics_row *p = realloc(m->rows, (size_t)cap * sizeof *p);
-        if (!p) return; /* a lost row is not worth stopping a run for */
+        if (!p) { /* a lost row is not worth stopping a run for */
+            free(r.scores);
+            return;
+        }
         m->rows = p;
         m->cap = cap;
     }
     m->rows[m->n++] = r;
 }
 
+/* A row's attention columns, owned by the row (NULL when out of memory: written empty). */
+static double *metrics_new_scores(const metrics *m) {
+    double *s = malloc((size_t)(m->n_scores ? m->n_scores : 1) * sizeof *s);
+    for (int i = 0; s && i < m->n_scores; i++) s[i] = NAN;
+    return s;
+}
+
+static void metrics_free(metrics *m) {
+    for (int i = 0; i < m->n; i++) free(m->rows[i].scores);
+    free(m->rows);
+}
+
 /* Keeps the rows of an earlier run up to `step`, for --resume. */
 static void metrics_read(metrics *m, const char *path, int64_t upto) {
     FILE *f;
     if (io_fopen_regular(path, &f) != QKV_OK) return;
-    char line[256];
+    static char line[1 << 20]; /* up to 8 layers x 64 heads x 3 scores */
     while (fgets(line, sizeof line, f)) {
         metrics_row r = {.heldout_loss = NAN}; /* files older than heldout_loss have 5 columns */
         if (sscanf(line, "%" SCNd64 ",%lf,%lf,%lf,%lf,%lf", &r.step, &r.loss, &r.train_acc,
-                   &r.heldout_acc, &r.lr, &r.heldout_loss) >= 5 && r.step <= upto)
+                   &r.heldout_acc, &r.lr, &r.heldout_loss) >= 5 && r.step <= upto) {
+            /* the attention columns after the sixth: empty or missing ones stay NaN */
+            r.scores = metrics_new_scores(m);
+            char *p = line;
+            for (int comma = 0; comma < 6 && p; comma++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+            for (int k = 0; r.scores && p && k < m->n_scores; k++) {
+                char *end;
+                double v = strtod(p, &end);
+                if (end != p && (*end == ',' || *end == '\n' || *end == '\0')) r.scores[k] = v;
+                p = strchr(p, ',');
+                if (p) p++;
+            }
             metrics_add(m, r);
+        }
     }
     fclose(f);
 }
 
-static qkv_status metrics_write(const metrics *m, const char *path) {
+static qkv_status metrics_write(const trainer *t, const metrics *m, const char *path) {
     atomic_file af;
     qkv_status s = atomic_open(&af, path);
     if (s != QKV_OK) return s;
-    fprintf(af.f, "step,loss,train_acc,heldout_acc,lr,heldout_loss\n");
+    fprintf(af.f, "step,loss,train_acc,heldout_acc,lr,heldout_loss");
+    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
+                                                                          : EVAL_MAX_HEADS;
+    for (int l = 0; l < L; l++) fprintf(af.f, ",mass_l%d", l + 1);
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            fprintf(af.f, ",prev_l%dh%d,dup_l%dh%d,ind_l%dh%d", l + 1, h + 1, l + 1, h + 1, l + 1,
+                    h + 1);
+    fputc('\n', af.f);
     for (int i = 0; i < m->n; i++) {
         const metrics_row *r = &m->rows[i];
         /* losses in %g: a trained model's loss is far below the 1e-6 that %f would show */
         fprintf(af.f, "%" PRId64 ",%.6g,%.6f,%.6f,%.6g,", r->step, r->loss, r->train_acc,
                 r->heldout_acc, r->lr);
         if (isfinite(r->heldout_loss)) fprintf(af.f, "%.6g", r->heldout_loss); /* else empty */
+        for (int k = 0; k < m->n_scores; k++) {
+            fputc(',', af.f);
+            if (r->scores && isfinite(r->scores[k])) fprintf(af.f, "%.4f", r->scores[k]);
+        }
         fputc('\n', af.f);
     }
     return atomic_commit(&af);
@@ -209,7 +270,7 @@ static qkv_status save_all(trainer *t, const metrics *m, rundir *rd) {
     char path[1200];
     snprintf(path, sizeof path, "%s/metrics.csv", rd->dir);
     qkv_status s = trainer_check_state(t, QKV_ERR_NUMERIC); /* before anything is written */
-    if (s == QKV_OK) s = metrics_write(m, path);
+    if (s == QKV_OK) s = metrics_write(t, m, path);
     if (s == QKV_OK) s = write_attention(t, rd->dir);
     if (s == QKV_OK) {
         t->metrics_rows = m->n;
@@ -287,9 +348,9 @@ typedef struct {
 } task_defaults;
 
 static const task_defaults default_options[] = {
-    {"induction", 16, 64, 2, 2, 2000, 1, 0.005},
-    {"recall", 16, 64, 2, 2, 2000, 1, 0.005},
-    {"sort", 17, 64, 1, 1, 2000, 0, 0.005},
+    {"induction", 16, 64, 2, 2, 600, 1, 0.005},
+    {"recall", 16, 64, 2, 2, 800, 1, 0.005},
+    {"sort", 17, 64, 1, 1, 1500, 0, 0.005},
     {NULL, 8, 64, 1, 1, 3000, 0, 0.005}, /* copy, reverse, shift, lookup, max */
 };
 
@@ -532,6 +593,7 @@ static int train_run(train_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
+    m.n_scores = metrics_count_scores(&t);
     rundir rd_store, *rd = NULL;
     if (out_dir) {
         if ((s = rundir_open(&rd_store, out_dir)) != QKV_OK) {
@@ -581,8 +643,10 @@ static int train_run(train_args *a) {
         if (step % every == 0 || step == total) {
             r = trainer_evaluate(&t);
             heldout = r.accuracy;
+            double *scores = metrics_new_scores(&m);
+            if (scores) metrics_scores(&t, &r, scores);
             metrics_add(&m, (metrics_row){step, t.last_loss, t.last_train_acc, r.accuracy,
-                                          t.optim.lr, r.loss});
+                                          t.optim.lr, r.loss, scores});
             if (show_log) {
                 double el = now_seconds() - t0;
                 printf("step %" PRId64 "/%" PRId64 " loss %.4f train_acc %.4f heldout_acc %.4f "
@@ -640,7 +704,7 @@ static int train_run(train_args *a) {
     cli_clear_interrupt_note();
     if (rd) rundir_close(rd);
     trainer_free(&t);
-    free(m.rows);
+    metrics_free(&m);
     return code;
 }
 
