@@ -378,6 +378,10 @@ typedef struct {
     double init_scale;  /* weights ~ N(0, init_scale² / fan_in) */
     qkv_dtype dtype;    /* of the weights and every activation: QKV_F32 (0, the default) or
                          * QKV_F64; both draw the same normals, f32 rounds them */
+    int target_len;     /* 0: self-attention, one output per input position. Otherwise an
+                         * encoder-decoder: To = target_len decoder positions (their own learned
+                         * embedding "dec_pos_emb") are the queries of every layer, and attend by
+                         * cross-attention to the keys and values of the T embedded inputs */
 } qkv_model_config;
 
 typedef struct {
@@ -389,9 +393,10 @@ typedef struct {
         *w_o[QKV_MAX_LAYERS];   /* (C, C), (in, out): y = x·W; "attn.<l>.w_q" ... */
     qkv_tensor *head_w;         /* (C, V)  "head.w" */
     qkv_tensor *head_b;         /* (V)     "head.b" */
+    qkv_tensor *dec_pos_emb;    /* (To, C) "dec_pos_emb", encoder-decoder models only */
     int nparams;
-    qkv_tensor *param[4 + 4 * QKV_MAX_LAYERS];
-    char param_name[4 + 4 * QKV_MAX_LAYERS][32];
+    qkv_tensor *param[5 + 4 * QKV_MAX_LAYERS];
+    char param_name[5 + 4 * QKV_MAX_LAYERS][32];
 } qkv_model;
 
 /* Checks the config (QKV_ERR_VALUE naming the culprit) and the memory it needs
@@ -408,6 +413,11 @@ QKV_API void qkv_model_free(qkv_model *m); /* frees m->params: weights, grads, o
  * and the composed attention is used. Dies on a token outside the vocabulary. */
 QKV_API qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                       int batch, qkv_tensor **attn);
+/* The same with a padding mask: sequence b holds lengths[b] real tokens (1..T), and keys at
+ * positions >= lengths[b] get exactly zero weight in every layer (lengths NULL: none padded).
+ * In an encoder-decoder model the logits are (B, To, V) and attn[l] is (B, H, To, T). */
+QKV_API qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                             const int32_t *lengths, int batch, qkv_tensor **attn);
 /* Bytes of parameters, gradients and Adam state, and of one training step's arena for a
  * batch: upper bounds, for memory checks before allocating (docs/errors.md). */
 QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);
@@ -421,9 +431,9 @@ typedef struct {
     double clip;                 /* clip the global gradient norm to this; 0 = off */
     int64_t step;                /* updates made so far */
     int n;
-    qkv_tensor *param[4 + 4 * QKV_MAX_LAYERS];
-    qkv_tensor *m[4 + 4 * QKV_MAX_LAYERS]; /* momentum buffer / Adam first moment */
-    qkv_tensor *v[4 + 4 * QKV_MAX_LAYERS]; /* Adam second moment */
+    qkv_tensor *param[5 + 4 * QKV_MAX_LAYERS];
+    qkv_tensor *m[5 + 4 * QKV_MAX_LAYERS]; /* momentum buffer / Adam first moment */
+    qkv_tensor *v[5 + 4 * QKV_MAX_LAYERS]; /* Adam second moment */
 } qkv_optim;
 
 QKV_API const char *qkv_optim_name(qkv_optim_kind kind); /* "sgd", "momentum", "adam"; static */

@@ -427,9 +427,9 @@ qkv_status trainer_save(const trainer *t, const char *path) {
          t->data_rng.s[1], t->data_rng.s[2], t->data_rng.s[3]);
 #undef META
     const qkv_optim *o = &t->optim;
-    const char *names[3 * (4 + 4 * QKV_MAX_LAYERS)];
-    const qkv_tensor *tensors[3 * (4 + 4 * QKV_MAX_LAYERS)];
-    char state_names[2 * (4 + 4 * QKV_MAX_LAYERS)][48];
+    const char *names[3 * (5 + 4 * QKV_MAX_LAYERS)];
+    const qkv_tensor *tensors[3 * (5 + 4 * QKV_MAX_LAYERS)];
+    char state_names[2 * (5 + 4 * QKV_MAX_LAYERS)][48];
     int n = 0, ns = 0;
     for (int i = 0; i < m->nparams; i++) {
         names[n] = m->param_name[i];

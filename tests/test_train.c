@@ -133,6 +133,65 @@ START_TEST(test_task_learns) {
 }
 END_TEST
 
+/* ---- the tasks that need depth or a separator learn with their CLI defaults, smaller ------ */
+static const struct {
+    const char *task;
+    int seq_len, d_model, heads, layers;
+    int64_t steps;
+    double min_accuracy, min_mass;
+} learn_deep[] = {
+    /* measured with seed 1 (accuracy, mass of the task's layer): induction 1.000 0.98,
+     * recall 1.000 0.99, sort 1.000 0.72 */
+    {"induction", 16, 64, 2, 2, 300, 0.99, 0.9},
+    {"recall", 16, 64, 2, 2, 800, 0.99, 0.9},
+    {"sort", 17, 64, 1, 1, 1500, 0.99, 0.6},
+};
+
+START_TEST(test_deep_task_learns) {
+    train_config c = make_config(learn_deep[_i].task, learn_deep[_i].seq_len,
+                                 learn_deep[_i].d_model, learn_deep[_i].heads,
+                                 learn_deep[_i].steps, QKV_ADAM, 0.005);
+    c.model.layers = learn_deep[_i].layers;
+    c.model.residual = learn_deep[_i].layers > 1;
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    train_steps(&t, c.steps);
+    eval_result r = trainer_evaluate(&t);
+    int L = c.model.layers;
+    double best_induction = 0;
+    for (int h = 0; h < c.model.heads; h++)
+        best_induction = fmax(best_induction, r.induction[L - 1][h]);
+    printf("test_train: %-9s layers %d: held-out accuracy %.4f, mass %.4f (layer %d), last "
+           "layer's induction score %.4f\n", learn_deep[_i].task, L, r.accuracy, r.attention_mass,
+           r.attention_layer + 1, best_induction);
+    fflush(stdout);
+    ck_assert_msg(r.accuracy >= learn_deep[_i].min_accuracy, "%s: held-out accuracy %.4f",
+                  learn_deep[_i].task, r.accuracy);
+    ck_assert_msg(r.attention_mass >= learn_deep[_i].min_mass, "%s: attention mass %.4f",
+                  learn_deep[_i].task, r.attention_mass);
+    if (L > 1) {
+        ck_assert_int_eq(r.attention_layer, L - 1); /* the task's layer is the last */
+        /* the induction head of layer 2: it attends after earlier copies of its token */
+        ck_assert_msg(best_induction >= 0.9, "%s: layer %d induction score %.4f < 0.9",
+                      learn_deep[_i].task, L, best_induction);
+    }
+    trainer_free(&t);
+}
+END_TEST
+
+/* One layer cannot do induction: the hint's "too few layers" rests on this. */
+START_TEST(test_induction_needs_two_layers) {
+    train_config c = make_config("induction", 16, 64, 2, 300, QKV_ADAM, 0.005);
+    c.model.layers = 1;
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    train_steps(&t, c.steps);
+    eval_result r = trainer_evaluate(&t);
+    ck_assert_msg(r.accuracy < 0.9, "one layer reached %.4f on induction", r.accuracy);
+    trainer_free(&t);
+}
+END_TEST
+
 /* ---- save, load, eval ------------------------------------------------------------------ */
 START_TEST(test_save_load_eval) {
     make_tmpdir();
@@ -512,6 +571,80 @@ START_TEST(test_targets_and_ideal) {
 }
 END_TEST
 
+/* induction, recall and sort against their definitions, from the tokens alone. */
+static const char *const structured_tasks[] = {"induction", "recall", "sort"};
+
+START_TEST(test_structured_targets) {
+    enum { T = 17 };
+    qkv_task task;
+    int len = _i == 2 ? T : T - 1;
+    ck_assert_int_eq(qkv_task_init(&task, structured_tasks[_i], len, 0), QKV_OK);
+    ck_assert(task.causal);
+    qkv_rng rng = qkv_rng_seed(5);
+    int32_t x[T], y[T];
+    uint8_t ideal[T * T], prev[T * T];
+    /* Check marks every assertion that passes (a write to its pipe): assert only on failure */
+#define EXPECT(cond) do { if (!(cond)) ck_abort_msg("%s: draw %d: %s", structured_tasks[_i], n, #cond); } while (0)
+    for (int n = 0; n < 600; n++) {
+        bool held = n % 3 == 0;
+        qkv_task_sample(&task, &rng, held, x, y);
+        EXPECT(qkv_task_is_heldout(&task, x) == held);
+        qkv_task_ideal(&task, x, ideal);
+        qkv_task_ideal_layer(&task, x, 0, 2, prev);
+        for (int i = 0; i < len; i++) EXPECT(x[i] >= 0 && x[i] < task.vocab);
+        if (task.kind == QKV_TASK_INDUCTION) {
+            /* the segment: distinct tokens up to the first repeat of x[0], then repeated */
+            int seg = 1;
+            while (x[seg] != x[0]) seg++;
+            EXPECT(seg >= len / 4 && seg <= len / 2);
+            for (int i = 0; i < len; i++) {
+                if (i >= seg) EXPECT((x[i]) == (x[i - seg]));
+                for (int j = 0; j < i && i < seg; j++) EXPECT(x[j] != x[i]);
+                EXPECT((y[i]) == (i >= seg && i < len - 1 ? x[i + 1] : -1));
+                for (int j = 0; j < len; j++) {
+                    /* after an earlier copy of x[i], for the rows with a target */
+                    bool w = y[i] >= 0 && j >= 1 && j <= i && x[j - 1] == x[i];
+                    EXPECT(ideal[i * len + j] == w);
+                    EXPECT((prev[i * len + j]) == (j == i - 1));
+                }
+            }
+        } else if (task.kind == QKV_TASK_RECALL) {
+            int P = len / 3;
+            for (int p = 0; p < P; p++) {
+                EXPECT(x[2 * p] < task.n_keys && x[2 * p + 1] >= task.n_keys);
+                for (int q = 0; q < p; q++) EXPECT(x[2 * q] != x[2 * p]);
+            }
+            for (int i = 0; i < len; i++) {
+                int32_t want = -1;
+                int at = -1;
+                for (int p = 0; p < P && i >= 2 * P; p++)
+                    if (x[2 * p] == x[i]) want = x[at = 2 * p + 1];
+                EXPECT(i < 2 * P || want >= 0); /* every query names a key of the pairs */
+                EXPECT((y[i]) == (want));
+                for (int j = 0; j < len; j++) EXPECT((ideal[i * len + j]) == (j == at));
+            }
+        } else {
+            int k = (len - 1) / 2;
+            EXPECT((x[k]) == (task.vocab - 1));
+            for (int i = 0; i < k; i++) {
+                int rank = 0;
+                for (int j = 0; j < k; j++) {
+                    rank += x[j] < x[i];
+                    EXPECT(j == i || x[j] != x[i]);
+                }
+                EXPECT((x[k + 1 + rank]) == (x[i])); /* the output is the input sorted */
+            }
+            for (int i = 0; i < len; i++) {
+                EXPECT((y[i]) == (i >= k && i < len - 1 ? x[i + 1] : -1));
+                for (int j = 0; j < len; j++)
+                    EXPECT((ideal[i * len + j]) == (y[i] >= 0 && j < k && x[j] == y[i]));
+            }
+        }
+    }
+#undef EXPECT
+}
+END_TEST
+
 START_TEST(test_lookup_layout) {
     enum { T = 8 };
     qkv_task task;
@@ -558,8 +691,8 @@ END_TEST
 
 START_TEST(test_task_init_rejects) {
     qkv_task task;
-    ck_assert_int_eq(qkv_task_init(&task, "sort", 8, 0), QKV_ERR_VALUE);
-    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "unknown task 'sort'"));
+    ck_assert_int_eq(qkv_task_init(&task, "bubble", 8, 0), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "unknown task 'bubble'"));
     /* lookup holds at most 32 pairs + the query */
     ck_assert_int_eq(qkv_task_init(&task, "lookup", 33, 0), QKV_OK);
     ck_assert_int_eq(qkv_task_init(&task, "lookup", 34, 0), QKV_ERR_VALUE);
@@ -588,6 +721,9 @@ static Suite *train_suite(void) {
     tcase_set_tags(tc, "slow");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_task_learns, 0, (int)(sizeof learn / sizeof learn[0]));
+    tcase_add_loop_test(tc, test_deep_task_learns, 0,
+                        (int)(sizeof learn_deep / sizeof learn_deep[0]));
+    tcase_add_test(tc, test_induction_needs_two_layers);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("files");
@@ -623,6 +759,7 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, test_heldout_share);
     tcase_add_loop_test(tc, test_targets_and_ideal, 0, 5);
     tcase_add_test(tc, test_lookup_layout);
+    tcase_add_loop_test(tc, test_structured_targets, 0, 3);
     tcase_add_test(tc, test_task_init_rejects);
     suite_add_tcase(s, tc);
     return s;
