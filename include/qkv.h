@@ -327,6 +327,7 @@ typedef enum {
     QKV_TASK_RECALL,  /* key-value token pairs, then queried keys (causal); y = the key's value */
     QKV_TASK_SORT,    /* n distinct tokens, a separator, then the tokens in ascending order
                          (causal); each output position predicts the next larger token */
+    QKV_TASK_DATA,    /* a user's examples from a file (qkv train --data); no ideal pattern */
     QKV_TASK_COUNT
 } qkv_task_kind;
 
@@ -337,6 +338,7 @@ typedef struct {
     int n_keys, n_values; /* lookup: pair token = key·n_values + value, query = n_keys·n_values + key;
                              recall: key tokens 0..n_keys-1, value tokens n_keys..n_keys+n_values-1 */
     int n_pairs;          /* recall: key-value pairs before the queries */
+    int n_outputs;        /* data: the distinct output tokens (for the chance level) */
 } qkv_task;
 
 /* Names are "copy", "reverse", "shift", "lookup", "max" (static; "?" if unknown). */

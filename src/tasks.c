@@ -7,7 +7,7 @@
 #define HELDOUT_SHARE 8     /* one sequence in 8 is held out */
 
 static const char *const task_names[QKV_TASK_COUNT] = {
-    "copy", "reverse", "shift", "lookup", "max", "induction", "recall", "sort"};
+    "copy", "reverse", "shift", "lookup", "max", "induction", "recall", "sort", "data"};
 
 const char *qkv_task_name(qkv_task_kind kind) {
     return kind >= 0 && kind < QKV_TASK_COUNT ? task_names[kind] : "?";
@@ -38,6 +38,8 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
         return qkv_fail(QKV_ERR_VALUE, "unknown task '%s' (copy, reverse, shift, lookup, max, "
                         "induction, recall, sort)", name);
     task->kind = (qkv_task_kind)k;
+    if (task->kind == QKV_TASK_DATA)
+        return qkv_fail(QKV_ERR_VALUE, "a task of your own comes from a file: --data FILE");
     if (seq_len < 2 || seq_len > TASK_MAX_SEQ)
         return qkv_fail(QKV_ERR_VALUE, "--seq-len %d is out of range for %s (2..%d)", seq_len,
                         name, TASK_MAX_SEQ);
@@ -304,6 +306,7 @@ double qkv_task_chance(const qkv_task *task) {
     case QKV_TASK_LOOKUP:
     case QKV_TASK_RECALL: return 1.0 / task->n_values;
     case QKV_TASK_SORT: return 1.0 / (task->vocab - 1);
+    case QKV_TASK_DATA: return task->n_outputs ? 1.0 / task->n_outputs : 1;
     default: return 1.0 / task->vocab;
     }
 }

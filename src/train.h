@@ -2,6 +2,7 @@
 #ifndef QKV_TRAIN_H
 #define QKV_TRAIN_H
 
+#include "dataset.h"
 #include "qkv.h"
 
 #define TRAIN_HELDOUT 512 /* held-out sequences, fixed by the seed */
@@ -17,6 +18,11 @@ typedef struct {
     int batch;
     int64_t steps;
     uint64_t seed;
+    /* A task of the user's own: the examples' file, and the held-out file ("" for a hash of
+     * each line). trainer_init reads them, and sets task, model.vocab, model.seq_len and
+     * model.target_len from them. */
+    char data_path[1024], heldout_path[1024];
+    uint64_t data_checksum; /* when loading a model: the files' checksum it was trained on */
 } train_config;
 
 /* A training step splits its batch into shards of whole sequences, each with its own graph
@@ -43,7 +49,11 @@ typedef struct {
     qkv_rng data_rng;         /* draws the training batches; saved for --resume */
     qkv_ctx *eval_ctx;        /* no-grad evaluation */
     int32_t *tokens, *targets;            /* (batch, T) */
-    int32_t *held_tokens, *held_targets;  /* (TRAIN_HELDOUT, T) */
+    int32_t *held_tokens, *held_targets;  /* (n_held, T) and (n_held, To) */
+    int32_t *lengths, *held_lengths;      /* data: (batch) and (n_held) input lengths; else NULL */
+    int n_held;                           /* TRAIN_HELDOUT, or a data file's held-out examples */
+    int target_len;                       /* To: T, or an encoder-decoder's output length */
+    dataset *data;                        /* a data run's examples (owned), else NULL */
     uint8_t *ideal;                       /* (T, T): one sequence's ideal pattern, scratch */
     double last_loss, last_train_acc;
     int64_t metrics_rows;     /* rows of the run's metrics.csv that belong to this state (its

@@ -1,4 +1,7 @@
 /* train.c - `qkv train` and `qkv eval`: train a toy attention model, watch it, save it. */
+#ifndef _XOPEN_SOURCE
+#define _XOPEN_SOURCE 700 /* realpath */
+#endif
 #include "cli.h"
 #include "train.h"
 
@@ -189,23 +192,36 @@ static qkv_status metrics_write(const trainer *t, const metrics *m, const char *
 
 /* ---- maps of the fixed held-out example (index 0): one gnuplot-ready matrix per layer and
  * head, tokens as row and column headers, for attention weights, snapshots and gradients ---- */
+/* A token's label: the task's, or the data file's token string. */
+static void token_label(const trainer *t, int32_t token, char *buf, size_t len) {
+    if (t->data)
+        dataset_label(t->data, token, buf, len);
+    else
+        qkv_task_token_label(&t->cfg.task, token, buf, len);
+}
+
 static qkv_status write_map(const trainer *t, const char *path, const char *what, int l, int h,
-                            const float *map /* (T, T): rows are queries, columns keys */) {
-    int T = t->model.cfg.seq_len;
-    const int32_t *x = t->held_tokens;
+                            const float *map /* (Tq, T): rows are queries, columns keys */) {
+    int T = t->model.cfg.seq_len, Tq = t->target_len;
+    const int32_t *x = t->held_tokens, *y = t->held_targets;
     char label[32];
     atomic_file af;
     qkv_status s = atomic_open(&af, path);
     if (s != QKV_OK) return s;
-    fprintf(af.f, "# qkv %s: task %s, layer %d, head %d; rows are queries, columns keys\n"
-            "query\\key", what, qkv_task_name(t->cfg.task.kind), l + 1, h + 1);
+    fprintf(af.f, "# qkv %s: task %s, layer %d, head %d; rows are queries, columns keys%s\n"
+            "query\\key", what, qkv_task_name(t->cfg.task.kind), l + 1, h + 1,
+            t->model.cfg.target_len ? " (rows: the decoder positions, by their target)" : "");
     for (int j = 0; j < T; j++) {
-        qkv_task_token_label(&t->cfg.task, x[j], label, sizeof label);
+        token_label(t, x[j], label, sizeof label);
         fprintf(af.f, " %s", label);
     }
     fputc('\n', af.f);
-    for (int i = 0; i < T; i++) {
-        qkv_task_token_label(&t->cfg.task, x[i], label, sizeof label);
+    for (int i = 0; i < Tq; i++) {
+        /* an encoder-decoder's rows are decoder positions: labelled by their target */
+        if (t->model.cfg.target_len && y[i] < 0)
+            snprintf(label, sizeof label, "_");
+        else
+            token_label(t, t->model.cfg.target_len ? y[i] : x[i], label, sizeof label);
         fprintf(af.f, "%s", label);
         for (int j = 0; j < T; j++) fprintf(af.f, " %.6g", map[i * T + j]);
         fputc('\n', af.f);
@@ -213,7 +229,7 @@ static qkv_status write_map(const trainer *t, const char *path, const char *what
     return atomic_commit(&af);
 }
 
-/* Writes maps (L, H, T, T) as DIR/SUB/<prefix>layer<L>_head<H><suffix>.dat. */
+/* Writes maps (L, H, Tq, T) as DIR/SUB/<prefix>layer<L>_head<H><suffix>.dat. */
 static qkv_status write_maps(const trainer *t, const char *dir, const char *sub,
                              const char *prefix, const char *suffix, const char *what,
                              const float *maps) {
@@ -221,7 +237,7 @@ static qkv_status write_maps(const trainer *t, const char *dir, const char *sub,
     char path[1200];
     qkv_status s = io_make_subdir(dir, sub, path, sizeof path);
     if (s != QKV_OK) return s;
-    size_t per_head = (size_t)c->seq_len * c->seq_len;
+    size_t per_head = (size_t)t->target_len * c->seq_len;
     for (int l = 0; l < c->layers && s == QKV_OK; l++)
         for (int h = 0; h < c->heads && s == QKV_OK; h++) {
             snprintf(path, sizeof path, "%s/%s/%slayer%d_head%d%s.dat", dir, sub, prefix, l + 1,
@@ -235,7 +251,7 @@ static qkv_status write_maps(const trainer *t, const char *dir, const char *sub,
  * scores' gradient dS, from one backward pass of the example's loss. */
 static qkv_status write_attention(trainer *t, const char *dir) {
     const qkv_model_config *c = &t->model.cfg;
-    size_t n = (size_t)c->layers * c->heads * c->seq_len * c->seq_len;
+    size_t n = (size_t)c->layers * c->heads * t->target_len * c->seq_len;
     float *a = malloc(3 * n * sizeof *a);
     if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
     trainer_attention(t, 0, a);
@@ -252,7 +268,7 @@ static qkv_status write_attention(trainer *t, const char *dir) {
 /* snapshots/step<N>_layer<L>_head<H>.dat: the attention weights at this step. */
 static qkv_status write_snapshot(trainer *t, const char *dir) {
     const qkv_model_config *c = &t->model.cfg;
-    float *a = malloc((size_t)c->layers * c->heads * c->seq_len * c->seq_len * sizeof *a);
+    float *a = malloc((size_t)c->layers * c->heads * t->target_len * c->seq_len * sizeof *a);
     if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
     trainer_attention(t, 0, a);
     char prefix[32];
@@ -311,7 +327,7 @@ enum {
     OPT_CAUSAL, OPT_INIT_SCALE, OPT_OPTIM, OPT_LR, OPT_BATCH, OPT_STEPS, OPT_WEIGHT_DECAY,
     OPT_CLIP, OPT_SEED, OPT_THREADS, OPT_OUT, OPT_RESUME, OPT_EVAL_EVERY, OPT_SAVE_EVERY,
     OPT_JSON, OPT_QUIET, OPT_MODEL, OPT_SCHEDULE, OPT_WARMUP, OPT_PLOT, OPT_SNAPSHOT_EVERY,
-    OPT_DTYPE, OPT_NO_RESIDUAL,
+    OPT_DTYPE, OPT_NO_RESIDUAL, OPT_DATA, OPT_HELDOUT,
 };
 
 /* One JSON object: docs/model.md ("What `qkv train --json` and `qkv eval --json` print")
@@ -351,6 +367,7 @@ static const task_defaults default_options[] = {
     {"induction", 16, 64, 2, 2, 600, 1, 0.005},
     {"recall", 16, 64, 2, 2, 800, 1, 0.005},
     {"sort", 17, 64, 1, 1, 1500, 0, 0.005},
+    {"data", 8, 64, 1, 1, 3000, 0, 0.005},
     {NULL, 8, 64, 1, 1, 3000, 0, 0.005}, /* copy, reverse, shift, lookup, max */
 };
 
@@ -437,6 +454,7 @@ static int train_parse(int argc, char **argv, train_args *a) {
         {"heads", required_argument, 0, OPT_HEADS},     {"layers", required_argument, 0, OPT_LAYERS},
         {"residual", no_argument, 0, OPT_RESIDUAL},     {"causal", no_argument, 0, OPT_CAUSAL},
         {"no-residual", no_argument, 0, OPT_NO_RESIDUAL},
+        {"data", required_argument, 0, OPT_DATA},       {"heldout", required_argument, 0, OPT_HELDOUT},
         {"init-scale", required_argument, 0, OPT_INIT_SCALE},
         {"optim", required_argument, 0, OPT_OPTIM},     {"lr", required_argument, 0, OPT_LR},
         {"batch", required_argument, 0, OPT_BATCH},     {"steps", required_argument, 0, OPT_STEPS},
@@ -455,7 +473,8 @@ static int train_parse(int argc, char **argv, train_args *a) {
         {"help", no_argument, 0, CLI_OPT_HELP},         {0, 0, 0, 0}};
     const char *schedule = "cosine";
     long warmup = -1;
-    const char *task_name = "copy", *optim_name = "adam";
+    const char *task_name = "copy", *optim_name = "adam", *data_path = NULL, *heldout_path = NULL;
+    bool task_set = false;
     long seq_len = -1, vocab = 0, d_model = -1, heads = -1, layers = -1, batch = 32; /* -1: the task's */
     double lr = 0, init_scale = 0.5, weight_decay = 0, clip = 1;
     uint64_t seed = 1;
@@ -467,10 +486,13 @@ static int train_parse(int argc, char **argv, train_args *a) {
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         bool ok = true;
         if ((c >= OPT_TASK && c <= OPT_SEED && c != OPT_STEPS) || c == OPT_SCHEDULE ||
-            c == OPT_WARMUP || c == OPT_DTYPE || c == OPT_NO_RESIDUAL)
+            c == OPT_WARMUP || c == OPT_DTYPE || c == OPT_NO_RESIDUAL || c == OPT_DATA ||
+            c == OPT_HELDOUT)
             model_opts = true;
         switch (c) {
-        case OPT_TASK: task_name = optarg; break;
+        case OPT_TASK: task_name = optarg; task_set = true; break;
+        case OPT_DATA: data_path = optarg; break;
+        case OPT_HELDOUT: heldout_path = optarg; break;
         case OPT_SEQ_LEN: ok = cli_parse_int("seq-len", optarg, 2, 65536, &seq_len); break;
         case OPT_VOCAB: ok = cli_parse_int("vocab", optarg, 2, 1000000, &vocab); break;
         case OPT_D_MODEL: ok = cli_parse_int("d-model", optarg, 1, 8192, &d_model); break;
@@ -520,6 +542,16 @@ static int train_parse(int argc, char **argv, train_args *a) {
         }
         return CLI_RUN; /* the rest comes from the saved run (out_dir defaults to it) */
     }
+    if (data_path && (task_set || seq_len >= 0 || vocab)) {
+        cli_error("train: --data FILE sets the task, the length and the vocabulary; leave out "
+                  "%s", task_set ? "--task" : seq_len >= 0 ? "--seq-len" : "--vocab");
+        return EXIT_USAGE;
+    }
+    if (heldout_path && !data_path) {
+        cli_error("train: --heldout FILE names held-out examples of a --data FILE");
+        return EXIT_USAGE;
+    }
+    if (data_path) task_name = "data";
     const task_defaults *d = defaults_of(task_name);
     if (seq_len < 0) seq_len = d->seq_len;
     if (d_model < 0) d_model = d->d_model;
@@ -547,10 +579,29 @@ static int train_parse(int argc, char **argv, train_args *a) {
               : cfg->optim == QKV_ADAM     ? d->adam_lr
               : cfg->optim == QKV_MOMENTUM ? 0.1
                                            : 1.0;
-    qkv_status s = qkv_task_init(&cfg->task, task_name, (int)seq_len, (int)vocab);
-    if (s != QKV_OK) {
-        cli_error("%s", qkv_last_error());
-        return cli_exit_for(s);
+    if (data_path) {
+        /* absolute paths: the model file names them, for eval and --resume from anywhere */
+        const char *paths[2] = {data_path, heldout_path};
+        char *dst[2] = {cfg->data_path, cfg->heldout_path};
+        for (int k = 0; k < 2; k++) {
+            if (!paths[k]) continue;
+            char *abs = realpath(paths[k], NULL);
+            if (!abs || strlen(abs) >= sizeof cfg->data_path) {
+                cli_error("%s: %s", paths[k], abs ? "the path is too long" : strerror(errno));
+                free(abs);
+                return EXIT_IO;
+            }
+            snprintf(dst[k], sizeof cfg->data_path, "%s", abs);
+            free(abs);
+        }
+        cfg->task.kind = QKV_TASK_DATA; /* its sizes come from the file (trainer_init) */
+        seq_len = 2;
+    } else {
+        qkv_status s = qkv_task_init(&cfg->task, task_name, (int)seq_len, (int)vocab);
+        if (s != QKV_OK) {
+            cli_error("%s", qkv_last_error());
+            return cli_exit_for(s);
+        }
     }
     cfg->model = (qkv_model_config){.vocab = cfg->task.vocab, .seq_len = (int)seq_len,
                                     .d_model = (int)d_model, .heads = (int)heads,
