@@ -327,6 +327,8 @@ typedef enum {
     QKV_TASK_RECALL,  /* key-value token pairs, then queried keys (causal); y = the key's value */
     QKV_TASK_SORT,    /* n distinct tokens, a separator, then the tokens in ascending order
                          (causal); each output position predicts the next larger token */
+    QKV_TASK_TRANSLATE, /* cross-attention: T source tokens, T/2 targets; target i is source
+                           token 2i+1 through a fixed dictionary into a second vocabulary */
     QKV_TASK_DATA,    /* a user's examples from a file (qkv train --data); no ideal pattern */
     QKV_TASK_COUNT
 } qkv_task_kind;
@@ -339,6 +341,8 @@ typedef struct {
                              recall: key tokens 0..n_keys-1, value tokens n_keys..n_keys+n_values-1 */
     int n_pairs;          /* recall: key-value pairs before the queries */
     int n_outputs;        /* data: the distinct output tokens (for the chance level) */
+    int target_len;       /* 0: one target per position; translate: T/2 targets, and the model
+                             is an encoder-decoder (qkv_model_config.target_len) */
 } qkv_task;
 
 /* Names are "copy", "reverse", "shift", "lookup", "max" (static; "?" if unknown). */
@@ -349,7 +353,8 @@ QKV_API int qkv_task_default_vocab(qkv_task_kind kind, int seq_len);
  * them: QKV_ERR_VALUE with a message naming the problem (an unknown name, a length outside
  * 2..4096 or too long for lookup, a vocabulary allowing fewer than 4096 sequences). */
 QKV_API qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int vocab);
-/* Draws one sequence into the caller's arrays tokens[T] and targets[T] (-1 where a position
+/* Draws one sequence into the caller's arrays tokens[T] and targets[T] (targets[T/2] for
+ * translate: task.target_len when it is not 0; -1 where a position
  * carries no target). Held-out sequences (a fixed eighth of all sequences, by hash) are drawn
  * only when `heldout` is true, and never otherwise, so training never sees them. */
 QKV_API void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, int32_t *tokens,

@@ -5,9 +5,26 @@
 #define LOOKUP_MAX_KEYS 32
 #define LOOKUP_VALUES 4     /* values per key at the default vocabulary */
 #define HELDOUT_SHARE 8     /* one sequence in 8 is held out */
+#define TRANSLATE_MAX_WORDS 4096
+#define TRANSLATE_SEED 0x7472616e736c6174ull /* "translat": the dictionary, the same for every run */
+
+/* translate's dictionary: source word s (0 .. n-1) means target word n + dict[s], where dict
+ * is a Fisher-Yates shuffle of 0 .. n-1 drawn from TRANSLATE_SEED. */
+static int32_t translate_word(int n, int32_t s) {
+    int32_t dict[TRANSLATE_MAX_WORDS];
+    for (int i = 0; i < n; i++) dict[i] = i;
+    qkv_rng rng = qkv_rng_seed(TRANSLATE_SEED);
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)qkv_rng_below(&rng, (uint32_t)i + 1);
+        int32_t t = dict[i];
+        dict[i] = dict[j];
+        dict[j] = t;
+    }
+    return n + dict[s];
+}
 
 static const char *const task_names[QKV_TASK_COUNT] = {
-    "copy", "reverse", "shift", "lookup", "max", "induction", "recall", "sort", "data"};
+    "copy", "reverse", "shift", "lookup", "max", "induction", "recall", "sort", "translate", "data"};
 
 const char *qkv_task_name(qkv_task_kind kind) {
     return kind >= 0 && kind < QKV_TASK_COUNT ? task_names[kind] : "?";
@@ -16,7 +33,7 @@ const char *qkv_task_name(qkv_task_kind kind) {
 int qkv_task_default_vocab(qkv_task_kind kind, int seq_len) {
     if (seq_len < 2) return 0;
     if (kind == QKV_TASK_LOOKUP) return (seq_len - 1) * (LOOKUP_VALUES + 1);
-    if (kind == QKV_TASK_RECALL) return 32;
+    if (kind == QKV_TASK_RECALL || kind == QKV_TASK_TRANSLATE) return 32;
     if (kind == QKV_TASK_INDUCTION || kind == QKV_TASK_SORT)
         return seq_len / 2 + 1 > 16 ? seq_len / 2 + 1 : 16;
     return 16;
@@ -36,7 +53,7 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
     while (k < QKV_TASK_COUNT && strcmp(name, task_names[k]) != 0) k++;
     if (k == QKV_TASK_COUNT)
         return qkv_fail(QKV_ERR_VALUE, "unknown task '%s' (copy, reverse, shift, lookup, max, "
-                        "induction, recall, sort)", name);
+                        "induction, recall, sort, translate)", name);
     task->kind = (qkv_task_kind)k;
     if (task->kind == QKV_TASK_DATA)
         return qkv_fail(QKV_ERR_VALUE, "a task of your own comes from a file: --data FILE");
@@ -100,6 +117,15 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
                             "need at least %d (distinct tokens and a separator)", vocab, seq_len,
                             (seq_len - 1) / 2 + 1);
         log2_sequences = log2_arrangements(vocab - 1, (seq_len - 1) / 2);
+    }
+    if (task->kind == QKV_TASK_TRANSLATE) {
+        /* source tokens 0 .. V/2-1, target tokens V/2 .. V-1 */
+        if (seq_len % 2 || vocab % 2 || vocab < 4 || vocab > 2 * TRANSLATE_MAX_WORDS)
+            return qkv_fail(QKV_ERR_VALUE, "translate needs an even --seq-len (%d) and an even "
+                            "--vocab in 4..%d (%d): half source words, half target words",
+                            seq_len, 2 * TRANSLATE_MAX_WORDS, vocab);
+        task->target_len = seq_len / 2;
+        log2_sequences = seq_len * log2(vocab / 2.0);
     }
     if (vocab < 2 || log2_sequences < 12)
         return qkv_fail(QKV_ERR_VALUE,
@@ -186,6 +212,10 @@ static void draw_tokens(const qkv_task *task, qkv_rng *rng, int32_t *x) {
         draw_structured(task, rng, x);
         return;
     }
+    if (task->kind == QKV_TASK_TRANSLATE) {
+        for (int i = 0; i < T; i++) x[i] = (int32_t)qkv_rng_below(rng, (uint32_t)task->vocab / 2);
+        return;
+    }
     if (task->kind != QKV_TASK_LOOKUP) {
         for (int i = 0; i < T; i++) x[i] = (int32_t)qkv_rng_below(rng, (uint32_t)task->vocab);
         return;
@@ -221,6 +251,11 @@ void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, int32_t *
     int T = task->seq_len;
     do draw_tokens(task, rng, x);
     while (qkv_task_is_heldout(task, x) != heldout);
+    if (task->kind == QKV_TASK_TRANSLATE) { /* T/2 targets */
+        for (int i = 0; i < task->target_len; i++)
+            y[i] = translate_word(task->vocab / 2, x[2 * i + 1]);
+        return;
+    }
     int32_t max = x[0];
     for (int i = 1; i < T; i++) max = x[i] > max ? x[i] : max;
     for (int i = 0; i < T; i++) {
@@ -273,6 +308,8 @@ void qkv_task_ideal(const qkv_task *task, const int32_t *x, uint8_t *ideal) {
         default: break;
         }
     }
+    if (task->kind == QKV_TASK_TRANSLATE) /* decoder position i -> source position 2i+1 */
+        for (int i = 0; i < task->target_len; i++) ideal[(size_t)i * T + 2 * i + 1] = 1;
     if (task->kind == QKV_TASK_INDUCTION) { /* the token after the earlier copy */
         int n = induction_segment(task, x);
         for (int i = n; i < T - 1; i++) /* every earlier copy: the segment repeats */
@@ -306,13 +343,16 @@ double qkv_task_chance(const qkv_task *task) {
     case QKV_TASK_LOOKUP:
     case QKV_TASK_RECALL: return 1.0 / task->n_values;
     case QKV_TASK_SORT: return 1.0 / (task->vocab - 1);
+    case QKV_TASK_TRANSLATE: return 2.0 / task->vocab;
     case QKV_TASK_DATA: return task->n_outputs ? 1.0 / task->n_outputs : 1;
     default: return 1.0 / task->vocab;
     }
 }
 
 void qkv_task_token_label(const qkv_task *task, int32_t t, char *buf, size_t len) {
-    if (task->kind == QKV_TASK_SORT && t == task->vocab - 1)
+    if (task->kind == QKV_TASK_TRANSLATE)
+        snprintf(buf, len, t < task->vocab / 2 ? "s%d" : "w%d", t < task->vocab / 2 ? t : t - task->vocab / 2);
+    else if (task->kind == QKV_TASK_SORT && t == task->vocab - 1)
         snprintf(buf, len, "|");
     else if (task->kind == QKV_TASK_RECALL)
         snprintf(buf, len, t < task->n_keys ? "k%d" : "v%d", t < task->n_keys ? t : t - task->n_keys);

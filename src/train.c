@@ -54,7 +54,8 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
         return qkv_fail(QKV_ERR_VALUE, "--batch %d is out of range (1..65536)", cfg->batch);
     if (!(cfg->lr > 0) || cfg->lr > 1e6)
         return qkv_fail(QKV_ERR_VALUE, "--lr %g must be above 0", cfg->lr);
-    if (cfg->model.vocab < task->vocab || cfg->model.seq_len != task->seq_len) {
+    if (cfg->model.vocab < task->vocab || cfg->model.seq_len != task->seq_len ||
+        (!t->data && cfg->model.target_len != task->target_len)) {
         trainer_free(t);
         return qkv_fail(QKV_ERR_VALUE, "the model does not fit the task");
     }
@@ -137,7 +138,7 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
     }
     qkv_rng held = qkv_rng_seed(cfg->seed ^ 0x4e1d000700000007ull);
     for (int i = 0; i < TRAIN_HELDOUT; i++)
-        qkv_task_sample(task, &held, true, t->held_tokens + i * T, t->held_targets + i * T);
+        qkv_task_sample(task, &held, true, t->held_tokens + i * T, t->held_targets + i * To);
     return QKV_OK;
 }
 
@@ -200,7 +201,7 @@ qkv_status trainer_step(trainer *t) {
         return trainer_update(t);
     }
     for (int b = 0; b < B; b++)
-        qkv_task_sample(&c->task, &t->data_rng, false, t->tokens + b * T, t->targets + b * T);
+        qkv_task_sample(&c->task, &t->data_rng, false, t->tokens + b * T, t->targets + b * To);
     return trainer_update(t);
 }
 
@@ -307,21 +308,22 @@ static void add_attention(trainer *t, qkv_tensor *const *attn, int b, const int3
     const qkv_task *task = &t->cfg.task;
     int T = task->seq_len, H = t->model.cfg.heads, L = t->model.cfg.layers;
     int Hs = H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS;
-    if (t->target_len != T || t->model.cfg.target_len) return; /* cross-attention: no scores */
+    int Tq = t->target_len; /* query rows: T, or an encoder-decoder's To */
     for (int l = 0; l < L && task->kind != QKV_TASK_DATA; l++) {
         qkv_task_ideal_layer(task, x, l, L, t->ideal);
-        for (int i = 0; i < T; i++) {
+        for (int i = 0; i < Tq; i++) {
             bool has_ideal = false;
             for (int j = 0; j < T; j++) has_ideal |= t->ideal[i * T + j];
             if (!has_ideal) continue;
             sum->mass_rows[l]++;
             for (int h = 0; h < Hs; h++) {
-                int64_t row = (((int64_t)b * H + h) * T + i) * T;
+                int64_t row = (((int64_t)b * H + h) * Tq + i) * T;
                 for (int j = 0; j < T; j++)
                     if (t->ideal[i * T + j]) sum->mass[l][h] += qkv_get(attn[l], row + j);
             }
         }
     }
+    if (t->model.cfg.target_len) return; /* the head scores are of self-attention */
     for (int i = 0; i < len; i++) { /* the real tokens: padding never holds a score */
         bool has_dup = false, has_ind = false;
         for (int j = 0; j < i; j++) has_dup |= x[j] == x[i];
@@ -642,6 +644,7 @@ qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, in
                                  .heads = (int)v[3], .layers = (int)v[4],
                                  .residual = !strcmp(residual, "true"),
                                  .causal = !strcmp(causal, "true"), .init_scale = v[5],
+                                 .target_len = c.task.target_len,
                                  .dtype = as == TRAIN_DTYPE_OF_FILE ? file_dtype : (qkv_dtype)as};
     /* Words are read exactly: a value qkv does not know is refused, never taken as a default. */
     const char *schedule = qkv_st_meta(st, "schedule");

@@ -367,6 +367,7 @@ static const task_defaults default_options[] = {
     {"induction", 16, 64, 2, 2, 600, 1, 0.005},
     {"recall", 16, 64, 2, 2, 800, 1, 0.005},
     {"sort", 17, 64, 1, 1, 1500, 0, 0.005},
+    {"translate", 16, 64, 1, 1, 500, 0, 0.005},
     {"data", 8, 64, 1, 1, 3000, 0, 0.005},
     {NULL, 8, 64, 1, 1, 3000, 0, 0.005}, /* copy, reverse, shift, lookup, max */
 };
@@ -398,24 +399,31 @@ static void print_summary(const trainer *t, const eval_result *r, const char *ta
     const qkv_task *task = &t->cfg.task;
     const qkv_model_config *c = &t->model.cfg;
     double chance = qkv_task_chance(task);
-    printf("%s: held-out accuracy %.2f%% (chance %.2f%%), attention mass %.3f (layer %d, head "
-           "%d), loss %.4f, %s\n", qkv_task_name(task->kind), 100 * r->accuracy, 100 * chance,
-           r->attention_mass, r->attention_layer + 1, r->best_head + 1, r->loss, tail);
-    if (c->layers > 1) {
+    if (r->has_ideal)
+        printf("%s: held-out accuracy %.2f%% (chance %.2f%%), attention mass %.3f (layer %d, "
+               "head %d), loss %.4f, %s\n", qkv_task_name(task->kind), 100 * r->accuracy,
+               100 * chance, r->attention_mass, r->attention_layer + 1, r->best_head + 1, r->loss,
+               tail);
+    else /* a data file: no ideal pattern to measure */
+        printf("%s: held-out accuracy %.2f%% (chance %.2f%%), loss %.4f, %s\n",
+               qkv_task_name(task->kind), 100 * r->accuracy, 100 * chance, r->loss, tail);
+    if (c->layers > 1 && r->has_ideal) {
         printf("  ideal-pattern mass by layer:");
         for (int l = 0; l < c->layers; l++)
             printf(" %d: %.3f (head %d)", l + 1, r->layer_mass[l], r->layer_best_head[l] + 1);
         putchar('\n');
     }
-    int pl, ph, dl, dh, il, ih;
-    best_scoring_head(t, r, r->prev_token, &pl, &ph);
-    best_scoring_head(t, r, r->duplicate, &dl, &dh);
-    best_scoring_head(t, r, r->induction, &il, &ih);
-    printf("  strongest heads: previous-token %.3f (layer %d, head %d), duplicate-token %.3f "
-           "(layer %d, head %d), induction %.3f (layer %d, head %d)\n", r->prev_token[pl][ph],
-           pl + 1, ph + 1, r->duplicate[dl][dh], dl + 1, dh + 1, r->induction[il][ih], il + 1,
-           ih + 1);
-    /* One hint, when accuracy is near chance or the attention is far from the ideal. */
+    if (!c->target_len) { /* the head scores are of self-attention */
+        int pl, ph, dl, dh, il, ih;
+        best_scoring_head(t, r, r->prev_token, &pl, &ph);
+        best_scoring_head(t, r, r->duplicate, &dl, &dh);
+        best_scoring_head(t, r, r->induction, &il, &ih);
+        printf("  strongest heads: previous-token %.3f (layer %d, head %d), duplicate-token %.3f "
+               "(layer %d, head %d), induction %.3f (layer %d, head %d)\n", r->prev_token[pl][ph],
+               pl + 1, ph + 1, r->duplicate[dl][dh], dl + 1, dh + 1, r->induction[il][ih], il + 1,
+               ih + 1);
+    }
+/* One hint, when accuracy is near chance or the attention is far from the ideal. */
     bool near_chance = r->accuracy < chance + 0.25 * (1 - chance);
     bool far_from_ideal = r->has_ideal && r->attention_mass < 0.5 && r->accuracy < 0.99;
     if (!near_chance && !far_from_ideal) return;
@@ -607,7 +615,8 @@ static int train_parse(int argc, char **argv, train_args *a) {
                                     .d_model = (int)d_model, .heads = (int)heads,
                                     .layers = (int)layers, .residual = residual == 1,
                                     .causal = causal || cfg->task.causal,
-                                    .init_scale = init_scale, .dtype = dtype};
+                                    .init_scale = init_scale, .dtype = dtype,
+                                    .target_len = cfg->task.target_len};
     if (!a->out_dir && (a->plot || a->snapshot_every)) {
         cli_error("train: %s needs --out DIR", a->plot ? "--plot" : "--snapshot-every");
         return EXIT_USAGE;
