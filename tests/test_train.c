@@ -192,6 +192,179 @@ START_TEST(test_induction_needs_two_layers) {
 }
 END_TEST
 
+/* ---- data files (qkv train --data) ---------------------------------------------------------- */
+/* Writes `lines` examples to path: swap neighbours (outputs as long as inputs, lengths 2..8),
+ * or, with `half`, target i = source token 2i+1 in capitals (lengths 2, 4, 6, 8). */
+static void write_data_file(const char *path, int lines, bool half, uint64_t seed) {
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    qkv_rng rng = qkv_rng_seed(seed);
+    for (int n = 0; n < lines; n++) {
+        int len = half ? 2 * (1 + (int)qkv_rng_below(&rng, 4)) : 2 + (int)qkv_rng_below(&rng, 7);
+        int x[8];
+        for (int i = 0; i < len; i++) {
+            x[i] = (int)qkv_rng_below(&rng, 10);
+            fprintf(f, "%sw%d", i ? " " : "", x[i]);
+        }
+        fputc('\t', f);
+        if (half)
+            for (int i = 0; i < len / 2; i++) fprintf(f, "%sW%d", i ? " " : "", x[2 * i + 1]);
+        else
+            for (int i = 0; i < len; i++) /* swap each pair; an odd last token stays */
+                fprintf(f, "%sw%d", i ? " " : "", x[i % 2 ? i - 1 : i + 1 < len ? i + 1 : i]);
+        fputc('\n', f);
+    }
+    fclose(f);
+}
+
+static train_config data_config(const char *path, int64_t steps) {
+    train_config c = make_config("copy", 8, 32, 1, steps, QKV_ADAM, 0.005);
+    snprintf(c.data_path, sizeof c.data_path, "%s", path);
+    return c;
+}
+
+/* Padding gets no attention and no loss: keys past an example's length have weight exactly 0
+ * in every layer, head and row; logits and loss at real positions do not change when the
+ * padding holds another token; and the padding token's embedding gets no gradient. */
+START_TEST(test_data_padding_mask) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    write_data_file(path, 400, _i == 1, 3);
+    train_config c = data_config(path, 1);
+    c.model.layers = 2;
+    c.model.residual = true;
+    c.model.heads = 2;
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert_int_eq(t.model.cfg.target_len, _i == 1 ? 4 : 0);
+    int T = t.model.cfg.seq_len, To = t.target_len, L = 2, H = 2;
+    ck_assert_int_eq(T, 8);
+    /* held-out examples of every length, attention of each */
+    float *a = malloc((size_t)L * H * To * T * sizeof *a);
+    int padded = 0;
+    for (int e = 0; e < t.n_held; e++) {
+        int len = t.held_lengths[e];
+        for (int i = 0; i < T; i++) ck_assert_int_eq(t.held_tokens[e * T + i] == DATA_PAD, i >= len);
+        if (len == T) continue;
+        padded++;
+        trainer_attention(&t, e, a);
+        for (int k = 0; k < L * H * To; k++)
+            for (int j = len; j < T; j++)
+                ck_assert_msg(a[k * T + j] == 0, "example %d: weight %g on padding key %d", e,
+                              a[k * T + j], j);
+    }
+    ck_assert_int_gt(padded, 0);
+    free(a);
+    /* the same batch with the padding as token 1: real positions keep their logits and loss */
+    int B = 16;
+    int32_t *x = malloc((size_t)B * T * sizeof *x), *y = t.held_targets;
+    memcpy(x, t.held_tokens, (size_t)B * T * sizeof *x);
+    double loss[2];
+    float *logits[2];
+    int V = t.model.cfg.vocab;
+    for (int pass = 0; pass < 2; pass++) {
+        qkv_ctx_reset(t.eval_ctx);
+        qkv_tensor *lg = qkv_model_forward_padded(&t.model, t.eval_ctx, x, t.held_lengths, B, NULL);
+        qkv_tensor *tg = qkv_from_array(t.eval_ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
+        loss[pass] = qkv_get(qkv_cross_entropy(t.eval_ctx, lg, tg, -1), 0);
+        logits[pass] = malloc((size_t)lg->size * sizeof(float));
+        memcpy(logits[pass], lg->data, (size_t)lg->size * sizeof(float));
+        for (int64_t i = 0; i < (int64_t)B * T; i++) x[i] = x[i] == DATA_PAD ? 1 : x[i];
+    }
+    ck_assert_msg(loss[0] == loss[1], "the loss moved with the padding: %.9g, %.9g", loss[0], loss[1]);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < To; i++)
+            if (y[b * To + i] >= 0)
+                for (int v = 0; v < V; v++)
+                    ck_assert(logits[0][((size_t)b * To + i) * V + v] ==
+                              logits[1][((size_t)b * To + i) * V + v]);
+    free(logits[0]);
+    free(logits[1]);
+    free(x);
+    /* one training step: the padding token's embedding row gets no gradient */
+    ck_assert_int_eq(trainer_step(&t), QKV_OK);
+    const float *g = t.model.tok_emb->grad;
+    for (int k = 0; k < t.model.cfg.d_model; k++) ck_assert(g[DATA_PAD * t.model.cfg.d_model + k] == 0);
+    trainer_free(&t);
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
+/* The held-out split is the line hash's; a model file names its data and refuses a changed one. */
+START_TEST(test_data_save_load) {
+    make_tmpdir();
+    char path[128], model[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    snprintf(model, sizeof model, "%s/model.safetensors", tmpdir);
+    write_data_file(path, 300, false, 4);
+    train_config c = data_config(path, 20);
+    trainer t, u;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert(t.n_held > 0 && t.n_held < 300 / 4);
+    train_steps(&t, 20);
+    ck_assert_int_eq(trainer_save(&t, model), QKV_OK);
+    ck_assert_int_eq(trainer_load(&u, model), QKV_OK);
+    ck_assert_int_eq(u.cfg.task.kind, QKV_TASK_DATA);
+    ck_assert_int_eq(u.data->vocab, t.data->vocab);
+    assert_same_state(&t, &u);
+    assert_same_eval(trainer_evaluate(&t), trainer_evaluate(&u));
+    trainer_free(&u);
+    write_data_file(path, 300, false, 5); /* another file at the same path */
+    ck_assert_int_eq(trainer_load(&u, model), QKV_ERR_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "changed since the model was trained"));
+    trainer_free(&t);
+    remove(model);
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
+/* Bad files: one error naming the line. */
+START_TEST(test_data_bad_files) {
+    static const struct { const char *text, *fragment; } bad[] = {
+        {"a b\tb a\na b\n", "line 2: no tab"},
+        {"a b\tb a\na\t\n", "line 2: the output side is empty"},
+        {"a\tb\n \tb\n", "line 2: the input side is empty"},
+        {"a b\tb a\nb c d\tc\n", "line 2: 3 input and 1 output tokens"},
+        {"a b c d\tb d\nb a\ta b\n", "line 2: 2 input and 2 output tokens"},
+        {"", "holds no examples"},
+    };
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        FILE *f = fopen(path, "w");
+        fputs(bad[k].text, f);
+        fclose(f);
+        dataset d;
+        ck_assert_int_eq(dataset_load(&d, path, NULL), QKV_ERR_FORMAT);
+        ck_assert_msg(strstr(qkv_last_error(), bad[k].fragment), "case %zu: %s", k, qkv_last_error());
+    }
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
+/* A data file of a rule no built-in task has (swap neighbours), and one of outputs half as
+ * long (cross-attention), each learned to 99% held-out. */
+START_TEST(test_data_learns) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    write_data_file(path, 3000, _i == 1, 6);
+    train_config c = data_config(path, 600);
+    c.model.d_model = 64;
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    train_steps(&t, c.steps);
+    eval_result r = trainer_evaluate(&t);
+    printf("test_train: data file (%s): held-out accuracy %.4f on %d examples\n",
+           _i ? "half-length outputs, cross-attention" : "swap neighbours", r.accuracy, t.n_held);
+    ck_assert_msg(r.accuracy >= 0.99, "held-out accuracy %.4f", r.accuracy);
+    trainer_free(&t);
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
 /* ---- save, load, eval ------------------------------------------------------------------ */
 START_TEST(test_save_load_eval) {
     make_tmpdir();
@@ -385,6 +558,21 @@ START_TEST(test_threads_bit_identical_f64) {
     c.model.dtype = QKV_F64;
     c.batch = 1;
     assert_threads_agree(c, 2);
+}
+END_TEST
+
+/* A data file's run: padded batches, the same bits on 1 and 2 threads. */
+START_TEST(test_threads_bit_identical_data) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    for (int half = 0; half < 2; half++) {
+        write_data_file(path, 300, half, 8);
+        train_config c = data_config(path, 4);
+        c.batch = 64;
+        assert_threads_agree(c, 2);
+    }
+    remove_tmpdir("data.tsv");
 }
 END_TEST
 
@@ -724,6 +912,7 @@ static Suite *train_suite(void) {
     tcase_add_loop_test(tc, test_deep_task_learns, 0,
                         (int)(sizeof learn_deep / sizeof learn_deep[0]));
     tcase_add_test(tc, test_induction_needs_two_layers);
+    tcase_add_loop_test(tc, test_data_learns, 0, 2);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("files");
@@ -738,6 +927,7 @@ static Suite *train_suite(void) {
     tcase_set_tags(tc, "slow");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_threads_bit_identical_shards);
+    tcase_add_test(tc, test_threads_bit_identical_data);
     tcase_add_test(tc, test_threads_bit_identical_kernels);
     tcase_add_test(tc, test_threads_bit_identical_f64);
     suite_add_tcase(s, tc);
@@ -760,6 +950,9 @@ static Suite *train_suite(void) {
     tcase_add_loop_test(tc, test_targets_and_ideal, 0, 5);
     tcase_add_test(tc, test_lookup_layout);
     tcase_add_loop_test(tc, test_structured_targets, 0, 3);
+    tcase_add_loop_test(tc, test_data_padding_mask, 0, 2);
+    tcase_add_test(tc, test_data_save_load);
+    tcase_add_test(tc, test_data_bad_files);
     tcase_add_test(tc, test_task_init_rejects);
     suite_add_tcase(s, tc);
     return s;
