@@ -24,13 +24,20 @@ static const char train_usage[] =
     "accuracy and attention mass (the weight layer 1's best head puts on the ideal keys).\n"
     "\n"
     "task and model:\n"
-    "  --task T            copy, reverse, shift, lookup or max (default copy)\n"
-    "  --seq-len N         sequence length (default 8)\n"
+    "  --task T            copy, reverse, shift, lookup, max, induction, recall, sort or\n"
+    "                      translate (default copy); options not given take the task's\n"
+    "                      defaults (induction: --seq-len 16 --layers 2 --heads 2 --residual)\n"
+    "  --data FILE         your own task: one example a line, input tokens, a tab, output\n"
+    "                      tokens (`_`: no target); padded, vocabulary from the file\n"
+    "  --heldout FILE      held-out examples of --data (default: a hash holds out 1 line in 8)\n"
+    "  --seq-len N         sequence length (default 8, or the task's)\n"
     "  --vocab N           vocabulary size (default 16; lookup: 5 per key)\n"
     "  --d-model N         model width (default 64)\n"
     "  --heads N           attention heads; must divide --d-model (default 1)\n"
-    "  --layers N          attention layers, 1..8 (default 1)\n"
-    "  --residual          add a residual connection around each layer (default off)\n"
+    "  --layers N          attention layers, 1..8 (default 1; 2 for induction and recall)\n"
+    "  --residual          add a residual connection around each layer (default off; on for\n"
+    "                      induction and recall)\n"
+    "  --no-residual       no residual connection, whatever the task's default\n"
     "  --causal            causal mask on every layer (default off; always on for shift)\n"
     "  --init-scale X      weights ~ N(0, X^2/fan_in), embeddings ~ N(0, X^2) (default 0.5)\n"
     "  --dtype D           f32 or f64: the precision of the weights, activations, gradients\n"
@@ -351,6 +358,24 @@ static void print_result_json(const trainer *t, eval_result r, int64_t step, dou
            seconds, t->cfg.task.seq_len, t->cfg.task.vocab, t->model.cfg.d_model,
            t->model.cfg.heads, t->model.cfg.layers, t->cfg.seed, r.loss, r.accuracy,
            strcmp(cmd, "eval") ? t->last_loss : r.loss); /* as before 0.2, for each command */
+}
+
+/* With two layers or more: the first metrics row at which a head of the last layer has an
+ * induction score of 0.5 or more, the step at which the induction head formed. */
+static void print_induction_step(const trainer *t, const metrics *m) {
+    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
+                                                                          : EVAL_MAX_HEADS;
+    if (L < 2 || t->model.cfg.target_len) return;
+    for (int i = 0; i < m->n; i++)
+        for (int h = 0; h < H && m->rows[i].scores; h++) {
+            double score = m->rows[i].scores[L + 3 * ((L - 1) * H + h) + 2];
+            if (score >= 0.5) {
+                printf("  an induction head formed in layer %d (head %d) by step %" PRId64
+                       " (metrics.csv column ind_l%dh%d passed 0.5)\n", L, h + 1,
+                       m->rows[i].step, L, h + 1);
+                return;
+            }
+        }
 }
 
 /* What `qkv train --task T` uses for the options not given: one layer of width 64 solves the
@@ -754,6 +779,7 @@ static int train_run(train_args *a) {
             snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step, seconds,
                      out_dir ? ", saved to " : "", out_dir ? out_dir : "");
             print_summary(&t, &r, tail);
+            print_induction_step(&t, &m);
         }
     }
     if (code == EXIT_OK && plot) {
