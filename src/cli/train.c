@@ -344,10 +344,11 @@ static void print_result_json(const trainer *t, eval_result r, int64_t step, dou
                               const char *cmd, bool trained) {
     printf("{\"command\":\"%s\",\"task\":\"%s\",\"optim\":\"%s\",\"dtype\":\"%s\",\"steps\":%" PRId64
            ",\"heldout_loss\":%.6f,\"heldout_accuracy\":%.6f,\"heldout_correct\":%" PRId64
-           ",\"heldout_targets\":%" PRId64 ",\"attention_mass\":%.6f,\"best_head\":%d,",
+           ",\"heldout_targets\":%" PRId64 ",\"attention_mass\":%.6f,\"best_head\":%d,"
+           "\"attention_layer\":%d,\"chance\":%.6f,",
            cmd, qkv_task_name(t->cfg.task.kind), qkv_optim_name(t->cfg.optim),
            qkv_dtype_name(t->model.cfg.dtype), step, r.loss, r.accuracy, r.correct, r.counted,
-           r.attention_mass, r.best_head + 1);
+           r.attention_mass, r.best_head + 1, r.attention_layer + 1, qkv_task_chance(&t->cfg.task));
     if (trained)
         printf("\"last_batch_loss\":%.6f,", t->last_loss);
     else
