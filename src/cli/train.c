@@ -1,5 +1,6 @@
 /* train.c - `qkv train` and `qkv eval`: train a toy attention model, watch it, save it. */
 #include "cli.h"
+#include "run_files.h"
 #include "train.h"
 
 #include <errno.h>
@@ -81,12 +82,7 @@ static void set_threads(long n) {
 #endif
 }
 
-/* ---- metrics.csv ---- */
-typedef struct {
-    int64_t step;
-    double loss, train_acc, heldout_acc, lr, heldout_loss; /* heldout_loss: NaN if unknown */
-} metrics_row;
-
+/* ---- metrics.csv (rows: metrics_row, run_files.h) ---- */
 typedef struct {
     metrics_row *rows;
     int n, cap;
@@ -419,6 +415,16 @@ static int train_run(train_args *a) {
     }
 
     int64_t total = t.cfg.steps, every = eval_every ? eval_every : (total >= 20 ? total / 20 : 1);
+    /* summary.json and metrics.jsonl (run_files.c) */
+    run_options ro = {.eval_every = (long)every, .save_every = save_every,
+                      .snapshot_every = snapshot_every};
+    run_files rf;
+    if (out_dir && (s = run_files_begin(&rf, out_dir, &t, &ro, m.rows, m.n)) != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        trainer_free(&t);
+        free(m.rows);
+        return cli_exit_for(s);
+    }
     FILE *prog = json ? stderr : stdout;
     bool tty = isatty(fileno(prog)), show_bar = !quiet && tty, show_log = !quiet && !tty && !json;
     double t0 = now_seconds(), last_draw = 0, heldout = 0;
@@ -440,8 +446,9 @@ static int train_run(train_args *a) {
         if (step % every == 0 || step == total) {
             r = trainer_evaluate(&t);
             heldout = r.accuracy;
-            metrics_add(&m, (metrics_row){step, t.last_loss, t.last_train_acc, r.accuracy,
-                                          t.optim.lr, r.loss});
+            metrics_row row = {step, t.last_loss, t.last_train_acc, r.accuracy, t.optim.lr, r.loss};
+            metrics_add(&m, row);
+            if (out_dir) run_files_row(&rf, &row, &r);
             if (show_log) {
                 double el = now_seconds() - t0;
                 printf("step %" PRId64 "/%" PRId64 " loss %.4f train_acc %.4f heldout_acc %.4f "
@@ -475,7 +482,10 @@ static int train_run(train_args *a) {
     }
     double seconds = now_seconds() - t0;
     if (show_bar && code == EXIT_OK) fputc('\n', prog);
-    if (code == EXIT_OK && t.optim.step == start_step) r = trainer_evaluate(&t);
+    if (code == EXIT_OK && t.optim.step == start_step) {
+        r = trainer_evaluate(&t);
+        if (out_dir) rf.evaluated = t.optim.step, rf.last = r; /* the summary's metrics */
+    }
     if (code == EXIT_OK && out_dir && (s = save_all(&t, &m, out_dir)) != QKV_OK) {
         cli_error("%s", qkv_last_error());
         code = cli_exit_for(s);
@@ -494,6 +504,11 @@ static int train_run(train_args *a) {
         bool no_gnuplot = false;
         int pc = cli_plot(out_dir, "png", !quiet && !json, &no_gnuplot);
         if (!no_gnuplot) code = pc; /* without gnuplot the run still succeeded: its data is saved */
+    }
+    if (out_dir && (s = run_files_end(&rf, &t, &ro, code, code ? qkv_last_error() : NULL)) != QKV_OK &&
+        code == EXIT_OK) {
+        cli_error("%s", qkv_last_error());
+        code = cli_exit_for(s);
     }
     trainer_free(&t);
     free(m.rows);
