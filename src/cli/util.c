@@ -154,3 +154,18 @@ bool cli_make_dirs(const char *who, const char *dir) {
     }
     return true;
 }
+
+bool cli_default_threads(long *threads) {
+    *threads = 0;
+    const char *omp = getenv("OMP_NUM_THREADS"), *slurm = getenv("SLURM_CPUS_PER_TASK");
+    if ((omp && *omp) || !slurm || !*slurm) return true; /* OpenMP reads its own variable */
+    char *end;
+    errno = 0;
+    long n = strtol(slurm, &end, 10);
+    if (*end != '\0' || errno || n < 1 || n > 1024) {
+        cli_error("SLURM_CPUS_PER_TASK is '%s', not a number of threads (1..1024)", slurm);
+        return false;
+    }
+    *threads = n;
+    return true;
+}
