@@ -33,6 +33,9 @@ void cli_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/* Until it is set back to NULL, cli_error puts "<context>: " before every message (sweep uses
+ * it to name the cell whose train options it is checking). */
+void cli_error_context(const char *context);
 /* Maps a library status to an exit code. */
 int cli_exit_for(qkv_status status);
 
@@ -84,6 +87,12 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
  * atomically; the same gnuplot-missing behaviour, naming `data_dir`. */
 int cli_gnuplot(const char *script, const char *out, const char *format, int nargs,
                 const char *const *args, const char *data_dir, bool *no_gnuplot);
+
+/* The same with gnuplot running in directory `dir`, where `out` and every ARG are plain file
+ * names: no path is ever written into gnuplot's text, and a name that gnuplot would take for a
+ * pipe ('<' or '|' first) never reaches it (the caller chooses the names). */
+int cli_gnuplot_in(const char *dir, const char *script, const char *out, const char *format,
+                   int nargs, const char *const *args, bool *no_gnuplot);
 
 /* The command line: `qkv COMMAND [options]` (cli.c). With parse_only, each command only reads
  * and checks its options, printing its help or one error line, and returns CLI_RUN where it

@@ -5,6 +5,7 @@
  * Every script is called as `gnuplot -c SCRIPT OUT FORMAT ARGS...` (ARG1 the image to write,
  * ARG2 png, svg or gif). The image goes to a temporary name first and is renamed over OUT only
  * when gnuplot succeeded, so a failed or interrupted plot never leaves a half-written image. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "cli.h"
 
 #include <dirent.h>
@@ -108,6 +109,8 @@ typedef struct {
     char gnuplot[PATH_LEN]; /* the executable */
     char scripts[PATH_LEN]; /* the directory of the .gp files */
     int written;            /* images made so far */
+    const char *cwd;        /* NULL, or where gnuplot runs: then `out` and the ARGs are plain
+                               names inside it (cli_gnuplot_in) */
 } plotter;
 
 /* Finds gnuplot and the scripts. Without gnuplot: one line naming `data_dir`, where the data
@@ -143,9 +146,23 @@ static void last_line(FILE *f, char *buf, size_t len) {
  * chatter goes to a scratch file, shown (its last line) only when the script fails. */
 static int run_script(plotter *p, const char *script, const char *out, const char *format,
                       int nargs, const char *const *args) {
-    char gp[PATH_LEN + 64], tmp[PATH_LEN + 96];
+    char gp[PATH_LEN + 64], tmp[PATH_LEN + 96], out_path[PATH_LEN + 64], tmp_path[PATH_LEN + 96];
     snprintf(gp, sizeof gp, "%s/%s", p->scripts, script);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+    if (p->cwd) { /* gnuplot runs in p->cwd: the script by its full path, the files by name */
+        char *full = realpath(gp, NULL);
+        if (!full || strlen(full) >= sizeof gp) {
+            cli_error("plot: cannot find %s", gp);
+            free(full);
+            return EXIT_IO;
+        }
+        snprintf(gp, sizeof gp, "%s", full);
+        free(full);
+        snprintf(out_path, sizeof out_path, "%s/%s", p->cwd, out);
+    } else {
+        snprintf(out_path, sizeof out_path, "%s", out);
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid()); /* as gnuplot names it */
+    snprintf(tmp_path, sizeof tmp_path, "%s.tmp.%ld", out_path, (long)getpid()); /* from here */
     const char *argv[16] = {"gnuplot", "-c", gp, tmp, format};
     int argc = 5;
     for (int i = 0; i < nargs && argc < 15; i++) argv[argc++] = args[i];
@@ -161,6 +178,7 @@ static int run_script(plotter *p, const char *script, const char *out, const cha
     if (pid == 0) {
         dup2(fileno(log), STDOUT_FILENO);
         dup2(fileno(log), STDERR_FILENO);
+        if (p->cwd && chdir(p->cwd) != 0) _exit(127);
         execv(p->gnuplot, (char *const *)argv);
         _exit(127);
     }
@@ -171,19 +189,19 @@ static int run_script(plotter *p, const char *script, const char *out, const cha
         return EXIT_FAILED;
     }
     struct stat sb;
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && stat(tmp, &sb) == 0 && sb.st_size > 0;
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 && stat(tmp_path, &sb) == 0 && sb.st_size > 0;
     if (!ok) {
         char msg[512];
         last_line(log, msg, sizeof msg);
         cli_error("plot: gnuplot failed on %s: %s", script, *msg ? msg : "no image was written");
         fclose(log);
-        remove(tmp);
+        remove(tmp_path);
         return EXIT_FAILED;
     }
     fclose(log);
-    if (rename(tmp, out) != 0) {
-        cli_error("plot: cannot write %s: %s", out, strerror(errno));
-        remove(tmp);
+    if (rename(tmp_path, out_path) != 0) {
+        cli_error("plot: cannot write %s: %s", out_path, strerror(errno));
+        remove(tmp_path);
         return EXIT_IO;
     }
     p->written++;
@@ -194,6 +212,18 @@ int cli_gnuplot(const char *script, const char *out, const char *format, int nar
                 const char *const *args, const char *data_dir, bool *no_gnuplot) {
     plotter p;
     int code = plotter_init(&p, data_dir, no_gnuplot);
+    return code == EXIT_OK ? run_script(&p, script, out, format, nargs, args) : code;
+}
+
+int cli_gnuplot_in(const char *dir, const char *script, const char *out, const char *format,
+                   int nargs, const char *const *args, bool *no_gnuplot) {
+    plotter p;
+    int code = plotter_init(&p, dir, no_gnuplot);
+    p.cwd = dir;
+    char *gnuplot = code == EXIT_OK && p.gnuplot[0] != '/' ? realpath(p.gnuplot, NULL) : NULL;
+    if (gnuplot && strlen(gnuplot) < sizeof p.gnuplot) /* $PATH held a relative directory */
+        snprintf(p.gnuplot, sizeof p.gnuplot, "%s", gnuplot);
+    free(gnuplot);
     return code == EXIT_OK ? run_script(&p, script, out, format, nargs, args) : code;
 }
 

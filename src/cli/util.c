@@ -11,6 +11,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static const char *error_context; /* cli_error_context */
+
+void cli_error_context(const char *context) { error_context = context; }
+
 void cli_error(const char *fmt, ...) {
     /* One line whatever the values in it hold: control characters (a newline in an option's
      * value, say) are shown as '?'. */
@@ -27,7 +31,15 @@ void cli_error(const char *fmt, ...) {
     if (!msg) msg = small; /* out of memory: the message cut short */
     for (char *p = msg; *p; p++)
         if (iscntrl((unsigned char)*p)) *p = '?';
-    fprintf(stderr, "qkv: %s\n", msg);
+    if (error_context) {
+        char context[256];
+        snprintf(context, sizeof context, "%s", error_context);
+        for (char *p = context; *p; p++)
+            if (iscntrl((unsigned char)*p)) *p = '?';
+        fprintf(stderr, "qkv: %s: %s\n", context, msg);
+    } else {
+        fprintf(stderr, "qkv: %s\n", msg);
+    }
     if (msg != small) free(msg);
 }
 
