@@ -6,7 +6,8 @@
 #        tests/bad_inputs.sh --check-doc DOC      DOC's table is the one --markdown prints
 #
 # Every case runs `qkv ARGS` in a directory of fixtures (a small trained model in run/, the
-# broken files of tests/fuzz/corpus/safetensors/ in broken/, an empty directory) and must:
+# broken files of tests/fuzz/corpus/safetensors/ in broken/, an empty directory, two bad
+# config files) and must:
 #   - exit with the documented code, which is below 128 (no crash, no signal);
 #   - print exactly one line on stderr, "qkv: ...", holding the expected fragment, and
 #     nothing on stdout;
@@ -62,6 +63,8 @@ if ! $QKV train --task copy --seq-len 4 --vocab 8 --d-model 4 --steps 20 --quiet
     echo "bad_inputs: cannot train the fixture model:"; cat "$O/setup.txt"; exit 1
 fi
 mkdir broken emptydir
+printf '{"dmodel": 8}\n' >config_unknown.json
+printf '{"d_model": "8"}\n' >config_type.json
 cp "$HERE"/fuzz/corpus/safetensors/*.safetensors broken/
 LONG=$(printf 'x%.0s' $(seq 1100))
 export LONG

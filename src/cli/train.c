@@ -25,7 +25,7 @@ static const char train_usage[] =
     "accuracy and attention mass (the weight layer 1's best head puts on the ideal keys).\n"
     "\n"
     "  --config FILE       read options from a JSON file, e.g. a run's summary.json (which\n"
-    "                      repeats that run); options given here override it\n"
+    "                      repeats that run); options given here override it (default: none)\n"
     "task and model:\n"
     "  --task T            copy, reverse, shift, lookup or max (default copy)\n"
     "  --seq-len N         sequence length (default 8)\n"
