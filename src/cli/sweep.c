@@ -720,6 +720,16 @@ static bool printable(const char *what, const char *s) {
     return true;
 }
 
+/* What emit writes that comes from the command line has no control character. */
+static bool emit_printable(const sweep *sw) {
+    bool ok = printable("--out", sw->dir);
+    for (int i = 0; ok && i < sw->nfixed; i++) ok = printable("an option after --", sw->fixed[i]);
+    for (int p = 0; ok && p < sw->nparams; p++)
+        for (int v = 0; ok && v < sw->param[p].n; v++)
+            ok = printable("a value of the grid", sw->param[p].values[v]);
+    return ok;
+}
+
 static int emit(const sweep *sw, const char *kind) {
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -731,7 +741,8 @@ static int emit(const sweep *sw, const char *kind) {
         return EXIT_IO;
     }
     exe[n] = '\0';
-    if (!printable("the qkv executable's path", exe) || !printable("--out", dir)) {
+    bool ok = printable("the qkv executable's path", exe) && printable("--out", dir);
+    if (!ok) {
         free(dir);
         return EXIT_USAGE;
     }
@@ -745,7 +756,6 @@ static int emit(const sweep *sw, const char *kind) {
         free(dir);
         return cli_exit_for(s);
     }
-    bool ok = true;
     if (slurm) {
         fprintf(af.f,
                 "#!/bin/bash\n"
@@ -1281,6 +1291,7 @@ int cmd_sweep(int argc, char **argv, bool parse_only) {
     }
     if (code == EXIT_OK && (a.ngrid || !parse_only)) code = check_grid(&sw);
     if (code == EXIT_OK && !parse_only) code = check_cells(&sw);
+    if (code == EXIT_OK && a.emit && !emit_printable(&sw)) code = EXIT_USAGE;
     if (code != EXIT_OK || parse_only) {
         sweep_free(&sw);
         return code == EXIT_OK ? CLI_RUN : code;
