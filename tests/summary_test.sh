@@ -30,8 +30,9 @@ json() { # json FILE EXPR: prints EXPR of the JSON object j in FILE
 }
 
 # ---- summary.json and metrics.jsonl ---------------------------------------------------------
-small=(--task lookup --seq-len 8 --d-model 16 --steps 60 --eval-every 10 --schedule constant
-       --warmup 0 --quiet)
+# tiny runs: this test also runs under valgrind (.ci/run)
+small=(--task copy --seq-len 4 --vocab 8 --d-model 8 --batch 8 --steps 20 --eval-every 5
+       --schedule constant --warmup 0 --quiet)
 train "${small[@]}" --out a --threads 1
 "$PY" - a <<'EOF' && ok || fail "summary.json of a finished run"
 import json, sys
@@ -39,12 +40,12 @@ d = sys.argv[1]
 s = json.load(open(d + "/summary.json"))
 assert s["format"] == "qkv-summary" and s["status"] == "done" and s["exit_status"] == 0, s
 assert s["qkv_version"].count(".") == 2 and s["isa"] in ("avx512", "avx2", "portable"), s
-assert s["threads"] == 1 and s["step"] == 60 and s["wall_seconds"] >= 0, s
+assert s["threads"] == 1 and s["step"] == 20 and s["wall_seconds"] >= 0, s
 c = s["config"]
-assert c["task"] == "lookup" and c["d_model"] == 16 and c["steps"] == 60 and c["eval_every"] == 10, c
+assert c["task"] == "copy" and c["d_model"] == 8 and c["steps"] == 20 and c["eval_every"] == 5, c
 assert c["residual"] is False and c["schedule"] == "constant" and c["warmup"] == 0, c
 m = s["metrics"]
-assert m["step"] == 60 and 0 <= m["heldout_acc"] <= 1 and 0 <= m["attention_mass"] <= 1, m
+assert m["step"] == 20 and 0 <= m["heldout_acc"] <= 1 and 0 <= m["attention_mass"] <= 1, m
 assert m["best_head"] == 1 and m["heldout_loss"] > 0, m
 EOF
 "$PY" - a <<'EOF' && ok || fail "metrics.jsonl holds metrics.csv's rows"
@@ -52,7 +53,7 @@ import csv, json, sys
 d = sys.argv[1]
 rows = list(csv.DictReader(open(d + "/metrics.csv")))
 lines = open(d + "/metrics.jsonl").read().splitlines()
-assert len(lines) == len(rows) == 6, (len(lines), len(rows))
+assert len(lines) == len(rows) == 4, (len(lines), len(rows))
 for line, row in zip(lines, rows):
     j = json.loads(line)
     assert j["step"] == int(row["step"]), (j, row)
@@ -64,7 +65,7 @@ check "no temporary files left" test -z "$(find a -name '*.tmp.*')"
 
 # A failed run says so: divergence (exit 5) after the directory exists.
 "$QKV" train --optim sgd --lr 1000000 --clip 0 --schedule constant --warmup 0 --steps 50 \
-    --d-model 32 --quiet --out diverged >out.txt 2>err.txt
+    --d-model 8 --seq-len 4 --vocab 8 --quiet --out diverged >out.txt 2>err.txt
 rc=$?
 [ "$rc" = 5 ] && ok || fail "a diverging run exits $rc, not 5"
 "$PY" - diverged <<'EOF' && ok || fail "summary.json of a failed run"
@@ -79,11 +80,11 @@ check "a run repeated from its summary.json gives the same model" cmp -s a/model
 check "... and the same metrics.csv" cmp -s a/metrics.csv again/metrics.csv
 check "... and the same metrics.jsonl" cmp -s a/metrics.jsonl again/metrics.jsonl
 [ "$(json again/summary.json 'j["threads"]')" = 2 ] && ok || fail "--threads 2 with --config"
-train --config a/summary.json --steps 30 --out shorter
-[ "$(json shorter/summary.json 'j["step"]')" = 30 ] && ok || fail "--steps given after --config does not override it"
+train --config a/summary.json --steps 10 --out shorter
+[ "$(json shorter/summary.json 'j["step"]')" = 10 ] && ok || fail "--steps given after --config does not override it"
 cat >cfg.json <<'EOF'
-{"task": "lookup", "seq-len": 8, "d_model": 16, "steps": 60, "eval_every": 10,
- "schedule": "constant", "warmup": 0, "seed": 1, "residual": false}
+{"task": "copy", "seq-len": 4, "vocab": 8, "d_model": 8, "batch": 8, "steps": 20,
+ "eval_every": 5, "schedule": "constant", "warmup": 0, "seed": 1, "residual": false}
 EOF
 train --config cfg.json --out fromfile
 check "a hand-written config gives the same model" cmp -s a/model.safetensors fromfile/model.safetensors
@@ -108,23 +109,23 @@ bad_config 4 "is not a JSON object" '{"lr": 0.1'
 bad_config 4 "the summary has no \"config\" object" '{"format": "qkv-summary"}'
 
 # ---- resume: metrics.jsonl stays metrics.csv's rows, none twice, none lost -------------------
-train "${small[@]}" --steps 100 --out straight
+train "${small[@]}" --steps 40 --out straight
 train "${small[@]}" --out cut
 # what a crash after the checkpoint leaves: a row past it, and a row cut short
 tail -n 1 straight/metrics.jsonl >>cut/metrics.jsonl
-printf '{"step":80,"loss":1.2' >>cut/metrics.jsonl
-train --resume cut --steps 100 --eval-every 10 --quiet
+printf '{"step":30,"loss":1.2' >>cut/metrics.jsonl
+train --resume cut --steps 40 --eval-every 5 --quiet
 check "resumed metrics.csv == straight" cmp -s straight/metrics.csv cut/metrics.csv
 check "resumed metrics.jsonl == straight (no row twice, none lost)" cmp -s straight/metrics.jsonl cut/metrics.jsonl
-[ "$(json cut/summary.json 'j["step"]')" = 100 ] && ok || fail "resumed summary.json step"
+[ "$(json cut/summary.json 'j["step"]')" = 40 ] && ok || fail "resumed summary.json step"
 
 # ---- --threads defaults ----------------------------------------------------------------------
 threads_of() { json "$1/summary.json" 'j["threads"]'; }
-SLURM_CPUS_PER_TASK=2 "$QKV" train "${small[@]}" --steps 10 --out slurm2 || fail "train under SLURM_CPUS_PER_TASK=2"
+SLURM_CPUS_PER_TASK=2 "$QKV" train "${small[@]}" --steps 5 --out slurm2 || fail "train under SLURM_CPUS_PER_TASK=2"
 [ "$(threads_of slurm2)" = 2 ] && ok || fail "SLURM_CPUS_PER_TASK=2 gives $(threads_of slurm2) threads"
-OMP_NUM_THREADS=1 SLURM_CPUS_PER_TASK=2 "$QKV" train "${small[@]}" --steps 10 --out omp1 || fail "train under OMP_NUM_THREADS=1"
+OMP_NUM_THREADS=1 SLURM_CPUS_PER_TASK=2 "$QKV" train "${small[@]}" --steps 5 --out omp1 || fail "train under OMP_NUM_THREADS=1"
 [ "$(threads_of omp1)" = 1 ] && ok || fail "OMP_NUM_THREADS=1 gives $(threads_of omp1) threads"
-SLURM_CPUS_PER_TASK=2 "$QKV" train "${small[@]}" --steps 10 --threads 1 --out flag1 || fail "train --threads 1"
+SLURM_CPUS_PER_TASK=2 "$QKV" train "${small[@]}" --steps 5 --threads 1 --out flag1 || fail "train --threads 1"
 [ "$(threads_of flag1)" = 1 ] && ok || fail "--threads 1 under SLURM_CPUS_PER_TASK=2 gives $(threads_of flag1)"
 SLURM_CPUS_PER_TASK=lots "$QKV" train --steps 1 --out never >out.txt 2>err.txt
 rc=$?

@@ -894,6 +894,8 @@ static int find_param(const sweep *sw, const char *name) {
 
 /* Reads DIR/sweep.json back into a sweep (its grid; cells are rebuilt from it). */
 static int load_sweep(sweep *sw, const char *dir) {
+    memset(sw, 0, sizeof *sw);
+    sw->dir = dir;
     char *path = path_join(dir, "sweep.json");
     int code = EXIT_OK;
     if (!path) {
@@ -913,8 +915,6 @@ static int load_sweep(sweep *sw, const char *dir) {
     }
     cJSON *j = read_json(path, false, &code);
     const cJSON *grid = cJSON_GetObjectItemCaseSensitive(j, "grid"), *p;
-    memset(sw, 0, sizeof *sw);
-    sw->dir = dir;
     if (j && !cJSON_IsArray(grid)) {
         cli_error("sweep: %s has no grid", path);
         code = EXIT_FORMAT;
