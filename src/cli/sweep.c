@@ -370,7 +370,12 @@ static int check_cells(const sweep *sw) {
         cli_error_context(context);
         int check = cli_train_check(w.n, (char **)w.v);
         cli_error_context(NULL);
-        if (check != CLI_RUN) code = check == EXIT_OK ? EXIT_USAGE : check; /* --help after -- */
+        if (check == EXIT_OK) { /* train printed its help: -h or --help came after -- */
+            cli_error("sweep: --help after -- is not an option to train with");
+            code = EXIT_USAGE;
+        } else if (check != CLI_RUN) {
+            code = check;
+        }
         free(out);
         free(w.v);
     }
@@ -730,7 +735,7 @@ static bool emit_printable(const sweep *sw) {
     return ok;
 }
 
-static int emit(const sweep *sw, const char *kind) {
+static int emit(const sweep *sw, const char *kind, bool quiet) {
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     char *dir = realpath(sw->dir, NULL);
@@ -796,9 +801,10 @@ static int emit(const sweep *sw, const char *kind) {
         return cli_exit_for(s);
     }
     if (slurm) chmod(path, 0755);
-    printf(slurm ? "sweep: wrote %s (%ld cells); submit it with: sbatch %s\n"
-                 : "sweep: wrote %s (%ld cells); run them with: parallel --jobs N < %s\n",
-           path, sw->ncells, path);
+    if (!quiet)
+        printf(slurm ? "sweep: wrote %s (%ld cells); submit it with: sbatch %s\n"
+                     : "sweep: wrote %s (%ld cells); run them with: parallel --jobs N < %s\n",
+               path, sw->ncells, path);
     free(path);
     free(dir);
     return EXIT_OK;
@@ -832,12 +838,11 @@ static void config_key(const char *option, char *key, size_t len) {
     key[i] = '\0';
 }
 
-/* A metric or wall_seconds of a summary, NaN if absent. */
+/* A metric of a summary ("step" and "wall_seconds" are the summary's own), NaN if absent. */
 static double summary_number(const cJSON *summary, const char *metric) {
-    const cJSON *v = !strcmp(metric, "wall_seconds")
-                         ? cJSON_GetObjectItemCaseSensitive(summary, "wall_seconds")
-                         : cJSON_GetObjectItemCaseSensitive(
-                               cJSON_GetObjectItemCaseSensitive(summary, "metrics"), metric);
+    bool top = !strcmp(metric, "wall_seconds") || !strcmp(metric, "step");
+    const cJSON *from = top ? summary : cJSON_GetObjectItemCaseSensitive(summary, "metrics");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, metric);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
 
@@ -950,7 +955,73 @@ static int load_sweep(sweep *sw, const char *dir) {
     return code;
 }
 
-static int write_table_files(const sweep *sw, collected_cell *cells, bool quiet);
+/* DIR/sweep.csv and DIR/sweep.md: one row per cell. */
+static int write_table_files(const sweep *sw, collected_cell *cells, bool quiet) {
+    static const char *const tail[] = {"step", "heldout_acc", "heldout_loss", "attention_mass",
+                                       "best_head", "loss", "train_acc", "wall_seconds"};
+    const size_t ntail = sizeof tail / sizeof tail[0];
+    for (int md = 0; md < 2; md++) {
+        char *path = path_join(sw->dir, md ? "sweep.md" : "sweep.csv");
+        atomic_file af;
+        qkv_status s = path ? atomic_open(&af, path) : qkv_fail(QKV_ERR_NOMEM, "out of memory");
+        free(path);
+        if (s != QKV_OK) {
+            cli_error("sweep: %s", qkv_last_error());
+            return cli_exit_for(s);
+        }
+        /* the header */
+        fputs(md ? "| cell | status" : "cell,status", af.f);
+        for (int p = 0; p < sw->nparams; p++) {
+            char key[64];
+            config_key(sw->param[p].name, key, sizeof key);
+            fprintf(af.f, md ? " | %s" : ",%s", key);
+        }
+        fputs(md ? " | d_k" : ",d_k", af.f);
+        for (size_t t = 0; t < ntail; t++) fprintf(af.f, md ? " | %s" : ",%s", tail[t]);
+        fputs(md ? " |\n|---|---" : "\n", af.f);
+        if (md) {
+            for (size_t k = 0; k < (size_t)sw->nparams + 1 + ntail; k++) fputs("|---", af.f);
+            fputs("|\n", af.f);
+        }
+        for (long c = 0; c < sw->ncells; c++) {
+            const collected_cell *cell = &cells[c];
+            char num[64];
+            if (md) {
+                fputs("| ", af.f);
+                md_field(af.f, cell->name);
+                fprintf(af.f, " | %s", cell->status);
+            } else {
+                csv_field(af.f, cell->name);
+                fprintf(af.f, ",%s", cell->status);
+            }
+            for (int p = 0; p < sw->nparams; p++) {
+                fputs(md ? " | " : ",", af.f);
+                if (md) md_field(af.f, cell->values[p]);
+                else csv_field(af.f, cell->values[p]);
+            }
+            number_text(d_k_of(cell->summary), num, sizeof num);
+            fprintf(af.f, md ? " | %s" : ",%s", num);
+            for (size_t t = 0; t < ntail; t++) {
+                number_text(summary_number(cell->summary, tail[t]), num, sizeof num);
+                fprintf(af.f, md ? " | %s" : ",%s", num);
+            }
+            fputs(md ? " |\n" : "\n", af.f);
+        }
+        if ((s = atomic_commit(&af)) != QKV_OK) {
+            cli_error("sweep: %s", qkv_last_error());
+            return cli_exit_for(s);
+        }
+    }
+    if (!quiet) {
+        char *path = path_join(sw->dir, "sweep.md");
+        FILE *f = path ? fopen(path, "r") : NULL;
+        for (int ch; f && (ch = fgetc(f)) != EOF;) putchar(ch);
+        if (f) fclose(f);
+        printf("sweep: wrote %s/sweep.csv and %s/sweep.md\n", sw->dir, sw->dir);
+        free(path);
+    }
+    return EXIT_OK;
+}
 
 static int collect(const char *dir, const char *x_name, const char *lines_name,
                    const char *metric, const char *format, bool quiet) {
@@ -1101,79 +1172,6 @@ static int collect(const char *dir, const char *x_name, const char *lines_name,
     return code;
 }
 
-/* DIR/sweep.csv and DIR/sweep.md: one row per cell. */
-static int write_table_files(const sweep *sw, collected_cell *cells, bool quiet) {
-    static const char *const tail[] = {"step", "heldout_acc", "heldout_loss", "attention_mass",
-                                       "best_head", "loss", "train_acc", "wall_seconds"};
-    const size_t ntail = sizeof tail / sizeof tail[0];
-    for (int md = 0; md < 2; md++) {
-        char *path = path_join(sw->dir, md ? "sweep.md" : "sweep.csv");
-        atomic_file af;
-        qkv_status s = path ? atomic_open(&af, path) : qkv_fail(QKV_ERR_NOMEM, "out of memory");
-        free(path);
-        if (s != QKV_OK) {
-            cli_error("sweep: %s", qkv_last_error());
-            return cli_exit_for(s);
-        }
-        /* the header */
-        fputs(md ? "| cell | status" : "cell,status", af.f);
-        for (int p = 0; p < sw->nparams; p++) {
-            char key[64];
-            config_key(sw->param[p].name, key, sizeof key);
-            fprintf(af.f, md ? " | %s" : ",%s", key);
-        }
-        fputs(md ? " | d_k" : ",d_k", af.f);
-        for (size_t t = 0; t < ntail; t++) fprintf(af.f, md ? " | %s" : ",%s", tail[t]);
-        fputs(md ? " |\n|---|---" : "\n", af.f);
-        if (md) {
-            for (size_t k = 0; k < (size_t)sw->nparams + 1 + ntail; k++) fputs("|---", af.f);
-            fputs("|\n", af.f);
-        }
-        for (long c = 0; c < sw->ncells; c++) {
-            const collected_cell *cell = &cells[c];
-            char num[64];
-            if (md) {
-                fputs("| ", af.f);
-                md_field(af.f, cell->name);
-                fprintf(af.f, " | %s", cell->status);
-            } else {
-                csv_field(af.f, cell->name);
-                fprintf(af.f, ",%s", cell->status);
-            }
-            for (int p = 0; p < sw->nparams; p++) {
-                fputs(md ? " | " : ",", af.f);
-                if (md) md_field(af.f, cell->values[p]);
-                else csv_field(af.f, cell->values[p]);
-            }
-            number_text(d_k_of(cell->summary), num, sizeof num);
-            fprintf(af.f, md ? " | %s" : ",%s", num);
-            for (size_t t = 0; t < ntail; t++) {
-                double v = !strcmp(tail[t], "step")
-                               ? (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(cell->summary, "step"))
-                                      ? cJSON_GetObjectItemCaseSensitive(cell->summary, "step")->valuedouble
-                                      : NAN)
-                               : summary_number(cell->summary, tail[t]);
-                number_text(v, num, sizeof num);
-                fprintf(af.f, md ? " | %s" : ",%s", num);
-            }
-            fputs(md ? " |\n" : "\n", af.f);
-        }
-        if ((s = atomic_commit(&af)) != QKV_OK) {
-            cli_error("sweep: %s", qkv_last_error());
-            return cli_exit_for(s);
-        }
-    }
-    if (!quiet) {
-        char *path = path_join(sw->dir, "sweep.md");
-        FILE *f = path ? fopen(path, "r") : NULL;
-        for (int ch; f && (ch = fgetc(f)) != EOF;) putchar(ch);
-        if (f) fclose(f);
-        printf("sweep: wrote %s/sweep.csv and %s/sweep.md\n", sw->dir, sw->dir);
-        free(path);
-    }
-    return EXIT_OK;
-}
-
 /* ---- the command ---- */
 
 enum {
@@ -1304,7 +1302,7 @@ int cmd_sweep(int argc, char **argv, bool parse_only) {
             long cores = sysconf(_SC_NPROCESSORS_ONLN);
             jobs = cores >= 1 ? cores : 1;
         }
-        code = a.emit ? emit(&sw, a.emit) : run_local(&sw, jobs, a.quiet);
+        code = a.emit ? emit(&sw, a.emit, a.quiet) : run_local(&sw, jobs, a.quiet);
     }
     sweep_free(&sw);
     return code;
