@@ -79,6 +79,7 @@ static const char *const metric_names[] = {"heldout_acc", "heldout_loss", "atten
 
 typedef struct {
     char name[48];        /* the train option, with '-': "d-model" */
+    char flag[52];        /* "--d-model" */
     train_opt_kind kind;
     int n;                /* values */
     char **values;        /* malloc'd */
@@ -133,6 +134,8 @@ static int add_param(sweep *sw, const char *token, const char *where) {
     if (len >= sizeof p->name) len = sizeof p->name - 1;
     for (size_t i = 0; i < len; i++) p->name[i] = token[i] == '_' ? '-' : token[i];
     p->name[len] = '\0';
+    memcpy(p->flag, "--", 2);
+    memcpy(p->flag + 2, p->name, len + 1);
     p->kind = cli_train_option(p->name);
     p->n = 0;
     p->values = NULL;
@@ -318,10 +321,9 @@ static void cell_name(const sweep *sw, long c, char *out, size_t len) {
     }
 }
 
-/* The train arguments of cell `c` after "train": the fixed options, then the cell's. Strings
- * are borrowed (from sw and the flag names table); w->v has room for the caller to add 8. */
+/* The train arguments of cell `c`, from "train": the fixed options, then the cell's. Strings
+ * are borrowed from sw; w->v has room for the caller to add 8 more and a NULL. */
 static bool cell_words(const sweep *sw, long c, words *w) {
-    static char flag_names[SWEEP_MAX_PARAMS][52];
     w->n = 0;
     w->v = malloc(((size_t)sw->nfixed + 2 * (size_t)sw->nparams + 10) * sizeof *w->v);
     if (!w->v) return false;
@@ -331,12 +333,11 @@ static bool cell_words(const sweep *sw, long c, words *w) {
     for (int i = 0; i < sw->nfixed; i++) w->v[w->n++] = sw->fixed[i];
     for (int i = 0; i < sw->nparams; i++) {
         const sweep_param *p = &sw->param[i];
-        snprintf(flag_names[i], sizeof flag_names[i], "--%s", p->name);
         const char *value = p->values[idx[i]];
         if (p->kind == TRAIN_OPT_FLAG) {
-            if (!strcmp(value, "true")) w->v[w->n++] = flag_names[i];
+            if (!strcmp(value, "true")) w->v[w->n++] = p->flag;
         } else {
-            w->v[w->n++] = flag_names[i];
+            w->v[w->n++] = p->flag;
             w->v[w->n++] = value;
         }
     }
