@@ -170,8 +170,8 @@ static qkv_status write_summary(const run_files *rf, const trainer *t, const run
     return s;
 }
 
-qkv_status run_files_begin(run_files *rf, const char *dir, const trainer *t, const run_options *o,
-                           const metrics_row *kept, int nkept) {
+qkv_status run_files_begin(run_files *rf, const char *dir, const char *from_dir, const trainer *t,
+                           const run_options *o, const metrics_row *kept, int nkept) {
     memset(rf, 0, sizeof *rf);
     rf->start = run_files_now();
     rf->evaluated = -1;
@@ -182,8 +182,9 @@ qkv_status run_files_begin(run_files *rf, const char *dir, const trainer *t, con
 
     /* metrics.jsonl as metrics.csv holds it: the rows up to the step this run starts from. */
     char path[1100];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    snprintf(path, sizeof path, "%s/metrics.jsonl", from_dir);
     cJSON *old = nkept > 0 ? read_jsonl(path) : NULL;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     atomic_file af;
     if ((s = atomic_open(&af, path)) != QKV_OK) {
         cJSON_Delete(old);

@@ -33,10 +33,11 @@ struct cJSON *run_config_json(const trainer *t, const run_options *o);
 
 /* Starts the records of a run in `dir`: summary.json says "running", and metrics.jsonl is
  * rewritten to hold exactly the `nkept` rows kept from metrics.csv (a resumed run: each taken
- * from the old metrics.jsonl where it has that step, else from the csv row), then opened for
- * appending. Both are written whole under temporary names (io/atomic.c). */
-qkv_status run_files_begin(run_files *rf, const char *dir, const trainer *t, const run_options *o,
-                           const metrics_row *kept, int nkept);
+ * from `from_dir`/metrics.jsonl, the run it continues, where that has the step, else from the
+ * csv row), then opened for appending. Both are written whole under temporary names
+ * (io/atomic.c). */
+qkv_status run_files_begin(run_files *rf, const char *dir, const char *from_dir, const trainer *t,
+                           const run_options *o, const metrics_row *kept, int nkept);
 /* Appends one evaluation to metrics.jsonl and flushes it, so that a reader following the
  * file sees each row as soon as it is written. */
 void run_files_row(run_files *rf, const metrics_row *row, const eval_result *r);

@@ -441,7 +441,8 @@ static int train_run(train_args *a) {
     run_options ro = {.eval_every = (long)every, .save_every = save_every,
                       .snapshot_every = snapshot_every};
     run_files rf;
-    if (out_dir && (s = run_files_begin(&rf, out_dir, &t, &ro, m.rows, m.n)) != QKV_OK) {
+    if (out_dir && (s = run_files_begin(&rf, out_dir, resume ? resume : out_dir, &t, &ro, m.rows,
+                                        m.n)) != QKV_OK) {
         cli_error("%s", qkv_last_error());
         trainer_free(&t);
         free(m.rows);
@@ -506,7 +507,10 @@ static int train_run(train_args *a) {
     if (show_bar && code == EXIT_OK) fputc('\n', prog);
     if (code == EXIT_OK && t.optim.step == start_step) {
         r = trainer_evaluate(&t);
-        if (out_dir) rf.evaluated = t.optim.step, rf.last = r; /* the summary's metrics */
+        if (out_dir) { /* the summary's metrics */
+            rf.evaluated = t.optim.step;
+            rf.last = r;
+        }
     }
     if (code == EXIT_OK && out_dir && (s = save_all(&t, &m, out_dir)) != QKV_OK) {
         cli_error("%s", qkv_last_error());
