@@ -288,8 +288,11 @@ static int check_grid(sweep *sw) {
         static const char *const set_here[] = {"out", "resume", "threads"};
         for (size_t k = 0; k < sizeof set_here / sizeof set_here[0]; k++)
             if (strlen(set_here[k]) == n && !strncmp(a + 2, set_here[k], n)) {
-                cli_error("sweep: --%s is set by the sweep for each cell; leave it out of the "
-                          "options after --", set_here[k]);
+                if (!strcmp(set_here[k], "resume"))
+                    cli_error("sweep: --resume has no place in a sweep");
+                else
+                    cli_error("sweep: --%s is set by the sweep for each cell; leave it out of "
+                              "the options after --", set_here[k]);
                 return EXIT_USAGE;
             }
         for (int p = 0; p < sw->nparams; p++)
