@@ -7,8 +7,8 @@
 #     WORK  where the runs go (default: runs/figures; runs/ is ignored by git)
 #
 # Needs gnuplot. Takes a few minutes: four default trainings (3000 steps each), two short
-# runs for the animation and the gradients, and one small two-layer, two-head model for the
-# overview. Every figure must stay under 100 KB.
+# runs for the animation and the gradients, one small two-layer, two-head model for the
+# overview, and the sweep of docs/sweeps.md (15 runs). Every figure must stay under 100 KB.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 QKV=${1:-$ROOT/build/qkv}
@@ -50,6 +50,13 @@ cp "$WORK/reverse_2x2/plots/overview.png" "$FIG/reverse_2x2_overview.png"
 echo "== softmax scaling study"
 "$QKV" study softmax --scaling --out "$WORK/study"
 cp "$WORK/study/scaling.png" "$FIG/softmax_scaling.png"
+
+# docs/sweeps.md: d_k against attention mass on lookup, a grid of 15 runs, 2 at a time.
+echo "== sweep: heads x seed on lookup"
+"$QKV" sweep --grid 'heads=1,2,4,8,16 seed=1,2,3' --out "$WORK/sweep_dk" --jobs 2 --quiet -- \
+    --task lookup --d-model 64
+"$QKV" sweep --collect "$WORK/sweep_dk" --x d_k --lines seed --metric attention_mass --quiet
+cp "$WORK/sweep_dk/sweep.png" "$FIG/sweep_dk_attention_mass.png"
 
 # Keep the repository small: no figure over 100 KB (the animation is dropped if it is).
 status=0

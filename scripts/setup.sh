@@ -9,7 +9,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config git \
     check libcjson-dev \
-    gnuplot-nox groff-base man-db \
+    gnuplot-nox groff-base man-db parallel \
     python3 python3-numpy python3-torch \
     libopenblas-dev \
     clang libclang-rt-dev libomp-dev valgrind >/dev/null  # libclang-rt-dev: libFuzzer, sanitizer runtimes

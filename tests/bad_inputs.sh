@@ -10,7 +10,8 @@
 # ctest runs each case as a test of its own (bad_input.ID), after bad_inputs_setup.
 # Every case runs `qkv ARGS` in its own copy of the fixtures (a small trained model in run/,
 # the broken files of tests/fuzz/corpus/safetensors/ in broken/, an empty directory, FIFOs,
-# links, 66 GB sparse files, runs with symbolic links planted in them) and must:
+# links, 66 GB sparse files, runs with symbolic links planted in them, two bad config
+# files) and must:
 #   - exit with the documented code, which is below 128 (no crash, no signal);
 #   - print exactly one line on stderr, "qkv: ...", holding the expected fragment, and
 #     nothing on stdout;
@@ -68,6 +69,8 @@ setup() { # DIR
     fi
     rm setup.txt
     mkdir broken emptydir outside
+    printf '{"dmodel": 8}\n' >config_unknown.json
+    printf '{"d_model": "8"}\n' >config_type.json
     cp "$HERE"/fuzz/corpus/safetensors/*.safetensors broken/
     mkfifo fifo && mkdir fifodir && mkfifo fifodir/model.safetensors
     ln -s run/model.safetensors link.safetensors

@@ -102,7 +102,8 @@ run 0 "resume after SIGTERM" train --resume busy --steps $((step + 5)) --quiet
 rc=$?
 [ "$rc" = 3 ] && ok || fail "ulimit -f: exit $rc, expected 3: $(cat err.txt)"
 one_line "ulimit -f" "File too large"
-[ ! -e big ] && ok || fail "ulimit -f: the failed first save left big/ behind"
+[ "$(ls big)" = summary.json ] && grep -q '"status":[[:space:]]*"failed"' big/summary.json && ok ||
+    fail "ulimit -f: the failed first save left more than a failed summary.json: $(ls big)"
 cp good/model.safetensors good.orig
 (ulimit -f 2 && exec "$QKV" train --resume good --steps 25 --quiet) >out.txt 2>err.txt
 rc=$?

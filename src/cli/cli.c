@@ -16,6 +16,7 @@ static const struct {
     {"gradcheck", cmd_gradcheck, "check every op's backward pass against finite differences"},
     {"plot", cmd_plot, "draw a run's attention, gradients and curves with gnuplot"},
     {"study", cmd_study, "study softmax: its Jacobian, backward pass, why scores are scaled"},
+    {"sweep", cmd_sweep, "train a grid of options here, or for GNU parallel or Slurm; collect it"},
 };
 
 static void print_usage(FILE *out) {

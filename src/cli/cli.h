@@ -34,6 +34,9 @@ void cli_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/* Until it is set back to NULL, cli_error puts "<context>: " before every message (sweep uses
+ * it to name the cell whose train options it is checking). */
+void cli_error_context(const char *context);
 /* Maps a library status to an exit code. */
 int cli_exit_for(qkv_status status);
 
@@ -60,6 +63,25 @@ bool cli_parse_double(const char *name, const char *text, double lo, double hi, 
  * name, hard or symbolic link): every command checks its outputs against its inputs before
  * it writes, so that no output ever replaces what it was made from. */
 bool cli_output_clashes(const char *who, const char *out, const char *in);
+
+/* --threads when it is not given: 0 (OpenMP's default: $OMP_NUM_THREADS if set, else every
+ * core) unless OMP_NUM_THREADS is unset and SLURM_CPUS_PER_TASK is set, which then gives it.
+ * False after one line when SLURM_CPUS_PER_TASK is not a number of threads. */
+bool cli_default_threads(long *threads);
+
+/* What value train option `name` (without "--") takes: none (a flag), text (task, optim,
+ * schedule, out, resume, config) or a number; unknown if train has no such option. */
+typedef enum { TRAIN_OPT_UNKNOWN, TRAIN_OPT_FLAG, TRAIN_OPT_TEXT, TRAIN_OPT_NUMBER } train_opt_kind;
+train_opt_kind cli_train_option(const char *name);
+/* Reads the options of a `train --config` file (config.c) as command-line arguments: "--lr",
+ * "0.01", "--residual", ... into a malloc'd array of *argc malloc'd strings. A run's
+ * summary.json is read through its "config". Returns EXIT_OK or an exit code after one line. */
+int cli_config_args(const char *path, int *argc, char ***argv);
+/* Frees what cli_config_args (or another builder of argument lists) returned. */
+void cli_free_args(int argc, char **argv);
+/* Checks a train command line as `qkv train` would, its --config file included, without
+ * running it: CLI_RUN if it would run, else the exit code after one line (or help). */
+int cli_train_check(int argc, char **argv);
 
 /* "DIR" (a directory) or "FILE" -> the model file DIR/model.safetensors or FILE, into out.
  * A path that does not fit gives one line and false (exit EXIT_IO). */
@@ -108,5 +130,6 @@ int cmd_study(int argc, char **argv, bool parse_only);
 /* `qkv study precision` (study_precision.c): argv starts at "precision". */
 int study_precision(int argc, char **argv, bool parse_only);
 int cmd_bench(int argc, char **argv, bool parse_only);
+int cmd_sweep(int argc, char **argv, bool parse_only);
 
 #endif

@@ -5,6 +5,7 @@
  * Every script is called as `gnuplot -c SCRIPT OUT FORMAT ARGS...` (ARG1 the image to write,
  * ARG2 png, svg or gif), inside the run directory, with the script and the image as open files
  * (run_script): no path is ever part of what gnuplot reads as code. */
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "cli.h"
 #include "io/io.h"
 
@@ -122,6 +123,11 @@ static int plotter_init(plotter *p, const char *data_dir, bool *no_gnuplot) {
         *no_gnuplot = true;
         return EXIT_FAILED;
     }
+    /* gnuplot is started after a chdir (run_script): a relative directory of $PATH must be
+     * made absolute first. */
+    char *full = p->gnuplot[0] != '/' ? realpath(p->gnuplot, NULL) : NULL;
+    if (full && strlen(full) < sizeof p->gnuplot) snprintf(p->gnuplot, sizeof p->gnuplot, "%s", full);
+    free(full);
     if (!find_scripts(p->scripts, sizeof p->scripts)) {
         cli_error("plot: cannot find the gnuplot scripts (attention.gp); set QKV_SCRIPTS to "
                   "qkv's scripts/ directory");

@@ -3,6 +3,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #endif
 #include "cli.h"
+#include "run_files.h"
 #include "train.h"
 
 #include <errno.h>
@@ -23,6 +24,8 @@ static const char train_usage[] =
     "Trains a toy attention model on a task generated from the seed, and reports held-out\n"
     "accuracy and attention mass (the weight layer 1's best head puts on the ideal keys).\n"
     "\n"
+    "  --config FILE       read options from a JSON file, e.g. a run's summary.json (which\n"
+    "                      repeats that run); options given here override it (default: none)\n"
     "task and model:\n"
     "  --task T            copy, reverse, shift, lookup, max, induction, recall, sort or\n"
     "                      translate (default copy); options not given take the task's\n"
@@ -52,7 +55,8 @@ static const char train_usage[] =
     "  --schedule S        learning rate: cosine (decay to 0) or constant (default cosine)\n"
     "  --warmup N          linear warm-up steps (default steps/20)\n"
     "  --seed S            seed of weights, data and held-out set (default 1)\n"
-    "  --threads N         OpenMP threads (default: all cores); results do not depend on it\n"
+    "  --threads N         OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
+    "                      else all cores); results do not depend on it\n"
     "output:\n"
     "  --out DIR           write model.safetensors, metrics.csv and attention/ to DIR\n"
     "                      (default: none, nothing is written)\n"
@@ -74,7 +78,8 @@ static const char eval_usage[] =
     "  --model FILE        a model.safetensors, or the directory holding one\n"
     "  --dtype D           f32 or f64: evaluate in this precision (default: the model's own;\n"
     "                      an f32 model runs in f64 exactly widened, an f64 one is never rounded)\n"
-    "  --threads N         OpenMP threads (default: all cores)\n"
+    "  --threads N         OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
+    "                      else all cores)\n"
     "  --json              print one JSON object\n"
     "  -h, --help          show this help\n";
 
@@ -84,13 +89,7 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---- metrics.csv ---- */
-typedef struct {
-    int64_t step;
-    double loss, train_acc, heldout_acc, lr, heldout_loss; /* heldout_loss: NaN if unknown */
-    double *scores; /* n_scores attention columns (metrics_score_names); NaN if unknown */
-} metrics_row;
-
+/* ---- metrics.csv (rows: metrics_row, run_files.h) ---- */
 typedef struct {
     metrics_row *rows;
     int n, cap;
@@ -334,7 +333,7 @@ enum {
     OPT_CAUSAL, OPT_INIT_SCALE, OPT_OPTIM, OPT_LR, OPT_BATCH, OPT_STEPS, OPT_WEIGHT_DECAY,
     OPT_CLIP, OPT_SEED, OPT_THREADS, OPT_OUT, OPT_RESUME, OPT_EVAL_EVERY, OPT_SAVE_EVERY,
     OPT_JSON, OPT_QUIET, OPT_MODEL, OPT_SCHEDULE, OPT_WARMUP, OPT_PLOT, OPT_SNAPSHOT_EVERY,
-    OPT_DTYPE, OPT_NO_RESIDUAL, OPT_DATA, OPT_HELDOUT,
+    OPT_DTYPE, OPT_CONFIG, OPT_NO_RESIDUAL, OPT_DATA, OPT_HELDOUT,
 };
 
 /* One JSON object: docs/model.md ("What `qkv train --json` and `qkv eval --json` print")
@@ -481,30 +480,45 @@ typedef struct {
     train_config cfg; /* a new run's config (not used with --resume) */
 } train_args;
 
+/* train's options, also read by --config files and sweep grids (cli_train_option) */
+static const struct option train_opts[] = {
+    {"task", required_argument, 0, OPT_TASK},       {"seq-len", required_argument, 0, OPT_SEQ_LEN},
+    {"vocab", required_argument, 0, OPT_VOCAB},     {"d-model", required_argument, 0, OPT_D_MODEL},
+    {"heads", required_argument, 0, OPT_HEADS},     {"layers", required_argument, 0, OPT_LAYERS},
+    {"residual", no_argument, 0, OPT_RESIDUAL},     {"causal", no_argument, 0, OPT_CAUSAL},
+    {"no-residual", no_argument, 0, OPT_NO_RESIDUAL},
+    {"data", required_argument, 0, OPT_DATA},       {"heldout", required_argument, 0, OPT_HELDOUT},
+    {"init-scale", required_argument, 0, OPT_INIT_SCALE},
+    {"optim", required_argument, 0, OPT_OPTIM},     {"lr", required_argument, 0, OPT_LR},
+    {"batch", required_argument, 0, OPT_BATCH},     {"steps", required_argument, 0, OPT_STEPS},
+    {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY},
+    {"clip", required_argument, 0, OPT_CLIP},       {"seed", required_argument, 0, OPT_SEED},
+    {"threads", required_argument, 0, OPT_THREADS}, {"out", required_argument, 0, OPT_OUT},
+    {"resume", required_argument, 0, OPT_RESUME},
+    {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
+    {"save-every", required_argument, 0, OPT_SAVE_EVERY},
+    {"json", no_argument, 0, OPT_JSON},             {"quiet", no_argument, 0, OPT_QUIET},
+    {"schedule", required_argument, 0, OPT_SCHEDULE},
+    {"warmup", required_argument, 0, OPT_WARMUP},
+    {"plot", no_argument, 0, OPT_PLOT},
+    {"snapshot-every", required_argument, 0, OPT_SNAPSHOT_EVERY},
+    {"dtype", required_argument, 0, OPT_DTYPE},     {"config", required_argument, 0, OPT_CONFIG},
+    {"help", no_argument, 0, CLI_OPT_HELP},         {0, 0, 0, 0}};
+
+train_opt_kind cli_train_option(const char *name) {
+    static const char *const text[] = {"task", "optim", "schedule", "out", "resume", "config",
+                                       "dtype", "data", "heldout"};
+    for (const struct option *o = train_opts; o->name; o++) {
+        if (strcmp(o->name, name) || o->val == CLI_OPT_HELP) continue;
+        if (o->has_arg == no_argument) return TRAIN_OPT_FLAG;
+        for (size_t i = 0; i < sizeof text / sizeof text[0]; i++)
+            if (!strcmp(name, text[i])) return TRAIN_OPT_TEXT;
+        return TRAIN_OPT_NUMBER;
+    }
+    return TRAIN_OPT_UNKNOWN;
+}
+
 static int train_parse(int argc, char **argv, train_args *a) {
-    static const struct option opts[] = {
-        {"task", required_argument, 0, OPT_TASK},       {"seq-len", required_argument, 0, OPT_SEQ_LEN},
-        {"vocab", required_argument, 0, OPT_VOCAB},     {"d-model", required_argument, 0, OPT_D_MODEL},
-        {"heads", required_argument, 0, OPT_HEADS},     {"layers", required_argument, 0, OPT_LAYERS},
-        {"residual", no_argument, 0, OPT_RESIDUAL},     {"causal", no_argument, 0, OPT_CAUSAL},
-        {"no-residual", no_argument, 0, OPT_NO_RESIDUAL},
-        {"data", required_argument, 0, OPT_DATA},       {"heldout", required_argument, 0, OPT_HELDOUT},
-        {"init-scale", required_argument, 0, OPT_INIT_SCALE},
-        {"optim", required_argument, 0, OPT_OPTIM},     {"lr", required_argument, 0, OPT_LR},
-        {"batch", required_argument, 0, OPT_BATCH},     {"steps", required_argument, 0, OPT_STEPS},
-        {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY},
-        {"clip", required_argument, 0, OPT_CLIP},       {"seed", required_argument, 0, OPT_SEED},
-        {"threads", required_argument, 0, OPT_THREADS}, {"out", required_argument, 0, OPT_OUT},
-        {"resume", required_argument, 0, OPT_RESUME},
-        {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
-        {"save-every", required_argument, 0, OPT_SAVE_EVERY},
-        {"json", no_argument, 0, OPT_JSON},             {"quiet", no_argument, 0, OPT_QUIET},
-        {"schedule", required_argument, 0, OPT_SCHEDULE},
-        {"warmup", required_argument, 0, OPT_WARMUP},
-        {"plot", no_argument, 0, OPT_PLOT},
-        {"snapshot-every", required_argument, 0, OPT_SNAPSHOT_EVERY},
-        {"dtype", required_argument, 0, OPT_DTYPE},
-        {"help", no_argument, 0, CLI_OPT_HELP},         {0, 0, 0, 0}};
     const char *schedule = "cosine";
     long warmup = -1;
     const char *task_name = "copy", *optim_name = "adam", *data_path = NULL, *heldout_path = NULL;
@@ -517,11 +531,11 @@ static int train_parse(int argc, char **argv, train_args *a) {
     qkv_dtype dtype = QKV_F32;
     *a = (train_args){.steps = 3000};
     cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
+    for (int c; (c = getopt_long(argc, argv, ":h", train_opts, NULL)) != -1;) {
         bool ok = true;
         if ((c >= OPT_TASK && c <= OPT_SEED && c != OPT_STEPS) || c == OPT_SCHEDULE ||
-            c == OPT_WARMUP || c == OPT_DTYPE || c == OPT_NO_RESIDUAL || c == OPT_DATA ||
-            c == OPT_HELDOUT)
+            c == OPT_WARMUP || c == OPT_DTYPE || c == OPT_CONFIG || c == OPT_NO_RESIDUAL ||
+            c == OPT_DATA || c == OPT_HELDOUT)
             model_opts = true;
         switch (c) {
         case OPT_TASK: task_name = optarg; task_set = true; break;
@@ -546,6 +560,7 @@ static int train_parse(int argc, char **argv, train_args *a) {
         case OPT_THREADS: ok = cli_parse_int("threads", optarg, 1, 1024, &a->threads); break;
         case OPT_OUT: a->out_dir = optarg; break;
         case OPT_RESUME: a->resume = optarg; break;
+        case OPT_CONFIG: break; /* read before this scan: its options come first in argv */
         case OPT_EVAL_EVERY: ok = cli_parse_int("eval-every", optarg, 1, 100000000, &a->eval_every); break;
         case OPT_SAVE_EVERY: ok = cli_parse_int("save-every", optarg, 0, 100000000, &a->save_every); break;
         case OPT_JSON: a->json = true; break;
@@ -567,11 +582,12 @@ static int train_parse(int argc, char **argv, train_args *a) {
         cli_error("train: unexpected argument '%s'", argv[optind]);
         return EXIT_USAGE;
     }
+    if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
     if (a->resume) {
         if (model_opts) {
             cli_error("train: --resume continues a saved run; only --steps, --out, --threads, "
                       "--eval-every, --save-every, --snapshot-every, --plot, --json and --quiet "
-                      "may be given with it");
+                      "may be given with it (not --config)");
             return EXIT_USAGE;
         }
         return CLI_RUN; /* the rest comes from the saved run (out_dir defaults to it) */
@@ -712,6 +728,14 @@ static int train_run(train_args *a) {
     }
 
     int64_t total = t.cfg.steps, every = eval_every ? eval_every : (total >= 20 ? total / 20 : 1);
+    /* summary.json and metrics.jsonl (run_files.c) */
+    run_options ro = {.eval_every = (long)every, .save_every = save_every,
+                      .snapshot_every = snapshot_every};
+    run_files rf;
+    if (code == EXIT_OK && out_dir &&
+        (s = run_files_begin(&rf, out_dir, resume ? resume : out_dir, &t, &ro, m.rows, m.n)) != QKV_OK)
+        code = run_failed(s, rd, saved_step);
+    bool files_begun = code == EXIT_OK && out_dir;
     FILE *prog = json ? stderr : stdout;
     bool tty = isatty(fileno(prog)), show_bar = !quiet && tty, show_log = !quiet && !tty && !json;
     double t0 = now_seconds(), last_draw = 0, heldout = 0;
@@ -731,8 +755,10 @@ static int train_run(train_args *a) {
             heldout = r.accuracy;
             double *scores = metrics_new_scores(&m);
             if (scores) metrics_scores(&t, &r, scores);
-            metrics_add(&m, (metrics_row){step, t.last_loss, t.last_train_acc, r.accuracy,
-                                          t.optim.lr, r.loss, scores});
+            metrics_row row = {step, t.last_loss, t.last_train_acc, r.accuracy, t.optim.lr, r.loss,
+                               scores};
+            metrics_add(&m, row);
+            if (files_begun) run_files_row(&rf, &row, &r);
             if (show_log) {
                 double el = now_seconds() - t0;
                 printf("step %" PRId64 "/%" PRId64 " loss %.4f train_acc %.4f heldout_acc %.4f "
@@ -767,7 +793,13 @@ static int train_run(train_args *a) {
     }
     double seconds = now_seconds() - t0;
     if (show_bar && code == EXIT_OK) fputc('\n', prog);
-    if (code == EXIT_OK && t.optim.step == start_step) r = trainer_evaluate(&t);
+    if (code == EXIT_OK && t.optim.step == start_step) {
+        r = trainer_evaluate(&t);
+        if (files_begun) { /* the summary's metrics */
+            rf.evaluated = t.optim.step;
+            rf.last = r;
+        }
+    }
     if (code == EXIT_OK && rd && !rd->committed && (s = save_all(&t, &m, rd)) != QKV_OK)
         code = run_failed(s, rd, saved_step); /* a resume with no steps left, into a new --out */
     if (code == EXIT_OK && !rd && (s = trainer_check_state(&t, QKV_ERR_NUMERIC)) != QKV_OK)
@@ -788,17 +820,64 @@ static int train_run(train_args *a) {
         int pc = cli_plot(out_dir, "png", !quiet && !json, &no_gnuplot);
         if (!no_gnuplot) code = pc; /* without gnuplot the run still succeeded: its data is saved */
     }
+    if (files_begun &&
+        (s = run_files_end(&rf, &t, &ro, code, code ? qkv_last_error() : NULL)) != QKV_OK &&
+        code == EXIT_OK) {
+        cli_error("%s", qkv_last_error());
+        code = cli_exit_for(s);
+    }
     cli_clear_interrupt_note();
-    if (rd) rundir_close(rd);
+    if (rd) rundir_close(rd); /* (a run that committed nothing leaves nothing, summary included) */
     trainer_free(&t);
     metrics_free(&m);
     return code;
 }
 
-int cmd_train(int argc, char **argv, bool parse_only) {
+/* The file of the last --config in argv, or NULL: a quiet scan ahead of the real one, which
+ * reports any bad option. */
+static const char *find_config(int argc, char **argv) {
+    const char *config = NULL;
+    cli_getopt_reset();
+    for (int c; (c = getopt_long(argc, argv, ":h", train_opts, NULL)) != -1;)
+        if (c == OPT_CONFIG) config = optarg;
+    return config;
+}
+
+/* train: reads --config (unless parse_only), parses, and runs unless `run` is false. The
+ * options of a config file go first, so that the command line's override them. */
+static int train_command(int argc, char **argv, bool parse_only, bool run) {
+    const char *config = parse_only ? NULL : find_config(argc, argv);
+    char **config_args = NULL, **merged = NULL;
+    int nconfig = 0;
+    if (config) {
+        int code = cli_config_args(config, &nconfig, &config_args);
+        if (code != EXIT_OK) return code;
+        merged = malloc(((size_t)argc + (size_t)nconfig + 1) * sizeof *merged);
+        if (!merged) {
+            cli_free_args(nconfig, config_args);
+            cli_error("out of memory");
+            return EXIT_NOMEM;
+        }
+        merged[0] = argv[0];
+        memcpy(merged + 1, config_args, (size_t)nconfig * sizeof *merged);
+        memcpy(merged + 1 + nconfig, argv + 1, (size_t)argc * sizeof *merged); /* with NULL */
+        argc += nconfig;
+        argv = merged;
+    }
     train_args a;
     int code = train_parse(argc, argv, &a);
-    return code != CLI_RUN || parse_only ? code : train_run(&a);
+    if (code == CLI_RUN && run && !parse_only) code = train_run(&a);
+    free(merged);
+    cli_free_args(nconfig, config_args);
+    return code;
+}
+
+int cmd_train(int argc, char **argv, bool parse_only) {
+    return train_command(argc, argv, parse_only, true);
+}
+
+int cli_train_check(int argc, char **argv) {
+    return train_command(argc, argv, false, false);
 }
 
 typedef struct {
@@ -835,6 +914,7 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
         default: return cli_bad_option("eval", argv, c);
         }
     }
+    if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
     if (optind < argc) {
         cli_error("eval: unexpected argument '%s'", argv[optind]);
         return EXIT_USAGE;

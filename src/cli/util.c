@@ -11,6 +11,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static const char *error_context; /* cli_error_context */
+
+void cli_error_context(const char *context) { error_context = context; }
+
 void cli_error(const char *fmt, ...) {
     /* One line whatever the values in it hold: control characters (a newline in an option's
      * value, say) are shown as '?'. */
@@ -27,7 +31,15 @@ void cli_error(const char *fmt, ...) {
     if (!msg) msg = small; /* out of memory: the message cut short */
     for (char *p = msg; *p; p++)
         if (iscntrl((unsigned char)*p)) *p = '?';
-    fprintf(stderr, "qkv: %s\n", msg);
+    if (error_context) {
+        char context[256];
+        snprintf(context, sizeof context, "%s", error_context);
+        for (char *p = context; *p; p++)
+            if (iscntrl((unsigned char)*p)) *p = '?';
+        fprintf(stderr, "qkv: %s: %s\n", context, msg);
+    } else {
+        fprintf(stderr, "qkv: %s\n", msg);
+    }
     if (msg != small) free(msg);
 }
 
@@ -178,5 +190,20 @@ bool cli_output_clashes(const char *who, const char *out, const char *in) {
     if (stat(out, &so) != 0 || stat(in, &si) != 0) return false; /* a new file clashes with none */
     if (so.st_dev != si.st_dev || so.st_ino != si.st_ino) return false;
     cli_error("%s%s is the input %s: writing it would destroy what is being read", who, out, in);
+    return true;
+}
+
+bool cli_default_threads(long *threads) {
+    *threads = 0;
+    const char *omp = getenv("OMP_NUM_THREADS"), *slurm = getenv("SLURM_CPUS_PER_TASK");
+    if ((omp && *omp) || !slurm || !*slurm) return true; /* OpenMP reads its own variable */
+    char *end;
+    errno = 0;
+    long n = strtol(slurm, &end, 10);
+    if (*end != '\0' || errno || n < 1 || n > 1024) {
+        cli_error("SLURM_CPUS_PER_TASK is '%s', not a number of threads (1..1024)", slurm);
+        return false;
+    }
+    *threads = n;
     return true;
 }

@@ -53,7 +53,8 @@ typedef struct {
 qkv_status rundir_open(rundir *rd, const char *dir);
 /* Removes snapshots of steps after `step` (the model's): what a kill left beyond the commit. */
 void rundir_trim_snapshots(const rundir *rd, int64_t step);
-/* Unlocks DIR; if nothing was committed, removes the directories rundir_open created. */
+/* Unlocks DIR; if nothing was committed, removes the directories rundir_open created and all
+ * that was written in them, but a summary.json (which records how the run failed). */
 void rundir_close(rundir *rd);
 
 /* qkv_st_load without the file: parses the `size` bytes of a safetensors file, naming it

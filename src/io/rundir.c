@@ -121,11 +121,13 @@ void rundir_trim_snapshots(const rundir *rd, int64_t step) {
     closedir(d);
 }
 
-/* Removes the files directly in `dir` (not subdirectories), then `dir` itself if empty. */
-static void remove_files(const char *dir, bool and_dir) {
+/* Removes the files directly in `dir` (not subdirectories) but `keep`, then `dir` itself if
+ * it is empty. */
+static void remove_files(const char *dir, const char *keep, bool and_dir) {
     char path[1500];
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));) {
+        if (keep && !strcmp(e->d_name, keep)) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat sb;
         if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) unlink(path);
@@ -138,12 +140,13 @@ void rundir_close(rundir *rd) {
     if (!rd->committed && rd->created[0]) {
         /* Nothing was committed to a directory this run created: everything in it is this
          * run's (the lock kept others out), written ahead of a commit that never came.
-         * Remove it all, and the directories created, deepest first: no empty or half-made
-         * --out is left behind. */
+         * Remove it all but summary.json, which records how the run failed (a run that never
+         * wrote one leaves nothing), and the directories created, deepest first: no empty or
+         * half-made --out is left behind. */
         char path[sizeof rd->dir + 16];
         for (size_t i = sizeof run_subdirs / sizeof run_subdirs[0]; i-- > 0;) {
             snprintf(path, sizeof path, *run_subdirs[i] ? "%s/%s" : "%s", rd->dir, run_subdirs[i]);
-            remove_files(path, i > 0);
+            remove_files(path, i == 0 ? "summary.json" : NULL, i > 0);
         }
         snprintf(path, sizeof path, "%s", rd->dir);
         size_t keep = strlen(rd->created);

@@ -1,0 +1,179 @@
+/* config.c - `qkv train --config FILE`: a JSON object of train options, read as the command-line
+ * arguments it stands for, so that every value goes through the same checks as a flag's.
+ *
+ *   {"task": "lookup", "d_model": 32, "lr": 0.005, "residual": true}
+ *     -> --task lookup --d-model 32 --lr 0.005 --residual
+ *
+ * Keys are train's long options, with '_' or '-'. Text options take strings, number options
+ * numbers (the seed also a string of digits: JSON numbers are exact only up to 2^53), flags
+ * true or false. A run's summary.json ("format": "qkv-summary") is read through its "config". */
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_CONFIG_BYTES (1 << 20) /* a config is a few hundred bytes; this bounds the read */
+
+void cli_free_args(int argc, char **argv) {
+    for (int i = 0; i < argc; i++) free(argv[i]);
+    free(argv);
+}
+
+/* The whole file, NUL-terminated, or NULL after one line (*code set). */
+static char *read_small_file(const char *path, size_t *size, int *code) {
+    struct stat sb;
+    FILE *f = fopen(path, "rb");
+    if (!f || fstat(fileno(f), &sb) != 0) {
+        cli_error("train: cannot open %s: %s", path, strerror(errno));
+        if (f) fclose(f);
+        *code = EXIT_IO;
+        return NULL;
+    }
+    if (!S_ISREG(sb.st_mode) || sb.st_size > MAX_CONFIG_BYTES) {
+        cli_error(S_ISREG(sb.st_mode) ? "train: %s is larger than 1 MiB; not a config file"
+                                      : "train: %s is not a regular file",
+                  path);
+        fclose(f);
+        *code = S_ISREG(sb.st_mode) ? EXIT_FORMAT : EXIT_IO;
+        return NULL;
+    }
+    char *text = malloc((size_t)sb.st_size + 1);
+    size_t n = text ? fread(text, 1, (size_t)sb.st_size, f) : 0;
+    bool failed = !text || ferror(f);
+    fclose(f);
+    if (failed) {
+        cli_error("train: cannot read %s", path);
+        free(text);
+        *code = EXIT_IO;
+        return NULL;
+    }
+    text[n] = '\0';
+    *size = n;
+    return text;
+}
+
+/* A number as the shortest text that reads back as the same double. */
+static void format_number(double v, char *out, size_t len) {
+    if (v == floor(v) && fabs(v) < 1e15) {
+        snprintf(out, len, "%.0f", v);
+        return;
+    }
+    snprintf(out, len, "%.15g", v);
+    if (strtod(out, NULL) != v) snprintf(out, len, "%.17g", v);
+}
+
+typedef struct {
+    char **argv;
+    int argc;
+} arg_list;
+
+static bool push(arg_list *l, const char *text) {
+    char **p = realloc(l->argv, ((size_t)l->argc + 1) * sizeof *p);
+    if (!p) return false;
+    l->argv = p;
+    if (!(l->argv[l->argc] = strdup(text))) return false;
+    l->argc++;
+    return true;
+}
+
+/* Turns one key and value into arguments; EXIT_OK or an exit code after one line. */
+static int option_args(arg_list *l, const char *path, const cJSON *item) {
+    const char *key = item->string;
+    char name[64];
+    if (strlen(key) >= sizeof name || !*key) {
+        cli_error("train: %s: unknown option '%.60s' (see qkv train --help)", path, key);
+        return EXIT_USAGE;
+    }
+    for (size_t i = 0; (name[i] = key[i] == '_' ? '-' : key[i]); i++) {}
+    train_opt_kind kind = cli_train_option(name);
+    if (kind == TRAIN_OPT_UNKNOWN) {
+        cli_error("train: %s: unknown option '%s' (see qkv train --help)", path, key);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(name, "out") || !strcmp(name, "resume") || !strcmp(name, "config")) {
+        cli_error("train: %s: '%s' cannot be set in a config file; give --%s on the command line",
+                  path, key, name);
+        return EXIT_USAGE;
+    }
+    char flag[80], value[64];
+    snprintf(flag, sizeof flag, "--%s", name);
+    bool ok = true;
+    switch (kind) {
+    case TRAIN_OPT_FLAG:
+        if (!cJSON_IsBool(item)) {
+            cli_error("train: %s: '%s' must be true or false", path, key);
+            return EXIT_USAGE;
+        }
+        if (cJSON_IsTrue(item)) ok = push(l, flag);
+        else if (!strcmp(name, "residual")) ok = push(l, "--no-residual"); /* over a task's default */
+        break;
+    case TRAIN_OPT_TEXT:
+        if (!cJSON_IsString(item)) {
+            cli_error("train: %s: '%s' must be a string", path, key);
+            return EXIT_USAGE;
+        }
+        ok = push(l, flag) && push(l, item->valuestring);
+        break;
+    default:
+        if (cJSON_IsNumber(item)) {
+            format_number(item->valuedouble, value, sizeof value);
+            ok = push(l, flag) && push(l, value);
+        } else if (cJSON_IsString(item) && !strcmp(name, "seed")) {
+            ok = push(l, flag) && push(l, item->valuestring);
+        } else {
+            cli_error("train: %s: '%s' must be a number", path, key);
+            return EXIT_USAGE;
+        }
+    }
+    if (!ok) {
+        cli_error("out of memory");
+        return EXIT_NOMEM;
+    }
+    return EXIT_OK;
+}
+
+int cli_config_args(const char *path, int *argc, char ***argv) {
+    *argc = 0;
+    *argv = NULL;
+    size_t size;
+    int code = EXIT_OK;
+    char *text = read_small_file(path, &size, &code);
+    if (!text) return code;
+    cJSON *root = cJSON_ParseWithLength(text, size);
+    free(text);
+    const cJSON *options = root;
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
+    if (cJSON_IsString(format) && !strcmp(format->valuestring, "qkv-summary"))
+        options = cJSON_GetObjectItemCaseSensitive(root, "config");
+    if (!cJSON_IsObject(options)) {
+        cli_error(options == root ? "train: %s is not a JSON object of options"
+                                  : "train: %s: the summary has no \"config\" object",
+                  path);
+        cJSON_Delete(root);
+        return EXIT_FORMAT;
+    }
+    arg_list l = {0};
+    const cJSON *item;
+    cJSON_ArrayForEach(item, options) {
+        for (const cJSON *seen = options->child; seen != item && code == EXIT_OK; seen = seen->next)
+            if (!strcmp(seen->string, item->string)) {
+                cli_error("train: %s: '%s' appears twice", path, item->string);
+                code = EXIT_USAGE;
+            }
+        if (code == EXIT_OK) code = option_args(&l, path, item);
+        if (code != EXIT_OK) break;
+    }
+    cJSON_Delete(root);
+    if (code != EXIT_OK) {
+        cli_free_args(l.argc, l.argv);
+        return code;
+    }
+    *argc = l.argc;
+    *argv = l.argv;
+    return EXIT_OK;
+}

@@ -1,0 +1,236 @@
+/* run_files.c - summary.json and metrics.jsonl: a run as data, for sweeps and for tools that
+ * follow a run live (docs/sweeps.md describes both files). */
+#include "run_files.h"
+
+#include "io/io.h"
+#include "kernels/kernels.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_JSONL_BYTES (64 << 20) /* an old metrics.jsonl larger than this is not read back */
+
+double run_files_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Adds a number, or null when it is not finite (JSON has no NaN). */
+static void add_number(cJSON *obj, const char *key, double v) {
+    if (isfinite(v)) cJSON_AddNumberToObject(obj, key, v);
+    else cJSON_AddNullToObject(obj, key);
+}
+
+cJSON *run_config_json(const trainer *t, const run_options *o) {
+    const train_config *c = &t->cfg;
+    const qkv_model_config *m = &t->model.cfg;
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    if (t->data) { /* the examples set the task, the length and the vocabulary */
+        cJSON_AddStringToObject(j, "data", c->data_path);
+        if (c->heldout_path[0]) cJSON_AddStringToObject(j, "heldout", c->heldout_path);
+    } else {
+        cJSON_AddStringToObject(j, "task", qkv_task_name(c->task.kind));
+        cJSON_AddNumberToObject(j, "seq_len", c->task.seq_len);
+        cJSON_AddNumberToObject(j, "vocab", c->task.vocab);
+    }
+    cJSON_AddNumberToObject(j, "d_model", m->d_model);
+    cJSON_AddNumberToObject(j, "heads", m->heads);
+    cJSON_AddNumberToObject(j, "layers", m->layers);
+    cJSON_AddBoolToObject(j, "residual", m->residual);
+    cJSON_AddBoolToObject(j, "causal", m->causal);
+    cJSON_AddNumberToObject(j, "init_scale", m->init_scale);
+    cJSON_AddStringToObject(j, "optim", qkv_optim_name(c->optim));
+    cJSON_AddNumberToObject(j, "lr", c->lr);
+    cJSON_AddNumberToObject(j, "batch", c->batch);
+    cJSON_AddNumberToObject(j, "steps", (double)c->steps);
+    cJSON_AddNumberToObject(j, "weight_decay", c->weight_decay);
+    cJSON_AddNumberToObject(j, "clip", c->clip);
+    cJSON_AddStringToObject(j, "schedule", c->cosine ? "cosine" : "constant");
+    cJSON_AddNumberToObject(j, "warmup", (double)c->warmup);
+    /* A JSON number holds integers exactly up to 2^53; a larger seed is written as a string,
+     * which --config also takes for it. */
+    if (c->seed <= (UINT64_C(1) << 53)) {
+        cJSON_AddNumberToObject(j, "seed", (double)c->seed);
+    } else {
+        char seed[24];
+        snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
+        cJSON_AddStringToObject(j, "seed", seed);
+    }
+    cJSON_AddNumberToObject(j, "eval_every", (double)o->eval_every);
+    cJSON_AddNumberToObject(j, "save_every", (double)o->save_every);
+    cJSON_AddNumberToObject(j, "snapshot_every", (double)o->snapshot_every);
+    return j;
+}
+
+/* One line of metrics.jsonl. The evaluation's attention mass and best head are known for rows
+ * written as training goes (r), not for rows rebuilt from metrics.csv (r NULL). */
+static cJSON *row_json(const metrics_row *row, const eval_result *r) {
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    cJSON_AddNumberToObject(j, "step", (double)row->step);
+    add_number(j, "loss", row->loss);
+    add_number(j, "train_acc", row->train_acc);
+    add_number(j, "heldout_acc", row->heldout_acc);
+    add_number(j, "heldout_loss", row->heldout_loss);
+    add_number(j, "lr", row->lr);
+    if (r) {
+        add_number(j, "attention_mass", r->attention_mass);
+        cJSON_AddNumberToObject(j, "best_head", r->best_head + 1);
+    }
+    return j;
+}
+
+/* Writes the object as one line; false if that failed. */
+static bool write_line(FILE *f, const cJSON *j) {
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    bool ok = text && fprintf(f, "%s\n", text) > 0;
+    free(text);
+    return ok;
+}
+
+/* Reads the old metrics.jsonl: every whole line that parses as an object with a "step" (a
+ * line cut short by a crash does not). Returns the parsed lines as a JSON array, or NULL. */
+static cJSON *read_jsonl(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    cJSON *rows = cJSON_CreateArray();
+    char *line = NULL;
+    size_t cap = 0, total = 0;
+    ssize_t n;
+    while (rows && (n = getline(&line, &cap, f)) > 0 && (total += (size_t)n) <= MAX_JSONL_BYTES) {
+        if (line[n - 1] != '\n') break; /* the last line, unfinished */
+        cJSON *j = cJSON_ParseWithLength(line, (size_t)n);
+        if (j && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "step")))
+            cJSON_AddItemToArray(rows, j);
+        else
+            cJSON_Delete(j);
+    }
+    free(line);
+    fclose(f);
+    return rows;
+}
+
+static const cJSON *find_step(const cJSON *rows, int64_t step) {
+    const cJSON *j;
+    cJSON_ArrayForEach(j, rows) {
+        if (cJSON_GetObjectItemCaseSensitive(j, "step")->valuedouble == (double)step) return j;
+    }
+    return NULL;
+}
+
+static const char *threads_isa(int *threads) {
+    *threads = kernel_threads();
+    return sgemm_kernel_name();
+}
+
+/* summary.json: the run as it stands. `status` is "running", "done" or "failed". */
+static qkv_status write_summary(const run_files *rf, const trainer *t, const run_options *o,
+                                const char *status, int exit_code, const char *error) {
+    cJSON *j = cJSON_CreateObject(), *metrics = NULL;
+    if (!j) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    int threads;
+    const char *isa = threads_isa(&threads);
+    cJSON_AddStringToObject(j, "format", "qkv-summary");
+    cJSON_AddStringToObject(j, "qkv_version", QKV_VERSION_STRING);
+    cJSON_AddStringToObject(j, "status", status);
+    if (strcmp(status, "running")) cJSON_AddNumberToObject(j, "exit_status", exit_code);
+    else cJSON_AddNullToObject(j, "exit_status");
+    if (error) cJSON_AddStringToObject(j, "error", error);
+    cJSON_AddItemToObject(j, "config", run_config_json(t, o));
+    cJSON_AddStringToObject(j, "isa", isa);
+    cJSON_AddNumberToObject(j, "threads", threads);
+    cJSON_AddNumberToObject(j, "step", (double)t->optim.step);
+    cJSON_AddNumberToObject(j, "wall_seconds", round(1e3 * (run_files_now() - rf->start)) / 1e3);
+    if (rf->evaluated >= 0 && (metrics = cJSON_AddObjectToObject(j, "metrics"))) {
+        /* the last evaluation, on the held-out set, and the last training batch's loss */
+        cJSON_AddNumberToObject(metrics, "step", (double)rf->evaluated);
+        add_number(metrics, "heldout_acc", rf->last.accuracy);
+        add_number(metrics, "heldout_loss", rf->last.loss);
+        add_number(metrics, "attention_mass", rf->last.attention_mass);
+        cJSON_AddNumberToObject(metrics, "best_head", rf->last.best_head + 1);
+        add_number(metrics, "loss", t->last_loss);
+        add_number(metrics, "train_acc", t->last_train_acc);
+    } else {
+        cJSON_AddNullToObject(j, "metrics");
+    }
+    char *text = cJSON_Print(j);
+    cJSON_Delete(j);
+    if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    char path[1100];
+    snprintf(path, sizeof path, "%s/summary.json", rf->dir);
+    atomic_file af;
+    qkv_status s = atomic_open(&af, path);
+    if (s == QKV_OK) {
+        fprintf(af.f, "%s\n", text);
+        s = atomic_commit(&af);
+    }
+    free(text);
+    return s;
+}
+
+qkv_status run_files_begin(run_files *rf, const char *dir, const char *from_dir, const trainer *t,
+                           const run_options *o, const metrics_row *kept, int nkept) {
+    memset(rf, 0, sizeof *rf);
+    rf->start = run_files_now();
+    rf->evaluated = -1;
+    if (strlen(dir) > sizeof rf->dir - 32) return qkv_fail(QKV_ERR_IO, "%s: path too long", dir);
+    snprintf(rf->dir, sizeof rf->dir, "%s", dir);
+    qkv_status s = write_summary(rf, t, o, "running", 0, NULL);
+    if (s != QKV_OK) return s;
+
+    /* metrics.jsonl as metrics.csv holds it: the rows up to the step this run starts from. */
+    char path[1100];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", from_dir);
+    cJSON *old = nkept > 0 ? read_jsonl(path) : NULL;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    atomic_file af;
+    if ((s = atomic_open(&af, path)) != QKV_OK) {
+        cJSON_Delete(old);
+        return s;
+    }
+    bool ok = true;
+    for (int i = 0; i < nkept && ok; i++) {
+        const cJSON *same = old ? find_step(old, kept[i].step) : NULL;
+        cJSON *mine = same ? NULL : row_json(&kept[i], NULL);
+        ok = write_line(af.f, same ? same : mine);
+        cJSON_Delete(mine);
+    }
+    cJSON_Delete(old);
+    if (!ok) {
+        atomic_abort(&af);
+        return qkv_fail(QKV_ERR_IO, "cannot write %s", path);
+    }
+    if ((s = atomic_commit(&af)) != QKV_OK) return s;
+    rf->jsonl = fopen(path, "ab");
+    if (!rf->jsonl) return qkv_fail(QKV_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    return QKV_OK;
+}
+
+void run_files_row(run_files *rf, const metrics_row *row, const eval_result *r) {
+    rf->evaluated = row->step;
+    rf->last = *r;
+    if (!rf->jsonl) return;
+    cJSON *j = row_json(row, r);
+    /* A row that cannot be written is not worth stopping a run for (metrics.csv, saved with
+     * the model, holds every row); the file is closed so that no later row follows a gap. */
+    if (!write_line(rf->jsonl, j) || fflush(rf->jsonl) != 0) {
+        fclose(rf->jsonl);
+        rf->jsonl = NULL;
+    }
+    cJSON_Delete(j);
+}
+
+qkv_status run_files_end(run_files *rf, const trainer *t, const run_options *o, int exit_code,
+                         const char *error) {
+    if (rf->jsonl) fclose(rf->jsonl);
+    rf->jsonl = NULL;
+    return write_summary(rf, t, o, exit_code == 0 ? "done" : "failed", exit_code,
+                         exit_code == 0 ? NULL : error);
+}
