@@ -21,7 +21,7 @@ for run in "${runs[@]}"; do
     "$qkv" "${args[@]}" | TASK=$task python3 -c '
 import json, os, sys
 d = json.load(sys.stdin)
-task = d["task"] if d["task"] != "data" else "`--data %s`" % os.environ["TASK"]
+task = d["task"] if d["task"] != "data" else "`--data tests/%s`" % os.environ["TASK"]
 mass = "%.3f (layer %d)" % (d["attention_mass"], d["attention_layer"]) if d["task"] != "data" else "none defined"
 print("| %s | %s | %d | %.1f | %.2f%% | %s |" % (task, d["optim"], d["steps"], d["seconds"],
       100 * d["accuracy"], mass))'
