@@ -17,14 +17,19 @@ trap 'rm -rf "$W"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-# every task's draw (lookup's shuffle, values and query), several heads and layers, the
-# causal mask, a seed other than 1, and an f64 model
+# every task's draw (lookup's shuffle, values and query; induction's segment, recall's pairs,
+# sort's distinct tokens, translate's dictionary), several heads and layers, the causal mask,
+# an encoder-decoder, a seed other than 1, and an f64 model
 i=0
 for opts in "--task lookup --steps 150 --seed 7" \
             "--task copy --heads 2 --causal --steps 100 --dtype f64" \
             "--task shift --layers 2 --residual --d-model 32 --steps 150 --seed 12345678901" \
             "--task reverse --seq-len 6 --vocab 9 --steps 100" \
-            "--task max --heads 4 --d-model 32 --steps 100"; do
+            "--task max --heads 4 --d-model 32 --steps 100" \
+            "--task induction --d-model 32 --steps 80" \
+            "--task recall --d-model 32 --steps 60" \
+            "--task sort --seq-len 9 --d-model 32 --steps 60" \
+            "--task translate --d-model 32 --heads 2 --steps 60"; do
     i=$((i + 1))
     # shellcheck disable=SC2086
     if ! "$QKV" train $opts --out "$W/m$i" --quiet; then fail "qkv train $opts"; continue; fi
