@@ -201,6 +201,60 @@ def heldout_set(task, T, V, seed):
     return seqs
 
 
+# ---- data files (docs/model.md, "Data files") ----
+def fnv1a(b, h=0xCBF29CE484222325):
+    for c in b:
+        h = ((h ^ c) * 0x100000001B3) & M64
+    return h
+
+
+def fmix64(h):
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & M64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & M64
+    return h ^ (h >> 33)
+
+
+def data_heldout(meta):
+    """The held-out examples of a data run: (inputs, targets, input lengths), padded, and
+    the vocabulary (id 0 the padding)."""
+    vocab = {}
+
+    def examples(path, split):
+        out = []
+        for raw in open(path, "rb").read().split(b"\n"):
+            line = raw[:-1] if raw.endswith(b"\r") else raw
+            if not line.strip(b" "):
+                continue
+            src, dst = line.split(b"\t")
+            ids = []
+            for side, text in ((0, src), (1, dst)):
+                toks = [t for t in text.replace(b"\v", b" ").replace(b"\f", b" ").split(b" ") if t]
+                row = []
+                for t in toks:
+                    if side == 1 and t == b"_":
+                        row.append(-1)
+                        continue
+                    if t not in vocab:
+                        vocab[t] = len(vocab) + 1
+                    row.append(vocab[t])
+                ids.append(row)
+            held = split and fmix64(fnv1a(line)) % 8 == 0
+            out.append((ids[0], ids[1], held))
+        return out
+
+    train = examples(meta["data"], not meta["heldout"])
+    held = examples(meta["heldout"], False) if meta["heldout"] else [e for e in train if e[2]]
+    T = int(meta["seq_len"])
+    To = int(meta["target_len"]) or T
+    x = np.array([e[0] + [0] * (T - len(e[0])) for e in held], dtype=np.int64)
+    y = [e[1] + [-1] * (To - len(e[1])) for e in held]
+    if meta.get("tokens") != " ".join(t.decode() for t in vocab):
+        die("the metadata's tokens are not the vocabulary re-derived from %s" % meta["data"])
+    return x, y, [len(e[0]) for e in held]
+
+
 # ---- the model file and the forward pass (docs/model.md) ----
 def load_safetensors(path):
     with open(path, "rb") as f:
@@ -217,7 +271,7 @@ def load_safetensors(path):
     return out, meta
 
 
-def forward(p, meta, tokens):
+def forward(p, meta, tokens, lengths=None):
     """tokens (B, T) -> logits (B, Tq, V) and every layer's weights A (L, B, H, Tq, T), in
     float64. Tq = T, or the decoder positions To of an encoder-decoder (dec_pos_emb)."""
     T, C, H, L = int(meta["seq_len"]), int(meta["d_model"]), int(meta["heads"]), int(meta["layers"])
@@ -230,6 +284,10 @@ def forward(p, meta, tokens):
     mask = np.zeros((Tq, T))
     if meta["causal"] == "true":
         mask[np.triu_indices(Tq, 1, T)] = -np.inf
+    if lengths is not None:  # the padding mask: (B, 1, Tq, T)
+        mask = np.broadcast_to(mask, (B, 1, Tq, T)).copy()
+        for b, n in enumerate(lengths):
+            mask[b, :, :, n:] = -np.inf
     attn = []
     for l in range(L):
         def heads(src, n, name):
@@ -282,6 +340,8 @@ def main():
     except (OSError, ValueError, KeyError) as e:
         die(str(e))
     task, T, V, seed = meta["task"], int(meta["seq_len"]), int(meta["vocab"]), int(meta["seed"])
+    if task == "data":
+        return main_data(d, p, meta, got)
     seqs = heldout_set(task, T, V, seed)
     tokens = np.array(seqs, dtype=np.int64)
     logits, attn = forward(p, meta, tokens)
@@ -343,6 +403,35 @@ def main():
               d, task, meta.get("dtype", "f32"), correct, counted, mine["heldout_loss"],
               mine["attention_mass"], best + 1, got["heldout_correct"], got["heldout_targets"],
               got["heldout_loss"], got["attention_mass"], got["best_head"]))
+    for f in failures:
+        print("rederive_heldout: mismatch: %s" % f, file=sys.stderr)
+    return 1 if failures else 0
+
+
+def main_data(d, p, meta, got):
+    """A data run: the held-out counts and loss (a data file defines no ideal pattern)."""
+    x, y, lengths = data_heldout(meta)
+    logits, _ = forward(p, meta, x, lengths)
+    correct = counted = 0
+    loss = 0.0
+    for b in range(len(y)):
+        for i, t in enumerate(y[b]):
+            if t < 0:
+                continue
+            z = logits[b, i]
+            loss += z.max() + math.log(np.exp(z - z.max()).sum()) - z[t]
+            correct += int(np.argmax(z)) == t
+            counted += 1
+    failures = []
+    if (correct, counted) != (got["heldout_correct"], got["heldout_targets"]):
+        failures.append("counts: qkv %d/%d, re-derived %d/%d" % (
+            got["heldout_correct"], got["heldout_targets"], correct, counted))
+    if counted and abs(loss / counted - got["heldout_loss"]) > 1.5e-6:
+        failures.append("heldout_loss: qkv %.6f, re-derived %.9f" % (got["heldout_loss"], loss / counted))
+    print("rederive_heldout: %s (data %s): re-derived %d/%d correct, loss %.6f; qkv eval: %d/%d, "
+          "loss %.6f" % (d, os.path.basename(meta["data"]), correct, counted,
+                         loss / max(counted, 1), got["heldout_correct"], got["heldout_targets"],
+                         got["heldout_loss"]))
     for f in failures:
         print("rederive_heldout: mismatch: %s" % f, file=sys.stderr)
     return 1 if failures else 0

@@ -40,6 +40,24 @@ for opts in "--task lookup --steps 150 --seed 7" \
         fail "re-derived metrics differ for $opts:"; cat "$W/o$i.txt"
     fi
 done
+# data files: the vocabulary, the split by line hash (or --heldout), padding, and an
+# encoder-decoder, re-derived from the docs
+DATA=$(dirname "$SCRIPT")/data
+head -n 300 "$DATA/swap_pairs.tsv" >"$W/train.tsv"
+sed -n 301,400p "$DATA/swap_pairs.tsv" >"$W/held.tsv"
+for opts in "--data $DATA/swap_pairs.tsv --steps 60 --d-model 16" \
+            "--data $DATA/odd_words.tsv --heads 2 --d-model 16 --steps 60" \
+            "--data $W/train.tsv --heldout $W/held.tsv --layers 2 --residual --d-model 16 --steps 40"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    if ! "$QKV" train $opts --out "$W/m$i" --quiet; then fail "qkv train $opts"; continue; fi
+    if ! "$QKV" eval --model "$W/m$i" --json >"$W/e$i.json"; then fail "qkv eval $opts"; continue; fi
+    if "$PY" "$SCRIPT" "$W/m$i" "$W/e$i.json" >"$W/o$i.txt" 2>&1; then
+        echo "ok: $opts: $(cut -c1-200 "$W/o$i.txt")"
+    else
+        fail "re-derived metrics differ for $opts:"; cat "$W/o$i.txt"
+    fi
+done
 # the check can fail: one correct position more than qkv reported is caught
 "$PY" - "$W/e1.json" "$W/bad.json" <<'EOF'
 import json, sys
