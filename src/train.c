@@ -77,8 +77,8 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
         step += qkv_model_step_bytes(&cfg->model, shard_size(cfg->batch, shards, i));
     double eval = qkv_model_step_bytes(&cfg->model, EVAL_BATCH) / 2, have = memory_limit(&what);
     if (params + step + eval > have / 2) {
-        trainer_free(t);
-        return qkv_fail(QKV_ERR_NOMEM, "training needs about %.1f GiB (parameters %.1f, a step "
+        /* the message reads the config, which trainer_free clears: first the message */
+        st = qkv_fail(QKV_ERR_NOMEM, "training needs about %.1f GiB (parameters %.1f, a step "
                         "of %d sequences %.1f, evaluation %.1f), more than half of %s "
                         "(%.1f GiB): lower %s", (params + step + eval) / (1 << 30),
                         params / (1 << 30), cfg->batch, step / (1 << 30), eval / (1 << 30), what,
@@ -86,6 +86,8 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
                         params > step && params > eval ? "--d-model, --vocab or --layers"
                         : step >= eval                 ? "--batch, --seq-len or --d-model"
                                                        : "--seq-len or --d-model");
+        trainer_free(t);
+        return st;
     }
     st = qkv_model_init(&t->model, &cfg->model, cfg->seed);
     if (st != QKV_OK) {
