@@ -104,5 +104,6 @@ int cmd_grads(int argc, char **argv, bool parse_only);
 int cmd_plot(int argc, char **argv, bool parse_only);
 int cmd_study(int argc, char **argv, bool parse_only);
 int cmd_bench(int argc, char **argv, bool parse_only);
+int cmd_inspect(int argc, char **argv, bool parse_only);
 
 #endif
