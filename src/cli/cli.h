@@ -74,6 +74,19 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
 int cli_gnuplot(const char *script, const char *dir, const char *out, const char *format,
                 int nargs, const char *const *args, bool *no_gnuplot);
 
+/* What a plot draws: the task, the grid, and whether the causal mask drops keys (j > i). */
+typedef struct {
+    char task[64];
+    int layers, heads;
+    bool causal;
+} plot_source;
+/* html.c: DIR/plots/attention.html, one self-contained page of the maps in DIR (attention/,
+ * gradients/, snapshots/, metrics.csv); returns an exit code. */
+int cli_plot_html(const char *dir, const plot_source *src, bool verbose);
+/* The directory of qkv's scripts (gnuplot's .gp files, the page template): $QKV_SCRIPTS, else
+ * next to the executable, else the source tree. False if none holds attention.gp. */
+bool cli_find_scripts(char *out, size_t len);
+
 /* guard.c: signals and limits. cli_guard_install (main() calls it) makes SIGINT, SIGTERM and
  * SIGHUP remove the temporaries being written and exit EXIT_INTERRUPTED with one line, and
  * makes a write past `ulimit -f` fail with EFBIG instead of killing qkv. The note, if set,
