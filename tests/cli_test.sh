@@ -257,7 +257,7 @@ if bad:
     sys.exit(1)
 EOF
 rows=$(tail -n +2 defaults/metrics.csv | grep -c '^[0-9]')
-[ "$rows" = 20 ] && ok || fail "--eval-every defaults to steps/20: $rows rows for 20 steps"
+[ "$rows" = 21 ] && ok || fail "--eval-every defaults to steps/20 after a step-0 row: $rows rows for 20 steps"
 for cmd in eval grads; do
     run 0 "$cmd --help" -- $cmd --help
     grep -q -- "--model" out.txt && ok || fail "$cmd --help does not list --model"
