@@ -75,7 +75,8 @@ EOF
 
 # ---- train: files ---------------------------------------------------------------------------
 run 0 "train copy --out" -- train --task copy --steps 300 --d-model 32 --out run1 --quiet
-check "train --quiet prints nothing" test ! -s out.txt
+check "train --quiet prints only the one-line result" test "$(grep -c . out.txt)" = 1
+grep -q "^copy: held-out accuracy" out.txt && ok || fail "train --quiet result line: $(cat out.txt)"
 check "train --quiet prints nothing on stderr" test ! -s err.txt
 check "model.safetensors written" test -s run1/model.safetensors
 check "metrics.csv written" test -s run1/metrics.csv

@@ -84,7 +84,7 @@ rc=$?
 [ "$rc" -eq 1 ] || fail "plot without gnuplot exited $rc, not 1"
 [ "$out" = "qkv: gnuplot not found; data files are in $RUN" ] || fail "plot without gnuplot said: $out"
 out=$(PATH=/nonexistent "$QKV" train --task copy --seq-len 4 --d-model 8 --steps 5 --quiet --plot \
-      --out "$TMP/nognuplot" 2>&1)
+      --out "$TMP/nognuplot" 2>&1 >/dev/null)
 rc=$?
 [ "$rc" -eq 0 ] || fail "train --plot without gnuplot exited $rc, not 0"
 [ "$out" = "qkv: gnuplot not found; data files are in $TMP/nognuplot" ] || fail "train --plot without gnuplot said: $out"

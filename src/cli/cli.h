@@ -79,6 +79,7 @@ typedef struct {
     char task[64];
     int layers, heads;
     bool causal;
+    double chance_acc, chance_loss; /* a uniform guess's accuracy and loss; 0 if unknown */
 } plot_source;
 /* html.c: DIR/plots/attention.html, one self-contained page of the maps in DIR (attention/,
  * gradients/, snapshots/, metrics.csv); returns an exit code. */

@@ -14,6 +14,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@
 #include <unistd.h>
 
 #define PATH_LEN 1200
-#define MAX_FRAMES 60 /* snapshots beyond this are thinned out evenly: a GIF stays small */
+#define MAX_FRAMES 40 /* snapshots beyond this are thinned out evenly: a GIF stays small */
 #define HOLD_FRAMES 6 /* the last frame is repeated so that the final pattern can be seen */
 
 static const char plot_usage[] =
@@ -292,7 +293,7 @@ static int metrics_rows(const char *path) {
 
 /* Reads task, layers and heads from the model's metadata. */
 static int read_model(const char *dir, char *task, size_t len, int *layers, int *heads,
-                      bool *causal) {
+                      bool *causal, double *chance_acc, double *chance_loss) {
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!need_file(path)) return EXIT_IO;
@@ -308,6 +309,15 @@ static int read_model(const char *dir, char *task, size_t len, int *layers, int 
     *heads = h ? atoi(h) : 0;
     const char *c = qkv_st_meta(st, "causal");
     *causal = c && !strcmp(c, "true");
+    /* Chance: a uniform guess over the classes a target can take (lookup's targets are its
+     * values, the other tasks' any token), and the loss of uniform logits over the vocabulary. */
+    const char *v = qkv_st_meta(st, "vocab"), *n = qkv_st_meta(st, "seq_len");
+    qkv_task chance_task;
+    if (t && v && n && qkv_task_init(&chance_task, t, atoi(n), atoi(v)) == QKV_OK) {
+        int classes = chance_task.kind == QKV_TASK_LOOKUP ? chance_task.n_values : chance_task.vocab;
+        *chance_acc = 1.0 / classes;
+        *chance_loss = log((double)chance_task.vocab);
+    }
     bool ok = t && *layers >= 1 && *layers <= QKV_MAX_LAYERS && *heads >= 1 && *heads <= 8192;
     if (ok) snprintf(task, len, "%s", t);
     qkv_st_free(st);
@@ -488,8 +498,11 @@ static int plot_maps(const char *dir, const plot_source *src, const char *format
     snprintf(full, sizeof full, "%s/metrics.csv", dir);
     if (metrics_rows(full) >= 1) {
         snprintf(out, sizeof out, "plots/curves.%s", format);
-        code = run_script(&p, dir, "curves.gp", out, format, 2,
-                          (const char *[]){"metrics.csv", task});
+        char acc[32], loss[32];
+        snprintf(acc, sizeof acc, "%.6g", src->chance_acc);
+        snprintf(loss, sizeof loss, "%.6g", src->chance_loss);
+        code = run_script(&p, dir, "curves.gp", out, format, 4,
+                          (const char *[]){"metrics.csv", task, acc, loss});
         if (code != EXIT_OK) return code;
     }
 
@@ -523,7 +536,9 @@ static int plot_maps(const char *dir, const plot_source *src, const char *format
         return EXIT_NOMEM;
     }
     if (n > 0) {
-        int frames = n < MAX_FRAMES ? n : MAX_FRAMES;
+        /* fewer frames for bigger grids: each frame draws every head */
+        int max_frames = L * H <= 4 ? MAX_FRAMES : L * H <= 16 ? MAX_FRAMES / 2 : MAX_FRAMES / 4;
+        int frames = n < max_frames ? n : max_frames;
         size_t len = (size_t)(frames + HOLD_FRAMES) * 24 + 1;
         char *list = malloc(len);
         if (!list) {
@@ -564,7 +579,7 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
         cli_error("plot: %s is not a directory", dir);
         return EXIT_IO;
     } else if ((code = read_model(dir, src.task, sizeof src.task, &src.layers, &src.heads,
-                                  &src.causal)) != EXIT_OK) {
+                                  &src.causal, &src.chance_acc, &src.chance_loss)) != EXIT_OK) {
         return code;
     }
     if (!strcmp(format, "html")) return cli_plot_html(dir, &src, verbose);
