@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """browser_test.py QKV - the page of `qkv plot DIR --format html` in a real browser.
 
-Trains two small models (reverse: 2 layers x 2 heads with snapshots; shift: causal, 1 x 3),
+Trains three small models with snapshots (reverse: 2 layers x 2 heads; shift: causal, 1 x 3;
+lookup: 1 x 1, labels such as 2:k1:v3),
 writes their pages, and drives headless Chromium through chromedriver's W3C WebDriver API
 (plain HTTP, urllib only). For each page it checks that:
   - the page loads with no console error (and no failed request: it must need no network);
@@ -199,7 +200,8 @@ def check_page(wd, page, name, layers, heads):
 def main():
     tmp = tempfile.mkdtemp(prefix="qkv-browser-")
     runs = [("reverse", ["--task", "reverse", "--layers", "2", "--heads", "2", "--d-model", "16"], 2, 2),
-            ("shift", ["--task", "shift", "--heads", "3", "--d-model", "24"], 1, 3)]
+            ("shift", ["--task", "shift", "--heads", "3", "--d-model", "24"], 1, 3),
+            ("lookup", ["--task", "lookup", "--d-model", "16"], 1, 1)]
     pages = []
     for name, args, layers, heads in runs:
         d = os.path.join(tmp, name)
