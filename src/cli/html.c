@@ -320,13 +320,25 @@ int cli_plot_html(const char *dir, const plot_source *src, bool verbose) {
         cli_error("plot: %s has no data marker %s", path, HTML_MARKER);
         return EXIT_FORMAT;
     }
-    snprintf(path, sizeof path, "%s/attention/layer1_head1.dat", dir);
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        free(page);
-        cli_error("plot: %s is missing (was it written by qkv train --out?)", path);
-        return EXIT_IO;
-    }
+    /* Every head's final map must be there and readable: the page is built around them. */
+    for (int l = 1; l <= src->layers; l++)
+        for (int h = 1; h <= src->heads; h++) {
+            snprintf(path, sizeof path, "%s/attention/layer%d_head%d.dat", dir, l, h);
+            struct stat sb;
+            dat_map m;
+            if (stat(path, &sb) != 0) {
+                free(page);
+                cli_error("plot: %s is missing (was it written by qkv train --out?)", path);
+                return EXIT_IO;
+            }
+            if (!dat_read(path, &m)) {
+                free(page);
+                cli_error("plot: %s is not a map of qkv (or has more than %d tokens, too many "
+                          "for the page)", path, HTML_MAX_TOKENS);
+                return EXIT_FORMAT;
+            }
+            dat_free(&m);
+        }
     qkv_status s = io_make_subdir(dir, "plots", plots, sizeof plots);
     atomic_file af;
     snprintf(path, sizeof path, "%s/attention.html", plots);
