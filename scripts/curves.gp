@@ -44,6 +44,7 @@ chance = "dt 2 lw 1.5 lc rgb '#888888'"
 set multiplot layout 1, 2 title sprintf('%s: training', task) font ',12'
 
 set title 'loss (cross-entropy)'
+set key bottom left                 # the loss falls from the top left: that corner stays free
 set logscale y
 set format y '%g'
 if (chance_loss > 0) {
@@ -58,7 +59,7 @@ if (chance_loss > 0) {
 set title 'accuracy (tokens with a target)'
 unset logscale y
 set yrange [0:1.05]
-set key bottom right
+set key center right                # the accuracy rises to 1 on the right: its middle is free
 if (chance_acc > 0) {
     plot csv using (x(column('step'))):'train_acc' with @style lw 2 lc rgb '#2171b5' title 'train (last batch)', \
          csv using (x(column('step'))):'heldout_acc' with @style lw 2 lc rgb '#e6550d' title 'held-out', \
