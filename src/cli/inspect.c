@@ -447,7 +447,7 @@ static int write_file(const inspection *in, const char *out) {
         cli_error("inspect: out of memory");
         return EXIT_NOMEM;
     }
-    static char names[8 + QKV_MAX_LAYERS * PER_LAYER][32];
+    char names[8 + QKV_MAX_LAYERS * PER_LAYER][32];
     const char *name_ptr[8 + QKV_MAX_LAYERS * PER_LAYER];
     const qkv_tensor *tensors[8 + QKV_MAX_LAYERS * PER_LAYER];
     int n = 0, T = in->T;
