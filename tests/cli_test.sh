@@ -157,6 +157,12 @@ first_rows=$(grep -c '^300,' run2/metrics.csv)
 [ "$first_rows" = 1 ] && ok || fail "resumed metrics.csv has step 300 $first_rows times"
 bad 2 "resume with a model option" -- train --resume run2 --d-model 64
 bad 2 "resume below the steps taken" -- train --resume run2 --steps 100
+# a resume that changes --steps says how the learning rate changes (not with --quiet)
+run 0 "resume to 450 steps" -- train --resume run2 --steps 450
+grep -q "^resume: --steps 450 (was 400): the cosine schedule now decays to 0 at step 450 instead of 400" out.txt &&
+    ok || fail "a resume to more steps does not say how the schedule changes: $(head -n 2 out.txt)"
+run 0 "resume without more steps" -- train --resume run2
+grep -q "^resume:" out.txt && fail "a resume that keeps --steps talks of the schedule" || ok
 
 # A run that stops at 100 and is resumed to 200 equals a straight run of 200, byte for byte
 # (a constant schedule, so that the plan does not depend on --steps).
