@@ -48,6 +48,14 @@ echo "== reverse, 2 layers x 2 heads"
     --out "$WORK/reverse_2x2" --plot
 cp "$WORK/reverse_2x2/plots/overview.png" "$FIG/reverse_2x2_overview.png"
 
+# The interactive page of reverse, as a browser shows it (when Chromium is installed).
+if command -v chromium >/dev/null; then
+    echo "== the page of reverse"
+    "$QKV" plot "$WORK/reverse" --format html
+    chromium --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1000,640 \
+        --screenshot="$FIG/reverse_page.png" "file://$WORK/reverse/plots/attention.html" 2>/dev/null
+fi
+
 echo "== softmax scaling study"
 "$QKV" study softmax --scaling --out "$WORK/study"
 cp "$WORK/study/scaling.png" "$FIG/softmax_scaling.png"
