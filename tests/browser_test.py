@@ -2,7 +2,8 @@
 """browser_test.py QKV - the page of `qkv plot DIR --format html` in a real browser.
 
 Trains three small models with snapshots (reverse: 2 layers x 2 heads; shift: causal, 1 x 3;
-lookup: 1 x 1, labels such as 2:k1:v3),
+lookup: 1 x 1, labels such as 2:k1:v3), and makes a fourth directory of cross-attention maps
+(3 queries x 5 keys),
 writes their pages, and drives headless Chromium through chromedriver's W3C WebDriver API
 (plain HTTP, urllib only). For each page it checks that:
   - the page loads with no console error (and no failed request: it must need no network);
@@ -215,6 +216,28 @@ def main():
         if "<script src" in text or "<link" in text:
             fail(f"{name}: the page loads a file")
         pages.append((page, name, layers, heads))
+    # Cross-attention: 3 queries over 5 keys (as a model with an encoder would have), written
+    # over a copy of the shift run, with two snapshots so that the slider has somewhere to go.
+    cross = os.path.join(tmp, "cross")
+    shutil.copytree(os.path.join(tmp, "shift"), cross)
+    shutil.rmtree(os.path.join(cross, "gradients"))
+    shutil.rmtree(os.path.join(cross, "snapshots"))
+    os.mkdir(os.path.join(cross, "snapshots"))
+    queries, keys = ["0:a", "1:b", "2:c"], ["0:w", "1:x", "2:y", "3:z", "4:v"]
+
+    def cross_map(path, step, h):
+        with open(path, "w") as f:
+            f.write("# cross-attention, 3 queries x 5 keys\nquery\\key " + " ".join(keys) + "\n")
+            for i, q in enumerate(queries):
+                w = [0.0 if j > i + 2 else 1.0 + (step + h) * (j == i + 2) for j in range(5)]
+                f.write(q + " " + " ".join(f"{x / sum(w):.4f}" for x in w) + "\n")
+
+    for h in range(1, 4):
+        cross_map(os.path.join(cross, "attention", f"layer1_head{h}.dat"), 10, h)
+        for step in (0, 10):
+            cross_map(os.path.join(cross, "snapshots", f"step{step}_layer1_head{h}.dat"), step, h)
+    subprocess.run([QKV, "plot", cross, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
+    pages.append((os.path.join(cross, "plots", "attention.html"), "cross-attention", 1, 3))
     port = free_port()
     proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
