@@ -295,8 +295,9 @@ static void print_matrix(const inspection *in, const part *p, const float *m, bo
     for (int i = 0; i < in->T; i++) {
         printf("%10.10s", in->labels[i]);
         for (int j = 0; j < cols; j++) {
-            if (keys && masked_at(in, i, j) && strcmp(p->name, "scores") &&
-                strcmp(p->name, "scaled"))
+            /* A and dS are 0 where the mask dropped a key; the scores before the mask and
+             * dA are not, and are shown as they are */
+            if (keys && masked_at(in, i, j) && (!strcmp(p->name, "weights") || !strcmp(p->name, "dS")))
                 printf(" %10s", "masked");
             else
                 printf(" %10.4g", m[(size_t)i * cols + j]);
