@@ -265,8 +265,8 @@ static void json_metrics(FILE *out, const char *dir) {
 static void json_page(FILE *out, const char *dir, const plot_source *src) {
     fputs("{\"task\":", out);
     json_string(out, src->task);
-    fprintf(out, ",\"layers\":%d,\"heads\":%d,\"causal\":%s,\n\"attention\":", src->layers,
-            src->heads, src->causal ? "true" : "false");
+    fprintf(out, ",\"layers\":%d,\"heads\":%d,\"causal\":%s,\"inspect\":%s,\n\"attention\":",
+            src->layers, src->heads, src->causal ? "true" : "false", src->inspect ? "true" : "false");
     json_maps(out, dir, "attention/layer%d_head%d.dat", src, 4);
     fputs(",\n\"dA\":", out);
     json_maps(out, dir, "gradients/layer%d_head%d_dA.dat", src, 4);

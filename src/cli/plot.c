@@ -392,6 +392,7 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
     }
     snprintf(src->task, sizeof src->task, "%s", task);
     src->layers = L, src->heads = H, src->causal = causal && !strcmp(causal, "true");
+    src->inspect = true;
     /* The labels: "position:token" words, checked (they become gnuplot data); positions only
      * if they are not what qkv inspect wrote. */
     char (*labels)[40] = calloc((size_t)T, sizeof *labels);
