@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "io/io.h"
@@ -282,27 +284,43 @@ static int predict(const inspection *in, int i, double *prob) {
 
 /* ---- text ---- */
 
+/* Columns of 11 characters after a 10-character row label that fit the terminal (or 100
+ * characters when stdout is not one): wider matrices are printed in blocks of columns, as
+ * numpy prints them, so that no line wraps. */
+static int columns_per_block(void) {
+    struct winsize ws;
+    int width = isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0
+                    ? ws.ws_col
+                    : 100;
+    int n = (width - 1 - 10) / 11;
+    return n < 1 ? 1 : n;
+}
+
 static void print_matrix(const inspection *in, const part *p, const float *m, bool keys) {
-    int cols = keys ? in->T : in->Dk;
+    int cols = keys ? in->T : in->Dk, per = columns_per_block();
     printf("%s   (%d x %d%s)\n", p->what, in->T, cols, keys ? ", rows: queries, columns: keys"
                                                            : ", rows: positions");
-    printf("%10s", "");
-    for (int j = 0; j < cols; j++) {
-        if (keys) printf(" %10.10s", in->labels[j]);
-        else printf(" %10d", j);
-    }
-    putchar('\n');
-    for (int i = 0; i < in->T; i++) {
-        printf("%10.10s", in->labels[i]);
-        for (int j = 0; j < cols; j++) {
-            /* A and dS are 0 where the mask dropped a key; the scores before the mask and
-             * dA are not, and are shown as they are */
-            if (keys && masked_at(in, i, j) && (!strcmp(p->name, "weights") || !strcmp(p->name, "dS")))
-                printf(" %10s", "masked");
-            else
-                printf(" %10.4g", m[(size_t)i * cols + j]);
+    for (int first = 0; first < cols; first += per) {
+        int last = first + per < cols ? first + per : cols;
+        if (cols > per) printf("  columns %d..%d\n", first, last - 1);
+        printf("%10s", "");
+        for (int j = first; j < last; j++) {
+            if (keys) printf(" %10.10s", in->labels[j]);
+            else printf(" %10d", j);
         }
         putchar('\n');
+        for (int i = 0; i < in->T; i++) {
+            printf("%10.10s", in->labels[i]);
+            for (int j = first; j < last; j++) {
+                /* A and dS are 0 where the mask dropped a key; the scores before the mask and
+                 * dA are not, and are shown as they are */
+                if (keys && masked_at(in, i, j) && (!strcmp(p->name, "weights") || !strcmp(p->name, "dS")))
+                    printf(" %10s", "masked");
+                else
+                    printf(" %10.4g", m[(size_t)i * cols + j]);
+            }
+            putchar('\n');
+        }
     }
 }
 
