@@ -2,13 +2,15 @@
 # 8 x 8: the panels share one colour bar, token labels appear only on the outer panels (and
 # not at all when a panel is too small for them), and the title fits the width.
 #
-#   gnuplot -c overview.gp OUT FORMAT DIR TASK LAYERS HEADS [CAUSAL]
+#   gnuplot -c overview.gp OUT FORMAT DIR TASK LAYERS HEADS [CAUSAL [SUBJECT]]
 #     DIR     the attention/ directory of a run: DIR/layer<L>_head<H>.dat (see attention.gp)
 #     TASK    the task's name, for the title
 #     LAYERS, HEADS   the grid: one row per layer, one column per head
 #     CAUSAL  1 if a causal mask dropped every key after the query (drawn hatched grey)
+#     SUBJECT what the maps are of (default: the held-out example)
 out = ARG1; fmt = ARG2; dir = ARG3; task = ARG4; L = int(ARG5); H = int(ARG6)
 causal = ARGC >= 7 ? int(ARG7) : 0
+subject = ARGC >= 8 ? ARG8 : 'the held-out example'
 
 pw = H > 5 ? 1500 / H : 300         # panel size in pixels
 pw = pw < 150 ? 150 : pw
@@ -41,8 +43,8 @@ if (causal) {
 }
 
 # The title: one line when the grid is wide enough, else two shorter ones.
-long = sprintf('%s: attention of the held-out example (rows: queries, columns: keys%s)', task, causal ? '; hatched: masked' : '')
-short = sprintf("%s: attention of the held-out example\n(rows: queries, columns: keys%s)", task, causal ? '; hatched: masked' : '')
+long = sprintf('%s: attention of %s (rows: queries, columns: keys%s)', task, subject, causal ? '; hatched: masked' : '')
+short = sprintf("%s: attention of %s\n(rows: queries, columns: keys%s)", task, subject, causal ? '; hatched: masked' : '')
 ttl = strlen(long) * 7 < W ? long : short
 tfont = W < 420 ? ',10' : ',12'
 

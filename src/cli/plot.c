@@ -465,6 +465,7 @@ static int plot_maps(const char *dir, const plot_source *src, const char *format
     const char *task = src->task;
     int L = src->layers, H = src->heads, code;
     const char *causal = src->causal ? "1" : "0";
+    const char *subject = src->inspect ? "the input of qkv inspect" : "the held-out example";
     plotter p;
     if ((code = plotter_init(&p, dir, no_gnuplot)) != EXIT_OK) return code;
     /* Names relative to dir for gnuplot (run_script), full paths for the checks here. */
@@ -491,8 +492,8 @@ static int plot_maps(const char *dir, const plot_source *src, const char *format
     snprintf(nl, sizeof nl, "%d", L);
     snprintf(nh, sizeof nh, "%d", H);
     snprintf(out, sizeof out, "plots/overview.%s", format);
-    code = run_script(&p, dir, "overview.gp", out, format, 5,
-                      (const char *[]){"attention", task, nl, nh, causal});
+    code = run_script(&p, dir, "overview.gp", out, format, 6,
+                      (const char *[]){"attention", task, nl, nh, causal, subject});
     if (code != EXIT_OK) return code;
 
     /* Loss and accuracy curves, when there is at least one row of metrics. */
@@ -520,8 +521,8 @@ static int plot_maps(const char *dir, const plot_source *src, const char *format
             snprintf(a, sizeof a, "attention/layer%d_head%d.dat", l, h);
             snprintf(out, sizeof out, "plots/grads_layer%d_head%d.%s", l, h, format);
             snprintf(title, sizeof title, "%s: layer %d, head %d", task, l, h);
-            code = run_script(&p, dir, "grads.gp", out, format, 5,
-                              (const char *[]){a, da, ds, title, causal});
+            code = run_script(&p, dir, "grads.gp", out, format, 6,
+                              (const char *[]){a, da, ds, title, causal, subject});
         }
     if (code != EXIT_OK) return code;
 #undef NEED
