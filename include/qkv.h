@@ -391,6 +391,21 @@ QKV_API void qkv_model_free(qkv_model *m); /* frees m->params: weights, grads, o
  * and the composed attention is used. Dies on a token outside the vocabulary. */
 QKV_API qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                       int batch, qkv_tensor **attn);
+/* What one attention layer computed, every part a tensor of the step's graph (so that after
+ * qkv_backward each holds its gradient too). Shapes for tokens (B, T), Dk = d_model / heads. */
+typedef struct {
+    qkv_tensor *q, *k, *v;  /* (B, H, T, Dk): the projections, split into heads */
+    qkv_tensor *scores;     /* (B, H, T, T): S = Q·Kᵀ */
+    qkv_tensor *scaled;     /* (B, H, T, T): S / sqrt(Dk) */
+    qkv_tensor *masked;     /* (B, H, T, T): S / sqrt(Dk) + M, what enters the softmax (-inf
+                               where the causal mask drops a key; `scaled` itself without one) */
+    qkv_tensor *weights;    /* (B, H, T, T): A = softmax(masked) */
+    qkv_tensor *head_out;   /* (B, H, T, Dk): A·V, each head's output before W_O */
+} qkv_layer_trace;
+/* qkv_model_forward with the composed attention, keeping every layer's parts in
+ * trace[0 .. cfg.layers-1] (the caller's array). Same logits as qkv_model_forward with attn. */
+QKV_API qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                            int batch, qkv_layer_trace *trace);
 /* Bytes of parameters, gradients and Adam state, and of one training step's arena for a
  * batch: upper bounds, for memory checks before allocating (docs/errors.md). */
 QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);
