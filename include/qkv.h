@@ -68,9 +68,9 @@ extern "C" {
 #endif
 
 #define QKV_VERSION_MAJOR 0
-#define QKV_VERSION_MINOR 1
+#define QKV_VERSION_MINOR 2
 #define QKV_VERSION_PATCH 0
-#define QKV_VERSION_STRING "0.1.0"
+#define QKV_VERSION_STRING "0.2.0"
 
 #if defined(__GNUC__)
 #define QKV_API __attribute__((visibility("default")))
