@@ -68,9 +68,9 @@ extern "C" {
 #endif
 
 #define QKV_VERSION_MAJOR 0
-#define QKV_VERSION_MINOR 1
+#define QKV_VERSION_MINOR 2
 #define QKV_VERSION_PATCH 0
-#define QKV_VERSION_STRING "0.1.0"
+#define QKV_VERSION_STRING "0.2.0"
 
 #if defined(__GNUC__)
 #define QKV_API __attribute__((visibility("default")))
@@ -425,6 +425,23 @@ QKV_API qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t
  * In an encoder-decoder model the logits are (B, To, V) and attn[l] is (B, H, To, T). */
 QKV_API qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                              const int32_t *lengths, int batch, qkv_tensor **attn);
+/* What one attention layer computed, every part a tensor of the step's graph (so that after
+ * qkv_backward each holds its gradient too). Shapes for tokens (B, T), Dk = d_model / heads;
+ * in an encoder-decoder model the query side has To rows: Q (B, H, To, Dk), the (B, H, To, T)
+ * scores and weights, head_out (B, H, To, Dk). */
+typedef struct {
+    qkv_tensor *q, *k, *v;  /* (B, H, T, Dk): the projections, split into heads */
+    qkv_tensor *scores;     /* (B, H, T, T): S = Q·Kᵀ */
+    qkv_tensor *scaled;     /* (B, H, T, T): S / sqrt(Dk) */
+    qkv_tensor *masked;     /* (B, H, T, T): S / sqrt(Dk) + M, what enters the softmax (-inf
+                               where the causal mask drops a key; `scaled` itself without one) */
+    qkv_tensor *weights;    /* (B, H, T, T): A = softmax(masked) */
+    qkv_tensor *head_out;   /* (B, H, T, Dk): A·V, each head's output before W_O */
+} qkv_layer_trace;
+/* qkv_model_forward with the composed attention, keeping every layer's parts in
+ * trace[0 .. cfg.layers-1] (the caller's array). Same logits as qkv_model_forward with attn. */
+QKV_API qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                            int batch, qkv_layer_trace *trace);
 /* Bytes of parameters, gradients and Adam state, and of one training step's arena for a
  * batch: upper bounds, for memory checks before allocating (docs/errors.md). */
 QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);

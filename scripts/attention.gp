@@ -1,12 +1,15 @@
 # attention.gp - one attention map as a heatmap: queries down, keys across, tokens on both axes.
 #
-#   gnuplot -c attention.gp OUT FORMAT DATA TITLE
+#   gnuplot -c attention.gp OUT FORMAT DATA TITLE [CAUSAL]
 #     OUT     the image to write
 #     FORMAT  png (pngcairo) or svg
 #     DATA    a matrix written by qkv train: a '#' comment, a header line "query\key tok tok ...",
 #             then one line per query: "tok w w w ..." (row i = query i, column j = key j)
 #     TITLE   the title, e.g. "copy: attention of layer 1, head 1"
+#     CAUSAL  1 if a causal mask dropped every key after the query (drawn hatched grey, not as
+#             a weight of 0), else 0 (the default)
 out = ARG1; fmt = ARG2; data = ARG3; ttl = ARG4
+causal = ARGC >= 5 ? int(ARG5) : 0
 
 if (fmt eq 'svg') {
     set terminal svg size 620,560 dynamic noenhanced font 'Sans,13' background rgb 'white'
@@ -20,8 +23,8 @@ nk = STATS_size_x   # keys (columns)
 nq = STATS_size_y   # queries (rows)
 
 set title ttl font ',13'
-set xlabel 'key (token)'
-set ylabel 'query (token)'
+set xlabel 'key (position:token)'
+set ylabel 'query (position:token)'
 set cblabel 'attention weight'
 set xrange [-0.5:nk-0.5]
 set yrange [nq-0.5:-0.5]            # query 1 on top, as in the matrix A
@@ -34,13 +37,20 @@ if (nk > 32) { set tics font ',6' }
 if (nk > 64) { unset xtics; unset ytics }
 set size ratio -1
 unset key
+# masked cells are left out of the image (NaN) and show this hatched grey behind it
+masked(k, q, w) = causal && k > q ? NaN : w
+if (causal) {
+    set object 1 rectangle from graph 0, graph 0 to graph 1, graph 1 behind \
+        fillcolor rgb '#8c96a0' fillstyle pattern 5 noborder
+    set label 1 'hatched: masked (causal)' at graph 1, graph -0.02 right offset 0, -2.2 font ',9'
+}
 
 # With few tokens, print each weight in its cell (white on dark cells); hide the ~0 ones.
 if (nk <= 12) {
-    plot data matrix rowheaders columnheaders using 1:2:3 with image pixels, \
+    plot data matrix rowheaders columnheaders using 1:2:(masked($1, $2, $3)) with image pixels, \
          data matrix rowheaders columnheaders \
-              using 1:2:($3 >= 0.005 ? sprintf('%.2f', $3) : ''):($3 > 0.55 ? 0xffffff : 0x000000) \
+              using 1:2:($3 >= 0.005 && !(causal && $1 > $2) ? sprintf('%.2f', $3) : ''):($3 > 0.55 ? 0xffffff : 0x000000) \
               with labels textcolor rgb variable
 } else {
-    plot data matrix rowheaders columnheaders using 1:2:3 with image pixels
+    plot data matrix rowheaders columnheaders using 1:2:(masked($1, $2, $3)) with image pixels
 }

@@ -5,6 +5,11 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"
 for task in copy reverse; do
-    ./build/qkv train --task "$task" --out "runs/$task" --plot
+    # --snapshot-every: the attention every 20 steps, for the animation and the page's slider
+    ./build/qkv train --task "$task" --snapshot-every 20 --out "runs/$task" --plot
+    ./build/qkv plot "runs/$task" --format html
 done
-echo "demo: models, metrics, attention maps and plots are in runs/copy and runs/reverse"
+./build/qkv inspect --model runs/reverse --input "1 2 3 4 5 6 7 8" --target "8 7 6 5 4 3 2 1" |
+    head -n 7
+echo "demo: models, metrics, attention maps and plots are in runs/copy and runs/reverse;"
+echo "      open runs/reverse/plots/attention.html in a browser"

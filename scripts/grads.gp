@@ -2,9 +2,15 @@
 # the weights A = softmax(S), their gradient dA = dLoss/dA, and the scores' gradient
 # dS = A * (dA - rowsum(dA * A)) (the softmax backward pass; zero where the mask dropped a key).
 #
-#   gnuplot -c grads.gp OUT FORMAT A_DATA DA_DATA DS_DATA TITLE
+#   gnuplot -c grads.gp OUT FORMAT A_DATA DA_DATA DS_DATA TITLE [CAUSAL [SUBJECT]]
 #     *_DATA  matrices in the format of attention.gp
+#     CAUSAL  1 if a causal mask dropped every key after the query: those cells of A and dS
+#             (0 by construction) are drawn hatched grey; dA is drawn everywhere
+#     SUBJECT what the maps are of (default: the fixed held-out example)
 out = ARG1; fmt = ARG2; fa = ARG3; fda = ARG4; fds = ARG5; ttl = ARG6
+causal = ARGC >= 7 ? int(ARG7) : 0
+subject = ARGC >= 8 ? ARG8 : 'the fixed held-out example'
+masked(k, q, w) = causal && k > q ? NaN : w
 
 if (fmt eq 'svg') {
     set terminal svg size 1500,500 dynamic noenhanced font 'Sans,12' background rgb 'white'
@@ -22,26 +28,30 @@ rda = abs(STATS_min) > abs(STATS_max) ? abs(STATS_min) : abs(STATS_max)
 stats fds matrix rowheaders columnheaders nooutput
 rds = abs(STATS_min) > abs(STATS_max) ? abs(STATS_min) : abs(STATS_max)
 set xrange [-0.5:n-0.5]
-set yrange [n-0.5:-0.5]             # queries top to bottom
+set yrange [STATS_size_y-0.5:-0.5]  # queries top to bottom (an encoder-decoder has fewer rows than keys)
 set tics scale 0 nomirror
 if (n > 10) { set xtics rotate by 90 right }
 if (n > 24) { set tics font ',6' }
 if (n > 48) { unset xtics; unset ytics }
 set size ratio -1
-set xlabel 'key'
-set ylabel 'query'
+set xlabel 'key (position:token)'
+set ylabel 'query (position:token)'
 unset key
 blues = "defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 '#2171b5', 1 '#08306b')"
 # blue below zero, white at zero, red above: the range is made symmetric around 0 below
 diverging = "defined (-1 '#2166ac', -0.5 '#92c5de', 0 '#f7f7f7', 0.5 '#f4a582', 1 '#b2182b')"
 
-set multiplot layout 1, 3 title ttl.' (the fixed held-out example, one backward pass of its loss)' font ',12'
+set multiplot layout 1, 3 title ttl.' ('.subject.', one backward pass of its loss)' font ',12'
 
-set title 'A = softmax(S), the weights'
+if (causal) {
+    set object 1 rectangle from graph 0, graph 0 to graph 1, graph 1 behind \
+        fillcolor rgb '#8c96a0' fillstyle pattern 5 noborder
+}
+set title 'A = softmax(S), the weights'.(causal ? ' (hatched: masked)' : '')
 eval 'set palette '.blues
 set cbrange [0:1]
 set format cb '%g'
-plot fa matrix rowheaders columnheaders using 1:2:3 with image pixels
+plot fa matrix rowheaders columnheaders using 1:2:(masked($1, $2, $3)) with image pixels
 
 do for [k = 1:2] {
     f = k == 1 ? fda : fds
@@ -51,6 +61,10 @@ do for [k = 1:2] {
     eval 'set palette '.diverging
     set cbrange [-r:r]
     set format cb '%.1e'
-    plot f matrix rowheaders columnheaders using 1:2:3 with image pixels
+    if (k == 1) {
+        plot f matrix rowheaders columnheaders using 1:2:3 with image pixels
+    } else {
+        plot f matrix rowheaders columnheaders using 1:2:(masked($1, $2, $3)) with image pixels
+    }
 }
 unset multiplot

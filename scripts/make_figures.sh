@@ -18,11 +18,12 @@ command -v gnuplot >/dev/null || { echo "make_figures: gnuplot is needed" >&2; e
 [ -x "$QKV" ] || { echo "make_figures: no qkv binary at $QKV (build first)" >&2; exit 1; }
 mkdir -p "$WORK" "$FIG"
 
-# The four tasks with their default options; a metrics row every 10 steps, because the
-# attention forms in the first hundred steps.
+# The four tasks with their default options (the default evaluations are dense in the first
+# hundred steps, where the attention forms), with snapshots for the interactive page.
 for task in copy reverse shift lookup; do
     echo "== $task"
-    "$QKV" train --task "$task" --out "$WORK/$task" --plot --eval-every 10
+    "$QKV" train --task "$task" --out "$WORK/$task" --plot --snapshot-every 20
+    "$QKV" plot "$WORK/$task" --format html
     cp "$WORK/$task/plots/attention_layer1_head1.png" "$FIG/${task}_attention.png"
 done
 cp "$WORK/copy/plots/curves.png" "$FIG/copy_curves.png"
@@ -46,6 +47,14 @@ echo "== reverse, 2 layers x 2 heads"
 "$QKV" train --task reverse --layers 2 --heads 2 --residual --steps 1500 \
     --out "$WORK/reverse_2x2" --plot
 cp "$WORK/reverse_2x2/plots/overview.png" "$FIG/reverse_2x2_overview.png"
+
+# The interactive page of reverse, as a browser shows it (when Chromium is installed).
+if command -v chromium >/dev/null; then
+    echo "== the page of reverse"
+    "$QKV" plot "$WORK/reverse" --format html
+    chromium --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1000,640 \
+        --screenshot="$FIG/reverse_page.png" "file://$WORK/reverse/plots/attention.html" 2>/dev/null
+fi
 
 echo "== softmax scaling study"
 "$QKV" study softmax --scaling --out "$WORK/study"

@@ -1,17 +1,26 @@
-# overview.gp - every layer x head of a model in one grid of attention heatmaps.
+# overview.gp - every layer x head of a model in one grid of attention heatmaps, from 1 x 1 to
+# 8 x 8: the panels share one colour bar, token labels appear only on the outer panels (and
+# not at all when a panel is too small for them), and the title fits the width.
 #
-#   gnuplot -c overview.gp OUT FORMAT DIR TASK LAYERS HEADS
+#   gnuplot -c overview.gp OUT FORMAT DIR TASK LAYERS HEADS [CAUSAL [SUBJECT]]
 #     DIR     the attention/ directory of a run: DIR/layer<L>_head<H>.dat (see attention.gp)
 #     TASK    the task's name, for the title
 #     LAYERS, HEADS   the grid: one row per layer, one column per head
+#     CAUSAL  1 if a causal mask dropped every key after the query (drawn hatched grey)
+#     SUBJECT what the maps are of (default: the held-out example)
 out = ARG1; fmt = ARG2; dir = ARG3; task = ARG4; L = int(ARG5); H = int(ARG6)
+causal = ARGC >= 7 ? int(ARG7) : 0
+subject = ARGC >= 8 ? ARG8 : 'the held-out example'
 
 pw = H > 5 ? 1500 / H : 300         # panel size in pixels
-ph = pw * 0.95
+pw = pw < 150 ? 150 : pw
+left = 70; right = 90; top = 70; bottom = 50   # room for labels, the colour bar, the title
+W = pw * H + left + right
+Hh = pw * L + top + bottom
 if (fmt eq 'svg') {
-    set terminal svg size pw*H + 60, ph*L + 70 dynamic noenhanced font 'Sans,11' background rgb 'white'
+    set terminal svg size W, Hh dynamic noenhanced font 'Sans,11' background rgb 'white'
 } else {
-    set terminal pngcairo size pw*H + 60, ph*L + 70 noenhanced font 'Sans,9'
+    set terminal pngcairo size W, Hh noenhanced font 'Sans,9'
 }
 set output out
 
@@ -19,21 +28,48 @@ stats sprintf('%s/layer1_head1.dat', dir) matrix rowheaders columnheaders nooutp
 n = STATS_size_x
 
 set xrange [-0.5:n-0.5]
-set yrange [n-0.5:-0.5]             # queries top to bottom
+set yrange [STATS_size_y-0.5:-0.5]  # queries top to bottom (an encoder-decoder has fewer rows than keys)
 set cbrange [0:1]
 set palette defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 '#2171b5', 1 '#08306b')
 set tics scale 0 nomirror
-if (n > 8) { set xtics rotate by 90 right }
-if (n > 16) { unset xtics; unset ytics }   # too many labels for a small panel
-set size ratio -1
+cell = (pw - 20.0) / n              # pixels per cell
+labels = cell >= 12                 # room for a token label per cell
+if (cell < 20) { set tics font ',7' }
 unset key
+masked(k, q, w) = causal && k > q ? NaN : w
+if (causal) {
+    set object 1 rectangle from graph 0, graph 0 to graph 1, graph 1 behind \
+        fillcolor rgb '#8c96a0' fillstyle pattern 5 noborder
+}
 
-set multiplot layout L, H title sprintf('%s: attention of the held-out example (rows: queries, columns: keys)', task) font ',12'
+# The title: one line when the grid is wide enough, else two shorter ones.
+long = sprintf('%s: attention of %s (rows: queries, columns: keys%s)', task, subject, causal ? '; hatched: masked' : '')
+short = sprintf("%s: attention of %s\n(rows: queries, columns: keys%s)", task, subject, causal ? '; hatched: masked' : '')
+ttl = strlen(long) * 7 < W ? long : short
+tfont = W < 420 ? ',10' : ',12'
+
+# Panels placed by hand (screen fractions), so that tick labels never change their size.
+fx(c) = (left + c * pw) / (1.0 * W)
+fy(r) = 1 - (top + r * pw) / (1.0 * Hh)
+set multiplot title ttl font tfont
+set lmargin 0; set rmargin 0; set tmargin 0; set bmargin 0
+unset colorbox
 do for [l = 1:L] {
     do for [h = 1:H] {
-        set title sprintf('layer %d, head %d', l, h)
+        set lmargin at screen fx(h - 1) + 4.0 / W
+        set rmargin at screen fx(h) - 4.0 / W
+        set tmargin at screen fy(l - 1) - 16.0 / Hh
+        set bmargin at screen fy(l) + 4.0 / Hh
+        set title (pw >= 200 ? sprintf('layer %d, head %d', l, h) : sprintf('L%d H%d', l, h)) offset 0, -0.6
+        if (labels && h == 1) { set ytics scale 0 nomirror } else { unset ytics }
+        if (labels && l == L) { set xtics scale 0 nomirror rotate by 90 right } else { unset xtics }
+        if (l == L && h == H) {       # the one colour bar, right of the grid
+            set colorbox user origin screen fx(H) + 20.0 / W, screen fy(L) + 4.0 / Hh \
+                size screen 14.0 / W, screen (pw * L - 20.0) / Hh
+            set cbtics font ',8'
+        }
         plot sprintf('%s/layer%d_head%d.dat', dir, l, h) matrix rowheaders columnheaders \
-             using 1:2:3 with image pixels
+             using 1:2:(masked($1, $2, $3)) with image pixels
     }
 }
 unset multiplot

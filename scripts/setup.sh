@@ -10,7 +10,9 @@ apt-get install -y -qq --no-install-recommends \
     build-essential cmake pkg-config git \
     check libcjson-dev \
     gnuplot-nox groff-base man-db parallel \
+    chromium chromium-driver tmux \
     python3 python3-numpy python3-torch \
     libopenblas-dev \
-    clang libclang-rt-dev libomp-dev valgrind >/dev/null  # libclang-rt-dev: libFuzzer, sanitizer runtimes
+    clang libclang-rt-dev libomp-dev valgrind >/dev/null  # libclang-rt-dev: libFuzzer, sanitizer runtimes; chromium,
+                        # chromium-driver, tmux: browser_test and tmux_test
 echo "setup: done"

@@ -158,13 +158,11 @@ static qkv_tensor *attention_mask(qkv_ctx *step, const qkv_model_config *c, int 
     return mask;
 }
 
-qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens, int batch,
-                              qkv_tensor **attn) {
-    return qkv_model_forward_padded(m, step, tokens, NULL, batch, attn);
-}
-
-qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
-                                     const int32_t *lengths, int batch, qkv_tensor **attn) {
+/* The forward pass; with `trace`, each layer's attention is built from its parts (matmul,
+ * scale, mask, softmax, matmul: the composed form) and every part is kept in trace[l]. */
+static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                 const int32_t *lengths, int batch, qkv_tensor **attn,
+                                 qkv_layer_trace *trace) {
     const qkv_model_config *c = &m->cfg;
     int B = batch, T = c->seq_len, H = c->heads, Dk = c->d_model / c->heads;
     int Tq = c->target_len ? c->target_len : T; /* query positions */
@@ -183,9 +181,36 @@ qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t 
         qkv_tensor *q = split_heads(step, qkv_matmul(step, d, m->w_q[l]), B, Tq, H, Dk);
         qkv_tensor *k = split_heads(step, qkv_matmul(step, kv_in, m->w_k[l]), B, T, H, Dk);
         qkv_tensor *v = split_heads(step, qkv_matmul(step, kv_in, m->w_v[l]), B, T, H, Dk);
-        qkv_tensor *y = qkv_attention(step, q, k, v, mask, 0, attn ? &attn[l] : NULL);
+        qkv_tensor *y;
+        if (trace) {
+            qkv_layer_trace *tr = &trace[l];
+            tr->q = q, tr->k = k, tr->v = v;
+            tr->scores = qkv_matmul_ex(step, q, false, k, true);          /* (B,H,Tq,T) */
+            tr->scaled = qkv_scale(step, tr->scores, 1.0 / sqrt((double)Dk));
+            tr->masked = mask ? qkv_mask(step, tr->scaled, mask) : tr->scaled;
+            tr->weights = qkv_softmax(step, tr->masked);
+            tr->head_out = y = qkv_matmul(step, tr->weights, v);           /* (B,H,Tq,Dk) */
+            if (attn) attn[l] = tr->weights;
+        } else {
+            y = qkv_attention(step, q, k, v, mask, 0, attn ? &attn[l] : NULL);
+        }
         y = qkv_matmul(step, merge_heads(step, y, B, Tq, H, Dk), m->w_o[l]); /* (B,Tq,C) */
         d = c->residual ? qkv_add(step, d, y) : y;
     }
     return qkv_add(step, qkv_matmul(step, d, m->head_w), m->head_b); /* (B,Tq,V) */
+}
+
+qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens, int batch,
+                              qkv_tensor **attn) {
+    return model_forward(m, step, tokens, NULL, batch, attn, NULL);
+}
+
+qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                     const int32_t *lengths, int batch, qkv_tensor **attn) {
+    return model_forward(m, step, tokens, lengths, batch, attn, NULL);
+}
+
+qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                    int batch, qkv_layer_trace *trace) {
+    return model_forward(m, step, tokens, NULL, batch, NULL, trace);
 }

@@ -436,6 +436,12 @@ void trainer_attention_grads(trainer *t, int index, float *dA, float *dS) {
 
 /* The first element of x that is not finite (or, with nonneg, negative); -1 if none. */
 static int64_t first_bad(const qkv_tensor *x, bool nonneg) {
+    if (x->dtype == QKV_F32) { /* the common case, read directly: a save checks every weight */
+        const float *p = x->data;
+        for (int64_t i = 0; i < x->size; i++)
+            if (!isfinite(p[i]) || (nonneg && p[i] < 0)) return i;
+        return -1;
+    }
     for (int64_t i = 0; i < x->size; i++) {
         double v = qkv_get(x, i);
         if (!isfinite(v) || (nonneg && v < 0)) return i;

@@ -75,7 +75,8 @@ EOF
 
 # ---- train: files ---------------------------------------------------------------------------
 run 0 "train copy --out" -- train --task copy --steps 300 --d-model 32 --out run1 --quiet
-check "train --quiet prints nothing" test ! -s out.txt
+check "train --quiet prints only the one-line result" test "$(grep -c . out.txt)" = 1
+grep -q "^copy: held-out accuracy" out.txt && ok || fail "train --quiet result line: $(cat out.txt)"
 check "train --quiet prints nothing on stderr" test ! -s err.txt
 check "model.safetensors written" test -s run1/model.safetensors
 check "metrics.csv written" test -s run1/metrics.csv
@@ -171,6 +172,12 @@ first_rows=$(grep -c '^300,' run2/metrics.csv)
 [ "$first_rows" = 1 ] && ok || fail "resumed metrics.csv has step 300 $first_rows times"
 bad 2 "resume with a model option" -- train --resume run2 --d-model 64
 bad 2 "resume below the steps taken" -- train --resume run2 --steps 100
+# a resume that changes --steps says how the learning rate changes (not with --quiet)
+run 0 "resume to 450 steps" -- train --resume run2 --steps 450
+grep -q "^resume: --steps 450 (was 400): the cosine schedule now decays to 0 at step 450 instead of 400" out.txt &&
+    ok || fail "a resume to more steps does not say how the schedule changes: $(head -n 2 out.txt)"
+run 0 "resume without more steps" -- train --resume run2
+grep -q "^resume:" out.txt && fail "a resume that keeps --steps talks of the schedule" || ok
 
 # A run that stops at 100 and is resumed to 200 equals a straight run of 200, byte for byte
 # (a constant schedule, so that the plan does not depend on --steps).
@@ -276,7 +283,7 @@ if bad:
     sys.exit(1)
 EOF
 rows=$(tail -n +2 defaults/metrics.csv | grep -c '^[0-9]')
-[ "$rows" = 20 ] && ok || fail "--eval-every defaults to steps/20: $rows rows for 20 steps"
+[ "$rows" = 21 ] && ok || fail "--eval-every defaults to steps/20 after a step-0 row: $rows rows for 20 steps"
 for cmd in eval grads; do
     run 0 "$cmd --help" -- $cmd --help
     grep -q -- "--model" out.txt && ok || fail "$cmd --help does not list --model"

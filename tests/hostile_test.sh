@@ -3,7 +3,8 @@
 # names, and runs that meet links, signals and limits (docs/errors.md, "Hostile paths ...").
 #   1. Directory names that a shell or gnuplot would run ('<touch ...', '|touch ...', $(...),
 #      backquotes, a newline, a leading '-'): train --plot --snapshot-every, plot, eval,
-#      grads, resume and study all work on them, and nothing is ever run.
+#      grads, inspect, plot --format html, resume and study all work on them, and nothing is
+#      ever run.
 #   2. A symbolic link planted at the name of a temporary is never written through.
 #   3. Two runs on one directory: the second is refused; SIGTERM stops the first with one
 #      line, no temporary left, and a checkpoint that evaluates and resumes.
@@ -58,6 +59,12 @@ for name in "${names[@]}"; do
     run 0 "plot ($name)" plot "$d"
     run 0 "eval ($name)" eval --model "$d"
     run 0 "grads ($name)" grads --model "$d" --out "$d/grads.safetensors"
+    run 0 "plot --format html ($name)" plot "$d" --format html
+    run 0 "inspect --out ($name)" inspect --model "$d" --input "1 2 3 4" --target "1 2 3 4" \
+        --out "$d/inspect.safetensors"
+    run 0 "plot an inspect file ($name)" plot "$d/inspect.safetensors"
+    [ -s "$d/plots/attention.html" ] && [ -s "$d/inspect/plots/grads_layer1_head1.png" ] && ok ||
+        fail "plot --format html or plot of an inspect file ($name) wrote nothing"
     run 0 "resume ($name)" train --resume "$d" --steps 30 --quiet
     run 0 "study --out ($name)" study softmax --scaling --samples 10 --keys 2 --max-dk 4 --out "$d/study"
     [ -s "$d/study/scaling.png" ] && ok || fail "study ($name) drew no image"

@@ -53,7 +53,7 @@ check_svg() {
 # ---- a short run: 2 layers x 2 heads, snapshots every 10 steps, plotted at the end ----
 RUN=$TMP/run
 "$QKV" train --task reverse --seq-len 6 --d-model 16 --heads 2 --layers 2 --steps 40 \
-    --snapshot-every 10 --plot --quiet --out "$RUN" || fail "train --plot exited $?"
+    --snapshot-every 10 --plot --quiet --out "$RUN" >/dev/null || fail "train --plot exited $?"
 for l in 1 2; do
     for h in 1 2; do
         check_png "$RUN/plots/attention_layer${l}_head${h}.png"
@@ -84,7 +84,7 @@ rc=$?
 [ "$rc" -eq 1 ] || fail "plot without gnuplot exited $rc, not 1"
 [ "$out" = "qkv: gnuplot not found; data files are in $RUN" ] || fail "plot without gnuplot said: $out"
 out=$(PATH=/nonexistent "$QKV" train --task copy --seq-len 4 --d-model 8 --steps 5 --quiet --plot \
-      --out "$TMP/nognuplot" 2>&1)
+      --out "$TMP/nognuplot" 2>&1 >/dev/null)
 rc=$?
 [ "$rc" -eq 0 ] || fail "train --plot without gnuplot exited $rc, not 0"
 [ "$out" = "qkv: gnuplot not found; data files are in $TMP/nognuplot" ] || fail "train --plot without gnuplot said: $out"
@@ -122,6 +122,26 @@ for label in "largest |J - finite differences|" "largest |J - backward rows|" "l
     d=$(printf '%s\n' "$out" | grep -F "$label" | awk '{print $NF}')
     awk -v d="$d" 'BEGIN { exit !(d != "" && d + 0 < 1e-8) }' || fail "study: $label = '$d'"
 done
+# a masked entry: weight 0, and no gradient reaches it (its row and column of J are 0)
+out=$("$QKV" study softmax --vector 1,-inf,2) || fail "study softmax with -inf exited $?"
+for label in "largest |J - finite differences|" "largest |J - backward rows|" "largest |J^T dy - backward|"; do
+    d=$(printf '%s\n' "$out" | grep -F "$label" | awk '{print $NF}')
+    awk -v d="$d" 'BEGIN { exit !(d != "" && d + 0 < 1e-8) }' || fail "study -inf: $label = '$d'"
+done
+printf '%s\n' "$out" | grep -q '^s = softmax(x) *( 0.268941,  0,  0.731059)' || fail "study -inf: s is not (0.2689, 0, 0.7311): $out"
+printf '%s\n' "$out" | grep -q 'x_2 = -inf is a masked entry' || fail "study -inf does not say x_2 is masked"
+
+# ---- qkv plot --format html: one page holding its data, scripts and styles inline ----
+"$QKV" plot "$RUN" --format html >/dev/null || fail "plot --format html exited $?"
+page="$RUN/plots/attention.html"
+[ -s "$page" ] || fail "plot --format html wrote no $page"
+grep -q 'const DATA = {"task":"reverse","layers":2,"heads":2' "$page" || fail "the page holds no data"
+grep -q '"snapshots":{"steps":\[0,' "$page" || fail "the page holds no snapshots"
+grep -q '"metrics":{"columns":\["step","loss"' "$page" || fail "the page holds no metrics"
+if grep -E '<script src|<link|https?://' "$page" | grep -qv 'http://www.w3.org/2000/svg'; then
+    fail "the page loads something from outside"
+fi
+
 out=$("$QKV" study softmax --scaling --samples 400 --out "$TMP/study") || fail "study --scaling exited $?"
 printf '%s\n' "$out" | awk '$1 ~ /^[0-9]+$/ && NF == 7 {
         n++; if ($2 / $1 < 0.7 || $2 / $1 > 1.3) bad = 1

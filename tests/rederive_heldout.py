@@ -391,7 +391,7 @@ def main():
     mp = os.path.join(d, "attention", "layer1_head1.dat")
     if os.path.exists(mp):
         cols, a = read_map(mp)
-        if cols != [label(task, T, V, t) for t in seqs[0]]:
+        if cols != ["%d:%s" % (i, label(task, T, V, t)) for i, t in enumerate(seqs[0])]:
             failures.append("attention/layer1_head1.dat does not show held-out sequence 0")
         elif np.abs(a - attn[0][0, 0]).max() > 1e-5:
             failures.append("attention/layer1_head1.dat: weights differ by %.2e"

@@ -53,7 +53,7 @@ import csv, json, sys
 d = sys.argv[1]
 rows = list(csv.DictReader(open(d + "/metrics.csv")))
 lines = open(d + "/metrics.jsonl").read().splitlines()
-assert len(lines) == len(rows) == 4, (len(lines), len(rows))
+assert len(lines) == len(rows) == 5, (len(lines), len(rows))  # steps 0, 5, 10, 15, 20
 for line, row in zip(lines, rows):
     j = json.loads(line)
     assert j["step"] == int(row["step"]), (j, row)

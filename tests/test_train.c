@@ -877,6 +877,51 @@ START_TEST(test_lookup_layout) {
 }
 END_TEST
 
+/* qkv_model_forward_trace gives the same logits, bit for bit, as qkv_model_forward with the
+ * composed attention, on a 2-layer, 2-head causal model; its parts fit together (A is the
+ * softmax of `masked`, which is `scaled` with -inf after the query), and after a backward pass
+ * each part holds a gradient. */
+START_TEST(test_forward_trace) {
+    qkv_model m;
+    qkv_model_config c = {.vocab = 11, .seq_len = 5, .d_model = 8, .heads = 2, .layers = 2,
+                          .residual = true, .causal = true, .init_scale = 0.7};
+    ck_assert_int_eq(qkv_model_init(&m, &c, 3), QKV_OK);
+    qkv_ctx *a = qkv_ctx_new(0), *b = qkv_ctx_new(0);
+    const int32_t tokens[10] = {1, 4, 4, 9, 0, 3, 10, 2, 2, 7};
+    qkv_tensor *attn[QKV_MAX_LAYERS];
+    qkv_layer_trace trace[QKV_MAX_LAYERS];
+    qkv_tensor *la = qkv_model_forward(&m, a, tokens, 2, attn);
+    qkv_tensor *lb = qkv_model_forward_trace(&m, b, tokens, 2, trace);
+    ck_assert_int_eq(la->size, lb->size);
+    ck_assert(memcmp(la->data, lb->data, (size_t)la->size * sizeof(float)) == 0);
+    for (int l = 0; l < 2; l++) {
+        const qkv_layer_trace *t = &trace[l];
+        ck_assert(memcmp(attn[l]->data, t->weights->data, (size_t)t->weights->size * sizeof(float)) == 0);
+        ck_assert_int_eq(t->q->shape[1], 2);
+        ck_assert_int_eq(t->q->shape[3], 4);
+        for (int64_t e = 0; e < t->scores->size; e++) {
+            int64_t i = (e / 5) % 5, j = e % 5;
+            ck_assert(fabs(qkv_get(t->scaled, e) - qkv_get(t->scores, e) / 2) < 1e-6); /* sqrt(4) */
+            if (j > i) {
+                ck_assert(isinf(qkv_get(t->masked, e)) && qkv_get(t->weights, e) == 0);
+            } else {
+                ck_assert(qkv_get(t->masked, e) == qkv_get(t->scaled, e));
+            }
+        }
+    }
+    qkv_tensor *y = qkv_from_array(b, QKV_I32, 2, (int64_t[]){2, 5}, tokens);
+    qkv_zero_grad(m.params);
+    qkv_backward(qkv_cross_entropy(b, lb, y, -1));
+    double norm = 0;
+    for (int64_t e = 0; e < trace[0].q->size; e++) norm += fabs(qkv_grad_get(trace[0].q, e));
+    ck_assert(norm > 0);
+    ck_assert(trace[0].weights->grad && trace[0].masked->grad && trace[1].v->grad);
+    qkv_ctx_free(a);
+    qkv_ctx_free(b);
+    qkv_model_free(&m);
+}
+END_TEST
+
 START_TEST(test_task_init_rejects) {
     qkv_task task;
     ck_assert_int_eq(qkv_task_init(&task, "bubble", 8, 0), QKV_ERR_VALUE);
@@ -954,6 +999,7 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, test_data_save_load);
     tcase_add_test(tc, test_data_bad_files);
     tcase_add_test(tc, test_task_init_rejects);
+    tcase_add_test(tc, test_forward_trace);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -11,6 +11,7 @@ static const struct {
 } commands[] = {
     {"train", cmd_train, "train a toy attention model on a task"},
     {"eval", cmd_eval, "evaluate a saved model on its held-out set"},
+    {"inspect", cmd_inspect, "run a saved model on any input: Q, K, V, scores, weights, gradients"},
     {"grads", cmd_grads, "write one batch and every parameter's gradient to a file"},
     {"bench", cmd_bench, "time a training step: ms/step, GFLOP/s, step memory"},
     {"gradcheck", cmd_gradcheck, "check every op's backward pass against finite differences"},

@@ -98,6 +98,21 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
 int cli_gnuplot(const char *script, const char *dir, const char *out, const char *format,
                 int nargs, const char *const *args, bool *no_gnuplot);
 
+/* What a plot draws: the task, the grid, and whether the causal mask drops keys (j > i). */
+typedef struct {
+    char task[64];
+    int layers, heads;
+    bool causal;
+    double chance_acc, chance_loss; /* a uniform guess's accuracy and loss; 0 if unknown */
+    bool inspect;                   /* the maps are of one input of qkv inspect, not of a run */
+} plot_source;
+/* html.c: DIR/plots/attention.html, one self-contained page of the maps in DIR (attention/,
+ * gradients/, snapshots/, metrics.csv); returns an exit code. */
+int cli_plot_html(const char *dir, const plot_source *src, bool verbose);
+/* The directory of qkv's scripts (gnuplot's .gp files, the page template): $QKV_SCRIPTS, else
+ * next to the executable, else the source tree. False if none holds attention.gp. */
+bool cli_find_scripts(char *out, size_t len);
+
 /* guard.c: signals and limits. cli_guard_install (main() calls it) makes SIGINT, SIGTERM and
  * SIGHUP remove the temporaries being written and exit EXIT_INTERRUPTED with one line, and
  * makes a write past `ulimit -f` fail with EFBIG instead of killing qkv. The note, if set,
@@ -130,6 +145,7 @@ int cmd_study(int argc, char **argv, bool parse_only);
 /* `qkv study precision` (study_precision.c): argv starts at "precision". */
 int study_precision(int argc, char **argv, bool parse_only);
 int cmd_bench(int argc, char **argv, bool parse_only);
+int cmd_inspect(int argc, char **argv, bool parse_only);
 int cmd_sweep(int argc, char **argv, bool parse_only);
 
 #endif

@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,11 +24,12 @@
 #include <unistd.h>
 
 #define PATH_LEN 1200
-#define MAX_FRAMES 60 /* snapshots beyond this are thinned out evenly: a GIF stays small */
+#define MAX_FRAMES 40 /* snapshots beyond this are thinned out evenly: a GIF stays small */
 #define HOLD_FRAMES 6 /* the last frame is repeated so that the final pattern can be seen */
 
 static const char plot_usage[] =
     "usage: qkv plot DIR [options]\n"
+    "       qkv plot FILE.safetensors [options]   (a file of qkv inspect --out: into FILE/)\n"
     "Draws the plots of a directory written by `qkv train --out DIR` into DIR/plots/, with the\n"
     "gnuplot scripts in scripts/ (found next to the executable, in the source tree, or in\n"
     "$QKV_SCRIPTS):\n"
@@ -37,7 +39,8 @@ static const char plot_usage[] =
     "  grads_layer<L>_head<H>       the weights A, their gradient dA and the scores' gradient dS\n"
     "  snapshots.gif                the attention forming (train --snapshot-every K)\n"
     "\n"
-    "  --format F          png (pngcairo) or svg; the animation is always a GIF (default png)\n"
+    "  --format F          png (pngcairo) or svg; the animation is always a GIF; html writes\n"
+    "                      one interactive page, plots/attention.html (default png)\n"
     "  -h, --help          show this help\n"
     "\n"
     "Exit codes: 0 plotted, 1 gnuplot is not on PATH (the data files are untouched) or it\n"
@@ -76,7 +79,7 @@ static bool find_gnuplot(char *out, size_t len) {
 
 /* The directory holding attention.gp: $QKV_SCRIPTS if set, else next to the executable
  * (an install's share/qkv/scripts, or scripts/ beside it), else the source tree's scripts/. */
-static bool find_scripts(char *out, size_t len) {
+bool cli_find_scripts(char *out, size_t len) {
     char probe[PATH_LEN + 64];
     const char *env = getenv("QKV_SCRIPTS");
     if (env && *env) {
@@ -128,7 +131,7 @@ static int plotter_init(plotter *p, const char *data_dir, bool *no_gnuplot) {
     char *full = p->gnuplot[0] != '/' ? realpath(p->gnuplot, NULL) : NULL;
     if (full && strlen(full) < sizeof p->gnuplot) snprintf(p->gnuplot, sizeof p->gnuplot, "%s", full);
     free(full);
-    if (!find_scripts(p->scripts, sizeof p->scripts)) {
+    if (!cli_find_scripts(p->scripts, sizeof p->scripts)) {
         cli_error("plot: cannot find the gnuplot scripts (attention.gp); set QKV_SCRIPTS to "
                   "qkv's scripts/ directory");
         return EXIT_IO;
@@ -295,7 +298,8 @@ static int metrics_rows(const char *path) {
 }
 
 /* Reads task, layers and heads from the model's metadata. */
-static int read_model(const char *dir, char *task, size_t len, int *layers, int *heads) {
+static int read_model(const char *dir, char *task, size_t len, int *layers, int *heads,
+                      bool *causal, double *chance_acc, double *chance_loss) {
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!need_file(path)) return EXIT_IO;
@@ -309,6 +313,16 @@ static int read_model(const char *dir, char *task, size_t len, int *layers, int 
                *h = qkv_st_meta(st, "heads");
     *layers = l ? atoi(l) : 0;
     *heads = h ? atoi(h) : 0;
+    const char *c = qkv_st_meta(st, "causal");
+    *causal = c && !strcmp(c, "true");
+    /* Chance: a uniform guess over the classes a target can take (qkv_task_chance), and the
+     * loss of uniform logits over the vocabulary. */
+    const char *v = qkv_st_meta(st, "vocab"), *n = qkv_st_meta(st, "seq_len");
+    qkv_task chance_task;
+    if (t && v && n && qkv_task_init(&chance_task, t, atoi(n), atoi(v)) == QKV_OK) {
+        *chance_acc = qkv_task_chance(&chance_task);
+        *chance_loss = log((double)chance_task.vocab);
+    }
     bool ok = t && *layers >= 1 && *layers <= QKV_MAX_LAYERS && *heads >= 1 && *heads <= 8192;
     if (ok) snprintf(task, len, "%s", t);
     qkv_st_free(st);
@@ -319,22 +333,144 @@ static int read_model(const char *dir, char *task, size_t len, int *layers, int 
     return EXIT_OK;
 }
 
-int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot) {
-    *no_gnuplot = false;
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        cli_error("plot: %s is not a directory", dir);
-        return EXIT_IO;
-    }
-    if (strlen(dir) > 900) {
-        cli_error("plot: %s: path too long", dir);
-        return EXIT_IO;
-    }
-    char task[64];
-    int L = 0, H = 0;
-    int code = read_model(dir, task, sizeof task, &L, &H);
-    if (code != EXIT_OK) return code;
+/* ---- a file of qkv inspect --out, drawn as a run is ---- */
 
+/* Writes one (T, T) map of head h of `x` (H, T, T) as a gnuplot matrix (the format of a run's
+ * attention/ files) to dir/rel. */
+static int write_inspect_map(const char *dir, const char *rel, const qkv_tensor *x, int h,
+                             const char *what, char (*labels)[40]) {
+    char path[PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    int T = (int)x->shape[1];
+    atomic_file af;
+    qkv_status s = atomic_open(&af, path);
+    if (s != QKV_OK) {
+        cli_error("plot: %s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    fprintf(af.f, "# qkv inspect: %s; rows are queries, columns keys\nquery\\key", what);
+    for (int j = 0; j < T; j++) fprintf(af.f, " %s", labels[j]);
+    fputc('\n', af.f);
+    const float *m = (const float *)x->data + (size_t)h * T * T;
+    for (int i = 0; i < T; i++) {
+        fprintf(af.f, "%s", labels[i]);
+        for (int j = 0; j < T; j++) fprintf(af.f, " %.6g", m[(size_t)i * T + j]);
+        fputc('\n', af.f);
+    }
+    if ((s = atomic_commit(&af)) != QKV_OK) {
+        cli_error("plot: %s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    return EXIT_OK;
+}
+
+/* FILE (format qkv-inspect) -> the directory FILE without .safetensors (or FILE.d) holding
+ * attention/ and, when the file has a target, gradients/, as a run directory does; the plots
+ * then go to its plots/. */
+static int plot_inspect_file(const char *file, char *dir, size_t len, plot_source *src) {
+    qkv_st *st;
+    qkv_status s = qkv_st_load(file, &st);
+    if (s != QKV_OK) {
+        cli_error("plot: %s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    const char *fmt = qkv_st_meta(st, "format"), *task = qkv_st_meta(st, "task");
+    const char *l = qkv_st_meta(st, "layers"), *h = qkv_st_meta(st, "heads");
+    const char *t = qkv_st_meta(st, "seq_len"), *lab = qkv_st_meta(st, "labels");
+    const char *causal = qkv_st_meta(st, "causal");
+    int L = l ? atoi(l) : 0, H = h ? atoi(h) : 0, T = t ? atoi(t) : 0;
+    bool ok = fmt && !strcmp(fmt, "qkv-inspect") && task && strlen(task) < sizeof src->task &&
+              L >= 1 && L <= QKV_MAX_LAYERS && H >= 1 && H <= 8192 && T >= 1 && T <= 4096;
+    for (int i = 1; ok && i <= L; i++) {
+        char name[32];
+        int64_t shape[QKV_MAX_DIMS];
+        int nd;
+        snprintf(name, sizeof name, "layer%d.weights", i);
+        ok = qkv_st_info(st, name, NULL, &nd, shape) && nd == 3 && shape[0] == H &&
+             shape[1] == T && shape[2] == T;
+    }
+    if (!ok) {
+        cli_error("plot: %s is neither a directory of qkv train nor a file of qkv inspect --out",
+                  file);
+        qkv_st_free(st);
+        return EXIT_FORMAT;
+    }
+    snprintf(src->task, sizeof src->task, "%s", task);
+    src->layers = L, src->heads = H, src->causal = causal && !strcmp(causal, "true");
+    src->inspect = true;
+    /* The labels: "position:token" words, checked (they become gnuplot data); positions only
+     * if they are not what qkv inspect wrote. */
+    char (*labels)[40] = calloc((size_t)T, sizeof *labels);
+    qkv_ctx *ctx = qkv_ctx_new(0);
+    if (!labels || !ctx) {
+        free(labels);
+        qkv_ctx_free(ctx);
+        qkv_st_free(st);
+        cli_error("plot: out of memory");
+        return EXIT_NOMEM;
+    }
+    const char *p = lab ? lab : "";
+    for (int i = 0; i < T; i++) {
+        size_t n = strcspn(p, " ");
+        bool good = n > 0 && n < sizeof labels[i] && strspn(p, "0123456789:?abcdefghijklmnopqrstuvwxyz") >= n;
+        if (good) snprintf(labels[i], sizeof labels[i], "%.*s", (int)n, p);
+        else snprintf(labels[i], sizeof labels[i], "%d", i);
+        p += n;
+        p += strspn(p, " ");
+    }
+    size_t flen = strlen(file), suffix = strlen(".safetensors");
+    if (flen > suffix && !strcmp(file + flen - suffix, ".safetensors"))
+        snprintf(dir, len, "%.*s", (int)(flen - suffix), file);
+    else
+        snprintf(dir, len, "%s.d", file);
+    char sub[PATH_LEN + 64];
+    int code = cli_make_dirs("plot: ", dir) ? EXIT_OK : EXIT_IO;
+    bool grads = qkv_st_info(st, "layer1.dA", NULL, NULL, NULL);
+    if (code == EXIT_OK && ((s = io_make_subdir(dir, "attention", sub, sizeof sub)) != QKV_OK ||
+                            (grads && (s = io_make_subdir(dir, "gradients", sub, sizeof sub)) != QKV_OK))) {
+        cli_error("plot: %s", qkv_last_error());
+        code = cli_exit_for(s);
+    }
+    qkv_tensor *x = qkv_zeros(ctx, QKV_F32, 3, (int64_t[]){H, T, T});
+    const char *kinds[3] = {"weights", "dA", "dS"};
+    for (int li = 1; li <= L && code == EXIT_OK; li++)
+        for (int k = 0; k < (grads ? 3 : 1) && code == EXIT_OK; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "layer%d.%s", li, kinds[k]);
+            if ((s = qkv_st_read(st, name, x)) != QKV_OK) {
+                cli_error("plot: %s", qkv_last_error());
+                code = cli_exit_for(s);
+                break;
+            }
+            for (int hi = 1; hi <= H && code == EXIT_OK; hi++) {
+                char rel[64], what[96];
+                if (k == 0) snprintf(rel, sizeof rel, "attention/layer%d_head%d.dat", li, hi);
+                else snprintf(rel, sizeof rel, "gradients/layer%d_head%d_%s.dat", li, hi, kinds[k]);
+                snprintf(what, sizeof what, "%s of layer %d, head %d", k ? kinds[k] : "attention",
+                         li, hi);
+                code = write_inspect_map(dir, rel, x, hi - 1, what, labels);
+            }
+        }
+    for (int li = 1; !grads && li <= L && code == EXIT_OK; li++) /* none from an earlier file */
+        for (int hi = 1; hi <= H; hi++)
+            for (int k = 1; k < 3; k++) {
+                snprintf(sub, sizeof sub, "%s/gradients/layer%d_head%d_%s.dat", dir, li, hi, kinds[k]);
+                unlink(sub);
+            }
+    free(labels);
+    qkv_ctx_free(ctx);
+    qkv_st_free(st);
+    return code;
+}
+
+/* Draws the maps of `dir` (attention/, gradients/, snapshots/, metrics.csv: a run directory,
+ * or what plot_inspect_file wrote) into dir/plots/ with gnuplot. */
+static int plot_maps(const char *dir, const plot_source *src, const char *format, bool verbose,
+                     bool *no_gnuplot) {
+    const char *task = src->task;
+    int L = src->layers, H = src->heads, code;
+    const char *causal = src->causal ? "1" : "0";
+    const char *subject = src->inspect ? "the input of qkv inspect" : "the held-out example";
     plotter p;
     if ((code = plotter_init(&p, dir, no_gnuplot)) != EXIT_OK) return code;
     /* Names relative to dir for gnuplot (run_script), full paths for the checks here. */
@@ -353,23 +489,27 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
             if (!NEED(a)) return EXIT_IO;
             snprintf(out, sizeof out, "plots/attention_layer%d_head%d.%s", l, h, format);
             snprintf(title, sizeof title, "%s: attention of layer %d, head %d", task, l, h);
-            code = run_script(&p, dir, "attention.gp", out, format, 2, (const char *[]){a, title});
+            code = run_script(&p, dir, "attention.gp", out, format, 3,
+                              (const char *[]){a, title, causal});
         }
     if (code != EXIT_OK) return code;
     char nl[16], nh[16];
     snprintf(nl, sizeof nl, "%d", L);
     snprintf(nh, sizeof nh, "%d", H);
     snprintf(out, sizeof out, "plots/overview.%s", format);
-    code = run_script(&p, dir, "overview.gp", out, format, 4,
-                      (const char *[]){"attention", task, nl, nh});
+    code = run_script(&p, dir, "overview.gp", out, format, 6,
+                      (const char *[]){"attention", task, nl, nh, causal, subject});
     if (code != EXIT_OK) return code;
 
     /* Loss and accuracy curves, when there is at least one row of metrics. */
     snprintf(full, sizeof full, "%s/metrics.csv", dir);
     if (metrics_rows(full) >= 1) {
         snprintf(out, sizeof out, "plots/curves.%s", format);
-        code = run_script(&p, dir, "curves.gp", out, format, 2,
-                          (const char *[]){"metrics.csv", task});
+        char acc[32], loss[32];
+        snprintf(acc, sizeof acc, "%.6g", src->chance_acc);
+        snprintf(loss, sizeof loss, "%.6g", src->chance_loss);
+        code = run_script(&p, dir, "curves.gp", out, format, 4,
+                          (const char *[]){"metrics.csv", task, acc, loss});
         if (code != EXIT_OK) return code;
     }
 
@@ -386,8 +526,8 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
             snprintf(a, sizeof a, "attention/layer%d_head%d.dat", l, h);
             snprintf(out, sizeof out, "plots/grads_layer%d_head%d.%s", l, h, format);
             snprintf(title, sizeof title, "%s: layer %d, head %d", task, l, h);
-            code = run_script(&p, dir, "grads.gp", out, format, 4,
-                              (const char *[]){a, da, ds, title});
+            code = run_script(&p, dir, "grads.gp", out, format, 6,
+                              (const char *[]){a, da, ds, title, causal, subject});
         }
     if (code != EXIT_OK) return code;
 #undef NEED
@@ -403,7 +543,9 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
         return EXIT_NOMEM;
     }
     if (n > 0) {
-        int frames = n < MAX_FRAMES ? n : MAX_FRAMES;
+        /* fewer frames for bigger grids: each frame draws every head */
+        int max_frames = L * H <= 4 ? MAX_FRAMES : L * H <= 16 ? MAX_FRAMES / 2 : MAX_FRAMES / 4;
+        int frames = n < max_frames ? n : max_frames;
         size_t len = (size_t)(frames + HOLD_FRAMES) * 24 + 1;
         char *list = malloc(len);
         if (!list) {
@@ -416,14 +558,39 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
             int i = f >= frames ? n - 1 : frames == 1 ? 0 : (int)((int64_t)f * (n - 1) / (frames - 1));
             used += (size_t)snprintf(list + used, len - used, "%s%" PRId64, f ? " " : "", steps[i]);
         }
-        code = run_script(&p, dir, "snapshots.gp", "plots/snapshots.gif", "gif", 5,
-                          (const char *[]){"snapshots", task, nl, nh, list});
+        code = run_script(&p, dir, "snapshots.gp", "plots/snapshots.gif", "gif", 6,
+                          (const char *[]){"snapshots", task, nl, nh, list, causal});
         free(list);
     }
     free(steps);
     if (code == EXIT_OK && verbose)
         printf("plots: %d images in %s\n", p.written, plots);
     return code;
+}
+
+int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot) {
+    *no_gnuplot = false;
+    if (strlen(dir) > 900) {
+        cli_error("plot: %s: path too long", dir);
+        return EXIT_IO;
+    }
+    plot_source src = {0};
+    char inspect_dir[PATH_LEN];
+    struct stat sb;
+    int code;
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) { /* a file of qkv inspect --out */
+        if ((code = plot_inspect_file(dir, inspect_dir, sizeof inspect_dir, &src)) != EXIT_OK)
+            return code;
+        dir = inspect_dir;
+    } else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        cli_error("plot: %s is not a directory", dir);
+        return EXIT_IO;
+    } else if ((code = read_model(dir, src.task, sizeof src.task, &src.layers, &src.heads,
+                                  &src.causal, &src.chance_acc, &src.chance_loss)) != EXIT_OK) {
+        return code;
+    }
+    if (!strcmp(format, "html")) return cli_plot_html(dir, &src, verbose);
+    return plot_maps(dir, &src, format, verbose, no_gnuplot);
 }
 
 typedef struct {
@@ -446,8 +613,8 @@ static int plot_parse(int argc, char **argv, plot_args *a) {
         default: return cli_bad_option("plot", argv, c);
         }
     }
-    if (strcmp(a->format, "png") && strcmp(a->format, "svg")) {
-        cli_error("plot: --format: '%s' is not png or svg", a->format);
+    if (strcmp(a->format, "png") && strcmp(a->format, "svg") && strcmp(a->format, "html")) {
+        cli_error("plot: --format: '%s' is not png, svg or html", a->format);
         return EXIT_USAGE;
     }
     if (optind == argc) {

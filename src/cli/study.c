@@ -26,7 +26,8 @@ static const char study_usage[] =
     "Studies backpropagation through softmax, s = softmax(x).\n"
     "\n"
     "(a) the Jacobian, shown unless only --scaling is given:\n"
-    "  --vector LIST       x, comma-separated, 1..32 numbers (default 4,-1,2.1)\n"
+    "  --vector LIST       x, comma-separated, 1..32 numbers (default 4,-1,2.1); -inf is a\n"
+    "                      masked entry (weight 0, no gradient), as the attention mask makes\n"
     "  --dy LIST           the upstream gradient dLoss/ds compared with J^T dy, as long as\n"
     "                      --vector (default: random normal numbers from --seed)\n"
     "    prints J = diag(s) - s s^T, the central finite-difference Jacobian, the O(n) backward\n"
@@ -62,16 +63,20 @@ static void jacobian(const double *s, int n, double *J) {
         for (int j = 0; j < n; j++) J[i * n + j] = s[i] * ((i == j) - s[j]);
 }
 
-/* Parses "a,b,c" into v; false (with one line) on a bad number or length. */
-static bool parse_list(const char *name, const char *text, double *v, int *n) {
+/* Parses "a,b,c" into v; false (with one line) on a bad number or length. With masked_ok,
+ * an entry may be -inf: a key the mask dropped. */
+static bool parse_list(const char *name, const char *text, double *v, int *n, bool masked_ok) {
     *n = 0;
     const char *p = text;
     for (;;) {
         char *end;
         errno = 0;
         double x = strtod(p, &end);
-        if (end == p || errno || !isfinite(x) || (*end != ',' && *end != '\0')) {
-            cli_error("study: --%s: '%s' is not a comma-separated list of finite numbers", name, text);
+        bool masked = masked_ok && end != p && x == -INFINITY;
+        if (end == p || (errno && !masked) || (!isfinite(x) && !masked) ||
+            (*end != ',' && *end != '\0')) {
+            cli_error("study: --%s: '%s' is not a comma-separated list of finite numbers%s", name,
+                      text, masked_ok ? " (or -inf, a masked entry)" : "");
             return false;
         }
         if (*n == MAX_N) {
@@ -93,7 +98,7 @@ static void print_vector(const char *label, const double *v, int n) {
 static void print_matrix(const double *m, int n) {
     for (int i = 0; i < n; i++) {
         printf("   ");
-        for (int j = 0; j < n; j++) printf(" % .6f", m[i * n + j]);
+        for (int j = 0; j < n; j++) printf(" % .6f", m[i * n + j] == 0 ? 0.0 : m[i * n + j]); /* no -0 */
         printf("\n");
     }
 }
@@ -182,6 +187,10 @@ static void study_jacobian(const double *x, int n, const double *dy_given, uint6
     print_vector("qkv backward", dx, n);
     printf("largest |J^T dy - backward| = %.3g\n",
            fmax(max_diff(jt, dx, n), max_diff(jt, formula, n)));
+    for (int i = 0; i < n; i++)
+        if (x[i] == -INFINITY)
+            printf("x_%d = -inf is a masked entry: s_%d = 0, row and column %d of J are 0, and dx_%d "
+                   "= 0 whatever dy is: no gradient reaches a masked key\n", i + 1, i + 1, i + 1, i + 1);
 }
 
 /* ---- (b): var(q·k) and the saturation of an unscaled softmax ---- */
@@ -359,8 +368,8 @@ static int study_parse(int argc, char **argv, study_args *a) {
     for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
         bool ok = true;
         switch (c) {
-        case OPT_VECTOR: ok = parse_list("vector", optarg, a->x, &a->n); a->vector_set = true; break;
-        case OPT_DY: ok = parse_list("dy", optarg, a->dy, &a->ndy); a->dy_set = true; break;
+        case OPT_VECTOR: ok = parse_list("vector", optarg, a->x, &a->n, true); a->vector_set = true; break;
+        case OPT_DY: ok = parse_list("dy", optarg, a->dy, &a->ndy, false); a->dy_set = true; break;
         case OPT_SCALING: a->scaling = true; break;
         case OPT_SAMPLES: ok = cli_parse_int("samples", optarg, 10, 1000000, &a->samples); break;
         case OPT_KEYS: ok = cli_parse_int("keys", optarg, 2, 4096, &a->keys); break;
@@ -376,6 +385,12 @@ static int study_parse(int argc, char **argv, study_args *a) {
     }
     if (optind < argc) {
         cli_error("study: unexpected argument '%s'", argv[optind]);
+        return EXIT_USAGE;
+    }
+    bool kept = false;
+    for (int i = 0; i < a->n; i++) kept = kept || isfinite(a->x[i]);
+    if (a->vector_set && !kept) {
+        cli_error("study: --vector: every entry is -inf (masked): the softmax has nothing to weigh");
         return EXIT_USAGE;
     }
     if (a->dy_set && a->ndy != a->n) {

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,14 +64,16 @@ static const char train_usage[] =
     "  --out DIR           write model.safetensors, metrics.csv and attention/ to DIR\n"
     "                      (default: none, nothing is written)\n"
     "  --resume DIR        continue the run saved in DIR (up to --steps in total; default off)\n"
-    "  --eval-every N      held-out evaluation and metrics row every N steps (default steps/20)\n"
+    "  --eval-every N      held-out evaluation and metrics row every N steps (default steps/20,\n"
+    "                      and at steps 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, ... before\n"
+    "                      that); a new run's first row is step 0, before any update\n"
     "  --save-every N      also save a checkpoint every N steps (default 0: at the end)\n"
     "  --snapshot-every K  keep the attention of the fixed held-out example at step 0 and every\n"
     "                      K steps in DIR/snapshots/ (default 0: off)\n"
     "  --plot              after saving, draw DIR/plots/ with gnuplot, as `qkv plot DIR` does;\n"
     "                      without gnuplot it says so and still exits 0 (default off)\n"
     "  --json              print one JSON object on stdout at the end (default off)\n"
-    "  --quiet             no progress bar or log lines (default off)\n"
+    "  --quiet             no progress bar or log lines, only the one-line result (default off)\n"
     "  -h, --help          show this help\n";
 
 static const char eval_usage[] =
@@ -216,12 +219,13 @@ static qkv_status write_map(const trainer *t, const char *path, const char *what
     atomic_file af;
     qkv_status s = atomic_open(&af, path);
     if (s != QKV_OK) return s;
-    fprintf(af.f, "# qkv %s: task %s, layer %d, head %d; rows are queries, columns keys%s\n"
+    fprintf(af.f, "# qkv %s: task %s, layer %d, head %d; rows are queries, columns keys "
+            "(position:token)%s\n"
             "query\\key", what, qkv_task_name(t->cfg.task.kind), l + 1, h + 1,
-            t->model.cfg.target_len ? " (rows: the decoder positions, by their target)" : "");
-    for (int j = 0; j < T; j++) {
+            t->model.cfg.target_len ? "; rows are the decoder positions, by their target" : "");
+    for (int j = 0; j < T; j++) { /* position:token, so that repeated tokens stay apart */
         token_label(t, x[j], label, sizeof label);
-        fprintf(af.f, " %s", label);
+        fprintf(af.f, " %d:%s", j, label);
     }
     fputc('\n', af.f);
     for (int i = 0; i < Tq; i++) {
@@ -230,7 +234,7 @@ static qkv_status write_map(const trainer *t, const char *path, const char *what
             snprintf(label, sizeof label, "_");
         else
             token_label(t, t->model.cfg.target_len ? y[i] : x[i], label, sizeof label);
-        fprintf(af.f, "%s", label);
+        fprintf(af.f, "%d:%s", i, label);
         for (int j = 0; j < T; j++) fprintf(af.f, " %.6g", map[i * T + j]);
         fputc('\n', af.f);
     }
@@ -319,15 +323,70 @@ static int run_failed(qkv_status s, const rundir *rd, int64_t saved) {
 }
 
 /* ---- progress ---- */
+
+/* The terminal's width in columns (80 if it cannot be told). */
+static int terminal_columns(FILE *out) {
+    struct winsize ws;
+    if (ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+    const char *env = getenv("COLUMNS");
+    long n = env ? strtol(env, NULL, 10) : 0;
+    return n > 0 && n < 10000 ? (int)n : 80;
+}
+
+/* One line, redrawn in place: it never reaches the last column (where a terminal would wrap
+ * it, and every redraw would become a new line). Fields are dropped, least useful first, until
+ * it fits: the rate, the ETA, then the bar shrinks, then the held-out accuracy. */
 static void progress_bar(FILE *out, int64_t step, int64_t steps, double loss, double heldout,
                          double rate, double eta) {
-    char bar[21];
-    int fill = steps ? (int)(20 * step / steps) : 20;
-    for (int i = 0; i < 20; i++) bar[i] = i < fill ? '#' : '.';
-    bar[20] = '\0';
-    fprintf(out, "\r  [%s] step %" PRId64 "/%" PRId64 "  loss %.4f  held-out %5.1f%%  %.0f steps/s"
-            "  ETA %.0fs ", bar, step, steps, loss, 100 * heldout, rate, eta);
+    int room = terminal_columns(out) - 1;
+    char counts[64], line[256], bar[64];
+    snprintf(counts, sizeof counts, "step %" PRId64 "/%" PRId64 "  loss %.4f", step, steps, loss);
+    for (int level = 0; level < 6; level++) {
+        int width = level < 2 ? 20 : level == 2 ? 10 : 0;
+        int fill = steps ? (int)(width * step / steps) : width;
+        for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+        bar[width] = '\0';
+        int n = snprintf(line, sizeof line, "%s%s%s%s", width ? "[" : "", bar, width ? "] " : "",
+                         counts);
+        if (level < 4) n += snprintf(line + n, sizeof line - (size_t)n, "  held-out %.1f%%", 100 * heldout);
+        if (level < 1) n += snprintf(line + n, sizeof line - (size_t)n, "  %.0f steps/s", rate);
+        if (level < 2) n += snprintf(line + n, sizeof line - (size_t)n, "  ETA %.0fs", eta);
+        if (n <= room || level == 5) {
+            if (n > room) line[room > 0 ? room : 0] = '\0';
+            break;
+        }
+    }
+    fprintf(out, "\r%s\033[K", line); /* \033[K: clear what a longer line left */
     fflush(out);
+}
+
+/* The learning rate's plan after a resume changed --steps: said once, before training. */
+static void say_schedule_change(FILE *out, const trainer *t, int64_t old_steps) {
+    const train_config *c = &t->cfg;
+    train_config before = *c;
+    before.steps = old_steps;
+    int64_t next = t->optim.step + 1;
+    if (!c->cosine) {
+        fprintf(out, "resume: --steps %" PRId64 " (was %" PRId64 "): the schedule is constant, so "
+                "the learning rate stays %.4g\n", c->steps, old_steps, trainer_lr(c, next));
+        return;
+    }
+    fprintf(out, "resume: --steps %" PRId64 " (was %" PRId64 "): the cosine schedule now decays "
+            "to 0 at step %" PRId64 " instead of %" PRId64 "; the learning rate at step %" PRId64
+            " is %.4g (%s %.4g)\n", c->steps, old_steps, c->steps, old_steps, next,
+            trainer_lr(c, next), next <= old_steps ? "the old plan gave" : "it had decayed to",
+            trainer_lr(&before, next <= old_steps ? next : old_steps));
+}
+
+/* Held-out evaluations by default: every steps/20, and early on at 1, 2, 3, 5, 7, 10, 15, 20,
+ * 30, 50, 70, 100, ... (about five a decade), where a model learns fastest. */
+static bool default_eval_step(int64_t step, int64_t every) {
+    if (step % every == 0) return true;
+    static const int mantissa[] = {10, 15, 20, 30, 50, 70};
+    for (int64_t decade = 1; decade <= step; decade *= 10)
+        for (int i = 0; i < 6; i++)
+            if (step * 10 == mantissa[i] * decade) return true;
+    return step == 1 || step == 2 || step == 3 || step == 5 || step == 7;
 }
 
 enum {
@@ -422,7 +481,7 @@ static void best_scoring_head(const trainer *t, const eval_result *r,
 
 /* The summary: accuracy against chance, the layer and head that carry the task, the standard
  * head scores of the strongest heads, and one hint when the run fell short. */
-static void print_summary(const trainer *t, const eval_result *r, const char *tail) {
+static void print_summary(const trainer *t, const eval_result *r, const char *tail, bool brief) {
     const qkv_task *task = &t->cfg.task;
     const qkv_model_config *c = &t->model.cfg;
     double chance = qkv_task_chance(task);
@@ -434,6 +493,7 @@ static void print_summary(const trainer *t, const eval_result *r, const char *ta
     else /* a data file: no ideal pattern to measure */
         printf("%s: held-out accuracy %.2f%% (chance %.2f%%), loss %.4f, %s\n",
                qkv_task_name(task->kind), 100 * r->accuracy, 100 * chance, r->loss, tail);
+    if (brief) return; /* --quiet: the one line */
     if (c->layers > 1 && r->has_ideal) {
         printf("  ideal-pattern mass by layer:");
         for (int l = 0; l < c->layers; l++)
@@ -678,6 +738,7 @@ static int train_run(train_args *a) {
     trainer t;
     qkv_status s;
     metrics m = {0};
+    int64_t old_steps = 0; /* a resumed run's --steps before this command */
     char path[1100];
     if (resume) {
         if (!cli_model_path(resume, path, sizeof path)) return EXIT_IO;
@@ -685,6 +746,7 @@ static int train_run(train_args *a) {
             cli_error("%s", qkv_last_error());
             return cli_exit_for(s);
         }
+        old_steps = t.cfg.steps;
         if (a->steps_set) t.cfg.steps = a->steps;
         if (t.cfg.steps < t.optim.step) {
             cli_error("train: --steps %" PRId64 " is below the %" PRId64 " steps already taken",
@@ -742,6 +804,14 @@ static int train_run(train_args *a) {
     bool tty = isatty(fileno(prog)), show_bar = !quiet && tty, show_log = !quiet && !tty && !json;
     double t0 = now_seconds(), last_draw = 0, heldout = 0;
     eval_result r = {0};
+    if (code == EXIT_OK && resume && total != old_steps && t.optim.step < total && !quiet)
+        say_schedule_change(prog, &t, old_steps);
+    /* A new run's metrics start at step 0, before any update: the held-out columns evaluate
+     * the initial weights, and loss and train_acc are the first training batch's under those
+     * same weights (step 1's forward pass, measured before its update); lr is 0. */
+    eval_result at_start = {0};
+    bool row0 = code == EXIT_OK && start_step == 0;
+    if (row0) at_start = trainer_evaluate(&t);
     if (code == EXIT_OK && snapshot_every && start_step == 0 &&
         (s = write_snapshot(&t, out_dir)) != QKV_OK)
         code = run_failed(s, rd, saved_step);
@@ -752,7 +822,15 @@ static int train_run(train_args *a) {
             break;
         }
         int64_t step = t.optim.step;
-        if (step % every == 0 || step == total) {
+        if (step == 1 && row0) {
+            double *scores = metrics_new_scores(&m);
+            if (scores) metrics_scores(&t, &at_start, scores);
+            metrics_row zero = {0, t.last_loss, t.last_train_acc, at_start.accuracy, 0, at_start.loss,
+                                scores};
+            metrics_add(&m, zero);
+            if (files_begun) run_files_row(&rf, &zero, &at_start);
+        }
+        if ((eval_every ? step % every == 0 : default_eval_step(step, every)) || step == total) {
             r = trainer_evaluate(&t);
             heldout = r.accuracy;
             double *scores = metrics_new_scores(&m);
@@ -809,12 +887,12 @@ static int train_run(train_args *a) {
     if (code == EXIT_OK) {
         if (json)
             print_result_json(&t, r, t.optim.step, seconds, "train", t.optim.step > start_step);
-        else if (!quiet) {
+        else { /* --quiet too: the summary's first line is what a script reads */
             char tail[1200];
             snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step, seconds,
                      out_dir ? ", saved to " : "", out_dir ? out_dir : "");
-            print_summary(&t, &r, tail);
-            print_induction_step(&t, &m);
+            print_summary(&t, &r, tail, quiet);
+            if (!quiet) print_induction_step(&t, &m);
         }
     }
     if (code == EXIT_OK && plot) {
@@ -948,7 +1026,7 @@ static int eval_run(const eval_args *a) {
     else {
         char tail[64];
         snprintf(tail, sizeof tail, "after %" PRId64 " steps", t.optim.step);
-        print_summary(&t, &r, tail);
+        print_summary(&t, &r, tail, false);
     }
     trainer_free(&t);
     return EXIT_OK;

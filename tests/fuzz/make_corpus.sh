@@ -173,6 +173,11 @@ seed study study softmax --vector 1,2,3 --dy 0.1,0.2,0.3
 seed study_scaling study softmax --scaling --samples 100 --keys 8 --max-dk 64 --out s --format svg
 seed study_bad_list study softmax --vector 1,,2
 seed study_unknown study entropy
+seed study_masked study softmax --vector 1,-inf,2
+seed plot_html plot run --format html
+seed inspect inspect --model run --input "1 2 3 4" --target "1 _ 3 4" --json
+seed inspect_out inspect --model run --input "k0:v1 ?k0" --out i.safetensors
+seed inspect_missing_input inspect --model run
 seed version --version
 seed help --help
 seed unknown frobnicate

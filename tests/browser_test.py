@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""browser_test.py QKV - the page of `qkv plot DIR --format html` in a real browser.
+
+Trains three small models with snapshots (reverse: 2 layers x 2 heads; shift: causal, 1 x 3;
+lookup: 1 x 1, labels such as 2:k1:v3), and makes a fourth directory of cross-attention maps
+(3 queries x 5 keys),
+writes their pages, and drives headless Chromium through chromedriver's W3C WebDriver API
+(plain HTTP, urllib only). For each page it checks that:
+  - the page loads with no console error (and no failed request: it must need no network);
+  - clicking a head in the grid selects it (the title and the grid's highlight follow);
+  - moving the slider with the keyboard changes what is drawn (the heatmap and the head view);
+  - clicking a query token highlights its row;
+  - a screenshot is not blank (many distinct colours).
+Exits 77 (ctest: skipped) when chromium or chromedriver is not installed, unless
+QKV_REQUIRE_BROWSER=1 (CI installs them with scripts/setup.sh, so there it fails instead).
+"""
+import base64
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import zlib
+
+QKV = sys.argv[1] if len(sys.argv) > 1 else sys.exit("usage: browser_test.py path/to/qkv")
+fails = 0
+
+
+def fail(msg):
+    global fails
+    fails += 1
+    print("FAIL:", msg)
+
+
+def find(*names):
+    for n in names:
+        p = shutil.which(n)
+        if p:
+            return p
+    return None
+
+
+chromium = find("chromium", "chromium-browser", "google-chrome")
+driver = find("chromedriver")
+if not chromium or not driver:
+    missing = "chromium" if not chromium else "chromedriver (Debian: chromium-driver)"
+    if os.environ.get("QKV_REQUIRE_BROWSER") == "1":
+        print(f"browser_test: {missing} is not installed, and QKV_REQUIRE_BROWSER=1")
+        sys.exit(1)
+    print(f"browser_test: {missing} is not installed; skipped")
+    sys.exit(77)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class WebDriver:
+    """The few W3C WebDriver commands the test needs, over HTTP."""
+
+    def __init__(self, port):
+        self.base = f"http://127.0.0.1:{port}"
+        self.sid = None
+
+    def call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return json.loads(r.read() or b"{}").get("value")
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(f"{method} {path}: {e.code} {e.read()[:300]!r}")
+
+    def s(self, method, path, body=None):
+        return self.call(method, f"/session/{self.sid}{path}", body)
+
+    def start(self):
+        caps = {"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:loggingPrefs": {"browser": "ALL"},
+            "goog:chromeOptions": {"binary": chromium, "args": [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,900", "--force-device-scale-factor=1"]}}}}
+        self.sid = self.call("POST", "/session", caps)["sessionId"]
+
+    def run(self, script, *args):
+        return self.s("POST", "/execute/sync", {"script": script, "args": list(args)})
+
+    def element(self, css):
+        v = self.s("POST", "/element", {"using": "css selector", "value": css})
+        return next(iter(v.values()))
+
+    def logs(self):
+        return self.s("POST", "/se/log", {"type": "browser"}) or []
+
+
+def png_colours(png):
+    """The number of distinct colours of a PNG (8-bit RGB or RGBA, not interlaced)."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, w = 8, b"", 0
+    while pos < len(png):
+        n, kind = struct.unpack(">I4s", png[pos:pos + 8])
+        chunk = png[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, ctype = struct.unpack(">IIBB", chunk[:10])
+            assert depth == 8 and ctype in (2, 6), (depth, ctype)
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + n
+    raw, stride, prev, colours = zlib.decompress(idat), w * bpp, bytearray(w * bpp), set()
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1: line[i] = (line[i] + a) & 255
+            elif f == 2: line[i] = (line[i] + b) & 255
+            elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        if y % 4 == 0:  # every 4th row is plenty to tell a drawing from a blank page
+            colours.update(bytes(line[i:i + 3]) for i in range(0, stride, bpp * 2))
+        prev = line
+    return len(colours)
+
+
+def drawn(wd):
+    """What the head is drawn as now: the heatmap's pixels and the head view's lines."""
+    return wd.run("return [document.getElementById('heatmap').toDataURL(),"
+                  " document.getElementById('headview').innerHTML];")
+
+
+def check_page(wd, page, name, layers, heads):
+    wd.s("POST", "/url", {"url": "file://" + page})
+    for _ in range(50):
+        if wd.run("return document.readyState") == "complete":
+            break
+        time.sleep(0.1)
+    errors = [e for e in wd.logs() if e.get("level") == "SEVERE"]
+    if errors:
+        fail(f"{name}: console errors on load: {errors[:3]}")
+    if not wd.run("return !!(window.qkv && window.qkv.data)"):
+        fail(f"{name}: the page has no data")
+        return
+    # a head can be selected
+    last = f"#cell-{layers}-{heads}"
+    wd.s("POST", f"/element/{wd.element(last)}/click", {})
+    title = wd.run("return document.getElementById('head-title').textContent")
+    if title != f"layer {layers}, head {heads}":
+        fail(f"{name}: clicking {last} gave the title {title!r}")
+    sel = wd.run("return [...document.querySelectorAll('.cell.selected')].map(e => e.id)")
+    if sel != [last[1:]]:
+        fail(f"{name}: the grid highlights {sel}, not {last[1:]}")
+    # clicking a query token highlights its row (in the head view and the heatmap)
+    heat = wd.run("return document.getElementById('heatmap').toDataURL()")
+    wd.s("POST", f"/element/{wd.element('#q-tok-1')}/click", {})
+    active = wd.run("return [...document.querySelectorAll('#headview .tok.active')].map(e => e.id)")
+    if active != ["q-tok-1"]:
+        fail(f"{name}: clicking query 1 highlights {active}")
+    if wd.run("return document.getElementById('heatmap').toDataURL()") == heat:
+        fail(f"{name}: clicking query 1 left the heatmap as it was")
+    # the slider changes what is drawn
+    before, label0 = drawn(wd), wd.run("return document.getElementById('step-label').textContent")
+    slider = wd.element("#slider")
+    wd.s("POST", f"/element/{slider}/click", {})
+    wd.s("POST", f"/element/{slider}/value", {"text": "\ue011"})  # Home: the first snapshot
+    after, label1 = drawn(wd), wd.run("return document.getElementById('step-label').textContent")
+    if label0 == label1:
+        fail(f"{name}: the slider did not move ({label0!r})")
+    if before[0] == after[0] or before[1] == after[1]:
+        fail(f"{name}: moving the slider from {label0!r} to {label1!r} did not change the "
+             f"heatmap ({before[0] != after[0]}) and the head view ({before[1] != after[1]})")
+    errors = [e for e in wd.logs() if e.get("level") == "SEVERE"]
+    if errors:
+        fail(f"{name}: console errors while used: {errors[:3]}")
+    shot = base64.b64decode(wd.s("GET", "/screenshot"))
+    if os.environ.get("QKV_BROWSER_SHOTS"):  # a directory to keep the screenshots in
+        with open(os.path.join(os.environ["QKV_BROWSER_SHOTS"], name + ".png"), "wb") as f:
+            f.write(shot)
+    colours = png_colours(shot)
+    if colours < 30:
+        fail(f"{name}: the screenshot has {colours} colours: blank")
+    print(f"browser_test: {name}: selected {title!r}, slider {label0!r} -> {label1!r}, "
+          f"{colours} colours on screen")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="qkv-browser-")
+    runs = [("reverse", ["--task", "reverse", "--layers", "2", "--heads", "2", "--d-model", "16"], 2, 2),
+            ("shift", ["--task", "shift", "--heads", "3", "--d-model", "24"], 1, 3),
+            ("lookup", ["--task", "lookup", "--d-model", "16"], 1, 1)]
+    pages = []
+    for name, args, layers, heads in runs:
+        d = os.path.join(tmp, name)
+        subprocess.run([QKV, "train", *args, "--steps", "60", "--snapshot-every", "10", "--quiet",
+                        "--out", d], check=True)
+        subprocess.run([QKV, "plot", d, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
+        page = os.path.join(d, "plots", "attention.html")
+        text = open(page, encoding="utf-8").read()
+        if "http://" in text.replace("http://www.w3.org/2000/svg", "") or "https://" in text:
+            fail(f"{name}: the page names a network address")
+        if "<script src" in text or "<link" in text:
+            fail(f"{name}: the page loads a file")
+        pages.append((page, name, layers, heads))
+    # Cross-attention: 3 queries over 5 keys (as a model with an encoder would have), written
+    # over a copy of the shift run, with two snapshots so that the slider has somewhere to go.
+    cross = os.path.join(tmp, "cross")
+    shutil.copytree(os.path.join(tmp, "shift"), cross)
+    shutil.rmtree(os.path.join(cross, "gradients"))
+    shutil.rmtree(os.path.join(cross, "snapshots"))
+    os.mkdir(os.path.join(cross, "snapshots"))
+    queries, keys = ["0:a", "1:b", "2:c"], ["0:w", "1:x", "2:y", "3:z", "4:v"]
+
+    def cross_map(path, step, h):
+        with open(path, "w") as f:
+            f.write("# cross-attention, 3 queries x 5 keys\nquery\\key " + " ".join(keys) + "\n")
+            for i, q in enumerate(queries):
+                w = [0.0 if j > i + 2 else 1.0 + (step + h) * (j == i + 2) for j in range(5)]
+                f.write(q + " " + " ".join(f"{x / sum(w):.4f}" for x in w) + "\n")
+
+    for h in range(1, 4):
+        cross_map(os.path.join(cross, "attention", f"layer1_head{h}.dat"), 10, h)
+        for step in (0, 10):
+            cross_map(os.path.join(cross, "snapshots", f"step{step}_layer1_head{h}.dat"), step, h)
+    subprocess.run([QKV, "plot", cross, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
+    pages.append((os.path.join(cross, "plots", "attention.html"), "cross-attention", 1, 3))
+    port = free_port()
+    proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    wd = WebDriver(port)
+    try:
+        for _ in range(100):
+            try:
+                if wd.call("GET", "/status").get("ready"):
+                    break
+            except (OSError, RuntimeError):
+                pass
+            time.sleep(0.1)
+        wd.start()
+        for page in pages:
+            check_page(wd, *page)
+    finally:
+        if wd.sid:
+            try:
+                wd.call("DELETE", f"/session/{wd.sid}")
+            except (OSError, RuntimeError):
+                pass
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(tmp, ignore_errors=True)
+    if fails:
+        print(f"browser_test: {fails} failures")
+        sys.exit(1)
+    print("browser_test: ok")
+
+
+main()
