@@ -525,7 +525,7 @@ t, e = (json.load(open(p)) for p in sys.argv[1:3])
 assert t["task"] == "data" and t["heldout_correct"] == e["heldout_correct"] and t["heldout_targets"] == e["heldout_targets"]
 assert t["heldout_targets"] > 0 and 0 < t["chance"] <= 0.5
 EOF
-    grep -q ' ab \| cd \| ef ' "data_${f}_1/attention/layer1_head1.dat" && ok ||
+    grep -q ' [0-9]*:\(ab\|cd\|ef\) ' "data_${f}_1/attention/layer1_head1.dat" && ok ||
         fail "--data $f.tsv: the maps are not labelled by the tokens: $(head -2 "data_${f}_1/attention/layer1_head1.dat")"
 done
 # half.tsv: an encoder-decoder: 3 decoder rows (and the header line) against 6 keys
