@@ -322,6 +322,14 @@ typedef enum {
     QKV_TASK_SHIFT,   /* y[i] = x[i-1] under a causal mask; the sub-diagonal */
     QKV_TASK_LOOKUP,  /* (key,value) pair tokens, then a query naming a key; y[T-1] = its value */
     QKV_TASK_MAX,     /* y[i] = max(x); every position attends to the maximum */
+    QKV_TASK_INDUCTION, /* a segment of n distinct tokens, then the same again (causal); in the
+                           repeat y[i] = x[i+1]: layer 1 previous token, last layer induction */
+    QKV_TASK_RECALL,  /* key-value token pairs, then queried keys (causal); y = the key's value */
+    QKV_TASK_SORT,    /* n distinct tokens, a separator, then the tokens in ascending order
+                         (causal); each output position predicts the next larger token */
+    QKV_TASK_TRANSLATE, /* cross-attention: T source tokens, T/2 targets; target i is source
+                           token 2i+1 through a fixed dictionary into a second vocabulary */
+    QKV_TASK_DATA,    /* a user's examples from a file (qkv train --data); no ideal pattern */
     QKV_TASK_COUNT
 } qkv_task_kind;
 
@@ -329,7 +337,12 @@ typedef struct {
     qkv_task_kind kind;
     int seq_len, vocab;
     bool causal;          /* the task is defined under a causal mask */
-    int n_keys, n_values; /* lookup only: pair token = key·n_values + value, query = n_keys·n_values + key */
+    int n_keys, n_values; /* lookup: pair token = key·n_values + value, query = n_keys·n_values + key;
+                             recall: key tokens 0..n_keys-1, value tokens n_keys..n_keys+n_values-1 */
+    int n_pairs;          /* recall: key-value pairs before the queries */
+    int n_outputs;        /* data: the distinct output tokens (for the chance level) */
+    int target_len;       /* 0: one target per position; translate: T/2 targets, and the model
+                             is an encoder-decoder (qkv_model_config.target_len) */
 } qkv_task;
 
 /* Names are "copy", "reverse", "shift", "lookup", "max" (static; "?" if unknown). */
@@ -340,7 +353,8 @@ QKV_API int qkv_task_default_vocab(qkv_task_kind kind, int seq_len);
  * them: QKV_ERR_VALUE with a message naming the problem (an unknown name, a length outside
  * 2..4096 or too long for lookup, a vocabulary allowing fewer than 4096 sequences). */
 QKV_API qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int vocab);
-/* Draws one sequence into the caller's arrays tokens[T] and targets[T] (-1 where a position
+/* Draws one sequence into the caller's arrays tokens[T] and targets[T] (targets[T/2] for
+ * translate: task.target_len when it is not 0; -1 where a position
  * carries no target). Held-out sequences (a fixed eighth of all sequences, by hash) are drawn
  * only when `heldout` is true, and never otherwise, so training never sees them. */
 QKV_API void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, int32_t *tokens,
@@ -349,6 +363,16 @@ QKV_API bool qkv_task_is_heldout(const qkv_task *task, const int32_t *tokens); /
 /* ideal[i*T + j] = 1 where query i ideally attends to key j, else 0 (rows without a target
  * are all 0); `ideal` is the caller's array of T*T bytes. */
 QKV_API void qkv_task_ideal(const qkv_task *task, const int32_t *tokens, uint8_t *ideal);
+/* Layer `layer`'s ideal pattern in a model of `layers` layers, as qkv_task_ideal: the same
+ * pattern in every layer, except for induction and recall, whose last layer has the task's
+ * pattern and whose earlier layers the previous-token pattern. */
+QKV_API void qkv_task_ideal_layer(const qkv_task *task, const int32_t *tokens, int layer,
+                                  int layers, uint8_t *ideal);
+/* The least number of layers (with the residual stream) that can solve the task: 2 for
+ * induction and recall, else 1. */
+QKV_API int qkv_task_min_layers(const qkv_task *task);
+/* The held-out accuracy of guessing: 1 / the number of tokens a target can be. */
+QKV_API double qkv_task_chance(const qkv_task *task);
 /* A short printable label of a token, e.g. "7", "k2:v1" or "?k2", into buf (cut to len). */
 QKV_API void qkv_task_token_label(const qkv_task *task, int32_t token, char *buf, size_t len);
 
@@ -361,6 +385,10 @@ typedef struct {
     double init_scale;  /* weights ~ N(0, init_scale² / fan_in) */
     qkv_dtype dtype;    /* of the weights and every activation: QKV_F32 (0, the default) or
                          * QKV_F64; both draw the same normals, f32 rounds them */
+    int target_len;     /* 0: self-attention, one output per input position. Otherwise an
+                         * encoder-decoder: To = target_len decoder positions (their own learned
+                         * embedding "dec_pos_emb") are the queries of every layer, and attend by
+                         * cross-attention to the keys and values of the T embedded inputs */
 } qkv_model_config;
 
 typedef struct {
@@ -372,9 +400,10 @@ typedef struct {
         *w_o[QKV_MAX_LAYERS];   /* (C, C), (in, out): y = x·W; "attn.<l>.w_q" ... */
     qkv_tensor *head_w;         /* (C, V)  "head.w" */
     qkv_tensor *head_b;         /* (V)     "head.b" */
+    qkv_tensor *dec_pos_emb;    /* (To, C) "dec_pos_emb", encoder-decoder models only */
     int nparams;
-    qkv_tensor *param[4 + 4 * QKV_MAX_LAYERS];
-    char param_name[4 + 4 * QKV_MAX_LAYERS][32];
+    qkv_tensor *param[5 + 4 * QKV_MAX_LAYERS];
+    char param_name[5 + 4 * QKV_MAX_LAYERS][32];
 } qkv_model;
 
 /* Checks the config (QKV_ERR_VALUE naming the culprit) and the memory it needs
@@ -391,8 +420,15 @@ QKV_API void qkv_model_free(qkv_model *m); /* frees m->params: weights, grads, o
  * and the composed attention is used. Dies on a token outside the vocabulary. */
 QKV_API qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                       int batch, qkv_tensor **attn);
+/* The same with a padding mask: sequence b holds lengths[b] real tokens (1..T), and keys at
+ * positions >= lengths[b] get exactly zero weight in every layer (lengths NULL: none padded).
+ * In an encoder-decoder model the logits are (B, To, V) and attn[l] is (B, H, To, T). */
+QKV_API qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                             const int32_t *lengths, int batch, qkv_tensor **attn);
 /* What one attention layer computed, every part a tensor of the step's graph (so that after
- * qkv_backward each holds its gradient too). Shapes for tokens (B, T), Dk = d_model / heads. */
+ * qkv_backward each holds its gradient too). Shapes for tokens (B, T), Dk = d_model / heads;
+ * in an encoder-decoder model the query side has To rows: Q (B, H, To, Dk), the (B, H, To, T)
+ * scores and weights, head_out (B, H, To, Dk). */
 typedef struct {
     qkv_tensor *q, *k, *v;  /* (B, H, T, Dk): the projections, split into heads */
     qkv_tensor *scores;     /* (B, H, T, T): S = Q·Kᵀ */
@@ -419,9 +455,9 @@ typedef struct {
     double clip;                 /* clip the global gradient norm to this; 0 = off */
     int64_t step;                /* updates made so far */
     int n;
-    qkv_tensor *param[4 + 4 * QKV_MAX_LAYERS];
-    qkv_tensor *m[4 + 4 * QKV_MAX_LAYERS]; /* momentum buffer / Adam first moment */
-    qkv_tensor *v[4 + 4 * QKV_MAX_LAYERS]; /* Adam second moment */
+    qkv_tensor *param[5 + 4 * QKV_MAX_LAYERS];
+    qkv_tensor *m[5 + 4 * QKV_MAX_LAYERS]; /* momentum buffer / Adam first moment */
+    qkv_tensor *v[5 + 4 * QKV_MAX_LAYERS]; /* Adam second moment */
 } qkv_optim;
 
 QKV_API const char *qkv_optim_name(qkv_optim_kind kind); /* "sgd", "momentum", "adam"; static */

@@ -28,7 +28,7 @@ rda = abs(STATS_min) > abs(STATS_max) ? abs(STATS_min) : abs(STATS_max)
 stats fds matrix rowheaders columnheaders nooutput
 rds = abs(STATS_min) > abs(STATS_max) ? abs(STATS_min) : abs(STATS_max)
 set xrange [-0.5:n-0.5]
-set yrange [n-0.5:-0.5]             # queries top to bottom
+set yrange [STATS_size_y-0.5:-0.5]  # queries top to bottom (an encoder-decoder has fewer rows than keys)
 set tics scale 0 nomirror
 if (n > 10) { set xtics rotate by 90 right }
 if (n > 24) { set tics font ',6' }

@@ -28,7 +28,7 @@ stats sprintf('%s/layer1_head1.dat', dir) matrix rowheaders columnheaders nooutp
 n = STATS_size_x
 
 set xrange [-0.5:n-0.5]
-set yrange [n-0.5:-0.5]             # queries top to bottom
+set yrange [STATS_size_y-0.5:-0.5]  # queries top to bottom (an encoder-decoder has fewer rows than keys)
 set cbrange [0:1]
 set palette defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 '#2171b5', 1 '#08306b')
 set tics scale 0 nomirror

@@ -24,7 +24,7 @@ stats sprintf('%s/step%s_layer1_head1.dat', dir, first) matrix rowheaders column
 n = STATS_size_x
 
 set xrange [-0.5:n-0.5]
-set yrange [n-0.5:-0.5]
+set yrange [STATS_size_y-0.5:-0.5]  # queries top to bottom (an encoder-decoder has fewer rows than keys)
 set cbrange [0:1]
 set palette defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 '#2171b5', 1 '#08306b')
 cell = (pw - 16.0) / n              # pixels per cell

@@ -2,6 +2,7 @@
 #ifndef QKV_TRAIN_H
 #define QKV_TRAIN_H
 
+#include "dataset.h"
 #include "qkv.h"
 
 #define TRAIN_HELDOUT 512 /* held-out sequences, fixed by the seed */
@@ -17,6 +18,11 @@ typedef struct {
     int batch;
     int64_t steps;
     uint64_t seed;
+    /* A task of the user's own: the examples' file, and the held-out file ("" for a hash of
+     * each line). trainer_init reads them, and sets task, model.vocab, model.seq_len and
+     * model.target_len from them. */
+    char data_path[1024], heldout_path[1024];
+    uint64_t data_checksum; /* when loading a model: the files' checksum it was trained on */
 } train_config;
 
 /* A training step splits its batch into shards of whole sequences, each with its own graph
@@ -43,17 +49,34 @@ typedef struct {
     qkv_rng data_rng;         /* draws the training batches; saved for --resume */
     qkv_ctx *eval_ctx;        /* no-grad evaluation */
     int32_t *tokens, *targets;            /* (batch, T) */
-    int32_t *held_tokens, *held_targets;  /* (TRAIN_HELDOUT, T) */
+    int32_t *held_tokens, *held_targets;  /* (n_held, T) and (n_held, To) */
+    int32_t *lengths, *held_lengths;      /* data: (batch) and (n_held) input lengths; else NULL */
+    int n_held;                           /* TRAIN_HELDOUT, or a data file's held-out examples */
+    int target_len;                       /* To: T, or an encoder-decoder's output length */
+    dataset *data;                        /* a data run's examples (owned), else NULL */
     uint8_t *ideal;                       /* (T, T): one sequence's ideal pattern, scratch */
     double last_loss, last_train_acc;
     int64_t metrics_rows;     /* rows of the run's metrics.csv that belong to this state (its
                                  checkpoint records them; -1: no run directory, or unknown) */
 } trainer;
 
+#define EVAL_MAX_HEADS 64 /* heads scored per layer */
+
 typedef struct {
     double loss, accuracy, attention_mass;
-    int best_head;            /* of layer 1, 0-based */
+    int best_head;            /* of the task's layer (attention_layer), 0-based */
+    int attention_layer;      /* the layer that carries the task, 0-based: for induction and
+                                 recall the last, else the one whose best head has the most mass */
     int64_t correct, counted; /* argmax hits among the held-out positions with a target */
+    bool has_ideal;           /* the task defines an ideal pattern */
+    double layer_mass[QKV_MAX_LAYERS]; /* each layer's best head's mass on its ideal pattern */
+    int layer_best_head[QKV_MAX_LAYERS];
+    /* Head scores over every held-out query position, per layer and head: the mean
+     * weight on the previous position; on earlier positions holding the same token
+     * (duplicate); on the positions just after earlier copies of the query's token
+     * (induction, prefix matching). Each is averaged over the rows where it is defined. */
+    double prev_token[QKV_MAX_LAYERS][EVAL_MAX_HEADS], duplicate[QKV_MAX_LAYERS][EVAL_MAX_HEADS],
+        induction[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
 } eval_result;
 
 /* Validates the config (the model, the task, the numbers) and builds everything. */

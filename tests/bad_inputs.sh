@@ -79,6 +79,16 @@ setup() { # DIR
     cp -r run trap && rm -r trap/attention && ln -s ../outside trap/attention
     cp -r run trapplots && ln -s ../outside trapplots/plots
     cp -r run negv
+    # Data files (qkv train --data): one good, and one broken way each.
+    mkdir data
+    printf 'a b c\tb a c\nc a\ta c\nb b a\ta b b\n' >data/good.tsv
+    printf 'a b\tb a\na b c b a\nb a\ta b\n' >data/notab.tsv
+    printf 'a b\tb a\nb a\ta b\na c\t \n' >data/empty_output.tsv
+    printf 'a b\tb a\n\tb a\n' >data/empty_input.tsv
+    printf 'a b\tb a\tc\n' >data/two_tabs.tsv
+    printf 'a b c d\tb d\nb a\ta b\n' >data/mixed_rules.tsv
+    printf 'a b c\tc b a\nb c a\ta c z\n' >data/held_unknown.tsv
+    printf 'a b\tb a\nb\0a\ta b\n' >data/nul.tsv
     # Files no qkv writes, made from run/model.safetensors: a negative Adam second moment (one
     # flipped sign bit), metadata words qkv does not know, and sparse files of 66 GB whose
     # header tells the truth, or lies, about their size.

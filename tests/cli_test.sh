@@ -314,7 +314,7 @@ t=(train --steps 50 --d-model 32 --quiet)
 "$QKV" >out.txt 2>err.txt; rc=$?
 [ "$rc" = 2 ] && [ -s err.txt ] && [ ! -s out.txt ] && ok || fail "qkv without a command: exit $rc"
 bad 2 "unknown command" -- frobnicate
-bad 2 "unknown task" -- "${t[@]}" --task sort --out bad1
+bad 2 "unknown task" -- "${t[@]}" --task bubble --out bad1
 bad 2 "unknown option" -- "${t[@]}" --bogus --out bad2
 bad 2 "missing option value" -- "${t[@]}" --out bad3 --heads
 bad 2 "value not a number" -- "${t[@]}" --heads abc --out bad4
@@ -494,6 +494,54 @@ grep -Eq '^qkv: .*at step [0-9]+.*lower --lr' err.txt && ok || fail "divergence 
 [ "$(wc -l <err.txt)" -eq 1 ] && ok || fail "divergence: $(wc -l <err.txt) lines on stderr"
 [ "$(ls diverged)" = summary.json ] && ok ||
     fail "a run that diverged before its first save left more than its summary: $(ls diverged)"
+
+# ---- a data file: trained, saved with its vocabulary, evaluated again; the same bits on 1 and
+# 2 threads; the token strings label the maps; an encoder-decoder's maps are n_q x n_k ----------
+"$PY" - <<'EOF'
+import random
+r = random.Random(3)
+with open("swap.tsv", "w") as f:
+    for n in range(200):
+        x = [r.choice("ab cd ef gh ij".split()) for _ in range(r.randint(2, 6))]
+        y = [x[i + 1 if i % 2 == 0 and i + 1 < len(x) else i - 1 if i % 2 else i] for i in range(len(x))]
+        f.write(" ".join(x) + "\t" + " ".join(y) + "\n")
+with open("half.tsv", "w") as f:
+    for n in range(200):
+        x = [r.choice("ab cd ef gh ij".split()) for _ in range(2 * r.randint(1, 3))]
+        f.write(" ".join(x) + "\t" + " ".join(w.upper() for w in x[1::2]) + "\n")
+EOF
+for f in swap half; do
+    for th in 1 2; do
+        run 0 "train --data $f.tsv --threads $th" -- train --data "$f.tsv" --steps 30 --d-model 16 \
+            --threads $th --out "data_${f}_$th" --json
+        cp out.txt "data_${f}_$th.json"
+    done
+    cmp -s "data_${f}_1/model.safetensors" "data_${f}_2/model.safetensors" && ok ||
+        fail "--data $f.tsv: 1 and 2 threads gave different models"
+    run 0 "eval of a data model" -- eval --model "data_${f}_1" --json
+    "$PY" - "data_${f}_1.json" out.txt <<'EOF' && ok || fail "eval of a data model does not reproduce train: $(cat out.txt)"
+import json, sys
+t, e = (json.load(open(p)) for p in sys.argv[1:3])
+assert t["task"] == "data" and t["heldout_correct"] == e["heldout_correct"] and t["heldout_targets"] == e["heldout_targets"]
+assert t["heldout_targets"] > 0 and 0 < t["chance"] <= 0.5
+EOF
+    grep -q ' [0-9]*:\(ab\|cd\|ef\) ' "data_${f}_1/attention/layer1_head1.dat" && ok ||
+        fail "--data $f.tsv: the maps are not labelled by the tokens: $(head -2 "data_${f}_1/attention/layer1_head1.dat")"
+done
+# half.tsv: an encoder-decoder: 3 decoder rows (and the header line) against 6 keys
+[ "$(grep -vc '^#' data_half_1/attention/layer1_head1.dat)" = 4 ] && ok ||
+    fail "half.tsv: the map is not 3 x 6: $(cat data_half_1/attention/layer1_head1.dat)"
+run 0 "train --data --resume" -- train --resume data_swap_1 --steps 40 --quiet
+# a changed file is refused by the model trained on it
+echo "ab cd	cd ab" >>swap.tsv
+bad 4 "eval after the data file changed" -- eval --model data_swap_1
+
+# ---- the summary: chance, and a hint for an impossible mask or too few layers -----------------
+run 0 "reverse --causal" -- train --task reverse --causal --steps 200 --d-model 16
+grep -q 'chance 6.25%' out.txt && ok || fail "no chance level in the summary: $(cat out.txt)"
+grep -q '^hint: the causal mask hides' out.txt && ok || fail "no causal-mask hint: $(cat out.txt)"
+run 0 "induction with one layer" -- train --task induction --layers 1 --steps 100 --d-model 16
+grep -q '^hint: induction needs 2 layers' out.txt && ok || fail "no layers hint: $(cat out.txt)"
 
 echo "cli_test: $checks checks passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -68,7 +68,7 @@ done
 check_png "$RUN/plots/overview.png"
 check_png "$RUN/plots/curves.png"
 check_gif "$RUN/plots/snapshots.gif"
-head -1 "$RUN/metrics.csv" | grep -q '^step,loss,train_acc,heldout_acc,lr,heldout_loss$' ||
+head -1 "$RUN/metrics.csv" | grep -q '^step,loss,train_acc,heldout_acc,lr,heldout_loss,mass_l1,mass_l2,prev_l1h1,dup_l1h1,ind_l1h1,' ||
     fail "metrics.csv header: $(head -1 "$RUN/metrics.csv")"
 
 # ---- qkv plot again, as SVG ----

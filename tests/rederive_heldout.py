@@ -80,7 +80,35 @@ def is_heldout(seq):
     return h % 8 == 0
 
 
+def draw_distinct(rng, first, n, k):
+    """k distinct tokens first + below(n), each drawn again while it equals an earlier one."""
+    x = []
+    while len(x) < k:
+        t = first + rng.below(n)
+        if t not in x:
+            x.append(t)
+    return x
+
+
 def draw_tokens(task, T, V, rng):
+    if task == "induction":
+        lo = max(2, T // 4)
+        n = lo + rng.below(T // 2 - lo + 1)
+        seg = draw_distinct(rng, 0, V, n)
+        return [seg[i % n] for i in range(T)]
+    if task == "recall":
+        P, n_keys = T // 3, V // 2
+        keys = draw_distinct(rng, 0, n_keys, P)
+        x = []
+        for k in keys:
+            x += [k, n_keys + rng.below(V - n_keys)]
+        return x + [keys[rng.below(P)] for _ in range(T - 2 * P)]
+    if task == "sort":
+        n = (T - 1) // 2
+        x = draw_distinct(rng, 0, V - 1, n)
+        return x + [V - 1] + sorted(x)
+    if task == "translate":
+        return [rng.below(V // 2) for _ in range(T)]
     if task != "lookup":
         return [rng.below(V) for _ in range(T)]
     n_keys = T - 1
@@ -94,9 +122,47 @@ def draw_tokens(task, T, V, rng):
     return x
 
 
-def targets_and_ideal(task, T, V, x):
+def translate_dict(n):
+    """translate's fixed dictionary: a Fisher-Yates shuffle from seed 0x7472616e736c6174."""
+    rng, d = Rng(0x7472616E736C6174), list(range(n))
+    for i in range(n - 1, 0, -1):
+        j = rng.below(i + 1)
+        d[i], d[j] = d[j], d[i]
+    return d
+
+
+def targets_and_ideal(task, T, V, x, layer=0, layers=1):
+    """The targets and layer `layer`'s ideal pattern (rows: T, or T/2 for translate)."""
     ideal = np.zeros((T, T))
-    if task == "copy":
+    if task in ("induction", "recall") and layer < layers - 1:
+        ideal[np.arange(1, T), np.arange(T - 1)] = 1  # the previous token
+        y, _ = targets_and_ideal(task, T, V, x)
+        return y, ideal
+    if task == "induction":
+        n = x[1:].index(x[0]) + 1
+        y = [x[i + 1] if n <= i < T - 1 else -1 for i in range(T)]
+        for i in range(n, T - 1):
+            for j in range(1, i + 1):
+                ideal[i, j] = x[j - 1] == x[i]
+    elif task == "recall":
+        P = T // 3
+        y = [-1] * T
+        for i in range(2 * P, T):
+            at = [2 * p + 1 for p in range(P) if x[2 * p] == x[i]][0]
+            y[i] = x[at]
+            ideal[i, at] = 1
+    elif task == "sort":
+        n = (T - 1) // 2
+        y = [x[i + 1] if n <= i < T - 1 else -1 for i in range(T)]
+        for i in range(n, T - 1):
+            for j in range(n):
+                ideal[i, j] = x[j] == y[i]
+    elif task == "translate":
+        d = translate_dict(V // 2)
+        y = [V // 2 + d[x[2 * i + 1]] for i in range(T // 2)]
+        for i in range(T // 2):
+            ideal[i, 2 * i + 1] = 1
+    elif task == "copy":
         y = list(x)
         ideal[np.arange(T), np.arange(T)] = 1
     elif task == "reverse":
@@ -135,6 +201,60 @@ def heldout_set(task, T, V, seed):
     return seqs
 
 
+# ---- data files (docs/model.md, "Data files") ----
+def fnv1a(b, h=0xCBF29CE484222325):
+    for c in b:
+        h = ((h ^ c) * 0x100000001B3) & M64
+    return h
+
+
+def fmix64(h):
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & M64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & M64
+    return h ^ (h >> 33)
+
+
+def data_heldout(meta):
+    """The held-out examples of a data run: (inputs, targets, input lengths), padded, and
+    the vocabulary (id 0 the padding)."""
+    vocab = {}
+
+    def examples(path, split):
+        out = []
+        for raw in open(path, "rb").read().split(b"\n"):
+            line = raw[:-1] if raw.endswith(b"\r") else raw
+            if not line.strip(b" "):
+                continue
+            src, dst = line.split(b"\t")
+            ids = []
+            for side, text in ((0, src), (1, dst)):
+                toks = [t for t in text.replace(b"\v", b" ").replace(b"\f", b" ").split(b" ") if t]
+                row = []
+                for t in toks:
+                    if side == 1 and t == b"_":
+                        row.append(-1)
+                        continue
+                    if t not in vocab:
+                        vocab[t] = len(vocab) + 1
+                    row.append(vocab[t])
+                ids.append(row)
+            held = split and fmix64(fnv1a(line)) % 8 == 0
+            out.append((ids[0], ids[1], held))
+        return out
+
+    train = examples(meta["data"], not meta["heldout"])
+    held = examples(meta["heldout"], False) if meta["heldout"] else [e for e in train if e[2]]
+    T = int(meta["seq_len"])
+    To = int(meta["target_len"]) or T
+    x = np.array([e[0] + [0] * (T - len(e[0])) for e in held], dtype=np.int64)
+    y = [e[1] + [-1] * (To - len(e[1])) for e in held]
+    if meta.get("tokens") != " ".join(t.decode() for t in vocab):
+        die("the metadata's tokens are not the vocabulary re-derived from %s" % meta["data"])
+    return x, y, [len(e[0]) for e in held]
+
+
 # ---- the model file and the forward pass (docs/model.md) ----
 def load_safetensors(path):
     with open(path, "rb") as f:
@@ -151,30 +271,37 @@ def load_safetensors(path):
     return out, meta
 
 
-def forward(p, meta, tokens):
-    """tokens (B, T) -> logits (B, T, V) and layer 0's weights A (B, H, T, T), in float64."""
+def forward(p, meta, tokens, lengths=None):
+    """tokens (B, T) -> logits (B, Tq, V) and every layer's weights A (L, B, H, Tq, T), in
+    float64. Tq = T, or the decoder positions To of an encoder-decoder (dec_pos_emb)."""
     T, C, H, L = int(meta["seq_len"]), int(meta["d_model"]), int(meta["heads"]), int(meta["layers"])
     dk = C // H
     B = tokens.shape[0]
     w = {k: v.astype(np.float64) for k, v in p.items()}
     x = w["tok_emb"][tokens] + w["pos_emb"]
-    mask = np.zeros((T, T))
+    d = np.broadcast_to(w["dec_pos_emb"], (B,) + w["dec_pos_emb"].shape) if "dec_pos_emb" in w else x
+    Tq = d.shape[1]
+    mask = np.zeros((Tq, T))
     if meta["causal"] == "true":
-        mask[np.triu_indices(T, 1)] = -np.inf
-    first = None
+        mask[np.triu_indices(Tq, 1, T)] = -np.inf
+    if lengths is not None:  # the padding mask: (B, 1, Tq, T)
+        mask = np.broadcast_to(mask, (B, 1, Tq, T)).copy()
+        for b, n in enumerate(lengths):
+            mask[b, :, :, n:] = -np.inf
+    attn = []
     for l in range(L):
-        def heads(name):
-            return (x @ w["attn.%d.%s" % (l, name)]).reshape(B, T, H, dk).transpose(0, 2, 1, 3)
-        q, k, v = heads("w_q"), heads("w_k"), heads("w_v")
+        def heads(src, n, name):
+            return (src @ w["attn.%d.%s" % (l, name)]).reshape(B, n, H, dk).transpose(0, 2, 1, 3)
+        kv = x if "dec_pos_emb" in w else d
+        q, k, v = heads(d, Tq, "w_q"), heads(kv, T, "w_k"), heads(kv, T, "w_v")
         s = q @ k.transpose(0, 1, 3, 2) / math.sqrt(dk) + mask
         s = s - s.max(axis=-1, keepdims=True)
         a = np.exp(s)
         a /= a.sum(axis=-1, keepdims=True)
-        if first is None:
-            first = a
-        y = (a @ v).transpose(0, 2, 1, 3).reshape(B, T, C) @ w["attn.%d.w_o" % l]
-        x = x + y if meta["residual"] == "true" else y
-    return x @ w["head.w"] + w["head.b"], first
+        attn.append(a)
+        y = (a @ v).transpose(0, 2, 1, 3).reshape(B, Tq, C) @ w["attn.%d.w_o" % l]
+        d = d + y if meta["residual"] == "true" else y
+    return d @ w["head.w"] + w["head.b"], attn
 
 
 def read_map(path):
@@ -187,6 +314,12 @@ def read_map(path):
 
 
 def label(task, T, V, t):
+    if task == "recall":
+        return "k%d" % t if t < V // 2 else "v%d" % (t - V // 2)
+    if task == "sort" and t == V - 1:
+        return "|"
+    if task == "translate":
+        return "s%d" % t if t < V // 2 else "w%d" % (t - V // 2)
     if task != "lookup":
         return str(t)
     n_keys = T - 1
@@ -207,17 +340,19 @@ def main():
     except (OSError, ValueError, KeyError) as e:
         die(str(e))
     task, T, V, seed = meta["task"], int(meta["seq_len"]), int(meta["vocab"]), int(meta["seed"])
+    if task == "data":
+        return main_data(d, p, meta, got)
     seqs = heldout_set(task, T, V, seed)
     tokens = np.array(seqs, dtype=np.int64)
     logits, attn = forward(p, meta, tokens)
     correct = counted = 0
     loss = 0.0
-    H = int(meta["heads"])
-    mass = np.zeros(H)
-    rows = 0
+    H, L, Tq = int(meta["heads"]), int(meta["layers"]), logits.shape[1]
+    mass = np.zeros((L, H))
+    rows = np.zeros(L)
     for b, x in enumerate(seqs):
-        y, ideal = targets_and_ideal(task, T, V, x)
-        for i in range(T):
+        y, _ = targets_and_ideal(task, T, V, x)
+        for i in range(Tq):
             if y[i] < 0:
                 continue
             z = logits[b, i]
@@ -225,16 +360,28 @@ def main():
             loss += lse - z[y[i]]
             correct += int(np.argmax(z)) == y[i]  # a tie goes to the lowest index
             counted += 1
-            rows += 1
-            mass += (attn[b, :, i, :] * ideal[i]).sum(axis=-1)
-    mass /= max(rows, 1)
-    best = int(np.argmax(mass))
+        for l in range(L):  # the mass: over the rows whose ideal row is not empty
+            _, ideal = targets_and_ideal(task, T, V, x, l, L)
+            for i in range(Tq):
+                if ideal[i].any():
+                    rows[l] += 1
+                    mass[l] += (attn[l][b, :, i, :] * ideal[i]).sum(axis=-1)
+    mass /= np.maximum(rows, 1)[:, None]
+    best_of = [int(np.argmax(mass[l])) for l in range(L)]  # the first on a tie, like qkv
+    layer = 0
+    for l in range(L):
+        if mass[l, best_of[l]] > mass[layer, best_of[layer]]:
+            layer = l
+    if task in ("induction", "recall"):
+        layer = L - 1
+    best = best_of[layer]
     mine = {"heldout_correct": correct, "heldout_targets": counted,
             "heldout_accuracy": correct / counted if counted else 0.0,
             "heldout_loss": loss / counted if counted else 0.0,
-            "attention_mass": float(mass[best]), "best_head": best + 1}
+            "attention_mass": float(mass[layer, best]), "best_head": best + 1,
+            "attention_layer": layer + 1}
     failures = []
-    for k in ("heldout_correct", "heldout_targets", "best_head"):
+    for k in ("heldout_correct", "heldout_targets", "best_head", "attention_layer"):
         if mine[k] != got[k]:
             failures.append("%s: qkv %r, re-derived %r" % (k, got[k], mine[k]))
     for k in ("heldout_accuracy", "heldout_loss", "attention_mass"):
@@ -246,9 +393,9 @@ def main():
         cols, a = read_map(mp)
         if cols != ["%d:%s" % (i, label(task, T, V, t)) for i, t in enumerate(seqs[0])]:
             failures.append("attention/layer1_head1.dat does not show held-out sequence 0")
-        elif np.abs(a - attn[0, 0]).max() > 1e-5:
+        elif np.abs(a - attn[0][0, 0]).max() > 1e-5:
             failures.append("attention/layer1_head1.dat: weights differ by %.2e"
-                            % np.abs(a - attn[0, 0]).max())
+                            % np.abs(a - attn[0][0, 0]).max())
     else:
         failures.append("%s is missing" % mp)
     print("rederive_heldout: %s (%s, %s): re-derived %d/%d correct, loss %.6f, mass %.6f "
@@ -256,6 +403,35 @@ def main():
               d, task, meta.get("dtype", "f32"), correct, counted, mine["heldout_loss"],
               mine["attention_mass"], best + 1, got["heldout_correct"], got["heldout_targets"],
               got["heldout_loss"], got["attention_mass"], got["best_head"]))
+    for f in failures:
+        print("rederive_heldout: mismatch: %s" % f, file=sys.stderr)
+    return 1 if failures else 0
+
+
+def main_data(d, p, meta, got):
+    """A data run: the held-out counts and loss (a data file defines no ideal pattern)."""
+    x, y, lengths = data_heldout(meta)
+    logits, _ = forward(p, meta, x, lengths)
+    correct = counted = 0
+    loss = 0.0
+    for b in range(len(y)):
+        for i, t in enumerate(y[b]):
+            if t < 0:
+                continue
+            z = logits[b, i]
+            loss += z.max() + math.log(np.exp(z - z.max()).sum()) - z[t]
+            correct += int(np.argmax(z)) == t
+            counted += 1
+    failures = []
+    if (correct, counted) != (got["heldout_correct"], got["heldout_targets"]):
+        failures.append("counts: qkv %d/%d, re-derived %d/%d" % (
+            got["heldout_correct"], got["heldout_targets"], correct, counted))
+    if counted and abs(loss / counted - got["heldout_loss"]) > 1.5e-6:
+        failures.append("heldout_loss: qkv %.6f, re-derived %.9f" % (got["heldout_loss"], loss / counted))
+    print("rederive_heldout: %s (data %s): re-derived %d/%d correct, loss %.6f; qkv eval: %d/%d, "
+          "loss %.6f" % (d, os.path.basename(meta["data"]), correct, counted,
+                         loss / max(counted, 1), got["heldout_correct"], got["heldout_targets"],
+                         got["heldout_loss"]))
     for f in failures:
         print("rederive_heldout: mismatch: %s" % f, file=sys.stderr)
     return 1 if failures else 0

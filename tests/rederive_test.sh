@@ -17,14 +17,37 @@ trap 'rm -rf "$W"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-# every task's draw (lookup's shuffle, values and query), several heads and layers, the
-# causal mask, a seed other than 1, and an f64 model
+# every task's draw (lookup's shuffle, values and query; induction's segment, recall's pairs,
+# sort's distinct tokens, translate's dictionary), several heads and layers, the causal mask,
+# an encoder-decoder, a seed other than 1, and an f64 model
 i=0
 for opts in "--task lookup --steps 150 --seed 7" \
             "--task copy --heads 2 --causal --steps 100 --dtype f64" \
             "--task shift --layers 2 --residual --d-model 32 --steps 150 --seed 12345678901" \
             "--task reverse --seq-len 6 --vocab 9 --steps 100" \
-            "--task max --heads 4 --d-model 32 --steps 100"; do
+            "--task max --heads 4 --d-model 32 --steps 100" \
+            "--task induction --d-model 32 --steps 80" \
+            "--task recall --d-model 32 --steps 60" \
+            "--task sort --seq-len 9 --d-model 32 --steps 60" \
+            "--task translate --d-model 32 --heads 2 --steps 60"; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086
+    if ! "$QKV" train $opts --out "$W/m$i" --quiet; then fail "qkv train $opts"; continue; fi
+    if ! "$QKV" eval --model "$W/m$i" --json >"$W/e$i.json"; then fail "qkv eval $opts"; continue; fi
+    if "$PY" "$SCRIPT" "$W/m$i" "$W/e$i.json" >"$W/o$i.txt" 2>&1; then
+        echo "ok: $opts: $(cut -c1-200 "$W/o$i.txt")"
+    else
+        fail "re-derived metrics differ for $opts:"; cat "$W/o$i.txt"
+    fi
+done
+# data files: the vocabulary, the split by line hash (or --heldout), padding, and an
+# encoder-decoder, re-derived from the docs
+DATA=$(dirname "$SCRIPT")/data
+head -n 300 "$DATA/swap_pairs.tsv" >"$W/train.tsv"
+sed -n 301,400p "$DATA/swap_pairs.tsv" >"$W/held.tsv"
+for opts in "--data $DATA/swap_pairs.tsv --steps 60 --d-model 16" \
+            "--data $DATA/odd_words.tsv --heads 2 --d-model 16 --steps 60" \
+            "--data $W/train.tsv --heldout $W/held.tsv --layers 2 --residual --d-model 16 --steps 40"; do
     i=$((i + 1))
     # shellcheck disable=SC2086
     if ! "$QKV" train $opts --out "$W/m$i" --quiet; then fail "qkv train $opts"; continue; fi

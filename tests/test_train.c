@@ -133,6 +133,238 @@ START_TEST(test_task_learns) {
 }
 END_TEST
 
+/* ---- the tasks that need depth or a separator learn with their CLI defaults, smaller ------ */
+static const struct {
+    const char *task;
+    int seq_len, d_model, heads, layers;
+    int64_t steps;
+    double min_accuracy, min_mass;
+} learn_deep[] = {
+    /* measured with seed 1 (accuracy, mass of the task's layer): induction 1.000 0.98,
+     * recall 1.000 0.99, sort 1.000 0.72 */
+    {"induction", 16, 64, 2, 2, 300, 0.99, 0.9},
+    {"recall", 16, 64, 2, 2, 800, 0.99, 0.9},
+    {"sort", 17, 64, 1, 1, 1500, 0.99, 0.6},
+};
+
+START_TEST(test_deep_task_learns) {
+    train_config c = make_config(learn_deep[_i].task, learn_deep[_i].seq_len,
+                                 learn_deep[_i].d_model, learn_deep[_i].heads,
+                                 learn_deep[_i].steps, QKV_ADAM, 0.005);
+    c.model.layers = learn_deep[_i].layers;
+    c.model.residual = learn_deep[_i].layers > 1;
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    train_steps(&t, c.steps);
+    eval_result r = trainer_evaluate(&t);
+    int L = c.model.layers;
+    double best_induction = 0;
+    for (int h = 0; h < c.model.heads; h++)
+        best_induction = fmax(best_induction, r.induction[L - 1][h]);
+    printf("test_train: %-9s layers %d: held-out accuracy %.4f, mass %.4f (layer %d), last "
+           "layer's induction score %.4f\n", learn_deep[_i].task, L, r.accuracy, r.attention_mass,
+           r.attention_layer + 1, best_induction);
+    fflush(stdout);
+    ck_assert_msg(r.accuracy >= learn_deep[_i].min_accuracy, "%s: held-out accuracy %.4f",
+                  learn_deep[_i].task, r.accuracy);
+    ck_assert_msg(r.attention_mass >= learn_deep[_i].min_mass, "%s: attention mass %.4f",
+                  learn_deep[_i].task, r.attention_mass);
+    if (L > 1) {
+        ck_assert_int_eq(r.attention_layer, L - 1); /* the task's layer is the last */
+        /* the induction head of layer 2: it attends after earlier copies of its token */
+        ck_assert_msg(best_induction >= 0.9, "%s: layer %d induction score %.4f < 0.9",
+                      learn_deep[_i].task, L, best_induction);
+    }
+    trainer_free(&t);
+}
+END_TEST
+
+/* One layer cannot do induction: the hint's "too few layers" rests on this. */
+START_TEST(test_induction_needs_two_layers) {
+    train_config c = make_config("induction", 16, 64, 2, 300, QKV_ADAM, 0.005);
+    c.model.layers = 1;
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    train_steps(&t, c.steps);
+    eval_result r = trainer_evaluate(&t);
+    ck_assert_msg(r.accuracy < 0.9, "one layer reached %.4f on induction", r.accuracy);
+    trainer_free(&t);
+}
+END_TEST
+
+/* ---- data files (qkv train --data) ---------------------------------------------------------- */
+/* Writes `lines` examples to path: swap neighbours (outputs as long as inputs, lengths 2..8),
+ * or, with `half`, target i = source token 2i+1 in capitals (lengths 2, 4, 6, 8). */
+static void write_data_file(const char *path, int lines, bool half, uint64_t seed) {
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    qkv_rng rng = qkv_rng_seed(seed);
+    for (int n = 0; n < lines; n++) {
+        int len = half ? 2 * (1 + (int)qkv_rng_below(&rng, 4)) : 2 + (int)qkv_rng_below(&rng, 7);
+        int x[8];
+        for (int i = 0; i < len; i++) {
+            x[i] = (int)qkv_rng_below(&rng, 10);
+            fprintf(f, "%sw%d", i ? " " : "", x[i]);
+        }
+        fputc('\t', f);
+        if (half)
+            for (int i = 0; i < len / 2; i++) fprintf(f, "%sW%d", i ? " " : "", x[2 * i + 1]);
+        else
+            for (int i = 0; i < len; i++) /* swap each pair; an odd last token stays */
+                fprintf(f, "%sw%d", i ? " " : "", x[i % 2 ? i - 1 : i + 1 < len ? i + 1 : i]);
+        fputc('\n', f);
+    }
+    fclose(f);
+}
+
+static train_config data_config(const char *path, int64_t steps) {
+    train_config c = make_config("copy", 8, 32, 1, steps, QKV_ADAM, 0.005);
+    snprintf(c.data_path, sizeof c.data_path, "%s", path);
+    return c;
+}
+
+/* Padding gets no attention and no loss: keys past an example's length have weight exactly 0
+ * in every layer, head and row; logits and loss at real positions do not change when the
+ * padding holds another token; and the padding token's embedding gets no gradient. */
+START_TEST(test_data_padding_mask) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    write_data_file(path, 400, _i == 1, 3);
+    train_config c = data_config(path, 1);
+    c.model.layers = 2;
+    c.model.residual = true;
+    c.model.heads = 2;
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert_int_eq(t.model.cfg.target_len, _i == 1 ? 4 : 0);
+    int T = t.model.cfg.seq_len, To = t.target_len, L = 2, H = 2;
+    ck_assert_int_eq(T, 8);
+    /* held-out examples of every length, attention of each */
+    float *a = malloc((size_t)L * H * To * T * sizeof *a);
+    int padded = 0;
+    for (int e = 0; e < t.n_held; e++) {
+        int len = t.held_lengths[e];
+        for (int i = 0; i < T; i++) ck_assert_int_eq(t.held_tokens[e * T + i] == DATA_PAD, i >= len);
+        if (len == T) continue;
+        padded++;
+        trainer_attention(&t, e, a);
+        for (int k = 0; k < L * H * To; k++)
+            for (int j = len; j < T; j++)
+                ck_assert_msg(a[k * T + j] == 0, "example %d: weight %g on padding key %d", e,
+                              a[k * T + j], j);
+    }
+    ck_assert_int_gt(padded, 0);
+    free(a);
+    /* the same batch with the padding as token 1: real positions keep their logits and loss */
+    int B = 16;
+    int32_t *x = malloc((size_t)B * T * sizeof *x), *y = t.held_targets;
+    memcpy(x, t.held_tokens, (size_t)B * T * sizeof *x);
+    double loss[2];
+    float *logits[2];
+    int V = t.model.cfg.vocab;
+    for (int pass = 0; pass < 2; pass++) {
+        qkv_ctx_reset(t.eval_ctx);
+        qkv_tensor *lg = qkv_model_forward_padded(&t.model, t.eval_ctx, x, t.held_lengths, B, NULL);
+        qkv_tensor *tg = qkv_from_array(t.eval_ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
+        loss[pass] = qkv_get(qkv_cross_entropy(t.eval_ctx, lg, tg, -1), 0);
+        logits[pass] = malloc((size_t)lg->size * sizeof(float));
+        memcpy(logits[pass], lg->data, (size_t)lg->size * sizeof(float));
+        for (int64_t i = 0; i < (int64_t)B * T; i++) x[i] = x[i] == DATA_PAD ? 1 : x[i];
+    }
+    ck_assert_msg(loss[0] == loss[1], "the loss moved with the padding: %.9g, %.9g", loss[0], loss[1]);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < To; i++)
+            if (y[b * To + i] >= 0)
+                for (int v = 0; v < V; v++)
+                    ck_assert(logits[0][((size_t)b * To + i) * V + v] ==
+                              logits[1][((size_t)b * To + i) * V + v]);
+    free(logits[0]);
+    free(logits[1]);
+    free(x);
+    /* one training step: the padding token's embedding row gets no gradient */
+    ck_assert_int_eq(trainer_step(&t), QKV_OK);
+    const float *g = t.model.tok_emb->grad;
+    for (int k = 0; k < t.model.cfg.d_model; k++) ck_assert(g[DATA_PAD * t.model.cfg.d_model + k] == 0);
+    trainer_free(&t);
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
+/* The held-out split is the line hash's; a model file names its data and refuses a changed one. */
+START_TEST(test_data_save_load) {
+    make_tmpdir();
+    char path[128], model[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    snprintf(model, sizeof model, "%s/model.safetensors", tmpdir);
+    write_data_file(path, 300, false, 4);
+    train_config c = data_config(path, 20);
+    trainer t, u;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert(t.n_held > 0 && t.n_held < 300 / 4);
+    train_steps(&t, 20);
+    ck_assert_int_eq(trainer_save(&t, model), QKV_OK);
+    ck_assert_int_eq(trainer_load(&u, model), QKV_OK);
+    ck_assert_int_eq(u.cfg.task.kind, QKV_TASK_DATA);
+    ck_assert_int_eq(u.data->vocab, t.data->vocab);
+    assert_same_state(&t, &u);
+    assert_same_eval(trainer_evaluate(&t), trainer_evaluate(&u));
+    trainer_free(&u);
+    write_data_file(path, 300, false, 5); /* another file at the same path */
+    ck_assert_int_eq(trainer_load(&u, model), QKV_ERR_MISMATCH);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "changed since the model was trained"));
+    trainer_free(&t);
+    remove(model);
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
+/* Bad files: one error naming the line. */
+START_TEST(test_data_bad_files) {
+    static const struct { const char *text, *fragment; } bad[] = {
+        {"a b\tb a\na b\n", "line 2: no tab"},
+        {"a b\tb a\na\t\n", "line 2: the output side is empty"},
+        {"a\tb\n \tb\n", "line 2: the input side is empty"},
+        {"a b\tb a\nb c d\tc\n", "line 2: 3 input and 1 output tokens"},
+        {"a b c d\tb d\nb a\ta b\n", "line 2: 2 input and 2 output tokens"},
+        {"", "holds no examples"},
+    };
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        FILE *f = fopen(path, "w");
+        fputs(bad[k].text, f);
+        fclose(f);
+        dataset d;
+        ck_assert_int_eq(dataset_load(&d, path, NULL), QKV_ERR_FORMAT);
+        ck_assert_msg(strstr(qkv_last_error(), bad[k].fragment), "case %zu: %s", k, qkv_last_error());
+    }
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
+/* A data file of a rule no built-in task has (swap neighbours), and one of outputs half as
+ * long (cross-attention), each learned to 99% held-out. */
+START_TEST(test_data_learns) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    write_data_file(path, 3000, _i == 1, 6);
+    train_config c = data_config(path, 600);
+    c.model.d_model = 64;
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    train_steps(&t, c.steps);
+    eval_result r = trainer_evaluate(&t);
+    printf("test_train: data file (%s): held-out accuracy %.4f on %d examples\n",
+           _i ? "half-length outputs, cross-attention" : "swap neighbours", r.accuracy, t.n_held);
+    ck_assert_msg(r.accuracy >= 0.99, "held-out accuracy %.4f", r.accuracy);
+    trainer_free(&t);
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
 /* ---- save, load, eval ------------------------------------------------------------------ */
 START_TEST(test_save_load_eval) {
     make_tmpdir();
@@ -329,6 +561,21 @@ START_TEST(test_threads_bit_identical_f64) {
 }
 END_TEST
 
+/* A data file's run: padded batches, the same bits on 1 and 2 threads. */
+START_TEST(test_threads_bit_identical_data) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    for (int half = 0; half < 2; half++) {
+        write_data_file(path, 300, half, 8);
+        train_config c = data_config(path, 4);
+        c.batch = 64;
+        assert_threads_agree(c, 2);
+    }
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
 /* One sequence, so no shards: the matrix products and the fused attention take their
  * parallel paths (src/kernels: above 3e6 flops and 5e5 multiply-adds). */
 START_TEST(test_threads_bit_identical_kernels) {
@@ -512,6 +759,80 @@ START_TEST(test_targets_and_ideal) {
 }
 END_TEST
 
+/* induction, recall and sort against their definitions, from the tokens alone. */
+static const char *const structured_tasks[] = {"induction", "recall", "sort"};
+
+START_TEST(test_structured_targets) {
+    enum { T = 17 };
+    qkv_task task;
+    int len = _i == 2 ? T : T - 1;
+    ck_assert_int_eq(qkv_task_init(&task, structured_tasks[_i], len, 0), QKV_OK);
+    ck_assert(task.causal);
+    qkv_rng rng = qkv_rng_seed(5);
+    int32_t x[T], y[T];
+    uint8_t ideal[T * T], prev[T * T];
+    /* Check marks every assertion that passes (a write to its pipe): assert only on failure */
+#define EXPECT(cond) do { if (!(cond)) ck_abort_msg("%s: draw %d: %s", structured_tasks[_i], n, #cond); } while (0)
+    for (int n = 0; n < 600; n++) {
+        bool held = n % 3 == 0;
+        qkv_task_sample(&task, &rng, held, x, y);
+        EXPECT(qkv_task_is_heldout(&task, x) == held);
+        qkv_task_ideal(&task, x, ideal);
+        qkv_task_ideal_layer(&task, x, 0, 2, prev);
+        for (int i = 0; i < len; i++) EXPECT(x[i] >= 0 && x[i] < task.vocab);
+        if (task.kind == QKV_TASK_INDUCTION) {
+            /* the segment: distinct tokens up to the first repeat of x[0], then repeated */
+            int seg = 1;
+            while (x[seg] != x[0]) seg++;
+            EXPECT(seg >= len / 4 && seg <= len / 2);
+            for (int i = 0; i < len; i++) {
+                if (i >= seg) EXPECT((x[i]) == (x[i - seg]));
+                for (int j = 0; j < i && i < seg; j++) EXPECT(x[j] != x[i]);
+                EXPECT((y[i]) == (i >= seg && i < len - 1 ? x[i + 1] : -1));
+                for (int j = 0; j < len; j++) {
+                    /* after an earlier copy of x[i], for the rows with a target */
+                    bool w = y[i] >= 0 && j >= 1 && j <= i && x[j - 1] == x[i];
+                    EXPECT(ideal[i * len + j] == w);
+                    EXPECT((prev[i * len + j]) == (j == i - 1));
+                }
+            }
+        } else if (task.kind == QKV_TASK_RECALL) {
+            int P = len / 3;
+            for (int p = 0; p < P; p++) {
+                EXPECT(x[2 * p] < task.n_keys && x[2 * p + 1] >= task.n_keys);
+                for (int q = 0; q < p; q++) EXPECT(x[2 * q] != x[2 * p]);
+            }
+            for (int i = 0; i < len; i++) {
+                int32_t want = -1;
+                int at = -1;
+                for (int p = 0; p < P && i >= 2 * P; p++)
+                    if (x[2 * p] == x[i]) want = x[at = 2 * p + 1];
+                EXPECT(i < 2 * P || want >= 0); /* every query names a key of the pairs */
+                EXPECT((y[i]) == (want));
+                for (int j = 0; j < len; j++) EXPECT((ideal[i * len + j]) == (j == at));
+            }
+        } else {
+            int k = (len - 1) / 2;
+            EXPECT((x[k]) == (task.vocab - 1));
+            for (int i = 0; i < k; i++) {
+                int rank = 0;
+                for (int j = 0; j < k; j++) {
+                    rank += x[j] < x[i];
+                    EXPECT(j == i || x[j] != x[i]);
+                }
+                EXPECT((x[k + 1 + rank]) == (x[i])); /* the output is the input sorted */
+            }
+            for (int i = 0; i < len; i++) {
+                EXPECT((y[i]) == (i >= k && i < len - 1 ? x[i + 1] : -1));
+                for (int j = 0; j < len; j++)
+                    EXPECT((ideal[i * len + j]) == (y[i] >= 0 && j < k && x[j] == y[i]));
+            }
+        }
+    }
+#undef EXPECT
+}
+END_TEST
+
 START_TEST(test_lookup_layout) {
     enum { T = 8 };
     qkv_task task;
@@ -603,8 +924,8 @@ END_TEST
 
 START_TEST(test_task_init_rejects) {
     qkv_task task;
-    ck_assert_int_eq(qkv_task_init(&task, "sort", 8, 0), QKV_ERR_VALUE);
-    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "unknown task 'sort'"));
+    ck_assert_int_eq(qkv_task_init(&task, "bubble", 8, 0), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "unknown task 'bubble'"));
     /* lookup holds at most 32 pairs + the query */
     ck_assert_int_eq(qkv_task_init(&task, "lookup", 33, 0), QKV_OK);
     ck_assert_int_eq(qkv_task_init(&task, "lookup", 34, 0), QKV_ERR_VALUE);
@@ -633,6 +954,10 @@ static Suite *train_suite(void) {
     tcase_set_tags(tc, "slow");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_task_learns, 0, (int)(sizeof learn / sizeof learn[0]));
+    tcase_add_loop_test(tc, test_deep_task_learns, 0,
+                        (int)(sizeof learn_deep / sizeof learn_deep[0]));
+    tcase_add_test(tc, test_induction_needs_two_layers);
+    tcase_add_loop_test(tc, test_data_learns, 0, 2);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("files");
@@ -647,6 +972,7 @@ static Suite *train_suite(void) {
     tcase_set_tags(tc, "slow");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_threads_bit_identical_shards);
+    tcase_add_test(tc, test_threads_bit_identical_data);
     tcase_add_test(tc, test_threads_bit_identical_kernels);
     tcase_add_test(tc, test_threads_bit_identical_f64);
     suite_add_tcase(s, tc);
@@ -668,6 +994,10 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, test_heldout_share);
     tcase_add_loop_test(tc, test_targets_and_ideal, 0, 5);
     tcase_add_test(tc, test_lookup_layout);
+    tcase_add_loop_test(tc, test_structured_targets, 0, 3);
+    tcase_add_loop_test(tc, test_data_padding_mask, 0, 2);
+    tcase_add_test(tc, test_data_save_load);
+    tcase_add_test(tc, test_data_bad_files);
     tcase_add_test(tc, test_task_init_rejects);
     tcase_add_test(tc, test_forward_trace);
     suite_add_tcase(s, tc);

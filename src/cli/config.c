@@ -110,6 +110,7 @@ static int option_args(arg_list *l, const char *path, const cJSON *item) {
             return EXIT_USAGE;
         }
         if (cJSON_IsTrue(item)) ok = push(l, flag);
+        else if (!strcmp(name, "residual")) ok = push(l, "--no-residual"); /* over a task's default */
         break;
     case TRAIN_OPT_TEXT:
         if (!cJSON_IsString(item)) {

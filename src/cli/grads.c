@@ -83,6 +83,13 @@ static int grads_run(const grads_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
+    if (t.data || t.model.cfg.target_len) {
+        cli_error("grads: %s: a model of a data file or an encoder-decoder task (%s); qkv grads "
+                  "draws batches of the built-in self-attention tasks only", path,
+                  qkv_task_name(t.cfg.task.kind));
+        trainer_free(&t);
+        return EXIT_USAGE;
+    }
     int T = t.cfg.task.seq_len, B = (int)batch;
     const char *what;
     double need = qkv_model_step_bytes(&t.model.cfg, B), have = memory_limit(&what);
@@ -104,9 +111,9 @@ static int grads_run(const grads_args *a) {
     qkv_zero_grad(t.model.params);
     qkv_backward(loss);
 
-    const char *names[3 + 4 + 4 * QKV_MAX_LAYERS];
-    const qkv_tensor *tensors[3 + 4 + 4 * QKV_MAX_LAYERS];
-    char grad_names[4 + 4 * QKV_MAX_LAYERS][48];
+    const char *names[3 + 5 + 4 * QKV_MAX_LAYERS];
+    const qkv_tensor *tensors[3 + 5 + 4 * QKV_MAX_LAYERS];
+    char grad_names[5 + 4 * QKV_MAX_LAYERS][48];
     int n = 0;
     names[n] = "tokens", tensors[n++] = tokens;
     names[n] = "targets", tensors[n++] = targets;

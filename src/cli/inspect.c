@@ -226,6 +226,12 @@ static int run_model(inspection *in, const inspect_args *a) {
     }
     const qkv_model_config *c = &in->t.model.cfg;
     const qkv_task *task = &in->t.cfg.task;
+    if (in->t.data || c->target_len) {
+        cli_error("inspect: %s: a model of a data file or an encoder-decoder task (%s); qkv "
+                  "inspect reads the built-in self-attention tasks only", path,
+                  qkv_task_name(task->kind));
+        return EXIT_USAGE;
+    }
     in->T = c->seq_len, in->H = c->heads, in->L = c->layers, in->Dk = c->d_model / c->heads;
     in->V = c->vocab, in->causal = c->causal;
     if (in->T > INSPECT_MAX_TOKENS) {

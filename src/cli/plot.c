@@ -315,13 +315,12 @@ static int read_model(const char *dir, char *task, size_t len, int *layers, int 
     *heads = h ? atoi(h) : 0;
     const char *c = qkv_st_meta(st, "causal");
     *causal = c && !strcmp(c, "true");
-    /* Chance: a uniform guess over the classes a target can take (lookup's targets are its
-     * values, the other tasks' any token), and the loss of uniform logits over the vocabulary. */
+    /* Chance: a uniform guess over the classes a target can take (qkv_task_chance), and the
+     * loss of uniform logits over the vocabulary. */
     const char *v = qkv_st_meta(st, "vocab"), *n = qkv_st_meta(st, "seq_len");
     qkv_task chance_task;
     if (t && v && n && qkv_task_init(&chance_task, t, atoi(n), atoi(v)) == QKV_OK) {
-        int classes = chance_task.kind == QKV_TASK_LOOKUP ? chance_task.n_values : chance_task.vocab;
-        *chance_acc = 1.0 / classes;
+        *chance_acc = qkv_task_chance(&chance_task);
         *chance_loss = log((double)chance_task.vocab);
     }
     bool ok = t && *layers >= 1 && *layers <= QKV_MAX_LAYERS && *heads >= 1 && *heads <= 8192;

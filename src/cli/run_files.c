@@ -32,9 +32,14 @@ cJSON *run_config_json(const trainer *t, const run_options *o) {
     const qkv_model_config *m = &t->model.cfg;
     cJSON *j = cJSON_CreateObject();
     if (!j) return NULL;
-    cJSON_AddStringToObject(j, "task", qkv_task_name(c->task.kind));
-    cJSON_AddNumberToObject(j, "seq_len", c->task.seq_len);
-    cJSON_AddNumberToObject(j, "vocab", c->task.vocab);
+    if (t->data) { /* the examples set the task, the length and the vocabulary */
+        cJSON_AddStringToObject(j, "data", c->data_path);
+        if (c->heldout_path[0]) cJSON_AddStringToObject(j, "heldout", c->heldout_path);
+    } else {
+        cJSON_AddStringToObject(j, "task", qkv_task_name(c->task.kind));
+        cJSON_AddNumberToObject(j, "seq_len", c->task.seq_len);
+        cJSON_AddNumberToObject(j, "vocab", c->task.vocab);
+    }
     cJSON_AddNumberToObject(j, "d_model", m->d_model);
     cJSON_AddNumberToObject(j, "heads", m->heads);
     cJSON_AddNumberToObject(j, "layers", m->layers);

@@ -12,6 +12,8 @@
 typedef struct {
     int64_t step;
     double loss, train_acc, heldout_acc, lr, heldout_loss; /* heldout_loss: NaN if unknown */
+    double *scores; /* metrics.csv's attention columns (train.c: metrics_scores), owned; NaN
+                       where unknown, NULL if none */
 } metrics_row;
 
 /* The options of a run that are not in the trainer's config but shape its files. */

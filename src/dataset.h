@@ -1,0 +1,38 @@
+/* dataset.h - a user's task read from a file of examples (docs/model.md, "Data files"). */
+#ifndef QKV_DATASET_H
+#define QKV_DATASET_H
+
+#include "qkv.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DATA_PAD 0 /* the padding token's id; real tokens are 1 .. vocab-1 */
+
+typedef struct {
+    char path[1024], heldout_path[1024]; /* heldout_path "": held out by a hash of the line */
+    uint64_t checksum;  /* of the file (and the held-out file): a model refuses another */
+    int vocab;          /* token ids 0 .. vocab-1, id 0 the padding */
+    char **token;       /* token[id]: its string, in order of first appearance */
+    int in_len, out_len; /* T, To: the longest input and output */
+    bool cross;         /* outputs of another length than inputs: an encoder-decoder */
+    int n_train, n_held;
+    /* (n, T) inputs padded with DATA_PAD, (n, To) targets padded with -1, (n) input lengths */
+    int32_t *train_x, *train_y, *train_len, *held_x, *held_y, *held_len;
+    int n_outputs;      /* distinct output tokens of the training examples */
+    /* parsing state */
+    int32_t *slot;      /* open-addressing hash of token ids, -1 empty */
+    size_t slots;
+    int64_t rule_line;  /* the line that set the length rule, and its file */
+    char rule_path[1024];
+} dataset;
+
+/* Reads FILE (and the held-out examples from heldout_path, or by hash when NULL). One line
+ * of error naming the file and line: a missing tab, an empty side, an unknown token in the
+ * held-out file, mixed length rules, or a file too large for memory. */
+qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path);
+void dataset_free(dataset *d);
+/* A token's printable label (at most 24 bytes, non-printable bytes as '?'). */
+void dataset_label(const dataset *d, int32_t id, char *buf, size_t len);
+
+#endif
