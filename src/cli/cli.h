@@ -129,6 +129,10 @@ void cli_clear_interrupt_note(void);
  * default quietly becomes as many as can. Returns EXIT_OK or EXIT_NOMEM. */
 int cli_set_threads(long requested);
 
+/* The steps N of DIR/step<N>_layer1_head1.dat (a run's snapshots/), sorted; how many (0 if
+ * none), or -1 when out of memory. *steps is malloc'd. (plot.c) */
+int cli_snapshot_steps(const char *dir, int64_t **steps);
+
 /* The command line: `qkv COMMAND [options]` (cli.c). With parse_only, each command only reads
  * and checks its options, printing its help or one error line, and returns CLI_RUN where it
  * would have run: nothing is read, written or allocated beyond the options. main() calls

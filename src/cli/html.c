@@ -9,7 +9,6 @@
 #include "cli.h"
 #include "io/io.h"
 
-#include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -159,39 +158,17 @@ static void json_maps(FILE *out, const char *dir, const char *fmt, const plot_so
     fputc(']', out);
 }
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* "snapshots":{"steps":[...],"maps":[[per head]...]} or null. */
 static void json_snapshots(FILE *out, const char *dir, const plot_source *src) {
     char path[1300];
     snprintf(path, sizeof path, "%s/snapshots", dir);
-    DIR *d = opendir(path);
     int64_t *steps = NULL;
-    int n = 0, cap = 0;
-    for (struct dirent *e; d && (e = readdir(d));) {
-        int64_t step;
-        int used = 0;
-        if (sscanf(e->d_name, "step%" SCNd64 "_layer1_head1.dat%n", &step, &used) != 1 ||
-            used == 0 || e->d_name[used] != '\0' || step < 0)
-            continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            int64_t *p = realloc(steps, (size_t)cap * sizeof *p);
-            if (!p) break;
-            steps = p;
-        }
-        steps[n++] = step;
-    }
-    if (d) closedir(d);
-    if (n == 0) {
+    int n = cli_snapshot_steps(path, &steps);
+    if (n <= 0) { /* none, or out of memory: the page goes without snapshots */
         free(steps);
         fputs("null", out);
         return;
     }
-    qsort(steps, (size_t)n, sizeof *steps, cmp_i64);
     int frames = n < HTML_MAX_FRAMES ? n : HTML_MAX_FRAMES;
     fputs("{\"steps\":[", out);
     for (int f = 0; f < frames; f++) {

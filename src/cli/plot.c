@@ -257,7 +257,7 @@ static int cmp_i64(const void *a, const void *b) {
 
 /* The steps N of DIR/snapshots/step<N>_layer1_head1.dat, sorted; returns how many (0 if none),
  * or -1 when out of memory. *steps is malloc'd. */
-static int snapshot_steps(const char *dir, int64_t **steps) {
+int cli_snapshot_steps(const char *dir, int64_t **steps) {
     *steps = NULL;
     DIR *d = opendir(dir);
     if (!d) return 0;
@@ -537,7 +537,7 @@ static int plot_maps(const char *dir, const plot_source *src, const char *format
     char snap_dir[PATH_LEN + 16];
     snprintf(snap_dir, sizeof snap_dir, "%s/snapshots", dir);
     int64_t *steps;
-    int n = snapshot_steps(snap_dir, &steps);
+    int n = cli_snapshot_steps(snap_dir, &steps);
     if (n < 0) {
         cli_error("plot: out of memory");
         return EXIT_NOMEM;
