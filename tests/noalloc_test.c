@@ -5,7 +5,7 @@
  * by side) and on one long sequence (every op on both threads). Built only without
  * sanitizers, whose runtimes replace malloc themselves; valgrind's stage skips it for the same
  * reason. */
-#include "train.h"
+#include "train/trainer.h"
 
 #include <check.h>
 #include <stdatomic.h>

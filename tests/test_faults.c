@@ -6,9 +6,9 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* mkstemp */
 #endif
-#include "internal.h"
+#include "engine/internal.h"
 #include "io/io.h"
-#include "train.h"
+#include "train/trainer.h"
 
 #include <check.h>
 #include <math.h>

@@ -7,7 +7,7 @@
  *          kind of mask; fully masked rows are exactly zero in both.
  *   alloc: a warm training step makes no system allocation in its contexts.
  *   exp: the fused kernel's fast exp, seen through softmax weights (V = I). */
-#include "internal.h"
+#include "engine/internal.h"
 #include "kernels/kernels.h"
 
 #include <check.h>

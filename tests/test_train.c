@@ -1,11 +1,11 @@
-/* test_train.c - the training layer (src/train.h): each task learns in a few seconds, a model
+/* test_train.c - the training layer (src/train/trainer.h): each task learns in a few seconds, a model
  * round-trips through save/load/eval, a resumed run equals a straight one bit for bit, a step's
  * shards add up to the whole batch, results do not depend on the thread count, divergence is reported with its step, and the tasks generate
  * what they claim. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #endif
-#include "train.h"
+#include "train/trainer.h"
 
 #include <check.h>
 #include <math.h>
@@ -18,7 +18,7 @@
 #include <omp.h>
 #endif
 
-/* The CLI's defaults (src/cli/train.c), with a smaller model so that each run takes well under
+/* The CLI's defaults (src/cli/cmd_train.c), with a smaller model so that each run takes well under
  * a second: adam, cosine decay, warm-up steps/20, clip 1, batch 32, init scale 0.5, seed 1. */
 static train_config make_config(const char *task, int seq_len, int d_model, int heads,
                                 int64_t steps, qkv_optim_kind optim, double lr) {

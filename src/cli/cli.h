@@ -87,7 +87,7 @@ int cli_train_check(int argc, char **argv);
  * A path that does not fit gives one line and false (exit EXIT_IO). */
 bool cli_model_path(const char *arg, char *out, size_t len);
 
-/* Draws the plots of a training directory into DIR/plots/ with gnuplot (plot.c), in format
+/* Draws the plots of a training directory into DIR/plots/ with gnuplot (cmd_plot.c), in format
  * "png" or "svg"; returns an exit code. If gnuplot is not on PATH it prints one line saying so,
  * sets *no_gnuplot and returns EXIT_FAILED. `verbose` lists what was written on stdout. */
 int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot);
@@ -130,7 +130,7 @@ void cli_clear_interrupt_note(void);
 int cli_set_threads(long requested);
 
 /* The steps N of DIR/step<N>_layer1_head1.dat (a run's snapshots/), sorted; how many (0 if
- * none), or -1 when out of memory. *steps is malloc'd. (plot.c) */
+ * none), or -1 when out of memory. *steps is malloc'd. (cmd_plot.c) */
 int cli_snapshot_steps(const char *dir, int64_t **steps);
 
 /* The command line: `qkv COMMAND [options]` (cli.c). With parse_only, each command only reads
@@ -146,7 +146,7 @@ int cmd_eval(int argc, char **argv, bool parse_only);
 int cmd_grads(int argc, char **argv, bool parse_only);
 int cmd_plot(int argc, char **argv, bool parse_only);
 int cmd_study(int argc, char **argv, bool parse_only);
-/* `qkv study precision` (study_precision.c): argv starts at "precision". */
+/* `qkv study precision` (cmd_study_precision.c): argv starts at "precision". */
 int study_precision(int argc, char **argv, bool parse_only);
 int cmd_bench(int argc, char **argv, bool parse_only);
 int cmd_inspect(int argc, char **argv, bool parse_only);

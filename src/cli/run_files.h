@@ -3,7 +3,7 @@
 #ifndef QKV_CLI_RUN_FILES_H
 #define QKV_CLI_RUN_FILES_H
 
-#include "train.h"
+#include "train/trainer.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 typedef struct {
     int64_t step;
     double loss, train_acc, heldout_acc, lr, heldout_loss; /* heldout_loss: NaN if unknown */
-    double *scores; /* metrics.csv's attention columns (train.c: metrics_scores), owned; NaN
+    double *scores; /* metrics.csv's attention columns (cmd_train.c: metrics_scores), owned; NaN
                        where unknown, NULL if none */
 } metrics_row;
 

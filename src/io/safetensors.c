@@ -1,5 +1,5 @@
 /* safetensors.c - read and write the safetensors layout; the header is JSON, via cJSON. */
-#include "../internal.h"
+#include "engine/internal.h"
 #include "io.h"
 
 #include <cjson/cJSON.h>

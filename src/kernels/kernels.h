@@ -1,5 +1,5 @@
 /* kernels.h - plain loops over float/double arrays. SIMD and OpenMP live here (the one other
- * parallel region is the trainer's loop over a step's shards, src/train.c). The numeric
+ * parallel region is the trainer's loop over a step's shards, src/train/trainer.c). The numeric
  * kernels exist as _f32 and _f64, compiled from one body (the .inc beside it). */
 #ifndef QKV_KERNELS_H
 #define QKV_KERNELS_H

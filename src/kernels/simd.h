@@ -1,5 +1,5 @@
 /* simd.h - what the kernels' vectorised loops share: an exp that vectorises (and its
- * constants, for the 16-lane form in attention.c), the lanes of a 16-wide step, and the
+ * constants, for the 16-lane form in attention_kernel.c), the lanes of a 16-wide step, and the
  * attribute that compiles a loop for AVX-512, AVX2 and the baseline, chosen at load time. */
 #ifndef QKV_SIMD_H
 #define QKV_SIMD_H

@@ -11,8 +11,8 @@
  * Built with -fsanitize=fuzzer,address,undefined under QKV_FUZZ=ON; replay.c runs the seed
  * corpus (tests/fuzz/corpus/safetensors) through it in the normal build. */
 #include "io/io.h"
-#include "internal.h"
-#include "train.h"
+#include "engine/internal.h"
+#include "train/trainer.h"
 
 #include <stdint.h>
 

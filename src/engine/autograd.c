@@ -1,0 +1,122 @@
+/* autograd.c - the tape: reverse-mode backward, zeroing gradients, a plain SGD step. */
+#include "engine/internal.h"
+
+static const char *const op_names[] = {
+    [QKV_OP_NONE] = "leaf",           [QKV_OP_MATMUL] = "matmul",
+    [QKV_OP_SCALE] = "scale",         [QKV_OP_MASK] = "mask",
+    [QKV_OP_SOFTMAX] = "softmax",     [QKV_OP_ADD] = "add",
+    [QKV_OP_MUL] = "mul",             [QKV_OP_EMBEDDING] = "embedding",
+    [QKV_OP_RESHAPE] = "reshape",     [QKV_OP_TRANSPOSE] = "transpose",
+    [QKV_OP_CROSS_ENTROPY] = "cross_entropy", [QKV_OP_MSE] = "mse",
+    [QKV_OP_SUM] = "sum",             [QKV_OP_MEAN] = "mean",
+    [QKV_OP_ATTENTION] = "attention_fused",
+};
+_Static_assert(sizeof op_names / sizeof op_names[0] == QKV_OP_COUNT, "op_names out of sync");
+
+static const op_backward_fn op_backward[] = {
+    [QKV_OP_NONE] = NULL,
+    [QKV_OP_MATMUL] = matmul_backward,
+    [QKV_OP_SCALE] = scale_backward,
+    [QKV_OP_MASK] = mask_backward,
+    [QKV_OP_SOFTMAX] = softmax_backward,
+    [QKV_OP_ADD] = add_backward,
+    [QKV_OP_MUL] = mul_backward,
+    [QKV_OP_EMBEDDING] = embedding_backward,
+    [QKV_OP_RESHAPE] = reshape_backward,
+    [QKV_OP_TRANSPOSE] = transpose_backward,
+    [QKV_OP_CROSS_ENTROPY] = cross_entropy_backward,
+    [QKV_OP_MSE] = mse_backward,
+    [QKV_OP_SUM] = sum_backward,
+    [QKV_OP_MEAN] = mean_backward,
+    [QKV_OP_ATTENTION] = attention_fused_backward,
+};
+_Static_assert(sizeof op_backward / sizeof op_backward[0] == QKV_OP_COUNT,
+               "op_backward out of sync");
+
+const char *qkv_op_name(qkv_op op) {
+    return op >= 0 && op < QKV_OP_COUNT ? op_names[op] : "?";
+}
+
+/* Leaves (parameters) receive the gradient of one backward pass in scratch memory of the loss's
+ * context, and it is added to what they hold at the end: a leaf's gradient becomes exactly
+ * old + new. Without this, ops that sum many contributions into one entry (matmul weights, a
+ * broadcast bias, an embedding row hit by repeated tokens) would round the old value in with
+ * each of them, and two calls would not add the same gradient twice. While staged, a leaf's
+ * `saved` (unused by leaves otherwise) holds its own gradient buffer. */
+static void stage_leaves(qkv_tensor *loss) {
+    for (qkv_tensor *t = loss; t; t = t->tape_prev) {
+        if (t->op == QKV_OP_NONE || !t->requires_grad || t->mark != loss->mark) continue;
+        for (int k = 0; k < 4; k++) {
+            qkv_tensor *s = t->src[k];
+            if (!s || s->op != QKV_OP_NONE || !s->grad || s->saved) continue;
+            s->saved = s->grad;
+            s->grad = qkv_ctx_alloc(loss->ctx, (size_t)s->size * qkv_dtype_size(s->dtype));
+        }
+    }
+}
+
+static void unstage_leaves(qkv_tensor *loss) {
+    for (qkv_tensor *t = loss; t; t = t->tape_prev) {
+        if (t->op == QKV_OP_NONE || !t->requires_grad || t->mark != loss->mark) continue;
+        for (int k = 0; k < 4; k++) {
+            qkv_tensor *s = t->src[k];
+            if (!s || s->op != QKV_OP_NONE || !s->saved) continue;
+            QKV_TYPED(s->dtype, {
+                T *g = s->saved;
+                const T *pass = s->grad;
+                for (int64_t i = 0; i < s->size; i++) g[i] += pass[i];
+            });
+            s->grad = s->saved;
+            s->saved = NULL;
+        }
+    }
+}
+
+void qkv_backward(qkv_tensor *loss) {
+    QKV_CHECK(loss, "backward", "loss is NULL");
+    QKV_CHECK(loss->size == 1, "backward", "loss must be a scalar, it has %lld elements",
+              (long long)loss->size);
+    QKV_CHECK(loss->requires_grad, "backward",
+              "loss does not depend on any parameter (or was built in no-grad mode)");
+    /* Tensors are recorded in order of creation, and an op's inputs always exist before it,
+     * so walking the tape backwards from the loss visits every consumer of a tensor before
+     * the tensor itself: a reverse topological order, without recursion. The first walk marks
+     * what the loss depends on (so that side computations on the same tape are left alone)
+     * and zeroes their gradients; the second runs their backward passes. */
+    static _Thread_local uint32_t passes;
+    uint32_t pass = ++passes ? passes : ++passes; /* 0 means "never reached" */
+    loss->mark = pass;
+    for (qkv_tensor *t = loss; t; t = t->tape_prev) {
+        if (t->mark != pass || t->op == QKV_OP_NONE) continue;
+        for (int k = 0; k < 4; k++)
+            if (t->src[k]) t->src[k]->mark = pass;
+        if (t->grad) memset(t->grad, 0, (size_t)t->size * qkv_dtype_size(t->dtype));
+    }
+    qkv_set(&(qkv_tensor){.dtype = loss->dtype, .data = loss->grad}, 0, 1.0);
+    stage_leaves(loss);
+    for (qkv_tensor *t = loss; t; t = t->tape_prev)
+        if (t->mark == pass && t->op != QKV_OP_NONE && t->requires_grad) op_backward[t->op](t);
+    unstage_leaves(loss);
+}
+
+void qkv_ctx_for_params(qkv_ctx *ctx, void (*fn)(qkv_tensor *p, void *user), void *user) {
+    for (int i = 0; i < ctx->nparams; i++) fn(ctx->params[i], user);
+}
+
+void qkv_zero_grad(qkv_ctx *ctx) {
+    for (int i = 0; i < ctx->nparams; i++) {
+        qkv_tensor *p = ctx->params[i];
+        memset(p->grad, 0, (size_t)p->size * qkv_dtype_size(p->dtype));
+    }
+}
+
+void qkv_sgd_step(qkv_ctx *ctx, float lr) {
+    for (int i = 0; i < ctx->nparams; i++) {
+        qkv_tensor *p = ctx->params[i];
+        QKV_TYPED(p->dtype, {
+            T *w = p->data;
+            const T *g = p->grad;
+            for (int64_t j = 0; j < p->size; j++) w[j] -= (T)lr * g[j]; /* w -= lr * dw */
+        });
+    }
+}

@@ -1,0 +1,78 @@
+/* matmul.c - C = op(A)·op(B), batched, either operand transposed without a copy. */
+#include "engine/internal.h"
+#include "kernels/kernels.h"
+
+/* The dims of one operand: rows/cols as stored, and how many matrices it holds. */
+static void gemm_call(qkv_dtype dt, bool ta, bool tb, int64_t batch, int64_t M, int64_t N,
+                      int64_t K, const void *A, int64_t as, const void *B, int64_t bs, void *C,
+                      int64_t cs, bool acc) {
+    if (dt == QKV_F32)
+        gemm_f32(ta, tb, batch, M, N, K, A, as, B, bs, C, cs, acc);
+    else
+        gemm_f64(ta, tb, batch, M, N, K, A, as, B, bs, C, cs, acc);
+}
+
+qkv_tensor *qkv_matmul_ex(qkv_ctx *ctx, qkv_tensor *a, bool ta, qkv_tensor *b, bool tb) {
+    tensor_check_float(a, "matmul", "a");
+    tensor_check_float(b, "matmul", "b");
+    QKV_CHECK(a->dtype == b->dtype, "matmul", "dtypes differ: a is %s, b is %s",
+              qkv_dtype_name(a->dtype), qkv_dtype_name(b->dtype));
+    QKV_CHECK(a->ndim >= 2 && b->ndim >= 2, "matmul", "need matrices: a is %s, b is %s", SHAPE(a), SHAPE(b));
+    int64_t M = a->shape[a->ndim - (ta ? 1 : 2)], Ka = a->shape[a->ndim - (ta ? 2 : 1)];
+    int64_t Kb = b->shape[b->ndim - (tb ? 1 : 2)], N = b->shape[b->ndim - (tb ? 2 : 1)];
+    QKV_CHECK(Ka == Kb, "matmul", "inner sizes differ: a%s is %s, b%s is %s", ta ? "ᵀ" : "", SHAPE(a),
+              tb ? "ᵀ" : "", SHAPE(b));
+    bool shared_b = b->ndim == 2 && a->ndim > 2;
+    if (!shared_b) {
+        QKV_CHECK(a->ndim == b->ndim, "matmul", "batch dims differ: a is %s, b is %s", SHAPE(a), SHAPE(b));
+        for (int i = 0; i < a->ndim - 2; i++)
+            QKV_CHECK(a->shape[i] == b->shape[i], "matmul", "batch dims differ: a is %s, b is %s",
+                      SHAPE(a), SHAPE(b));
+    } else {
+        QKV_CHECK(!ta, "matmul", "a shared 2-D b needs an untransposed a: a is %s, b is %s", SHAPE(a),
+                  SHAPE(b));
+    }
+    int64_t shape[QKV_MAX_DIMS];
+    memcpy(shape, a->shape, sizeof shape);
+    shape[a->ndim - 2] = M;
+    shape[a->ndim - 1] = N;
+    qkv_tensor *c = tensor_new_op(ctx, QKV_OP_MATMUL, a->dtype, a->ndim, shape, a, b, NULL);
+    c->iparam[0] = ta;
+    c->iparam[1] = tb;
+    int64_t batch = a->size / (M * Ka);
+    gemm_call(a->dtype, ta, tb, batch, M, N, Ka, a->data, M * Ka, b->data,
+              shared_b ? 0 : Kb * N, c->data, M * N, false);
+    return c;
+}
+
+qkv_tensor *qkv_matmul(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b) {
+    return qkv_matmul_ex(ctx, a, false, b, false);
+}
+
+void matmul_backward(qkv_tensor *c) {
+    qkv_tensor *a = c->src[0], *b = c->src[1];
+    bool ta = c->iparam[0], tb = c->iparam[1];
+    int64_t M = c->shape[c->ndim - 2], N = c->shape[c->ndim - 1];
+    int64_t K = a->shape[a->ndim - (ta ? 2 : 1)];
+    int64_t batch = c->size / (M * N);
+    bool shared_b = b->ndim == 2 && a->ndim > 2;
+    const void *dC = c->grad;
+    if (a->grad) {
+        if (!ta) /* forward: C = A·op(B)  =>  dA (M,K) += dC·op(B)ᵀ */
+            gemm_call(c->dtype, false, !tb, batch, M, K, N, dC, M * N, b->data,
+                      shared_b ? 0 : K * N, a->grad, M * K, true);
+        else /* forward: C = Aᵀ·op(B)  =>  dA (K,M) += op(B)·dCᵀ */
+            gemm_call(c->dtype, tb, true, batch, K, M, N, b->data, K * N, dC, M * N, a->grad,
+                      K * M, true);
+    }
+    if (b->grad) {
+        /* A shared B collects the gradient of every batch: fold the batches into rows. */
+        int64_t bb = shared_b ? 1 : batch, Mf = shared_b ? batch * M : M;
+        if (!tb) /* dB (K,N) += op(A)ᵀ·dC */
+            gemm_call(c->dtype, !ta, false, bb, K, N, Mf, a->data, M * K, dC, M * N, b->grad,
+                      K * N, true);
+        else /* forward: C = op(A)·Bᵀ  =>  dB (N,K) += dCᵀ·op(A) */
+            gemm_call(c->dtype, true, ta, bb, N, K, Mf, dC, M * N, a->data, M * K, b->grad,
+                      N * K, true);
+    }
+}

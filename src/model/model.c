@@ -1,0 +1,216 @@
+/* model.c - the attention model: token + position embeddings, L layers of multi-head
+ * self-attention (W_Q, W_K, W_V, W_O), and a head giving vocabulary logits. */
+#include "engine/internal.h"
+
+double qkv_model_param_bytes(const qkv_model_config *c) {
+    double n = (double)c->vocab * c->d_model * 2 + (double)(c->seq_len + c->target_len) * c->d_model + c->vocab +
+               4.0 * c->layers * c->d_model * c->d_model;
+    return n * 4 * (double)qkv_dtype_size(c->dtype); /* weights, gradients, two Adam moments */
+}
+
+double qkv_model_step_bytes(const qkv_model_config *c, int batch) {
+    /* Per layer: ~14 copies of a (B,T,C) activation (projections, head splits, merges) and
+     * 4 of the (B,H,T,T) scores; the head adds (B,T,V) logits: 4 copies counted, where ~3
+     * are measured (the logits, the biased logits, a backward temporary). Twice that with
+     * gradients. Backward adds one pass's gradient of every parameter (qkv_backward stages
+     * them in the step's arena). tests/test_faults.c checks that a real step stays within it. */
+    double btc = (double)batch * (c->target_len > c->seq_len ? c->target_len : c->seq_len) * c->d_model;
+    int Tq = c->target_len > c->seq_len ? c->target_len : c->seq_len;
+    /* a padding mask, (B, 1, Tq, T), is H times smaller than one copy of the scores */
+    double bhtt = (double)batch * c->heads * Tq * c->seq_len;
+    double btv = (double)batch * (c->target_len > c->seq_len ? c->target_len : c->seq_len) * c->vocab;
+    double staged = qkv_model_param_bytes(c) / 4, es = (double)qkv_dtype_size(c->dtype);
+    return 2.0 * es * (c->layers * (14 * btc + 4 * bhtt) + 3 * btc + 4 * btv) + staged;
+}
+
+static qkv_tensor *add_param(qkv_model *m, qkv_tensor *t, const char *fmt, int layer) {
+    snprintf(m->param_name[m->nparams], sizeof m->param_name[0], fmt, layer);
+    t->name = m->param_name[m->nparams];
+    m->param[m->nparams++] = qkv_param(m->params, t);
+    return t;
+}
+
+qkv_status model_check_config(const qkv_model_config *c) {
+    if (c->vocab < 2 || c->vocab > 1000000)
+        return qkv_fail(QKV_ERR_VALUE, "--vocab %d is out of range (2..1000000)", c->vocab);
+    if (c->seq_len < 1 || c->seq_len > 65536)
+        return qkv_fail(QKV_ERR_VALUE, "--seq-len %d is out of range (1..65536)", c->seq_len);
+    if (c->d_model < 1 || c->d_model > 8192)
+        return qkv_fail(QKV_ERR_VALUE, "--d-model %d is out of range (1..8192)", c->d_model);
+    if (c->heads < 1 || c->heads > c->d_model)
+        return qkv_fail(QKV_ERR_VALUE, "--heads %d is out of range (1..%d)", c->heads, c->d_model);
+    if (c->d_model % c->heads != 0)
+        return qkv_fail(QKV_ERR_VALUE, "--heads %d does not divide --d-model %d", c->heads,
+                        c->d_model);
+    if (c->layers < 1 || c->layers > QKV_MAX_LAYERS)
+        return qkv_fail(QKV_ERR_VALUE, "--layers %d is out of range (1..%d)", c->layers,
+                        QKV_MAX_LAYERS);
+    if (c->dtype != QKV_F32 && c->dtype != QKV_F64)
+        return qkv_fail(QKV_ERR_VALUE, "the model's dtype must be f32 or f64");
+    if (c->target_len < 0 || c->target_len > 65536)
+        return qkv_fail(QKV_ERR_VALUE, "the target length %d is out of range (0..65536)",
+                        c->target_len);
+    if (!(c->init_scale > 0 && c->init_scale <= 100))
+        return qkv_fail(QKV_ERR_VALUE, "--init-scale %g is out of range (above 0..100)",
+                        c->init_scale);
+    return QKV_OK;
+}
+
+qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    const qkv_model_config *c = cfg;
+    qkv_status st = model_check_config(c);
+    if (st != QKV_OK) return st;
+    const char *what;
+    double need = qkv_model_param_bytes(c), have = memory_limit(&what);
+    if (need > have / 2)
+        return qkv_fail(QKV_ERR_NOMEM, "the model needs %.1f GiB for its parameters, more than "
+                        "half of %s (%.1f GiB): lower --d-model, --vocab or --layers",
+                        need / (1 << 30), what, have / (1 << 30));
+    m->cfg = *c;
+    m->params = qkv_ctx_new((size_t)need + 4096 * 64);
+    if (!m->params) return qkv_fail(QKV_ERR_NOMEM, "out of memory for the parameters");
+    qkv_rng rng = qkv_rng_seed(seed);
+    int V = c->vocab, T = c->seq_len, C = c->d_model;
+    double s = c->init_scale, sw = s / sqrt((double)C);
+    qkv_dtype dt = c->dtype;
+    m->tok_emb = add_param(m, qkv_randn(m->params, dt, 2, (int64_t[]){V, C}, s, &rng), "tok_emb", 0);
+    m->pos_emb = add_param(m, qkv_randn(m->params, dt, 2, (int64_t[]){T, C}, s, &rng), "pos_emb", 0);
+    for (int l = 0; l < c->layers; l++) {
+        int64_t cc[2] = {C, C};
+        m->w_q[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_q", l);
+        m->w_k[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_k", l);
+        m->w_v[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_v", l);
+        m->w_o[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_o", l);
+    }
+    m->head_w = add_param(m, qkv_randn(m->params, dt, 2, (int64_t[]){C, V}, sw, &rng), "head.w", 0);
+    m->head_b = add_param(m, qkv_zeros(m->params, dt, 1, (int64_t[]){V}), "head.b", 0);
+    if (c->target_len > 0) /* drawn last, so a self-attention model draws what it always did */
+        m->dec_pos_emb = add_param(m, qkv_randn(m->params, dt, 2, (int64_t[]){c->target_len, C},
+                                                s, &rng), "dec_pos_emb", 0);
+    return QKV_OK;
+}
+
+/* r's twin of m's parameter p. */
+static qkv_tensor *twin(const qkv_model *m, const qkv_model *r, const qkv_tensor *p) {
+    for (int i = 0; i < m->nparams; i++)
+        if (m->param[i] == p) return r->param[i];
+    return NULL;
+}
+
+qkv_status model_replica(qkv_model *r, const qkv_model *m) {
+    *r = *m;
+    size_t bytes = 64 * 1024;
+    for (int i = 0; i < m->nparams; i++)
+        bytes += (size_t)m->param[i]->size * qkv_dtype_size(m->cfg.dtype) + 2 * sizeof(qkv_tensor) + 128;
+    r->params = qkv_ctx_new(bytes);
+    if (!r->params) return qkv_fail(QKV_ERR_NOMEM, "out of memory for a model replica");
+    for (int i = 0; i < m->nparams; i++) {
+        r->param[i] = qkv_param(r->params, tensor_share(r->params, m->param[i]));
+        r->param[i]->name = r->param_name[i];
+    }
+    r->tok_emb = twin(m, r, m->tok_emb);
+    r->pos_emb = twin(m, r, m->pos_emb);
+    for (int l = 0; l < m->cfg.layers; l++) {
+        r->w_q[l] = twin(m, r, m->w_q[l]);
+        r->w_k[l] = twin(m, r, m->w_k[l]);
+        r->w_v[l] = twin(m, r, m->w_v[l]);
+        r->w_o[l] = twin(m, r, m->w_o[l]);
+    }
+    r->head_w = twin(m, r, m->head_w);
+    r->head_b = twin(m, r, m->head_b);
+    r->dec_pos_emb = m->dec_pos_emb ? twin(m, r, m->dec_pos_emb) : NULL;
+    return QKV_OK;
+}
+
+void qkv_model_free(qkv_model *m) {
+    qkv_ctx_free(m->params);
+    m->params = NULL;
+}
+
+/* (B, T, C) -> (B, H, T, Dk): split the width into heads. */
+static qkv_tensor *split_heads(qkv_ctx *ctx, qkv_tensor *x, int B, int T, int H, int Dk) {
+    x = qkv_reshape(ctx, x, 4, (int64_t[]){B, T, H, Dk});
+    return H > 1 ? qkv_transpose(ctx, x, 1, 2) : qkv_reshape(ctx, x, 4, (int64_t[]){B, 1, T, Dk});
+}
+
+/* (B, H, T, Dk) -> (B, T, C): the inverse of split_heads. */
+static qkv_tensor *merge_heads(qkv_ctx *ctx, qkv_tensor *x, int B, int T, int H, int Dk) {
+    if (H > 1) x = qkv_transpose(ctx, x, 1, 2);
+    return qkv_reshape(ctx, x, 3, (int64_t[]){B, T, H * Dk});
+}
+
+/* The mask of one layer, (B, 1, Tq, T): -inf on keys past each sequence's length and, with
+ * a causal mask, on keys after the query; 0 elsewhere. Built in place as a leaf (no gradient
+ * flows into a mask). NULL when nothing is masked. */
+static qkv_tensor *attention_mask(qkv_ctx *step, const qkv_model_config *c, int B, int Tq,
+                                  int T, const int32_t *lengths) {
+    if (!lengths) return c->causal ? qkv_mask_causal(step, c->dtype, Tq, T) : NULL;
+    qkv_tensor *mask = qkv_zeros(step, c->dtype, 4, (int64_t[]){B, 1, Tq, T});
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tq; i++)
+            for (int j = 0; j < T; j++)
+                if (j >= lengths[b] || (c->causal && j > i)) {
+                    int64_t at = ((int64_t)b * Tq + i) * T + j;
+                    if (c->dtype == QKV_F64) ((double *)mask->data)[at] = -INFINITY;
+                    else ((float *)mask->data)[at] = -INFINITY;
+                }
+    return mask;
+}
+
+/* The forward pass; with `trace`, each layer's attention is built from its parts (matmul,
+ * scale, mask, softmax, matmul: the composed form) and every part is kept in trace[l]. */
+static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                 const int32_t *lengths, int batch, qkv_tensor **attn,
+                                 qkv_layer_trace *trace) {
+    const qkv_model_config *c = &m->cfg;
+    int B = batch, T = c->seq_len, H = c->heads, Dk = c->d_model / c->heads;
+    int Tq = c->target_len ? c->target_len : T; /* query positions */
+    qkv_tensor *idx = qkv_from_array(step, QKV_I32, 2, (int64_t[]){B, T}, tokens);
+    qkv_tensor *x = qkv_add(step, qkv_embedding(step, m->tok_emb, idx), m->pos_emb); /* (B,T,C) */
+    qkv_tensor *mask = attention_mask(step, c, B, Tq, T, lengths);
+    /* Self-attention: the stream is x itself. Encoder-decoder: the decoder stream starts as
+     * dec_pos_emb broadcast over the batch (B, To, C) and is the query side of every layer;
+     * the keys and values always come from the embedded inputs x. */
+    qkv_tensor *d = x;
+    if (c->target_len)
+        d = qkv_add(step, qkv_zeros(step, c->dtype, 3, (int64_t[]){B, Tq, c->d_model}),
+                    m->dec_pos_emb);
+    for (int l = 0; l < c->layers; l++) {
+        qkv_tensor *kv_in = c->target_len ? x : d;
+        qkv_tensor *q = split_heads(step, qkv_matmul(step, d, m->w_q[l]), B, Tq, H, Dk);
+        qkv_tensor *k = split_heads(step, qkv_matmul(step, kv_in, m->w_k[l]), B, T, H, Dk);
+        qkv_tensor *v = split_heads(step, qkv_matmul(step, kv_in, m->w_v[l]), B, T, H, Dk);
+        qkv_tensor *y;
+        if (trace) {
+            qkv_layer_trace *tr = &trace[l];
+            tr->q = q, tr->k = k, tr->v = v;
+            tr->scores = qkv_matmul_ex(step, q, false, k, true);          /* (B,H,Tq,T) */
+            tr->scaled = qkv_scale(step, tr->scores, 1.0 / sqrt((double)Dk));
+            tr->masked = mask ? qkv_mask(step, tr->scaled, mask) : tr->scaled;
+            tr->weights = qkv_softmax(step, tr->masked);
+            tr->head_out = y = qkv_matmul(step, tr->weights, v);           /* (B,H,Tq,Dk) */
+            if (attn) attn[l] = tr->weights;
+        } else {
+            y = qkv_attention(step, q, k, v, mask, 0, attn ? &attn[l] : NULL);
+        }
+        y = qkv_matmul(step, merge_heads(step, y, B, Tq, H, Dk), m->w_o[l]); /* (B,Tq,C) */
+        d = c->residual ? qkv_add(step, d, y) : y;
+    }
+    return qkv_add(step, qkv_matmul(step, d, m->head_w), m->head_b); /* (B,Tq,V) */
+}
+
+qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens, int batch,
+                              qkv_tensor **attn) {
+    return model_forward(m, step, tokens, NULL, batch, attn, NULL);
+}
+
+qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                     const int32_t *lengths, int batch, qkv_tensor **attn) {
+    return model_forward(m, step, tokens, lengths, batch, attn, NULL);
+}
+
+qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                    int batch, qkv_layer_trace *trace) {
+    return model_forward(m, step, tokens, NULL, batch, NULL, trace);
+}

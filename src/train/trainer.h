@@ -1,0 +1,121 @@
+/* trainer.h - the training layer: one task, one model, one optimizer, and their files. */
+#ifndef QKV_TRAIN_H
+#define QKV_TRAIN_H
+
+#include "model/dataset.h"
+#include "qkv.h"
+
+#define TRAIN_HELDOUT 512 /* held-out sequences, fixed by the seed */
+
+typedef struct {
+    /* what was asked for */
+    qkv_task task;
+    qkv_model_config model;
+    qkv_optim_kind optim;
+    double lr, weight_decay, clip;
+    bool cosine;              /* cosine decay of the learning rate to 0 over `steps` */
+    int64_t warmup;           /* linear warm-up steps */
+    int batch;
+    int64_t steps;
+    uint64_t seed;
+    /* A task of the user's own: the examples' file, and the held-out file ("" for a hash of
+     * each line). trainer_init reads them, and sets task, model.vocab, model.seq_len and
+     * model.target_len from them. */
+    char data_path[1024], heldout_path[1024];
+    uint64_t data_checksum; /* when loading a model: the files' checksum it was trained on */
+} train_config;
+
+/* A training step splits its batch into shards of whole sequences, each with its own graph
+ * and its own parameter gradients, so that shards can run forward and backward side by side,
+ * one per thread (trainer_update decides when). The number of shards depends on the batch
+ * alone, and their gradients are summed in shard order, so a step gives the same bits on any
+ * number of threads. */
+#define TRAIN_SHARDS 2
+
+typedef struct {
+    qkv_model replica;        /* shards 1..: the trainer's weights with gradients of its own */
+    qkv_ctx *ctx;             /* its graph, reset every step */
+    int first, count;         /* its sequences of the batch */
+    double loss;              /* its share of the batch's mean loss */
+    int64_t correct, counted; /* argmax hits and targets */
+} train_shard;
+
+typedef struct {
+    train_config cfg;
+    qkv_model model;
+    int nshards;
+    train_shard shard[TRAIN_SHARDS];
+    qkv_optim optim;
+    qkv_rng data_rng;         /* draws the training batches; saved for --resume */
+    qkv_ctx *eval_ctx;        /* no-grad evaluation */
+    int32_t *tokens, *targets;            /* (batch, T) */
+    int32_t *held_tokens, *held_targets;  /* (n_held, T) and (n_held, To) */
+    int32_t *lengths, *held_lengths;      /* data: (batch) and (n_held) input lengths; else NULL */
+    int n_held;                           /* TRAIN_HELDOUT, or a data file's held-out examples */
+    int target_len;                       /* To: T, or an encoder-decoder's output length */
+    dataset *data;                        /* a data run's examples (owned), else NULL */
+    uint8_t *ideal;                       /* (T, T): one sequence's ideal pattern, scratch */
+    double last_loss, last_train_acc;
+    int64_t metrics_rows;     /* rows of the run's metrics.csv that belong to this state (its
+                                 checkpoint records them; -1: no run directory, or unknown) */
+} trainer;
+
+#define EVAL_MAX_HEADS 64 /* heads scored per layer */
+
+typedef struct {
+    double loss, accuracy, attention_mass;
+    int best_head;            /* of the task's layer (attention_layer), 0-based */
+    int attention_layer;      /* the layer that carries the task, 0-based: for induction and
+                                 recall the last, else the one whose best head has the most mass */
+    int64_t correct, counted; /* argmax hits among the held-out positions with a target */
+    bool has_ideal;           /* the task defines an ideal pattern */
+    double layer_mass[QKV_MAX_LAYERS]; /* each layer's best head's mass on its ideal pattern */
+    int layer_best_head[QKV_MAX_LAYERS];
+    /* Head scores over every held-out query position, per layer and head: the mean
+     * weight on the previous position; on earlier positions holding the same token
+     * (duplicate); on the positions just after earlier copies of the query's token
+     * (induction, prefix matching). Each is averaged over the rows where it is defined. */
+    double prev_token[QKV_MAX_LAYERS][EVAL_MAX_HEADS], duplicate[QKV_MAX_LAYERS][EVAL_MAX_HEADS],
+        induction[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
+} eval_result;
+
+/* Validates the config (the model, the task, the numbers) and builds everything. */
+qkv_status trainer_init(trainer *t, const train_config *cfg);
+void trainer_free(trainer *t);
+/* The learning rate of step `step` (1-based): warm-up, then constant or cosine decay. */
+double trainer_lr(const train_config *cfg, int64_t step);
+/* One SGD step on a fresh batch; QKV_ERR_NUMERIC if the loss is not finite. */
+qkv_status trainer_step(trainer *t);
+/* One SGD step on the batch already in t->tokens / t->targets (what trainer_step does after
+ * drawing it). */
+qkv_status trainer_update(trainer *t);
+/* Loss, token accuracy and attention mass on the held-out set. */
+eval_result trainer_evaluate(trainer *t);
+/* The attention weights of layer l for held-out example `index`: (H, T, T) into out. */
+void trainer_attention(trainer *t, int index, float *out /* (L, H, T, T) */);
+/* For held-out example `index`, one forward and backward pass of its cross-entropy loss: the
+ * gradient of every layer's attention weights, dA, and of the scores that enter the softmax
+ * (after scale and mask), dS, into dA and dS, each (L, H, T, T). Parameter gradients are left
+ * dirty, so call it between steps, never inside one. */
+void trainer_attention_grads(trainer *t, int index, float *dA, float *dS);
+
+/* model.safetensors: parameters, optimizer state and, in __metadata__, the config, the task,
+ * the step and the data RNG, so that a resumed run continues exactly. Refuses (QKV_ERR_NUMERIC,
+ * nothing written) a state that trainer_check_state refuses. */
+qkv_status trainer_save(const trainer *t, const char *path);
+/* Every weight and first moment finite, every second moment finite and >= 0: a state worth
+ * saving or resuming. Otherwise `status` with a message naming the tensor and element. */
+qkv_status trainer_check_state(const trainer *t, qkv_status status);
+/* Rebuilds a trainer from a file written by trainer_save, in the file's dtype (metadata
+ * "dtype"; a file without it is f32). */
+qkv_status trainer_load(trainer *t, const char *path);
+/* The same from a file already parsed (st stays the caller's); `path` names it in messages. */
+qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path);
+/* The same in `dtype`: TRAIN_DTYPE_OF_FILE, QKV_F32 or QKV_F64. An f32 file loads as f64
+ * exactly (every weight and optimizer moment widened); an f64 file asked for as f32 is
+ * QKV_ERR_MISMATCH, since rounding it would change the model. */
+#define TRAIN_DTYPE_OF_FILE (-1)
+qkv_status trainer_load_as(trainer *t, const char *path, int dtype);
+qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, int dtype);
+
+#endif
