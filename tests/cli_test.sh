@@ -216,7 +216,28 @@ grep -q $'\r' out.txt && fail "a progress bar (\\r) was printed to a file" || ok
 
 # ---- help and version ---------------------------------------------------------------------------
 run 0 "--version" -- --version
-grep -Eq '^qkv [0-9]+\.[0-9]+\.[0-9]+$' out.txt && ok || fail "--version prints '$(cat out.txt)'"
+head -n 1 out.txt | grep -Eq '^qkv [0-9]+\.[0-9]+\.[0-9]+$' && ok || fail "--version prints '$(cat out.txt)'"
+grep -Eq '^simd: (avx512|avx2|neon|scalar) ' out.txt && ok || fail "--version names no SIMD path: '$(cat out.txt)'"
+grep -Eq '^threads: [0-9]+ ' out.txt && ok || fail "--version names no thread count: '$(cat out.txt)'"
+QKV_SIMD=scalar "$QKV" --version >out.txt 2>err.txt
+grep -q '^simd: scalar (forced by QKV_SIMD' out.txt && ok || fail "QKV_SIMD=scalar --version says '$(cat out.txt)'"
+# QKV_SIMD naming a path that does not exist, or that this build or CPU cannot run: refused
+# before anything runs (exit 2, one line), by every command
+for value in portable AVX2 "avx2 " neon-ish; do
+    QKV_SIMD="$value" "$QKV" train --steps 1 >out.txt 2>err.txt
+    rc=$?
+    [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && [ ! -s out.txt ] &&
+        grep -q "^qkv: QKV_SIMD=$value: unknown path (one of scalar, avx2, avx512, neon)" err.txt &&
+        ok || fail "QKV_SIMD='$value': exit $rc, $(cat err.txt)"
+done
+for value in scalar avx2 avx512 neon; do
+    if QKV_SIMD=$value "$QKV" --version >out.txt 2>err.txt; then
+        grep -q "^simd: $value " out.txt && ok || fail "QKV_SIMD=$value ran $(grep simd out.txt)"
+    else
+        [ "$?" -eq 2 ] && grep -q "^qkv: QKV_SIMD=$value: this \(CPU\|build\) cannot run it" err.txt &&
+            ok || fail "QKV_SIMD=$value refused with: $(cat err.txt)"
+    fi
+done
 run 0 "--help" -- --help
 for cmd in train eval grads gradcheck; do
     grep -q "^  $cmd " out.txt && ok || fail "qkv --help does not list $cmd"

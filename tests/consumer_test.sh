@@ -50,7 +50,7 @@ for gp in "$QKV_SOURCE_DIR"/scripts/*.gp; do
 done
 [ -L "$libdir/libqkv.so" ] && [ -L "$libdir/libqkv.so.$major" ] ||
     fail "libqkv.so and libqkv.so.$major should be symbolic links to libqkv.so.$QKV_VERSION"
-got=$("$prefix/$QKV_BINDIR/qkv" --version) || fail "the installed qkv --version failed"
+got=$("$prefix/$QKV_BINDIR/qkv" --version | head -n 1) || fail "the installed qkv --version failed"
 [ "$got" = "qkv $QKV_VERSION" ] || fail "the installed qkv says '$got', expected 'qkv $QKV_VERSION'"
 
 # The installed qkv plots with the installed scripts (found from the binary, before the

@@ -1,7 +1,7 @@
 /* test_kernels.c - the kernels under every training step.
  *   gemm: gemm_f32 (and gemm1_packed_f32, gemm_f64) against a double-precision reference on many
  *         shapes, every transpose, batched and shared-B, accumulating or not; ctest runs this
- *         file again with QKV_SIMD=portable and QKV_SIMD=avx2, so every micro-kernel passes it.
+ *         file again with QKV_SIMD=scalar, avx2 and avx512, so every path passes it.
  *   determinism: the same bits with one thread and with two (gemm and fused attention).
  *   fused: qkv_attention_fused against qkv_attention_unfused, outputs and gradients, with every
  *          kind of mask; fully masked rows are exactly zero in both.
@@ -95,7 +95,7 @@ static void check_gemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, in
                 REQUIRE(err <= tol,
                         "gemm%s %s ta=%d tb=%d batch=%lld M=%lld N=%lld K=%lld share=%d acc=%d: "
                         "C[%lld][%lld][%lld] = %.9g, reference %.9g (tol %.3g)",
-                        one ? "1" : "", sgemm_kernel_name(), ta, tb, (long long)batch, (long long)M,
+                        one ? "1" : "", kernel_isa_name(), ta, tb, (long long)batch, (long long)M,
                         (long long)N, (long long)K, share, accumulate, (long long)b, (long long)i,
                         (long long)j, got, ref, tol);
                 if (mag > 0 && err / mag > gemm_worst) gemm_worst = err / mag;
@@ -130,7 +130,7 @@ START_TEST(test_gemm_sweep) {
             }
     ck_assert_int_eq(shapes, 3209);
     printf("gemm sweep (%s): %ld shapes x 4 transposes, worst error %.3g of sum |a*b|\n",
-           sgemm_kernel_name(), shapes, gemm_worst);
+           kernel_isa_name(), shapes, gemm_worst);
 }
 END_TEST
 
@@ -229,29 +229,30 @@ START_TEST(test_gemm_f64) {
 }
 END_TEST
 
-/* The micro-kernel in use is the one QKV_SIMD names when the CPU has it, else the best. */
+/* The path in use is the one QKV_SIMD names when this CPU runs it, else the best it runs; the
+ * paths it runs are those its CPU has. */
 START_TEST(test_simd_choice) {
-    const char *force = getenv("QKV_SIMD"), *name = sgemm_kernel_name();
-    printf("sgemm kernel: %s (QKV_SIMD=%s)\n", name, force ? force : "unset");
-    ck_assert_msg(!strcmp(name, "portable") || !strcmp(name, "avx2") || !strcmp(name, "avx512"),
-                  "unknown kernel name %s", name);
-    if (force && !strcmp(force, "portable")) {
-        ck_assert_str_eq(name, "portable");
-        return;
-    }
+    const char *force = getenv("QKV_SIMD"), *name = kernel_isa_name();
+    static const char *const best_first[] = {"avx512", "avx2", "neon", "scalar"};
+    printf("kernels: %s (QKV_SIMD=%s)\n", name, force ? force : "unset");
+    ck_assert(kernel_isa_runs("scalar"));
+    ck_assert(!kernel_isa_runs("portable") && !kernel_isa_runs(""));
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    bool avx512 = __builtin_cpu_supports("avx512f");
-    if (force && !strcmp(force, "avx2") && avx2)
-        ck_assert_str_eq(name, "avx2");
-    else if (force && !strcmp(force, "avx512") && avx512)
-        ck_assert_str_eq(name, "avx512");
-    else if (!force)
-        ck_assert_str_eq(name, avx512 ? "avx512" : avx2 ? "avx2" : "portable");
-#else
-    ck_assert_str_eq(name, "portable");
+    bool fma = __builtin_cpu_supports("fma");
+    ck_assert(kernel_isa_runs("avx2") == (fma && __builtin_cpu_supports("avx2")));
+    ck_assert(kernel_isa_runs("avx512") == (fma && __builtin_cpu_supports("avx512f")));
+    ck_assert(!kernel_isa_runs("neon"));
+#elif defined(__aarch64__)
+    ck_assert(kernel_isa_runs("neon") && !kernel_isa_runs("avx2"));
 #endif
+    if (force && *force && kernel_isa_runs(force)) {
+        ck_assert_str_eq(name, force);
+        return;
+    }
+    size_t best = 0;
+    while (!kernel_isa_runs(best_first[best])) best++;
+    ck_assert_str_eq(name, best_first[best]);
 }
 END_TEST
 
@@ -791,7 +792,7 @@ static Suite *kernels_suite(void) {
 
 int main(void) {
     const char *force = getenv("QKV_SIMD");
-    printf("test_kernels: sgemm kernel %s (QKV_SIMD=%s)\n", sgemm_kernel_name(),
+    printf("test_kernels: sgemm kernel %s (QKV_SIMD=%s)\n", kernel_isa_name(),
            force ? force : "unset");
     SRunner *sr = srunner_create(kernels_suite());
     srunner_run_all(sr, CK_NORMAL);

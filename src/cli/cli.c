@@ -1,8 +1,13 @@
 /* cli.c - the qkv command line: dispatches to one file per command. */
 #include "cli.h"
+#include "kernels/kernels.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#ifdef QKV_HAVE_OPENMP
+#include <omp.h>
+#endif
 
 static const struct {
     const char *name;
@@ -29,6 +34,23 @@ static void print_usage(FILE *out) {
     fprintf(out, "\n  -h, --help     show this help\n  -V, --version  print the version\n");
 }
 
+/* qkv --version: the version, then the SIMD path and the threads the kernels use. */
+static void print_version(void) {
+    static const char *const paths[] = {"avx512", "avx2", "neon", "scalar"};
+    const char *env = getenv("QKV_SIMD");
+    printf("qkv %s\n", QKV_VERSION_STRING);
+    printf("simd: %s (%s; this CPU runs", kernel_isa_name(),
+           env && *env ? "forced by QKV_SIMD" : "the best this CPU runs, QKV_SIMD unset");
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (kernel_isa_runs(paths[i])) printf(" %s", paths[i]);
+    printf(")\n");
+#ifdef QKV_HAVE_OPENMP
+    printf("threads: %d (OpenMP; --threads or OMP_NUM_THREADS set them)\n", omp_get_max_threads());
+#else
+    printf("threads: 1 (built without OpenMP)\n");
+#endif
+}
+
 int cli_main(int argc, char **argv, bool parse_only) {
     if (argc < 2) {
         print_usage(stderr);
@@ -39,8 +61,13 @@ int cli_main(int argc, char **argv, bool parse_only) {
         print_usage(stdout);
         return EXIT_OK;
     }
+    char why[128];
+    if (!kernel_isa_check_env(why, sizeof why)) { /* before anything runs on another path */
+        cli_error("%s", why);
+        return EXIT_USAGE;
+    }
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
-        printf("qkv %s\n", QKV_VERSION_STRING);
+        print_version();
         return EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

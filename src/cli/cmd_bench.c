@@ -87,6 +87,12 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+#ifdef QKV_HAVE_OPENMP
+#define OPENMP_ON 1
+#else
+#define OPENMP_ON 0
+#endif
+
 static int run_workload(const workload *w, int threads, long repeat, double budget, bool json,
                         qkv_dtype dtype) {
     train_config cfg = {.optim = QKV_SGD, .lr = 0.01, .batch = w->batch, .steps = 1000000,
@@ -128,12 +134,14 @@ static int run_workload(const workload *w, int threads, long repeat, double budg
     if (json)
         printf("{\"config\":\"%s\",\"threads\":%d,\"ms_per_step\":%.4f,\"gflops\":%.2f,"
                "\"step_mem_mb\":%.2f,\"steps_timed\":%ld,\"loss\":%.5f,\"dtype\":\"%s\","
-               "\"backward_form\":\"%s\"}\n",
+               "\"backward_form\":\"%s\",\"simd\":\"%s\",\"openmp\":%s}\n",
                w->name, threads, 1e3 * median, gflops, mem_mb, n, t.last_loss,
-               qkv_dtype_name(dtype), attention_form_name(attention_form));
+               qkv_dtype_name(dtype), attention_form_name(attention_form), kernel_isa_name(),
+               OPENMP_ON ? "true" : "false");
     else
-        printf("%-7s threads %d  %9.3f ms/step  %7.2f GFLOP/s  step memory %8.2f MB  (%ld steps)%s%s\n",
-               w->name, threads, 1e3 * median, gflops, mem_mb, n, dtype == QKV_F64 ? "  f64" : "",
+        printf("%-7s %-6s threads %d%s  %9.3f ms/step  %7.2f GFLOP/s  step memory %8.2f MB  (%ld steps)%s%s\n",
+               w->name, kernel_isa_name(), threads, OPENMP_ON ? "" : " (no OpenMP)", 1e3 * median,
+               gflops, mem_mb, n, dtype == QKV_F64 ? "  f64" : "",
                attention_form == ATTENTION_FORM_D_FROM_P ? "" : attention_form_name(attention_form));
     fflush(stdout);
     trainer_free(&t);

@@ -127,7 +127,7 @@ static const cJSON *find_step(const cJSON *rows, int64_t step) {
 
 static const char *threads_isa(int *threads) {
     *threads = kernel_threads();
-    return sgemm_kernel_name();
+    return kernel_isa_name();
 }
 
 /* summary.json: the run as it stands. `status` is "running", "done" or "failed". */

@@ -1,6 +1,5 @@
 /* attention_kernel.c - fused attention kernels, f32 and f64 from one body (attention_kernel.inc). */
-#include "kernels.h"
-#include "simd.h"
+#include "isa.h"
 
 #include <math.h>
 #include <string.h>
@@ -33,140 +32,143 @@ bool attention_form_parse(const char *name, attention_form_kind *form) {
     return false;
 }
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define AVX512_TILES 1
+/* The tile loops of the f64 kernels. (The f32 ones are the ISA's, written over vec.h in
+ * isa_kernels.inc with the same meaning.) */
 
-/* fast_expf on 16 lanes: the same reduction and polynomial, 2^n applied by scalef (which
- * takes a NaN n without complaint and gives NaN). */
-__attribute__((target("avx512f"))) static inline __m512 exp16(__m512 x) {
-    /* clamped to [-87, 88]; max and min return their second operand when one is NaN */
-    __m512 xc = _mm512_min_ps(_mm512_set1_ps(EXP_HI), _mm512_max_ps(_mm512_set1_ps(EXP_LO), x));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(EXP_LOG2E)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_HI), xc);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(EXP_LN2_LO), r);
-    __m512 p = _mm512_set1_ps(EXP_P5);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(EXP_P0));
-    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    /* below -87: 0; NaN (unordered, so "not less than") stays NaN, as in fast_expf */
-    __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_LO), _CMP_NLT_UQ);
-    return _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(p, n));
+/* s (br×bc) = scale·s + mask for rows i0.., keys j0.. of head g. */
+static void scale_and_mask_f64(const attention_dims *d, double *s, int64_t br, int64_t bc,
+                               const double *mask, int64_t g, int64_t i0, int64_t j0) {
+    double scale = (double)d->scale;
+    for (int64_t r = 0; r < br; r++) {
+        double *row = s + r * bc;
+        if (!mask) {
+            for (int64_t c = 0; c < bc; c++) row[c] *= scale;
+            continue;
+        }
+        const double *m = mask + (g / d->H) * d->ms[0] + (g % d->H) * d->ms[1] + (i0 + r) * d->ms[2] +
+                     j0 * d->ms[3];
+        for (int64_t c = 0; c < bc; c++) row[c] = row[c] * scale + m[c * d->ms[3]];
+    }
 }
 
-/* online_softmax_f32 (attention_kernel.inc) in 16-lane steps: the generic loops, compiled, spend
- * more on masked epilogues and 16-way scalar reductions than on the exps (measured: 12% of
- * the long workload's step on one thread, 6% with this). */
-__attribute__((target("avx512f"))) static void
-online_softmax_avx512(float *s, int64_t br, int64_t bc, float *m, float *l, float *acc,
-                      int64_t Dv) {
+/* Max and sum of a row with 16 partial results, so that the loops vectorise (a single running
+ * value would be a serial chain); the order is fixed, so the result is too. */
+static inline double row_max_f64(const double *x, int64_t n, double init) {
+    double part[16];
+    for (int j = 0; j < 16; j++) part[j] = init;
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16)
+        for (int j = 0; j < 16; j++) part[j] = x[c + j] > part[j] ? x[c + j] : part[j];
+    for (; c < n; c++) part[0] = x[c] > part[0] ? x[c] : part[0];
+    double mx = part[0];
+    for (int j = 1; j < 16; j++) mx = part[j] > mx ? part[j] : mx;
+    return mx;
+}
+
+static inline double row_sum_f64(const double *x, int64_t n) {
+    double part[16] = {0};
+    int64_t c = 0;
+    for (; c + 16 <= n; c += 16)
+        for (int j = 0; j < 16; j++) part[j] += x[c + j];
+    for (; c < n; c++) part[0] += x[c];
+    double sum = 0;
+    for (int j = 0; j < 16; j++) sum += part[j];
+    return sum;
+}
+
+/* The online softmax over one tile of scores s (br×bc, overwritten by exp(s − new max)):
+ * m and l are each row's running max and sum; acc (br×Dv) is rescaled to the new max. */
+static void online_softmax_f64(double *s, int64_t br, int64_t bc, double *m, double *l, double *acc,
+                                         int64_t Dv) {
     for (int64_t r = 0; r < br; r++) {
-        float *row = s + r * bc;
-        __m512 vmax = _mm512_set1_ps(m[r]);
-        for (int64_t c = 0; c < bc; c += 16) {
-            __mmask16 k = lane_mask(c, bc);
-            vmax = _mm512_mask_max_ps(vmax, k, vmax, _mm512_maskz_loadu_ps(k, row + c));
-        }
-        float mx = _mm512_reduce_max_ps(vmax);
+        double *row = s + r * bc, mx = row_max_f64(row, bc, m[r]);
         if (mx == -INFINITY) { /* every key so far is masked */
             for (int64_t c = 0; c < bc; c++) row[c] = 0;
             continue;
         }
-        float alpha = fast_expf(m[r] - mx); /* exp(-inf) = 0 on the first tile */
-        __m512 vmx = _mm512_set1_ps(mx), sum = _mm512_setzero_ps();
-        for (int64_t c = 0; c < bc; c += 16) {
-            __mmask16 k = lane_mask(c, bc);
-            __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, row + c), vmx));
-            _mm512_mask_storeu_ps(row + c, k, e);
-            sum = _mm512_mask_add_ps(sum, k, sum, e);
-        }
-        l[r] = l[r] * alpha + _mm512_reduce_add_ps(sum);
+        double alpha = exp(m[r] - mx); /* exp(-inf) = 0 on the first tile */
+        for (int64_t c = 0; c < bc; c++) row[c] = exp(row[c] - mx);
+        l[r] = l[r] * alpha + row_sum_f64(row, bc);
         m[r] = mx;
-        __m512 va = _mm512_set1_ps(alpha);
-        float *ar = acc + r * Dv;
-        for (int64_t c = 0; c < Dv; c += 16) {
-            __mmask16 k = lane_mask(c, Dv);
-            _mm512_mask_storeu_ps(ar + c, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, ar + c), va));
-        }
+        for (int64_t c = 0; c < Dv; c++) acc[r * Dv + c] *= alpha;
     }
 }
 
-/* recompute_probs_f32 (attention_kernel.inc) in 16-lane steps. */
-__attribute__((target("avx512f"))) static void recompute_probs_avx512(float *p, int64_t br,
-                                                                      int64_t bc,
-                                                                      const float *lse,
-                                                                      const float *lse_lo) {
+/* p (br×bc) = exp((p − L_r) − Llo_r): the probabilities again, from the saved log-sum-exp
+ * L + Llo (see attention_forward)). For the keys that carry the weight, p is within a
+ * factor of two of L, so p − L is exact and only Llo, a few ulps, is rounded: P is as
+ * accurate as exp makes it however large the scores are. lse_lo NULL: Llo taken as 0. */
+static void recompute_probs_f64(double *p, int64_t br, int64_t bc, const double *lse,
+                                            const double *lse_lo) {
     for (int64_t r = 0; r < br; r++) {
-        float *row = p + r * bc;
-        if (lse[r] == -INFINITY) { /* a fully masked row */
+        double *row = p + r * bc, L = lse[r], lo = lse_lo ? lse_lo[r] : 0;
+        if (L == -INFINITY) { /* a fully masked row */
             for (int64_t c = 0; c < bc; c++) row[c] = 0;
             continue;
         }
-        __m512 L = _mm512_set1_ps(lse[r]), lo = _mm512_set1_ps(lse_lo ? lse_lo[r] : 0.0f);
-        for (int64_t c = 0; c < bc; c += 16) {
-            __mmask16 k = lane_mask(c, bc);
-            __m512 x = _mm512_maskz_loadu_ps(k, row + c);
-            _mm512_mask_storeu_ps(row + c, k, exp16(_mm512_sub_ps(_mm512_sub_ps(x, L), lo)));
-        }
+        for (int64_t c = 0; c < bc; c++) row[c] = exp((row[c] - L) - lo);
     }
 }
-#endif
+
+/* forward was: O = P·V with P = softmax(S), S = scale·Q·Kᵀ + M
+ *   =>  dS = P ⊙ (dP − D), D_r = Σ_c dO[r,c]·O[r,c] = D_hi + D_lo; dp holds dP and becomes
+ * scale·dS. Where attention is saturated, dP at the top key and D agree in all but their last
+ * bits: dP − D_hi is then exact, and D_lo puts back what rounding D to double took away. */
+static void score_grads_f64(double *dp, const double *p, int64_t br, int64_t bc,
+                                        const double *D_hi, const double *D_lo, double scale) {
+    for (int64_t r = 0; r < br; r++)
+        for (int64_t c = 0; c < bc; c++)
+            dp[r * bc + c] = p[r * bc + c] * ((dp[r * bc + c] - D_hi[r]) - D_lo[r]) * scale;
+}
 
 #define T float
 #define SUF f32
-#define EXP fast_expf
 #define LOG logf
 #define FMA fmaf
 #define GEMM_PACK gemm_pack_f32
 #define GEMM_PACKED_FLOATS gemm_packed_floats_f32
 #define GEMM_PACKED_IS_PLAIN gemm_packed_is_plain_f32
 #define GEMM1_PACKED gemm1_packed_f32
-#ifdef AVX512_TILES
-#define ONLINE_SOFTMAX(...) \
-    (kernel_avx512() ? online_softmax_avx512(__VA_ARGS__) : online_softmax_f32(__VA_ARGS__))
-#define RECOMPUTE_PROBS(...) \
-    (kernel_avx512() ? recompute_probs_avx512(__VA_ARGS__) : recompute_probs_f32(__VA_ARGS__))
-#else
-#define ONLINE_SOFTMAX online_softmax_f32
-#define RECOMPUTE_PROBS recompute_probs_f32
-#endif
+#define SCALE_AND_MASK kernel_isa_active()->scale_and_mask
+#define ONLINE_SOFTMAX kernel_isa_active()->online_softmax
+#define RECOMPUTE_PROBS kernel_isa_active()->recompute_probs
+#define SCORE_GRADS kernel_isa_active()->score_grads
 #include "attention_kernel.inc"
 #undef T
 #undef SUF
-#undef EXP
 #undef LOG
 #undef FMA
 #undef GEMM_PACK
 #undef GEMM_PACKED_FLOATS
 #undef GEMM_PACKED_IS_PLAIN
 #undef GEMM1_PACKED
+#undef SCALE_AND_MASK
 #undef ONLINE_SOFTMAX
 #undef RECOMPUTE_PROBS
+#undef SCORE_GRADS
 
 #define T double
 #define SUF f64
-#define EXP exp
 #define LOG log
 #define FMA fma
 #define GEMM_PACK gemm_pack_f64
 #define GEMM_PACKED_FLOATS gemm_packed_floats_f64
 #define GEMM_PACKED_IS_PLAIN gemm_packed_is_plain_f64
 #define GEMM1_PACKED gemm1_packed_f64
+#define SCALE_AND_MASK scale_and_mask_f64
 #define ONLINE_SOFTMAX online_softmax_f64
 #define RECOMPUTE_PROBS recompute_probs_f64
+#define SCORE_GRADS score_grads_f64
 #include "attention_kernel.inc"
 #undef T
 #undef SUF
-#undef EXP
 #undef LOG
 #undef FMA
 #undef GEMM_PACK
 #undef GEMM_PACKED_FLOATS
 #undef GEMM_PACKED_IS_PLAIN
 #undef GEMM1_PACKED
+#undef SCALE_AND_MASK
 #undef ONLINE_SOFTMAX
 #undef RECOMPUTE_PROBS
+#undef SCORE_GRADS

@@ -33,10 +33,15 @@ GEMM_DECL(double, f64)
                             const T *bp, T *C, bool accumulate);
 GEMM1_DECL(float, f32)
 GEMM1_DECL(double, f64)
-/* The f32 micro-kernel in use: "avx512", "avx2" or "portable" (QKV_SIMD forces one). */
-const char *sgemm_kernel_name(void);
-/* True when that is "avx512": the other kernels with a hand-written AVX-512 path take it too. */
-bool kernel_avx512(void);
+/* The f32 kernels in use, for the whole process (isa.c): "avx512", "avx2", "neon" or "scalar",
+ * the one QKV_SIMD names, else the best this CPU runs. Every path gives the same bits. */
+const char *kernel_isa_name(void);
+/* False, with a one-line reason in msg, when QKV_SIMD is set (not empty) to a path that is
+ * unknown or that this CPU or build cannot run; the library then runs the best path, and the
+ * qkv tool refuses to start. */
+bool kernel_isa_check_env(char *msg, size_t len);
+/* Whether this build has the path `name` and this CPU runs it. */
+bool kernel_isa_runs(const char *name);
 
 /* Row-wise softmax over rows of length n: y = exp(x - max) / sum. A row that is entirely -inf
  * gives zeros. Backward: dx += y ⊙ (dy − Σ dy⊙y), never forming the n×n Jacobian. */

@@ -5,7 +5,7 @@
  * one call forks once for the whole model, not once per parameter. A part's sum of squares is
  * taken by one thread and the parts are added in order, so the norm (and with clipping the
  * update) is the same for any thread count; the updates are elementwise. */
-#include "kernels.h"
+#include "isa.h"
 
 #include <math.h>
 
@@ -18,18 +18,29 @@ static void part_range(int64_t n, int p, int64_t *lo, int64_t *hi) {
     *hi = n * (p + 1) / OPTIM_PARTS;
 }
 
+/* f32: the loops of the ISA in use (isa_kernels.inc) */
 #define T float
 #define SUF f32
-#define SQRT sqrtf
+#define SUM_SQUARES kernel_isa_active()->sum_squares
+#define UPDATE_PART kernel_isa_active()->optim_update_part
 #include "optim_kernel.inc"
 #undef T
 #undef SUF
-#undef SQRT
+#undef SUM_SQUARES
+#undef UPDATE_PART
 
+/* f64: the same loops, compiled here */
 #define T double
-#define SUF f64
 #define SQRT sqrt
+#define OPT(name) name##_f64
+#include "optim_part.inc"
+#undef OPT
+#define SUF f64
+#define SUM_SQUARES sum_squares_f64
+#define UPDATE_PART update_part_f64
 #include "optim_kernel.inc"
 #undef T
 #undef SUF
 #undef SQRT
+#undef SUM_SQUARES
+#undef UPDATE_PART

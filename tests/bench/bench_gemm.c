@@ -98,7 +98,7 @@ int main(int argc, char **argv) {
     openblas_set_num_threads(threads);
     if (!json)
         printf("%-26s %-22s %10s %10s %7s   (kernel %s, %d thread%s)\n", "shape", "batch×M×N×K",
-               "qkv GF/s", "BLAS GF/s", "ratio", sgemm_kernel_name(), threads,
+               "qkv GF/s", "BLAS GF/s", "ratio", kernel_isa_name(), threads,
                threads > 1 ? "s" : "");
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const shape *s = &shapes[i];
@@ -116,7 +116,7 @@ int main(int argc, char **argv) {
         if (json)
             printf("{\"shape\":\"%s\",\"dims\":\"%s\",\"threads\":%d,\"kernel\":\"%s\","
                    "\"qkv_gflops\":%.2f,\"openblas_gflops\":%.2f,\"ratio\":%.3f}\n",
-                   s->what, dims, threads, sgemm_kernel_name(), flops / tq * 1e-9,
+                   s->what, dims, threads, kernel_isa_name(), flops / tq * 1e-9,
                    flops / tb * 1e-9, tb / tq);
         else
             printf("%-26s %-22s %10.2f %10.2f %7.2f\n", s->what, dims, flops / tq * 1e-9,

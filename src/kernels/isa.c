@@ -1,0 +1,92 @@
+/* isa.c - which f32 kernels run, for the whole process: the table QKV_SIMD names, or else the
+ * best this CPU runs (AVX-512, then AVX2 + FMA on x86-64; NEON on AArch64; plain C
+ * elsewhere). Chosen once, on first use, never changed. */
+#include "isa.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Best first. */
+static const kernel_isa *const tables[] = {
+#ifdef QKV_ISA_X86
+    &kernel_isa_avx512, &kernel_isa_avx2,
+#endif
+#ifdef QKV_ISA_NEON
+    &kernel_isa_neon,
+#endif
+    &kernel_isa_scalar,
+};
+#define N_TABLES (sizeof tables / sizeof tables[0])
+#define ALL_NAMES "scalar, avx2, avx512, neon"
+
+static bool cpu_runs(const kernel_isa *isa) {
+#ifdef QKV_ISA_X86
+    __builtin_cpu_init();
+    bool fma = __builtin_cpu_supports("fma");
+    if (isa == &kernel_isa_avx512) return fma && __builtin_cpu_supports("avx512f");
+    if (isa == &kernel_isa_avx2) return fma && __builtin_cpu_supports("avx2");
+#endif
+    (void)isa;
+    return true; /* plain C, and NEON on AArch64 */
+}
+
+static const kernel_isa *known(const char *name) {
+    for (size_t i = 0; i < N_TABLES; i++)
+        if (!strcmp(tables[i]->name, name)) return tables[i];
+    return NULL;
+}
+
+const kernel_isa *kernel_isa_find(const char *name) {
+    const kernel_isa *isa = known(name);
+    return isa && cpu_runs(isa) ? isa : NULL;
+}
+
+static const char *simd_env(void) {
+    const char *env = getenv("QKV_SIMD");
+    return env && *env ? env : NULL; /* set but empty: as unset */
+}
+
+bool kernel_isa_check_env(char *msg, size_t len) {
+    const char *env = simd_env();
+    if (!env || kernel_isa_find(env)) return true;
+    const char *seen = strlen(env) > 40 ? "(a long value)" : env;
+    if (strcmp(env, "scalar") && strcmp(env, "avx2") && strcmp(env, "avx512") && strcmp(env, "neon")) {
+        snprintf(msg, len, "QKV_SIMD=%s: unknown path (one of " ALL_NAMES ")", seen);
+        return false;
+    }
+    char runs[64] = "";
+    for (size_t i = 0; i < N_TABLES; i++)
+        if (cpu_runs(tables[i])) {
+            strcat(runs, *runs ? " " : "");
+            strcat(runs, tables[i]->name);
+        }
+    snprintf(msg, len, "QKV_SIMD=%s: this %s cannot run it (it runs: %s)", seen,
+             known(env) ? "CPU" : "build", runs);
+    return false;
+}
+
+const kernel_isa *kernel_isa_best(void) {
+    for (size_t i = 0; i < N_TABLES; i++)
+        if (cpu_runs(tables[i])) return tables[i];
+    return &kernel_isa_scalar;
+}
+
+static _Atomic(const kernel_isa *) active;
+
+const kernel_isa *kernel_isa_active(void) {
+    const kernel_isa *isa = atomic_load_explicit(&active, memory_order_acquire);
+    if (isa) return isa;
+    /* a QKV_SIMD that cannot run falls back to the best; the qkv tool refuses it before
+     * (kernel_isa_check_env) */
+    const char *env = simd_env();
+    isa = env ? kernel_isa_find(env) : NULL;
+    if (!isa) isa = kernel_isa_best();
+    atomic_store_explicit(&active, isa, memory_order_release); /* racing callers agree */
+    return isa;
+}
+
+bool kernel_isa_runs(const char *name) { return kernel_isa_find(name) != NULL; }
+
+const char *kernel_isa_name(void) { return kernel_isa_active()->name; }

@@ -1,0 +1,66 @@
+/* isa.h - the f32 kernels of one instruction set, as a table of functions. isa_kernels.inc
+ * writes them once over vec.h; isa_scalar.c, isa_avx2.c, isa_avx512.c and isa_neon.c compile
+ * it once each, and isa.c picks one table for the whole process (QKV_SIMD, or the best the
+ * CPU runs). Every table gives the same bits for the same input. */
+#ifndef QKV_ISA_H
+#define QKV_ISA_H
+
+#include "kernels.h"
+
+#define GEMM_KC 256 /* depth of one block of a product: each sum restarts at 0 every GEMM_KC */
+
+typedef struct kernel_isa {
+    const char *name; /* "scalar", "avx2", "avx512", "neon" */
+    /* Products, by one contract: each element of C is, per block of GEMM_KC along k, a chain
+     * of fused multiply-adds in k order starting from 0, added to C (or stored, for the first
+     * block when not accumulating). So the tile and the small product agree to the bit. */
+    int gemm_mr, gemm_nr; /* the tile: rows, and columns (a multiple of 16) */
+    /* tile (mr × nr) = Σ_k a(r, k)·b[k][c], k < kc <= GEMM_KC, a(r, k) = a[r·rs + k·ks], b a
+     * packed sliver (kc × nr); stored to c (rows ldc apart), or added to it when `add` */
+    void (*gemm_tile)(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *b,
+                      float *c, int64_t ldc, bool add);
+    /* C (M×N, rows N apart) (+)= op(A)·B, A as in gemm_f32, B in K rows ldb apart */
+    void (*gemm_small)(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
+                       const float *B, int64_t ldb, float *C, bool accumulate);
+    /* y[i] = exp_f32(x[i]) (simd.h), for the tests */
+    void (*exp)(float *y, const float *x, int64_t n);
+    /* the fused attention's tile loops (attention_kernel.inc says what each does) */
+    void (*scale_and_mask)(const attention_dims *d, float *s, int64_t br, int64_t bc,
+                           const float *mask, int64_t g, int64_t i0, int64_t j0);
+    void (*online_softmax)(float *s, int64_t br, int64_t bc, float *m, float *l, float *acc,
+                           int64_t Dv);
+    void (*recompute_probs)(float *p, int64_t br, int64_t bc, const float *lse,
+                            const float *lse_lo);
+    void (*score_grads)(float *dp, const float *p, int64_t br, int64_t bc, const float *D_hi,
+                        const float *D_lo, float scale);
+    /* one row of softmax_forward_f32 / softmax_backward_f32 */
+    void (*softmax_row)(float *y, const float *x, int64_t n);
+    void (*softmax_backward_row)(float *dx, const float *y, const float *dy, int64_t n);
+    /* one row of cross_entropy_forward_f32 (returns its log-sum-exp) and of the backward */
+    double (*cross_entropy_row)(const float *x, int64_t n);
+    void (*cross_entropy_backward_row)(float *dx, const float *x, int64_t n, int32_t target,
+                                       double lse, float g);
+    /* one part of optim_update_f32 and of optim_grad_sq_f32 */
+    void (*optim_update_part)(const optim_rule *r, float *w, const float *g, float *m,
+                              float *v, int64_t n);
+    double (*sum_squares)(const float *g, int64_t n);
+} kernel_isa;
+
+extern const kernel_isa kernel_isa_scalar;
+#if defined(__x86_64__) || defined(__i386__)
+#define QKV_ISA_X86 1
+extern const kernel_isa kernel_isa_avx2, kernel_isa_avx512;
+#endif
+#if defined(__aarch64__)
+#define QKV_ISA_NEON 1
+extern const kernel_isa kernel_isa_neon;
+#endif
+
+/* The table in use: chosen on the first call (isa.c), the same for the whole process. */
+const kernel_isa *kernel_isa_active(void);
+/* The table named `name`, if this build has it and this CPU runs it; else NULL. */
+const kernel_isa *kernel_isa_find(const char *name);
+/* The best table this CPU runs. */
+const kernel_isa *kernel_isa_best(void);
+
+#endif

@@ -1,0 +1,11 @@
+/* isa_avx512.c - the f32 kernels (isa_kernels.inc) for AVX-512F (compiled with -mavx512f -mfma: CMakeLists.txt); 8×32 tiles in 16 zmm sums. */
+#if defined(__x86_64__) || defined(__i386__)
+#define VEC_AVX512 1
+#define ISA_NAME "avx512"
+#define ISA_TABLE kernel_isa_avx512
+#define TILE_MR 8
+#define TILE_NV 2
+#include "isa_kernels.inc"
+#else
+typedef int isa_avx512_absent; /* not this architecture: an empty file */
+#endif

@@ -1,0 +1,11 @@
+/* isa_neon.c - the f32 kernels (isa_kernels.inc) for NEON, the baseline of AArch64; 4×16 tiles in 16 q sums. */
+#if defined(__aarch64__)
+#define VEC_NEON 1
+#define ISA_NAME "neon"
+#define ISA_TABLE kernel_isa_neon
+#define TILE_MR 4
+#define TILE_NV 1
+#include "isa_kernels.inc"
+#else
+typedef int isa_neon_absent; /* not this architecture: an empty file */
+#endif

@@ -1,0 +1,47 @@
+/* vec_avx512.h - the AVX-512 backend of vec.h: one zmm register, masked loads and stores. */
+#include <immintrin.h>
+
+typedef __m512 vf;
+
+static inline __mmask16 vf_first_(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+static inline vf vf_zero(void) { return _mm512_setzero_ps(); }
+static inline vf vf_set1(float s) { return _mm512_set1_ps(s); }
+static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void vf_store(float *p, vf a) { _mm512_storeu_ps(p, a); }
+static inline vf vf_load_n(const float *p, int n, float fill) {
+    return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), vf_first_(n), p);
+}
+static inline void vf_store_n(float *p, vf a, int n) { _mm512_mask_storeu_ps(p, vf_first_(n), a); }
+static inline vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+static inline vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+static inline vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+static inline vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
+static inline vf vf_sqrt(vf a) { return _mm512_sqrt_ps(a); }
+static inline vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); } /* a > b ? a : b */
+static inline vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); } /* a < b ? a : b */
+static inline vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+static inline vf vf_fnma(vf a, vf b, vf c) { return _mm512_fnmadd_ps(a, b, c); }
+static inline vf vf_round(vf a) {
+    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+static inline vf vf_ldexp(vf a, vf n) { return _mm512_scalef_ps(a, n); }
+static inline vf vf_zero_below(vf a, vf x, vf s) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, s, _CMP_NLT_UQ), a);
+}
+
+/* The tree of vec.h: halves of 8, 4, 2, 1 lanes. */
+static inline float vf_reduce_add(vf a) {
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+static inline float vf_reduce_max(vf a) {
+    __m256 s8 = _mm256_max_ps(_mm512_castps512_ps256(a),
+                              _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+    __m128 s4 = _mm_max_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_max_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_max_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
