@@ -1,0 +1,281 @@
+/* test_isa.c - every ISA path this CPU runs gives the same bits as the plain C one.
+ *   exp: each path's vector exp equals exp_f32 (simd.h) bit for bit, on special values and a
+ *        sweep, and is within 2.5e-7 of exp in double where it is not 0.
+ *   products: each path's tile and small product equal, bit for bit, the contract of isa.h
+ *        written here as plain fmaf chains, on shapes with edges, transposes and K > GEMM_KC.
+ *   rows: every other kernel of the table (attention tiles, softmax, cross-entropy, optimizer
+ *        parts) equals the plain C path's bit for bit, on rows with and without a tail.
+ * (isa_bits_test.sh then trains under each path and compares the saved models.) */
+#include "kernels/isa.h"
+#include "kernels/simd.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const path_names[] = {"scalar", "avx2", "avx512", "neon"};
+#define N_PATHS (sizeof path_names / sizeof path_names[0])
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+static float uniform(float lo, float hi) { /* xorshift64*: the same numbers on every machine */
+    rng_state ^= rng_state >> 12, rng_state ^= rng_state << 25, rng_state ^= rng_state >> 27;
+    uint64_t x = rng_state * 0x2545f4914f6cdd1du;
+    return lo + (hi - lo) * (float)((double)(x >> 40) / (double)(1u << 24));
+}
+static void fill(float *x, int64_t n, float lo, float hi) {
+    for (int64_t i = 0; i < n; i++) x[i] = uniform(lo, hi);
+}
+static float *alloc(int64_t n) {
+    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+/* equal bits (0 differs from -0), where a NaN equals any NaN: the hardware picks a NaN's sign
+ * and payload, and a NaN ends training whatever its bits */
+static bool same_bits(const float *a, const float *b, int64_t n, int64_t *at) {
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(a + i, b + i, sizeof *a) && !(isnan(a[i]) && isnan(b[i]))) {
+            *at = i;
+            return false;
+        }
+    return true;
+}
+#define ASSERT_SAME(a, b, n, what, isa)                                                     \
+    do {                                                                                  \
+        int64_t at_;                                                                      \
+        if (!same_bits(a, b, n, &at_))                                                    \
+            ck_abort_msg("%s on %s: element %lld is %.9g, plain C gives %.9g", what,      \
+                         (isa)->name, (long long)at_, (double)(a)[at_], (double)(b)[at_]); \
+    } while (0)
+
+/* ---- exp ---- */
+
+START_TEST(test_exp_bits) {
+    enum { N = 40000 };
+    float *x = alloc(N), *want = alloc(N), *got = alloc(N);
+    int64_t n = 0;
+    const float special[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0f, -0.0f, -87.0f, -87.00001f,
+                             -86.99999f, 88.0f, 88.00001f, 100.0f, -100.0f, 1e-30f, -1e-30f,
+                             1e-45f, 0.5f, -0.5f, 0.34657359f, -0.34657359f, 1.0f, -1.0f,
+                             12582912.0f, -12582912.0f, 3e38f, -3e38f};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) x[n++] = special[i];
+    for (float v = -90.0f; v < 90.0f && n < N / 2; v += 0.0137f) x[n++] = v;
+    while (n < N) x[n++] = uniform(-88.0f, 88.0f);
+    for (int64_t i = 0; i < N; i++) want[i] = exp_f32(x[i]);
+    for (int64_t i = 0; i < N; i++) {
+        if (isnan(x[i])) {
+            ck_assert(isnan(want[i]));
+            continue;
+        }
+        if (x[i] < EXP_LO) {
+            ck_assert_msg(want[i] == 0, "exp(%g) = %g, expected 0", x[i], want[i]);
+            continue;
+        }
+        double e = exp((double)(x[i] > EXP_HI ? EXP_HI : x[i]));
+        if (e < 1.2e-38) continue; /* subnormal results: absolute, not relative, accuracy */
+        ck_assert_msg(fabs(want[i] - e) <= 2.5e-7 * e, "exp_f32(%.9g) = %.9g, exp %.9g", x[i],
+                      want[i], e);
+    }
+    for (size_t p = 0; p < N_PATHS; p++) {
+        const kernel_isa *isa = kernel_isa_find(path_names[p]);
+        if (!isa) continue;
+        for (int64_t len = 1; len <= 40; len += 13) { /* tails of every length mod 16 */
+            memset(got, 0, N * sizeof *got);
+            for (int64_t at = 0; at + len <= N; at += len) isa->exp(got + at, x + at, len);
+            int64_t whole = N / len * len;
+            ASSERT_SAME(got, want, whole, "exp", isa);
+        }
+    }
+    free(x), free(want), free(got);
+}
+END_TEST
+
+/* ---- products, against isa.h's contract ---- */
+
+/* C (M×N) (+)= op(A)·B, B (K, N) rows ldb apart: per GEMM_KC block a chain of fmaf from 0,
+ * added to C. */
+static void contract_product(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
+                             const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            float c = accumulate ? C[i * ldc + j] : 0.0f;
+            if (K == 0) C[i * ldc + j] = c;
+            for (int64_t p0 = 0; p0 < K; p0 += GEMM_KC) {
+                float acc = 0.0f;
+                for (int64_t k = p0; k < K && k < p0 + GEMM_KC; k++)
+                    acc = fmaf(ta ? A[k * M + i] : A[i * K + k], B[k * ldb + j], acc);
+                c = (accumulate || p0 > 0) ? c + acc : acc;
+                C[i * ldc + j] = c;
+            }
+        }
+}
+
+START_TEST(test_product_bits) {
+    const int64_t shapes[][3] = {{1, 1, 1},   {16, 16, 16}, {64, 16, 64},  {5, 3, 7},
+                                 {17, 33, 9}, {8, 40, 300}, {64, 64, 16},  {3, 16, 520},
+                                 {16, 5, 0},  {9, 128, 64}, {32, 17, 256}, {4, 20, 257}};
+    for (size_t p = 0; p < N_PATHS; p++) {
+        const kernel_isa *isa = kernel_isa_find(path_names[p]);
+        if (!isa) continue;
+        ck_assert_int_eq(16 % isa->gemm_mr, 0); /* 16- and 64-row blocks: no remainder */
+        ck_assert_int_eq(isa->gemm_nr % 16, 0);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int f = 0; f < 4; f++) {
+                bool ta = f & 1, accumulate = f & 2;
+                int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldb = N + 3;
+                float *A = alloc(M * K), *B = alloc(K * ldb), *C = alloc(M * N),
+                      *want = alloc(M * N);
+                fill(A, M * K, -1, 1), fill(B, K * ldb, -1, 1), fill(C, M * N, -1, 1);
+                memcpy(want, C, (size_t)(M * N) * sizeof *C);
+                contract_product(ta, M, N, K, A, B, ldb, want, N, accumulate);
+                isa->gemm_small(ta, M, N, K, A, B, ldb, C, accumulate);
+                char what[96];
+                snprintf(what, sizeof what, "small product %lldx%lldx%lld ta %d acc %d",
+                         (long long)M, (long long)N, (long long)K, ta, accumulate);
+                ASSERT_SAME(C, want, M * N, what, isa);
+                free(A), free(B), free(C), free(want);
+            }
+        /* the tile: mr rows of A with strides (rs, ks), a packed sliver kc × nr */
+        int mr = isa->gemm_mr, nr = isa->gemm_nr;
+        for (int64_t kc = 1; kc <= GEMM_KC; kc = kc * 3 + 2)
+            for (int f = 0; f < 4; f++) {
+                bool ta = f & 1, add = f & 2;
+                int64_t ldc = nr + 5, rs = ta ? 1 : kc, ks = ta ? mr : 1;
+                float *a = alloc(mr * kc), *b = alloc(kc * nr), *c = alloc(mr * ldc),
+                      *want = alloc(mr * ldc);
+                fill(a, mr * kc, -1, 1), fill(b, kc * nr, -1, 1), fill(c, mr * ldc, -1, 1);
+                memcpy(want, c, (size_t)(mr * ldc) * sizeof *c);
+                for (int r = 0; r < mr; r++)
+                    for (int j = 0; j < nr; j++) {
+                        float acc = 0.0f;
+                        for (int64_t k = 0; k < kc; k++) acc = fmaf(a[r * rs + k * ks], b[k * nr + j], acc);
+                        want[r * ldc + j] = add ? want[r * ldc + j] + acc : acc;
+                    }
+                isa->gemm_tile(kc, a, rs, ks, b, c, ldc, add);
+                ASSERT_SAME(c, want, mr * ldc, "tile", isa);
+                free(a), free(b), free(c), free(want);
+            }
+    }
+}
+END_TEST
+
+/* ---- every other kernel, against the plain C path ---- */
+
+static const int64_t widths[] = {1, 5, 16, 17, 40, 64, 100};
+#define N_WIDTHS (sizeof widths / sizeof widths[0])
+
+START_TEST(test_attention_tile_bits) {
+    const kernel_isa *plain = &kernel_isa_scalar;
+    for (size_t p = 0; p < N_PATHS; p++) {
+        const kernel_isa *isa = kernel_isa_find(path_names[p]);
+        if (!isa || isa == plain) continue;
+        for (size_t w = 0; w < N_WIDTHS; w++) {
+            int64_t br = 7, bc = widths[w], Dv = widths[(w + 3) % N_WIDTHS];
+            float *s = alloc(br * bc), *s2 = alloc(br * bc), *acc = alloc(br * Dv),
+                  *acc2 = alloc(br * Dv), m[7], m2[7], l[7], l2[7], lse[7], lo[7];
+            float *mask = alloc(br * bc), *dp = alloc(br * bc), *dp2 = alloc(br * bc);
+            fill(s, br * bc, -30, 30), fill(acc, br * Dv, -2, 2), fill(dp, br * bc, -1, 1);
+            for (int64_t i = 0; i < br * bc; i++) mask[i] = uniform(0, 1) < 0.3f ? -INFINITY : 0;
+            for (int r = 0; r < br; r++) m[r] = r == 2 ? -INFINITY : uniform(-5, 5), l[r] = uniform(0, 3);
+            for (int r = 0; r < br; r++) lse[r] = r == 4 ? -INFINITY : uniform(0, 20), lo[r] = uniform(-1e-6f, 1e-6f);
+            s[3 * bc] = NAN; /* NaN in a row reaches its sum */
+            for (int r = 0; r < bc && r < br; r++) mask[5 * bc + r] = -INFINITY;
+            int64_t ms[4] = {0, 0, bc, 1};
+            attention_dims d = {.G = 1, .H = 1, .Nq = br, .Nk = bc, .Dk = 8, .Dv = Dv,
+                                .scale = 0.35355339059327373, .ms = ms};
+            memcpy(s2, s, (size_t)(br * bc) * sizeof *s);
+            isa->scale_and_mask(&d, s, br, bc, mask, 0, 0, 0);
+            plain->scale_and_mask(&d, s2, br, bc, mask, 0, 0, 0);
+            ASSERT_SAME(s, s2, br * bc, "scale_and_mask", isa);
+            memcpy(acc2, acc, (size_t)(br * Dv) * sizeof *acc);
+            memcpy(m2, m, sizeof m), memcpy(l2, l, sizeof l);
+            isa->online_softmax(s, br, bc, m, l, acc, Dv);
+            plain->online_softmax(s2, br, bc, m2, l2, acc2, Dv);
+            ASSERT_SAME(s, s2, br * bc, "online_softmax (tile)", isa);
+            ASSERT_SAME(acc, acc2, br * Dv, "online_softmax (accumulator)", isa);
+            ASSERT_SAME(m, m2, br, "online_softmax (max)", isa);
+            ASSERT_SAME(l, l2, br, "online_softmax (sum)", isa);
+            fill(s, br * bc, -30, 30);
+            memcpy(s2, s, (size_t)(br * bc) * sizeof *s);
+            isa->recompute_probs(s, br, bc, lse, lo);
+            plain->recompute_probs(s2, br, bc, lse, lo);
+            ASSERT_SAME(s, s2, br * bc, "recompute_probs", isa);
+            memcpy(dp2, dp, (size_t)(br * bc) * sizeof *dp);
+            isa->score_grads(dp, s, br, bc, lse, lo, 0.125f);
+            plain->score_grads(dp2, s, br, bc, lse, lo, 0.125f);
+            ASSERT_SAME(dp, dp2, br * bc, "score_grads", isa);
+            free(s), free(s2), free(acc), free(acc2), free(mask), free(dp), free(dp2);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_row_bits) {
+    const kernel_isa *plain = &kernel_isa_scalar;
+    for (size_t p = 0; p < N_PATHS; p++) {
+        const kernel_isa *isa = kernel_isa_find(path_names[p]);
+        if (!isa || isa == plain) continue;
+        for (size_t w = 0; w < N_WIDTHS; w++) {
+            int64_t n = widths[w] * 3;
+            float *x = alloc(n), *y = alloc(n), *y2 = alloc(n), *dy = alloc(n), *dx = alloc(n),
+                  *dx2 = alloc(n);
+            fill(x, n, -20, 20), fill(dy, n, -1, 1), fill(dx, n, -1, 1);
+            if (n > 4) x[3] = -INFINITY;
+            isa->softmax_row(y, x, n);
+            plain->softmax_row(y2, x, n);
+            ASSERT_SAME(y, y2, n, "softmax_row", isa);
+            memcpy(dx2, dx, (size_t)n * sizeof *dx);
+            isa->softmax_backward_row(dx, y, dy, n);
+            plain->softmax_backward_row(dx2, y, dy, n);
+            ASSERT_SAME(dx, dx2, n, "softmax_backward_row", isa);
+            fill(x, n, -20, 20);
+            double lse = isa->cross_entropy_row(x, n), lse2 = plain->cross_entropy_row(x, n);
+            ck_assert_msg(!memcmp(&lse, &lse2, sizeof lse), "cross_entropy_row on %s: %.17g, plain C %.17g",
+                          isa->name, lse, lse2);
+            memcpy(dx2, dx, (size_t)n * sizeof *dx);
+            isa->cross_entropy_backward_row(dx, x, n, (int32_t)(n / 2), lse, 0.03125f);
+            plain->cross_entropy_backward_row(dx2, x, n, (int32_t)(n / 2), lse, 0.03125f);
+            ASSERT_SAME(dx, dx2, n, "cross_entropy_backward_row", isa);
+            double sq = isa->sum_squares(x, n), sq2 = plain->sum_squares(x, n);
+            ck_assert(!memcmp(&sq, &sq2, sizeof sq));
+            for (int kind = OPTIM_SGD; kind <= OPTIM_ADAM; kind++) {
+                optim_rule r = {.kind = (optim_kind)kind, .lr = 0.01, .weight_decay = 0.1,
+                                .grad_scale = 0.7, .momentum = 0.9, .beta1 = 0.9,
+                                .beta2 = 0.999, .eps = 1e-8, .bias1 = 0.1, .bias2 = 0.001};
+                float *w1 = alloc(n), *w2 = alloc(n), *m1 = alloc(n), *m2 = alloc(n),
+                      *v1 = alloc(n), *v2 = alloc(n);
+                fill(w1, n, -1, 1), fill(m1, n, -1, 1), fill(v1, n, 0, 1);
+                memcpy(w2, w1, (size_t)n * 4), memcpy(m2, m1, (size_t)n * 4), memcpy(v2, v1, (size_t)n * 4);
+                isa->optim_update_part(&r, w1, dy, m1, v1, n);
+                plain->optim_update_part(&r, w2, dy, m2, v2, n);
+                ASSERT_SAME(w1, w2, n, "optim_update_part (weights)", isa);
+                ASSERT_SAME(m1, m2, n, "optim_update_part (first moment)", isa);
+                ASSERT_SAME(v1, v2, n, "optim_update_part (second moment)", isa);
+                free(w1), free(w2), free(m1), free(m2), free(v1), free(v2);
+            }
+            free(x), free(y), free(y2), free(dy), free(dx), free(dx2);
+        }
+    }
+}
+END_TEST
+
+int main(void) {
+    printf("test_isa: paths this CPU runs:");
+    for (size_t p = 0; p < N_PATHS; p++)
+        if (kernel_isa_find(path_names[p])) printf(" %s", path_names[p]);
+    printf("\n");
+    Suite *s = suite_create("isa");
+    TCase *tc = tcase_create("bits");
+    tcase_add_test(tc, test_exp_bits);
+    tcase_add_test(tc, test_product_bits);
+    tcase_add_test(tc, test_attention_tile_bits);
+    tcase_add_test(tc, test_row_bits);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
