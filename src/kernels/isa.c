@@ -52,7 +52,9 @@ bool kernel_isa_check_env(char *msg, size_t len) {
     const char *env = simd_env();
     if (!env || kernel_isa_find(env)) return true;
     const char *seen = strlen(env) > 40 ? "(a long value)" : env;
-    if (strcmp(env, "scalar") && strcmp(env, "avx2") && strcmp(env, "avx512") && strcmp(env, "neon")) {
+    bool named = !strcmp(env, "scalar") || !strcmp(env, "avx2") || !strcmp(env, "avx512") ||
+                 !strcmp(env, "neon");
+    if (!named) {
         snprintf(msg, len, "QKV_SIMD=%s: unknown path (one of " ALL_NAMES ")", seen);
         return false;
     }

@@ -1,4 +1,5 @@
-/* isa_avx2.c - the f32 kernels (isa_kernels.inc) for AVX2 + FMA (compiled with -mavx2 -mfma: CMakeLists.txt); 4×16 tiles in 8 ymm sums. */
+/* isa_avx2.c - the f32 kernels (isa_kernels.inc) for AVX2 + FMA (compiled with -mavx2 -mfma:
+ * CMakeLists.txt); 4×16 tiles in 8 ymm sums. */
 #if defined(__x86_64__) || defined(__i386__)
 #define VEC_AVX2 1
 #define ISA_NAME "avx2"

@@ -1,4 +1,5 @@
-/* isa_avx512.c - the f32 kernels (isa_kernels.inc) for AVX-512F (compiled with -mavx512f -mfma: CMakeLists.txt); 8×32 tiles in 16 zmm sums. */
+/* isa_avx512.c - the f32 kernels (isa_kernels.inc) for AVX-512F (compiled with -mavx512f
+ * -mfma: CMakeLists.txt); 8×32 tiles in 16 zmm sums. */
 #if defined(__x86_64__) || defined(__i386__)
 #define VEC_AVX512 1
 #define ISA_NAME "avx512"

@@ -1,4 +1,5 @@
-/* isa_neon.c - the f32 kernels (isa_kernels.inc) for NEON, the baseline of AArch64; 4×16 tiles in 16 q sums. */
+/* isa_neon.c - the f32 kernels (isa_kernels.inc) for NEON, the baseline of AArch64; 4×16 tiles
+ * in 16 q sums. */
 #if defined(__aarch64__)
 #define VEC_NEON 1
 #define ISA_NAME "neon"

@@ -1,4 +1,5 @@
-/* isa_scalar.c - the f32 kernels (isa_kernels.inc) for plain C, for any CPU (fmaf for the fused multiply-add). */
+/* isa_scalar.c - the f32 kernels (isa_kernels.inc) for plain C, for any CPU (fmaf for the
+ * fused multiply-add). */
 #define ISA_NAME "scalar"
 #define ISA_TABLE kernel_isa_scalar
 #define TILE_MR 4

@@ -9,8 +9,12 @@ typedef struct {
 /* -1 for lanes below n: 16 - n words into {-1 ×16, 0 ×16} */
 static const int32_t vf_mask_words_[32] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
                                            -1, -1, -1, -1, -1};
-static inline __m256i vf_mask_lo_(int n) { return _mm256_loadu_si256((const __m256i *)(vf_mask_words_ + 16 - n)); }
-static inline __m256i vf_mask_hi_(int n) { return _mm256_loadu_si256((const __m256i *)(vf_mask_words_ + 24 - n)); }
+static inline __m256i vf_mask_lo_(int n) {
+    return _mm256_loadu_si256((const __m256i *)(vf_mask_words_ + 16 - n));
+}
+static inline __m256i vf_mask_hi_(int n) {
+    return _mm256_loadu_si256((const __m256i *)(vf_mask_words_ + 24 - n));
+}
 
 static inline vf vf_zero(void) { return (vf){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
 static inline vf vf_set1(float s) { return (vf){_mm256_set1_ps(s), _mm256_set1_ps(s)}; }
@@ -29,23 +33,36 @@ static inline void vf_store_n(float *p, vf a, int n) {
     _mm256_maskstore_ps(p, vf_mask_lo_(n), a.lo);
     _mm256_maskstore_ps(p + 8, vf_mask_hi_(n), a.hi);
 }
-static inline vf vf_add(vf a, vf b) { return (vf){_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
-static inline vf vf_sub(vf a, vf b) { return (vf){_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
-static inline vf vf_mul(vf a, vf b) { return (vf){_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
-static inline vf vf_div(vf a, vf b) { return (vf){_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
+static inline vf vf_add(vf a, vf b) {
+    return (vf){_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+}
+static inline vf vf_sub(vf a, vf b) {
+    return (vf){_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)};
+}
+static inline vf vf_mul(vf a, vf b) {
+    return (vf){_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+}
+static inline vf vf_div(vf a, vf b) {
+    return (vf){_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)};
+}
 static inline vf vf_sqrt(vf a) { return (vf){_mm256_sqrt_ps(a.lo), _mm256_sqrt_ps(a.hi)}; }
-static inline vf vf_max(vf a, vf b) { return (vf){_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
-static inline vf vf_min(vf a, vf b) { return (vf){_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
+static inline vf vf_max(vf a, vf b) {
+    return (vf){_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)};
+}
+static inline vf vf_min(vf a, vf b) {
+    return (vf){_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)};
+}
 static inline vf vf_fma(vf a, vf b, vf c) {
     return (vf){_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
 }
 static inline vf vf_fnma(vf a, vf b, vf c) {
     return (vf){_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)};
 }
+#define VF_NEAREST (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 static inline vf vf_round(vf a) {
-    const int mode = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    return (vf){_mm256_round_ps(a.lo, mode), _mm256_round_ps(a.hi, mode)};
+    return (vf){_mm256_round_ps(a.lo, VF_NEAREST), _mm256_round_ps(a.hi, VF_NEAREST)};
 }
+#undef VF_NEAREST
 /* 2^n built in the exponent field; a NaN n gives some finite power, and a NaN a stays NaN */
 static inline __m256 vf_pow2_(__m256 n) {
     __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));

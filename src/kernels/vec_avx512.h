@@ -3,7 +3,9 @@
 
 typedef __m512 vf;
 
-static inline __mmask16 vf_first_(int n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+static inline __mmask16 vf_first_(int n) { /* lanes below n */
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
 static inline vf vf_zero(void) { return _mm512_setzero_ps(); }
 static inline vf vf_set1(float s) { return _mm512_set1_ps(s); }
 static inline vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
