@@ -252,17 +252,17 @@ START_TEST(test_too_big_refused_before_allocating) {
     c.model.d_model = 8192;
     c.model.layers = 8;
     ck_assert_int_eq(trainer_init(&t, &c), QKV_ERR_NOMEM);
-    ck_assert_msg(strstr(qkv_last_error(), "--d-model, --vocab or --layers"), "%s", qkv_last_error());
+    ck_assert_msg(strstr(qkv_last_error(), "lower d_model, vocab or layers"), "%s", qkv_last_error());
     ck_assert_ptr_null(t.model.params);
 
     c = small_config(4096, 16, 64, 1, 1, 65536); /* (B, H, T, T) scores: 1.1e12 floats */
     ck_assert_int_eq(trainer_init(&t, &c), QKV_ERR_NOMEM);
     ck_assert_msg(strstr(qkv_last_error(), "a step of 65536 sequences"), "%s", qkv_last_error());
-    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "--batch, --seq-len or --d-model"));
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "lower batch, seq_len or d_model"));
     c = small_config(4096, 16, 64, 1, 1, 8); /* the evaluation batch of 64 decides */
     ck_assert_int_eq(trainer_init(&t, &c), QKV_ERR_NOMEM);
     ck_assert_msg(strstr(qkv_last_error(), "a step of 8 sequences"), "%s", qkv_last_error());
-    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "lower --seq-len or --d-model"));
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "lower seq_len or d_model"));
     ck_assert_int_lt(max_rss_kb() - rss0, 64 * 1024);
 
     /* a config error still comes first: it is not a memory problem */

@@ -37,6 +37,10 @@ void cli_error(const char *fmt, ...)
 /* Until it is set back to NULL, cli_error puts "<context>: " before every message (sweep uses
  * it to name the cell whose train options it is checking). */
 void cli_error_context(const char *context);
+/* The flag that sets a config field in qkv train ("seq_len" -> "--seq-len"), NULL for a field
+ * with none. cli_main gives it to qkv_set_field_names, so that the library's messages about a
+ * config name the flags a user typed. */
+const char *cli_flag_of_field(const char *field);
 /* Maps a library status to an exit code. */
 int cli_exit_for(qkv_status status);
 

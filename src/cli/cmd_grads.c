@@ -111,9 +111,9 @@ static int grads_run(const grads_args *a) {
     qkv_zero_grad(t.model.params);
     qkv_backward(loss);
 
-    const char *names[3 + 5 + 4 * QKV_MAX_LAYERS];
-    const qkv_tensor *tensors[3 + 5 + 4 * QKV_MAX_LAYERS];
-    char grad_names[5 + 4 * QKV_MAX_LAYERS][48];
+    const char *names[3 + QKV_MAX_PARAMS];
+    const qkv_tensor *tensors[3 + QKV_MAX_PARAMS];
+    char grad_names[QKV_MAX_PARAMS][48];
     int n = 0;
     names[n] = "tokens", tensors[n++] = tokens;
     names[n] = "targets", tensors[n++] = targets;

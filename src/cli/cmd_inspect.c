@@ -35,7 +35,7 @@ static const char usage[] =
     "Exit codes: 0 done, 2 bad option or bad token, 3 the model cannot be read or FILE\n"
     "written, 4 the model file is corrupt, 6 out of memory.\n";
 
-#define INSPECT_MAX_TOKENS 4096 /* the longest sequence a task allows */
+#define INSPECT_MAX_TOKENS QKV_MAX_TASK_SEQ_LEN /* the longest sequence a task allows */
 
 typedef struct {
     const char *model, *input, *target, *out;

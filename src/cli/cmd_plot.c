@@ -323,7 +323,8 @@ static int read_model(const char *dir, char *task, size_t len, int *layers, int 
         *chance_acc = qkv_task_chance(&chance_task);
         *chance_loss = log((double)chance_task.vocab);
     }
-    bool ok = t && *layers >= 1 && *layers <= QKV_MAX_LAYERS && *heads >= 1 && *heads <= 8192;
+    bool ok = t && *layers >= 1 && *layers <= QKV_MAX_LAYERS && *heads >= 1 &&
+              *heads <= QKV_MAX_HEADS;
     if (ok) snprintf(task, len, "%s", t);
     qkv_st_free(st);
     if (!ok) {
@@ -380,7 +381,8 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
     const char *causal = qkv_st_meta(st, "causal");
     int L = l ? atoi(l) : 0, H = h ? atoi(h) : 0, T = t ? atoi(t) : 0;
     bool ok = fmt && !strcmp(fmt, "qkv-inspect") && task && strlen(task) < sizeof src->task &&
-              L >= 1 && L <= QKV_MAX_LAYERS && H >= 1 && H <= 8192 && T >= 1 && T <= 4096;
+              L >= 1 && L <= QKV_MAX_LAYERS && H >= 1 && H <= QKV_MAX_HEADS && T >= 1 &&
+              T <= QKV_MAX_TASK_SEQ_LEN;
     for (int i = 1; ok && i <= L; i++) {
         char name[32];
         int64_t shape[QKV_MAX_DIMS];

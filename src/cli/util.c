@@ -43,6 +43,20 @@ void cli_error(const char *fmt, ...) {
     if (msg != small) free(msg);
 }
 
+const char *cli_flag_of_field(const char *field) {
+    static const struct {
+        const char *field, *flag;
+    } flags[] = {
+        {"seq_len", "--seq-len"}, {"vocab", "--vocab"},       {"d_model", "--d-model"},
+        {"heads", "--heads"},     {"layers", "--layers"},     {"init_scale", "--init-scale"},
+        {"dtype", "--dtype"},     {"batch", "--batch"},       {"lr", "--lr"},
+        {"data_path", "--data"},  {"heldout_path", "--heldout"},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (!strcmp(field, flags[i].field)) return flags[i].flag;
+    return NULL;
+}
+
 int cli_exit_for(qkv_status status) {
     switch (status) {
     case QKV_OK: return EXIT_OK;

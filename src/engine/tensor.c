@@ -1,4 +1,5 @@
-/* tensor.c - tensor creation, element access, printing, errors and the portable RNG. */
+/* tensor.c - tensor creation, element access, printing (with the op names), errors and the
+ * portable RNG. */
 #include "engine/internal.h"
 
 #include <stdarg.h>
@@ -28,6 +29,32 @@ qkv_status qkv_fail(qkv_status status, const char *fmt, ...) {
         memcpy(last_error + head + 3, msg + len - tail, tail + 1);
     }
     return status;
+}
+
+static const char *(*field_names)(const char *field); /* qkv_set_field_names */
+
+void qkv_set_field_names(const char *(*names)(const char *field)) { field_names = names; }
+
+const char *field_name(const char *field) {
+    const char *name = field_names ? field_names(field) : NULL;
+    return name ? name : field;
+}
+
+/* ---- op names: what a tensor prints as its maker (autograd.c keeps the backward of each) ---- */
+static const char *const op_names[] = {
+    [QKV_OP_NONE] = "leaf",           [QKV_OP_MATMUL] = "matmul",
+    [QKV_OP_SCALE] = "scale",         [QKV_OP_MASK] = "mask",
+    [QKV_OP_SOFTMAX] = "softmax",     [QKV_OP_ADD] = "add",
+    [QKV_OP_MUL] = "mul",             [QKV_OP_EMBEDDING] = "embedding",
+    [QKV_OP_RESHAPE] = "reshape",     [QKV_OP_TRANSPOSE] = "transpose",
+    [QKV_OP_CROSS_ENTROPY] = "cross_entropy", [QKV_OP_MSE] = "mse",
+    [QKV_OP_SUM] = "sum",             [QKV_OP_MEAN] = "mean",
+    [QKV_OP_ATTENTION] = "attention_fused",
+};
+_Static_assert(sizeof op_names / sizeof op_names[0] == QKV_OP_COUNT, "op_names out of sync");
+
+const char *qkv_op_name(qkv_op op) {
+    return op >= 0 && op < QKV_OP_COUNT ? op_names[op] : "?";
 }
 
 void qkv_die_(const char *file, int line, const char *op, const char *fmt, ...) {
