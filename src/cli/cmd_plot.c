@@ -12,7 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -26,26 +25,6 @@
 #define PATH_LEN 1200
 #define MAX_FRAMES 40 /* snapshots beyond this are thinned out evenly: a GIF stays small */
 #define HOLD_FRAMES 6 /* the last frame is repeated so that the final pattern can be seen */
-
-static const char plot_usage[] =
-    "usage: qkv plot DIR [options]\n"
-    "       qkv plot FILE.safetensors [options]   (a file of qkv inspect --out: into FILE/)\n"
-    "Draws the plots of a directory written by `qkv train --out DIR` into DIR/plots/, with the\n"
-    "gnuplot scripts in scripts/ (found next to the executable, in the source tree, or in\n"
-    "$QKV_SCRIPTS):\n"
-    "  attention_layer<L>_head<H>   heatmap of the fixed held-out example's attention weights\n"
-    "  overview                     every layer x head in one grid\n"
-    "  curves                       loss and accuracy over the steps, train and held-out\n"
-    "  grads_layer<L>_head<H>       the weights A, their gradient dA and the scores' gradient dS\n"
-    "  snapshots.gif                the attention forming (train --snapshot-every K)\n"
-    "\n"
-    "  --format F          png (pngcairo) or svg; the animation is always a GIF; html writes\n"
-    "                      one interactive page, plots/attention.html (default png)\n"
-    "  -h, --help          show this help\n"
-    "\n"
-    "Exit codes: 0 plotted, 1 gnuplot is not on PATH (the data files are untouched) or it\n"
-    "failed, 2 bad option, 3 DIR or one of its data files cannot be read, 4 the model file\n"
-    "is corrupt.\n";
 
 /* ---- finding gnuplot and the scripts ---- */
 
@@ -599,35 +578,48 @@ typedef struct {
     const char *dir, *format;
 } plot_args;
 
-enum { OPT_FORMAT = 256 };
-
 static int plot_parse(int argc, char **argv, plot_args *a) {
-    static const struct option opts[] = {{"format", required_argument, 0, OPT_FORMAT},
-                                         {"help", no_argument, 0, CLI_OPT_HELP},
-                                         {0, 0, 0, 0}};
-    *a = (plot_args){.format = "png"};
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        switch (c) {
-        case OPT_FORMAT: a->format = optarg; break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(plot_usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("plot", argv, c);
-        }
-    }
-    if (strcmp(a->format, "png") && strcmp(a->format, "svg") && strcmp(a->format, "html")) {
-        cli_error("plot: --format: '%s' is not png, svg or html", a->format);
-        return EXIT_USAGE;
-    }
-    if (optind == argc) {
+    static const char *const formats[] = {"png", "svg", "html", NULL};
+    int format = 0;
+    cli_option options[] = {
+        {"format", CLI_CHOICE, &format, .choices = formats, .arg = "F",
+         .help = "png (pngcairo) or svg; the animation is always a GIF; html writes\n"
+                 "one interactive page, plots/attention.html (default png)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "plot",
+        .usage = "usage: qkv plot DIR [options]\n"
+                 "       qkv plot FILE.safetensors [options]   (a file of qkv inspect --out: into FILE/)\n"
+                 "Draws the plots of a directory written by `qkv train --out DIR` into DIR/plots/, with the\n"
+                 "gnuplot scripts in scripts/ (found next to the executable, in the source tree, or in\n"
+                 "$QKV_SCRIPTS):\n"
+                 "  attention_layer<L>_head<H>   heatmap of the fixed held-out example's attention weights\n"
+                 "  overview                     every layer x head in one grid\n"
+                 "  curves                       loss and accuracy over the steps, train and held-out\n"
+                 "  grads_layer<L>_head<H>       the weights A, their gradient dA and the scores' gradient dS\n"
+                 "  snapshots.gif                the attention forming (train --snapshot-every K)\n"
+                 "\n",
+        .options = options,
+        .column = 22,
+        .epilog = "\n"
+                  "Exit codes: 0 plotted, 1 gnuplot is not on PATH (the data files are untouched) or it\n"
+                  "failed, 2 bad option, 3 DIR or one of its data files cannot be read, 4 the model file\n"
+                  "is corrupt.\n",
+        .operands = true};
+    int dir;
+    int code = cli_parse_options(&cmd, argc, argv, &dir);
+    if (code != CLI_RUN) return code;
+    a->format = formats[format];
+    if (dir == argc) {
         cli_error("plot: which directory? (qkv plot DIR)");
         return EXIT_USAGE;
     }
-    if (optind < argc - 1) {
-        cli_error("plot: one directory only, got '%s' too", argv[optind + 1]);
+    if (dir < argc - 1) {
+        cli_error("plot: one directory only, got '%s' too", argv[dir + 1]);
         return EXIT_USAGE;
     }
-    a->dir = argv[optind];
+    a->dir = argv[dir];
     return CLI_RUN;
 }
 
