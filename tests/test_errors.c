@@ -5,6 +5,8 @@
 #endif
 #include "qkv.h"
 
+#include "fixtures.h"
+
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,7 +16,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static qkv_ctx *ctx;
 static qkv_tensor *f32(int ndim, const int64_t *shape) { return qkv_ones(ctx, QKV_F32, ndim, shape); }
 
 /* ---- each misuse aborts with its op's message ------------------------------------------ */
@@ -323,9 +324,5 @@ int main(void) {
     /* aborting children must not leave core files behind */
     struct rlimit nocore = {0, 0};
     setrlimit(RLIMIT_CORE, &nocore);
-    SRunner *sr = srunner_create(errors_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(errors_suite());
 }

@@ -2,29 +2,15 @@
  * 3-token attention example worked by hand. */
 #include "qkv.h"
 
+#include "fixtures.h"
+
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static qkv_ctx *ctx;
-static void setup(void) {
-    ctx = qkv_ctx_new(0);
-    ck_assert_ptr_nonnull(ctx);
-}
-static void teardown(void) { qkv_ctx_free(ctx); }
 
-static const qkv_dtype FLOATS[2] = {QKV_F32, QKV_F64};
 
-/* A tensor of any float dtype from double values. */
-static qkv_tensor *mk(qkv_dtype dt, int ndim, const int64_t *shape, const double *v) {
-    qkv_tensor *t = qkv_new(ctx, dt, ndim, shape);
-    for (int64_t i = 0; i < t->size; i++) qkv_set(t, i, v[i]);
-    return t;
-}
-static qkv_tensor *mkp(qkv_dtype dt, int ndim, const int64_t *shape, const double *v) {
-    return qkv_param(ctx, mk(dt, ndim, shape, v));
-}
 
 static void assert_values(const qkv_tensor *t, const double *want, double tol) {
     for (int64_t i = 0; i < t->size; i++) /* (==: -inf where a mask drops) */
@@ -841,10 +827,4 @@ static Suite *ops_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(ops_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return run_suite(ops_suite()); }
