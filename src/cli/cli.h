@@ -124,9 +124,11 @@ bool cli_default_threads(long *threads);
 typedef enum { TRAIN_OPT_UNKNOWN, TRAIN_OPT_FLAG, TRAIN_OPT_TEXT, TRAIN_OPT_NUMBER } train_opt_kind;
 train_opt_kind cli_train_option(const char *name);
 /* Reads the options of a `train --config` file (config.c) as command-line arguments: "--lr",
- * "0.01", "--residual", ... into a malloc'd array of *argc malloc'd strings. A run's
- * summary.json is read through its "config". Returns EXIT_OK or an exit code after one line. */
-int cli_config_args(const char *path, int *argc, char ***argv);
+ * "0.01", "--residual", ... into a malloc'd array of *argc malloc'd strings, each option's
+ * value read as kind_of (cli_train_option) says. A run's summary.json is read through its
+ * "config". Returns EXIT_OK or an exit code after one line. */
+int cli_config_args(const char *path, train_opt_kind (*kind_of)(const char *name), int *argc,
+                    char ***argv);
 /* Frees what cli_config_args (or another builder of argument lists) returned. */
 void cli_free_args(int argc, char **argv);
 /* Checks a train command line as `qkv train` would, its --config file included, without
@@ -159,8 +161,9 @@ typedef struct {
 /* html.c: DIR/plots/attention.html, one self-contained page of the maps in DIR (attention/,
  * gradients/, snapshots/, metrics.csv); returns an exit code. */
 int cli_plot_html(const char *dir, const plot_source *src, bool verbose);
-/* The directory of qkv's scripts (gnuplot's .gp files, the page template): $QKV_SCRIPTS, else
- * next to the executable, else the source tree. False if none holds attention.gp. */
+/* plot_files.c: the directory of qkv's scripts (gnuplot's .gp files, the page template):
+ * $QKV_SCRIPTS, else next to the executable, else the source tree. False if none holds
+ * attention.gp. */
 bool cli_find_scripts(char *out, size_t len);
 
 /* guard.c: signals and limits. cli_guard_install (main() calls it) makes SIGINT, SIGTERM and
@@ -180,7 +183,7 @@ void cli_clear_interrupt_note(void);
 int cli_set_threads(long requested);
 
 /* The steps N of DIR/step<N>_layer1_head1.dat (a run's snapshots/), sorted; how many (0 if
- * none), or -1 when out of memory. *steps is malloc'd. (cmd_plot.c) */
+ * none), or -1 when out of memory. *steps is malloc'd. (plot_files.c) */
 int cli_snapshot_steps(const char *dir, int64_t **steps);
 
 /* The command line: `qkv COMMAND [options]` (cli.c). With parse_only, each command only reads

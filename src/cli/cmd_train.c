@@ -889,7 +889,7 @@ static int train_command(int argc, char **argv, bool parse_only, bool run) {
     char **config_args = NULL, **merged = NULL;
     int nconfig = 0;
     if (config) {
-        int code = cli_config_args(config, &nconfig, &config_args);
+        int code = cli_config_args(config, cli_train_option, &nconfig, &config_args);
         if (code != EXIT_OK) return code;
         merged = malloc(((size_t)argc + (size_t)nconfig + 1) * sizeof *merged);
         if (!merged) {

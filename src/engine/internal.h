@@ -38,7 +38,7 @@ _Noreturn void qkv_die_(const char *file, int line, const char *op, const char *
         }                                                                                 \
     } while (0)
 
-/* ---- errors (tensor.c) ---- */
+/* ---- errors (errors.c) ---- */
 /* What a message calls config field `field` ("seq_len"): the field itself, or the name that a
  * front end gave it with qkv_set_field_names ("--seq-len"). */
 const char *field_name(const char *field);
