@@ -473,7 +473,7 @@ typedef struct {
     double lr, init_scale, weight_decay, clip;
     uint64_t seed;
     bool causal;
-    cli_option rows[48];
+    cli_option rows[48]; /* the table (train_table), pointing into this and the train_args */
 } train_values;
 
 static const char *const optim_names[] = {"sgd", "momentum", "adam", NULL};
