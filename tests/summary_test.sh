@@ -39,7 +39,7 @@ import json, sys
 d = sys.argv[1]
 s = json.load(open(d + "/summary.json"))
 assert s["format"] == "qkv-summary" and s["status"] == "done" and s["exit_status"] == 0, s
-assert s["qkv_version"].count(".") == 2 and s["isa"] in ("avx512", "avx2", "portable"), s
+assert s["qkv_version"].count(".") == 2 and s["isa"] in ("avx512", "avx2", "neon", "scalar"), s
 assert s["threads"] == 1 and s["step"] == 20 and s["wall_seconds"] >= 0, s
 c = s["config"]
 assert c["task"] == "copy" and c["d_model"] == 8 and c["steps"] == 20 and c["eval_every"] == 5, c
