@@ -5,7 +5,7 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #endif
-#include "train/trainer.h"
+#include "train/checkpoint.h"
 
 #include <check.h>
 #include <math.h>
@@ -398,6 +398,73 @@ START_TEST(test_save_load_eval) {
     trainer_free(&a);
     trainer_free(&b);
     remove_tmpdir("model.safetensors");
+}
+END_TEST
+
+/* ---- a file's metadata is read exactly: each word or number qkv does not know is refused,
+ * naming its key, never read as a default ---- */
+static const struct {
+    const char *from, *to, *message; /* same length: the header keeps its size */
+} bad_meta[] = {
+    {"\"optim\":\"momentum\"", "\"optim\":\"rmsprop!\"", "metadata 'optim' is not one of qkv's values (sgd, momentum, adam)"},
+    {"\"residual\":\"true\"", "\"residual\":\"yes!\"", "metadata 'residual' is not one of qkv's values"},
+    {"\"causal\":\"true\"", "\"causal\":\"True\"", "metadata 'causal' is not one of qkv's values"},
+    {"\"schedule\":\"constant\"", "\"schedule\":\"linear!!\"", "metadata 'schedule' is not one of"},
+    {"\"dtype\":\"f32\"", "\"dtype\":\"f16\"", "metadata 'dtype' is not one of qkv's values (f32, f64)"},
+    {"\"heads\":\"2\"", "\"heads\":\"x\"", "metadata 'heads' is out of range"},
+    {"\"warmup\":\"100\"", "\"warmup\":\"1.5\"", "metadata 'warmup' is not a whole number"},
+    {"\"seed\":\"7\"", "\"seed\":\"-\"", "metadata 'seed' is not a number"},
+    {"\"optim\":\"momentum\"", "\"optix\":\"momentum\"", "metadata 'optim' is missing"},
+};
+
+START_TEST(test_checkpoint_refuses_unknown_values) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    train_config c = make_config("reverse", 8, 32, 2, 10, QKV_MOMENTUM, 0.1);
+    c.model.residual = c.model.causal = true;
+    c.cosine = false;
+    c.warmup = 100;
+    c.seed = 7;
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    train_steps(&t, 3);
+    ck_assert_int_eq(trainer_save(&t, path), QKV_OK);
+    trainer_free(&t);
+    /* the file as bytes; its header is JSON, so a value can be swapped in place */
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static char bytes[1 << 20];
+    size_t n = fread(bytes, 1, sizeof bytes, f);
+    fclose(f);
+    ck_assert(n > 8 && n < sizeof bytes);
+    /* the file as saved loads: the refusals below are of the one value changed */
+    ck_assert_msg(trainer_load(&t, path) == QKV_OK, "%s", qkv_last_error());
+    trainer_free(&t);
+    const char *header = bytes + 8;
+    size_t header_len = 0;
+    for (int i = 7; i >= 0; i--) header_len = header_len << 8 | (unsigned char)bytes[i];
+    ck_assert(header_len < n - 8);
+    for (size_t k = 0; k < sizeof bad_meta / sizeof bad_meta[0]; k++) {
+        static char patched[1 << 20];
+        memcpy(patched, bytes, n);
+        char *at = strstr(header, bad_meta[k].from);
+        ck_assert_msg(at && at < header + header_len, "no %s in the header", bad_meta[k].from);
+        ck_assert_uint_eq(strlen(bad_meta[k].from), strlen(bad_meta[k].to));
+        memcpy(patched + (at - bytes), bad_meta[k].to, strlen(bad_meta[k].to));
+        snprintf(path, sizeof path, "%s/patched.safetensors", tmpdir);
+        f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_uint_eq(fwrite(patched, 1, n, f), n);
+        fclose(f);
+        ck_assert_int_eq(trainer_load(&t, path), QKV_ERR_FORMAT);
+        ck_assert_msg(strstr(qkv_last_error(), bad_meta[k].message), "%s: got '%s'",
+                      bad_meta[k].to, qkv_last_error());
+        remove(path);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    remove(path);
+    remove(tmpdir);
 }
 END_TEST
 
@@ -965,6 +1032,7 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, test_save_load_eval);
     tcase_add_loop_test(tc, test_resume_is_exact, 0, 5);
     tcase_add_test(tc, test_load_as_f64);
+    tcase_add_test(tc, test_checkpoint_refuses_unknown_values);
     suite_add_tcase(s, tc);
 
 #ifdef QKV_HAVE_OPENMP

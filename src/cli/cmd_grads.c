@@ -1,6 +1,6 @@
 /* cmd_grads.c - `qkv grads`: one batch and the gradient of every parameter, for study. */
 #include "cli.h"
-#include "train/trainer.h"
+#include "train/checkpoint.h"
 
 #include <getopt.h>
 #include <inttypes.h>

@@ -4,7 +4,7 @@
 #endif
 #include "cli.h"
 #include "run_files.h"
-#include "train/trainer.h"
+#include "train/checkpoint.h"
 
 #include <errno.h>
 #include <getopt.h>
