@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #endif
 #include "train/checkpoint.h"
+#include "train/grads.h"
 
 #include <check.h>
 #include <math.h>
@@ -398,6 +399,82 @@ START_TEST(test_save_load_eval) {
     trainer_free(&a);
     trainer_free(&b);
     remove_tmpdir("model.safetensors");
+}
+END_TEST
+
+/* The loss of a batch under the model as it is: a fresh graph, no gradients. */
+static double batch_loss(trainer *t, const int32_t *tokens, const int32_t *targets,
+                         const int32_t *lengths, int batch) {
+    qkv_ctx *ctx = qkv_ctx_new(0);
+    qkv_ctx_set_no_grad(ctx, true);
+    qkv_tensor *logits = qkv_model_forward_padded(&t->model, ctx, tokens, lengths, batch, NULL);
+    qkv_tensor *y = qkv_from_array(ctx, QKV_I32, 2, (int64_t[]){batch, t->target_len}, targets);
+    double loss = qkv_get(qkv_cross_entropy(ctx, logits, y, -1), 0);
+    qkv_ctx_free(ctx);
+    return loss;
+}
+
+/* qkv grads for every kind of model: a data file's (padded inputs), a data file's
+ * encoder-decoder (outputs half as long), and translate. The batch is the trainer's own draw
+ * from a generator seeded with the seed, and every parameter's gradient is that of the batch's
+ * loss with its padding mask: central differences in f64 agree. */
+START_TEST(test_batch_grads_every_model) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    train_config c;
+    if (_i < 2) {
+        write_data_file(path, 300, _i == 1, 4);
+        c = data_config(path, 20);
+    } else {
+        c = make_config("translate", 16, 16, 2, 20, QKV_ADAM, 0.005);
+        c.model.target_len = c.task.target_len;
+    }
+    c.model.dtype = QKV_F64;
+    trainer t;
+    ck_assert_msg(trainer_init(&t, &c) == QKV_OK, "%s", qkv_last_error());
+    train_steps(&t, 5); /* away from the initial weights */
+    const int B = 6;
+    int T = t.model.cfg.seq_len, To = t.target_len;
+    ck_assert_int_eq(To, _i == 0 ? T : T / 2);
+    batch_grads g;
+    ck_assert_msg(trainer_batch_grads(&t, 9, B, &g) == QKV_OK, "%s", qkv_last_error());
+    ck_assert_int_eq(g.targets->shape[1], To);
+    ck_assert_int_eq(g.logits->shape[1], To);
+    ck_assert((g.lengths != NULL) == (_i < 2));
+    int32_t tokens[6 * 16], targets[6 * 16], lengths[6];
+    qkv_rng rng = qkv_rng_seed(9);
+    trainer_sample(&t, &rng, B, tokens, targets, lengths);
+    ck_assert(!memcmp(tokens, g.tokens->data, sizeof(int32_t) * (size_t)(B * T)));
+    ck_assert(!memcmp(targets, g.targets->data, sizeof(int32_t) * (size_t)(B * To)));
+    const int32_t *len = g.lengths ? lengths : NULL;
+    if (len) {
+        ck_assert(!memcmp(lengths, g.lengths->data, sizeof lengths));
+        int padded = 0;
+        for (int b = 0; b < B; b++) padded += lengths[b] < T;
+        ck_assert_msg(padded > 0, "no example of the batch is padded: the mask is not tested");
+    }
+    double loss = batch_loss(&t, tokens, targets, len, B);
+    ck_assert_msg(fabs(qkv_get(g.loss, 0) - loss) < 1e-12, "%.17g vs %.17g", qkv_get(g.loss, 0), loss);
+    for (int i = 0; i < t.model.nparams; i++) {
+        qkv_tensor *p = t.model.param[i];
+        for (int k = 0; k < 3; k++) { /* the first, a middle and the last element */
+            int64_t at = k == 0 ? 0 : k == 1 ? p->size / 2 + 1 : p->size - 1;
+            double v = qkv_get(p, at), h = 1e-5;
+            qkv_set(p, at, v + h);
+            double up = batch_loss(&t, tokens, targets, len, B);
+            qkv_set(p, at, v - h);
+            double down = batch_loss(&t, tokens, targets, len, B);
+            qkv_set(p, at, v);
+            double fd = (up - down) / (2 * h), grad = qkv_get(g.grad[i], at);
+            ck_assert_msg(fabs(fd - grad) <= 1e-7 + 1e-5 * fabs(grad),
+                          "%s[%lld]: gradient %.10g, central difference %.10g",
+                          t.model.param_name[i], (long long)at, grad, fd);
+        }
+    }
+    batch_grads_free(&g);
+    trainer_free(&t);
+    remove_tmpdir("data.tsv");
 }
 END_TEST
 
@@ -1033,6 +1110,7 @@ static Suite *train_suite(void) {
     tcase_add_loop_test(tc, test_resume_is_exact, 0, 5);
     tcase_add_test(tc, test_load_as_f64);
     tcase_add_test(tc, test_checkpoint_refuses_unknown_values);
+    tcase_add_loop_test(tc, test_batch_grads_every_model, 0, 3);
     suite_add_tcase(s, tc);
 
 #ifdef QKV_HAVE_OPENMP

@@ -189,21 +189,25 @@ double trainer_lr(const train_config *c, int64_t step) {
     return lr;
 }
 
-qkv_status trainer_step(trainer *t) {
-    const train_config *c = &t->cfg;
-    int T = c->task.seq_len, To = t->target_len, B = c->batch;
+void trainer_sample(const trainer *t, qkv_rng *rng, int batch, int32_t *tokens, int32_t *targets,
+                    int32_t *lengths) {
+    int T = t->cfg.task.seq_len, To = t->target_len;
     if (t->data) { /* each sequence: training example below(n_train) */
         const dataset *d = t->data;
-        for (int b = 0; b < B; b++) {
-            size_t e = qkv_rng_below(&t->data_rng, (uint32_t)d->n_train);
-            memcpy(t->tokens + (size_t)b * T, d->train_x + e * T, (size_t)T * sizeof *t->tokens);
-            memcpy(t->targets + (size_t)b * To, d->train_y + e * To, (size_t)To * sizeof *t->targets);
-            t->lengths[b] = d->train_len[e];
+        for (int b = 0; b < batch; b++) {
+            size_t e = qkv_rng_below(rng, (uint32_t)d->n_train);
+            memcpy(tokens + (size_t)b * T, d->train_x + e * T, (size_t)T * sizeof *tokens);
+            memcpy(targets + (size_t)b * To, d->train_y + e * To, (size_t)To * sizeof *targets);
+            lengths[b] = d->train_len[e];
         }
-        return trainer_update(t);
+        return;
     }
-    for (int b = 0; b < B; b++)
-        qkv_task_sample(&c->task, &t->data_rng, false, t->tokens + b * T, t->targets + b * To);
+    for (int b = 0; b < batch; b++)
+        qkv_task_sample(&t->cfg.task, rng, false, tokens + (size_t)b * T, targets + (size_t)b * To);
+}
+
+qkv_status trainer_step(trainer *t) {
+    trainer_sample(t, &t->data_rng, t->cfg.batch, t->tokens, t->targets, t->lengths);
     return trainer_update(t);
 }
 

@@ -84,6 +84,11 @@ qkv_status trainer_init(trainer *t, const train_config *cfg);
 void trainer_free(trainer *t);
 /* The learning rate of step `step` (1-based): warm-up, then constant or cosine decay. */
 double trainer_lr(const train_config *cfg, int64_t step);
+/* Draws `batch` training sequences (never held-out ones) with rng: tokens (batch, T), targets
+ * (batch, To) and, for a data run, the input lengths (batch) of its padding mask (lengths is
+ * not touched otherwise). trainer_step draws its batches so, with t->data_rng. */
+void trainer_sample(const trainer *t, qkv_rng *rng, int batch, int32_t *tokens, int32_t *targets,
+                    int32_t *lengths);
 /* One SGD step on a fresh batch; QKV_ERR_NUMERIC if the loss is not finite. */
 qkv_status trainer_step(trainer *t);
 /* One SGD step on the batch already in t->tokens / t->targets (what trainer_step does after
