@@ -478,6 +478,73 @@ START_TEST(test_batch_grads_every_model) {
 }
 END_TEST
 
+/* qkv_model_load, the public call: a trained model comes back with its config, its task and
+ * its weights bit for bit, and computes the same logits; for a built-in task, a data file's
+ * encoder-decoder and translate. A file that is not a model is refused. */
+START_TEST(test_model_load) {
+    make_tmpdir();
+    char data[128], path[128];
+    snprintf(data, sizeof data, "%s/data.tsv", tmpdir);
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    train_config c;
+    if (_i == 0) {
+        c = make_config("reverse", 8, 16, 2, 10, QKV_ADAM, 0.005);
+        c.model.layers = 2;
+        c.model.residual = true;
+        c.model.dtype = QKV_F64;
+    } else if (_i == 1) {
+        write_data_file(data, 200, true, 4);
+        c = data_config(data, 10);
+    } else {
+        c = make_config("translate", 16, 16, 2, 10, QKV_ADAM, 0.005);
+        c.model.target_len = c.task.target_len;
+    }
+    trainer t;
+    ck_assert_msg(trainer_init(&t, &c) == QKV_OK, "%s", qkv_last_error());
+    train_steps(&t, 10);
+    ck_assert_int_eq(trainer_save(&t, path), QKV_OK);
+    qkv_model m;
+    qkv_task task;
+    ck_assert_msg(qkv_model_load(&m, &task, path) == QKV_OK, "%s", qkv_last_error());
+    ck_assert(!memcmp(&m.cfg, &t.model.cfg, sizeof m.cfg));
+    ck_assert_int_eq(task.kind, t.cfg.task.kind);
+    ck_assert_int_eq(task.seq_len, t.cfg.task.seq_len);
+    ck_assert_int_eq(task.vocab, t.cfg.task.vocab);
+    ck_assert_int_eq(task.target_len, t.model.cfg.target_len);
+    if (_i != 1) ck_assert(!memcmp(&task, &t.cfg.task, sizeof task));
+    ck_assert_int_eq(m.nparams, t.model.nparams);
+    for (int i = 0; i < m.nparams; i++) {
+        ck_assert_str_eq(m.param_name[i], t.model.param_name[i]);
+        ck_assert(!memcmp(m.param[i]->data, t.model.param[i]->data,
+                          (size_t)m.param[i]->size * qkv_dtype_size(m.param[i]->dtype)));
+    }
+    /* the same logits for the first held-out sequences */
+    qkv_ctx *ctx = qkv_ctx_new(0);
+    const int32_t *len = t.held_lengths;
+    qkv_tensor *a = qkv_model_forward_padded(&t.model, ctx, t.held_tokens, len, 4, NULL);
+    qkv_tensor *b = qkv_model_forward_padded(&m, ctx, t.held_tokens, len, 4, NULL);
+    ck_assert_int_eq(a->size, b->size);
+    ck_assert(!memcmp(a->data, b->data, (size_t)a->size * qkv_dtype_size(a->dtype)));
+    qkv_ctx_free(ctx);
+    qkv_model_free(&m);
+    trainer_free(&t);
+    /* not a model: a grads file; and no file at all */
+    batch_grads g;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert_int_eq(trainer_batch_grads(&t, 1, 2, &g), QKV_OK);
+    ck_assert_int_eq(batch_grads_save(&g, &t, 1, "m", path), QKV_OK);
+    batch_grads_free(&g);
+    trainer_free(&t);
+    ck_assert_int_eq(qkv_model_load(&m, NULL, path), QKV_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "not a qkv model"));
+    ck_assert_ptr_null(m.params);
+    remove(path);
+    ck_assert_int_eq(qkv_model_load(&m, NULL, path), QKV_ERR_IO);
+    ck_assert_ptr_null(m.params);
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
 /* ---- a file's metadata is read exactly: each word or number qkv does not know is refused,
  * naming its key, never read as a default ---- */
 static const struct {
@@ -1111,6 +1178,7 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, test_load_as_f64);
     tcase_add_test(tc, test_checkpoint_refuses_unknown_values);
     tcase_add_loop_test(tc, test_batch_grads_every_model, 0, 3);
+    tcase_add_loop_test(tc, test_model_load, 0, 3);
     suite_add_tcase(s, tc);
 
 #ifdef QKV_HAVE_OPENMP

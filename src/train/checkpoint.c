@@ -368,3 +368,32 @@ qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, in
     if (s != QKV_OK) trainer_free(t);
     return s;
 }
+
+qkv_status qkv_model_load(qkv_model *m, qkv_task *task, const char *path) {
+    memset(m, 0, sizeof *m);
+    qkv_st *st;
+    qkv_status s = qkv_st_load(path, &st);
+    if (s != QKV_OK) return s;
+    train_config c;
+    qkv_dtype file_dtype;
+    double target_len = 0;
+    s = read_config(st, path, &c, &file_dtype);
+    /* a data file's model: its output length, which trainer_load takes from the file itself */
+    if (s == QKV_OK && c.task.kind == QKV_TASK_DATA &&
+        (s = meta_number(st, path, "target_len", 0, 65536, &target_len)) == QKV_OK) {
+        c.model.target_len = (int)target_len;
+        c.task.target_len = (int)target_len;
+    }
+    if (s == QKV_OK && (s = qkv_model_init(m, &c.model, c.seed)) != QKV_OK)
+        /* a value out of range here came from the file: the file is bad */
+        s = qkv_fail(s == QKV_ERR_VALUE ? QKV_ERR_FORMAT : s, "%s: %s", path, qkv_last_error());
+    for (int i = 0; i < m->nparams && s == QKV_OK; i++) s = qkv_st_read(st, m->param_name[i], m->param[i]);
+    qkv_st_free(st);
+    if (s != QKV_OK) {
+        qkv_model_free(m);
+        memset(m, 0, sizeof *m);
+        return s;
+    }
+    if (task) *task = c.task;
+    return QKV_OK;
+}
