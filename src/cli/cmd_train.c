@@ -13,12 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "io/io.h"
 
 static const char train_usage[] =
     "usage: qkv train [options]\n"
@@ -87,12 +84,6 @@ static const char eval_usage[] =
     "                      else all cores)\n"
     "  --json              print one JSON object\n"
     "  -h, --help          show this help\n";
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- progress ---- */
 
@@ -716,9 +707,9 @@ static int eval_run(const eval_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    double t0 = now_seconds();
+    double t0 = run_files_now();
     eval_result r = trainer_evaluate(&t);
-    double seconds = now_seconds() - t0;
+    double seconds = run_files_now() - t0;
     if (json)
         print_result_json(&t, r, t.optim.step, seconds, "eval", false);
     else {
