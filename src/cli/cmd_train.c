@@ -566,7 +566,7 @@ static int train_run(train_args *a) {
     training_run run;
     if ((s = trainer_run(&t, &o, on_progress, &p, &run)) != QKV_OK) {
         if (p.drawn) fputc('\n', prog);
-        if (run.has_dir && run.dir.committed) /* the error, and what the directory keeps */
+        if (run.started && run.has_dir && run.dir.committed) /* and what the directory keeps */
             cli_error("%s; %s keeps the checkpoint of step %" PRId64, qkv_last_error(),
                       run.dir.dir, run.saved_step);
         else

@@ -213,6 +213,7 @@ static qkv_status begin(training_run *run, trainer *t, run_progress progress, vo
                             "model was saved with %" PRId64 ": they are not of the same run",
                             path, run->metrics.n, t->optim.step, t->metrics_rows);
     }
+    run->started = true;
     if (run->has_dir) {
         rundir_trim_snapshots(&run->dir, run->start_step);
         if (run->dir.committed && progress) progress(RUN_COMMITTED, run, t, user);

@@ -41,6 +41,8 @@ struct training_run {
     int64_t saved_step;        /* the step of the directory's last checkpoint */
     rundir dir;
     bool has_dir, files_begun;
+    bool started;              /* past the checks of a resumed run: a failure from here on
+                                  leaves the directory its checkpoint, if dir.committed */
     run_files files;           /* summary.json and metrics.jsonl */
 };
 
@@ -50,8 +52,8 @@ struct training_run {
  * and model.safetensors at every checkpoint, in the order of the commit protocol, and
  * metrics.jsonl and summary.json as it goes. `progress` (NULL: none) hears of each event. On
  * a failure (with its message) the trainer holds the failing state, and the directory keeps
- * the checkpoint of run->saved_step if run->dir.committed. Either way, end the run with
- * trainer_run_end. */
+ * the checkpoint of run->saved_step if run->started and run->dir.committed. Either way, end
+ * the run with trainer_run_end. */
 qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, void *user,
                        training_run *run);
 /* Ends a run: summary.json records `exit_code` (and `error` when it is not 0), the directory
