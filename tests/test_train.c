@@ -7,6 +7,7 @@
 #endif
 #include "train/checkpoint.h"
 #include "train/grads.h"
+#include "train/run.h"
 
 #include <check.h>
 #include <math.h>
@@ -542,6 +543,92 @@ START_TEST(test_model_load) {
     ck_assert_int_eq(qkv_model_load(&m, NULL, path), QKV_ERR_IO);
     ck_assert_ptr_null(m.params);
     remove_tmpdir("data.tsv");
+}
+END_TEST
+
+/* trainer_run, as a C program uses it: a run straight to N steps and a run of N/2 steps
+ * resumed from its directory to N write the same model.safetensors and metrics.csv, byte for
+ * byte (a constant learning rate, so that the first run's shorter plan changes nothing); the
+ * progress callback hears of every evaluation and checkpoint. */
+typedef struct {
+    int begun, evaluated, stepped, committed, trained;
+} run_counts;
+
+static void count_events(run_event e, const training_run *run, const trainer *t, void *user) {
+    run_counts *n = user;
+    (void)run;
+    (void)t;
+    n->begun += e == RUN_BEGIN;
+    n->evaluated += e == RUN_EVALUATED;
+    n->stepped += e == RUN_STEPPED;
+    n->committed += e == RUN_COMMITTED;
+    n->trained += e == RUN_TRAINED;
+}
+
+static char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s is missing", path);
+    static char buf[4][1 << 20];
+    static int next;
+    char *b = buf[next++ % 4];
+    *n = fread(b, 1, sizeof buf[0], f);
+    fclose(f);
+    return b;
+}
+
+START_TEST(test_trainer_run_resumes_exactly) {
+    make_tmpdir();
+    char straight[128], halves[128], path[160];
+    snprintf(straight, sizeof straight, "%s/straight", tmpdir);
+    snprintf(halves, sizeof halves, "%s/halves", tmpdir);
+    train_config c = make_config("reverse", 8, 16, 2, 40, QKV_ADAM, 0.005);
+    c.cosine = false;
+    c.warmup = 0;
+    run_options o = {.out_dir = straight, .eval_every = 5, .snapshot_every = 10};
+    trainer t;
+    training_run run;
+    run_counts n = {0};
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert_msg(trainer_run(&t, &o, count_events, &n, &run) == QKV_OK, "%s", qkv_last_error());
+    ck_assert_int_eq(run.metrics.n, 1 + 40 / 5); /* step 0, then every 5 */
+    ck_assert_int_eq(n.begun, 1);
+    ck_assert_int_eq(n.evaluated, 40 / 5);
+    ck_assert_int_eq(n.stepped, 40);
+    ck_assert_int_eq(n.committed, 1);
+    ck_assert_int_eq(n.trained, 1);
+    ck_assert_int_eq(trainer_run_end(&run, &t, 0, NULL), QKV_OK);
+    trainer_free(&t);
+
+    c.steps = 20;
+    o.out_dir = halves;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert_int_eq(trainer_run(&t, &o, NULL, NULL, &run), QKV_OK);
+    ck_assert_int_eq(trainer_run_end(&run, &t, 0, NULL), QKV_OK);
+    trainer_free(&t);
+    snprintf(path, sizeof path, "%s/model.safetensors", halves);
+    ck_assert_msg(trainer_load(&t, path) == QKV_OK, "%s", qkv_last_error());
+    t.cfg.steps = 40;
+    o.resume_dir = halves;
+    memset(&n, 0, sizeof n);
+    ck_assert_int_eq(trainer_run(&t, &o, count_events, &n, &run), QKV_OK);
+    ck_assert_int_eq(n.committed, 2); /* its own checkpoint at the start, and the new one */
+    ck_assert_int_eq(run.start_step, 20);
+    ck_assert_int_eq(trainer_run_end(&run, &t, 0, NULL), QKV_OK);
+    trainer_free(&t);
+
+    const char *files[] = {"model.safetensors", "metrics.csv", "attention/layer1_head2.dat",
+                           "gradients/layer1_head1_dS.dat", "snapshots/step30_layer1_head1.dat"};
+    for (int i = 0; i < 5; i++) {
+        size_t na, nb;
+        snprintf(path, sizeof path, "%s/%s", straight, files[i]);
+        const char *a = read_all(path, &na);
+        snprintf(path, sizeof path, "%s/%s", halves, files[i]);
+        const char *b = read_all(path, &nb);
+        ck_assert_msg(na == nb && !memcmp(a, b, na), "%s differs", files[i]);
+    }
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -r '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -1179,6 +1266,7 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, test_checkpoint_refuses_unknown_values);
     tcase_add_loop_test(tc, test_batch_grads_every_model, 0, 3);
     tcase_add_loop_test(tc, test_model_load, 0, 3);
+    tcase_add_test(tc, test_trainer_run_resumes_exactly);
     suite_add_tcase(s, tc);
 
 #ifdef QKV_HAVE_OPENMP
