@@ -434,7 +434,7 @@ START_TEST(test_batch_grads_every_model) {
     c.model.dtype = QKV_F64;
     trainer t;
     ck_assert_msg(trainer_init(&t, &c) == QKV_OK, "%s", qkv_last_error());
-    train_steps(&t, 5); /* away from the initial weights */
+    train_steps(&t, 2); /* away from the initial weights */
     const int B = 6;
     int T = t.model.cfg.seq_len, To = t.target_len;
     ck_assert_int_eq(To, _i == 0 ? T : T / 2);
@@ -502,7 +502,7 @@ START_TEST(test_model_load) {
     }
     trainer t;
     ck_assert_msg(trainer_init(&t, &c) == QKV_OK, "%s", qkv_last_error());
-    train_steps(&t, 10);
+    train_steps(&t, 3);
     ck_assert_int_eq(trainer_save(&t, path), QKV_OK);
     qkv_model m;
     qkv_task task;
@@ -581,25 +581,25 @@ START_TEST(test_trainer_run_resumes_exactly) {
     char straight[128], halves[128], path[160];
     snprintf(straight, sizeof straight, "%s/straight", tmpdir);
     snprintf(halves, sizeof halves, "%s/halves", tmpdir);
-    train_config c = make_config("reverse", 8, 16, 2, 40, QKV_ADAM, 0.005);
+    train_config c = make_config("reverse", 8, 16, 2, 20, QKV_ADAM, 0.005);
     c.cosine = false;
     c.warmup = 0;
-    run_options o = {.out_dir = straight, .eval_every = 5, .snapshot_every = 10};
+    run_options o = {.out_dir = straight, .eval_every = 5, .snapshot_every = 5};
     trainer t;
     training_run run;
     run_counts n = {0};
     ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
     ck_assert_msg(trainer_run(&t, &o, count_events, &n, &run) == QKV_OK, "%s", qkv_last_error());
-    ck_assert_int_eq(run.metrics.n, 1 + 40 / 5); /* step 0, then every 5 */
+    ck_assert_int_eq(run.metrics.n, 1 + 20 / 5); /* step 0, then every 5 */
     ck_assert_int_eq(n.begun, 1);
-    ck_assert_int_eq(n.evaluated, 40 / 5);
-    ck_assert_int_eq(n.stepped, 40);
+    ck_assert_int_eq(n.evaluated, 20 / 5);
+    ck_assert_int_eq(n.stepped, 20);
     ck_assert_int_eq(n.committed, 1);
     ck_assert_int_eq(n.trained, 1);
     ck_assert_int_eq(trainer_run_end(&run, &t, 0, NULL), QKV_OK);
     trainer_free(&t);
 
-    c.steps = 20;
+    c.steps = 10;
     o.out_dir = halves;
     ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
     ck_assert_int_eq(trainer_run(&t, &o, NULL, NULL, &run), QKV_OK);
@@ -607,17 +607,17 @@ START_TEST(test_trainer_run_resumes_exactly) {
     trainer_free(&t);
     snprintf(path, sizeof path, "%s/model.safetensors", halves);
     ck_assert_msg(trainer_load(&t, path) == QKV_OK, "%s", qkv_last_error());
-    t.cfg.steps = 40;
+    t.cfg.steps = 20;
     o.resume_dir = halves;
     memset(&n, 0, sizeof n);
     ck_assert_int_eq(trainer_run(&t, &o, count_events, &n, &run), QKV_OK);
     ck_assert_int_eq(n.committed, 2); /* its own checkpoint at the start, and the new one */
-    ck_assert_int_eq(run.start_step, 20);
+    ck_assert_int_eq(run.start_step, 10);
     ck_assert_int_eq(trainer_run_end(&run, &t, 0, NULL), QKV_OK);
     trainer_free(&t);
 
     const char *files[] = {"model.safetensors", "metrics.csv", "attention/layer1_head2.dat",
-                           "gradients/layer1_head1_dS.dat", "snapshots/step30_layer1_head1.dat"};
+                           "gradients/layer1_head1_dS.dat", "snapshots/step15_layer1_head1.dat"};
     for (int i = 0; i < 5; i++) {
         size_t na, nb;
         snprintf(path, sizeof path, "%s/%s", straight, files[i]);
@@ -1263,6 +1263,10 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, test_save_load_eval);
     tcase_add_loop_test(tc, test_resume_is_exact, 0, 5);
     tcase_add_test(tc, test_load_as_f64);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("library");
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_checkpoint_refuses_unknown_values);
     tcase_add_loop_test(tc, test_batch_grads_every_model, 0, 3);
     tcase_add_loop_test(tc, test_model_load, 0, 3);
