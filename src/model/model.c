@@ -214,3 +214,9 @@ qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const int32_t *
                                     int batch, qkv_layer_trace *trace) {
     return model_forward(m, step, tokens, NULL, batch, NULL, trace);
 }
+
+qkv_tensor *qkv_model_forward_trace_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                           const int32_t *lengths, int batch,
+                                           qkv_layer_trace *trace) {
+    return model_forward(m, step, tokens, lengths, batch, NULL, trace);
+}
