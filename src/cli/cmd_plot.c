@@ -335,13 +335,13 @@ static int read_model(const char *dir, char *task, size_t len, int *layers, int 
 
 /* ---- a file of qkv inspect --out, drawn as a run is ---- */
 
-/* Writes one (T, T) map of head h of `x` (H, T, T) as a gnuplot matrix (the format of a run's
- * attention/ files) to dir/rel. */
+/* Writes one (Tq, T) map of head h of `x` (H, Tq, T) as a gnuplot matrix (the format of a
+ * run's attention/ files) to dir/rel: rows are the queries, columns the keys. */
 static int write_inspect_map(const char *dir, const char *rel, const qkv_tensor *x, int h,
-                             const char *what, char (*labels)[40]) {
+                             const char *what, char (*qlabels)[40], char (*labels)[40]) {
     char path[PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", dir, rel);
-    int T = (int)x->shape[1];
+    int Tq = (int)x->shape[1], T = (int)x->shape[2];
     atomic_file af;
     qkv_status s = atomic_open(&af, path);
     if (s != QKV_OK) {
@@ -351,9 +351,9 @@ static int write_inspect_map(const char *dir, const char *rel, const qkv_tensor 
     fprintf(af.f, "# qkv inspect: %s; rows are queries, columns keys\nquery\\key", what);
     for (int j = 0; j < T; j++) fprintf(af.f, " %s", labels[j]);
     fputc('\n', af.f);
-    const float *m = (const float *)x->data + (size_t)h * T * T;
-    for (int i = 0; i < T; i++) {
-        fprintf(af.f, "%s", labels[i]);
+    const float *m = (const float *)x->data + (size_t)h * Tq * T;
+    for (int i = 0; i < Tq; i++) {
+        fprintf(af.f, "%s", qlabels[i]);
         for (int j = 0; j < T; j++) fprintf(af.f, " %.6g", m[(size_t)i * T + j]);
         fputc('\n', af.f);
     }
@@ -362,6 +362,25 @@ static int write_inspect_map(const char *dir, const char *rel, const qkv_tensor 
         return cli_exit_for(s);
     }
     return EXIT_OK;
+}
+
+/* Splits `text`, space-separated labels, into n labels. A label that is not what qkv writes
+ * (printable ASCII without the quotes and '#' that gnuplot reads as syntax, as dataset_label
+ * makes them) becomes its position. */
+static void split_labels(const char *text, char (*labels)[40], int n) {
+    const char *p = text ? text : "";
+    for (int i = 0; i < n; i++) {
+        size_t len = strcspn(p, " ");
+        bool good = len > 0 && len < sizeof labels[i];
+        for (size_t k = 0; good && k < len; k++) {
+            unsigned char c = (unsigned char)p[k];
+            good = c > ' ' && c < 127 && c != '#' && c != '"' && c != '\'';
+        }
+        if (good) snprintf(labels[i], sizeof labels[i], "%.*s", (int)len, p);
+        else snprintf(labels[i], sizeof labels[i], "%d", i);
+        p += len;
+        p += strspn(p, " ");
+    }
 }
 
 /* FILE (format qkv-inspect) -> the directory FILE without .safetensors (or FILE.d) holding
@@ -377,17 +396,20 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
     const char *fmt = qkv_st_meta(st, "format"), *task = qkv_st_meta(st, "task");
     const char *l = qkv_st_meta(st, "layers"), *h = qkv_st_meta(st, "heads");
     const char *t = qkv_st_meta(st, "seq_len"), *lab = qkv_st_meta(st, "labels");
-    const char *causal = qkv_st_meta(st, "causal");
-    int L = l ? atoi(l) : 0, H = h ? atoi(h) : 0, T = t ? atoi(t) : 0;
+    const char *causal = qkv_st_meta(st, "causal"), *q = qkv_st_meta(st, "queries");
+    const char *qlab = qkv_st_meta(st, "query_labels");
+    /* T keys, Tq queries: Tq = T in self-attention (and in files of before cross-attention) */
+    int L = l ? atoi(l) : 0, H = h ? atoi(h) : 0, T = t ? atoi(t) : 0, Tq = q ? atoi(q) : T;
     bool ok = fmt && !strcmp(fmt, "qkv-inspect") && task && strlen(task) < sizeof src->task &&
-              L >= 1 && L <= QKV_MAX_LAYERS && H >= 1 && H <= 8192 && T >= 1 && T <= 4096;
+              L >= 1 && L <= QKV_MAX_LAYERS && H >= 1 && H <= 8192 && T >= 1 && T <= 4096 &&
+              Tq >= 1 && Tq <= 4096;
     for (int i = 1; ok && i <= L; i++) {
         char name[32];
         int64_t shape[QKV_MAX_DIMS];
         int nd;
         snprintf(name, sizeof name, "layer%d.weights", i);
         ok = qkv_st_info(st, name, NULL, &nd, shape) && nd == 3 && shape[0] == H &&
-             shape[1] == T && shape[2] == T;
+             shape[1] == Tq && shape[2] == T;
     }
     if (!ok) {
         cli_error("plot: %s is neither a directory of qkv train nor a file of qkv inspect --out",
@@ -398,26 +420,22 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
     snprintf(src->task, sizeof src->task, "%s", task);
     src->layers = L, src->heads = H, src->causal = causal && !strcmp(causal, "true");
     src->inspect = true;
-    /* The labels: "position:token" words, checked (they become gnuplot data); positions only
-     * if they are not what qkv inspect wrote. */
+    /* The labels of the keys and of the queries: "position:token" words, checked (they
+     * become gnuplot data); positions only if they are not what qkv inspect wrote. */
     char (*labels)[40] = calloc((size_t)T, sizeof *labels);
+    char (*qlabels)[40] = calloc((size_t)Tq, sizeof *qlabels);
     qkv_ctx *ctx = qkv_ctx_new(0);
-    if (!labels || !ctx) {
+    if (!labels || !qlabels || !ctx) {
         free(labels);
+        free(qlabels);
         qkv_ctx_free(ctx);
         qkv_st_free(st);
         cli_error("plot: out of memory");
         return EXIT_NOMEM;
     }
-    const char *p = lab ? lab : "";
-    for (int i = 0; i < T; i++) {
-        size_t n = strcspn(p, " ");
-        bool good = n > 0 && n < sizeof labels[i] && strspn(p, "0123456789:?abcdefghijklmnopqrstuvwxyz") >= n;
-        if (good) snprintf(labels[i], sizeof labels[i], "%.*s", (int)n, p);
-        else snprintf(labels[i], sizeof labels[i], "%d", i);
-        p += n;
-        p += strspn(p, " ");
-    }
+    split_labels(lab, labels, T);
+    if (qlab) split_labels(qlab, qlabels, Tq);
+    else memcpy(qlabels, labels, (size_t)(Tq < T ? Tq : T) * sizeof *labels);
     size_t flen = strlen(file), suffix = strlen(".safetensors");
     if (flen > suffix && !strcmp(file + flen - suffix, ".safetensors"))
         snprintf(dir, len, "%.*s", (int)(flen - suffix), file);
@@ -431,7 +449,7 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
         cli_error("plot: %s", qkv_last_error());
         code = cli_exit_for(s);
     }
-    qkv_tensor *x = qkv_zeros(ctx, QKV_F32, 3, (int64_t[]){H, T, T});
+    qkv_tensor *x = qkv_zeros(ctx, QKV_F32, 3, (int64_t[]){H, Tq, T});
     const char *kinds[3] = {"weights", "dA", "dS"};
     for (int li = 1; li <= L && code == EXIT_OK; li++)
         for (int k = 0; k < (grads ? 3 : 1) && code == EXIT_OK; k++) {
@@ -448,7 +466,7 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
                 else snprintf(rel, sizeof rel, "gradients/layer%d_head%d_%s.dat", li, hi, kinds[k]);
                 snprintf(what, sizeof what, "%s of layer %d, head %d", k ? kinds[k] : "attention",
                          li, hi);
-                code = write_inspect_map(dir, rel, x, hi - 1, what, labels);
+                code = write_inspect_map(dir, rel, x, hi - 1, what, qlabels, labels);
             }
         }
     for (int li = 1; !grads && li <= L && code == EXIT_OK; li++) /* none from an earlier file */
@@ -458,6 +476,7 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
                 unlink(sub);
             }
     free(labels);
+    free(qlabels);
     qkv_ctx_free(ctx);
     qkv_st_free(st);
     return code;

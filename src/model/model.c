@@ -141,7 +141,8 @@ static qkv_tensor *merge_heads(qkv_ctx *ctx, qkv_tensor *x, int B, int T, int H,
 }
 
 /* The mask of one layer, (B, 1, Tq, T): -inf on keys past each sequence's length and, with
- * a causal mask, on keys after the query; 0 elsewhere. Built in place as a leaf (no gradient
+ * a causal mask, on keys after the query (aligned at the end when Tq < T, as qkv_mask_causal
+ * does); 0 elsewhere. Built in place as a leaf (no gradient
  * flows into a mask). NULL when nothing is masked. */
 static qkv_tensor *attention_mask(qkv_ctx *step, const qkv_model_config *c, int B, int Tq,
                                   int T, const int32_t *lengths) {
@@ -150,7 +151,7 @@ static qkv_tensor *attention_mask(qkv_ctx *step, const qkv_model_config *c, int 
     for (int b = 0; b < B; b++)
         for (int i = 0; i < Tq; i++)
             for (int j = 0; j < T; j++)
-                if (j >= lengths[b] || (c->causal && j > i)) {
+                if (j >= lengths[b] || (c->causal && j > i + (T - Tq))) {
                     int64_t at = ((int64_t)b * Tq + i) * T + j;
                     if (c->dtype == QKV_F64) ((double *)mask->data)[at] = -INFINITY;
                     else ((float *)mask->data)[at] = -INFINITY;
