@@ -8,6 +8,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "cli.h"
 #include "io/io.h"
+#include "train/trainer.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -297,9 +298,24 @@ static int metrics_rows(const char *path) {
     return lines + (last != '\n') - 1;
 }
 
+/* Whether the header line of metrics.csv names column `name`. */
+static bool metrics_has_column(const char *path, const char *name) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    static char line[1 << 20]; /* up to 8 layers x 64 heads x 3 scores, as train writes them */
+    bool found = false;
+    if (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        for (char *p = line; p && !found; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+            found = !strncmp(p, name, strlen(name)) && (p[strlen(name)] == ',' || !p[strlen(name)]);
+    }
+    fclose(f);
+    return found;
+}
+
 /* Reads task, layers and heads from the model's metadata. */
 static int read_model(const char *dir, char *task, size_t len, int *layers, int *heads,
-                      bool *causal, double *chance_acc, double *chance_loss) {
+                      bool *causal, bool *cross, double *chance_acc, double *chance_loss) {
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!need_file(path)) return EXIT_IO;
@@ -325,6 +341,7 @@ static int read_model(const char *dir, char *task, size_t len, int *layers, int 
     }
     bool ok = t && *layers >= 1 && *layers <= QKV_MAX_LAYERS && *heads >= 1 && *heads <= 8192;
     if (ok) snprintf(task, len, "%s", t);
+    *cross = qkv_st_info(st, "dec_pos_emb", NULL, NULL, NULL); /* an encoder-decoder's */
     qkv_st_free(st);
     if (!ok) {
         cli_error("plot: %s: not a qkv model (task, layers or heads missing)", path);
@@ -520,15 +537,24 @@ static int plot_maps(const char *dir, const plot_source *src, const char *format
                       (const char *[]){"attention", task, nl, nh, causal, subject});
     if (code != EXIT_OK) return code;
 
-    /* Loss and accuracy curves, when there is at least one row of metrics. */
+    /* Loss and accuracy curves, when there is at least one row of metrics; below them the
+     * head scores of every layer and head, when metrics.csv has them (runs of qkv 0.2 on;
+     * an encoder-decoder's cross-attention has none), and the ideal-pattern mass by layer
+     * when the task defines an ideal pattern. */
     snprintf(full, sizeof full, "%s/metrics.csv", dir);
     if (metrics_rows(full) >= 1) {
         snprintf(out, sizeof out, "plots/curves.%s", format);
-        char acc[32], loss[32];
+        char acc[32], loss[32], mass[4];
         snprintf(acc, sizeof acc, "%.6g", src->chance_acc);
         snprintf(loss, sizeof loss, "%.6g", src->chance_loss);
-        code = run_script(&p, dir, "curves.gp", out, format, 4,
-                          (const char *[]){"metrics.csv", task, acc, loss});
+        bool scores = !src->cross && metrics_has_column(full, "prev_l1h1");
+        char scored_heads[16]; /* train scores the first EVAL_MAX_HEADS heads of a layer */
+        snprintf(scored_heads, sizeof scored_heads, "%d", H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS);
+        snprintf(mass, sizeof mass, "%d", scores && strcmp(task, "data") &&
+                                              metrics_has_column(full, "mass_l1"));
+        code = run_script(&p, dir, "curves.gp", out, format, 7,
+                          (const char *[]){"metrics.csv", task, acc, loss, scores ? nl : "0",
+                                           scores ? scored_heads : "0", mass});
         if (code != EXIT_OK) return code;
     }
 
@@ -605,7 +631,8 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
         cli_error("plot: %s is not a directory", dir);
         return EXIT_IO;
     } else if ((code = read_model(dir, src.task, sizeof src.task, &src.layers, &src.heads,
-                                  &src.causal, &src.chance_acc, &src.chance_loss)) != EXIT_OK) {
+                                  &src.causal, &src.cross, &src.chance_acc,
+                                  &src.chance_loss)) != EXIT_OK) {
         return code;
     }
     if (!strcmp(format, "html")) return cli_plot_html(dir, &src, verbose);
