@@ -221,6 +221,18 @@ def check_labels(wd, name, dat):
     print(f"browser_test: {name}: {len(queries)} x {len(keys)} map labelled {queries[0]} .. / {keys[0]} ..")
 
 
+def check_score_charts(wd, name, heads_per_chart):
+    """The head scores of metrics.csv are grouped: one chart per score, a line per head (none
+    for an encoder-decoder, whose cross-attention has no head scores)."""
+    charts = wd.run("return [...document.querySelectorAll('#metrics svg')].map(s => "
+                    "[s.querySelector('text').textContent, s.querySelectorAll('polyline').length]);")
+    scores = {t: n for t, n in charts if t in ("previous-token score", "duplicate-token score", "induction score")}
+    want = {t: heads_per_chart for t in ("previous-token score", "duplicate-token score", "induction score")} \
+        if heads_per_chart else {}
+    if scores != want:
+        fail(f"{name}: the head-score charts are {scores}, not {want} (all charts: {charts})")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="qkv-browser-")
     # A data file whose outputs are half its inputs (cross-attention over padded inputs), its
@@ -288,6 +300,9 @@ def main():
             check_page(wd, *page)
             if page[1] in ("translate", "data"):  # real cross-attention runs: 8 x 16, 4 x 8
                 check_labels(wd, page[1], os.path.join(tmp, page[1], "attention", "layer1_head1.dat"))
+                check_score_charts(wd, page[1], 0)
+            if page[1] == "reverse":  # 2 layers x 2 heads
+                check_score_charts(wd, page[1], 4)
     finally:
         if wd.sid:
             try:
