@@ -517,7 +517,7 @@ static void json_string(const char *s) {
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
         if (ch == '"' || ch == '\\') printf("\\%c", ch);
-        else if (ch < 0x20 || ch == '<' || ch >= 0x7f) printf("\\u%04x", ch); /* '<': safe inside HTML too */
+        else if (ch < 0x20 || ch == '<') printf("\\u%04x", ch); /* '<': safe inside HTML too */
         else putchar(ch);
     }
     putchar('"');
