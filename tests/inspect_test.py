@@ -159,7 +159,7 @@ def token_models(tmp):
             ("swap", ["--data", "swap.tsv", "--d-model", "16", "--layers", "2"]),
             ("half", ["--data", "half.tsv", "--d-model", "16", "--causal"])]
     for name, args in runs:
-        qkv("train", *args, "--steps", "60", "--quiet", "--out", name)
+        qkv("train", *args, "--steps", "40", "--quiet", "--out", name)
         meta = safetensors_names(os.path.join(name, "model.safetensors"))[1]
         L, H, causal = int(meta["layers"]), int(meta["heads"]), meta["causal"] == "true"
         rows, _ = read_dat(f"{name}/attention/layer1_head1.dat")
