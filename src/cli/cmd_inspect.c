@@ -115,7 +115,6 @@ typedef struct {
     qkv_tensor *logits;    /* (1, model Tq, V) */
     qkv_tensor *loss;      /* a scalar, or NULL without --target */
     qkv_layer_trace trace[QKV_MAX_LAYERS];
-    bool causal;
 } inspection;
 
 /* ---- tokens: the words the user types ---- */
@@ -209,7 +208,7 @@ static bool parse_words(const inspection *in, const char *option, const char *te
     return true;
 }
 
-/* The tensor of a part and its rows' stride: element (h, i, j) of a (1, H, R, C) tensor. */
+/* Element (h, i, j) of a (1, H, R, C) tensor, or of its gradient, in the model's dtype. */
 static double part_at(const qkv_tensor *x, bool grad, int h, int i, int j) {
     int64_t at = ((int64_t)h * x->shape[2] + i) * x->shape[3] + j;
     return grad ? qkv_grad_get(x, at) : qkv_get(x, at);
@@ -270,7 +269,7 @@ static int load_model(inspection *in, const inspect_args *a) {
     }
     const qkv_model_config *c = &in->t.model.cfg;
     in->model_T = c->seq_len, in->H = c->heads, in->L = c->layers, in->Dk = c->d_model / c->heads;
-    in->V = c->vocab, in->causal = c->causal, in->cross = c->target_len > 0;
+    in->V = c->vocab, in->cross = c->target_len > 0;
     if (in->model_T > INSPECT_MAX_TOKENS || in->t.target_len > INSPECT_MAX_TOKENS) {
         cli_error("%s: --seq-len %d is longer than inspect reads (%d)", path, in->model_T,
                   INSPECT_MAX_TOKENS);
