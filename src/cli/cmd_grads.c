@@ -2,26 +2,11 @@
 #include "cli.h"
 #include "train/trainer.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "engine/internal.h"
-
-static const char usage[] =
-    "usage: qkv grads --model FILE --out FILE [options]\n"
-    "Draws one training batch of the model's task, runs forward and backward, and writes the\n"
-    "batch (tokens, targets), the loss, the logits and the gradient of every parameter\n"
-    "(grad.<name>) to a safetensors file.\n"
-    "\n"
-    "  --model FILE   a model.safetensors, or the directory holding one\n"
-    "  --out FILE     the safetensors file to write\n"
-    "  --seed S       seed of the batch (default 1)\n"
-    "  --batch B      sequences in the batch (default 8)\n"
-    "  --dtype D      f32 or f64: the precision of the pass and of the file's logits, loss and\n"
-    "                 gradients (default: the model's own; an f32 model is widened exactly)\n"
-    "  -h, --help     show this help\n";
 
 typedef struct {
     const char *model, *out;
@@ -30,39 +15,31 @@ typedef struct {
     int dtype; /* TRAIN_DTYPE_OF_FILE or a qkv_dtype */
 } grads_args;
 
-enum { OPT_MODEL = 256, OPT_OUT, OPT_SEED, OPT_BATCH, OPT_DTYPE };
-
 static int grads_parse(int argc, char **argv, grads_args *a) {
-    static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
-                                         {"out", required_argument, 0, OPT_OUT},
-                                         {"seed", required_argument, 0, OPT_SEED},
-                                         {"batch", required_argument, 0, OPT_BATCH},
-                                         {"dtype", required_argument, 0, OPT_DTYPE},
-                                         {"help", no_argument, 0, CLI_OPT_HELP},
-                                         {0, 0, 0, 0}};
     *a = (grads_args){.seed = 1, .batch = 8, .dtype = TRAIN_DTYPE_OF_FILE};
-    qkv_dtype dt;
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        bool ok = true;
-        switch (c) {
-        case OPT_MODEL: a->model = optarg; break;
-        case OPT_OUT: a->out = optarg; break;
-        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &a->seed); break;
-        case OPT_BATCH: ok = cli_parse_int("batch", optarg, 1, 4096, &a->batch); break;
-        case OPT_DTYPE:
-            if ((ok = cli_parse_dtype(optarg, &dt))) a->dtype = (int)dt;
-            break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("grads", argv, c);
-        }
-        if (!ok) return EXIT_USAGE;
-    }
-    if (optind < argc) {
-        cli_error("grads: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    cli_option options[] = {
+        {"model", CLI_STRING, &a->model, .arg = "FILE",
+         .help = "a model.safetensors, or the directory holding one"},
+        {"out", CLI_STRING, &a->out, .arg = "FILE", .help = "the safetensors file to write"},
+        {"seed", CLI_U64, &a->seed, .arg = "S", .help = "seed of the batch (default 1)"},
+        {"batch", CLI_INT, &a->batch, 1, 4096, .arg = "B",
+         .help = "sequences in the batch (default 8)"},
+        {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
+         .help = "f32 or f64: the precision of the pass and of the file's logits, loss and\n"
+                 "gradients (default: the model's own; an f32 model is widened exactly)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "grads",
+        .usage = "usage: qkv grads --model FILE --out FILE [options]\n"
+                 "Draws one training batch of the model's task, runs forward and backward, and writes the\n"
+                 "batch (tokens, targets), the loss, the logits and the gradient of every parameter\n"
+                 "(grad.<name>) to a safetensors file.\n"
+                 "\n",
+        .options = options,
+        .column = 17};
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
     if (!a->model || !a->out) {
         cli_error("grads: --model FILE and --out FILE are required");
         return EXIT_USAGE;
@@ -111,9 +88,9 @@ static int grads_run(const grads_args *a) {
     qkv_zero_grad(t.model.params);
     qkv_backward(loss);
 
-    const char *names[3 + 5 + 4 * QKV_MAX_LAYERS];
-    const qkv_tensor *tensors[3 + 5 + 4 * QKV_MAX_LAYERS];
-    char grad_names[5 + 4 * QKV_MAX_LAYERS][48];
+    const char *names[3 + QKV_MAX_PARAMS];
+    const qkv_tensor *tensors[3 + QKV_MAX_PARAMS];
+    char grad_names[QKV_MAX_PARAMS][48];
     int n = 0;
     names[n] = "tokens", tensors[n++] = tokens;
     names[n] = "targets", tensors[n++] = targets;

@@ -5,7 +5,6 @@
 #include "train/trainer.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,66 +16,50 @@
 #include "engine/internal.h"
 #include "io/io.h"
 
-static const char usage[] =
-    "usage: qkv inspect --model DIR --input \"t1 t2 ...\" [options]\n"
-    "Runs a saved model on one input and prints its predictions and, for every layer and head,\n"
-    "Q, K, V, the scores S = Q K^T, S/sqrt(d_k), the weights A = softmax(S/sqrt(d_k) + M) and\n"
-    "the head's output A V. In an encoder-decoder (translate, or a data file whose outputs have\n"
-    "another length than its inputs) every layer is cross-attention: the decoder's positions\n"
-    "are the queries, the input's tokens the keys and values, and the maps are n_q x n_k.\n"
-    "\n"
-    "  --model DIR         a model.safetensors, or the directory holding one (a model of a\n"
-    "                      data file reads its file again, as qkv eval does)\n"
-    "  --input \"...\"       tokens separated by spaces: exactly --seq-len of the task's tokens\n"
-    "                      (ids such as 3 14 7, or labels such as s3, k2:v1, ?k2); for a data\n"
-    "                      file, 1 to its longest input of the file's token strings, padded\n"
-    "                      as in training (the padding gets no attention, and is not shown)\n"
-    "  --target \"...\"      the wanted output at each output position (an id or label, for\n"
-    "                      lookup also v1, for a data file a token string; _ for none): adds\n"
-    "                      the loss and dA, dS, dQ, dK, dV. Decoder rows are labelled by\n"
-    "                      their target, or without --target by the model's prediction\n"
-    "  --json              print one JSON object instead of text\n"
-    "  --out FILE          write every tensor to FILE (safetensors; qkv plot FILE draws it)\n"
-    "  -h, --help          show this help\n"
-    "\n"
-    "Exit codes: 0 done, 2 bad option or bad token, 3 the model (or its data file) cannot be\n"
-    "read or FILE written, 4 the model file is corrupt, 6 out of memory.\n";
-
-#define INSPECT_MAX_TOKENS 4096 /* the longest sequence a task or a data file allows */
+#define INSPECT_MAX_TOKENS QKV_MAX_TASK_SEQ_LEN /* the longest sequence a task or a data file allows */
 
 typedef struct {
     const char *model, *input, *target, *out;
     bool json;
 } inspect_args;
 
-enum { OPT_MODEL = 256, OPT_INPUT, OPT_TARGET, OPT_JSON, OPT_OUT };
-
 static int inspect_parse(int argc, char **argv, inspect_args *a) {
-    static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
-                                         {"input", required_argument, 0, OPT_INPUT},
-                                         {"target", required_argument, 0, OPT_TARGET},
-                                         {"json", no_argument, 0, OPT_JSON},
-                                         {"out", required_argument, 0, OPT_OUT},
-                                         {"help", no_argument, 0, CLI_OPT_HELP},
-                                         {0, 0, 0, 0}};
     *a = (inspect_args){0};
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        switch (c) {
-        case OPT_MODEL: a->model = optarg; break;
-        case OPT_INPUT: a->input = optarg; break;
-        case OPT_TARGET: a->target = optarg; break;
-        case OPT_JSON: a->json = true; break;
-        case OPT_OUT: a->out = optarg; break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("inspect", argv, c);
-        }
-    }
-    if (optind < argc) {
-        cli_error("inspect: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    cli_option options[] = {
+        {"model", CLI_STRING, &a->model, .arg = "DIR",
+         .help = "a model.safetensors, or the directory holding one (a model of a\n"
+                 "data file reads its file again, as qkv eval does)"},
+        {"input", CLI_STRING, &a->input, .arg = "\"...\"",
+         .help = "tokens separated by spaces: exactly --seq-len of the task's tokens\n"
+                 "(ids such as 3 14 7, or labels such as s3, k2:v1, ?k2); for a data\n"
+                 "file, 1 to its longest input of the file's token strings, padded\n"
+                 "as in training (the padding gets no attention, and is not shown)"},
+        {"target", CLI_STRING, &a->target, .arg = "\"...\"",
+         .help = "the wanted output at each output position (an id or label, for\n"
+                 "lookup also v1, for a data file a token string; _ for none): adds\n"
+                 "the loss and dA, dS, dQ, dK, dV. Decoder rows are labelled by\n"
+                 "their target, or without --target by the model's prediction"},
+        {"json", CLI_FLAG, &a->json, .help = "print one JSON object instead of text"},
+        {"out", CLI_STRING, &a->out, .arg = "FILE",
+         .help = "write every tensor to FILE (safetensors; qkv plot FILE draws it)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "inspect",
+        .usage = "usage: qkv inspect --model DIR --input \"t1 t2 ...\" [options]\n"
+                 "Runs a saved model on one input and prints its predictions and, for every layer and head,\n"
+                 "Q, K, V, the scores S = Q K^T, S/sqrt(d_k), the weights A = softmax(S/sqrt(d_k) + M) and\n"
+                 "the head's output A V. In an encoder-decoder (translate, or a data file whose outputs have\n"
+                 "another length than its inputs) every layer is cross-attention: the decoder's positions\n"
+                 "are the queries, the input's tokens the keys and values, and the maps are n_q x n_k.\n"
+                 "\n",
+        .options = options,
+        .column = 22,
+        .epilog = "\n"
+                  "Exit codes: 0 done, 2 bad option or bad token, 3 the model (or its data file) cannot be\n"
+                  "read or FILE written, 4 the model file is corrupt, 6 out of memory.\n"};
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
     if (!a->model) {
         cli_error("inspect: --model DIR is required");
         return EXIT_USAGE;

@@ -7,7 +7,6 @@
 #include "train/trainer.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,74 +18,6 @@
 #include <unistd.h>
 
 #include "io/io.h"
-
-static const char train_usage[] =
-    "usage: qkv train [options]\n"
-    "Trains a toy attention model on a task generated from the seed, or on your examples,\n"
-    "and reports held-out accuracy against chance and attention mass (the weight the best\n"
-    "head of the layer carrying the task puts on the ideal keys).\n"
-    "\n"
-    "  --config FILE       read options from a JSON file, e.g. a run's summary.json (which\n"
-    "                      repeats that run); options given here override it (default: none)\n"
-    "task and model:\n"
-    "  --task T            the task (default copy): copy, reverse, shift, lookup, max,\n"
-    "                      induction, recall, sort or translate; options not given take the\n"
-    "                      task's defaults (induction: --seq-len 16 --layers 2 --heads 2\n"
-    "                      --residual --steps 600; see qkv(1))\n"
-    "  --data FILE         your own task: one example a line, input tokens, a tab, output\n"
-    "                      tokens (`_`: no target); padded, vocabulary from the file\n"
-    "  --heldout FILE      held-out examples of --data (default: a hash holds out 1 line in 8)\n"
-    "  --seq-len N         sequence length (default 8; or the task's)\n"
-    "  --vocab N           vocabulary size (default 16; lookup: 5 per key)\n"
-    "  --d-model N         model width (default 64)\n"
-    "  --heads N           attention heads; must divide --d-model (default 1)\n"
-    "  --layers N          attention layers, 1..8 (default 1; 2 for induction and recall)\n"
-    "  --residual          add a residual connection around each layer (default off; on for\n"
-    "                      induction and recall)\n"
-    "  --no-residual       no residual connection, whatever the task's default\n"
-    "  --causal            causal mask on every layer (default off; always on for shift)\n"
-    "  --init-scale X      weights ~ N(0, X^2/fan_in), embeddings ~ N(0, X^2) (default 0.5)\n"
-    "  --dtype D           f32 or f64: the precision of the weights, activations, gradients\n"
-    "                      and optimizer state, saved as F32 or F64 tensors (default f32)\n"
-    "training:\n"
-    "  --optim O           sgd, momentum or adam (default adam)\n"
-    "  --lr X              learning rate (default: adam 0.005, momentum 0.1, sgd 1)\n"
-    "  --batch N           sequences per step (default 32)\n"
-    "  --steps N           optimizer steps (default 3000; or the task's)\n"
-    "  --weight-decay X    L2 for sgd/momentum, decoupled for adam (default 0)\n"
-    "  --clip X            clip the gradient norm to X; 0 = off (default 1)\n"
-    "  --schedule S        learning rate: cosine (decay to 0) or constant (default cosine)\n"
-    "  --warmup N          linear warm-up steps (default steps/20)\n"
-    "  --seed S            seed of weights, data and held-out set (default 1)\n"
-    "  --threads N         OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
-    "                      else all cores); results do not depend on it\n"
-    "output:\n"
-    "  --out DIR           write model.safetensors, metrics.csv and attention/ to DIR\n"
-    "                      (default: none, nothing is written)\n"
-    "  --resume DIR        continue the run saved in DIR (up to --steps in total; default off)\n"
-    "  --eval-every N      held-out evaluation and metrics row every N steps (default steps/20,\n"
-    "                      and at steps 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, ... before\n"
-    "                      that); a new run's first row is step 0, before any update\n"
-    "  --save-every N      also save a checkpoint every N steps (default 0: at the end)\n"
-    "  --snapshot-every K  keep the attention of the fixed held-out example at step 0 and every\n"
-    "                      K steps in DIR/snapshots/ (default 0: off)\n"
-    "  --plot              after saving, draw DIR/plots/ with gnuplot, as `qkv plot DIR` does;\n"
-    "                      without gnuplot it says so and still exits 0 (default off)\n"
-    "  --json              print one JSON object on stdout at the end (default off)\n"
-    "  --quiet             no progress bar or log lines, only the one-line result (default off)\n"
-    "  -h, --help          show this help\n";
-
-static const char eval_usage[] =
-    "usage: qkv eval --model FILE [options]\n"
-    "Evaluates a saved model on its task's held-out set (rebuilt from the saved seed).\n"
-    "\n"
-    "  --model FILE        a model.safetensors, or the directory holding one\n"
-    "  --dtype D           f32 or f64: evaluate in this precision (default: the model's own;\n"
-    "                      an f32 model runs in f64 exactly widened, an f64 one is never rounded)\n"
-    "  --threads N         OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
-    "                      else all cores)\n"
-    "  --json              print one JSON object\n"
-    "  -h, --help          show this help\n";
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -389,14 +320,6 @@ static bool default_eval_step(int64_t step, int64_t every) {
     return step == 1 || step == 2 || step == 3 || step == 5 || step == 7;
 }
 
-enum {
-    OPT_TASK = 256, OPT_SEQ_LEN, OPT_VOCAB, OPT_D_MODEL, OPT_HEADS, OPT_LAYERS, OPT_RESIDUAL,
-    OPT_CAUSAL, OPT_INIT_SCALE, OPT_OPTIM, OPT_LR, OPT_BATCH, OPT_STEPS, OPT_WEIGHT_DECAY,
-    OPT_CLIP, OPT_SEED, OPT_THREADS, OPT_OUT, OPT_RESUME, OPT_EVAL_EVERY, OPT_SAVE_EVERY,
-    OPT_JSON, OPT_QUIET, OPT_MODEL, OPT_SCHEDULE, OPT_WARMUP, OPT_PLOT, OPT_SNAPSHOT_EVERY,
-    OPT_DTYPE, OPT_CONFIG, OPT_NO_RESIDUAL, OPT_DATA, OPT_HELDOUT,
-};
-
 /* One JSON object: docs/model.md ("What `qkv train --json` and `qkv eval --json` print")
  * defines every field. `loss`, `accuracy` and `train_loss` are the names of before 0.2: kept,
  * with their old values, through the 0.2 releases. `last_batch_loss` is null for eval. */
@@ -542,110 +465,163 @@ typedef struct {
     train_config cfg; /* a new run's config (not used with --resume) */
 } train_args;
 
-/* train's options, also read by --config files and sweep grids (cli_train_option) */
-static const struct option train_opts[] = {
-    {"task", required_argument, 0, OPT_TASK},       {"seq-len", required_argument, 0, OPT_SEQ_LEN},
-    {"vocab", required_argument, 0, OPT_VOCAB},     {"d-model", required_argument, 0, OPT_D_MODEL},
-    {"heads", required_argument, 0, OPT_HEADS},     {"layers", required_argument, 0, OPT_LAYERS},
-    {"residual", no_argument, 0, OPT_RESIDUAL},     {"causal", no_argument, 0, OPT_CAUSAL},
-    {"no-residual", no_argument, 0, OPT_NO_RESIDUAL},
-    {"data", required_argument, 0, OPT_DATA},       {"heldout", required_argument, 0, OPT_HELDOUT},
-    {"init-scale", required_argument, 0, OPT_INIT_SCALE},
-    {"optim", required_argument, 0, OPT_OPTIM},     {"lr", required_argument, 0, OPT_LR},
-    {"batch", required_argument, 0, OPT_BATCH},     {"steps", required_argument, 0, OPT_STEPS},
-    {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY},
-    {"clip", required_argument, 0, OPT_CLIP},       {"seed", required_argument, 0, OPT_SEED},
-    {"threads", required_argument, 0, OPT_THREADS}, {"out", required_argument, 0, OPT_OUT},
-    {"resume", required_argument, 0, OPT_RESUME},
-    {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
-    {"save-every", required_argument, 0, OPT_SAVE_EVERY},
-    {"json", no_argument, 0, OPT_JSON},             {"quiet", no_argument, 0, OPT_QUIET},
-    {"schedule", required_argument, 0, OPT_SCHEDULE},
-    {"warmup", required_argument, 0, OPT_WARMUP},
-    {"plot", no_argument, 0, OPT_PLOT},
-    {"snapshot-every", required_argument, 0, OPT_SNAPSHOT_EVERY},
-    {"dtype", required_argument, 0, OPT_DTYPE},     {"config", required_argument, 0, OPT_CONFIG},
-    {"help", no_argument, 0, CLI_OPT_HELP},         {0, 0, 0, 0}};
+/* What train's options set before the task's defaults fill in the rest (-1: not given). */
+typedef struct {
+    const char *task, *data, *heldout, *config;
+    int optim, schedule, dtype, residual; /* residual: -1 the task's, 0 or 1 */
+    long seq_len, vocab, d_model, heads, layers, batch, warmup;
+    double lr, init_scale, weight_decay, clip;
+    uint64_t seed;
+    bool causal;
+    cli_option rows[48]; /* the table (train_table), pointing into this and the train_args */
+} train_values;
+
+static const char *const optim_names[] = {"sgd", "momentum", "adam", NULL};
+static const char *const schedule_names[] = {"cosine", "constant", NULL};
+_Static_assert(QKV_SGD == 0 && QKV_MOMENTUM == 1 && QKV_ADAM == 2, "optim_names out of order");
+
+/* train's options, also read by --config files and sweep grids (cli_train_option): their
+ * values go to a (the run's) and v (the config's, before the task's defaults) */
+static cli_command train_table(train_args *a, train_values *v) {
+    const cli_option rows[] = {
+        {"config", CLI_STRING, &v->config, .arg = "FILE",
+         .help = "read options from a JSON file, e.g. a run's summary.json (which\n"
+                 "repeats that run); options given here override it (default: none)"},
+        {.kind = CLI_TEXT, .help = "task and model:"},
+        {"task", CLI_STRING, &v->task, .arg = "T",
+         .help = "the task (default copy): copy, reverse, shift, lookup, max,\n"
+                 "induction, recall, sort or translate; options not given take the\n"
+                 "task's defaults (induction: --seq-len 16 --layers 2 --heads 2\n"
+                 "--residual --steps 600; see qkv(1))"},
+        {"data", CLI_STRING, &v->data, .arg = "FILE",
+         .help = "your own task: one example a line, input tokens, a tab, output\n"
+                 "tokens (`_`: no target); padded, vocabulary from the file"},
+        {"heldout", CLI_STRING, &v->heldout, .arg = "FILE",
+         .help = "held-out examples of --data (default: a hash holds out 1 line in 8)"},
+        {"seq-len", CLI_INT, &v->seq_len, QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN, .arg = "N",
+         .help = "sequence length (default 8; or the task's)"},
+        {"vocab", CLI_INT, &v->vocab, 2, QKV_MAX_VOCAB, .arg = "N",
+         .help = "vocabulary size (default 16; lookup: 5 per key)"},
+        {"d-model", CLI_INT, &v->d_model, 1, QKV_MAX_D_MODEL, .arg = "N",
+         .help = "model width (default 64)"},
+        {"heads", CLI_INT, &v->heads, 1, QKV_MAX_HEADS, .arg = "N",
+         .help = "attention heads; must divide --d-model (default 1)"},
+        {"layers", CLI_INT, &v->layers, 1, QKV_MAX_LAYERS, .arg = "N",
+         .help = "attention layers, 1..8 (default 1; 2 for induction and recall)"},
+        {"residual", CLI_SET, &v->residual, .value = 1,
+         .help = "add a residual connection around each layer (default off; on for\n"
+                 "induction and recall)"},
+        {"no-residual", CLI_SET, &v->residual, .value = 0,
+         .help = "no residual connection, whatever the task's default"},
+        {"causal", CLI_FLAG, &v->causal,
+         .help = "causal mask on every layer (default off; always on for shift)"},
+        {"init-scale", CLI_DOUBLE, &v->init_scale, 0, QKV_MAX_INIT_SCALE, .lo_open = true,
+         .arg = "X", .help = "weights ~ N(0, X^2/fan_in), embeddings ~ N(0, X^2) (default 0.5)"},
+        {"dtype", CLI_CHOICE, &v->dtype, .choices = cli_dtype_names, .arg = "D",
+         .help = "f32 or f64: the precision of the weights, activations, gradients\n"
+                 "and optimizer state, saved as F32 or F64 tensors (default f32)"},
+        {.kind = CLI_TEXT, .help = "training:"},
+        {"optim", CLI_CHOICE, &v->optim, .choices = optim_names, .arg = "O",
+         .help = "sgd, momentum or adam (default adam)"},
+        {"lr", CLI_DOUBLE, &v->lr, 0, TRAIN_MAX_LR, .lo_open = true, .arg = "X",
+         .help = "learning rate (default: adam 0.005, momentum 0.1, sgd 1)"},
+        {"batch", CLI_INT, &v->batch, 1, TRAIN_MAX_BATCH, .arg = "N",
+         .help = "sequences per step (default 32)"},
+        {"steps", CLI_INT, &a->steps, 1, 100000000, .arg = "N",
+         .help = "optimizer steps (default 3000; or the task's)"},
+        {"weight-decay", CLI_DOUBLE, &v->weight_decay, 0, 1e6, .arg = "X",
+         .help = "L2 for sgd/momentum, decoupled for adam (default 0)"},
+        {"clip", CLI_DOUBLE, &v->clip, 0, 1e12, .arg = "X",
+         .help = "clip the gradient norm to X; 0 = off (default 1)"},
+        {"schedule", CLI_CHOICE, &v->schedule, .choices = schedule_names, .arg = "S",
+         .help = "learning rate: cosine (decay to 0) or constant (default cosine)"},
+        {"warmup", CLI_INT, &v->warmup, 0, 100000000, .arg = "N",
+         .help = "linear warm-up steps (default steps/20)"},
+        {"seed", CLI_U64, &v->seed, .arg = "S",
+         .help = "seed of weights, data and held-out set (default 1)"},
+        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N",
+         .help = "OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
+                 "else all cores); results do not depend on it"},
+        {.kind = CLI_TEXT, .help = "output:"},
+        {"out", CLI_STRING, &a->out_dir, .arg = "DIR",
+         .help = "write model.safetensors, metrics.csv and attention/ to DIR\n"
+                 "(default: none, nothing is written)"},
+        {"resume", CLI_STRING, &a->resume, .arg = "DIR",
+         .help = "continue the run saved in DIR (up to --steps in total; default off)"},
+        {"eval-every", CLI_INT, &a->eval_every, 1, 100000000, .arg = "N",
+         .help = "held-out evaluation and metrics row every N steps (default steps/20,\n"
+                 "and at steps 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, ... before\n"
+                 "that); a new run's first row is step 0, before any update"},
+        {"save-every", CLI_INT, &a->save_every, 0, 100000000, .arg = "N",
+         .help = "also save a checkpoint every N steps (default 0: at the end)"},
+        {"snapshot-every", CLI_INT, &a->snapshot_every, 0, 100000000, .arg = "K",
+         .help = "keep the attention of the fixed held-out example at step 0 and every\n"
+                 "K steps in DIR/snapshots/ (default 0: off)"},
+        {"plot", CLI_FLAG, &a->plot,
+         .help = "after saving, draw DIR/plots/ with gnuplot, as `qkv plot DIR` does;\n"
+                 "without gnuplot it says so and still exits 0 (default off)"},
+        {"json", CLI_FLAG, &a->json, .help = "print one JSON object on stdout at the end (default off)"},
+        {"quiet", CLI_FLAG, &a->quiet,
+         .help = "no progress bar or log lines, only the one-line result (default off)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    _Static_assert(sizeof rows <= sizeof v->rows, "train_values.rows is too short");
+    memcpy(v->rows, rows, sizeof rows);
+    return (cli_command){
+        .name = "train",
+        .usage = "usage: qkv train [options]\n"
+                 "Trains a toy attention model on a task generated from the seed, or on your examples,\n"
+                 "and reports held-out accuracy against chance and attention mass (the weight the best\n"
+                 "head of the layer carrying the task puts on the ideal keys).\n"
+                 "\n",
+        .options = v->rows,
+        .column = 22};
+}
 
 train_opt_kind cli_train_option(const char *name) {
-    static const char *const text[] = {"task", "optim", "schedule", "out", "resume", "config",
-                                       "dtype", "data", "heldout"};
-    for (const struct option *o = train_opts; o->name; o++) {
-        if (strcmp(o->name, name) || o->val == CLI_OPT_HELP) continue;
-        if (o->has_arg == no_argument) return TRAIN_OPT_FLAG;
-        for (size_t i = 0; i < sizeof text / sizeof text[0]; i++)
-            if (!strcmp(name, text[i])) return TRAIN_OPT_TEXT;
-        return TRAIN_OPT_NUMBER;
+    train_args a;
+    train_values v;
+    cli_command cmd = train_table(&a, &v);
+    int row = cli_option_row(&cmd, name);
+    switch (row < 0 ? CLI_HELP : cmd.options[row].kind) {
+    case CLI_FLAG:
+    case CLI_SET: return TRAIN_OPT_FLAG;
+    case CLI_STRING:
+    case CLI_CHOICE: return TRAIN_OPT_TEXT;
+    case CLI_INT:
+    case CLI_U64:
+    case CLI_DOUBLE: return TRAIN_OPT_NUMBER;
+    default: return TRAIN_OPT_UNKNOWN;
     }
-    return TRAIN_OPT_UNKNOWN;
 }
 
 static int train_parse(int argc, char **argv, train_args *a) {
-    const char *schedule = "cosine";
-    long warmup = -1;
-    const char *task_name = "copy", *optim_name = "adam", *data_path = NULL, *heldout_path = NULL;
-    bool task_set = false;
-    long seq_len = -1, vocab = 0, d_model = -1, heads = -1, layers = -1, batch = 32; /* -1: the task's */
-    double lr = 0, init_scale = 0.5, weight_decay = 0, clip = 1;
-    uint64_t seed = 1;
-    int residual = -1; /* -1: the task's default */
-    bool causal = false, model_opts = false;
-    qkv_dtype dtype = QKV_F32;
     *a = (train_args){.steps = 3000};
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", train_opts, NULL)) != -1;) {
-        bool ok = true;
-        if ((c >= OPT_TASK && c <= OPT_SEED && c != OPT_STEPS) || c == OPT_SCHEDULE ||
-            c == OPT_WARMUP || c == OPT_DTYPE || c == OPT_CONFIG || c == OPT_NO_RESIDUAL ||
-            c == OPT_DATA || c == OPT_HELDOUT)
-            model_opts = true;
-        switch (c) {
-        case OPT_TASK: task_name = optarg; task_set = true; break;
-        case OPT_DATA: data_path = optarg; break;
-        case OPT_HELDOUT: heldout_path = optarg; break;
-        case OPT_SEQ_LEN: ok = cli_parse_int("seq-len", optarg, 2, 65536, &seq_len); break;
-        case OPT_VOCAB: ok = cli_parse_int("vocab", optarg, 2, 1000000, &vocab); break;
-        case OPT_D_MODEL: ok = cli_parse_int("d-model", optarg, 1, 8192, &d_model); break;
-        case OPT_HEADS: ok = cli_parse_int("heads", optarg, 1, 8192, &heads); break;
-        case OPT_LAYERS: ok = cli_parse_int("layers", optarg, 1, QKV_MAX_LAYERS, &layers); break;
-        case OPT_RESIDUAL: residual = 1; break;
-        case OPT_NO_RESIDUAL: residual = 0; break;
-        case OPT_CAUSAL: causal = true; break;
-        case OPT_INIT_SCALE: ok = cli_parse_double("init-scale", optarg, 0, 100, true, &init_scale); break;
-        case OPT_OPTIM: optim_name = optarg; break;
-        case OPT_LR: ok = cli_parse_double("lr", optarg, 0, 1e6, true, &lr); break;
-        case OPT_BATCH: ok = cli_parse_int("batch", optarg, 1, 65536, &batch); break;
-        case OPT_STEPS: ok = cli_parse_int("steps", optarg, 1, 100000000, &a->steps); a->steps_set = true; break;
-        case OPT_WEIGHT_DECAY: ok = cli_parse_double("weight-decay", optarg, 0, 1e6, false, &weight_decay); break;
-        case OPT_CLIP: ok = cli_parse_double("clip", optarg, 0, 1e12, false, &clip); break;
-        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &seed); break;
-        case OPT_THREADS: ok = cli_parse_int("threads", optarg, 1, 1024, &a->threads); break;
-        case OPT_OUT: a->out_dir = optarg; break;
-        case OPT_RESUME: a->resume = optarg; break;
-        case OPT_CONFIG: break; /* read before this scan: its options come first in argv */
-        case OPT_EVAL_EVERY: ok = cli_parse_int("eval-every", optarg, 1, 100000000, &a->eval_every); break;
-        case OPT_SAVE_EVERY: ok = cli_parse_int("save-every", optarg, 0, 100000000, &a->save_every); break;
-        case OPT_JSON: a->json = true; break;
-        case OPT_QUIET: a->quiet = true; break;
-        case OPT_SCHEDULE: schedule = optarg; break;
-        case OPT_WARMUP: ok = cli_parse_int("warmup", optarg, 0, 100000000, &warmup); break;
-        case OPT_PLOT: a->plot = true; break;
-        case OPT_SNAPSHOT_EVERY:
-            ok = cli_parse_int("snapshot-every", optarg, 0, 100000000, &a->snapshot_every);
-            break;
-        case OPT_DTYPE: ok = cli_parse_dtype(optarg, &dtype); break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(train_usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("train", argv, c);
-        }
-        if (!ok) return EXIT_USAGE;
-    }
-    if (optind < argc) {
-        cli_error("train: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    train_values v = {.task = "copy", .optim = QKV_ADAM, .dtype = QKV_F32, .residual = -1,
+                      .seq_len = -1, .d_model = -1, .heads = -1, .layers = -1, .batch = 32,
+                      .warmup = -1, .init_scale = 0.5, .clip = 1, .seed = 1};
+    cli_command cmd = train_table(a, &v);
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
+    a->steps_set = cli_option_given(&cmd, "steps");
+    const char *task_name = v.task, *data_path = v.data, *heldout_path = v.heldout;
+    bool task_set = cli_option_given(&cmd, "task");
+    long seq_len = v.seq_len, vocab = v.vocab, d_model = v.d_model, heads = v.heads,
+         layers = v.layers;
+    int residual = v.residual;
     if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
     if (a->resume) {
+        /* the rest comes from the saved run */
+        static const char *const with_resume[] = {"steps", "out", "threads", "resume",
+                                                  "eval-every", "save-every", "snapshot-every",
+                                                  "plot", "json", "quiet"};
+        bool model_opts = false;
+        for (const cli_option *o = cmd.options; o->kind != CLI_END; o++) {
+            bool allowed = false;
+            for (size_t i = 0; i < sizeof with_resume / sizeof with_resume[0]; i++)
+                allowed = allowed || (o->name && !strcmp(o->name, with_resume[i]));
+            model_opts = model_opts || (o->given && !allowed);
+        }
         if (model_opts) {
             cli_error("train: --resume continues a saved run; only --steps, --out, --threads, "
                       "--eval-every, --save-every, --snapshot-every, --plot, --json and --quiet "
@@ -672,22 +648,12 @@ static int train_parse(int argc, char **argv, train_args *a) {
     if (residual < 0) residual = d->residual;
     if (!a->steps_set) a->steps = d->steps;
     train_config *cfg = &a->cfg;
-    *cfg = (train_config){.batch = (int)batch, .steps = a->steps, .seed = seed,
-                          .weight_decay = weight_decay, .clip = clip};
-    if (!strcmp(optim_name, "sgd")) cfg->optim = QKV_SGD;
-    else if (!strcmp(optim_name, "momentum")) cfg->optim = QKV_MOMENTUM;
-    else if (!strcmp(optim_name, "adam")) cfg->optim = QKV_ADAM;
-    else {
-        cli_error("train: unknown optimizer '%s' (sgd, momentum, adam)", optim_name);
-        return EXIT_USAGE;
-    }
-    if (strcmp(schedule, "cosine") && strcmp(schedule, "constant")) {
-        cli_error("train: unknown schedule '%s' (cosine, constant)", schedule);
-        return EXIT_USAGE;
-    }
-    cfg->cosine = !strcmp(schedule, "cosine");
-    cfg->warmup = warmup >= 0 ? warmup : a->steps / 20;
-    cfg->lr = lr > 0                      ? lr
+    *cfg = (train_config){.batch = (int)v.batch, .steps = a->steps, .seed = v.seed,
+                          .weight_decay = v.weight_decay, .clip = v.clip,
+                          .optim = (qkv_optim_kind)v.optim};
+    cfg->cosine = !strcmp(schedule_names[v.schedule], "cosine");
+    cfg->warmup = v.warmup >= 0 ? v.warmup : a->steps / 20;
+    cfg->lr = v.lr > 0                    ? v.lr
               : cfg->optim == QKV_ADAM     ? d->adam_lr
               : cfg->optim == QKV_MOMENTUM ? 0.1
                                            : 1.0;
@@ -718,8 +684,8 @@ static int train_parse(int argc, char **argv, train_args *a) {
     cfg->model = (qkv_model_config){.vocab = cfg->task.vocab, .seq_len = (int)seq_len,
                                     .d_model = (int)d_model, .heads = (int)heads,
                                     .layers = (int)layers, .residual = residual == 1,
-                                    .causal = causal || cfg->task.causal,
-                                    .init_scale = init_scale, .dtype = dtype,
+                                    .causal = v.causal || cfg->task.causal,
+                                    .init_scale = v.init_scale, .dtype = (qkv_dtype)v.dtype,
                                     .target_len = cfg->task.target_len};
     if (!a->out_dir && (a->plot || a->snapshot_every)) {
         cli_error("train: %s needs --out DIR", a->plot ? "--plot" : "--snapshot-every");
@@ -913,24 +879,17 @@ static int train_run(train_args *a) {
     return code;
 }
 
-/* The file of the last --config in argv, or NULL: a quiet scan ahead of the real one, which
- * reports any bad option. */
-static const char *find_config(int argc, char **argv) {
-    const char *config = NULL;
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", train_opts, NULL)) != -1;)
-        if (c == OPT_CONFIG) config = optarg;
-    return config;
-}
-
 /* train: reads --config (unless parse_only), parses, and runs unless `run` is false. The
  * options of a config file go first, so that the command line's override them. */
 static int train_command(int argc, char **argv, bool parse_only, bool run) {
-    const char *config = parse_only ? NULL : find_config(argc, argv);
+    train_args scratch;
+    train_values values;
+    cli_command cmd = train_table(&scratch, &values);
+    const char *config = parse_only ? NULL : cli_option_last(&cmd, argc, argv, "config");
     char **config_args = NULL, **merged = NULL;
     int nconfig = 0;
     if (config) {
-        int code = cli_config_args(config, &nconfig, &config_args);
+        int code = cli_config_args(config, cli_train_option, &nconfig, &config_args);
         if (code != EXIT_OK) return code;
         merged = malloc(((size_t)argc + (size_t)nconfig + 1) * sizeof *merged);
         if (!merged) {
@@ -968,37 +927,29 @@ typedef struct {
 } eval_args;
 
 static int eval_parse(int argc, char **argv, eval_args *a) {
-    static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
-                                         {"threads", required_argument, 0, OPT_THREADS},
-                                         {"json", no_argument, 0, OPT_JSON},
-                                         {"dtype", required_argument, 0, OPT_DTYPE},
-                                         {"help", no_argument, 0, CLI_OPT_HELP},
-                                         {0, 0, 0, 0}};
     *a = (eval_args){.dtype = TRAIN_DTYPE_OF_FILE};
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        switch (c) {
-        case OPT_MODEL: a->model = optarg; break;
-        case OPT_THREADS:
-            if (!cli_parse_int("threads", optarg, 1, 1024, &a->threads)) return EXIT_USAGE;
-            break;
-        case OPT_JSON: a->json = true; break;
-        case OPT_DTYPE: {
-            qkv_dtype dt;
-            if (!cli_parse_dtype(optarg, &dt)) return EXIT_USAGE;
-            a->dtype = (int)dt;
-            break;
-        }
-        case 'h':
-        case CLI_OPT_HELP: fputs(eval_usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("eval", argv, c);
-        }
-    }
+    cli_option options[] = {
+        {"model", CLI_STRING, &a->model, .arg = "FILE",
+         .help = "a model.safetensors, or the directory holding one"},
+        {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
+         .help = "f32 or f64: evaluate in this precision (default: the model's own;\n"
+                 "an f32 model runs in f64 exactly widened, an f64 one is never rounded)"},
+        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N",
+         .help = "OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
+                 "else all cores)"},
+        {"json", CLI_FLAG, &a->json, .help = "print one JSON object"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "eval",
+        .usage = "usage: qkv eval --model FILE [options]\n"
+                 "Evaluates a saved model on its task's held-out set (rebuilt from the saved seed).\n"
+                 "\n",
+        .options = options,
+        .column = 22};
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
     if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
-    if (optind < argc) {
-        cli_error("eval: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
     if (!a->model) {
         cli_error("eval: --model FILE is required");
         return EXIT_USAGE;

@@ -37,6 +37,20 @@ static qkv_status init_data(trainer *t) {
     return QKV_OK;
 }
 
+qkv_status trainer_check_config(const train_config *cfg) {
+    if (cfg->batch < 1 || cfg->batch > TRAIN_MAX_BATCH)
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (1..%d)", field_name("batch"),
+                        cfg->batch, TRAIN_MAX_BATCH);
+    if (!(cfg->lr > 0) || cfg->lr > TRAIN_MAX_LR)
+        return qkv_fail(QKV_ERR_VALUE, "%s %g is out of range (above 0..%g)", field_name("lr"),
+                        cfg->lr, TRAIN_MAX_LR);
+    const qkv_task *task = &cfg->task;
+    if (cfg->model.vocab < task->vocab || cfg->model.seq_len != task->seq_len ||
+        (!cfg->data_path[0] && cfg->model.target_len != task->target_len))
+        return qkv_fail(QKV_ERR_VALUE, "the model does not fit the task");
+    return qkv_model_config_check(&cfg->model);
+}
+
 qkv_status trainer_init(trainer *t, const train_config *config) {
     memset(t, 0, sizeof *t);
     t->metrics_rows = -1;
@@ -49,26 +63,17 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
             return st;
         }
     }
-    const qkv_task *task = &cfg->task;
-    if (cfg->batch < 1 || cfg->batch > 65536)
-        return qkv_fail(QKV_ERR_VALUE, "--batch %d is out of range (1..65536)", cfg->batch);
-    if (!(cfg->lr > 0) || cfg->lr > 1e6)
-        return qkv_fail(QKV_ERR_VALUE, "--lr %g must be above 0", cfg->lr);
-    if (cfg->model.vocab < task->vocab || cfg->model.seq_len != task->seq_len ||
-        (!t->data && cfg->model.target_len != task->target_len)) {
+    qkv_status st = trainer_check_config(cfg);
+    if (st != QKV_OK) {
         trainer_free(t);
-        return qkv_fail(QKV_ERR_VALUE, "the model does not fit the task");
+        return st;
     }
+    const qkv_task *task = &cfg->task;
     /* Before anything large is allocated: the parameters (with gradients and optimizer
      * state), one training step's graphs (one per shard) and one evaluation batch's (forward
      * only: half a step's estimate at EVAL_BATCH). Each estimate bounds what its arena really
      * takes (tests/test_faults.c checks, and prints the table of docs/errors.md), so this is
      * the peak. */
-    qkv_status st = model_check_config(&cfg->model);
-    if (st != QKV_OK) {
-        trainer_free(t);
-        return st;
-    }
     const char *what;
     int shards = cfg->batch < TRAIN_SHARDS ? cfg->batch : TRAIN_SHARDS;
     /* the model's weights, gradients and optimizer state, and each further shard's gradients */
@@ -77,15 +82,22 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
         step += qkv_model_step_bytes(&cfg->model, shard_size(cfg->batch, shards, i));
     double eval = qkv_model_step_bytes(&cfg->model, EVAL_BATCH) / 2, have = memory_limit(&what);
     if (params + step + eval > have / 2) {
+        char lower_params[96], lower_step[96], lower_eval[64];
+        snprintf(lower_params, sizeof lower_params, "%s, %s or %s", field_name("d_model"),
+                 field_name("vocab"), field_name("layers"));
+        snprintf(lower_step, sizeof lower_step, "%s, %s or %s", field_name("batch"),
+                 field_name("seq_len"), field_name("d_model"));
+        snprintf(lower_eval, sizeof lower_eval, "%s or %s", field_name("seq_len"),
+                 field_name("d_model"));
         /* the message reads the config, which trainer_free clears: first the message */
         st = qkv_fail(QKV_ERR_NOMEM, "training needs about %.1f GiB (parameters %.1f, a step "
                         "of %d sequences %.1f, evaluation %.1f), more than half of %s "
                         "(%.1f GiB): lower %s", (params + step + eval) / (1 << 30),
                         params / (1 << 30), cfg->batch, step / (1 << 30), eval / (1 << 30), what,
                         have / (1 << 30),
-                        params > step && params > eval ? "--d-model, --vocab or --layers"
-                        : step >= eval                 ? "--batch, --seq-len or --d-model"
-                                                       : "--seq-len or --d-model");
+                        params > step && params > eval ? lower_params
+                        : step >= eval                 ? lower_step
+                                                       : lower_eval);
         trainer_free(t);
         return st;
     }
@@ -285,14 +297,14 @@ qkv_status trainer_update(trainer *t) {
     t->last_train_acc = counted ? (double)correct / (double)counted : 0;
     if (!isfinite(loss))
         return qkv_fail(QKV_ERR_NUMERIC, "the loss became %s at step %" PRId64
-                        ": training diverged (lower --lr)", isnan(loss) ? "NaN" : "Inf",
-                        t->optim.step + 1);
+                        ": training diverged (lower %s)", isnan(loss) ? "NaN" : "Inf",
+                        t->optim.step + 1, field_name("lr"));
     t->optim.lr = trainer_lr(c, t->optim.step + 1);
     double norm = qkv_optim_step(&t->optim);
     if (!isfinite(norm))
         return qkv_fail(QKV_ERR_NUMERIC, "the gradient became %s at step %" PRId64
-                        ": training diverged (lower --lr)", isnan(norm) ? "NaN" : "Inf",
-                        t->optim.step);
+                        ": training diverged (lower %s)", isnan(norm) ? "NaN" : "Inf",
+                        t->optim.step, field_name("lr"));
     return QKV_OK;
 }
 
@@ -461,9 +473,11 @@ qkv_status trainer_check_state(const trainer *t, qkv_status status) {
             if (at < 0) continue;
             double v = qkv_get(x[k], at);
             return qkv_fail(status, "%s of '%s' hold %s at element %" PRId64 " after step %"
-                            PRId64 "%s", what[k], m->param_name[i], isnan(v) ? "NaN" : isinf(v)
+                            PRId64 "%s%s%s", what[k], m->param_name[i], isnan(v) ? "NaN" : isinf(v)
                             ? "Inf" : "a negative value", at, o->step,
-                            status == QKV_ERR_NUMERIC ? ": training diverged (lower --lr)" : "");
+                            status == QKV_ERR_NUMERIC ? ": training diverged (lower " : "",
+                            status == QKV_ERR_NUMERIC ? field_name("lr") : "",
+                            status == QKV_ERR_NUMERIC ? ")" : "");
         }
     }
     return QKV_OK;
@@ -534,9 +548,9 @@ qkv_status trainer_save(const trainer *t, const char *path) {
     }
 #undef META
     const qkv_optim *o = &t->optim;
-    const char *names[3 * (5 + 4 * QKV_MAX_LAYERS)];
-    const qkv_tensor *tensors[3 * (5 + 4 * QKV_MAX_LAYERS)];
-    char state_names[2 * (5 + 4 * QKV_MAX_LAYERS)][48];
+    const char *names[3 * (QKV_MAX_PARAMS)];
+    const qkv_tensor *tensors[3 * (QKV_MAX_PARAMS)];
+    char state_names[2 * (QKV_MAX_PARAMS)][48];
     int n = 0, ns = 0;
     for (int i = 0; i < m->nparams; i++) {
         names[n] = m->param_name[i];
@@ -616,21 +630,22 @@ qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, in
         return qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'dtype' is '%.16s' (f32 or f64)", path, dtype);
     qkv_dtype file_dtype = dtype && !strcmp(dtype, "f64") ? QKV_F64 : QKV_F32;
     if (as == QKV_F32 && file_dtype == QKV_F64)
-        return qkv_fail(QKV_ERR_MISMATCH, "%s: the model is f64; --dtype f32 would round its "
-                        "weights (leave --dtype out, or give f64)", path);
+        return qkv_fail(QKV_ERR_MISMATCH, "%s: the model is f64; %s f32 would round its "
+                        "weights (leave %s out, or give f64)", path, field_name("dtype"),
+                        field_name("dtype"));
     if (!fmt || strcmp(fmt, "qkv-model") || !task || !optim || !rng || strlen(rng) != 64 ||
         !residual || !causal)
         return qkv_fail(QKV_ERR_FORMAT, "%s: not a qkv model (its metadata is missing or wrong)", path);
-    if ((s = meta_number(st, path, "seq_len", 2, 65536, &v[0])) ||
-        (s = meta_number(st, path, "vocab", 2, 1e6, &v[1])) ||
-        (s = meta_number(st, path, "d_model", 1, 8192, &v[2])) ||
-        (s = meta_number(st, path, "heads", 1, 8192, &v[3])) ||
+    if ((s = meta_number(st, path, "seq_len", QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN, &v[0])) ||
+        (s = meta_number(st, path, "vocab", 2, QKV_MAX_VOCAB, &v[1])) ||
+        (s = meta_number(st, path, "d_model", 1, QKV_MAX_D_MODEL, &v[2])) ||
+        (s = meta_number(st, path, "heads", 1, QKV_MAX_HEADS, &v[3])) ||
         (s = meta_number(st, path, "layers", 1, QKV_MAX_LAYERS, &v[4])) ||
-        (s = meta_number(st, path, "init_scale", 1e-300, 100, &v[5])) ||
-        (s = meta_number(st, path, "lr", 1e-300, 1e6, &v[6])) ||
+        (s = meta_number(st, path, "init_scale", 1e-300, QKV_MAX_INIT_SCALE, &v[5])) ||
+        (s = meta_number(st, path, "lr", 1e-300, TRAIN_MAX_LR, &v[6])) ||
         (s = meta_number(st, path, "weight_decay", 0, 1e6, &v[7])) ||
         (s = meta_number(st, path, "clip", 0, 1e300, &v[8])) ||
-        (s = meta_number(st, path, "batch", 1, 65536, &v[9])) ||
+        (s = meta_number(st, path, "batch", 1, TRAIN_MAX_BATCH, &v[9])) ||
         (s = meta_number(st, path, "steps", 0, 1e15, &v[10])) ||
         (s = meta_number(st, path, "seed", 0, 1.8446744073709552e19, &v[11])) ||
         (s = meta_number(st, path, "warmup", 0, 1e15, &v[12])))

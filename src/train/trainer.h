@@ -6,6 +6,9 @@
 #include "qkv.h"
 
 #define TRAIN_HELDOUT 512 /* held-out sequences, fixed by the seed */
+/* Limits of a train config beyond its model's (qkv.h) */
+#define TRAIN_MAX_BATCH 65536 /* sequences in a step */
+#define TRAIN_MAX_LR 1e6      /* lr: above 0 */
 
 typedef struct {
     /* what was asked for */
@@ -79,7 +82,12 @@ typedef struct {
         induction[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
 } eval_result;
 
-/* Validates the config (the model, the task, the numbers) and builds everything. */
+/* The one check of a train config: batch and lr within their limits, the model fitting the
+ * task, and the model's own (qkv_model_config_check). QKV_ERR_VALUE names the field as the
+ * config does ("batch 0 is out of range (1..65536)"); allocates nothing. A data run's task
+ * and sizes come from its file: trainer_init reads it first. */
+qkv_status trainer_check_config(const train_config *cfg);
+/* Checks the config (trainer_check_config) and the memory it needs, and builds everything. */
 qkv_status trainer_init(trainer *t, const train_config *cfg);
 void trainer_free(trainer *t);
 /* The learning rate of step `step` (1-based): warm-up, then constant or cosine decay. */
