@@ -435,6 +435,15 @@ QKV_API qkv_status qkv_model_config_check(const qkv_model_config *cfg);
  * harmless). */
 QKV_API qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t seed);
 QKV_API void qkv_model_free(qkv_model *m); /* frees m->params: weights, grads, optimizer state */
+/* Loads the model a `qkv train` run saved (its model.safetensors): the config from the file's
+ * metadata, then the weights, in the file's dtype; the optimizer state is not read. On success
+ * *m is as qkv_model_init leaves it (free it with qkv_model_free) and, if task is not NULL,
+ * *task is the task it was trained on: a built-in task as qkv_task_init makes it, or for a
+ * model of a data file kind QKV_TASK_DATA with its seq_len, vocab and target_len (n_outputs
+ * 0: the data file is not read). Fails, with nothing to free, with QKV_ERR_IO, QKV_ERR_FORMAT
+ * (not a qkv model, a metadata value missing, out of range or unknown, a weight that is NaN)
+ * or QKV_ERR_MISMATCH (a weight of another shape or dtype), the message naming the file. */
+QKV_API qkv_status qkv_model_load(qkv_model *m, qkv_task *task, const char *path);
 /* Builds the forward pass for tokens (B, T) in `step` and returns the logits (B, T, V), a
  * tensor of `step`; `tokens` (B·T entries in [0, V)) is copied. If attn is not NULL (an
  * array of cfg.layers pointers), attn[l] receives layer l's attention weights (B, H, T, T)

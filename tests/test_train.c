@@ -6,7 +6,9 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* mkdtemp */
 #endif
-#include "train/trainer.h"
+#include "train/checkpoint.h"
+#include "train/grads.h"
+#include "train/run.h"
 
 #include "fixtures.h"
 
@@ -401,6 +403,302 @@ START_TEST(test_save_load_eval) {
     trainer_free(&a);
     trainer_free(&b);
     remove_tmpdir("model.safetensors");
+}
+END_TEST
+
+/* The loss of a batch under the model as it is: a fresh graph, no gradients. */
+static double batch_loss(trainer *t, const int32_t *tokens, const int32_t *targets,
+                         const int32_t *lengths, int batch) {
+    qkv_ctx *ctx = qkv_ctx_new(0);
+    qkv_ctx_set_no_grad(ctx, true);
+    qkv_tensor *logits = qkv_model_forward_padded(&t->model, ctx, tokens, lengths, batch, NULL);
+    qkv_tensor *y = qkv_from_array(ctx, QKV_I32, 2, (int64_t[]){batch, t->target_len}, targets);
+    double loss = qkv_get(qkv_cross_entropy(ctx, logits, y, -1), 0);
+    qkv_ctx_free(ctx);
+    return loss;
+}
+
+/* qkv grads for every kind of model: a data file's (padded inputs), a data file's
+ * encoder-decoder (outputs half as long), and translate. The batch is the trainer's own draw
+ * from a generator seeded with the seed, and every parameter's gradient is that of the batch's
+ * loss with its padding mask: central differences in f64 agree. */
+START_TEST(test_batch_grads_every_model) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/data.tsv", tmpdir);
+    train_config c;
+    if (_i < 2) {
+        write_data_file(path, 300, _i == 1, 4);
+        c = data_config(path, 20);
+    } else {
+        c = make_config("translate", 16, 16, 2, 20, QKV_ADAM, 0.005);
+        c.model.target_len = c.task.target_len;
+    }
+    c.model.dtype = QKV_F64;
+    trainer t;
+    ck_assert_msg(trainer_init(&t, &c) == QKV_OK, "%s", qkv_last_error());
+    train_steps(&t, 2); /* away from the initial weights */
+    const int B = 6;
+    int T = t.model.cfg.seq_len, To = t.target_len;
+    ck_assert_int_eq(To, _i == 0 ? T : T / 2);
+    batch_grads g;
+    ck_assert_msg(trainer_batch_grads(&t, 9, B, &g) == QKV_OK, "%s", qkv_last_error());
+    ck_assert_int_eq(g.targets->shape[1], To);
+    ck_assert_int_eq(g.logits->shape[1], To);
+    ck_assert((g.lengths != NULL) == (_i < 2));
+    int32_t tokens[6 * 16], targets[6 * 16], lengths[6];
+    qkv_rng rng = qkv_rng_seed(9);
+    trainer_sample(&t, &rng, B, tokens, targets, lengths);
+    ck_assert(!memcmp(tokens, g.tokens->data, sizeof(int32_t) * (size_t)(B * T)));
+    ck_assert(!memcmp(targets, g.targets->data, sizeof(int32_t) * (size_t)(B * To)));
+    const int32_t *len = g.lengths ? lengths : NULL;
+    if (len) {
+        ck_assert(!memcmp(lengths, g.lengths->data, sizeof lengths));
+        int padded = 0;
+        for (int b = 0; b < B; b++) padded += lengths[b] < T;
+        ck_assert_msg(padded > 0, "no example of the batch is padded: the mask is not tested");
+    }
+    double loss = batch_loss(&t, tokens, targets, len, B);
+    ck_assert_msg(fabs(qkv_get(g.loss, 0) - loss) < 1e-12, "%.17g vs %.17g", qkv_get(g.loss, 0), loss);
+    for (int i = 0; i < t.model.nparams; i++) {
+        qkv_tensor *p = t.model.param[i];
+        for (int k = 0; k < 3; k++) { /* the first, a middle and the last element */
+            int64_t at = k == 0 ? 0 : k == 1 ? p->size / 2 + 1 : p->size - 1;
+            double v = qkv_get(p, at), h = 1e-5;
+            qkv_set(p, at, v + h);
+            double up = batch_loss(&t, tokens, targets, len, B);
+            qkv_set(p, at, v - h);
+            double down = batch_loss(&t, tokens, targets, len, B);
+            qkv_set(p, at, v);
+            double fd = (up - down) / (2 * h), grad = qkv_get(g.grad[i], at);
+            ck_assert_msg(fabs(fd - grad) <= 1e-7 + 1e-5 * fabs(grad),
+                          "%s[%lld]: gradient %.10g, central difference %.10g",
+                          t.model.param_name[i], (long long)at, grad, fd);
+        }
+    }
+    batch_grads_free(&g);
+    trainer_free(&t);
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
+/* qkv_model_load, the public call: a trained model comes back with its config, its task and
+ * its weights bit for bit, and computes the same logits; for a built-in task, a data file's
+ * encoder-decoder and translate. A file that is not a model is refused. */
+START_TEST(test_model_load) {
+    make_tmpdir();
+    char data[128], path[128];
+    snprintf(data, sizeof data, "%s/data.tsv", tmpdir);
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    train_config c;
+    if (_i == 0) {
+        c = make_config("reverse", 8, 16, 2, 10, QKV_ADAM, 0.005);
+        c.model.layers = 2;
+        c.model.residual = true;
+        c.model.dtype = QKV_F64;
+    } else if (_i == 1) {
+        write_data_file(data, 200, true, 4);
+        c = data_config(data, 10);
+    } else {
+        c = make_config("translate", 16, 16, 2, 10, QKV_ADAM, 0.005);
+        c.model.target_len = c.task.target_len;
+    }
+    trainer t;
+    ck_assert_msg(trainer_init(&t, &c) == QKV_OK, "%s", qkv_last_error());
+    train_steps(&t, 3);
+    ck_assert_int_eq(trainer_save(&t, path), QKV_OK);
+    qkv_model m;
+    qkv_task task;
+    ck_assert_msg(qkv_model_load(&m, &task, path) == QKV_OK, "%s", qkv_last_error());
+    ck_assert(!memcmp(&m.cfg, &t.model.cfg, sizeof m.cfg));
+    ck_assert_int_eq(task.kind, t.cfg.task.kind);
+    ck_assert_int_eq(task.seq_len, t.cfg.task.seq_len);
+    ck_assert_int_eq(task.vocab, t.cfg.task.vocab);
+    ck_assert_int_eq(task.target_len, t.model.cfg.target_len);
+    if (_i != 1) ck_assert(!memcmp(&task, &t.cfg.task, sizeof task));
+    ck_assert_int_eq(m.nparams, t.model.nparams);
+    for (int i = 0; i < m.nparams; i++) {
+        ck_assert_str_eq(m.param_name[i], t.model.param_name[i]);
+        ck_assert(!memcmp(m.param[i]->data, t.model.param[i]->data,
+                          (size_t)m.param[i]->size * qkv_dtype_size(m.param[i]->dtype)));
+    }
+    /* the same logits for the first held-out sequences */
+    qkv_ctx *ctx = qkv_ctx_new(0);
+    const int32_t *len = t.held_lengths;
+    qkv_tensor *a = qkv_model_forward_padded(&t.model, ctx, t.held_tokens, len, 4, NULL);
+    qkv_tensor *b = qkv_model_forward_padded(&m, ctx, t.held_tokens, len, 4, NULL);
+    ck_assert_int_eq(a->size, b->size);
+    ck_assert(!memcmp(a->data, b->data, (size_t)a->size * qkv_dtype_size(a->dtype)));
+    qkv_ctx_free(ctx);
+    qkv_model_free(&m);
+    trainer_free(&t);
+    /* not a model: a grads file; and no file at all */
+    batch_grads g;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert_int_eq(trainer_batch_grads(&t, 1, 2, &g), QKV_OK);
+    ck_assert_int_eq(batch_grads_save(&g, &t, 1, "m", path), QKV_OK);
+    batch_grads_free(&g);
+    trainer_free(&t);
+    ck_assert_int_eq(qkv_model_load(&m, NULL, path), QKV_ERR_FORMAT);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "not a qkv model"));
+    ck_assert_ptr_null(m.params);
+    remove(path);
+    ck_assert_int_eq(qkv_model_load(&m, NULL, path), QKV_ERR_IO);
+    ck_assert_ptr_null(m.params);
+    remove_tmpdir("data.tsv");
+}
+END_TEST
+
+/* trainer_run, as a C program uses it: a run straight to N steps and a run of N/2 steps
+ * resumed from its directory to N write the same model.safetensors and metrics.csv, byte for
+ * byte (a constant learning rate, so that the first run's shorter plan changes nothing); the
+ * progress callback hears of every evaluation and checkpoint. */
+typedef struct {
+    int begun, evaluated, stepped, committed, trained;
+} run_counts;
+
+static void count_events(run_event e, const training_run *run, const trainer *t, void *user) {
+    run_counts *n = user;
+    (void)run;
+    (void)t;
+    n->begun += e == RUN_BEGIN;
+    n->evaluated += e == RUN_EVALUATED;
+    n->stepped += e == RUN_STEPPED;
+    n->committed += e == RUN_COMMITTED;
+    n->trained += e == RUN_TRAINED;
+}
+
+static char *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "%s is missing", path);
+    static char buf[4][1 << 20];
+    static int next;
+    char *b = buf[next++ % 4];
+    *n = fread(b, 1, sizeof buf[0], f);
+    fclose(f);
+    return b;
+}
+
+START_TEST(test_trainer_run_resumes_exactly) {
+    make_tmpdir();
+    char straight[128], halves[128], path[160];
+    snprintf(straight, sizeof straight, "%s/straight", tmpdir);
+    snprintf(halves, sizeof halves, "%s/halves", tmpdir);
+    train_config c = make_config("reverse", 8, 16, 2, 20, QKV_ADAM, 0.005);
+    c.cosine = false;
+    c.warmup = 0;
+    run_options o = {.out_dir = straight, .eval_every = 5, .snapshot_every = 5};
+    trainer t;
+    training_run run;
+    run_counts n = {0};
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert_msg(trainer_run(&t, &o, count_events, &n, &run) == QKV_OK, "%s", qkv_last_error());
+    ck_assert_int_eq(run.metrics.n, 1 + 20 / 5); /* step 0, then every 5 */
+    ck_assert_int_eq(n.begun, 1);
+    ck_assert_int_eq(n.evaluated, 20 / 5);
+    ck_assert_int_eq(n.stepped, 20);
+    ck_assert_int_eq(n.committed, 1);
+    ck_assert_int_eq(n.trained, 1);
+    ck_assert_int_eq(trainer_run_end(&run, &t, 0, NULL), QKV_OK);
+    trainer_free(&t);
+
+    c.steps = 10;
+    o.out_dir = halves;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert_int_eq(trainer_run(&t, &o, NULL, NULL, &run), QKV_OK);
+    ck_assert_int_eq(trainer_run_end(&run, &t, 0, NULL), QKV_OK);
+    trainer_free(&t);
+    snprintf(path, sizeof path, "%s/model.safetensors", halves);
+    ck_assert_msg(trainer_load(&t, path) == QKV_OK, "%s", qkv_last_error());
+    t.cfg.steps = 20;
+    o.resume_dir = halves;
+    memset(&n, 0, sizeof n);
+    ck_assert_int_eq(trainer_run(&t, &o, count_events, &n, &run), QKV_OK);
+    ck_assert_int_eq(n.committed, 2); /* its own checkpoint at the start, and the new one */
+    ck_assert_int_eq(run.start_step, 10);
+    ck_assert_int_eq(trainer_run_end(&run, &t, 0, NULL), QKV_OK);
+    trainer_free(&t);
+
+    const char *files[] = {"model.safetensors", "metrics.csv", "attention/layer1_head2.dat",
+                           "gradients/layer1_head1_dS.dat", "snapshots/step15_layer1_head1.dat"};
+    for (int i = 0; i < 5; i++) {
+        size_t na, nb;
+        snprintf(path, sizeof path, "%s/%s", straight, files[i]);
+        const char *a = read_all(path, &na);
+        snprintf(path, sizeof path, "%s/%s", halves, files[i]);
+        const char *b = read_all(path, &nb);
+        ck_assert_msg(na == nb && !memcmp(a, b, na), "%s differs", files[i]);
+    }
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -r '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* ---- a file's metadata is read exactly: each word or number qkv does not know is refused,
+ * naming its key, never read as a default ---- */
+static const struct {
+    const char *from, *to, *message; /* same length: the header keeps its size */
+} bad_meta[] = {
+    {"\"optim\":\"momentum\"", "\"optim\":\"rmsprop!\"", "metadata 'optim' is not one of qkv's values (sgd, momentum, adam)"},
+    {"\"residual\":\"true\"", "\"residual\":\"yes!\"", "metadata 'residual' is not one of qkv's values"},
+    {"\"causal\":\"true\"", "\"causal\":\"True\"", "metadata 'causal' is not one of qkv's values"},
+    {"\"schedule\":\"constant\"", "\"schedule\":\"linear!!\"", "metadata 'schedule' is not one of"},
+    {"\"dtype\":\"f32\"", "\"dtype\":\"f16\"", "metadata 'dtype' is not one of qkv's values (f32, f64)"},
+    {"\"heads\":\"2\"", "\"heads\":\"x\"", "metadata 'heads' is out of range"},
+    {"\"warmup\":\"100\"", "\"warmup\":\"1.5\"", "metadata 'warmup' is not a whole number"},
+    {"\"seed\":\"7\"", "\"seed\":\"-\"", "metadata 'seed' is not a number"},
+    {"\"optim\":\"momentum\"", "\"optix\":\"momentum\"", "metadata 'optim' is missing"},
+};
+
+START_TEST(test_checkpoint_refuses_unknown_values) {
+    make_tmpdir();
+    char path[128];
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    train_config c = make_config("reverse", 8, 32, 2, 10, QKV_MOMENTUM, 0.1);
+    c.model.residual = c.model.causal = true;
+    c.cosine = false;
+    c.warmup = 100;
+    c.seed = 7;
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    train_steps(&t, 3);
+    ck_assert_int_eq(trainer_save(&t, path), QKV_OK);
+    trainer_free(&t);
+    /* the file as bytes; its header is JSON, so a value can be swapped in place */
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static char bytes[1 << 20];
+    size_t n = fread(bytes, 1, sizeof bytes, f);
+    fclose(f);
+    ck_assert(n > 8 && n < sizeof bytes);
+    /* the file as saved loads: the refusals below are of the one value changed */
+    ck_assert_msg(trainer_load(&t, path) == QKV_OK, "%s", qkv_last_error());
+    trainer_free(&t);
+    const char *header = bytes + 8;
+    size_t header_len = 0;
+    for (int i = 7; i >= 0; i--) header_len = header_len << 8 | (unsigned char)bytes[i];
+    ck_assert(header_len < n - 8);
+    for (size_t k = 0; k < sizeof bad_meta / sizeof bad_meta[0]; k++) {
+        static char patched[1 << 20];
+        memcpy(patched, bytes, n);
+        char *at = strstr(header, bad_meta[k].from);
+        ck_assert_msg(at && at < header + header_len, "no %s in the header", bad_meta[k].from);
+        ck_assert_uint_eq(strlen(bad_meta[k].from), strlen(bad_meta[k].to));
+        memcpy(patched + (at - bytes), bad_meta[k].to, strlen(bad_meta[k].to));
+        snprintf(path, sizeof path, "%s/patched.safetensors", tmpdir);
+        f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_uint_eq(fwrite(patched, 1, n, f), n);
+        fclose(f);
+        ck_assert_int_eq(trainer_load(&t, path), QKV_ERR_FORMAT);
+        ck_assert_msg(strstr(qkv_last_error(), bad_meta[k].message), "%s: got '%s'",
+                      bad_meta[k].to, qkv_last_error());
+        remove(path);
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    remove(path);
+    remove(tmpdir);
 }
 END_TEST
 
@@ -802,6 +1100,14 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, test_save_load_eval);
     tcase_add_loop_test(tc, test_resume_is_exact, 0, 5);
     tcase_add_test(tc, test_load_as_f64);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("library");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_checkpoint_refuses_unknown_values);
+    tcase_add_loop_test(tc, test_batch_grads_every_model, 0, 3);
+    tcase_add_loop_test(tc, test_model_load, 0, 3);
+    tcase_add_test(tc, test_trainer_run_resumes_exactly);
     suite_add_tcase(s, tc);
 
 #ifdef QKV_HAVE_OPENMP

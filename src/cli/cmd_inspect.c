@@ -2,7 +2,7 @@
  * attention head computed (Q, K, V, the scores, the weights, the head's output) and, with a
  * target, the loss and the gradients that flow back through the head. */
 #include "cli.h"
-#include "train/trainer.h"
+#include "train/checkpoint.h"
 
 #include <errno.h>
 #include <inttypes.h>

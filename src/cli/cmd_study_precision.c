@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "engine/internal.h"
 #include "kernels/kernels.h"
-#include "train/trainer.h"
+#include "train/checkpoint.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -3,8 +3,8 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #endif
 #include "cli.h"
-#include "run_files.h"
-#include "train/trainer.h"
+#include "train/checkpoint.h"
+#include "train/run.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,246 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "io/io.h"
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ---- metrics.csv (rows: metrics_row, run_files.h) ---- */
-typedef struct {
-    metrics_row *rows;
-    int n, cap;
-    int n_scores; /* the attention columns after the first six: see metrics_scores */
-} metrics;
-
-/* The attention columns, in order: mass_l<L> for each layer (when the task has an ideal
- * pattern), then prev_l<L>h<H>, dup_l<L>h<H>, ind_l<L>h<H> for each layer and head. */
-static int metrics_count_scores(const trainer *t) {
-    int L = t->model.cfg.layers, H = t->model.cfg.heads;
-    return L + 3 * L * (H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS);
-}
-
-static void metrics_scores(const trainer *t, const eval_result *r, double *out) {
-    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
-                                                                          : EVAL_MAX_HEADS;
-    int k = 0;
-    for (int l = 0; l < L; l++) out[k++] = r->has_ideal ? r->layer_mass[l] : NAN;
-    for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++) {
-            out[k++] = r->prev_token[l][h];
-            out[k++] = r->duplicate[l][h];
-            out[k++] = r->induction[l][h];
-        }
-}
-
-static void metrics_add(metrics *m, metrics_row r) {
-    if (m->n == m->cap) {
-        int cap = m->cap ? 2 * m->cap : 64;
-        metrics_row *p = realloc(m->rows, (size_t)cap * sizeof *p);
-        if (!p) { /* a lost row is not worth stopping a run for */
-            free(r.scores);
-            return;
-        }
-        m->rows = p;
-        m->cap = cap;
-    }
-    m->rows[m->n++] = r;
-}
-
-/* A row's attention columns, owned by the row (NULL when out of memory: written empty). */
-static double *metrics_new_scores(const metrics *m) {
-    double *s = malloc((size_t)(m->n_scores ? m->n_scores : 1) * sizeof *s);
-    for (int i = 0; s && i < m->n_scores; i++) s[i] = NAN;
-    return s;
-}
-
-static void metrics_free(metrics *m) {
-    for (int i = 0; i < m->n; i++) free(m->rows[i].scores);
-    free(m->rows);
-}
-
-/* Keeps the rows of an earlier run up to `step`, for --resume. */
-static void metrics_read(metrics *m, const char *path, int64_t upto) {
-    FILE *f;
-    if (io_fopen_regular(path, &f) != QKV_OK) return;
-    static char line[1 << 20]; /* up to 8 layers x 64 heads x 3 scores */
-    while (fgets(line, sizeof line, f)) {
-        metrics_row r = {.heldout_loss = NAN}; /* files older than heldout_loss have 5 columns */
-        if (sscanf(line, "%" SCNd64 ",%lf,%lf,%lf,%lf,%lf", &r.step, &r.loss, &r.train_acc,
-                   &r.heldout_acc, &r.lr, &r.heldout_loss) >= 5 && r.step <= upto) {
-            /* the attention columns after the sixth: empty or missing ones stay NaN */
-            r.scores = metrics_new_scores(m);
-            char *p = line;
-            for (int comma = 0; comma < 6 && p; comma++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
-            for (int k = 0; r.scores && p && k < m->n_scores; k++) {
-                char *end;
-                double v = strtod(p, &end);
-                if (end != p && (*end == ',' || *end == '\n' || *end == '\0')) r.scores[k] = v;
-                p = strchr(p, ',');
-                if (p) p++;
-            }
-            metrics_add(m, r);
-        }
-    }
-    fclose(f);
-}
-
-static qkv_status metrics_write(const trainer *t, const metrics *m, const char *path) {
-    atomic_file af;
-    qkv_status s = atomic_open(&af, path);
-    if (s != QKV_OK) return s;
-    fprintf(af.f, "step,loss,train_acc,heldout_acc,lr,heldout_loss");
-    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
-                                                                          : EVAL_MAX_HEADS;
-    for (int l = 0; l < L; l++) fprintf(af.f, ",mass_l%d", l + 1);
-    for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++)
-            fprintf(af.f, ",prev_l%dh%d,dup_l%dh%d,ind_l%dh%d", l + 1, h + 1, l + 1, h + 1, l + 1,
-                    h + 1);
-    fputc('\n', af.f);
-    for (int i = 0; i < m->n; i++) {
-        const metrics_row *r = &m->rows[i];
-        /* losses in %g: a trained model's loss is far below the 1e-6 that %f would show */
-        fprintf(af.f, "%" PRId64 ",%.6g,%.6f,%.6f,%.6g,", r->step, r->loss, r->train_acc,
-                r->heldout_acc, r->lr);
-        if (isfinite(r->heldout_loss)) fprintf(af.f, "%.6g", r->heldout_loss); /* else empty */
-        for (int k = 0; k < m->n_scores; k++) {
-            fputc(',', af.f);
-            if (r->scores && isfinite(r->scores[k])) fprintf(af.f, "%.4f", r->scores[k]);
-        }
-        fputc('\n', af.f);
-    }
-    return atomic_commit(&af);
-}
-
-/* ---- maps of the fixed held-out example (index 0): one gnuplot-ready matrix per layer and
- * head, tokens as row and column headers, for attention weights, snapshots and gradients ---- */
-/* A token's label: the task's, or the data file's token string. */
-static void token_label(const trainer *t, int32_t token, char *buf, size_t len) {
-    if (t->data)
-        dataset_label(t->data, token, buf, len);
-    else
-        qkv_task_token_label(&t->cfg.task, token, buf, len);
-}
-
-static qkv_status write_map(const trainer *t, const char *path, const char *what, int l, int h,
-                            const float *map /* (Tq, T): rows are queries, columns keys */) {
-    int T = t->model.cfg.seq_len, Tq = t->target_len;
-    const int32_t *x = t->held_tokens, *y = t->held_targets;
-    char label[32];
-    atomic_file af;
-    qkv_status s = atomic_open(&af, path);
-    if (s != QKV_OK) return s;
-    fprintf(af.f, "# qkv %s: task %s, layer %d, head %d; rows are queries, columns keys "
-            "(position:token)%s\n"
-            "query\\key", what, qkv_task_name(t->cfg.task.kind), l + 1, h + 1,
-            t->model.cfg.target_len ? "; rows are the decoder positions, by their target" : "");
-    for (int j = 0; j < T; j++) { /* position:token, so that repeated tokens stay apart */
-        token_label(t, x[j], label, sizeof label);
-        fprintf(af.f, " %d:%s", j, label);
-    }
-    fputc('\n', af.f);
-    for (int i = 0; i < Tq; i++) {
-        /* an encoder-decoder's rows are decoder positions: labelled by their target */
-        if (t->model.cfg.target_len && y[i] < 0)
-            snprintf(label, sizeof label, "_");
-        else
-            token_label(t, t->model.cfg.target_len ? y[i] : x[i], label, sizeof label);
-        fprintf(af.f, "%d:%s", i, label);
-        for (int j = 0; j < T; j++) fprintf(af.f, " %.6g", map[i * T + j]);
-        fputc('\n', af.f);
-    }
-    return atomic_commit(&af);
-}
-
-/* Writes maps (L, H, Tq, T) as DIR/SUB/<prefix>layer<L>_head<H><suffix>.dat. */
-static qkv_status write_maps(const trainer *t, const char *dir, const char *sub,
-                             const char *prefix, const char *suffix, const char *what,
-                             const float *maps) {
-    const qkv_model_config *c = &t->model.cfg;
-    char path[1200];
-    qkv_status s = io_make_subdir(dir, sub, path, sizeof path);
-    if (s != QKV_OK) return s;
-    size_t per_head = (size_t)t->target_len * c->seq_len;
-    for (int l = 0; l < c->layers && s == QKV_OK; l++)
-        for (int h = 0; h < c->heads && s == QKV_OK; h++) {
-            snprintf(path, sizeof path, "%s/%s/%slayer%d_head%d%s.dat", dir, sub, prefix, l + 1,
-                     h + 1, suffix);
-            s = write_map(t, path, what, l, h, maps + ((size_t)l * c->heads + h) * per_head);
-        }
-    return s;
-}
-
-/* attention/: the weights of every layer and head; gradients/: their gradient dA and the
- * scores' gradient dS, from one backward pass of the example's loss. */
-static qkv_status write_attention(trainer *t, const char *dir) {
-    const qkv_model_config *c = &t->model.cfg;
-    size_t n = (size_t)c->layers * c->heads * t->target_len * c->seq_len;
-    float *a = malloc(3 * n * sizeof *a);
-    if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
-    trainer_attention(t, 0, a);
-    trainer_attention_grads(t, 0, a + n, a + 2 * n);
-    qkv_status s = write_maps(t, dir, "attention", "", "", "attention", a);
-    if (s == QKV_OK)
-        s = write_maps(t, dir, "gradients", "", "_dA", "gradient of the attention weights dA", a + n);
-    if (s == QKV_OK)
-        s = write_maps(t, dir, "gradients", "", "_dS", "gradient of the scores dS", a + 2 * n);
-    free(a);
-    return s;
-}
-
-/* snapshots/step<N>_layer<L>_head<H>.dat: the attention weights at this step. */
-static qkv_status write_snapshot(trainer *t, const char *dir) {
-    const qkv_model_config *c = &t->model.cfg;
-    float *a = malloc((size_t)c->layers * c->heads * t->target_len * c->seq_len * sizeof *a);
-    if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
-    trainer_attention(t, 0, a);
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "step%" PRId64 "_", t->optim.step);
-    qkv_status s = write_maps(t, dir, "snapshots", prefix, "", "attention", a);
-    free(a);
-    return s;
-}
-
-/* A checkpoint of the run in `dir`, in the order of the commit protocol (io/rundir.c):
- * metrics.csv and the maps of this step first, model.safetensors, the commit record, last. A
- * kill between them leaves the previous checkpoint as the run's state, and the files written
- * ahead of it are trimmed or rewritten when the run resumes. */
-static qkv_status save_all(trainer *t, const metrics *m, rundir *rd) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/metrics.csv", rd->dir);
-    qkv_status s = trainer_check_state(t, QKV_ERR_NUMERIC); /* before anything is written */
-    if (s == QKV_OK) s = metrics_write(t, m, path);
-    if (s == QKV_OK) s = write_attention(t, rd->dir);
-    if (s == QKV_OK) {
-        t->metrics_rows = m->n;
-        snprintf(path, sizeof path, "%s/model.safetensors", rd->dir);
-        s = trainer_save(t, path);
-    }
-    if (s == QKV_OK) {
-        rd->committed = true;
-        cli_set_interrupt_note("the run in %s keeps its checkpoint of step %" PRId64, rd->dir,
-                               t->optim.step);
-    }
-    return s;
-}
-
-/* The one line of a run that stopped on an error: the error, and what the directory keeps. */
-static int run_failed(qkv_status s, const rundir *rd, int64_t saved) {
-    if (rd && rd->committed)
-        cli_error("%s; %s keeps the checkpoint of step %" PRId64, qkv_last_error(), rd->dir, saved);
-    else
-        cli_error("%s", qkv_last_error());
-    return cli_exit_for(s);
-}
 
 /* ---- progress ---- */
 
@@ -309,16 +73,6 @@ static void say_schedule_change(FILE *out, const trainer *t, int64_t old_steps) 
             trainer_lr(&before, next <= old_steps ? next : old_steps));
 }
 
-/* Held-out evaluations by default: every steps/20, and early on at 1, 2, 3, 5, 7, 10, 15, 20,
- * 30, 50, 70, 100, ... (about five a decade), where a model learns fastest. */
-static bool default_eval_step(int64_t step, int64_t every) {
-    if (step % every == 0) return true;
-    static const int mantissa[] = {10, 15, 20, 30, 50, 70};
-    for (int64_t decade = 1; decade <= step; decade *= 10)
-        for (int i = 0; i < 6; i++)
-            if (step * 10 == mantissa[i] * decade) return true;
-    return step == 1 || step == 2 || step == 3 || step == 5 || step == 7;
-}
 
 /* One JSON object: docs/model.md ("What `qkv train --json` and `qkv eval --json` print")
  * defines every field. `loss`, `accuracy` and `train_loss` are the names of before 0.2: kept,
@@ -346,13 +100,12 @@ static void print_result_json(const trainer *t, eval_result r, int64_t step, dou
 
 /* With two layers or more: the first metrics row at which a head of the last layer has an
  * induction score of 0.5 or more, the step at which the induction head formed. */
-static void print_induction_step(const trainer *t, const metrics *m) {
-    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
-                                                                          : EVAL_MAX_HEADS;
+static void print_induction_step(const trainer *t, const metrics_table *m) {
+    int L = m->layers;
     if (L < 2 || t->model.cfg.target_len) return;
     for (int i = 0; i < m->n; i++)
-        for (int h = 0; h < H && m->rows[i].scores; h++) {
-            double score = m->rows[i].scores[L + 3 * ((L - 1) * H + h) + 2];
+        for (int h = 0; h < m->heads && m->rows[i].scores; h++) {
+            double score = m->rows[i].scores[metrics_induction_column(m, L - 1, h)];
             if (score >= 0.5) {
                 printf("  an induction head formed in layer %d (head %d) by step %" PRId64
                        " (metrics.csv column ind_l%dh%d passed 0.5)\n", L, h + 1,
@@ -694,16 +447,63 @@ static int train_parse(int argc, char **argv, train_args *a) {
     return CLI_RUN;
 }
 
+/* What the progress of a run shows: a bar redrawn in place on a terminal, or a log line per
+ * evaluation when the output is not one (none with --quiet, nor with --json). */
+typedef struct {
+    FILE *out;
+    bool bar, log, quiet;
+    bool resumed;
+    int64_t old_steps; /* a resumed run's --steps before this command */
+    double t0, last_draw, heldout, seconds;
+    bool drawn;        /* the bar is on the screen */
+} train_progress;
+
+static void on_progress(run_event event, const training_run *run, const trainer *t, void *user) {
+    train_progress *p = user;
+    int64_t step = t->optim.step, total = t->cfg.steps;
+    double el = run_files_now() - p->t0;
+    double rate = el > 0 ? (double)(step - run->start_step) / el : 0;
+    switch (event) {
+    case RUN_BEGIN:
+        p->t0 = run_files_now();
+        if (p->resumed && total != p->old_steps && step < total && !p->quiet)
+            say_schedule_change(p->out, t, p->old_steps);
+        break;
+    case RUN_EVALUATED:
+        p->heldout = run->last.accuracy;
+        if (p->log) {
+            printf("step %" PRId64 "/%" PRId64 " loss %.4f train_acc %.4f heldout_acc %.4f "
+                   "attention_mass %.3f steps/s %.0f\n", step, total, t->last_loss,
+                   t->last_train_acc, run->last.accuracy, run->last.attention_mass, rate);
+            fflush(stdout);
+        }
+        break;
+    case RUN_STEPPED:
+        if (p->bar && (el - p->last_draw > 0.1 || step == total)) {
+            progress_bar(p->out, step, total, t->last_loss, p->heldout, rate,
+                         rate > 0 ? (double)(total - step) / rate : 0);
+            p->last_draw = el;
+            p->drawn = true;
+        }
+        break;
+    case RUN_COMMITTED:
+        cli_set_interrupt_note("the run in %s keeps its checkpoint of step %" PRId64,
+                               run->dir.dir, step);
+        break;
+    case RUN_TRAINED:
+        p->seconds = el;
+        break;
+    }
+}
+
 static int train_run(train_args *a) {
     const char *out_dir = a->out_dir, *resume = a->resume;
-    long eval_every = a->eval_every, save_every = a->save_every, snapshot_every = a->snapshot_every;
-    bool json = a->json, quiet = a->quiet, plot = a->plot;
+    bool json = a->json, quiet = a->quiet;
     int code = cli_set_threads(a->threads);
     if (code != EXIT_OK) return code;
 
     trainer t;
     qkv_status s;
-    metrics m = {0};
     int64_t old_steps = 0; /* a resumed run's --steps before this command */
     char path[1100];
     if (resume) {
@@ -725,157 +525,48 @@ static int train_run(train_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    m.n_scores = metrics_count_scores(&t);
-    rundir rd_store, *rd = NULL;
-    if (out_dir) {
-        if ((s = rundir_open(&rd_store, out_dir)) != QKV_OK) {
-            cli_error("%s", qkv_last_error());
-            trainer_free(&t);
-            return cli_exit_for(s);
-        }
-        rd = &rd_store;
-        rd->committed = resume && !strcmp(out_dir, resume); /* its checkpoint is already there */
-    }
-    int64_t start_step = t.optim.step, saved_step = start_step;
-    if (resume) {
-        /* The checkpoint decides: metrics rows and snapshots after its step are what a kill
-         * left ahead of it; they are dropped, and the steps are done again. */
-        char mpath[1200];
-        snprintf(mpath, sizeof mpath, "%s/metrics.csv", resume);
-        metrics_read(&m, mpath, t.optim.step);
-        if (t.metrics_rows >= 0 && m.n != t.metrics_rows) {
-            cli_error("%s holds %d rows up to step %" PRId64 ", but its model was saved with %"
-                      PRId64 ": they are not of the same run", mpath, m.n, t.optim.step,
-                      t.metrics_rows);
-            code = EXIT_FORMAT;
-        }
-    }
-    if (rd && code == EXIT_OK) {
-        rundir_trim_snapshots(rd, start_step);
-        if (rd->committed)
-            cli_set_interrupt_note("the run in %s keeps its checkpoint of step %" PRId64, rd->dir,
-                                   start_step);
-    }
-
-    int64_t total = t.cfg.steps, every = eval_every ? eval_every : (total >= 20 ? total / 20 : 1);
-    /* summary.json and metrics.jsonl (run_files.c) */
-    run_options ro = {.eval_every = (long)every, .save_every = save_every,
-                      .snapshot_every = snapshot_every};
-    run_files rf;
-    if (code == EXIT_OK && out_dir &&
-        (s = run_files_begin(&rf, out_dir, resume ? resume : out_dir, &t, &ro, m.rows, m.n)) != QKV_OK)
-        code = run_failed(s, rd, saved_step);
-    bool files_begun = code == EXIT_OK && out_dir;
     FILE *prog = json ? stderr : stdout;
-    bool tty = isatty(fileno(prog)), show_bar = !quiet && tty, show_log = !quiet && !tty && !json;
-    double t0 = now_seconds(), last_draw = 0, heldout = 0;
-    eval_result r = {0};
-    if (code == EXIT_OK && resume && total != old_steps && t.optim.step < total && !quiet)
-        say_schedule_change(prog, &t, old_steps);
-    /* A new run's metrics start at step 0, before any update: the held-out columns evaluate
-     * the initial weights, and loss and train_acc are the first training batch's under those
-     * same weights (step 1's forward pass, measured before its update); lr is 0. */
-    eval_result at_start = {0};
-    bool row0 = code == EXIT_OK && start_step == 0;
-    if (row0) at_start = trainer_evaluate(&t);
-    if (code == EXIT_OK && snapshot_every && start_step == 0 &&
-        (s = write_snapshot(&t, out_dir)) != QKV_OK)
-        code = run_failed(s, rd, saved_step);
-    while (code == EXIT_OK && t.optim.step < total) {
-        if ((s = trainer_step(&t)) != QKV_OK) {
-            if (show_bar) fputc('\n', prog);
-            code = run_failed(s, rd, saved_step);
-            break;
-        }
-        int64_t step = t.optim.step;
-        if (step == 1 && row0) {
-            double *scores = metrics_new_scores(&m);
-            if (scores) metrics_scores(&t, &at_start, scores);
-            metrics_row zero = {0, t.last_loss, t.last_train_acc, at_start.accuracy, 0, at_start.loss,
-                                scores};
-            metrics_add(&m, zero);
-            if (files_begun) run_files_row(&rf, &zero, &at_start);
-        }
-        if ((eval_every ? step % every == 0 : default_eval_step(step, every)) || step == total) {
-            r = trainer_evaluate(&t);
-            heldout = r.accuracy;
-            double *scores = metrics_new_scores(&m);
-            if (scores) metrics_scores(&t, &r, scores);
-            metrics_row row = {step, t.last_loss, t.last_train_acc, r.accuracy, t.optim.lr, r.loss,
-                               scores};
-            metrics_add(&m, row);
-            if (files_begun) run_files_row(&rf, &row, &r);
-            if (show_log) {
-                double el = now_seconds() - t0;
-                printf("step %" PRId64 "/%" PRId64 " loss %.4f train_acc %.4f heldout_acc %.4f "
-                       "attention_mass %.3f steps/s %.0f\n", step, total, t.last_loss,
-                       t.last_train_acc, r.accuracy, r.attention_mass,
-                       el > 0 ? (double)(step - start_step) / el : 0);
-                fflush(stdout);
-            }
-        }
-        if (show_bar) {
-            double el = now_seconds() - t0;
-            if (el - last_draw > 0.1 || step == total) {
-                double rate = el > 0 ? (double)(step - start_step) / el : 0;
-                progress_bar(prog, step, total, t.last_loss, heldout, rate,
-                             rate > 0 ? (double)(total - step) / rate : 0);
-                last_draw = el;
-            }
-        }
-        if (snapshot_every && step % snapshot_every == 0 &&
-            (s = write_snapshot(&t, out_dir)) != QKV_OK) {
-            code = run_failed(s, rd, saved_step);
-            break;
-        }
-        if (rd && ((save_every && step % save_every == 0) || step == total)) {
-            if ((s = save_all(&t, &m, rd)) != QKV_OK) {
-                if (show_bar) fputc('\n', prog);
-                code = run_failed(s, rd, saved_step);
-                break;
-            }
-            saved_step = step;
-        }
+    bool tty = isatty(fileno(prog));
+    train_progress p = {.out = prog, .bar = !quiet && tty, .log = !quiet && !tty && !json,
+                        .quiet = quiet, .resumed = resume != NULL, .old_steps = old_steps};
+    run_options o = {.out_dir = out_dir, .resume_dir = resume, .eval_every = a->eval_every,
+                     .save_every = a->save_every, .snapshot_every = a->snapshot_every};
+    training_run run;
+    if ((s = trainer_run(&t, &o, on_progress, &p, &run)) != QKV_OK) {
+        if (p.drawn) fputc('\n', prog);
+        if (run.started && run.has_dir && run.dir.committed) /* and what the directory keeps */
+            cli_error("%s; %s keeps the checkpoint of step %" PRId64, qkv_last_error(),
+                      run.dir.dir, run.saved_step);
+        else
+            cli_error("%s", qkv_last_error());
+        code = cli_exit_for(s);
     }
-    double seconds = now_seconds() - t0;
-    if (show_bar && code == EXIT_OK) fputc('\n', prog);
-    if (code == EXIT_OK && t.optim.step == start_step) {
-        r = trainer_evaluate(&t);
-        if (files_begun) { /* the summary's metrics */
-            rf.evaluated = t.optim.step;
-            rf.last = r;
-        }
-    }
-    if (code == EXIT_OK && rd && !rd->committed && (s = save_all(&t, &m, rd)) != QKV_OK)
-        code = run_failed(s, rd, saved_step); /* a resume with no steps left, into a new --out */
-    if (code == EXIT_OK && !rd && (s = trainer_check_state(&t, QKV_ERR_NUMERIC)) != QKV_OK)
-        code = run_failed(s, rd, saved_step); /* a run without --out ends the same way */
     if (code == EXIT_OK) {
+        if (p.bar) fputc('\n', prog);
         if (json)
-            print_result_json(&t, r, t.optim.step, seconds, "train", t.optim.step > start_step);
+            print_result_json(&t, run.last, t.optim.step, p.seconds, "train",
+                              t.optim.step > run.start_step);
         else { /* --quiet too: the summary's first line is what a script reads */
             char tail[1200];
-            snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step, seconds,
-                     out_dir ? ", saved to " : "", out_dir ? out_dir : "");
-            print_summary(&t, &r, tail, quiet);
-            if (!quiet) print_induction_step(&t, &m);
+            snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step,
+                     p.seconds, out_dir ? ", saved to " : "", out_dir ? out_dir : "");
+            print_summary(&t, &run.last, tail, quiet);
+            if (!quiet) print_induction_step(&t, &run.metrics);
         }
     }
-    if (code == EXIT_OK && plot) {
+    if (code == EXIT_OK && a->plot) {
         bool no_gnuplot = false;
         int pc = cli_plot(out_dir, "png", !quiet && !json, &no_gnuplot);
         if (!no_gnuplot) code = pc; /* without gnuplot the run still succeeded: its data is saved */
     }
-    if (files_begun &&
-        (s = run_files_end(&rf, &t, &ro, code, code ? qkv_last_error() : NULL)) != QKV_OK &&
+    /* summary.json records how the whole command ended, the plots included */
+    if ((s = trainer_run_end(&run, &t, code, code ? qkv_last_error() : NULL)) != QKV_OK &&
         code == EXIT_OK) {
         cli_error("%s", qkv_last_error());
         code = cli_exit_for(s);
     }
     cli_clear_interrupt_note();
-    if (rd) rundir_close(rd); /* (a run that committed nothing leaves nothing, summary included) */
     trainer_free(&t);
-    metrics_free(&m);
     return code;
 }
 
@@ -969,9 +660,9 @@ static int eval_run(const eval_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    double t0 = now_seconds();
+    double t0 = run_files_now();
     eval_result r = trainer_evaluate(&t);
-    double seconds = now_seconds() - t0;
+    double seconds = run_files_now() - t0;
     if (json)
         print_result_json(&t, r, t.optim.step, seconds, "eval", false);
     else {
