@@ -464,7 +464,8 @@ typedef struct {
     qkv_tensor *scores;     /* (B, H, T, T): S = Q·Kᵀ */
     qkv_tensor *scaled;     /* (B, H, T, T): S / sqrt(Dk) */
     qkv_tensor *masked;     /* (B, H, T, T): S / sqrt(Dk) + M, what enters the softmax (-inf
-                               where the causal mask drops a key; `scaled` itself without one) */
+                               where the causal or padding mask drops a key; `scaled` itself
+                               without one) */
     qkv_tensor *weights;    /* (B, H, T, T): A = softmax(masked) */
     qkv_tensor *head_out;   /* (B, H, T, Dk): A·V, each head's output before W_O */
 } qkv_layer_trace;
@@ -472,6 +473,10 @@ typedef struct {
  * trace[0 .. cfg.layers-1] (the caller's array). Same logits as qkv_model_forward with attn. */
 QKV_API qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                             int batch, qkv_layer_trace *trace);
+/* The same with a padding mask, as qkv_model_forward_padded (lengths NULL: none padded). */
+QKV_API qkv_tensor *qkv_model_forward_trace_padded(qkv_model *m, qkv_ctx *step,
+                                                   const int32_t *tokens, const int32_t *lengths,
+                                                   int batch, qkv_layer_trace *trace);
 /* Bytes of parameters, gradients and Adam state, and of one training step's arena for a
  * batch: upper bounds, for memory checks before allocating (docs/errors.md). */
 QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);

@@ -38,7 +38,8 @@ if (nk > 64) { unset xtics; unset ytics }
 set size ratio -1
 unset key
 # masked cells are left out of the image (NaN) and show this hatched grey behind it
-masked(k, q, w) = causal && k > q ? NaN : w
+# (aligned at the end when there are fewer queries than keys, as in cross-attention)
+masked(k, q, w) = causal && k > q + nk - nq ? NaN : w
 if (causal) {
     set object 1 rectangle from graph 0, graph 0 to graph 1, graph 1 behind \
         fillcolor rgb '#8c96a0' fillstyle pattern 5 noborder
@@ -49,7 +50,7 @@ if (causal) {
 if (nk <= 12) {
     plot data matrix rowheaders columnheaders using 1:2:(masked($1, $2, $3)) with image pixels, \
          data matrix rowheaders columnheaders \
-              using 1:2:($3 >= 0.005 && !(causal && $1 > $2) ? sprintf('%.2f', $3) : ''):($3 > 0.55 ? 0xffffff : 0x000000) \
+              using 1:2:($3 >= 0.005 && !(causal && $1 > $2 + nk - nq) ? sprintf('%.2f', $3) : ''):($3 > 0.55 ? 0xffffff : 0x000000) \
               with labels textcolor rgb variable
 } else {
     plot data matrix rowheaders columnheaders using 1:2:(masked($1, $2, $3)) with image pixels

@@ -10,7 +10,7 @@
 out = ARG1; fmt = ARG2; fa = ARG3; fda = ARG4; fds = ARG5; ttl = ARG6
 causal = ARGC >= 7 ? int(ARG7) : 0
 subject = ARGC >= 8 ? ARG8 : 'the fixed held-out example'
-masked(k, q, w) = causal && k > q ? NaN : w
+masked(k, q, w) = causal && k > q + kshift ? NaN : w
 
 if (fmt eq 'svg') {
     set terminal svg size 1500,500 dynamic noenhanced font 'Sans,12' background rgb 'white'
@@ -22,6 +22,7 @@ set output out
 # stats runs before any range is set (it skips points outside them) and before multiplot
 stats fa matrix rowheaders columnheaders nooutput
 n = STATS_size_x
+kshift = STATS_size_x - STATS_size_y  # keys past the queries: the causal mask is aligned at the end
 # symmetric colour ranges [-r, r] for dA and dS, so that white is exactly zero
 stats fda matrix rowheaders columnheaders nooutput
 rda = abs(STATS_min) > abs(STATS_max) ? abs(STATS_min) : abs(STATS_max)

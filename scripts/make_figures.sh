@@ -1,5 +1,5 @@
 #!/bin/sh
-# make_figures.sh - trains copy, reverse, shift and lookup with the default options, plots
+# make_figures.sh - trains copy, reverse, shift, lookup and induction with the default options, plots
 # them, runs the softmax scaling study, and copies small images into docs/figures/.
 #
 #   scripts/make_figures.sh [QKV [WORK]]
@@ -29,6 +29,12 @@ done
 cp "$WORK/copy/plots/curves.png" "$FIG/copy_curves.png"
 cp "$WORK/lookup/plots/curves.png" "$FIG/lookup_curves.png"
 cp "$WORK/copy/plots/grads_layer1_head1.png" "$FIG/copy_grads.png"
+
+# Induction with its default options (two layers of two heads): the head scores under the
+# curves show the induction head forming.
+echo "== induction"
+"$QKV" train --task induction --out "$WORK/induction" --plot
+cp "$WORK/induction/plots/curves.png" "$FIG/induction_curves.png"
 
 # The pattern forms within a few dozen steps, so the animation comes from a short run with a
 # snapshot every 2 steps (constant learning rate, no warm-up), and the gradients of a model

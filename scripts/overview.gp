@@ -26,6 +26,7 @@ set output out
 
 stats sprintf('%s/layer1_head1.dat', dir) matrix rowheaders columnheaders nooutput
 n = STATS_size_x
+kshift = STATS_size_x - STATS_size_y  # keys past the queries: the causal mask is aligned at the end
 
 set xrange [-0.5:n-0.5]
 set yrange [STATS_size_y-0.5:-0.5]  # queries top to bottom (an encoder-decoder has fewer rows than keys)
@@ -36,7 +37,7 @@ cell = (pw - 20.0) / n              # pixels per cell
 labels = cell >= 12                 # room for a token label per cell
 if (cell < 20) { set tics font ',7' }
 unset key
-masked(k, q, w) = causal && k > q ? NaN : w
+masked(k, q, w) = causal && k > q + kshift ? NaN : w
 if (causal) {
     set object 1 rectangle from graph 0, graph 0 to graph 1, graph 1 behind \
         fillcolor rgb '#8c96a0' fillstyle pattern 5 noborder

@@ -22,6 +22,7 @@ set output out
 first = word(steps, 1)
 stats sprintf('%s/step%s_layer1_head1.dat', dir, first) matrix rowheaders columnheaders nooutput
 n = STATS_size_x
+kshift = STATS_size_x - STATS_size_y  # keys past the queries: the causal mask is aligned at the end
 
 set xrange [-0.5:n-0.5]
 set yrange [STATS_size_y-0.5:-0.5]  # queries top to bottom (an encoder-decoder has fewer rows than keys)
@@ -30,7 +31,7 @@ set palette defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 '#2171b5',
 cell = (pw - 16.0) / n              # pixels per cell
 labels = cell >= 14
 unset key
-masked(k, q, w) = causal && k > q ? NaN : w
+masked(k, q, w) = causal && k > q + kshift ? NaN : w
 if (causal) {
     set object 1 rectangle from graph 0, graph 0 to graph 1, graph 1 behind \
         fillcolor rgb '#8c96a0' fillstyle pattern 5 noborder

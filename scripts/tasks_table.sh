@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's task table: `qkv train --task T` with default options for every task, with
 # --optim sgd on copy, reverse and shift, and `qkv train --data FILE` on the two data files of
-# tests/data (swap neighbours; outputs half as long, by cross-attention). Prints a markdown table.
+# tests/data (swap neighbours; outputs half as long, by cross-attention). Prints a markdown table,
+# then a line on the induction run's head scores (from its metrics.csv): the best induction score
+# in layer 2, and the first evaluated step at which a layer-2 head passed 0.5.
 #   scripts/tasks_table.sh [extra qkv train options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +11,8 @@ qkv=${QKV:-build/qkv}
 [ -x "$qkv" ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
 runs=(copy:adam reverse:adam shift:adam lookup:adam max:adam induction:adam recall:adam sort:adam
       translate:adam copy:sgd reverse:sgd shift:sgd data/swap_pairs.tsv:adam data/odd_words.tsv:adam)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 echo "| task | optimizer | steps | seconds | held-out accuracy | attention mass |"
 echo "|---|---|---|---|---|---|"
 for run in "${runs[@]}"; do
@@ -18,6 +22,7 @@ for run in "${runs[@]}"; do
     *) args=(train --task "$task" --json --quiet "$@") ;;
     esac
     [ "$optim" = adam ] || args+=(--optim "$optim")
+    [ "$task" = induction ] && args+=(--out "$tmp/induction")
     "$qkv" "${args[@]}" | TASK=$task python3 -c '
 import json, os, sys
 d = json.load(sys.stdin)
@@ -26,3 +31,12 @@ mass = "%.3f (layer %d)" % (d["attention_mass"], d["attention_layer"]) if d["tas
 print("| %s | %s | %d | %.1f | %.2f%% | %s |" % (task, d["optim"], d["steps"], d["seconds"],
       100 * d["accuracy"], mass))'
 done
+python3 - "$tmp/induction/metrics.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+ind = [c for c in rows[0] if c.startswith("ind_l2h")]
+best = max(ind, key=lambda c: float(rows[-1][c]))
+formed = next((r["step"] for r in rows if any(float(r[c]) >= 0.5 for c in ind)), None)
+print("\ninduction: layer 2's best induction score %.3f (%s); a layer-2 head passed 0.5 by step %s"
+      % (float(rows[-1][best]), best, formed))
+PY

@@ -89,6 +89,18 @@ setup() { # DIR
     printf 'a b c d\tb d\nb a\ta b\n' >data/mixed_rules.tsv
     printf 'a b c\tc b a\nb c a\ta c z\n' >data/held_unknown.tsv
     printf 'a b\tb a\nb\0a\ta b\n' >data/nul.tsv
+    # Models with token strings for qkv inspect: one of a data file (datarun), one whose data
+    # file is gone (datagone), one of translate (trun)
+    cp data/good.tsv data/gone.tsv
+    for m in datarun datagone; do
+        file=data/good.tsv && [ $m = datagone ] && file=data/gone.tsv
+        $QKV train --data $file --heldout data/good.tsv --d-model 4 --steps 5 --quiet --out $m \
+            >setup.txt 2>&1 || { echo "bad_inputs: cannot train $m:"; cat setup.txt; exit 1; }
+    done
+    rm data/gone.tsv
+    $QKV train --task translate --seq-len 4 --vocab 16 --d-model 4 --steps 5 --quiet --out trun \
+        >setup.txt 2>&1 || { echo "bad_inputs: cannot train trun:"; cat setup.txt; exit 1; }
+    rm setup.txt
     # Files no qkv writes, made from run/model.safetensors: a negative Adam second moment (one
     # flipped sign bit), metadata words qkv does not know, and sparse files of 66 GB whose
     # header tells the truth, or lies, about their size.

@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """browser_test.py QKV - the page of `qkv plot DIR --format html` in a real browser.
 
-Trains three small models with snapshots (reverse: 2 layers x 2 heads; shift: causal, 1 x 3;
-lookup: 1 x 1, labels such as 2:k1:v3), and makes a fourth directory of cross-attention maps
-(3 queries x 5 keys),
+Trains five small models with snapshots (reverse: 2 layers x 2 heads; shift: causal, 1 x 3;
+lookup: 1 x 1, labels such as 2:k1:v3; translate: cross-attention, 8 queries x 16 keys; a data
+file whose outputs are half its inputs, tokens such as <s> and i|j), and makes a sixth directory
+of cross-attention maps (3 queries x 5 keys),
 writes their pages, and drives headless Chromium through chromedriver's W3C WebDriver API
 (plain HTTP, urllib only). For each page it checks that:
   - the page loads with no console error (and no failed request: it must need no network);
   - clicking a head in the grid selects it (the title and the grid's highlight follow);
   - moving the slider with the keyboard changes what is drawn (the heatmap and the head view);
   - clicking a query token highlights its row;
-  - a screenshot is not blank (many distinct colours).
+  - a screenshot is not blank (many distinct colours);
+  - for translate and the data file, the map is n_q x n_k with the run's query and key labels,
+    in the page's data and in the head view.
 Exits 77 (ctest: skipped) when chromium or chromedriver is not installed, unless
 QKV_REQUIRE_BROWSER=1 (CI installs them with scripts/setup.sh, so there it fails instead).
 """
@@ -198,11 +201,53 @@ def check_page(wd, page, name, layers, heads):
           f"{colours} colours on screen")
 
 
+def check_labels(wd, name, dat):
+    """The page draws the run's n_q x n_k maps with the run's labels: its data, the head view's
+    query and key tokens, and the heatmap's size."""
+    lines = [l.split() for l in open(dat) if not l.startswith("#")]
+    keys, queries = lines[0][1:], [r[0] for r in lines[1:]]
+    got = wd.run("const m = window.qkv.data.attention[0]; return [m.q, m.k, m.w.length, m.w[0].length];")
+    if got != [queries, keys, len(queries), len(keys)]:
+        fail(f"{name}: the page's map is {got[2]} x {got[3]} with labels {got[0]} / {got[1]}, not "
+             f"{len(queries)} x {len(keys)} with {queries} / {keys}")
+    wd.run("window.qkv.select(0, 0);")
+    shown = wd.run("const t = (s) => [...document.querySelectorAll(`#headview text.tok[id^='${s}-tok-']`)]"
+                   ".map(e => e.textContent); return [t('q'), t('k')];")
+    if shown != [queries, keys]:
+        fail(f"{name}: the head view shows queries {shown[0]} and keys {shown[1]}")
+    sub = wd.run("return document.getElementById('subtitle').textContent")
+    if len(queries) != len(keys) and f"{len(queries)} queries over {len(keys)} keys" not in sub:
+        fail(f"{name}: the subtitle {sub!r} does not say {len(queries)} queries over {len(keys)} keys")
+    print(f"browser_test: {name}: {len(queries)} x {len(keys)} map labelled {queries[0]} .. / {keys[0]} ..")
+
+
+def check_score_charts(wd, name, heads_per_chart):
+    """The head scores of metrics.csv are grouped: one chart per score, a line per head (none
+    for an encoder-decoder, whose cross-attention has no head scores)."""
+    charts = wd.run("return [...document.querySelectorAll('#metrics svg')].map(s => "
+                    "[s.querySelector('text').textContent, s.querySelectorAll('polyline').length]);")
+    scores = {t: n for t, n in charts if t in ("previous-token score", "duplicate-token score", "induction score")}
+    want = {t: heads_per_chart for t in ("previous-token score", "duplicate-token score", "induction score")} \
+        if heads_per_chart else {}
+    if scores != want:
+        fail(f"{name}: the head-score charts are {scores}, not {want} (all charts: {charts})")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="qkv-browser-")
+    # A data file whose outputs are half its inputs (cross-attention over padded inputs), its
+    # tokens strings that the page must escape and show as they are.
+    half = os.path.join(tmp, "half.tsv")
+    words = ["ant", "<s>", "i|j", "e.f", "Bee", "&amp"]
+    with open(half, "w") as f:
+        for n in range(400):
+            x = [words[(n * 7 + i * i + n // 5 * i) % len(words)] for i in range(2 * (2 + n % 3))]
+            f.write(" ".join(x) + "\t" + " ".join(x[2 * i + 1].upper() for i in range(len(x) // 2)) + "\n")
     runs = [("reverse", ["--task", "reverse", "--layers", "2", "--heads", "2", "--d-model", "16"], 2, 2),
             ("shift", ["--task", "shift", "--heads", "3", "--d-model", "24"], 1, 3),
-            ("lookup", ["--task", "lookup", "--d-model", "16"], 1, 1)]
+            ("lookup", ["--task", "lookup", "--d-model", "16"], 1, 1),
+            ("translate", ["--task", "translate", "--heads", "2", "--d-model", "16"], 1, 2),
+            ("data", ["--data", half, "--d-model", "16"], 1, 1)]
     pages = []
     for name, args, layers, heads in runs:
         d = os.path.join(tmp, name)
@@ -253,6 +298,11 @@ def main():
         wd.start()
         for page in pages:
             check_page(wd, *page)
+            if page[1] in ("translate", "data"):  # real cross-attention runs: 8 x 16, 4 x 8
+                check_labels(wd, page[1], os.path.join(tmp, page[1], "attention", "layer1_head1.dat"))
+                check_score_charts(wd, page[1], 0)
+            if page[1] == "reverse":  # 2 layers x 2 heads
+                check_score_charts(wd, page[1], 4)
     finally:
         if wd.sid:
             try:

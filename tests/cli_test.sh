@@ -556,6 +556,8 @@ run 0 "train --data --resume" -- train --resume data_swap_1 --steps 40 --quiet
 # qkv grads of a data model draws a training batch of its examples, padded, with their lengths;
 # of an encoder-decoder (half.tsv, translate), its targets and logits have the decoder's rows
 run 0 "train translate" -- train --task translate --steps 20 --d-model 16 --out tr --quiet
+# the head scores are of self-attention: an encoder-decoder's columns stay empty, never 0
+check "translate: empty head-score columns" test "$(awk -F, 'NR > 1 { print $8 $9 $10 }' tr/metrics.csv | sort -u)" = ""
 for m in data_swap_1:swap data_half_1:half tr:translate; do
     run 0 "grads of ${m#*:}" -- grads --model "${m%%:*}" --out "g_${m#*:}.safetensors" --batch 5 --seed 4
     "$PY" - "g_${m#*:}.safetensors" "${m#*:}" <<'EOF' && ok || fail "grads of ${m#*:}: $(cat out.txt)"

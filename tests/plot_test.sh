@@ -1,7 +1,8 @@
 #!/bin/sh
 # plot_test.sh QKV - qkv plot, train --plot and --snapshot-every, and qkv study softmax:
 # every promised image exists and is a valid PNG, GIF or SVG of a sensible size, no temporary
-# file is left behind, and the gnuplot-missing and bad-input paths behave.
+# file is left behind, curves.png shows the head scores when metrics.csv has them, and the
+# gnuplot-missing and bad-input paths behave.
 # Exits 77 (ctest: skipped) when gnuplot is not installed.
 set -u
 QKV=${1:?usage: plot_test.sh path/to/qkv}
@@ -77,6 +78,38 @@ for f in attention_layer1_head1 attention_layer2_head2 overview curves grads_lay
     check_svg "$RUN/plots/$f.svg"
 done
 ls "$RUN/plots" "$RUN/attention" "$RUN/snapshots" | grep -q '\.tmp\.' && fail "a temporary file was left"
+
+# ---- the head scores in curves.png: a second row when metrics.csv has them ----
+# induction (2 layers x 2 heads): the previous-token, duplicate-token and induction scores of
+# every head, and the ideal-pattern mass by layer, below the loss and accuracy
+IND=$TMP/induction
+"$QKV" train --task induction --d-model 16 --steps 30 --plot --quiet --out "$IND" \
+    >/dev/null || fail "train --task induction --plot exited $?"
+check_png "$IND/plots/curves.png"
+[ "$(be32 "$IND/plots/curves.png" 20)" -ge 800 ] || fail "induction curves.png has no row of head scores"
+"$QKV" plot "$IND" --format svg >/dev/null || fail "plot induction --format svg exited $?"
+for title in 'previous-token score' 'duplicate-token score' 'induction score (prefix matching)' \
+    'ideal-pattern mass by layer' 'layer 2 head 1' 'formed (0.5)'; do
+    grep -qF "$title" "$IND/plots/curves.svg" || fail "induction curves.svg has no '$title'"
+done
+# a run of before the head scores (its metrics.csv has the first six columns): one row
+cut -d, -f1-6 "$IND/metrics.csv" >"$IND/metrics.tmp" && mv "$IND/metrics.tmp" "$IND/metrics.csv"
+"$QKV" plot "$IND" >/dev/null || fail "plot of six columns exited $?"
+[ "$(be32 "$IND/plots/curves.png" 20)" -lt 600 ] || fail "curves.png of six columns has a second row"
+# translate: cross-attention has no head scores (and its 0s are not drawn as if it had)
+TR=$TMP/translate
+"$QKV" train --task translate --d-model 16 --steps 10 --plot --quiet --out "$TR" >/dev/null ||
+    fail "train --task translate --plot exited $?"
+check_png "$TR/plots/curves.png"
+[ "$(be32 "$TR/plots/curves.png" 20)" -lt 600 ] || fail "translate curves.png draws head scores"
+# a data file: the head scores, no ideal-pattern mass (the column is empty)
+awk 'BEGIN { for (i = 0; i < 64; i++) printf "a%d b%d\tb%d a%d\n", i % 7, i % 5, i % 5, i % 7 }' >"$TMP/swap.tsv"
+"$QKV" train --data "$TMP/swap.tsv" --d-model 16 --steps 10 --plot --quiet --out "$TMP/data" \
+    >/dev/null || fail "train --data --plot exited $?"
+[ "$(be32 "$TMP/data/plots/curves.png" 20)" -ge 800 ] || fail "data curves.png has no row of head scores"
+"$QKV" plot "$TMP/data" --format svg >/dev/null || fail "plot data --format svg exited $?"
+grep -qF 'induction score' "$TMP/data/plots/curves.svg" && ! grep -qF 'ideal-pattern mass' "$TMP/data/plots/curves.svg" ||
+    fail "data curves.svg: the head scores without the ideal-pattern mass"
 
 # ---- without gnuplot on PATH: one line, the data is still there ----
 out=$(PATH=/nonexistent "$QKV" plot "$RUN" 2>&1)

@@ -1008,6 +1008,38 @@ END_TEST
  * composed attention, on a 2-layer, 2-head causal model; its parts fit together (A is the
  * softmax of `masked`, which is `scaled` with -inf after the query), and after a backward pass
  * each part holds a gradient. */
+/* qkv_model_forward_trace_padded gives the logits and weights of qkv_model_forward_padded, bit
+ * for bit, on an encoder-decoder with a causal mask over padded inputs; padded keys get exactly
+ * zero weight, and `masked` holds -inf there. */
+START_TEST(test_forward_trace_padded) {
+    qkv_model m;
+    qkv_model_config c = {.vocab = 9, .seq_len = 6, .d_model = 8, .heads = 2, .layers = 2,
+                          .residual = true, .causal = true, .init_scale = 0.7, .target_len = 3};
+    ck_assert_int_eq(qkv_model_init(&m, &c, 5), QKV_OK);
+    qkv_ctx *a = qkv_ctx_new(0), *b = qkv_ctx_new(0);
+    const int32_t tokens[12] = {1, 4, 4, 0, 0, 0, 3, 8, 2, 2, 7, 0}, lengths[2] = {3, 5};
+    qkv_tensor *attn[QKV_MAX_LAYERS];
+    qkv_layer_trace trace[QKV_MAX_LAYERS];
+    qkv_tensor *la = qkv_model_forward_padded(&m, a, tokens, lengths, 2, attn);
+    qkv_tensor *lb = qkv_model_forward_trace_padded(&m, b, tokens, lengths, 2, trace);
+    ck_assert_int_eq(la->size, lb->size);
+    ck_assert(memcmp(la->data, lb->data, (size_t)la->size * sizeof(float)) == 0);
+    for (int l = 0; l < 2; l++) {
+        const qkv_layer_trace *t = &trace[l];
+        ck_assert(memcmp(attn[l]->data, t->weights->data, (size_t)t->weights->size * sizeof(float)) == 0);
+        for (int64_t e = 0; e < t->weights->size; e++) { /* (B, H, 3, 6) */
+            int64_t j = e % 6, i = (e / 6) % 3, bi = e / (6 * 3 * 2);
+            bool dropped = j >= lengths[bi] || j > i + 3; /* causal, aligned at the end */
+            ck_assert(dropped == (isinf(qkv_get(t->masked, e)) != 0));
+            if (dropped) ck_assert(qkv_get(t->weights, e) == 0);
+        }
+    }
+    qkv_ctx_free(a);
+    qkv_ctx_free(b);
+    qkv_model_free(&m);
+}
+END_TEST
+
 START_TEST(test_forward_trace) {
     qkv_model m;
     qkv_model_config c = {.vocab = 11, .seq_len = 5, .d_model = 8, .heads = 2, .layers = 2,
@@ -1109,6 +1141,7 @@ static Suite *train_suite(void) {
 
     tc = tcase_create("model");
     tcase_add_test(tc, test_forward_trace);
+    tcase_add_test(tc, test_forward_trace_padded);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -157,6 +157,7 @@ typedef struct {
     bool causal;
     double chance_acc, chance_loss; /* a uniform guess's accuracy and loss; 0 if unknown */
     bool inspect;                   /* the maps are of one input of qkv inspect, not of a run */
+    bool cross;                     /* an encoder-decoder's cross-attention: no head scores */
 } plot_source;
 /* html.c: DIR/plots/attention.html, one self-contained page of the maps in DIR (attention/,
  * gradients/, snapshots/, metrics.csv); returns an exit code. */

@@ -8,6 +8,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #include "cli.h"
 #include "io/io.h"
+#include "train/trainer.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -205,9 +206,24 @@ static int metrics_rows(const char *path) {
     return lines + (last != '\n') - 1;
 }
 
+/* Whether the header line of metrics.csv names column `name`. */
+static bool metrics_has_column(const char *path, const char *name) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    static char line[1 << 20]; /* up to 8 layers x 64 heads x 3 scores, as train writes them */
+    bool found = false;
+    if (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        for (char *p = line; p && !found; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+            found = !strncmp(p, name, strlen(name)) && (p[strlen(name)] == ',' || !p[strlen(name)]);
+    }
+    fclose(f);
+    return found;
+}
+
 /* Reads task, layers and heads from the model's metadata. */
 static int read_model(const char *dir, char *task, size_t len, int *layers, int *heads,
-                      bool *causal, double *chance_acc, double *chance_loss) {
+                      bool *causal, bool *cross, double *chance_acc, double *chance_loss) {
     char path[PATH_LEN];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!need_file(path)) return EXIT_IO;
@@ -234,6 +250,7 @@ static int read_model(const char *dir, char *task, size_t len, int *layers, int 
     bool ok = t && *layers >= 1 && *layers <= QKV_MAX_LAYERS && *heads >= 1 &&
               *heads <= QKV_MAX_HEADS;
     if (ok) snprintf(task, len, "%s", t);
+    *cross = qkv_st_info(st, "dec_pos_emb", NULL, NULL, NULL); /* an encoder-decoder's */
     qkv_st_free(st);
     if (!ok) {
         cli_error("plot: %s: not a qkv model (task, layers or heads missing)", path);
@@ -244,13 +261,13 @@ static int read_model(const char *dir, char *task, size_t len, int *layers, int 
 
 /* ---- a file of qkv inspect --out, drawn as a run is ---- */
 
-/* Writes one (T, T) map of head h of `x` (H, T, T) as a gnuplot matrix (the format of a run's
- * attention/ files) to dir/rel. */
+/* Writes one (Tq, T) map of head h of `x` (H, Tq, T) as a gnuplot matrix (the format of a
+ * run's attention/ files) to dir/rel: rows are the queries, columns the keys. */
 static int write_inspect_map(const char *dir, const char *rel, const qkv_tensor *x, int h,
-                             const char *what, char (*labels)[40]) {
+                             const char *what, char (*qlabels)[40], char (*labels)[40]) {
     char path[PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", dir, rel);
-    int T = (int)x->shape[1];
+    int Tq = (int)x->shape[1], T = (int)x->shape[2];
     atomic_file af;
     qkv_status s = atomic_open(&af, path);
     if (s != QKV_OK) {
@@ -260,9 +277,9 @@ static int write_inspect_map(const char *dir, const char *rel, const qkv_tensor 
     fprintf(af.f, "# qkv inspect: %s; rows are queries, columns keys\nquery\\key", what);
     for (int j = 0; j < T; j++) fprintf(af.f, " %s", labels[j]);
     fputc('\n', af.f);
-    const float *m = (const float *)x->data + (size_t)h * T * T;
-    for (int i = 0; i < T; i++) {
-        fprintf(af.f, "%s", labels[i]);
+    const float *m = (const float *)x->data + (size_t)h * Tq * T;
+    for (int i = 0; i < Tq; i++) {
+        fprintf(af.f, "%s", qlabels[i]);
         for (int j = 0; j < T; j++) fprintf(af.f, " %.6g", m[(size_t)i * T + j]);
         fputc('\n', af.f);
     }
@@ -271,6 +288,25 @@ static int write_inspect_map(const char *dir, const char *rel, const qkv_tensor 
         return cli_exit_for(s);
     }
     return EXIT_OK;
+}
+
+/* Splits `text`, space-separated labels, into n labels. A label that is not what qkv writes
+ * (printable ASCII without the quotes and '#' that gnuplot reads as syntax, as dataset_label
+ * makes them) becomes its position. */
+static void split_labels(const char *text, char (*labels)[40], int n) {
+    const char *p = text ? text : "";
+    for (int i = 0; i < n; i++) {
+        size_t len = strcspn(p, " ");
+        bool good = len > 0 && len < sizeof labels[i];
+        for (size_t k = 0; good && k < len; k++) {
+            unsigned char c = (unsigned char)p[k];
+            good = c > ' ' && c < 127 && c != '#' && c != '"' && c != '\'';
+        }
+        if (good) snprintf(labels[i], sizeof labels[i], "%.*s", (int)len, p);
+        else snprintf(labels[i], sizeof labels[i], "%d", i);
+        p += len;
+        p += strspn(p, " ");
+    }
 }
 
 /* FILE (format qkv-inspect) -> the directory FILE without .safetensors (or FILE.d) holding
@@ -286,18 +322,20 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
     const char *fmt = qkv_st_meta(st, "format"), *task = qkv_st_meta(st, "task");
     const char *l = qkv_st_meta(st, "layers"), *h = qkv_st_meta(st, "heads");
     const char *t = qkv_st_meta(st, "seq_len"), *lab = qkv_st_meta(st, "labels");
-    const char *causal = qkv_st_meta(st, "causal");
-    int L = l ? atoi(l) : 0, H = h ? atoi(h) : 0, T = t ? atoi(t) : 0;
+    const char *causal = qkv_st_meta(st, "causal"), *q = qkv_st_meta(st, "queries");
+    const char *qlab = qkv_st_meta(st, "query_labels");
+    /* T keys, Tq queries: Tq = T in self-attention (and in files of before cross-attention) */
+    int L = l ? atoi(l) : 0, H = h ? atoi(h) : 0, T = t ? atoi(t) : 0, Tq = q ? atoi(q) : T;
     bool ok = fmt && !strcmp(fmt, "qkv-inspect") && task && strlen(task) < sizeof src->task &&
               L >= 1 && L <= QKV_MAX_LAYERS && H >= 1 && H <= QKV_MAX_HEADS && T >= 1 &&
-              T <= QKV_MAX_TASK_SEQ_LEN;
+              T <= QKV_MAX_TASK_SEQ_LEN && Tq >= 1 && Tq <= QKV_MAX_TASK_SEQ_LEN;
     for (int i = 1; ok && i <= L; i++) {
         char name[32];
         int64_t shape[QKV_MAX_DIMS];
         int nd;
         snprintf(name, sizeof name, "layer%d.weights", i);
         ok = qkv_st_info(st, name, NULL, &nd, shape) && nd == 3 && shape[0] == H &&
-             shape[1] == T && shape[2] == T;
+             shape[1] == Tq && shape[2] == T;
     }
     if (!ok) {
         cli_error("plot: %s is neither a directory of qkv train nor a file of qkv inspect --out",
@@ -308,26 +346,22 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
     snprintf(src->task, sizeof src->task, "%s", task);
     src->layers = L, src->heads = H, src->causal = causal && !strcmp(causal, "true");
     src->inspect = true;
-    /* The labels: "position:token" words, checked (they become gnuplot data); positions only
-     * if they are not what qkv inspect wrote. */
+    /* The labels of the keys and of the queries: "position:token" words, checked (they
+     * become gnuplot data); positions only if they are not what qkv inspect wrote. */
     char (*labels)[40] = calloc((size_t)T, sizeof *labels);
+    char (*qlabels)[40] = calloc((size_t)Tq, sizeof *qlabels);
     qkv_ctx *ctx = qkv_ctx_new(0);
-    if (!labels || !ctx) {
+    if (!labels || !qlabels || !ctx) {
         free(labels);
+        free(qlabels);
         qkv_ctx_free(ctx);
         qkv_st_free(st);
         cli_error("plot: out of memory");
         return EXIT_NOMEM;
     }
-    const char *p = lab ? lab : "";
-    for (int i = 0; i < T; i++) {
-        size_t n = strcspn(p, " ");
-        bool good = n > 0 && n < sizeof labels[i] && strspn(p, "0123456789:?abcdefghijklmnopqrstuvwxyz") >= n;
-        if (good) snprintf(labels[i], sizeof labels[i], "%.*s", (int)n, p);
-        else snprintf(labels[i], sizeof labels[i], "%d", i);
-        p += n;
-        p += strspn(p, " ");
-    }
+    split_labels(lab, labels, T);
+    if (qlab) split_labels(qlab, qlabels, Tq);
+    else memcpy(qlabels, labels, (size_t)(Tq < T ? Tq : T) * sizeof *labels);
     size_t flen = strlen(file), suffix = strlen(".safetensors");
     if (flen > suffix && !strcmp(file + flen - suffix, ".safetensors"))
         snprintf(dir, len, "%.*s", (int)(flen - suffix), file);
@@ -341,7 +375,7 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
         cli_error("plot: %s", qkv_last_error());
         code = cli_exit_for(s);
     }
-    qkv_tensor *x = qkv_zeros(ctx, QKV_F32, 3, (int64_t[]){H, T, T});
+    qkv_tensor *x = qkv_zeros(ctx, QKV_F32, 3, (int64_t[]){H, Tq, T});
     const char *kinds[3] = {"weights", "dA", "dS"};
     for (int li = 1; li <= L && code == EXIT_OK; li++)
         for (int k = 0; k < (grads ? 3 : 1) && code == EXIT_OK; k++) {
@@ -358,7 +392,7 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
                 else snprintf(rel, sizeof rel, "gradients/layer%d_head%d_%s.dat", li, hi, kinds[k]);
                 snprintf(what, sizeof what, "%s of layer %d, head %d", k ? kinds[k] : "attention",
                          li, hi);
-                code = write_inspect_map(dir, rel, x, hi - 1, what, labels);
+                code = write_inspect_map(dir, rel, x, hi - 1, what, qlabels, labels);
             }
         }
     for (int li = 1; !grads && li <= L && code == EXIT_OK; li++) /* none from an earlier file */
@@ -368,6 +402,7 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
                 unlink(sub);
             }
     free(labels);
+    free(qlabels);
     qkv_ctx_free(ctx);
     qkv_st_free(st);
     return code;
@@ -411,15 +446,24 @@ static int plot_maps(const char *dir, const plot_source *src, const char *format
                       (const char *[]){"attention", task, nl, nh, causal, subject});
     if (code != EXIT_OK) return code;
 
-    /* Loss and accuracy curves, when there is at least one row of metrics. */
+    /* Loss and accuracy curves, when there is at least one row of metrics; below them the
+     * head scores of every layer and head, when metrics.csv has them (runs of qkv 0.2 on;
+     * an encoder-decoder's cross-attention has none), and the ideal-pattern mass by layer
+     * when the task defines an ideal pattern. */
     snprintf(full, sizeof full, "%s/metrics.csv", dir);
     if (metrics_rows(full) >= 1) {
         snprintf(out, sizeof out, "plots/curves.%s", format);
-        char acc[32], loss[32];
+        char acc[32], loss[32], mass[4];
         snprintf(acc, sizeof acc, "%.6g", src->chance_acc);
         snprintf(loss, sizeof loss, "%.6g", src->chance_loss);
-        code = run_script(&p, dir, "curves.gp", out, format, 4,
-                          (const char *[]){"metrics.csv", task, acc, loss});
+        bool scores = !src->cross && metrics_has_column(full, "prev_l1h1");
+        char scored_heads[16]; /* train scores the first EVAL_MAX_HEADS heads of a layer */
+        snprintf(scored_heads, sizeof scored_heads, "%d", H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS);
+        snprintf(mass, sizeof mass, "%d", scores && strcmp(task, "data") &&
+                                              metrics_has_column(full, "mass_l1"));
+        code = run_script(&p, dir, "curves.gp", out, format, 7,
+                          (const char *[]){"metrics.csv", task, acc, loss, scores ? nl : "0",
+                                           scores ? scored_heads : "0", mass});
         if (code != EXIT_OK) return code;
     }
 
@@ -496,7 +540,8 @@ int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot
         cli_error("plot: %s is not a directory", dir);
         return EXIT_IO;
     } else if ((code = read_model(dir, src.task, sizeof src.task, &src.layers, &src.heads,
-                                  &src.causal, &src.chance_acc, &src.chance_loss)) != EXIT_OK) {
+                                  &src.causal, &src.cross, &src.chance_acc,
+                                  &src.chance_loss)) != EXIT_OK) {
         return code;
     }
     if (!strcmp(format, "html")) return cli_plot_html(dir, &src, verbose);

@@ -361,3 +361,9 @@ void dataset_label(const dataset *d, int32_t id, char *buf, size_t len) {
     }
     if (len) buf[k < len ? k : len - 1] = '\0';
 }
+
+int32_t dataset_token_id(const dataset *d, const char *tok) {
+    size_t n = strlen(tok);
+    if (!d->slots || n == 0) return -1;
+    return vocab_find(d, tok, n, fmix64(fnv1a(0xcbf29ce484222325ull, tok, n)));
+}

@@ -34,5 +34,8 @@ qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path);
 void dataset_free(dataset *d);
 /* A token's printable label (at most 24 bytes, non-printable bytes as '?'). */
 void dataset_label(const dataset *d, int32_t id, char *buf, size_t len);
+/* The id of token string `tok` (1 .. vocab-1), or -1 when the vocabulary has no such token
+ * (the padding, id 0, is never found: it is no string of the file). */
+int32_t dataset_token_id(const dataset *d, const char *tok);
 
 #endif

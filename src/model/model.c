@@ -149,7 +149,8 @@ static qkv_tensor *merge_heads(qkv_ctx *ctx, qkv_tensor *x, int B, int T, int H,
 }
 
 /* The mask of one layer, (B, 1, Tq, T): -inf on keys past each sequence's length and, with
- * a causal mask, on keys after the query; 0 elsewhere. Built in place as a leaf (no gradient
+ * a causal mask, on keys after the query (aligned at the end when Tq < T, as qkv_mask_causal
+ * does); 0 elsewhere. Built in place as a leaf (no gradient
  * flows into a mask). NULL when nothing is masked. */
 static qkv_tensor *attention_mask(qkv_ctx *step, const qkv_model_config *c, int B, int Tq,
                                   int T, const int32_t *lengths) {
@@ -158,7 +159,7 @@ static qkv_tensor *attention_mask(qkv_ctx *step, const qkv_model_config *c, int 
     for (int b = 0; b < B; b++)
         for (int i = 0; i < Tq; i++)
             for (int j = 0; j < T; j++)
-                if (j >= lengths[b] || (c->causal && j > i)) {
+                if (j >= lengths[b] || (c->causal && j > i + (T - Tq))) {
                     int64_t at = ((int64_t)b * Tq + i) * T + j;
                     if (c->dtype == QKV_F64) ((double *)mask->data)[at] = -INFINITY;
                     else ((float *)mask->data)[at] = -INFINITY;
@@ -221,4 +222,10 @@ qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t 
 qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                     int batch, qkv_layer_trace *trace) {
     return model_forward(m, step, tokens, NULL, batch, NULL, trace);
+}
+
+qkv_tensor *qkv_model_forward_trace_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                           const int32_t *lengths, int batch,
+                                           qkv_layer_trace *trace) {
+    return model_forward(m, step, tokens, lengths, batch, NULL, trace);
 }

@@ -66,11 +66,12 @@ static metrics_row new_row(const training_run *run, const trainer *t, const eval
     double *out = metrics_new_scores(m);
     int k = 0;
     for (int l = 0; out && l < m->layers; l++) out[k++] = r->has_ideal ? r->layer_mass[l] : NAN;
+    bool self_attention = !t->model.cfg.target_len; /* head scores are of self-attention */
     for (int l = 0; out && l < m->layers; l++)
         for (int h = 0; h < m->heads; h++) {
-            out[k++] = r->prev_token[l][h];
-            out[k++] = r->duplicate[l][h];
-            out[k++] = r->induction[l][h];
+            out[k++] = self_attention ? r->prev_token[l][h] : NAN;
+            out[k++] = self_attention ? r->duplicate[l][h] : NAN;
+            out[k++] = self_attention ? r->induction[l][h] : NAN;
         }
     return (metrics_row){step, t->last_loss, t->last_train_acc, r->accuracy, lr, r->loss, out};
 }
