@@ -550,6 +550,49 @@ START_TEST(test_threads_bit_identical_shards) {
 }
 END_TEST
 
+/* Thread counts that change how a step runs: shards side by side on 2 and 3 threads, and on
+ * 4 and 7 the layout trials, whose steps alternate between the shards in turn (each op on
+ * every thread) and side by side; on tiny's shapes (batch 32 of 16 tokens, d_model 64, 4
+ * heads) and on a model whose ops are split. Oversubscribing the machine changes nothing but
+ * the time. */
+START_TEST(test_threads_bit_identical_counts) {
+    static const int counts[] = {2, 3, 4, 7};
+    train_config small = make_config("copy", 16, 64, 4, 6, QKV_ADAM, 0.005);
+    small.batch = 32;
+    train_config big = make_config("copy", 64, 64, 2, 6, QKV_ADAM, 0.005);
+    big.batch = 16;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        assert_threads_agree(small, counts[i]);
+        assert_threads_agree(big, counts[i]);
+    }
+}
+END_TEST
+
+/* With two threads or more per shard, the first step runs the shards in turn, the next four
+ * alternate the two layouts and time them, and the faster is kept; with fewer threads the
+ * layout is fixed and nothing is timed. */
+START_TEST(test_shard_layout_trials) {
+    train_config c = make_config("copy", 16, 64, 4, 8, QKV_ADAM, 0.005);
+    c.batch = 32;
+    trainer t;
+    omp_set_num_threads(2);
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    train_steps(&t, 3);
+    ck_assert_int_eq(t.layout.steps, 0);
+    omp_set_num_threads(4);
+    train_steps(&t, 4);
+    ck_assert_int_eq(t.layout.threads, 4);
+    ck_assert_int_eq(t.layout.steps, 1); /* the untimed first */
+    ck_assert(isinf(t.layout.best[0]) && isinf(t.layout.best[1]));
+    train_steps(&t, 8);
+    ck_assert_int_eq(t.layout.steps, 1 + 2 * SHARD_LAYOUT_TRIALS);
+    ck_assert(t.layout.best[0] > 0 && isfinite(t.layout.best[0]));
+    ck_assert(t.layout.best[1] > 0 && isfinite(t.layout.best[1]));
+    trainer_free(&t);
+    omp_set_num_threads(2);
+}
+END_TEST
+
 /* The same in f64, shards and kernels. */
 START_TEST(test_threads_bit_identical_f64) {
     train_config c = make_config("copy", 16, 64, 2, 4, QKV_ADAM, 0.005);
@@ -977,6 +1020,8 @@ static Suite *train_suite(void) {
     tcase_set_tags(tc, "slow");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_threads_bit_identical_shards);
+    tcase_add_test(tc, test_threads_bit_identical_counts);
+    tcase_add_test(tc, test_shard_layout_trials);
     tcase_add_test(tc, test_threads_bit_identical_data);
     tcase_add_test(tc, test_threads_bit_identical_kernels);
     tcase_add_test(tc, test_threads_bit_identical_f64);
