@@ -1017,7 +1017,7 @@ static Suite *train_suite(void) {
 
 #ifdef QKV_HAVE_OPENMP
     tc = tcase_create("threads");
-    tcase_set_tags(tc, "slow");
+    tcase_set_tags(tc, "slow threads");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_threads_bit_identical_shards);
     tcase_add_test(tc, test_threads_bit_identical_counts);
