@@ -102,6 +102,24 @@ QKV_API qkv_status qkv_fail(qkv_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
+/* Messages about a config name its fields as C does: "seq_len 5000 is out of range for copy
+ * (2..4096)", "heads 3 does not divide d_model 32". A front end with its own names for them
+ * passes a function from a field ("seq_len") to its name ("--seq-len"; NULL: the field's
+ * own); `names` NULL restores the fields. Set it once, before other threads call qkv. */
+QKV_API void qkv_set_field_names(const char *(*names)(const char *field));
+
+/* ---- limits: every bound that qkv puts on a config, each in one place ----------------------- */
+#define QKV_MAX_SEQ_LEN 65536      /* a model's sequence (seq_len) and decoder (target_len) */
+#define QKV_MIN_TASK_SEQ_LEN 2     /* a task's sequence: generated, or the longest of a data file */
+#define QKV_MAX_TASK_SEQ_LEN 4096
+#define QKV_MAX_VOCAB 1000000      /* vocab: at least 2 */
+#define QKV_MAX_D_MODEL 8192
+#define QKV_MAX_HEADS QKV_MAX_D_MODEL /* and at most d_model, which they divide */
+#define QKV_MAX_LAYERS 8
+#define QKV_MAX_INIT_SCALE 100.0   /* init_scale: above 0 */
+/* The parameter table of a model (and of its optimizer): tok_emb, pos_emb, head.w, head.b,
+ * dec_pos_emb, and w_q, w_k, w_v, w_o of each layer. */
+#define QKV_MAX_PARAMS (5 + 4 * QKV_MAX_LAYERS)
 
 /* ---- random numbers: portable, seeded (xoshiro256**, seeded by splitmix64) --------------- */
 /* A generator is a plain value: a copy replays the same stream; keep one per thread. The
@@ -351,7 +369,7 @@ QKV_API const char *qkv_task_name(qkv_task_kind kind);
 QKV_API int qkv_task_default_vocab(qkv_task_kind kind, int seq_len);
 /* Fills *task from a name, a length and a vocabulary (0 for the default), after checking
  * them: QKV_ERR_VALUE with a message naming the problem (an unknown name, a length outside
- * 2..4096 or too long for lookup, a vocabulary allowing fewer than 4096 sequences). */
+ * QKV_MIN_TASK_SEQ_LEN..QKV_MAX_TASK_SEQ_LEN or too long for lookup, a vocabulary allowing fewer than 4096 sequences). */
 QKV_API qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int vocab);
 /* Draws one sequence into the caller's arrays tokens[T] and targets[T] (targets[T/2] for
  * translate: task.target_len when it is not 0; -1 where a position
@@ -377,7 +395,6 @@ QKV_API double qkv_task_chance(const qkv_task *task);
 QKV_API void qkv_task_token_label(const qkv_task *task, int32_t token, char *buf, size_t len);
 
 /* ---- the model: embeddings, L layers of multi-head self-attention, a vocabulary head ---- */
-#define QKV_MAX_LAYERS 8
 typedef struct {
     int vocab, seq_len, d_model, heads, layers;
     bool residual;      /* x + attention(x) around each layer */
@@ -402,11 +419,15 @@ typedef struct {
     qkv_tensor *head_b;         /* (V)     "head.b" */
     qkv_tensor *dec_pos_emb;    /* (To, C) "dec_pos_emb", encoder-decoder models only */
     int nparams;
-    qkv_tensor *param[5 + 4 * QKV_MAX_LAYERS];
-    char param_name[5 + 4 * QKV_MAX_LAYERS][32];
+    qkv_tensor *param[QKV_MAX_PARAMS];
+    char param_name[QKV_MAX_PARAMS][32];
 } qkv_model;
 
-/* Checks the config (QKV_ERR_VALUE naming the culprit) and the memory it needs
+/* The one check of a model config: every field within its limits (above), heads dividing
+ * d_model, a known dtype. QKV_ERR_VALUE names the first field out of place, e.g. "vocab 1 is
+ * out of range (2..1000000)"; allocates nothing. */
+QKV_API qkv_status qkv_model_config_check(const qkv_model_config *cfg);
+/* Checks the config (qkv_model_config_check) and the memory it needs
  * (QKV_ERR_NOMEM: over half of the memory qkv may use, the smallest of the physical memory,
  * the cgroup's limit and ulimit -v/-d; or an allocation failed), then draws the
  * weights from `seed`. On success *m owns a parameter context (m->params) that the caller
@@ -414,6 +435,15 @@ typedef struct {
  * harmless). */
 QKV_API qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t seed);
 QKV_API void qkv_model_free(qkv_model *m); /* frees m->params: weights, grads, optimizer state */
+/* Loads the model a `qkv train` run saved (its model.safetensors): the config from the file's
+ * metadata, then the weights, in the file's dtype; the optimizer state is not read. On success
+ * *m is as qkv_model_init leaves it (free it with qkv_model_free) and, if task is not NULL,
+ * *task is the task it was trained on: a built-in task as qkv_task_init makes it, or for a
+ * model of a data file kind QKV_TASK_DATA with its seq_len, vocab and target_len (n_outputs
+ * 0: the data file is not read). Fails, with nothing to free, with QKV_ERR_IO, QKV_ERR_FORMAT
+ * (not a qkv model, a metadata value missing, out of range or unknown, a weight that is NaN)
+ * or QKV_ERR_MISMATCH (a weight of another shape or dtype), the message naming the file. */
+QKV_API qkv_status qkv_model_load(qkv_model *m, qkv_task *task, const char *path);
 /* Builds the forward pass for tokens (B, T) in `step` and returns the logits (B, T, V), a
  * tensor of `step`; `tokens` (B·T entries in [0, V)) is copied. If attn is not NULL (an
  * array of cfg.layers pointers), attn[l] receives layer l's attention weights (B, H, T, T)
@@ -455,9 +485,9 @@ typedef struct {
     double clip;                 /* clip the global gradient norm to this; 0 = off */
     int64_t step;                /* updates made so far */
     int n;
-    qkv_tensor *param[5 + 4 * QKV_MAX_LAYERS];
-    qkv_tensor *m[5 + 4 * QKV_MAX_LAYERS]; /* momentum buffer / Adam first moment */
-    qkv_tensor *v[5 + 4 * QKV_MAX_LAYERS]; /* Adam second moment */
+    qkv_tensor *param[QKV_MAX_PARAMS];
+    qkv_tensor *m[QKV_MAX_PARAMS]; /* momentum buffer / Adam first moment */
+    qkv_tensor *v[QKV_MAX_PARAMS]; /* Adam second moment */
 } qkv_optim;
 
 QKV_API const char *qkv_optim_name(qkv_optim_kind kind); /* "sgd", "momentum", "adam"; static */

@@ -108,7 +108,8 @@ header, data = read('run/model.safetensors')
 at = header['optim.v.tok_emb']['data_offsets'][0] + 4 * 3
 data2 = bytearray(data); data2[at + 3] |= 0x80
 write('negv/model.safetensors', header, bytes(data2))
-for key, word in (('optim', 'rmsprop'), ('residual', 'yes'), ('schedule', 'linear')):
+for key, word in (('optim', 'rmsprop'), ('residual', 'yes'), ('causal', 'maybe'),
+                  ('schedule', 'linear'), ('heads', '1.5')):
     h = json.loads(json.dumps(header)); h['__metadata__'][key] = word
     write('broken/meta_%s_%s.safetensors' % (key, word), h, data)
 def sparse(path, described, held):

@@ -532,6 +532,39 @@ done
 [ "$(grep -vc '^#' data_half_1/attention/layer1_head1.dat)" = 4 ] && ok ||
     fail "half.tsv: the map is not 3 x 6: $(cat data_half_1/attention/layer1_head1.dat)"
 run 0 "train --data --resume" -- train --resume data_swap_1 --steps 40 --quiet
+# qkv grads of a data model draws a training batch of its examples, padded, with their lengths;
+# of an encoder-decoder (half.tsv, translate), its targets and logits have the decoder's rows
+run 0 "train translate" -- train --task translate --steps 20 --d-model 16 --out tr --quiet
+for m in data_swap_1:swap data_half_1:half tr:translate; do
+    run 0 "grads of ${m#*:}" -- grads --model "${m%%:*}" --out "g_${m#*:}.safetensors" --batch 5 --seed 4
+    "$PY" - "g_${m#*:}.safetensors" "${m#*:}" <<'EOF' && ok || fail "grads of ${m#*:}: $(cat out.txt)"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", raw[:8])
+h = json.loads(raw[8:8 + n])
+kind = sys.argv[2]
+B, T = h["tokens"]["shape"]
+To = {"swap": T, "half": T // 2, "translate": T // 2}[kind]
+assert B == 5 and h["targets"]["shape"] == [B, To], h["targets"]
+assert h["logits"]["shape"][:2] == [B, To] and h["loss"]["shape"] == []
+assert ("lengths" in h) == (kind != "translate"), list(h)
+assert h["__metadata__"]["task"] == ("translate" if kind == "translate" else "data")
+assert ("grad.dec_pos_emb" in h) == (kind != "swap"), list(h)
+def tensor(name, fmt):
+    a, b = h[name]["data_offsets"]
+    return struct.unpack("<%d%s" % ((b - a) // 4, fmt), raw[8 + n + a:8 + n + b])
+loss = tensor("loss", "f")[0]
+assert 0 < loss < 10, loss
+if kind != "translate":  # padding (token 0) after each example's length, none before it
+    tokens, lengths = tensor("tokens", "i"), tensor("lengths", "i")
+    assert all(1 <= l <= T for l in lengths) and min(lengths) < T, lengths
+    for b, l in enumerate(lengths):
+        row = tokens[b * T:(b + 1) * T]
+        assert all(t > 0 for t in row[:l]) and all(t == 0 for t in row[l:]), (row, l)
+EOF
+done
+run 0 "grads of a data model again, same seed" -- grads --model data_half_1 --out g_half2.safetensors --batch 5 --seed 4
+check "grads of a data model is deterministic" cmp -s g_half.safetensors g_half2.safetensors
 # a changed file is refused by the model trained on it
 echo "ab cd	cd ab" >>swap.tsv
 bad 4 "eval after the data file changed" -- eval --model data_swap_1

@@ -1,6 +1,8 @@
 /* test_arena.c - contexts: alignment, reset, growth, warm steps without malloc, no-grad mode. */
 #include "qkv.h"
 
+#include "fixtures.h"
+
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -303,10 +305,4 @@ static Suite *arena_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(arena_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return run_suite(arena_suite()); }

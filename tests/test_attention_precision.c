@@ -7,6 +7,8 @@
 #include "kernels/kernels.h"
 #include "saturated_cases.h"
 
+#include "fixtures.h"
+
 #include <check.h>
 #include <stdio.h>
 
@@ -144,10 +146,4 @@ static Suite *precision_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(precision_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return run_suite(precision_suite()); }

@@ -4,18 +4,14 @@
 #endif
 #include "qkv.h"
 
+#include "fixtures.h"
+
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
-static qkv_ctx *ctx;
-static void setup(void) {
-    ctx = qkv_ctx_new(0);
-    ck_assert_ptr_nonnull(ctx);
-}
-static void teardown(void) { qkv_ctx_free(ctx); }
 
 static qkv_tensor *param_f64(qkv_ctx *c, int ndim, const int64_t *shape, const double *v) {
     return qkv_param(c, qkv_from_array(c, QKV_F64, ndim, shape, v));
@@ -401,10 +397,4 @@ static Suite *autograd_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(autograd_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return run_suite(autograd_suite()); }

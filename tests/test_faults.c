@@ -10,6 +10,8 @@
 #include "io/io.h"
 #include "train/trainer.h"
 
+#include "fixtures.h"
+
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,20 +20,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static const qkv_dtype FLOATS[2] = {QKV_F32, QKV_F64};
-static qkv_ctx *ctx;
 
-static void setup(void) { ctx = qkv_ctx_new(0); }
-static void teardown(void) {
-    qkv_ctx_free(ctx);
+/* the fixtures' teardown, and the memory limit a test lowered back to none */
+static void faults_teardown(void) {
+    teardown();
     memory_limit_set(0);
 }
 
-static qkv_tensor *mk(qkv_dtype dt, int ndim, const int64_t *shape, const double *v) {
-    qkv_tensor *t = qkv_new(ctx, dt, ndim, shape);
-    for (int64_t i = 0; i < t->size; i++) qkv_set(t, i, v[i]);
-    return t;
-}
 
 /* ---- NaN is never hidden ------------------------------------------------------------------ */
 
@@ -252,17 +247,17 @@ START_TEST(test_too_big_refused_before_allocating) {
     c.model.d_model = 8192;
     c.model.layers = 8;
     ck_assert_int_eq(trainer_init(&t, &c), QKV_ERR_NOMEM);
-    ck_assert_msg(strstr(qkv_last_error(), "--d-model, --vocab or --layers"), "%s", qkv_last_error());
+    ck_assert_msg(strstr(qkv_last_error(), "lower d_model, vocab or layers"), "%s", qkv_last_error());
     ck_assert_ptr_null(t.model.params);
 
     c = small_config(4096, 16, 64, 1, 1, 65536); /* (B, H, T, T) scores: 1.1e12 floats */
     ck_assert_int_eq(trainer_init(&t, &c), QKV_ERR_NOMEM);
     ck_assert_msg(strstr(qkv_last_error(), "a step of 65536 sequences"), "%s", qkv_last_error());
-    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "--batch, --seq-len or --d-model"));
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "lower batch, seq_len or d_model"));
     c = small_config(4096, 16, 64, 1, 1, 8); /* the evaluation batch of 64 decides */
     ck_assert_int_eq(trainer_init(&t, &c), QKV_ERR_NOMEM);
     ck_assert_msg(strstr(qkv_last_error(), "a step of 8 sequences"), "%s", qkv_last_error());
-    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "lower --seq-len or --d-model"));
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "lower seq_len or d_model"));
     ck_assert_int_lt(max_rss_kb() - rss0, 64 * 1024);
 
     /* a config error still comes first: it is not a memory problem */
@@ -354,7 +349,7 @@ END_TEST
 static Suite *faults_suite(void) {
     Suite *s = suite_create("faults");
     TCase *tc = tcase_create("numeric");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, faults_teardown);
     tcase_add_test(tc, test_nan_reaches_the_loss);
     tcase_add_test(tc, test_cross_entropy_huge_logits);
     tcase_add_test(tc, test_softmax_huge_logits);
@@ -364,7 +359,7 @@ static Suite *faults_suite(void) {
     suite_add_tcase(s, tc);
 
     tc = tcase_create("memory");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, setup, faults_teardown);
     tcase_add_test(tc, test_memory_limit_sources);
     tcase_add_test(tc, test_too_big_refused_before_allocating);
     tcase_add_test(tc, test_memory_limit_set);
@@ -373,10 +368,4 @@ static Suite *faults_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(faults_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return run_suite(faults_suite()); }

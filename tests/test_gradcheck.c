@@ -1,6 +1,8 @@
 /* test_gradcheck.c - every op's backward pass against finite differences (qkv_gradcheck_run). */
 #include "qkv.h"
 
+#include "fixtures.h"
+
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -80,10 +82,4 @@ static Suite *gradcheck_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(gradcheck_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return run_suite(gradcheck_suite()); }

@@ -10,6 +10,8 @@
 #include "engine/internal.h"
 #include "kernels/kernels.h"
 
+#include "fixtures.h"
+
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -794,9 +796,5 @@ int main(void) {
     const char *force = getenv("QKV_SIMD");
     printf("test_kernels: sgemm kernel %s (QKV_SIMD=%s)\n", sgemm_kernel_name(),
            force ? force : "unset");
-    SRunner *sr = srunner_create(kernels_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(kernels_suite());
 }

@@ -4,18 +4,14 @@
 #endif
 #include "qkv.h"
 
+#include "fixtures.h"
+
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static qkv_ctx *ctx;
-static void setup(void) {
-    ctx = qkv_ctx_new(0);
-    ck_assert_ptr_nonnull(ctx);
-}
-static void teardown(void) { qkv_ctx_free(ctx); }
 
 /* Prints t into a string (caller frees). */
 static char *print_to_string(const qkv_tensor *t, const char *label, int64_t max_values) {
@@ -424,10 +420,4 @@ static Suite *tensor_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(tensor_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return run_suite(tensor_suite()); }

@@ -30,6 +30,7 @@ static void print_usage(FILE *out) {
 }
 
 int cli_main(int argc, char **argv, bool parse_only) {
+    qkv_set_field_names(cli_flag_of_field); /* the library's messages name qkv's flags */
     if (argc < 2) {
         print_usage(stderr);
         return EXIT_USAGE;

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Exit codes, documented in docs/errors.md. */
 enum {
@@ -24,10 +25,6 @@ enum {
  * run (any other value is the exit code: help was shown, or a bad option was reported). */
 #define CLI_RUN (-1)
 
-/* The value of every command's --help in its getopt_long table (-h is 'h'). Long options
- * have values from 256 up, so that cli_bad_option can tell them from letters. */
-enum { CLI_OPT_HELP = 1024 };
-
 /* Prints "qkv: <message>" on stderr, one line (control characters in it become '?'). */
 void cli_error(const char *fmt, ...)
 #if defined(__GNUC__)
@@ -37,22 +34,75 @@ void cli_error(const char *fmt, ...)
 /* Until it is set back to NULL, cli_error puts "<context>: " before every message (sweep uses
  * it to name the cell whose train options it is checking). */
 void cli_error_context(const char *context);
+/* The flag that sets a config field in qkv train ("seq_len" -> "--seq-len"), NULL for a field
+ * with none. cli_main gives it to qkv_set_field_names, so that the library's messages about a
+ * config name the flags a user typed. */
+const char *cli_flag_of_field(const char *field);
 /* Maps a library status to an exit code. */
 int cli_exit_for(qkv_status status);
 
-/* Starts a fresh getopt_long scan of a new argv (optind = 0: glibc then also forgets where
- * it was inside an earlier argv, which may be gone), with getopt's own messages off. */
-void cli_getopt_reset(void);
-/* The one line for getopt_long's ':' (a value is missing) or '?' (an unknown, ambiguous or
- * misused option) in command `cmd`; returns EXIT_USAGE. */
-int cli_bad_option(const char *cmd, char **argv, int c);
+/* ---- options (options.c): every command's options are a table, read by one parser ---- */
+typedef enum {
+    CLI_END,    /* ends a table */
+    CLI_INT,    /* long: a whole number in lo..hi */
+    CLI_U64,    /* uint64_t: a non-negative whole number (a seed) */
+    CLI_DOUBLE, /* double: a finite number in lo..hi (above lo, with lo_open) */
+    CLI_STRING, /* const char *: the text as given */
+    CLI_CHOICE, /* int: the index of the value in `choices` */
+    CLI_CUSTOM, /* `parse(text, dest)`, which prints one line and returns false if it refuses */
+    CLI_FLAG,   /* bool: true; takes no value */
+    CLI_SET,    /* int: `value`; takes no value (--residual 1, --no-residual 0) */
+    CLI_HELP,   /* --help and -h: print the help, exit 0 */
+    CLI_TEXT,   /* no option: a line of the help (a heading, a note), `help` as it is */
+} cli_opt_kind;
+
+typedef struct {
+    const char *name;   /* the long name, without "--" (NULL for CLI_TEXT) */
+    cli_opt_kind kind;
+    void *dest;         /* where the value goes: a long *, a double *, ... (see the kinds) */
+    double lo, hi;      /* CLI_INT and CLI_DOUBLE: the range */
+    bool lo_open;       /* CLI_DOUBLE: above lo, lo itself refused */
+    const char *arg;    /* the value's name in the help ("N", "FILE"); NULL for no value */
+    const char *help;   /* its lines in the help, separated by '\n'; NULL: a CLI_TEXT row
+                         * speaks of it, it has no line of its own */
+    const char *const *choices;                /* CLI_CHOICE: the values, NULL-ended */
+    bool (*parse)(const char *text, void *dest); /* CLI_CUSTOM */
+    int value;          /* CLI_SET */
+    bool given;         /* set by cli_parse_options: the option was on the command line */
+} cli_option;
+
+typedef struct {
+    const char *name;       /* "train", "study precision": the start of its messages */
+    const char *usage;      /* the help before the options: what the command does */
+    cli_option *options;    /* the table, ended by a CLI_END row */
+    int column;             /* where the help of each option starts */
+    const char *epilog;     /* the help after the options (exit codes), or NULL */
+    bool operands;          /* it takes arguments that are not options (else one is refused) */
+    bool stop_at_operand;   /* options end at the first operand or "--" (sweep) */
+} cli_command;
+
+/* Reads argv (argv[0] the command) by cmd's table, in order, each value checked as it comes:
+ * CLI_RUN with *first_operand (if not NULL) the index of the first argument that is not an
+ * option; EXIT_OK after printing the help; else the exit code after one line ("train:
+ * unknown option '--bogus' (see qkv train --help)", "--lr: 'abc' is not a finite number",
+ * "--dtype: 'f16' is not f32 or f64", "train: unexpected argument 'x'"). */
+int cli_parse_options(const cli_command *cmd, int argc, char **argv, int *first_operand);
+/* The help: usage, then a line per option (wrapped lines of its help at cmd->column), epilog. */
+void cli_print_usage(const cli_command *cmd, FILE *out);
+/* The row of option `name` in cmd's table, or -1; whether the last parse met it. */
+int cli_option_row(const cli_command *cmd, const char *name);
+bool cli_option_given(const cli_command *cmd, const char *name);
+/* The value of the last `name` in argv, read ahead of the real parse (which reports errors),
+ * storing nothing; NULL if it is not there. */
+const char *cli_option_last(const cli_command *cmd, int argc, char **argv, const char *name);
+/* The values of CLI_CHOICE --dtype, in the order of qkv_dtype (f32, f64). */
+extern const char *const cli_dtype_names[];
+
 
 /* Strict number parsing of option values: the whole string must be a number within
  * [lo, hi]. On failure prints "qkv: --name: ..." and returns false. */
 bool cli_parse_int(const char *name, const char *text, long lo, long hi, long *out);
 bool cli_parse_u64(const char *name, const char *text, uint64_t *out);
-/* --dtype: "f32" or "f64" (the precision of a model and its training). */
-bool cli_parse_dtype(const char *text, qkv_dtype *out);
 /* Creates `dir` and any missing parents (mkdir -p); false after printing why not, the
  * message starting with `who` (e.g. "study: ", or ""). */
 bool cli_make_dirs(const char *who, const char *dir);
@@ -74,9 +124,11 @@ bool cli_default_threads(long *threads);
 typedef enum { TRAIN_OPT_UNKNOWN, TRAIN_OPT_FLAG, TRAIN_OPT_TEXT, TRAIN_OPT_NUMBER } train_opt_kind;
 train_opt_kind cli_train_option(const char *name);
 /* Reads the options of a `train --config` file (config.c) as command-line arguments: "--lr",
- * "0.01", "--residual", ... into a malloc'd array of *argc malloc'd strings. A run's
- * summary.json is read through its "config". Returns EXIT_OK or an exit code after one line. */
-int cli_config_args(const char *path, int *argc, char ***argv);
+ * "0.01", "--residual", ... into a malloc'd array of *argc malloc'd strings, each option's
+ * value read as kind_of (cli_train_option) says. A run's summary.json is read through its
+ * "config". Returns EXIT_OK or an exit code after one line. */
+int cli_config_args(const char *path, train_opt_kind (*kind_of)(const char *name), int *argc,
+                    char ***argv);
 /* Frees what cli_config_args (or another builder of argument lists) returned. */
 void cli_free_args(int argc, char **argv);
 /* Checks a train command line as `qkv train` would, its --config file included, without
@@ -109,8 +161,9 @@ typedef struct {
 /* html.c: DIR/plots/attention.html, one self-contained page of the maps in DIR (attention/,
  * gradients/, snapshots/, metrics.csv); returns an exit code. */
 int cli_plot_html(const char *dir, const plot_source *src, bool verbose);
-/* The directory of qkv's scripts (gnuplot's .gp files, the page template): $QKV_SCRIPTS, else
- * next to the executable, else the source tree. False if none holds attention.gp. */
+/* plot_files.c: the directory of qkv's scripts (gnuplot's .gp files, the page template):
+ * $QKV_SCRIPTS, else next to the executable, else the source tree. False if none holds
+ * attention.gp. */
 bool cli_find_scripts(char *out, size_t len);
 
 /* guard.c: signals and limits. cli_guard_install (main() calls it) makes SIGINT, SIGTERM and
@@ -130,7 +183,7 @@ void cli_clear_interrupt_note(void);
 int cli_set_threads(long requested);
 
 /* The steps N of DIR/step<N>_layer1_head1.dat (a run's snapshots/), sorted; how many (0 if
- * none), or -1 when out of memory. *steps is malloc'd. (cmd_plot.c) */
+ * none), or -1 when out of memory. *steps is malloc'd. (plot_files.c) */
 int cli_snapshot_steps(const char *dir, int64_t **steps);
 
 /* The command line: `qkv COMMAND [options]` (cli.c). With parse_only, each command only reads

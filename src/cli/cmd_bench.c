@@ -3,7 +3,6 @@
 #include "kernels/kernels.h"
 #include "train/trainer.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,27 +11,6 @@
 #ifdef QKV_HAVE_OPENMP
 #include <omp.h>
 #endif
-
-static const char usage[] =
-    "usage: qkv bench [options]\n"
-    "Times one training step (forward, backward, SGD update) of the model on the reverse task:\n"
-    "  tiny    batch 32, seq-len 16,   d-model 64,  heads 4, vocab 16\n"
-    "  medium  batch 8,  seq-len 256,  d-model 128, heads 4, vocab 64\n"
-    "  long    batch 1,  seq-len 2048, d-model 64,  heads 1, vocab 64\n"
-    "It prints the median ms/step after a warm-up, GFLOP/s, and the step memory: peak resident\n"
-    "memory minus the resident memory just before the first step.\n"
-    "\n"
-    "  --config C     tiny, medium, long or all (default all)\n"
-    "  --threads N    OpenMP threads (default: all cores)\n"
-    "  --repeat N     timed steps (default: as many as fit in --seconds, at least 5)\n"
-    "  --seconds X    time budget per workload (default 2)\n"
-    "  --dtype D      f32 or f64: the model's precision (default f32)\n"
-    "  --backward-form F\n"
-    "                 how the fused attention's backward forms its softmax row term:\n"
-    "                 d-from-p (the default), wide-d, split-l or legacy, to time them\n"
-    "                 (docs/architecture.md, \"The fused backward's precision\")\n"
-    "  --json         one JSON object per line, one line per workload\n"
-    "  -h, --help     show this help\n";
 
 typedef struct {
     const char *name;
@@ -145,55 +123,49 @@ typedef struct {
     long threads, repeat;
     double seconds;
     bool json;
-    qkv_dtype dtype;
+    int dtype; /* a qkv_dtype */
     attention_form_kind form;
 } bench_args;
 
-enum { OPT_CONFIG = 256, OPT_THREADS, OPT_REPEAT, OPT_SECONDS, OPT_JSON, OPT_DTYPE, OPT_FORM };
-
 static int bench_parse(int argc, char **argv, bench_args *a) {
-    static const struct option opts[] = {{"config", required_argument, 0, OPT_CONFIG},
-                                         {"threads", required_argument, 0, OPT_THREADS},
-                                         {"repeat", required_argument, 0, OPT_REPEAT},
-                                         {"seconds", required_argument, 0, OPT_SECONDS},
-                                         {"json", no_argument, 0, OPT_JSON},
-                                         {"dtype", required_argument, 0, OPT_DTYPE},
-                                         {"backward-form", required_argument, 0, OPT_FORM},
-                                         {"help", no_argument, 0, CLI_OPT_HELP},
-                                         {0, 0, 0, 0}};
-    *a = (bench_args){.config = "all", .seconds = 2, .form = ATTENTION_FORM_D_FROM_P};
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        bool ok = true;
-        switch (c) {
-        case OPT_CONFIG: a->config = optarg; break;
-        case OPT_THREADS: ok = cli_parse_int("threads", optarg, 1, 1024, &a->threads); break;
-        case OPT_REPEAT: ok = cli_parse_int("repeat", optarg, 1, 10000, &a->repeat); break;
-        case OPT_SECONDS: ok = cli_parse_double("seconds", optarg, 0, 3600, true, &a->seconds); break;
-        case OPT_JSON: a->json = true; break;
-        case OPT_DTYPE: ok = cli_parse_dtype(optarg, &a->dtype); break;
-        case OPT_FORM:
-            if (!(ok = attention_form_parse(optarg, &a->form)))
-                cli_error("bench: unknown --backward-form '%s' (d-from-p, wide-d, split-l, legacy)",
-                          optarg);
-            break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("bench", argv, c);
-        }
-        if (!ok) return EXIT_USAGE;
-    }
-    if (optind < argc) {
-        cli_error("bench: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
-    bool known = !strcmp(a->config, "all");
-    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
-        known = known || !strcmp(a->config, workloads[i].name);
-    if (!known) {
-        cli_error("bench: unknown config '%s' (tiny, medium, long, all)", a->config);
-        return EXIT_USAGE;
-    }
+    static const char *const configs[] = {"tiny", "medium", "long", "all", NULL};
+    static const char *const forms[] = {"d-from-p", "wide-d", "split-l", "legacy", NULL};
+    int config = 3, form = 0;
+    *a = (bench_args){.seconds = 2};
+    cli_option options[] = {
+        {"config", CLI_CHOICE, &config, .choices = configs, .arg = "C",
+         .help = "tiny, medium, long or all (default all)"},
+        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N",
+         .help = "OpenMP threads (default: all cores)"},
+        {"repeat", CLI_INT, &a->repeat, 1, 10000, .arg = "N",
+         .help = "timed steps (default: as many as fit in --seconds, at least 5)"},
+        {"seconds", CLI_DOUBLE, &a->seconds, 0, 3600, .lo_open = true, .arg = "X",
+         .help = "time budget per workload (default 2)"},
+        {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
+         .help = "f32 or f64: the model's precision (default f32)"},
+        {"backward-form", CLI_CHOICE, &form, .choices = forms, .arg = "F",
+         .help = "how the fused attention's backward forms its softmax row term:\n"
+                 "d-from-p (the default), wide-d, split-l or legacy, to time them\n"
+                 "(docs/architecture.md, \"The fused backward's precision\")"},
+        {"json", CLI_FLAG, &a->json, .help = "one JSON object per line, one line per workload"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "bench",
+        .usage = "usage: qkv bench [options]\n"
+                 "Times one training step (forward, backward, SGD update) of the model on the reverse task:\n"
+                 "  tiny    batch 32, seq-len 16,   d-model 64,  heads 4, vocab 16\n"
+                 "  medium  batch 8,  seq-len 256,  d-model 128, heads 4, vocab 64\n"
+                 "  long    batch 1,  seq-len 2048, d-model 64,  heads 1, vocab 64\n"
+                 "It prints the median ms/step after a warm-up, GFLOP/s, and the step memory: peak resident\n"
+                 "memory minus the resident memory just before the first step.\n"
+                 "\n",
+        .options = options,
+        .column = 17};
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
+    a->config = configs[config];
+    attention_form_parse(forms[form], &a->form); /* every one of forms[] is a form */
     return CLI_RUN;
 }
 
@@ -206,7 +178,7 @@ static int bench_run(const bench_args *a) {
     attention_form = a->form;
     for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
         if (strcmp(a->config, "all") && strcmp(a->config, workloads[i].name)) continue;
-        code = run_workload(&workloads[i], nthreads, a->repeat, a->seconds, a->json, a->dtype);
+        code = run_workload(&workloads[i], nthreads, a->repeat, a->seconds, a->json, (qkv_dtype)a->dtype);
         if (code != EXIT_OK) return code;
     }
     return EXIT_OK;

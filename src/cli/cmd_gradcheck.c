@@ -1,18 +1,8 @@
 /* cmd_gradcheck.c - `qkv gradcheck`: every op's backward pass against finite differences. */
 #include "cli.h"
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
-
-static const char usage[] =
-    "usage: qkv gradcheck [options]\n"
-    "Checks the backward pass of every op against central finite differences in f64.\n"
-    "\n"
-    "  --tol X      largest relative error allowed (default 1e-6)\n"
-    "  --seed S     seed of the random inputs (default 1)\n"
-    "  --json       print one JSON object instead of a table\n"
-    "  -h, --help   show this help\n";
 
 typedef struct {
     double tol;
@@ -20,33 +10,23 @@ typedef struct {
     bool json;
 } gradcheck_args;
 
-enum { OPT_TOL = 256, OPT_SEED, OPT_JSON };
-
 static int gradcheck_parse(int argc, char **argv, gradcheck_args *a) {
-    static const struct option opts[] = {{"tol", required_argument, 0, OPT_TOL},
-                                         {"seed", required_argument, 0, OPT_SEED},
-                                         {"json", no_argument, 0, OPT_JSON},
-                                         {"help", no_argument, 0, CLI_OPT_HELP},
-                                         {0, 0, 0, 0}};
     *a = (gradcheck_args){.tol = 1e-6, .seed = 1};
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        bool ok = true;
-        switch (c) {
-        case OPT_TOL: ok = cli_parse_double("tol", optarg, 0, 1, true, &a->tol); break;
-        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &a->seed); break;
-        case OPT_JSON: a->json = true; break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("gradcheck", argv, c);
-        }
-        if (!ok) return EXIT_USAGE;
-    }
-    if (optind < argc) {
-        cli_error("gradcheck: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
-    return CLI_RUN;
+    cli_option options[] = {
+        {"tol", CLI_DOUBLE, &a->tol, .lo = 0, .hi = 1, .lo_open = true, .arg = "X",
+         .help = "largest relative error allowed (default 1e-6)"},
+        {"seed", CLI_U64, &a->seed, .arg = "S", .help = "seed of the random inputs (default 1)"},
+        {"json", CLI_FLAG, &a->json, .help = "print one JSON object instead of a table"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "gradcheck",
+        .usage = "usage: qkv gradcheck [options]\n"
+                 "Checks the backward pass of every op against central finite differences in f64.\n"
+                 "\n",
+        .options = options,
+        .column = 15};
+    return cli_parse_options(&cmd, argc, argv, NULL);
 }
 
 static int gradcheck_run(const gradcheck_args *a) {

@@ -1,27 +1,12 @@
 /* cmd_grads.c - `qkv grads`: one batch and the gradient of every parameter, for study. */
 #include "cli.h"
-#include "train/trainer.h"
+#include "train/checkpoint.h"
+#include "train/grads.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/internal.h"
-
-static const char usage[] =
-    "usage: qkv grads --model FILE --out FILE [options]\n"
-    "Draws one training batch of the model's task, runs forward and backward, and writes the\n"
-    "batch (tokens, targets), the loss, the logits and the gradient of every parameter\n"
-    "(grad.<name>) to a safetensors file.\n"
-    "\n"
-    "  --model FILE   a model.safetensors, or the directory holding one\n"
-    "  --out FILE     the safetensors file to write\n"
-    "  --seed S       seed of the batch (default 1)\n"
-    "  --batch B      sequences in the batch (default 8)\n"
-    "  --dtype D      f32 or f64: the precision of the pass and of the file's logits, loss and\n"
-    "                 gradients (default: the model's own; an f32 model is widened exactly)\n"
-    "  -h, --help     show this help\n";
 
 typedef struct {
     const char *model, *out;
@@ -30,39 +15,32 @@ typedef struct {
     int dtype; /* TRAIN_DTYPE_OF_FILE or a qkv_dtype */
 } grads_args;
 
-enum { OPT_MODEL = 256, OPT_OUT, OPT_SEED, OPT_BATCH, OPT_DTYPE };
-
 static int grads_parse(int argc, char **argv, grads_args *a) {
-    static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
-                                         {"out", required_argument, 0, OPT_OUT},
-                                         {"seed", required_argument, 0, OPT_SEED},
-                                         {"batch", required_argument, 0, OPT_BATCH},
-                                         {"dtype", required_argument, 0, OPT_DTYPE},
-                                         {"help", no_argument, 0, CLI_OPT_HELP},
-                                         {0, 0, 0, 0}};
     *a = (grads_args){.seed = 1, .batch = 8, .dtype = TRAIN_DTYPE_OF_FILE};
-    qkv_dtype dt;
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        bool ok = true;
-        switch (c) {
-        case OPT_MODEL: a->model = optarg; break;
-        case OPT_OUT: a->out = optarg; break;
-        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &a->seed); break;
-        case OPT_BATCH: ok = cli_parse_int("batch", optarg, 1, 4096, &a->batch); break;
-        case OPT_DTYPE:
-            if ((ok = cli_parse_dtype(optarg, &dt))) a->dtype = (int)dt;
-            break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("grads", argv, c);
-        }
-        if (!ok) return EXIT_USAGE;
-    }
-    if (optind < argc) {
-        cli_error("grads: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    cli_option options[] = {
+        {"model", CLI_STRING, &a->model, .arg = "FILE",
+         .help = "a model.safetensors, or the directory holding one"},
+        {"out", CLI_STRING, &a->out, .arg = "FILE", .help = "the safetensors file to write"},
+        {"seed", CLI_U64, &a->seed, .arg = "S", .help = "seed of the batch (default 1)"},
+        {"batch", CLI_INT, &a->batch, 1, 4096, .arg = "B",
+         .help = "sequences in the batch (default 8)"},
+        {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
+         .help = "f32 or f64: the precision of the pass and of the file's logits, loss and\n"
+                 "gradients (default: the model's own; an f32 model is widened exactly)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "grads",
+        .usage = "usage: qkv grads --model FILE --out FILE [options]\n"
+                 "Draws one training batch of the model's task (or of its --data file), runs forward and\n"
+                 "backward, and writes the batch (tokens, targets; lengths of a data file's padded inputs),\n"
+                 "the loss, the logits and the gradient of every parameter (grad.<name>) to a safetensors\n"
+                 "file.\n"
+                 "\n",
+        .options = options,
+        .column = 17};
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
     if (!a->model || !a->out) {
         cli_error("grads: --model FILE and --out FILE are required");
         return EXIT_USAGE;
@@ -71,82 +49,27 @@ static int grads_parse(int argc, char **argv, grads_args *a) {
 }
 
 static int grads_run(const grads_args *a) {
-    const char *model = a->model, *out = a->out;
-    uint64_t seed = a->seed;
-    long batch = a->batch;
     char path[1100];
-    if (!cli_model_path(model, path, sizeof path)) return EXIT_IO;
-    if (cli_output_clashes("grads: --out ", out, path)) return EXIT_USAGE;
+    if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
+    if (cli_output_clashes("grads: --out ", a->out, path)) return EXIT_USAGE;
     trainer t;
     qkv_status s = trainer_load_as(&t, path, a->dtype);
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    if (t.data || t.model.cfg.target_len) {
-        cli_error("grads: %s: a model of a data file or an encoder-decoder task (%s); qkv grads "
-                  "draws batches of the built-in self-attention tasks only", path,
-                  qkv_task_name(t.cfg.task.kind));
-        trainer_free(&t);
-        return EXIT_USAGE;
-    }
-    int T = t.cfg.task.seq_len, B = (int)batch;
-    const char *what;
-    double need = qkv_model_step_bytes(&t.model.cfg, B), have = memory_limit(&what);
-    if (need > have / 2) {
-        cli_error("grads: a batch of %d needs about %.1f GiB, more than half of %s (%.1f GiB): "
-                  "lower --batch", B, need / (1 << 30), what, have / (1 << 30));
-        trainer_free(&t);
-        return EXIT_NOMEM;
-    }
-    qkv_ctx *ctx = qkv_ctx_new(0);
-    qkv_tensor *tokens = qkv_zeros(ctx, QKV_I32, 2, (int64_t[]){B, T});
-    qkv_tensor *targets = qkv_zeros(ctx, QKV_I32, 2, (int64_t[]){B, T});
-    qkv_rng rng = qkv_rng_seed(seed);
-    for (int b = 0; b < B; b++)
-        qkv_task_sample(&t.cfg.task, &rng, false, (int32_t *)tokens->data + b * T,
-                        (int32_t *)targets->data + b * T);
-    qkv_tensor *logits = qkv_model_forward(&t.model, ctx, tokens->data, B, NULL);
-    qkv_tensor *loss = qkv_cross_entropy(ctx, logits, targets, -1);
-    qkv_zero_grad(t.model.params);
-    qkv_backward(loss);
-
-    const char *names[3 + 5 + 4 * QKV_MAX_LAYERS];
-    const qkv_tensor *tensors[3 + 5 + 4 * QKV_MAX_LAYERS];
-    char grad_names[5 + 4 * QKV_MAX_LAYERS][48];
-    int n = 0;
-    names[n] = "tokens", tensors[n++] = tokens;
-    names[n] = "targets", tensors[n++] = targets;
-    names[n] = "loss", tensors[n++] = loss;
-    names[n] = "logits", tensors[n++] = logits;
-    for (int i = 0; i < t.model.nparams; i++) {
-        qkv_tensor *p = t.model.param[i];
-        snprintf(grad_names[i], sizeof grad_names[i], "grad.%s", t.model.param_name[i]);
-        /* The gradient as a tensor of its own, sharing the parameter's shape. */
-        qkv_tensor *g = qkv_from_array(ctx, p->dtype, p->ndim, p->shape, p->grad);
-        names[n] = grad_names[i], tensors[n++] = g;
-    }
-    char seed_s[24], batch_s[16], model_s[1100];
-    snprintf(seed_s, sizeof seed_s, "%" PRIu64, seed);
-    snprintf(batch_s, sizeof batch_s, "%d", B);
-    snprintf(model_s, sizeof model_s, "%s", path);
-    const char *meta[] = {"format", "qkv-grads", "task", qkv_task_name(t.cfg.task.kind),
-                          "seed", seed_s, "batch", batch_s, "model", model_s,
-                          "loss_definition",
-                          "mean cross-entropy over positions whose target is not -1",
-                          /* the same text under its name of before 0.2, kept through 0.2 */
-                          "loss", "mean cross-entropy over positions whose target is not -1",
-                          "dtype", qkv_dtype_name(t.model.cfg.dtype)};
-    s = qkv_st_save(out, n, names, tensors, (int)(sizeof meta / sizeof meta[0] / 2), meta);
+    batch_grads g;
+    s = trainer_batch_grads(&t, a->seed, (int)a->batch, &g);
+    if (s == QKV_OK) s = batch_grads_save(&g, &t, a->seed, path, a->out);
     int code = EXIT_OK;
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
         code = cli_exit_for(s);
     } else {
-        printf("wrote %s: batch %d x %d, loss %.6f, %d parameter gradients\n", out, B, T,
-               qkv_get(loss, 0), t.model.nparams);
+        printf("wrote %s: batch %d x %d, loss %.6f, %d parameter gradients\n", a->out, g.batch,
+               t.cfg.task.seq_len, qkv_get(g.loss, 0), t.model.nparams);
     }
-    qkv_ctx_free(ctx);
+    batch_grads_free(&g);
     trainer_free(&t);
     return code;
 }

@@ -2,10 +2,9 @@
  * attention head computed (Q, K, V, the scores, the weights, the head's output) and, with a
  * target, the loss and the gradients that flow back through the head. */
 #include "cli.h"
-#include "train/trainer.h"
+#include "train/checkpoint.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,59 +16,43 @@
 #include "engine/internal.h"
 #include "io/io.h"
 
-static const char usage[] =
-    "usage: qkv inspect --model DIR --input \"t1 t2 ...\" [options]\n"
-    "Runs a saved model on one input and prints its predictions and, for every layer and head,\n"
-    "Q, K, V, the scores S = Q K^T, S/sqrt(d_k), the weights A = softmax(S/sqrt(d_k) + M) and\n"
-    "the head's output A V.\n"
-    "\n"
-    "  --model DIR         a model.safetensors, or the directory holding one\n"
-    "  --input \"...\"       exactly --seq-len tokens, separated by spaces: the task's token\n"
-    "                      strings (ids such as 3 14 7; for lookup also k2:v1 and ?k2)\n"
-    "  --target \"...\"      the wanted output at each position (an id, for lookup also v1;\n"
-    "                      _ for none): adds the loss and dA, dS, dQ, dK, dV\n"
-    "  --json              print one JSON object instead of text\n"
-    "  --out FILE          write every tensor to FILE (safetensors; qkv plot FILE draws it)\n"
-    "  -h, --help          show this help\n"
-    "\n"
-    "Exit codes: 0 done, 2 bad option or bad token, 3 the model cannot be read or FILE\n"
-    "written, 4 the model file is corrupt, 6 out of memory.\n";
-
-#define INSPECT_MAX_TOKENS 4096 /* the longest sequence a task allows */
+#define INSPECT_MAX_TOKENS QKV_MAX_TASK_SEQ_LEN /* the longest sequence a task allows */
 
 typedef struct {
     const char *model, *input, *target, *out;
     bool json;
 } inspect_args;
 
-enum { OPT_MODEL = 256, OPT_INPUT, OPT_TARGET, OPT_JSON, OPT_OUT };
-
 static int inspect_parse(int argc, char **argv, inspect_args *a) {
-    static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
-                                         {"input", required_argument, 0, OPT_INPUT},
-                                         {"target", required_argument, 0, OPT_TARGET},
-                                         {"json", no_argument, 0, OPT_JSON},
-                                         {"out", required_argument, 0, OPT_OUT},
-                                         {"help", no_argument, 0, CLI_OPT_HELP},
-                                         {0, 0, 0, 0}};
     *a = (inspect_args){0};
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        switch (c) {
-        case OPT_MODEL: a->model = optarg; break;
-        case OPT_INPUT: a->input = optarg; break;
-        case OPT_TARGET: a->target = optarg; break;
-        case OPT_JSON: a->json = true; break;
-        case OPT_OUT: a->out = optarg; break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("inspect", argv, c);
-        }
-    }
-    if (optind < argc) {
-        cli_error("inspect: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    cli_option options[] = {
+        {"model", CLI_STRING, &a->model, .arg = "DIR",
+         .help = "a model.safetensors, or the directory holding one"},
+        {"input", CLI_STRING, &a->input, .arg = "\"...\"",
+         .help = "exactly --seq-len tokens, separated by spaces: the task's token\n"
+                 "strings (ids such as 3 14 7; for lookup also k2:v1 and ?k2)"},
+        {"target", CLI_STRING, &a->target, .arg = "\"...\"",
+         .help = "the wanted output at each position (an id, for lookup also v1;\n"
+                 "_ for none): adds the loss and dA, dS, dQ, dK, dV"},
+        {"json", CLI_FLAG, &a->json, .help = "print one JSON object instead of text"},
+        {"out", CLI_STRING, &a->out, .arg = "FILE",
+         .help = "write every tensor to FILE (safetensors; qkv plot FILE draws it)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "inspect",
+        .usage = "usage: qkv inspect --model DIR --input \"t1 t2 ...\" [options]\n"
+                 "Runs a saved model on one input and prints its predictions and, for every layer and head,\n"
+                 "Q, K, V, the scores S = Q K^T, S/sqrt(d_k), the weights A = softmax(S/sqrt(d_k) + M) and\n"
+                 "the head's output A V.\n"
+                 "\n",
+        .options = options,
+        .column = 22,
+        .epilog = "\n"
+                  "Exit codes: 0 done, 2 bad option or bad token, 3 the model cannot be read or FILE\n"
+                  "written, 4 the model file is corrupt, 6 out of memory.\n"};
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
     if (!a->model) {
         cli_error("inspect: --model DIR is required");
         return EXIT_USAGE;

@@ -12,7 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -27,27 +26,7 @@
 #define MAX_FRAMES 40 /* snapshots beyond this are thinned out evenly: a GIF stays small */
 #define HOLD_FRAMES 6 /* the last frame is repeated so that the final pattern can be seen */
 
-static const char plot_usage[] =
-    "usage: qkv plot DIR [options]\n"
-    "       qkv plot FILE.safetensors [options]   (a file of qkv inspect --out: into FILE/)\n"
-    "Draws the plots of a directory written by `qkv train --out DIR` into DIR/plots/, with the\n"
-    "gnuplot scripts in scripts/ (found next to the executable, in the source tree, or in\n"
-    "$QKV_SCRIPTS):\n"
-    "  attention_layer<L>_head<H>   heatmap of the fixed held-out example's attention weights\n"
-    "  overview                     every layer x head in one grid\n"
-    "  curves                       loss and accuracy over the steps, train and held-out\n"
-    "  grads_layer<L>_head<H>       the weights A, their gradient dA and the scores' gradient dS\n"
-    "  snapshots.gif                the attention forming (train --snapshot-every K)\n"
-    "\n"
-    "  --format F          png (pngcairo) or svg; the animation is always a GIF; html writes\n"
-    "                      one interactive page, plots/attention.html (default png)\n"
-    "  -h, --help          show this help\n"
-    "\n"
-    "Exit codes: 0 plotted, 1 gnuplot is not on PATH (the data files are untouched) or it\n"
-    "failed, 2 bad option, 3 DIR or one of its data files cannot be read, 4 the model file\n"
-    "is corrupt.\n";
-
-/* ---- finding gnuplot and the scripts ---- */
+/* ---- finding gnuplot (the scripts: plot_files.c) ---- */
 
 static bool is_file(const char *path) {
     struct stat sb;
@@ -68,43 +47,6 @@ static bool find_gnuplot(char *out, size_t len) {
         if (!end) break;
         p = end + 1;
     }
-    return false;
-}
-
-/* The installed scripts as seen from the installed binary; CMake passes the real one, from
- * CMAKE_INSTALL_BINDIR and CMAKE_INSTALL_DATADIR. */
-#ifndef QKV_SCRIPTS_FROM_BIN
-#define QKV_SCRIPTS_FROM_BIN "../share/qkv/scripts"
-#endif
-
-/* The directory holding attention.gp: $QKV_SCRIPTS if set, else next to the executable
- * (an install's share/qkv/scripts, or scripts/ beside it), else the source tree's scripts/. */
-bool cli_find_scripts(char *out, size_t len) {
-    char probe[PATH_LEN + 64];
-    const char *env = getenv("QKV_SCRIPTS");
-    if (env && *env) {
-        snprintf(out, len, "%s", env);
-        snprintf(probe, sizeof probe, "%s/attention.gp", out);
-        return is_file(probe);
-    }
-    char exe[PATH_LEN - 64]; /* room left for "/../share/qkv/scripts" in `out` */
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = '\0';
-        const char *rel[] = {QKV_SCRIPTS_FROM_BIN, "scripts"};
-        for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-            snprintf(out, len, "%s/%s", exe, rel[i]);
-            snprintf(probe, sizeof probe, "%s/attention.gp", out);
-            if (is_file(probe)) return true;
-        }
-    }
-#ifdef QKV_SOURCE_DIR
-    snprintf(out, len, "%s/scripts", QKV_SOURCE_DIR);
-    snprintf(probe, sizeof probe, "%s/attention.gp", out);
-    if (is_file(probe)) return true;
-#endif
     return false;
 }
 
@@ -250,40 +192,6 @@ static bool need_file(const char *path) {
     return false;
 }
 
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The steps N of DIR/snapshots/step<N>_layer1_head1.dat, sorted; returns how many (0 if none),
- * or -1 when out of memory. *steps is malloc'd. */
-int cli_snapshot_steps(const char *dir, int64_t **steps) {
-    *steps = NULL;
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int n = 0, cap = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        int64_t step;
-        int used = 0;
-        if (sscanf(e->d_name, "step%" SCNd64 "_layer1_head1.dat%n", &step, &used) != 1 ||
-            used == 0 || e->d_name[used] != '\0' || step < 0)
-            continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            int64_t *p = realloc(*steps, (size_t)cap * sizeof *p);
-            if (!p) {
-                closedir(d);
-                return -1;
-            }
-            *steps = p;
-        }
-        (*steps)[n++] = step;
-    }
-    closedir(d);
-    qsort(*steps, (size_t)n, sizeof **steps, cmp_i64);
-    return n;
-}
-
 /* Counts the data rows of metrics.csv (lines after the header). */
 static int metrics_rows(const char *path) {
     FILE *f = fopen(path, "r");
@@ -323,7 +231,8 @@ static int read_model(const char *dir, char *task, size_t len, int *layers, int 
         *chance_acc = qkv_task_chance(&chance_task);
         *chance_loss = log((double)chance_task.vocab);
     }
-    bool ok = t && *layers >= 1 && *layers <= QKV_MAX_LAYERS && *heads >= 1 && *heads <= 8192;
+    bool ok = t && *layers >= 1 && *layers <= QKV_MAX_LAYERS && *heads >= 1 &&
+              *heads <= QKV_MAX_HEADS;
     if (ok) snprintf(task, len, "%s", t);
     qkv_st_free(st);
     if (!ok) {
@@ -380,7 +289,8 @@ static int plot_inspect_file(const char *file, char *dir, size_t len, plot_sourc
     const char *causal = qkv_st_meta(st, "causal");
     int L = l ? atoi(l) : 0, H = h ? atoi(h) : 0, T = t ? atoi(t) : 0;
     bool ok = fmt && !strcmp(fmt, "qkv-inspect") && task && strlen(task) < sizeof src->task &&
-              L >= 1 && L <= QKV_MAX_LAYERS && H >= 1 && H <= 8192 && T >= 1 && T <= 4096;
+              L >= 1 && L <= QKV_MAX_LAYERS && H >= 1 && H <= QKV_MAX_HEADS && T >= 1 &&
+              T <= QKV_MAX_TASK_SEQ_LEN;
     for (int i = 1; ok && i <= L; i++) {
         char name[32];
         int64_t shape[QKV_MAX_DIMS];
@@ -597,35 +507,48 @@ typedef struct {
     const char *dir, *format;
 } plot_args;
 
-enum { OPT_FORMAT = 256 };
-
 static int plot_parse(int argc, char **argv, plot_args *a) {
-    static const struct option opts[] = {{"format", required_argument, 0, OPT_FORMAT},
-                                         {"help", no_argument, 0, CLI_OPT_HELP},
-                                         {0, 0, 0, 0}};
-    *a = (plot_args){.format = "png"};
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        switch (c) {
-        case OPT_FORMAT: a->format = optarg; break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(plot_usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("plot", argv, c);
-        }
-    }
-    if (strcmp(a->format, "png") && strcmp(a->format, "svg") && strcmp(a->format, "html")) {
-        cli_error("plot: --format: '%s' is not png, svg or html", a->format);
-        return EXIT_USAGE;
-    }
-    if (optind == argc) {
+    static const char *const formats[] = {"png", "svg", "html", NULL};
+    int format = 0;
+    cli_option options[] = {
+        {"format", CLI_CHOICE, &format, .choices = formats, .arg = "F",
+         .help = "png (pngcairo) or svg; the animation is always a GIF; html writes\n"
+                 "one interactive page, plots/attention.html (default png)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "plot",
+        .usage = "usage: qkv plot DIR [options]\n"
+                 "       qkv plot FILE.safetensors [options]   (a file of qkv inspect --out: into FILE/)\n"
+                 "Draws the plots of a directory written by `qkv train --out DIR` into DIR/plots/, with the\n"
+                 "gnuplot scripts in scripts/ (found next to the executable, in the source tree, or in\n"
+                 "$QKV_SCRIPTS):\n"
+                 "  attention_layer<L>_head<H>   heatmap of the fixed held-out example's attention weights\n"
+                 "  overview                     every layer x head in one grid\n"
+                 "  curves                       loss and accuracy over the steps, train and held-out\n"
+                 "  grads_layer<L>_head<H>       the weights A, their gradient dA and the scores' gradient dS\n"
+                 "  snapshots.gif                the attention forming (train --snapshot-every K)\n"
+                 "\n",
+        .options = options,
+        .column = 22,
+        .epilog = "\n"
+                  "Exit codes: 0 plotted, 1 gnuplot is not on PATH (the data files are untouched) or it\n"
+                  "failed, 2 bad option, 3 DIR or one of its data files cannot be read, 4 the model file\n"
+                  "is corrupt.\n",
+        .operands = true};
+    int dir;
+    int code = cli_parse_options(&cmd, argc, argv, &dir);
+    if (code != CLI_RUN) return code;
+    a->format = formats[format];
+    if (dir == argc) {
         cli_error("plot: which directory? (qkv plot DIR)");
         return EXIT_USAGE;
     }
-    if (optind < argc - 1) {
-        cli_error("plot: one directory only, got '%s' too", argv[optind + 1]);
+    if (dir < argc - 1) {
+        cli_error("plot: one directory only, got '%s' too", argv[dir + 1]);
         return EXIT_USAGE;
     }
-    a->dir = argv[optind];
+    a->dir = argv[dir];
     return CLI_RUN;
 }
 

@@ -8,7 +8,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,35 +18,6 @@
 
 #define MAX_N 32       /* longest --vector */
 #define FD_STEP 1e-5   /* central differences: error ~ h² from the formula, ~1e-16/h rounding */
-
-static const char study_usage[] =
-    "usage: qkv study softmax [options]\n"
-    "       qkv study precision [options]   (see qkv study precision --help)\n"
-    "Studies backpropagation through softmax, s = softmax(x).\n"
-    "\n"
-    "(a) the Jacobian, shown unless only --scaling is given:\n"
-    "  --vector LIST       x, comma-separated, 1..32 numbers (default 4,-1,2.1); -inf is a\n"
-    "                      masked entry (weight 0, no gradient), as the attention mask makes\n"
-    "  --dy LIST           the upstream gradient dLoss/ds compared with J^T dy, as long as\n"
-    "                      --vector (default: random normal numbers from --seed)\n"
-    "    prints J = diag(s) - s s^T, the central finite-difference Jacobian, the O(n) backward\n"
-    "    pass dx = s * (dy - sum(dy * s)) of qkv's softmax op for every unit vector dy = e_i\n"
-    "    (its results are the rows of J) and for dy, each with its largest difference.\n"
-    "(b) --scaling: why attention scales its scores by 1/sqrt(d_k):\n"
-    "  --samples N         random (q, keys) draws per d_k, 10..1000000 (default 2000)\n"
-    "  --keys N            keys per softmax, 2..4096 (default 16)\n"
-    "  --max-dk N          d_k = 1, 2, 4, ... up to N, a power of two 1..4096 (default 512)\n"
-    "  --out DIR           also write DIR/scaling.dat and plot it to DIR/scaling.png\n"
-    "  --format F          png or svg, for the plot (default png)\n"
-    "    q and k have unit-variance normal entries; prints var(q.k) (about d_k), the mean\n"
-    "    largest weight and the median Frobenius norm |J| of the softmax Jacobian over the\n"
-    "    keys, without and with the scale.\n"
-    "common:\n"
-    "  --seed S            seed of qkv's random numbers (default 1)\n"
-    "  -h, --help          show this help\n"
-    "\n"
-    "Exit codes: 0 done (also when gnuplot is missing: the data is written and one line says\n"
-    "so), 2 bad option or value, 3 DIR cannot be written.\n";
 
 /* Max-subtracted softmax of x[n] into s[n]. */
 static void softmax(const double *x, double *s, int n) {
@@ -331,9 +301,6 @@ static int study_scaling(int samples, int n, int max_dk, uint64_t seed, const ch
     return code;
 }
 
-enum { OPT_VECTOR = 256, OPT_DY, OPT_SCALING, OPT_SAMPLES, OPT_KEYS, OPT_MAX_DK, OPT_OUT,
-       OPT_FORMAT, OPT_SEED };
-
 typedef struct {
     double x[MAX_N], dy[MAX_N];
     int n, ndy;
@@ -343,9 +310,68 @@ typedef struct {
     const char *out_dir, *format;
 } study_args;
 
+static bool parse_vector(const char *text, void *dest) {
+    study_args *a = dest;
+    a->vector_set = true;
+    return parse_list("vector", text, a->x, &a->n, true);
+}
+
+static bool parse_dy(const char *text, void *dest) {
+    study_args *a = dest;
+    a->dy_set = true;
+    return parse_list("dy", text, a->dy, &a->ndy, false);
+}
+
 static int study_parse(int argc, char **argv, study_args *a) {
+    static const char *const formats[] = {"png", "svg", NULL};
+    int format = 0;
+    *a = (study_args){.x = {4, -1, 2.1}, .n = 3, .samples = 2000, .keys = 16, .max_dk = 512,
+                      .seed = 1};
+    cli_option options[] = {
+        {.kind = CLI_TEXT, .help = "(a) the Jacobian, shown unless only --scaling is given:"},
+        {"vector", CLI_CUSTOM, a, .parse = parse_vector, .arg = "LIST",
+         .help = "x, comma-separated, 1..32 numbers (default 4,-1,2.1); -inf is a\n"
+                 "masked entry (weight 0, no gradient), as the attention mask makes"},
+        {"dy", CLI_CUSTOM, a, .parse = parse_dy, .arg = "LIST",
+         .help = "the upstream gradient dLoss/ds compared with J^T dy, as long as\n"
+                 "--vector (default: random normal numbers from --seed)"},
+        {.kind = CLI_TEXT,
+         .help = "    prints J = diag(s) - s s^T, the central finite-difference Jacobian, the O(n) backward\n"
+                 "    pass dx = s * (dy - sum(dy * s)) of qkv's softmax op for every unit vector dy = e_i\n"
+                 "    (its results are the rows of J) and for dy, each with its largest difference.\n"
+                 "(b) --scaling: why attention scales its scores by 1/sqrt(d_k):"},
+        {"scaling", CLI_FLAG, &a->scaling, .help = NULL},
+        {"samples", CLI_INT, &a->samples, 10, 1000000, .arg = "N",
+         .help = "random (q, keys) draws per d_k, 10..1000000 (default 2000)"},
+        {"keys", CLI_INT, &a->keys, 2, 4096, .arg = "N",
+         .help = "keys per softmax, 2..4096 (default 16)"},
+        {"max-dk", CLI_INT, &a->max_dk, 1, 4096, .arg = "N",
+         .help = "d_k = 1, 2, 4, ... up to N, a power of two 1..4096 (default 512)"},
+        {"out", CLI_STRING, &a->out_dir, .arg = "DIR",
+         .help = "also write DIR/scaling.dat and plot it to DIR/scaling.png"},
+        {"format", CLI_CHOICE, &format, .choices = formats, .arg = "F",
+         .help = "png or svg, for the plot (default png)"},
+        {.kind = CLI_TEXT,
+         .help = "    q and k have unit-variance normal entries; prints var(q.k) (about d_k), the mean\n"
+                 "    largest weight and the median Frobenius norm |J| of the softmax Jacobian over the\n"
+                 "    keys, without and with the scale.\n"
+                 "common:"},
+        {"seed", CLI_U64, &a->seed, .arg = "S", .help = "seed of qkv's random numbers (default 1)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "study",
+        .usage = "usage: qkv study softmax [options]\n"
+                 "       qkv study precision [options]   (see qkv study precision --help)\n"
+                 "Studies backpropagation through softmax, s = softmax(x).\n"
+                 "\n",
+        .options = options,
+        .column = 22,
+        .epilog = "\n"
+                  "Exit codes: 0 done (also when gnuplot is missing: the data is written and one line says\n"
+                  "so), 2 bad option or value, 3 DIR cannot be written.\n"};
     if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        fputs(study_usage, stdout);
+        cli_print_usage(&cmd, stdout);
         return EXIT_OK;
     }
     if (argc < 2 || strcmp(argv[1], "softmax")) {
@@ -353,40 +379,9 @@ static int study_parse(int argc, char **argv, study_args *a) {
                            : "study: unknown subject (softmax or precision)");
         return EXIT_USAGE;
     }
-    static const struct option opts[] = {
-        {"vector", required_argument, 0, OPT_VECTOR}, {"dy", required_argument, 0, OPT_DY},
-        {"scaling", no_argument, 0, OPT_SCALING},     {"samples", required_argument, 0, OPT_SAMPLES},
-        {"keys", required_argument, 0, OPT_KEYS},     {"max-dk", required_argument, 0, OPT_MAX_DK},
-        {"out", required_argument, 0, OPT_OUT},       {"format", required_argument, 0, OPT_FORMAT},
-        {"seed", required_argument, 0, OPT_SEED},     {"help", no_argument, 0, CLI_OPT_HELP},
-        {0, 0, 0, 0}};
-    *a = (study_args){.x = {4, -1, 2.1}, .n = 3, .samples = 2000, .keys = 16, .max_dk = 512,
-                      .seed = 1, .format = "png"};
-    argc--;
-    argv++;
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        bool ok = true;
-        switch (c) {
-        case OPT_VECTOR: ok = parse_list("vector", optarg, a->x, &a->n, true); a->vector_set = true; break;
-        case OPT_DY: ok = parse_list("dy", optarg, a->dy, &a->ndy, false); a->dy_set = true; break;
-        case OPT_SCALING: a->scaling = true; break;
-        case OPT_SAMPLES: ok = cli_parse_int("samples", optarg, 10, 1000000, &a->samples); break;
-        case OPT_KEYS: ok = cli_parse_int("keys", optarg, 2, 4096, &a->keys); break;
-        case OPT_MAX_DK: ok = cli_parse_int("max-dk", optarg, 1, 4096, &a->max_dk); break;
-        case OPT_OUT: a->out_dir = optarg; break;
-        case OPT_FORMAT: a->format = optarg; break;
-        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &a->seed); break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(study_usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("study", argv, c);
-        }
-        if (!ok) return EXIT_USAGE;
-    }
-    if (optind < argc) {
-        cli_error("study: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    int code = cli_parse_options(&cmd, argc - 1, argv + 1, NULL);
+    if (code != CLI_RUN) return code;
+    a->format = formats[format];
     bool kept = false;
     for (int i = 0; i < a->n; i++) kept = kept || isfinite(a->x[i]);
     if (a->vector_set && !kept) {
@@ -399,10 +394,6 @@ static int study_parse(int argc, char **argv, study_args *a) {
     }
     if ((a->max_dk & (a->max_dk - 1)) != 0) {
         cli_error("study: --max-dk: %ld is not a power of two", a->max_dk);
-        return EXIT_USAGE;
-    }
-    if (strcmp(a->format, "png") && strcmp(a->format, "svg")) {
-        cli_error("study: --format: '%s' is not png or svg", a->format);
         return EXIT_USAGE;
     }
     if (a->out_dir && !a->scaling) {

@@ -12,32 +12,13 @@
 #include "cli.h"
 #include "engine/internal.h"
 #include "kernels/kernels.h"
-#include "train/trainer.h"
+#include "train/checkpoint.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static const char precision_usage[] =
-    "usage: qkv study precision [options]\n"
-    "Takes one batch through a trained model in f32 and in f64 and shows, parameter by\n"
-    "parameter, how far the f32 gradient is from the f64 one: for the composed attention\n"
-    "(computed as PyTorch's eager autograd does) and for the fused attention with each form of\n"
-    "its backward pass (legacy, the first one, to d-from-p, the default).\n"
-    "\n"
-    "  --model FILE   an f32 model.safetensors, or the directory holding one (default: a lookup\n"
-    "                 model trained here for --steps steps, whose query rows saturate)\n"
-    "  --steps N      steps of that default model, 1..100000 (default 40)\n"
-    "  --batch B      sequences in the batch, 1..4096 (default 8)\n"
-    "  --seed S       seed of the batch, as qkv grads --seed (default 1)\n"
-    "  --form F       show only the fused backward's form F: legacy, split-l, wide-d or\n"
-    "                 d-from-p (default: all four)\n"
-    "  -h, --help     show this help\n"
-    "\n"
-    "Exit codes: 0 done, 2 bad option or value, 3 or 4 the model cannot be read.\n";
 
 typedef struct {
     const char *model;
@@ -45,8 +26,6 @@ typedef struct {
     uint64_t seed;
     int form; /* -1: all */
 } precision_args;
-
-enum { OPT_MODEL = 256, OPT_STEPS, OPT_BATCH, OPT_SEED, OPT_FORM };
 
 /* Every parameter's gradient of the batch's mean cross-entropy, concatenated as doubles in
  * parameter order; the attention fused (in attention_form) or composed. */
@@ -247,36 +226,39 @@ static int precision_run(const precision_args *a) {
 }
 
 int study_precision(int argc, char **argv, bool parse_only) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, OPT_MODEL}, {"steps", required_argument, 0, OPT_STEPS},
-        {"batch", required_argument, 0, OPT_BATCH}, {"seed", required_argument, 0, OPT_SEED},
-        {"form", required_argument, 0, OPT_FORM},   {"help", no_argument, 0, CLI_OPT_HELP},
-        {0, 0, 0, 0}};
+    static const char *const forms[] = {"legacy", "split-l", "wide-d", "d-from-p", NULL};
+    int form = -1;
     precision_args a = {.steps = 40, .batch = 8, .seed = 1, .form = -1};
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        bool ok = true;
-        attention_form_kind form;
-        switch (c) {
-        case OPT_MODEL: a.model = optarg; break;
-        case OPT_STEPS: ok = cli_parse_int("steps", optarg, 1, 100000, &a.steps); break;
-        case OPT_BATCH: ok = cli_parse_int("batch", optarg, 1, 4096, &a.batch); break;
-        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &a.seed); break;
-        case OPT_FORM:
-            if ((ok = attention_form_parse(optarg, &form)))
-                a.form = (int)form;
-            else
-                cli_error("study: --form: '%s' is not legacy, split-l, wide-d or d-from-p", optarg);
-            break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(precision_usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("study precision", argv, c);
-        }
-        if (!ok) return EXIT_USAGE;
-    }
-    if (optind < argc) {
-        cli_error("study precision: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    cli_option options[] = {
+        {"model", CLI_STRING, &a.model, .arg = "FILE",
+         .help = "an f32 model.safetensors, or the directory holding one (default: a lookup\n"
+                 "model trained here for --steps steps, whose query rows saturate)"},
+        {"steps", CLI_INT, &a.steps, 1, 100000, .arg = "N",
+         .help = "steps of that default model, 1..100000 (default 40)"},
+        {"batch", CLI_INT, &a.batch, 1, 4096, .arg = "B",
+         .help = "sequences in the batch, 1..4096 (default 8)"},
+        {"seed", CLI_U64, &a.seed, .arg = "S",
+         .help = "seed of the batch, as qkv grads --seed (default 1)"},
+        {"form", CLI_CHOICE, &form, .choices = forms, .arg = "F",
+         .help = "show only the fused backward's form F: legacy, split-l, wide-d or\n"
+                 "d-from-p (default: all four)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "study precision",
+        .usage = "usage: qkv study precision [options]\n"
+                 "Takes one batch through a trained model in f32 and in f64 and shows, parameter by\n"
+                 "parameter, how far the f32 gradient is from the f64 one: for the composed attention\n"
+                 "(computed as PyTorch's eager autograd does) and for the fused attention with each form of\n"
+                 "its backward pass (legacy, the first one, to d-from-p, the default).\n"
+                 "\n",
+        .options = options,
+        .column = 17,
+        .epilog = "\n"
+                  "Exit codes: 0 done, 2 bad option or value, 3 or 4 the model cannot be read.\n"};
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
+    attention_form_kind kind;
+    if (form >= 0 && attention_form_parse(forms[form], &kind)) a.form = (int)kind;
     return parse_only ? CLI_RUN : precision_run(&a);
 }

@@ -18,7 +18,6 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,47 +34,10 @@
 #define DIR_MAX 800           /* the sweep directory's path */
 #define MAX_JSON_BYTES (1 << 22)
 
-static const char sweep_usage[] =
-    "usage: qkv sweep --grid 'NAME=V1,V2 ...' --out DIR [options] [-- TRAIN OPTIONS]\n"
-    "       qkv sweep --collect DIR [--x PARAM] [--lines PARAM] [--metric M] [--format F]\n"
-    "Trains one model per cell of a grid of train options (every combination of the values),\n"
-    "each into its own directory DIR/NAME1=V1,NAME2=V2; or gathers the results of a sweep.\n"
-    "\n"
-    "the grid:\n"
-    "  --grid SPEC         NAME=V1,V2,... separated by spaces; NAME is any train option\n"
-    "                      (d-model or d_model); flags (residual, causal) take true,false.\n"
-    "                      May be given more than once\n"
-    "  --grid-file FILE    the same from a file; '#' starts a comment\n"
-    "  --out DIR           the sweep directory: sweep.json and one directory per cell\n"
-    "  -- OPTIONS          train options every cell shares, e.g. -- --task lookup --steps 300\n"
-    "running (one of):\n"
-    "  --jobs N            run the cells here, N at a time, one thread each (default: one per\n"
-    "                      core); cells already done are skipped, failed ones run again\n"
-    "  --emit parallel     write DIR/jobs.txt, one train command per line, for GNU parallel:\n"
-    "                      parallel --jobs N < DIR/jobs.txt (runs nothing)\n"
-    "  --emit slurm        write DIR/sweep.sbatch, a Slurm job array with one index per cell and\n"
-    "                      --threads from SLURM_CPUS_PER_TASK: sbatch DIR/sweep.sbatch (runs\n"
-    "                      nothing)\n"
-    "collecting:\n"
-    "  --collect DIR       gather every cell's summary.json into DIR/sweep.csv and DIR/sweep.md\n"
-    "                      (printed too), and draw DIR/sweep.png: a metric against a parameter,\n"
-    "                      one line per value of another\n"
-    "  --x PARAM           the x axis: a grid option, or d_k (d_model/heads) (default: the\n"
-    "                      grid's first option)\n"
-    "  --lines PARAM       one line per value of this grid option (default: the next one)\n"
-    "  --metric M          heldout_acc, heldout_loss, attention_mass, loss, train_acc or\n"
-    "                      wall_seconds (default heldout_acc)\n"
-    "  --format F          png or svg (default png)\n"
-    "  --quiet             print nothing but errors\n"
-    "  -h, --help          show this help\n"
-    "\n"
-    "Exit codes: 0 done, 1 a cell failed or gnuplot is missing or failed, 2 bad grid or option,\n"
-    "3 a file or directory cannot be read or written, 4 a sweep.json or summary.json is corrupt.\n";
-
-/* The metrics of summary.json that --collect tabulates and can plot. */
+/* The metrics of summary.json that --collect can plot (--metric) */
 static const char *const metric_names[] = {"heldout_acc", "heldout_loss", "attention_mass",
-                                           "best_head",   "loss",         "train_acc"};
-#define NMETRICS (sizeof metric_names / sizeof metric_names[0])
+                                           "best_head",   "loss",         "train_acc",
+                                           "wall_seconds", NULL};
 
 typedef struct {
     char name[48];        /* the train option, with '-': "d-model" */
@@ -1178,11 +1140,6 @@ static int collect(const char *dir, const char *x_name, const char *lines_name,
 
 /* ---- the command ---- */
 
-enum {
-    OPT_GRID = 256, OPT_GRID_FILE, OPT_OUT, OPT_JOBS, OPT_EMIT, OPT_COLLECT, OPT_X, OPT_LINES,
-    OPT_METRIC, OPT_FORMAT, OPT_QUIET,
-};
-
 typedef struct {
     char *grid_text[SWEEP_MAX_PARAMS]; /* the --grid values (argv's) */
     int ngrid;
@@ -1191,68 +1148,91 @@ typedef struct {
     bool quiet;
 } sweep_args;
 
+/* --grid, which may be given up to SWEEP_MAX_PARAMS times */
+static bool add_grid_option(const char *text, void *dest) {
+    sweep_args *a = dest;
+    if (a->ngrid == SWEEP_MAX_PARAMS) {
+        cli_error("sweep: more than %d --grid options", SWEEP_MAX_PARAMS);
+        return false;
+    }
+    a->grid_text[a->ngrid++] = (char *)text;
+    return true;
+}
+
 int cmd_sweep(int argc, char **argv, bool parse_only) {
-    static const struct option opts[] = {
-        {"grid", required_argument, 0, OPT_GRID},     {"grid-file", required_argument, 0, OPT_GRID_FILE},
-        {"out", required_argument, 0, OPT_OUT},       {"jobs", required_argument, 0, OPT_JOBS},
-        {"emit", required_argument, 0, OPT_EMIT},     {"collect", required_argument, 0, OPT_COLLECT},
-        {"x", required_argument, 0, OPT_X},           {"lines", required_argument, 0, OPT_LINES},
-        {"metric", required_argument, 0, OPT_METRIC}, {"format", required_argument, 0, OPT_FORMAT},
-        {"quiet", no_argument, 0, OPT_QUIET},         {"help", no_argument, 0, CLI_OPT_HELP},
-        {0, 0, 0, 0}};
-    sweep_args a = {.metric = "heldout_acc", .format = "png"};
-    bool jobs_set = false;
-    cli_getopt_reset();
-    /* "+": options stop at the first non-option, so that everything after -- is train's */
-    for (int c; (c = getopt_long(argc, argv, "+:h", opts, NULL)) != -1;) {
-        switch (c) {
-        case OPT_GRID:
-            if (a.ngrid == SWEEP_MAX_PARAMS) {
-                cli_error("sweep: more than %d --grid options", SWEEP_MAX_PARAMS);
-                return EXIT_USAGE;
-            }
-            a.grid_text[a.ngrid++] = optarg;
-            break;
-        case OPT_GRID_FILE: a.grid_file = optarg; break;
-        case OPT_OUT: a.out = optarg; break;
-        case OPT_JOBS:
-            if (!cli_parse_int("jobs", optarg, 1, 1024, &a.jobs)) return EXIT_USAGE;
-            jobs_set = true;
-            break;
-        case OPT_EMIT: a.emit = optarg; break;
-        case OPT_COLLECT: a.collect = optarg; break;
-        case OPT_X: a.x = optarg; break;
-        case OPT_LINES: a.lines = optarg; break;
-        case OPT_METRIC: a.metric = optarg; break;
-        case OPT_FORMAT: a.format = optarg; break;
-        case OPT_QUIET: a.quiet = true; break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(sweep_usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("sweep", argv, c);
-        }
-    }
-    bool dashes = optind > 0 && optind <= argc && !strcmp(argv[optind - 1], "--");
-    if (optind < argc && !dashes) {
-        cli_error("sweep: unexpected argument '%s' (train options go after --)", argv[optind]);
-        return EXIT_USAGE;
-    }
-    if (a.emit && strcmp(a.emit, "parallel") && strcmp(a.emit, "slurm")) {
-        cli_error("sweep: --emit %s: not parallel or slurm", a.emit);
-        return EXIT_USAGE;
-    }
-    if (strcmp(a.format, "png") && strcmp(a.format, "svg")) {
-        cli_error("sweep: --format %s: not png or svg", a.format);
-        return EXIT_USAGE;
-    }
-    bool metric_ok = !strcmp(a.metric, "wall_seconds");
-    for (size_t i = 0; i < NMETRICS; i++) metric_ok |= !strcmp(a.metric, metric_names[i]);
-    if (!metric_ok) {
-        cli_error("sweep: --metric %s: not heldout_acc, heldout_loss, attention_mass, best_head, "
-                  "loss, train_acc or wall_seconds", a.metric);
+    static const char *const emits[] = {"parallel", "slurm", NULL};
+    static const char *const formats[] = {"png", "svg", NULL};
+    sweep_args a = {0};
+    int emit_to = -1, format = 0, metric = 0;
+    cli_option options[] = {
+        {.kind = CLI_TEXT, .help = "the grid:"},
+        {"grid", CLI_CUSTOM, &a, .parse = add_grid_option, .arg = "SPEC",
+         .help = "NAME=V1,V2,... separated by spaces; NAME is any train option\n"
+                 "(d-model or d_model); flags (residual, causal) take true,false.\n"
+                 "May be given more than once"},
+        {"grid-file", CLI_STRING, &a.grid_file, .arg = "FILE",
+         .help = "the same from a file; '#' starts a comment"},
+        {"out", CLI_STRING, &a.out, .arg = "DIR",
+         .help = "the sweep directory: sweep.json and one directory per cell"},
+        {.kind = CLI_TEXT,
+         .help = "  -- OPTIONS          train options every cell shares, e.g. -- --task lookup --steps 300\n"
+                 "running (one of):"},
+        {"jobs", CLI_INT, &a.jobs, 1, 1024, .arg = "N",
+         .help = "run the cells here, N at a time, one thread each (default: one per\n"
+                 "core); cells already done are skipped, failed ones run again"},
+        {"emit", CLI_CHOICE, &emit_to, .choices = emits, .arg = "parallel",
+         .help = "write DIR/jobs.txt, one train command per line, for GNU parallel:\n"
+                 "parallel --jobs N < DIR/jobs.txt (runs nothing)"},
+        {.kind = CLI_TEXT,
+         .help = "  --emit slurm        write DIR/sweep.sbatch, a Slurm job array with one index per cell and\n"
+                 "                      --threads from SLURM_CPUS_PER_TASK: sbatch DIR/sweep.sbatch (runs\n"
+                 "                      nothing)\n"
+                 "collecting:"},
+        {"collect", CLI_STRING, &a.collect, .arg = "DIR",
+         .help = "gather every cell's summary.json into DIR/sweep.csv and DIR/sweep.md\n"
+                 "(printed too), and draw DIR/sweep.png: a metric against a parameter,\n"
+                 "one line per value of another"},
+        {"x", CLI_STRING, &a.x, .arg = "PARAM",
+         .help = "the x axis: a grid option, or d_k (d_model/heads) (default: the\n"
+                 "grid's first option)"},
+        {"lines", CLI_STRING, &a.lines, .arg = "PARAM",
+         .help = "one line per value of this grid option (default: the next one)"},
+        {"metric", CLI_CHOICE, &metric, .choices = metric_names, .arg = "M",
+         .help = "heldout_acc, heldout_loss, attention_mass, loss, train_acc or\n"
+                 "wall_seconds (default heldout_acc)"},
+        {"format", CLI_CHOICE, &format, .choices = formats, .arg = "F",
+         .help = "png or svg (default png)"},
+        {"quiet", CLI_FLAG, &a.quiet, .help = "print nothing but errors"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "sweep",
+        .usage = "usage: qkv sweep --grid 'NAME=V1,V2 ...' --out DIR [options] [-- TRAIN OPTIONS]\n"
+                 "       qkv sweep --collect DIR [--x PARAM] [--lines PARAM] [--metric M] [--format F]\n"
+                 "Trains one model per cell of a grid of train options (every combination of the values),\n"
+                 "each into its own directory DIR/NAME1=V1,NAME2=V2; or gathers the results of a sweep.\n"
+                 "\n",
+        .options = options,
+        .column = 22,
+        .epilog = "\n"
+                  "Exit codes: 0 done, 1 a cell failed or gnuplot is missing or failed, 2 bad grid or option,\n"
+                  "3 a file or directory cannot be read or written, 4 a sweep.json or summary.json is corrupt.\n",
+        .operands = true,
+        .stop_at_operand = true}; /* everything after -- is train's */
+    int rest; /* argv[rest]: the first argument that is not sweep's */
+    int parsed = cli_parse_options(&cmd, argc, argv, &rest);
+    if (parsed != CLI_RUN) return parsed;
+    a.emit = emit_to >= 0 ? emits[emit_to] : NULL;
+    a.format = formats[format];
+    a.metric = metric_names[metric];
+    bool jobs_set = cli_option_given(&cmd, "jobs");
+    bool dashes = rest > 0 && rest <= argc && !strcmp(argv[rest - 1], "--");
+    if (rest < argc && !dashes) {
+        cli_error("sweep: unexpected argument '%s' (train options go after --)", argv[rest]);
         return EXIT_USAGE;
     }
     if (a.collect) {
-        if (a.ngrid || a.grid_file || a.out || a.emit || jobs_set || optind < argc) {
+        if (a.ngrid || a.grid_file || a.out || a.emit || jobs_set || rest < argc) {
             cli_error("sweep: --collect DIR goes alone (with --x, --lines, --metric, --format, "
                       "--quiet)");
             return EXIT_USAGE;
@@ -1279,7 +1259,7 @@ int cmd_sweep(int argc, char **argv, bool parse_only) {
         cli_error("sweep: %.60s...: path too long", a.out);
         return EXIT_IO;
     }
-    sweep sw = {.nfixed = argc - optind, .fixed = argv + optind, .dir = a.out};
+    sweep sw = {.nfixed = argc - rest, .fixed = argv + rest, .dir = a.out};
     int code = EXIT_OK;
     for (int i = 0; i < a.ngrid && code == EXIT_OK; i++) {
         char *text = strdup(a.grid_text[i]);

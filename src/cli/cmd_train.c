@@ -3,324 +3,19 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #endif
 #include "cli.h"
-#include "run_files.h"
-#include "train/trainer.h"
+#include "train/checkpoint.h"
+#include "train/run.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/ioctl.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "io/io.h"
 
-static const char train_usage[] =
-    "usage: qkv train [options]\n"
-    "Trains a toy attention model on a task generated from the seed, or on your examples,\n"
-    "and reports held-out accuracy against chance and attention mass (the weight the best\n"
-    "head of the layer carrying the task puts on the ideal keys).\n"
-    "\n"
-    "  --config FILE       read options from a JSON file, e.g. a run's summary.json (which\n"
-    "                      repeats that run); options given here override it (default: none)\n"
-    "task and model:\n"
-    "  --task T            the task (default copy): copy, reverse, shift, lookup, max,\n"
-    "                      induction, recall, sort or translate; options not given take the\n"
-    "                      task's defaults (induction: --seq-len 16 --layers 2 --heads 2\n"
-    "                      --residual --steps 600; see qkv(1))\n"
-    "  --data FILE         your own task: one example a line, input tokens, a tab, output\n"
-    "                      tokens (`_`: no target); padded, vocabulary from the file\n"
-    "  --heldout FILE      held-out examples of --data (default: a hash holds out 1 line in 8)\n"
-    "  --seq-len N         sequence length (default 8; or the task's)\n"
-    "  --vocab N           vocabulary size (default 16; lookup: 5 per key)\n"
-    "  --d-model N         model width (default 64)\n"
-    "  --heads N           attention heads; must divide --d-model (default 1)\n"
-    "  --layers N          attention layers, 1..8 (default 1; 2 for induction and recall)\n"
-    "  --residual          add a residual connection around each layer (default off; on for\n"
-    "                      induction and recall)\n"
-    "  --no-residual       no residual connection, whatever the task's default\n"
-    "  --causal            causal mask on every layer (default off; always on for shift)\n"
-    "  --init-scale X      weights ~ N(0, X^2/fan_in), embeddings ~ N(0, X^2) (default 0.5)\n"
-    "  --dtype D           f32 or f64: the precision of the weights, activations, gradients\n"
-    "                      and optimizer state, saved as F32 or F64 tensors (default f32)\n"
-    "training:\n"
-    "  --optim O           sgd, momentum or adam (default adam)\n"
-    "  --lr X              learning rate (default: adam 0.005, momentum 0.1, sgd 1)\n"
-    "  --batch N           sequences per step (default 32)\n"
-    "  --steps N           optimizer steps (default 3000; or the task's)\n"
-    "  --weight-decay X    L2 for sgd/momentum, decoupled for adam (default 0)\n"
-    "  --clip X            clip the gradient norm to X; 0 = off (default 1)\n"
-    "  --schedule S        learning rate: cosine (decay to 0) or constant (default cosine)\n"
-    "  --warmup N          linear warm-up steps (default steps/20)\n"
-    "  --seed S            seed of weights, data and held-out set (default 1)\n"
-    "  --threads N         OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
-    "                      else all cores); results do not depend on it\n"
-    "output:\n"
-    "  --out DIR           write model.safetensors, metrics.csv and attention/ to DIR\n"
-    "                      (default: none, nothing is written)\n"
-    "  --resume DIR        continue the run saved in DIR (up to --steps in total; default off)\n"
-    "  --eval-every N      held-out evaluation and metrics row every N steps (default steps/20,\n"
-    "                      and at steps 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, ... before\n"
-    "                      that); a new run's first row is step 0, before any update\n"
-    "  --save-every N      also save a checkpoint every N steps (default 0: at the end)\n"
-    "  --snapshot-every K  keep the attention of the fixed held-out example at step 0 and every\n"
-    "                      K steps in DIR/snapshots/ (default 0: off)\n"
-    "  --plot              after saving, draw DIR/plots/ with gnuplot, as `qkv plot DIR` does;\n"
-    "                      without gnuplot it says so and still exits 0 (default off)\n"
-    "  --json              print one JSON object on stdout at the end (default off)\n"
-    "  --quiet             no progress bar or log lines, only the one-line result (default off)\n"
-    "  -h, --help          show this help\n";
-
-static const char eval_usage[] =
-    "usage: qkv eval --model FILE [options]\n"
-    "Evaluates a saved model on its task's held-out set (rebuilt from the saved seed).\n"
-    "\n"
-    "  --model FILE        a model.safetensors, or the directory holding one\n"
-    "  --dtype D           f32 or f64: evaluate in this precision (default: the model's own;\n"
-    "                      an f32 model runs in f64 exactly widened, an f64 one is never rounded)\n"
-    "  --threads N         OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
-    "                      else all cores)\n"
-    "  --json              print one JSON object\n"
-    "  -h, --help          show this help\n";
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* ---- metrics.csv (rows: metrics_row, run_files.h) ---- */
-typedef struct {
-    metrics_row *rows;
-    int n, cap;
-    int n_scores; /* the attention columns after the first six: see metrics_scores */
-} metrics;
-
-/* The attention columns, in order: mass_l<L> for each layer (when the task has an ideal
- * pattern), then prev_l<L>h<H>, dup_l<L>h<H>, ind_l<L>h<H> for each layer and head. */
-static int metrics_count_scores(const trainer *t) {
-    int L = t->model.cfg.layers, H = t->model.cfg.heads;
-    return L + 3 * L * (H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS);
-}
-
-static void metrics_scores(const trainer *t, const eval_result *r, double *out) {
-    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
-                                                                          : EVAL_MAX_HEADS;
-    int k = 0;
-    for (int l = 0; l < L; l++) out[k++] = r->has_ideal ? r->layer_mass[l] : NAN;
-    for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++) {
-            out[k++] = r->prev_token[l][h];
-            out[k++] = r->duplicate[l][h];
-            out[k++] = r->induction[l][h];
-        }
-}
-
-static void metrics_add(metrics *m, metrics_row r) {
-    if (m->n == m->cap) {
-        int cap = m->cap ? 2 * m->cap : 64;
-        metrics_row *p = realloc(m->rows, (size_t)cap * sizeof *p);
-        if (!p) { /* a lost row is not worth stopping a run for */
-            free(r.scores);
-            return;
-        }
-        m->rows = p;
-        m->cap = cap;
-    }
-    m->rows[m->n++] = r;
-}
-
-/* A row's attention columns, owned by the row (NULL when out of memory: written empty). */
-static double *metrics_new_scores(const metrics *m) {
-    double *s = malloc((size_t)(m->n_scores ? m->n_scores : 1) * sizeof *s);
-    for (int i = 0; s && i < m->n_scores; i++) s[i] = NAN;
-    return s;
-}
-
-static void metrics_free(metrics *m) {
-    for (int i = 0; i < m->n; i++) free(m->rows[i].scores);
-    free(m->rows);
-}
-
-/* Keeps the rows of an earlier run up to `step`, for --resume. */
-static void metrics_read(metrics *m, const char *path, int64_t upto) {
-    FILE *f;
-    if (io_fopen_regular(path, &f) != QKV_OK) return;
-    static char line[1 << 20]; /* up to 8 layers x 64 heads x 3 scores */
-    while (fgets(line, sizeof line, f)) {
-        metrics_row r = {.heldout_loss = NAN}; /* files older than heldout_loss have 5 columns */
-        if (sscanf(line, "%" SCNd64 ",%lf,%lf,%lf,%lf,%lf", &r.step, &r.loss, &r.train_acc,
-                   &r.heldout_acc, &r.lr, &r.heldout_loss) >= 5 && r.step <= upto) {
-            /* the attention columns after the sixth: empty or missing ones stay NaN */
-            r.scores = metrics_new_scores(m);
-            char *p = line;
-            for (int comma = 0; comma < 6 && p; comma++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
-            for (int k = 0; r.scores && p && k < m->n_scores; k++) {
-                char *end;
-                double v = strtod(p, &end);
-                if (end != p && (*end == ',' || *end == '\n' || *end == '\0')) r.scores[k] = v;
-                p = strchr(p, ',');
-                if (p) p++;
-            }
-            metrics_add(m, r);
-        }
-    }
-    fclose(f);
-}
-
-static qkv_status metrics_write(const trainer *t, const metrics *m, const char *path) {
-    atomic_file af;
-    qkv_status s = atomic_open(&af, path);
-    if (s != QKV_OK) return s;
-    fprintf(af.f, "step,loss,train_acc,heldout_acc,lr,heldout_loss");
-    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
-                                                                          : EVAL_MAX_HEADS;
-    for (int l = 0; l < L; l++) fprintf(af.f, ",mass_l%d", l + 1);
-    for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++)
-            fprintf(af.f, ",prev_l%dh%d,dup_l%dh%d,ind_l%dh%d", l + 1, h + 1, l + 1, h + 1, l + 1,
-                    h + 1);
-    fputc('\n', af.f);
-    for (int i = 0; i < m->n; i++) {
-        const metrics_row *r = &m->rows[i];
-        /* losses in %g: a trained model's loss is far below the 1e-6 that %f would show */
-        fprintf(af.f, "%" PRId64 ",%.6g,%.6f,%.6f,%.6g,", r->step, r->loss, r->train_acc,
-                r->heldout_acc, r->lr);
-        if (isfinite(r->heldout_loss)) fprintf(af.f, "%.6g", r->heldout_loss); /* else empty */
-        for (int k = 0; k < m->n_scores; k++) {
-            fputc(',', af.f);
-            if (r->scores && isfinite(r->scores[k])) fprintf(af.f, "%.4f", r->scores[k]);
-        }
-        fputc('\n', af.f);
-    }
-    return atomic_commit(&af);
-}
-
-/* ---- maps of the fixed held-out example (index 0): one gnuplot-ready matrix per layer and
- * head, tokens as row and column headers, for attention weights, snapshots and gradients ---- */
-/* A token's label: the task's, or the data file's token string. */
-static void token_label(const trainer *t, int32_t token, char *buf, size_t len) {
-    if (t->data)
-        dataset_label(t->data, token, buf, len);
-    else
-        qkv_task_token_label(&t->cfg.task, token, buf, len);
-}
-
-static qkv_status write_map(const trainer *t, const char *path, const char *what, int l, int h,
-                            const float *map /* (Tq, T): rows are queries, columns keys */) {
-    int T = t->model.cfg.seq_len, Tq = t->target_len;
-    const int32_t *x = t->held_tokens, *y = t->held_targets;
-    char label[32];
-    atomic_file af;
-    qkv_status s = atomic_open(&af, path);
-    if (s != QKV_OK) return s;
-    fprintf(af.f, "# qkv %s: task %s, layer %d, head %d; rows are queries, columns keys "
-            "(position:token)%s\n"
-            "query\\key", what, qkv_task_name(t->cfg.task.kind), l + 1, h + 1,
-            t->model.cfg.target_len ? "; rows are the decoder positions, by their target" : "");
-    for (int j = 0; j < T; j++) { /* position:token, so that repeated tokens stay apart */
-        token_label(t, x[j], label, sizeof label);
-        fprintf(af.f, " %d:%s", j, label);
-    }
-    fputc('\n', af.f);
-    for (int i = 0; i < Tq; i++) {
-        /* an encoder-decoder's rows are decoder positions: labelled by their target */
-        if (t->model.cfg.target_len && y[i] < 0)
-            snprintf(label, sizeof label, "_");
-        else
-            token_label(t, t->model.cfg.target_len ? y[i] : x[i], label, sizeof label);
-        fprintf(af.f, "%d:%s", i, label);
-        for (int j = 0; j < T; j++) fprintf(af.f, " %.6g", map[i * T + j]);
-        fputc('\n', af.f);
-    }
-    return atomic_commit(&af);
-}
-
-/* Writes maps (L, H, Tq, T) as DIR/SUB/<prefix>layer<L>_head<H><suffix>.dat. */
-static qkv_status write_maps(const trainer *t, const char *dir, const char *sub,
-                             const char *prefix, const char *suffix, const char *what,
-                             const float *maps) {
-    const qkv_model_config *c = &t->model.cfg;
-    char path[1200];
-    qkv_status s = io_make_subdir(dir, sub, path, sizeof path);
-    if (s != QKV_OK) return s;
-    size_t per_head = (size_t)t->target_len * c->seq_len;
-    for (int l = 0; l < c->layers && s == QKV_OK; l++)
-        for (int h = 0; h < c->heads && s == QKV_OK; h++) {
-            snprintf(path, sizeof path, "%s/%s/%slayer%d_head%d%s.dat", dir, sub, prefix, l + 1,
-                     h + 1, suffix);
-            s = write_map(t, path, what, l, h, maps + ((size_t)l * c->heads + h) * per_head);
-        }
-    return s;
-}
-
-/* attention/: the weights of every layer and head; gradients/: their gradient dA and the
- * scores' gradient dS, from one backward pass of the example's loss. */
-static qkv_status write_attention(trainer *t, const char *dir) {
-    const qkv_model_config *c = &t->model.cfg;
-    size_t n = (size_t)c->layers * c->heads * t->target_len * c->seq_len;
-    float *a = malloc(3 * n * sizeof *a);
-    if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
-    trainer_attention(t, 0, a);
-    trainer_attention_grads(t, 0, a + n, a + 2 * n);
-    qkv_status s = write_maps(t, dir, "attention", "", "", "attention", a);
-    if (s == QKV_OK)
-        s = write_maps(t, dir, "gradients", "", "_dA", "gradient of the attention weights dA", a + n);
-    if (s == QKV_OK)
-        s = write_maps(t, dir, "gradients", "", "_dS", "gradient of the scores dS", a + 2 * n);
-    free(a);
-    return s;
-}
-
-/* snapshots/step<N>_layer<L>_head<H>.dat: the attention weights at this step. */
-static qkv_status write_snapshot(trainer *t, const char *dir) {
-    const qkv_model_config *c = &t->model.cfg;
-    float *a = malloc((size_t)c->layers * c->heads * t->target_len * c->seq_len * sizeof *a);
-    if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
-    trainer_attention(t, 0, a);
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "step%" PRId64 "_", t->optim.step);
-    qkv_status s = write_maps(t, dir, "snapshots", prefix, "", "attention", a);
-    free(a);
-    return s;
-}
-
-/* A checkpoint of the run in `dir`, in the order of the commit protocol (io/rundir.c):
- * metrics.csv and the maps of this step first, model.safetensors, the commit record, last. A
- * kill between them leaves the previous checkpoint as the run's state, and the files written
- * ahead of it are trimmed or rewritten when the run resumes. */
-static qkv_status save_all(trainer *t, const metrics *m, rundir *rd) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/metrics.csv", rd->dir);
-    qkv_status s = trainer_check_state(t, QKV_ERR_NUMERIC); /* before anything is written */
-    if (s == QKV_OK) s = metrics_write(t, m, path);
-    if (s == QKV_OK) s = write_attention(t, rd->dir);
-    if (s == QKV_OK) {
-        t->metrics_rows = m->n;
-        snprintf(path, sizeof path, "%s/model.safetensors", rd->dir);
-        s = trainer_save(t, path);
-    }
-    if (s == QKV_OK) {
-        rd->committed = true;
-        cli_set_interrupt_note("the run in %s keeps its checkpoint of step %" PRId64, rd->dir,
-                               t->optim.step);
-    }
-    return s;
-}
-
-/* The one line of a run that stopped on an error: the error, and what the directory keeps. */
-static int run_failed(qkv_status s, const rundir *rd, int64_t saved) {
-    if (rd && rd->committed)
-        cli_error("%s; %s keeps the checkpoint of step %" PRId64, qkv_last_error(), rd->dir, saved);
-    else
-        cli_error("%s", qkv_last_error());
-    return cli_exit_for(s);
-}
 
 /* ---- progress ---- */
 
@@ -378,24 +73,6 @@ static void say_schedule_change(FILE *out, const trainer *t, int64_t old_steps) 
             trainer_lr(&before, next <= old_steps ? next : old_steps));
 }
 
-/* Held-out evaluations by default: every steps/20, and early on at 1, 2, 3, 5, 7, 10, 15, 20,
- * 30, 50, 70, 100, ... (about five a decade), where a model learns fastest. */
-static bool default_eval_step(int64_t step, int64_t every) {
-    if (step % every == 0) return true;
-    static const int mantissa[] = {10, 15, 20, 30, 50, 70};
-    for (int64_t decade = 1; decade <= step; decade *= 10)
-        for (int i = 0; i < 6; i++)
-            if (step * 10 == mantissa[i] * decade) return true;
-    return step == 1 || step == 2 || step == 3 || step == 5 || step == 7;
-}
-
-enum {
-    OPT_TASK = 256, OPT_SEQ_LEN, OPT_VOCAB, OPT_D_MODEL, OPT_HEADS, OPT_LAYERS, OPT_RESIDUAL,
-    OPT_CAUSAL, OPT_INIT_SCALE, OPT_OPTIM, OPT_LR, OPT_BATCH, OPT_STEPS, OPT_WEIGHT_DECAY,
-    OPT_CLIP, OPT_SEED, OPT_THREADS, OPT_OUT, OPT_RESUME, OPT_EVAL_EVERY, OPT_SAVE_EVERY,
-    OPT_JSON, OPT_QUIET, OPT_MODEL, OPT_SCHEDULE, OPT_WARMUP, OPT_PLOT, OPT_SNAPSHOT_EVERY,
-    OPT_DTYPE, OPT_CONFIG, OPT_NO_RESIDUAL, OPT_DATA, OPT_HELDOUT,
-};
 
 /* One JSON object: docs/model.md ("What `qkv train --json` and `qkv eval --json` print")
  * defines every field. `loss`, `accuracy` and `train_loss` are the names of before 0.2: kept,
@@ -423,13 +100,12 @@ static void print_result_json(const trainer *t, eval_result r, int64_t step, dou
 
 /* With two layers or more: the first metrics row at which a head of the last layer has an
  * induction score of 0.5 or more, the step at which the induction head formed. */
-static void print_induction_step(const trainer *t, const metrics *m) {
-    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
-                                                                          : EVAL_MAX_HEADS;
+static void print_induction_step(const trainer *t, const metrics_table *m) {
+    int L = m->layers;
     if (L < 2 || t->model.cfg.target_len) return;
     for (int i = 0; i < m->n; i++)
-        for (int h = 0; h < H && m->rows[i].scores; h++) {
-            double score = m->rows[i].scores[L + 3 * ((L - 1) * H + h) + 2];
+        for (int h = 0; h < m->heads && m->rows[i].scores; h++) {
+            double score = m->rows[i].scores[metrics_induction_column(m, L - 1, h)];
             if (score >= 0.5) {
                 printf("  an induction head formed in layer %d (head %d) by step %" PRId64
                        " (metrics.csv column ind_l%dh%d passed 0.5)\n", L, h + 1,
@@ -542,110 +218,163 @@ typedef struct {
     train_config cfg; /* a new run's config (not used with --resume) */
 } train_args;
 
-/* train's options, also read by --config files and sweep grids (cli_train_option) */
-static const struct option train_opts[] = {
-    {"task", required_argument, 0, OPT_TASK},       {"seq-len", required_argument, 0, OPT_SEQ_LEN},
-    {"vocab", required_argument, 0, OPT_VOCAB},     {"d-model", required_argument, 0, OPT_D_MODEL},
-    {"heads", required_argument, 0, OPT_HEADS},     {"layers", required_argument, 0, OPT_LAYERS},
-    {"residual", no_argument, 0, OPT_RESIDUAL},     {"causal", no_argument, 0, OPT_CAUSAL},
-    {"no-residual", no_argument, 0, OPT_NO_RESIDUAL},
-    {"data", required_argument, 0, OPT_DATA},       {"heldout", required_argument, 0, OPT_HELDOUT},
-    {"init-scale", required_argument, 0, OPT_INIT_SCALE},
-    {"optim", required_argument, 0, OPT_OPTIM},     {"lr", required_argument, 0, OPT_LR},
-    {"batch", required_argument, 0, OPT_BATCH},     {"steps", required_argument, 0, OPT_STEPS},
-    {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY},
-    {"clip", required_argument, 0, OPT_CLIP},       {"seed", required_argument, 0, OPT_SEED},
-    {"threads", required_argument, 0, OPT_THREADS}, {"out", required_argument, 0, OPT_OUT},
-    {"resume", required_argument, 0, OPT_RESUME},
-    {"eval-every", required_argument, 0, OPT_EVAL_EVERY},
-    {"save-every", required_argument, 0, OPT_SAVE_EVERY},
-    {"json", no_argument, 0, OPT_JSON},             {"quiet", no_argument, 0, OPT_QUIET},
-    {"schedule", required_argument, 0, OPT_SCHEDULE},
-    {"warmup", required_argument, 0, OPT_WARMUP},
-    {"plot", no_argument, 0, OPT_PLOT},
-    {"snapshot-every", required_argument, 0, OPT_SNAPSHOT_EVERY},
-    {"dtype", required_argument, 0, OPT_DTYPE},     {"config", required_argument, 0, OPT_CONFIG},
-    {"help", no_argument, 0, CLI_OPT_HELP},         {0, 0, 0, 0}};
+/* What train's options set before the task's defaults fill in the rest (-1: not given). */
+typedef struct {
+    const char *task, *data, *heldout, *config;
+    int optim, schedule, dtype, residual; /* residual: -1 the task's, 0 or 1 */
+    long seq_len, vocab, d_model, heads, layers, batch, warmup;
+    double lr, init_scale, weight_decay, clip;
+    uint64_t seed;
+    bool causal;
+    cli_option rows[48]; /* the table (train_table), pointing into this and the train_args */
+} train_values;
+
+static const char *const optim_names[] = {"sgd", "momentum", "adam", NULL};
+static const char *const schedule_names[] = {"cosine", "constant", NULL};
+_Static_assert(QKV_SGD == 0 && QKV_MOMENTUM == 1 && QKV_ADAM == 2, "optim_names out of order");
+
+/* train's options, also read by --config files and sweep grids (cli_train_option): their
+ * values go to a (the run's) and v (the config's, before the task's defaults) */
+static cli_command train_table(train_args *a, train_values *v) {
+    const cli_option rows[] = {
+        {"config", CLI_STRING, &v->config, .arg = "FILE",
+         .help = "read options from a JSON file, e.g. a run's summary.json (which\n"
+                 "repeats that run); options given here override it (default: none)"},
+        {.kind = CLI_TEXT, .help = "task and model:"},
+        {"task", CLI_STRING, &v->task, .arg = "T",
+         .help = "the task (default copy): copy, reverse, shift, lookup, max,\n"
+                 "induction, recall, sort or translate; options not given take the\n"
+                 "task's defaults (induction: --seq-len 16 --layers 2 --heads 2\n"
+                 "--residual --steps 600; see qkv(1))"},
+        {"data", CLI_STRING, &v->data, .arg = "FILE",
+         .help = "your own task: one example a line, input tokens, a tab, output\n"
+                 "tokens (`_`: no target); padded, vocabulary from the file"},
+        {"heldout", CLI_STRING, &v->heldout, .arg = "FILE",
+         .help = "held-out examples of --data (default: a hash holds out 1 line in 8)"},
+        {"seq-len", CLI_INT, &v->seq_len, QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN, .arg = "N",
+         .help = "sequence length (default 8; or the task's)"},
+        {"vocab", CLI_INT, &v->vocab, 2, QKV_MAX_VOCAB, .arg = "N",
+         .help = "vocabulary size (default 16; lookup: 5 per key)"},
+        {"d-model", CLI_INT, &v->d_model, 1, QKV_MAX_D_MODEL, .arg = "N",
+         .help = "model width (default 64)"},
+        {"heads", CLI_INT, &v->heads, 1, QKV_MAX_HEADS, .arg = "N",
+         .help = "attention heads; must divide --d-model (default 1)"},
+        {"layers", CLI_INT, &v->layers, 1, QKV_MAX_LAYERS, .arg = "N",
+         .help = "attention layers, 1..8 (default 1; 2 for induction and recall)"},
+        {"residual", CLI_SET, &v->residual, .value = 1,
+         .help = "add a residual connection around each layer (default off; on for\n"
+                 "induction and recall)"},
+        {"no-residual", CLI_SET, &v->residual, .value = 0,
+         .help = "no residual connection, whatever the task's default"},
+        {"causal", CLI_FLAG, &v->causal,
+         .help = "causal mask on every layer (default off; always on for shift)"},
+        {"init-scale", CLI_DOUBLE, &v->init_scale, 0, QKV_MAX_INIT_SCALE, .lo_open = true,
+         .arg = "X", .help = "weights ~ N(0, X^2/fan_in), embeddings ~ N(0, X^2) (default 0.5)"},
+        {"dtype", CLI_CHOICE, &v->dtype, .choices = cli_dtype_names, .arg = "D",
+         .help = "f32 or f64: the precision of the weights, activations, gradients\n"
+                 "and optimizer state, saved as F32 or F64 tensors (default f32)"},
+        {.kind = CLI_TEXT, .help = "training:"},
+        {"optim", CLI_CHOICE, &v->optim, .choices = optim_names, .arg = "O",
+         .help = "sgd, momentum or adam (default adam)"},
+        {"lr", CLI_DOUBLE, &v->lr, 0, TRAIN_MAX_LR, .lo_open = true, .arg = "X",
+         .help = "learning rate (default: adam 0.005, momentum 0.1, sgd 1)"},
+        {"batch", CLI_INT, &v->batch, 1, TRAIN_MAX_BATCH, .arg = "N",
+         .help = "sequences per step (default 32)"},
+        {"steps", CLI_INT, &a->steps, 1, 100000000, .arg = "N",
+         .help = "optimizer steps (default 3000; or the task's)"},
+        {"weight-decay", CLI_DOUBLE, &v->weight_decay, 0, 1e6, .arg = "X",
+         .help = "L2 for sgd/momentum, decoupled for adam (default 0)"},
+        {"clip", CLI_DOUBLE, &v->clip, 0, 1e12, .arg = "X",
+         .help = "clip the gradient norm to X; 0 = off (default 1)"},
+        {"schedule", CLI_CHOICE, &v->schedule, .choices = schedule_names, .arg = "S",
+         .help = "learning rate: cosine (decay to 0) or constant (default cosine)"},
+        {"warmup", CLI_INT, &v->warmup, 0, 100000000, .arg = "N",
+         .help = "linear warm-up steps (default steps/20)"},
+        {"seed", CLI_U64, &v->seed, .arg = "S",
+         .help = "seed of weights, data and held-out set (default 1)"},
+        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N",
+         .help = "OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
+                 "else all cores); results do not depend on it"},
+        {.kind = CLI_TEXT, .help = "output:"},
+        {"out", CLI_STRING, &a->out_dir, .arg = "DIR",
+         .help = "write model.safetensors, metrics.csv and attention/ to DIR\n"
+                 "(default: none, nothing is written)"},
+        {"resume", CLI_STRING, &a->resume, .arg = "DIR",
+         .help = "continue the run saved in DIR (up to --steps in total; default off)"},
+        {"eval-every", CLI_INT, &a->eval_every, 1, 100000000, .arg = "N",
+         .help = "held-out evaluation and metrics row every N steps (default steps/20,\n"
+                 "and at steps 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, ... before\n"
+                 "that); a new run's first row is step 0, before any update"},
+        {"save-every", CLI_INT, &a->save_every, 0, 100000000, .arg = "N",
+         .help = "also save a checkpoint every N steps (default 0: at the end)"},
+        {"snapshot-every", CLI_INT, &a->snapshot_every, 0, 100000000, .arg = "K",
+         .help = "keep the attention of the fixed held-out example at step 0 and every\n"
+                 "K steps in DIR/snapshots/ (default 0: off)"},
+        {"plot", CLI_FLAG, &a->plot,
+         .help = "after saving, draw DIR/plots/ with gnuplot, as `qkv plot DIR` does;\n"
+                 "without gnuplot it says so and still exits 0 (default off)"},
+        {"json", CLI_FLAG, &a->json, .help = "print one JSON object on stdout at the end (default off)"},
+        {"quiet", CLI_FLAG, &a->quiet,
+         .help = "no progress bar or log lines, only the one-line result (default off)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    _Static_assert(sizeof rows <= sizeof v->rows, "train_values.rows is too short");
+    memcpy(v->rows, rows, sizeof rows);
+    return (cli_command){
+        .name = "train",
+        .usage = "usage: qkv train [options]\n"
+                 "Trains a toy attention model on a task generated from the seed, or on your examples,\n"
+                 "and reports held-out accuracy against chance and attention mass (the weight the best\n"
+                 "head of the layer carrying the task puts on the ideal keys).\n"
+                 "\n",
+        .options = v->rows,
+        .column = 22};
+}
 
 train_opt_kind cli_train_option(const char *name) {
-    static const char *const text[] = {"task", "optim", "schedule", "out", "resume", "config",
-                                       "dtype", "data", "heldout"};
-    for (const struct option *o = train_opts; o->name; o++) {
-        if (strcmp(o->name, name) || o->val == CLI_OPT_HELP) continue;
-        if (o->has_arg == no_argument) return TRAIN_OPT_FLAG;
-        for (size_t i = 0; i < sizeof text / sizeof text[0]; i++)
-            if (!strcmp(name, text[i])) return TRAIN_OPT_TEXT;
-        return TRAIN_OPT_NUMBER;
+    train_args a;
+    train_values v;
+    cli_command cmd = train_table(&a, &v);
+    int row = cli_option_row(&cmd, name);
+    switch (row < 0 ? CLI_HELP : cmd.options[row].kind) {
+    case CLI_FLAG:
+    case CLI_SET: return TRAIN_OPT_FLAG;
+    case CLI_STRING:
+    case CLI_CHOICE: return TRAIN_OPT_TEXT;
+    case CLI_INT:
+    case CLI_U64:
+    case CLI_DOUBLE: return TRAIN_OPT_NUMBER;
+    default: return TRAIN_OPT_UNKNOWN;
     }
-    return TRAIN_OPT_UNKNOWN;
 }
 
 static int train_parse(int argc, char **argv, train_args *a) {
-    const char *schedule = "cosine";
-    long warmup = -1;
-    const char *task_name = "copy", *optim_name = "adam", *data_path = NULL, *heldout_path = NULL;
-    bool task_set = false;
-    long seq_len = -1, vocab = 0, d_model = -1, heads = -1, layers = -1, batch = 32; /* -1: the task's */
-    double lr = 0, init_scale = 0.5, weight_decay = 0, clip = 1;
-    uint64_t seed = 1;
-    int residual = -1; /* -1: the task's default */
-    bool causal = false, model_opts = false;
-    qkv_dtype dtype = QKV_F32;
     *a = (train_args){.steps = 3000};
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", train_opts, NULL)) != -1;) {
-        bool ok = true;
-        if ((c >= OPT_TASK && c <= OPT_SEED && c != OPT_STEPS) || c == OPT_SCHEDULE ||
-            c == OPT_WARMUP || c == OPT_DTYPE || c == OPT_CONFIG || c == OPT_NO_RESIDUAL ||
-            c == OPT_DATA || c == OPT_HELDOUT)
-            model_opts = true;
-        switch (c) {
-        case OPT_TASK: task_name = optarg; task_set = true; break;
-        case OPT_DATA: data_path = optarg; break;
-        case OPT_HELDOUT: heldout_path = optarg; break;
-        case OPT_SEQ_LEN: ok = cli_parse_int("seq-len", optarg, 2, 65536, &seq_len); break;
-        case OPT_VOCAB: ok = cli_parse_int("vocab", optarg, 2, 1000000, &vocab); break;
-        case OPT_D_MODEL: ok = cli_parse_int("d-model", optarg, 1, 8192, &d_model); break;
-        case OPT_HEADS: ok = cli_parse_int("heads", optarg, 1, 8192, &heads); break;
-        case OPT_LAYERS: ok = cli_parse_int("layers", optarg, 1, QKV_MAX_LAYERS, &layers); break;
-        case OPT_RESIDUAL: residual = 1; break;
-        case OPT_NO_RESIDUAL: residual = 0; break;
-        case OPT_CAUSAL: causal = true; break;
-        case OPT_INIT_SCALE: ok = cli_parse_double("init-scale", optarg, 0, 100, true, &init_scale); break;
-        case OPT_OPTIM: optim_name = optarg; break;
-        case OPT_LR: ok = cli_parse_double("lr", optarg, 0, 1e6, true, &lr); break;
-        case OPT_BATCH: ok = cli_parse_int("batch", optarg, 1, 65536, &batch); break;
-        case OPT_STEPS: ok = cli_parse_int("steps", optarg, 1, 100000000, &a->steps); a->steps_set = true; break;
-        case OPT_WEIGHT_DECAY: ok = cli_parse_double("weight-decay", optarg, 0, 1e6, false, &weight_decay); break;
-        case OPT_CLIP: ok = cli_parse_double("clip", optarg, 0, 1e12, false, &clip); break;
-        case OPT_SEED: ok = cli_parse_u64("seed", optarg, &seed); break;
-        case OPT_THREADS: ok = cli_parse_int("threads", optarg, 1, 1024, &a->threads); break;
-        case OPT_OUT: a->out_dir = optarg; break;
-        case OPT_RESUME: a->resume = optarg; break;
-        case OPT_CONFIG: break; /* read before this scan: its options come first in argv */
-        case OPT_EVAL_EVERY: ok = cli_parse_int("eval-every", optarg, 1, 100000000, &a->eval_every); break;
-        case OPT_SAVE_EVERY: ok = cli_parse_int("save-every", optarg, 0, 100000000, &a->save_every); break;
-        case OPT_JSON: a->json = true; break;
-        case OPT_QUIET: a->quiet = true; break;
-        case OPT_SCHEDULE: schedule = optarg; break;
-        case OPT_WARMUP: ok = cli_parse_int("warmup", optarg, 0, 100000000, &warmup); break;
-        case OPT_PLOT: a->plot = true; break;
-        case OPT_SNAPSHOT_EVERY:
-            ok = cli_parse_int("snapshot-every", optarg, 0, 100000000, &a->snapshot_every);
-            break;
-        case OPT_DTYPE: ok = cli_parse_dtype(optarg, &dtype); break;
-        case 'h':
-        case CLI_OPT_HELP: fputs(train_usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("train", argv, c);
-        }
-        if (!ok) return EXIT_USAGE;
-    }
-    if (optind < argc) {
-        cli_error("train: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
+    train_values v = {.task = "copy", .optim = QKV_ADAM, .dtype = QKV_F32, .residual = -1,
+                      .seq_len = -1, .d_model = -1, .heads = -1, .layers = -1, .batch = 32,
+                      .warmup = -1, .init_scale = 0.5, .clip = 1, .seed = 1};
+    cli_command cmd = train_table(a, &v);
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
+    a->steps_set = cli_option_given(&cmd, "steps");
+    const char *task_name = v.task, *data_path = v.data, *heldout_path = v.heldout;
+    bool task_set = cli_option_given(&cmd, "task");
+    long seq_len = v.seq_len, vocab = v.vocab, d_model = v.d_model, heads = v.heads,
+         layers = v.layers;
+    int residual = v.residual;
     if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
     if (a->resume) {
+        /* the rest comes from the saved run */
+        static const char *const with_resume[] = {"steps", "out", "threads", "resume",
+                                                  "eval-every", "save-every", "snapshot-every",
+                                                  "plot", "json", "quiet"};
+        bool model_opts = false;
+        for (const cli_option *o = cmd.options; o->kind != CLI_END; o++) {
+            bool allowed = false;
+            for (size_t i = 0; i < sizeof with_resume / sizeof with_resume[0]; i++)
+                allowed = allowed || (o->name && !strcmp(o->name, with_resume[i]));
+            model_opts = model_opts || (o->given && !allowed);
+        }
         if (model_opts) {
             cli_error("train: --resume continues a saved run; only --steps, --out, --threads, "
                       "--eval-every, --save-every, --snapshot-every, --plot, --json and --quiet "
@@ -672,22 +401,12 @@ static int train_parse(int argc, char **argv, train_args *a) {
     if (residual < 0) residual = d->residual;
     if (!a->steps_set) a->steps = d->steps;
     train_config *cfg = &a->cfg;
-    *cfg = (train_config){.batch = (int)batch, .steps = a->steps, .seed = seed,
-                          .weight_decay = weight_decay, .clip = clip};
-    if (!strcmp(optim_name, "sgd")) cfg->optim = QKV_SGD;
-    else if (!strcmp(optim_name, "momentum")) cfg->optim = QKV_MOMENTUM;
-    else if (!strcmp(optim_name, "adam")) cfg->optim = QKV_ADAM;
-    else {
-        cli_error("train: unknown optimizer '%s' (sgd, momentum, adam)", optim_name);
-        return EXIT_USAGE;
-    }
-    if (strcmp(schedule, "cosine") && strcmp(schedule, "constant")) {
-        cli_error("train: unknown schedule '%s' (cosine, constant)", schedule);
-        return EXIT_USAGE;
-    }
-    cfg->cosine = !strcmp(schedule, "cosine");
-    cfg->warmup = warmup >= 0 ? warmup : a->steps / 20;
-    cfg->lr = lr > 0                      ? lr
+    *cfg = (train_config){.batch = (int)v.batch, .steps = a->steps, .seed = v.seed,
+                          .weight_decay = v.weight_decay, .clip = v.clip,
+                          .optim = (qkv_optim_kind)v.optim};
+    cfg->cosine = !strcmp(schedule_names[v.schedule], "cosine");
+    cfg->warmup = v.warmup >= 0 ? v.warmup : a->steps / 20;
+    cfg->lr = v.lr > 0                    ? v.lr
               : cfg->optim == QKV_ADAM     ? d->adam_lr
               : cfg->optim == QKV_MOMENTUM ? 0.1
                                            : 1.0;
@@ -718,8 +437,8 @@ static int train_parse(int argc, char **argv, train_args *a) {
     cfg->model = (qkv_model_config){.vocab = cfg->task.vocab, .seq_len = (int)seq_len,
                                     .d_model = (int)d_model, .heads = (int)heads,
                                     .layers = (int)layers, .residual = residual == 1,
-                                    .causal = causal || cfg->task.causal,
-                                    .init_scale = init_scale, .dtype = dtype,
+                                    .causal = v.causal || cfg->task.causal,
+                                    .init_scale = v.init_scale, .dtype = (qkv_dtype)v.dtype,
                                     .target_len = cfg->task.target_len};
     if (!a->out_dir && (a->plot || a->snapshot_every)) {
         cli_error("train: %s needs --out DIR", a->plot ? "--plot" : "--snapshot-every");
@@ -728,16 +447,63 @@ static int train_parse(int argc, char **argv, train_args *a) {
     return CLI_RUN;
 }
 
+/* What the progress of a run shows: a bar redrawn in place on a terminal, or a log line per
+ * evaluation when the output is not one (none with --quiet, nor with --json). */
+typedef struct {
+    FILE *out;
+    bool bar, log, quiet;
+    bool resumed;
+    int64_t old_steps; /* a resumed run's --steps before this command */
+    double t0, last_draw, heldout, seconds;
+    bool drawn;        /* the bar is on the screen */
+} train_progress;
+
+static void on_progress(run_event event, const training_run *run, const trainer *t, void *user) {
+    train_progress *p = user;
+    int64_t step = t->optim.step, total = t->cfg.steps;
+    double el = run_files_now() - p->t0;
+    double rate = el > 0 ? (double)(step - run->start_step) / el : 0;
+    switch (event) {
+    case RUN_BEGIN:
+        p->t0 = run_files_now();
+        if (p->resumed && total != p->old_steps && step < total && !p->quiet)
+            say_schedule_change(p->out, t, p->old_steps);
+        break;
+    case RUN_EVALUATED:
+        p->heldout = run->last.accuracy;
+        if (p->log) {
+            printf("step %" PRId64 "/%" PRId64 " loss %.4f train_acc %.4f heldout_acc %.4f "
+                   "attention_mass %.3f steps/s %.0f\n", step, total, t->last_loss,
+                   t->last_train_acc, run->last.accuracy, run->last.attention_mass, rate);
+            fflush(stdout);
+        }
+        break;
+    case RUN_STEPPED:
+        if (p->bar && (el - p->last_draw > 0.1 || step == total)) {
+            progress_bar(p->out, step, total, t->last_loss, p->heldout, rate,
+                         rate > 0 ? (double)(total - step) / rate : 0);
+            p->last_draw = el;
+            p->drawn = true;
+        }
+        break;
+    case RUN_COMMITTED:
+        cli_set_interrupt_note("the run in %s keeps its checkpoint of step %" PRId64,
+                               run->dir.dir, step);
+        break;
+    case RUN_TRAINED:
+        p->seconds = el;
+        break;
+    }
+}
+
 static int train_run(train_args *a) {
     const char *out_dir = a->out_dir, *resume = a->resume;
-    long eval_every = a->eval_every, save_every = a->save_every, snapshot_every = a->snapshot_every;
-    bool json = a->json, quiet = a->quiet, plot = a->plot;
+    bool json = a->json, quiet = a->quiet;
     int code = cli_set_threads(a->threads);
     if (code != EXIT_OK) return code;
 
     trainer t;
     qkv_status s;
-    metrics m = {0};
     int64_t old_steps = 0; /* a resumed run's --steps before this command */
     char path[1100];
     if (resume) {
@@ -759,178 +525,62 @@ static int train_run(train_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    m.n_scores = metrics_count_scores(&t);
-    rundir rd_store, *rd = NULL;
-    if (out_dir) {
-        if ((s = rundir_open(&rd_store, out_dir)) != QKV_OK) {
-            cli_error("%s", qkv_last_error());
-            trainer_free(&t);
-            return cli_exit_for(s);
-        }
-        rd = &rd_store;
-        rd->committed = resume && !strcmp(out_dir, resume); /* its checkpoint is already there */
-    }
-    int64_t start_step = t.optim.step, saved_step = start_step;
-    if (resume) {
-        /* The checkpoint decides: metrics rows and snapshots after its step are what a kill
-         * left ahead of it; they are dropped, and the steps are done again. */
-        char mpath[1200];
-        snprintf(mpath, sizeof mpath, "%s/metrics.csv", resume);
-        metrics_read(&m, mpath, t.optim.step);
-        if (t.metrics_rows >= 0 && m.n != t.metrics_rows) {
-            cli_error("%s holds %d rows up to step %" PRId64 ", but its model was saved with %"
-                      PRId64 ": they are not of the same run", mpath, m.n, t.optim.step,
-                      t.metrics_rows);
-            code = EXIT_FORMAT;
-        }
-    }
-    if (rd && code == EXIT_OK) {
-        rundir_trim_snapshots(rd, start_step);
-        if (rd->committed)
-            cli_set_interrupt_note("the run in %s keeps its checkpoint of step %" PRId64, rd->dir,
-                                   start_step);
-    }
-
-    int64_t total = t.cfg.steps, every = eval_every ? eval_every : (total >= 20 ? total / 20 : 1);
-    /* summary.json and metrics.jsonl (run_files.c) */
-    run_options ro = {.eval_every = (long)every, .save_every = save_every,
-                      .snapshot_every = snapshot_every};
-    run_files rf;
-    if (code == EXIT_OK && out_dir &&
-        (s = run_files_begin(&rf, out_dir, resume ? resume : out_dir, &t, &ro, m.rows, m.n)) != QKV_OK)
-        code = run_failed(s, rd, saved_step);
-    bool files_begun = code == EXIT_OK && out_dir;
     FILE *prog = json ? stderr : stdout;
-    bool tty = isatty(fileno(prog)), show_bar = !quiet && tty, show_log = !quiet && !tty && !json;
-    double t0 = now_seconds(), last_draw = 0, heldout = 0;
-    eval_result r = {0};
-    if (code == EXIT_OK && resume && total != old_steps && t.optim.step < total && !quiet)
-        say_schedule_change(prog, &t, old_steps);
-    /* A new run's metrics start at step 0, before any update: the held-out columns evaluate
-     * the initial weights, and loss and train_acc are the first training batch's under those
-     * same weights (step 1's forward pass, measured before its update); lr is 0. */
-    eval_result at_start = {0};
-    bool row0 = code == EXIT_OK && start_step == 0;
-    if (row0) at_start = trainer_evaluate(&t);
-    if (code == EXIT_OK && snapshot_every && start_step == 0 &&
-        (s = write_snapshot(&t, out_dir)) != QKV_OK)
-        code = run_failed(s, rd, saved_step);
-    while (code == EXIT_OK && t.optim.step < total) {
-        if ((s = trainer_step(&t)) != QKV_OK) {
-            if (show_bar) fputc('\n', prog);
-            code = run_failed(s, rd, saved_step);
-            break;
-        }
-        int64_t step = t.optim.step;
-        if (step == 1 && row0) {
-            double *scores = metrics_new_scores(&m);
-            if (scores) metrics_scores(&t, &at_start, scores);
-            metrics_row zero = {0, t.last_loss, t.last_train_acc, at_start.accuracy, 0, at_start.loss,
-                                scores};
-            metrics_add(&m, zero);
-            if (files_begun) run_files_row(&rf, &zero, &at_start);
-        }
-        if ((eval_every ? step % every == 0 : default_eval_step(step, every)) || step == total) {
-            r = trainer_evaluate(&t);
-            heldout = r.accuracy;
-            double *scores = metrics_new_scores(&m);
-            if (scores) metrics_scores(&t, &r, scores);
-            metrics_row row = {step, t.last_loss, t.last_train_acc, r.accuracy, t.optim.lr, r.loss,
-                               scores};
-            metrics_add(&m, row);
-            if (files_begun) run_files_row(&rf, &row, &r);
-            if (show_log) {
-                double el = now_seconds() - t0;
-                printf("step %" PRId64 "/%" PRId64 " loss %.4f train_acc %.4f heldout_acc %.4f "
-                       "attention_mass %.3f steps/s %.0f\n", step, total, t.last_loss,
-                       t.last_train_acc, r.accuracy, r.attention_mass,
-                       el > 0 ? (double)(step - start_step) / el : 0);
-                fflush(stdout);
-            }
-        }
-        if (show_bar) {
-            double el = now_seconds() - t0;
-            if (el - last_draw > 0.1 || step == total) {
-                double rate = el > 0 ? (double)(step - start_step) / el : 0;
-                progress_bar(prog, step, total, t.last_loss, heldout, rate,
-                             rate > 0 ? (double)(total - step) / rate : 0);
-                last_draw = el;
-            }
-        }
-        if (snapshot_every && step % snapshot_every == 0 &&
-            (s = write_snapshot(&t, out_dir)) != QKV_OK) {
-            code = run_failed(s, rd, saved_step);
-            break;
-        }
-        if (rd && ((save_every && step % save_every == 0) || step == total)) {
-            if ((s = save_all(&t, &m, rd)) != QKV_OK) {
-                if (show_bar) fputc('\n', prog);
-                code = run_failed(s, rd, saved_step);
-                break;
-            }
-            saved_step = step;
-        }
+    bool tty = isatty(fileno(prog));
+    train_progress p = {.out = prog, .bar = !quiet && tty, .log = !quiet && !tty && !json,
+                        .quiet = quiet, .resumed = resume != NULL, .old_steps = old_steps};
+    run_options o = {.out_dir = out_dir, .resume_dir = resume, .eval_every = a->eval_every,
+                     .save_every = a->save_every, .snapshot_every = a->snapshot_every};
+    training_run run;
+    if ((s = trainer_run(&t, &o, on_progress, &p, &run)) != QKV_OK) {
+        if (p.drawn) fputc('\n', prog);
+        if (run.started && run.has_dir && run.dir.committed) /* and what the directory keeps */
+            cli_error("%s; %s keeps the checkpoint of step %" PRId64, qkv_last_error(),
+                      run.dir.dir, run.saved_step);
+        else
+            cli_error("%s", qkv_last_error());
+        code = cli_exit_for(s);
     }
-    double seconds = now_seconds() - t0;
-    if (show_bar && code == EXIT_OK) fputc('\n', prog);
-    if (code == EXIT_OK && t.optim.step == start_step) {
-        r = trainer_evaluate(&t);
-        if (files_begun) { /* the summary's metrics */
-            rf.evaluated = t.optim.step;
-            rf.last = r;
-        }
-    }
-    if (code == EXIT_OK && rd && !rd->committed && (s = save_all(&t, &m, rd)) != QKV_OK)
-        code = run_failed(s, rd, saved_step); /* a resume with no steps left, into a new --out */
-    if (code == EXIT_OK && !rd && (s = trainer_check_state(&t, QKV_ERR_NUMERIC)) != QKV_OK)
-        code = run_failed(s, rd, saved_step); /* a run without --out ends the same way */
     if (code == EXIT_OK) {
+        if (p.bar) fputc('\n', prog);
         if (json)
-            print_result_json(&t, r, t.optim.step, seconds, "train", t.optim.step > start_step);
+            print_result_json(&t, run.last, t.optim.step, p.seconds, "train",
+                              t.optim.step > run.start_step);
         else { /* --quiet too: the summary's first line is what a script reads */
             char tail[1200];
-            snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step, seconds,
-                     out_dir ? ", saved to " : "", out_dir ? out_dir : "");
-            print_summary(&t, &r, tail, quiet);
-            if (!quiet) print_induction_step(&t, &m);
+            snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step,
+                     p.seconds, out_dir ? ", saved to " : "", out_dir ? out_dir : "");
+            print_summary(&t, &run.last, tail, quiet);
+            if (!quiet) print_induction_step(&t, &run.metrics);
         }
     }
-    if (code == EXIT_OK && plot) {
+    if (code == EXIT_OK && a->plot) {
         bool no_gnuplot = false;
         int pc = cli_plot(out_dir, "png", !quiet && !json, &no_gnuplot);
         if (!no_gnuplot) code = pc; /* without gnuplot the run still succeeded: its data is saved */
     }
-    if (files_begun &&
-        (s = run_files_end(&rf, &t, &ro, code, code ? qkv_last_error() : NULL)) != QKV_OK &&
+    /* summary.json records how the whole command ended, the plots included */
+    if ((s = trainer_run_end(&run, &t, code, code ? qkv_last_error() : NULL)) != QKV_OK &&
         code == EXIT_OK) {
         cli_error("%s", qkv_last_error());
         code = cli_exit_for(s);
     }
     cli_clear_interrupt_note();
-    if (rd) rundir_close(rd); /* (a run that committed nothing leaves nothing, summary included) */
     trainer_free(&t);
-    metrics_free(&m);
     return code;
-}
-
-/* The file of the last --config in argv, or NULL: a quiet scan ahead of the real one, which
- * reports any bad option. */
-static const char *find_config(int argc, char **argv) {
-    const char *config = NULL;
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", train_opts, NULL)) != -1;)
-        if (c == OPT_CONFIG) config = optarg;
-    return config;
 }
 
 /* train: reads --config (unless parse_only), parses, and runs unless `run` is false. The
  * options of a config file go first, so that the command line's override them. */
 static int train_command(int argc, char **argv, bool parse_only, bool run) {
-    const char *config = parse_only ? NULL : find_config(argc, argv);
+    train_args scratch;
+    train_values values;
+    cli_command cmd = train_table(&scratch, &values);
+    const char *config = parse_only ? NULL : cli_option_last(&cmd, argc, argv, "config");
     char **config_args = NULL, **merged = NULL;
     int nconfig = 0;
     if (config) {
-        int code = cli_config_args(config, &nconfig, &config_args);
+        int code = cli_config_args(config, cli_train_option, &nconfig, &config_args);
         if (code != EXIT_OK) return code;
         merged = malloc(((size_t)argc + (size_t)nconfig + 1) * sizeof *merged);
         if (!merged) {
@@ -968,37 +618,29 @@ typedef struct {
 } eval_args;
 
 static int eval_parse(int argc, char **argv, eval_args *a) {
-    static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
-                                         {"threads", required_argument, 0, OPT_THREADS},
-                                         {"json", no_argument, 0, OPT_JSON},
-                                         {"dtype", required_argument, 0, OPT_DTYPE},
-                                         {"help", no_argument, 0, CLI_OPT_HELP},
-                                         {0, 0, 0, 0}};
     *a = (eval_args){.dtype = TRAIN_DTYPE_OF_FILE};
-    cli_getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
-        switch (c) {
-        case OPT_MODEL: a->model = optarg; break;
-        case OPT_THREADS:
-            if (!cli_parse_int("threads", optarg, 1, 1024, &a->threads)) return EXIT_USAGE;
-            break;
-        case OPT_JSON: a->json = true; break;
-        case OPT_DTYPE: {
-            qkv_dtype dt;
-            if (!cli_parse_dtype(optarg, &dt)) return EXIT_USAGE;
-            a->dtype = (int)dt;
-            break;
-        }
-        case 'h':
-        case CLI_OPT_HELP: fputs(eval_usage, stdout); return EXIT_OK;
-        default: return cli_bad_option("eval", argv, c);
-        }
-    }
+    cli_option options[] = {
+        {"model", CLI_STRING, &a->model, .arg = "FILE",
+         .help = "a model.safetensors, or the directory holding one"},
+        {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
+         .help = "f32 or f64: evaluate in this precision (default: the model's own;\n"
+                 "an f32 model runs in f64 exactly widened, an f64 one is never rounded)"},
+        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N",
+         .help = "OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
+                 "else all cores)"},
+        {"json", CLI_FLAG, &a->json, .help = "print one JSON object"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "eval",
+        .usage = "usage: qkv eval --model FILE [options]\n"
+                 "Evaluates a saved model on its task's held-out set (rebuilt from the saved seed).\n"
+                 "\n",
+        .options = options,
+        .column = 22};
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
     if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
-    if (optind < argc) {
-        cli_error("eval: unexpected argument '%s'", argv[optind]);
-        return EXIT_USAGE;
-    }
     if (!a->model) {
         cli_error("eval: --model FILE is required");
         return EXIT_USAGE;
@@ -1018,9 +660,9 @@ static int eval_run(const eval_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    double t0 = now_seconds();
+    double t0 = run_files_now();
     eval_result r = trainer_evaluate(&t);
-    double seconds = now_seconds() - t0;
+    double seconds = run_files_now() - t0;
     if (json)
         print_result_json(&t, r, t.optim.step, seconds, "eval", false);
     else {

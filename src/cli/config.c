@@ -82,7 +82,8 @@ static bool push(arg_list *l, const char *text) {
 }
 
 /* Turns one key and value into arguments; EXIT_OK or an exit code after one line. */
-static int option_args(arg_list *l, const char *path, const cJSON *item) {
+static int option_args(arg_list *l, const char *path, const cJSON *item,
+                       train_opt_kind (*kind_of)(const char *name)) {
     const char *key = item->string;
     char name[64];
     if (strlen(key) >= sizeof name || !*key) {
@@ -90,7 +91,7 @@ static int option_args(arg_list *l, const char *path, const cJSON *item) {
         return EXIT_USAGE;
     }
     for (size_t i = 0; (name[i] = key[i] == '_' ? '-' : key[i]); i++) {}
-    train_opt_kind kind = cli_train_option(name);
+    train_opt_kind kind = kind_of(name);
     if (kind == TRAIN_OPT_UNKNOWN) {
         cli_error("train: %s: unknown option '%s' (see qkv train --help)", path, key);
         return EXIT_USAGE;
@@ -137,7 +138,8 @@ static int option_args(arg_list *l, const char *path, const cJSON *item) {
     return EXIT_OK;
 }
 
-int cli_config_args(const char *path, int *argc, char ***argv) {
+int cli_config_args(const char *path, train_opt_kind (*kind_of)(const char *name), int *argc,
+                    char ***argv) {
     *argc = 0;
     *argv = NULL;
     size_t size;
@@ -165,7 +167,7 @@ int cli_config_args(const char *path, int *argc, char ***argv) {
                 cli_error("train: %s: '%s' appears twice", path, item->string);
                 code = EXIT_USAGE;
             }
-        if (code == EXIT_OK) code = option_args(&l, path, item);
+        if (code == EXIT_OK) code = option_args(&l, path, item, kind_of);
         if (code != EXIT_OK) break;
     }
     cJSON_Delete(root);

@@ -3,7 +3,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +42,20 @@ void cli_error(const char *fmt, ...) {
     if (msg != small) free(msg);
 }
 
+const char *cli_flag_of_field(const char *field) {
+    static const struct {
+        const char *field, *flag;
+    } flags[] = {
+        {"seq_len", "--seq-len"}, {"vocab", "--vocab"},       {"d_model", "--d-model"},
+        {"heads", "--heads"},     {"layers", "--layers"},     {"init_scale", "--init-scale"},
+        {"dtype", "--dtype"},     {"batch", "--batch"},       {"lr", "--lr"},
+        {"data_path", "--data"},  {"heldout_path", "--heldout"},
+    };
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (!strcmp(field, flags[i].field)) return flags[i].flag;
+    return NULL;
+}
+
 int cli_exit_for(qkv_status status) {
     switch (status) {
     case QKV_OK: return EXIT_OK;
@@ -56,38 +69,8 @@ int cli_exit_for(qkv_status status) {
     return EXIT_FAILED;
 }
 
-void cli_getopt_reset(void) {
-    optind = 0;
-    opterr = 0;
-}
-
-int cli_bad_option(const char *cmd, char **argv, int c) {
-    /* glibc's optopt: 0 for an unknown or ambiguous long option, the option's value (>= 256,
-     * see CLI_OPT_HELP) for a long option given a value it does not take, else the letter of
-     * an unknown short option. A long option is the argument just consumed. */
-    const char *arg = argv[optind - 1];
-    int len = (int)strcspn(arg, "=");
-    if (c == ':')
-        cli_error("%s: %s needs a value", cmd, arg);
-    else if (optopt >= 256)
-        cli_error("%s: %.*s takes no value", cmd, len, arg);
-    else if (optopt != 0) /* a char: negative for bytes above 127 */
-        cli_error(isgraph((unsigned char)optopt) ? "%s: unknown option '-%c' (see qkv %s --help)"
-                                                 : "%s: unknown option '-\\x%02x' (see qkv %s --help)",
-                  cmd, (unsigned char)optopt, cmd);
-    else
-        cli_error("%s: unknown option '%.*s' (see qkv %s --help)", cmd, len, arg, cmd);
-    return EXIT_USAGE;
-}
-
-bool cli_parse_dtype(const char *text, qkv_dtype *out) {
-    if (!strcmp(text, "f32") || !strcmp(text, "f64")) {
-        *out = !strcmp(text, "f64") ? QKV_F64 : QKV_F32;
-        return true;
-    }
-    cli_error("--dtype: '%s' is not f32 or f64", text);
-    return false;
-}
+const char *const cli_dtype_names[] = {"f32", "f64", NULL};
+_Static_assert(QKV_F32 == 0 && QKV_F64 == 1, "cli_dtype_names out of order");
 
 /* strtol and its kin skip leading white space and take a sign: " -1" would pass a check
  * for '-' on the first byte and wrap to 2^64-1 in strtoull. Numbers here begin with a digit

@@ -1,18 +1,6 @@
 /* autograd.c - the tape: reverse-mode backward, zeroing gradients, a plain SGD step. */
 #include "engine/internal.h"
 
-static const char *const op_names[] = {
-    [QKV_OP_NONE] = "leaf",           [QKV_OP_MATMUL] = "matmul",
-    [QKV_OP_SCALE] = "scale",         [QKV_OP_MASK] = "mask",
-    [QKV_OP_SOFTMAX] = "softmax",     [QKV_OP_ADD] = "add",
-    [QKV_OP_MUL] = "mul",             [QKV_OP_EMBEDDING] = "embedding",
-    [QKV_OP_RESHAPE] = "reshape",     [QKV_OP_TRANSPOSE] = "transpose",
-    [QKV_OP_CROSS_ENTROPY] = "cross_entropy", [QKV_OP_MSE] = "mse",
-    [QKV_OP_SUM] = "sum",             [QKV_OP_MEAN] = "mean",
-    [QKV_OP_ATTENTION] = "attention_fused",
-};
-_Static_assert(sizeof op_names / sizeof op_names[0] == QKV_OP_COUNT, "op_names out of sync");
-
 static const op_backward_fn op_backward[] = {
     [QKV_OP_NONE] = NULL,
     [QKV_OP_MATMUL] = matmul_backward,
@@ -32,10 +20,6 @@ static const op_backward_fn op_backward[] = {
 };
 _Static_assert(sizeof op_backward / sizeof op_backward[0] == QKV_OP_COUNT,
                "op_backward out of sync");
-
-const char *qkv_op_name(qkv_op op) {
-    return op >= 0 && op < QKV_OP_COUNT ? op_names[op] : "?";
-}
 
 /* Leaves (parameters) receive the gradient of one backward pass in scratch memory of the loss's
  * context, and it is added to what they hold at the end: a leaf's gradient becomes exactly

@@ -38,6 +38,11 @@ _Noreturn void qkv_die_(const char *file, int line, const char *op, const char *
         }                                                                                 \
     } while (0)
 
+/* ---- errors (errors.c) ---- */
+/* What a message calls config field `field` ("seq_len"): the field itself, or the name that a
+ * front end gave it with qkv_set_field_names ("--seq-len"). */
+const char *field_name(const char *field);
+
 /* ---- memory (memory.c) ---- */
 /* The bytes qkv may plan for: the smallest of the physical memory, the cgroup's memory limit,
  * RLIMIT_AS, RLIMIT_DATA and a limit set with memory_limit_set. *what (if not NULL) names
@@ -47,8 +52,6 @@ double memory_limit(const char **what);
 void memory_limit_set(double bytes);
 
 /* ---- model (model.c) ---- */
-/* The range checks of qkv_model_init (QKV_ERR_VALUE naming the culprit), without allocating. */
-qkv_status model_check_config(const qkv_model_config *c);
 /* *r becomes a second model over m's weights: every parameter shares m's data and has its
  * own gradient, in r->params (freed with qkv_model_free(r); m must outlive r). A training
  * step gives one to each shard of its batch, so that shards run backward side by side. */

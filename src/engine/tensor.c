@@ -1,43 +1,22 @@
-/* tensor.c - tensor creation, element access, printing, errors and the portable RNG. */
+/* tensor.c - tensor creation, element access, printing (with the op names) and the portable
+ * RNG. */
 #include "engine/internal.h"
 
-#include <stdarg.h>
+/* ---- op names: what a tensor prints as its maker (autograd.c keeps the backward of each) ---- */
+static const char *const op_names[] = {
+    [QKV_OP_NONE] = "leaf",           [QKV_OP_MATMUL] = "matmul",
+    [QKV_OP_SCALE] = "scale",         [QKV_OP_MASK] = "mask",
+    [QKV_OP_SOFTMAX] = "softmax",     [QKV_OP_ADD] = "add",
+    [QKV_OP_MUL] = "mul",             [QKV_OP_EMBEDDING] = "embedding",
+    [QKV_OP_RESHAPE] = "reshape",     [QKV_OP_TRANSPOSE] = "transpose",
+    [QKV_OP_CROSS_ENTROPY] = "cross_entropy", [QKV_OP_MSE] = "mse",
+    [QKV_OP_SUM] = "sum",             [QKV_OP_MEAN] = "mean",
+    [QKV_OP_ATTENTION] = "attention_fused",
+};
+_Static_assert(sizeof op_names / sizeof op_names[0] == QKV_OP_COUNT, "op_names out of sync");
 
-/* ---- errors ---- */
-static _Thread_local char last_error[1024];
-
-const char *qkv_last_error(void) { return last_error; }
-
-qkv_status qkv_fail(qkv_status status, const char *fmt, ...) {
-    /* Format into a copy first: an argument may be qkv_last_error() itself, as in
-     * qkv_fail(s, "%s: %s", path, qkv_last_error()), and vsnprintf must not overlap. A
-     * message too long for the buffer (a path of 4000 characters) keeps its beginning and its
-     * end, where the reason is, and loses the middle of the path to "...". */
-    char msg[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    size_t len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
-    if (len < sizeof last_error) {
-        memcpy(last_error, msg, len + 1);
-    } else {
-        size_t head = 200, tail = sizeof last_error - head - 4;
-        memcpy(last_error, msg, head);
-        memcpy(last_error + head, "...", 3);
-        memcpy(last_error + head + 3, msg + len - tail, tail + 1);
-    }
-    return status;
-}
-
-void qkv_die_(const char *file, int line, const char *op, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "qkv: %s: ", op);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " [%s:%d]\n", file, line);
-    va_end(ap);
-    abort();
+const char *qkv_op_name(qkv_op op) {
+    return op >= 0 && op < QKV_OP_COUNT ? op_names[op] : "?";
 }
 
 /* ---- random numbers ---- */

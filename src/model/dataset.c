@@ -9,7 +9,7 @@
 #include <inttypes.h>
 #include <sys/stat.h>
 
-#define DATA_MAX_LEN 4096   /* tokens on a side */
+#define DATA_MAX_LEN QKV_MAX_TASK_SEQ_LEN /* tokens on a side */
 #define DATA_HELDOUT_SHARE 8
 
 /* FNV-1a 64 over bytes, from h. */
@@ -316,8 +316,8 @@ qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path) 
                      d->path);
     if (s == QKV_OK && d->n_held == 0)
         s = qkv_fail(QKV_ERR_FORMAT, "%s: no example is held out (a hash of each line picks "
-                     "one in %d; %d lines are too few): give --heldout FILE", d->path,
-                     DATA_HELDOUT_SHARE, d->n_train);
+                     "one in %d; %d lines are too few): give them a file of their own (%s)", d->path,
+                     DATA_HELDOUT_SHARE, d->n_train, field_name("heldout_path"));
     if (s == QKV_OK) {
         /* the output tokens, for the chance level */
         uint8_t *seen = calloc((size_t)d->vocab, 1);

@@ -30,43 +30,51 @@ static qkv_tensor *add_param(qkv_model *m, qkv_tensor *t, const char *fmt, int l
     return t;
 }
 
-qkv_status model_check_config(const qkv_model_config *c) {
-    if (c->vocab < 2 || c->vocab > 1000000)
-        return qkv_fail(QKV_ERR_VALUE, "--vocab %d is out of range (2..1000000)", c->vocab);
-    if (c->seq_len < 1 || c->seq_len > 65536)
-        return qkv_fail(QKV_ERR_VALUE, "--seq-len %d is out of range (1..65536)", c->seq_len);
-    if (c->d_model < 1 || c->d_model > 8192)
-        return qkv_fail(QKV_ERR_VALUE, "--d-model %d is out of range (1..8192)", c->d_model);
+qkv_status qkv_model_config_check(const qkv_model_config *c) {
+    /* F(field): the field's name in messages (the CLI's flag, under qkv train) */
+#define F(field) field_name(#field)
+    if (c->vocab < 2 || c->vocab > QKV_MAX_VOCAB)
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (2..%d)", F(vocab), c->vocab,
+                        QKV_MAX_VOCAB);
+    if (c->seq_len < 1 || c->seq_len > QKV_MAX_SEQ_LEN)
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (1..%d)", F(seq_len), c->seq_len,
+                        QKV_MAX_SEQ_LEN);
+    if (c->d_model < 1 || c->d_model > QKV_MAX_D_MODEL)
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (1..%d)", F(d_model), c->d_model,
+                        QKV_MAX_D_MODEL);
     if (c->heads < 1 || c->heads > c->d_model)
-        return qkv_fail(QKV_ERR_VALUE, "--heads %d is out of range (1..%d)", c->heads, c->d_model);
-    if (c->d_model % c->heads != 0)
-        return qkv_fail(QKV_ERR_VALUE, "--heads %d does not divide --d-model %d", c->heads,
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (1..%d)", F(heads), c->heads,
                         c->d_model);
+    if (c->d_model % c->heads != 0)
+        return qkv_fail(QKV_ERR_VALUE, "%s %d does not divide %s %d", F(heads), c->heads,
+                        F(d_model), c->d_model);
     if (c->layers < 1 || c->layers > QKV_MAX_LAYERS)
-        return qkv_fail(QKV_ERR_VALUE, "--layers %d is out of range (1..%d)", c->layers,
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (1..%d)", F(layers), c->layers,
                         QKV_MAX_LAYERS);
     if (c->dtype != QKV_F32 && c->dtype != QKV_F64)
-        return qkv_fail(QKV_ERR_VALUE, "the model's dtype must be f32 or f64");
-    if (c->target_len < 0 || c->target_len > 65536)
-        return qkv_fail(QKV_ERR_VALUE, "the target length %d is out of range (0..65536)",
-                        c->target_len);
-    if (!(c->init_scale > 0 && c->init_scale <= 100))
-        return qkv_fail(QKV_ERR_VALUE, "--init-scale %g is out of range (above 0..100)",
-                        c->init_scale);
+        return qkv_fail(QKV_ERR_VALUE, "%s must be f32 or f64", F(dtype));
+    if (c->target_len < 0 || c->target_len > QKV_MAX_SEQ_LEN)
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (0..%d)", F(target_len),
+                        c->target_len, QKV_MAX_SEQ_LEN);
+    if (!(c->init_scale > 0 && c->init_scale <= QKV_MAX_INIT_SCALE))
+        return qkv_fail(QKV_ERR_VALUE, "%s %g is out of range (above 0..%g)", F(init_scale),
+                        c->init_scale, QKV_MAX_INIT_SCALE);
+#undef F
     return QKV_OK;
 }
 
 qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t seed) {
     memset(m, 0, sizeof *m);
     const qkv_model_config *c = cfg;
-    qkv_status st = model_check_config(c);
+    qkv_status st = qkv_model_config_check(c);
     if (st != QKV_OK) return st;
     const char *what;
     double need = qkv_model_param_bytes(c), have = memory_limit(&what);
     if (need > have / 2)
         return qkv_fail(QKV_ERR_NOMEM, "the model needs %.1f GiB for its parameters, more than "
-                        "half of %s (%.1f GiB): lower --d-model, --vocab or --layers",
-                        need / (1 << 30), what, have / (1 << 30));
+                        "half of %s (%.1f GiB): lower %s, %s or %s", need / (1 << 30), what,
+                        have / (1 << 30), field_name("d_model"), field_name("vocab"),
+                        field_name("layers"));
     m->cfg = *c;
     m->params = qkv_ctx_new((size_t)need + 4096 * 64);
     if (!m->params) return qkv_fail(QKV_ERR_NOMEM, "out of memory for the parameters");

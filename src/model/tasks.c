@@ -1,7 +1,6 @@
 /* tasks.c - toy tasks: sequences generated from a seed, a held-out split, ideal patterns. */
 #include "engine/internal.h"
 
-#define TASK_MAX_SEQ 4096
 #define LOOKUP_MAX_KEYS 32
 #define LOOKUP_VALUES 4     /* values per key at the default vocabulary */
 #define HELDOUT_SHARE 8     /* one sequence in 8 is held out */
@@ -31,7 +30,7 @@ const char *qkv_task_name(qkv_task_kind kind) {
 }
 
 int qkv_task_default_vocab(qkv_task_kind kind, int seq_len) {
-    if (seq_len < 2) return 0;
+    if (seq_len < QKV_MIN_TASK_SEQ_LEN) return 0;
     if (kind == QKV_TASK_LOOKUP) return (seq_len - 1) * (LOOKUP_VALUES + 1);
     if (kind == QKV_TASK_RECALL || kind == QKV_TASK_TRANSLATE) return 32;
     if (kind == QKV_TASK_INDUCTION || kind == QKV_TASK_SORT)
@@ -49,6 +48,7 @@ static double log2_arrangements(int n, int k) {
 
 qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int vocab) {
     memset(task, 0, sizeof *task);
+    const char *len_name = field_name("seq_len"), *vocab_name = field_name("vocab");
     int k = 0;
     while (k < QKV_TASK_COUNT && strcmp(name, task_names[k]) != 0) k++;
     if (k == QKV_TASK_COUNT)
@@ -56,14 +56,14 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
                         "induction, recall, sort, translate)", name);
     task->kind = (qkv_task_kind)k;
     if (task->kind == QKV_TASK_DATA)
-        return qkv_fail(QKV_ERR_VALUE, "a task of your own comes from a file: --data FILE");
-    if (seq_len < 2 || seq_len > TASK_MAX_SEQ)
-        return qkv_fail(QKV_ERR_VALUE, "--seq-len %d is out of range for %s (2..%d)", seq_len,
-                        name, TASK_MAX_SEQ);
+        return qkv_fail(QKV_ERR_VALUE, "a task of your own comes from a file: %s", field_name("data_path"));
+    if (seq_len < QKV_MIN_TASK_SEQ_LEN || seq_len > QKV_MAX_TASK_SEQ_LEN)
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range for %s (%d..%d)", len_name, seq_len,
+                        name, QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN);
     if (task->kind == QKV_TASK_LOOKUP && seq_len - 1 > LOOKUP_MAX_KEYS)
         return qkv_fail(QKV_ERR_VALUE,
-                        "--seq-len %d is too large for lookup: at most %d key-value pairs + 1 query",
-                        seq_len, LOOKUP_MAX_KEYS);
+                        "%s %d is too large for lookup: at most %d key-value pairs + 1 query",
+                        len_name, seq_len, LOOKUP_MAX_KEYS);
     if (vocab <= 0) vocab = qkv_task_default_vocab(task->kind, seq_len);
     task->seq_len = seq_len;
     task->vocab = vocab;
@@ -76,23 +76,23 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
         task->n_values = (vocab - task->n_keys) / task->n_keys;
         if (task->n_values < 2)
             return qkv_fail(QKV_ERR_VALUE,
-                            "--vocab %d is too small for lookup at --seq-len %d: need at least %d "
+                            "%s %d is too small for lookup at %s %d: need at least %d "
                             "(%d keys x 2 values + %d query tokens)",
-                            vocab, seq_len, 3 * task->n_keys, task->n_keys, task->n_keys);
+                            vocab_name, vocab, len_name, seq_len, 3 * task->n_keys, task->n_keys, task->n_keys);
         /* keys in any order, a value for each, a queried key: n! * values^n * n sequences */
         int n = task->n_keys;
         log2_sequences = (lgamma(n + 1.0) + n * log((double)task->n_values) + log((double)n)) / log(2.0);
         if (log2_sequences < 12)
             return qkv_fail(QKV_ERR_VALUE,
-                            "--vocab %d is too small for lookup at --seq-len %d: it allows fewer "
-                            "than 4096 distinct sequences", vocab, seq_len);
+                            "%s %d is too small for lookup at %s %d: it allows fewer "
+                            "than 4096 distinct sequences", vocab_name, vocab, len_name, seq_len);
         return QKV_OK;
     }
     if (task->kind == QKV_TASK_INDUCTION) {
         /* a segment of distinct tokens, repeated to the end */
         if (seq_len < 4 || vocab < seq_len / 2)
-            return qkv_fail(QKV_ERR_VALUE, "induction needs --seq-len >= 4 and --vocab >= %d "
-                            "(the segment's distinct tokens)", seq_len / 2);
+            return qkv_fail(QKV_ERR_VALUE, "induction needs %s >= 4 and %s >= %d "
+                            "(the segment's distinct tokens)", len_name, vocab_name, seq_len / 2);
         log2_sequences = log2_arrangements(vocab, induction_min_len(seq_len));
     }
     if (task->kind == QKV_TASK_RECALL) {
@@ -101,8 +101,8 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
         task->n_keys = vocab / 2;
         task->n_values = vocab - task->n_keys;
         if (task->n_pairs < 1 || task->n_keys < task->n_pairs || task->n_values < 2)
-            return qkv_fail(QKV_ERR_VALUE, "recall needs --seq-len >= 3 and --vocab >= %d (%d "
-                            "distinct keys, as many values)", 2 * (seq_len / 3 > 2 ? seq_len / 3 : 2),
+            return qkv_fail(QKV_ERR_VALUE, "recall needs %s >= 3 and %s >= %d (%d "
+                            "distinct keys, as many values)", len_name, vocab_name, 2 * (seq_len / 3 > 2 ? seq_len / 3 : 2),
                             seq_len / 3);
         log2_sequences = log2_arrangements(task->n_keys, task->n_pairs) +
                          task->n_pairs * log2((double)task->n_values);
@@ -110,27 +110,28 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
     if (task->kind == QKV_TASK_SORT) {
         /* n = (T-1)/2 distinct tokens 0 .. V-2, the separator V-1, the n sorted */
         if (seq_len % 2 == 0 || seq_len < 3)
-            return qkv_fail(QKV_ERR_VALUE, "--seq-len %d does not fit sort: it needs an odd "
-                            "length, n tokens + a separator + the n sorted", seq_len);
+            return qkv_fail(QKV_ERR_VALUE, "%s %d does not fit sort: it needs an odd "
+                            "length, n tokens + a separator + the n sorted", len_name, seq_len);
         if (vocab - 1 < (seq_len - 1) / 2)
-            return qkv_fail(QKV_ERR_VALUE, "--vocab %d is too small for sort at --seq-len %d: "
-                            "need at least %d (distinct tokens and a separator)", vocab, seq_len,
+            return qkv_fail(QKV_ERR_VALUE, "%s %d is too small for sort at %s %d: "
+                            "need at least %d (distinct tokens and a separator)", vocab_name, vocab,
+                            len_name, seq_len,
                             (seq_len - 1) / 2 + 1);
         log2_sequences = log2_arrangements(vocab - 1, (seq_len - 1) / 2);
     }
     if (task->kind == QKV_TASK_TRANSLATE) {
         /* source tokens 0 .. V/2-1, target tokens V/2 .. V-1 */
         if (seq_len % 2 || vocab % 2 || vocab < 4 || vocab > 2 * TRANSLATE_MAX_WORDS)
-            return qkv_fail(QKV_ERR_VALUE, "translate needs an even --seq-len (%d) and an even "
-                            "--vocab in 4..%d (%d): half source words, half target words",
-                            seq_len, 2 * TRANSLATE_MAX_WORDS, vocab);
+            return qkv_fail(QKV_ERR_VALUE, "translate needs an even %s (%d) and an even "
+                            "%s in 4..%d (%d): half source words, half target words",
+                            len_name, seq_len, vocab_name, 2 * TRANSLATE_MAX_WORDS, vocab);
         task->target_len = seq_len / 2;
         log2_sequences = seq_len * log2(vocab / 2.0);
     }
     if (vocab < 2 || log2_sequences < 12)
         return qkv_fail(QKV_ERR_VALUE,
-                        "--vocab %d is too small for %s at --seq-len %d: it allows fewer than "
-                        "4096 distinct sequences", vocab, name, seq_len);
+                        "%s %d is too small for %s at %s %d: it allows fewer than "
+                        "4096 distinct sequences", vocab_name, vocab, name, len_name, seq_len);
     return QKV_OK;
 }
 
@@ -189,7 +190,7 @@ static void draw_structured(const qkv_task *task, qkv_rng *rng, int32_t *x) {
     } else if (task->kind == QKV_TASK_RECALL) {
         /* P distinct keys, each followed by a random value, then T - 2P keys drawn from them */
         int P = task->n_pairs;
-        int32_t keys[TASK_MAX_SEQ];
+        int32_t keys[QKV_MAX_TASK_SEQ_LEN];
         draw_distinct(rng, 0, task->n_keys, P, keys);
         for (int p = 0; p < P; p++) {
             x[2 * p] = keys[p];

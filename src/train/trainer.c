@@ -1,4 +1,4 @@
-/* trainer.c - the training layer: batches, steps, held-out evaluation, checkpoints. */
+/* trainer.c - the training layer: batches, steps, held-out evaluation. */
 #include "train/trainer.h"
 
 #include "engine/internal.h"
@@ -38,6 +38,20 @@ static qkv_status init_data(trainer *t) {
     return QKV_OK;
 }
 
+qkv_status trainer_check_config(const train_config *cfg) {
+    if (cfg->batch < 1 || cfg->batch > TRAIN_MAX_BATCH)
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (1..%d)", field_name("batch"),
+                        cfg->batch, TRAIN_MAX_BATCH);
+    if (!(cfg->lr > 0) || cfg->lr > TRAIN_MAX_LR)
+        return qkv_fail(QKV_ERR_VALUE, "%s %g is out of range (above 0..%g)", field_name("lr"),
+                        cfg->lr, TRAIN_MAX_LR);
+    const qkv_task *task = &cfg->task;
+    if (cfg->model.vocab < task->vocab || cfg->model.seq_len != task->seq_len ||
+        (!cfg->data_path[0] && cfg->model.target_len != task->target_len))
+        return qkv_fail(QKV_ERR_VALUE, "the model does not fit the task");
+    return qkv_model_config_check(&cfg->model);
+}
+
 qkv_status trainer_init(trainer *t, const train_config *config) {
     memset(t, 0, sizeof *t);
     t->metrics_rows = -1;
@@ -50,26 +64,17 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
             return st;
         }
     }
-    const qkv_task *task = &cfg->task;
-    if (cfg->batch < 1 || cfg->batch > 65536)
-        return qkv_fail(QKV_ERR_VALUE, "--batch %d is out of range (1..65536)", cfg->batch);
-    if (!(cfg->lr > 0) || cfg->lr > 1e6)
-        return qkv_fail(QKV_ERR_VALUE, "--lr %g must be above 0", cfg->lr);
-    if (cfg->model.vocab < task->vocab || cfg->model.seq_len != task->seq_len ||
-        (!t->data && cfg->model.target_len != task->target_len)) {
+    qkv_status st = trainer_check_config(cfg);
+    if (st != QKV_OK) {
         trainer_free(t);
-        return qkv_fail(QKV_ERR_VALUE, "the model does not fit the task");
+        return st;
     }
+    const qkv_task *task = &cfg->task;
     /* Before anything large is allocated: the parameters (with gradients and optimizer
      * state), one training step's graphs (one per shard) and one evaluation batch's (forward
      * only: half a step's estimate at EVAL_BATCH). Each estimate bounds what its arena really
      * takes (tests/test_faults.c checks, and prints the table of docs/errors.md), so this is
      * the peak. */
-    qkv_status st = model_check_config(&cfg->model);
-    if (st != QKV_OK) {
-        trainer_free(t);
-        return st;
-    }
     const char *what;
     int shards = cfg->batch < TRAIN_SHARDS ? cfg->batch : TRAIN_SHARDS;
     /* the model's weights, gradients and optimizer state, and each further shard's gradients */
@@ -78,15 +83,22 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
         step += qkv_model_step_bytes(&cfg->model, shard_size(cfg->batch, shards, i));
     double eval = qkv_model_step_bytes(&cfg->model, EVAL_BATCH) / 2, have = memory_limit(&what);
     if (params + step + eval > have / 2) {
+        char lower_params[96], lower_step[96], lower_eval[64];
+        snprintf(lower_params, sizeof lower_params, "%s, %s or %s", field_name("d_model"),
+                 field_name("vocab"), field_name("layers"));
+        snprintf(lower_step, sizeof lower_step, "%s, %s or %s", field_name("batch"),
+                 field_name("seq_len"), field_name("d_model"));
+        snprintf(lower_eval, sizeof lower_eval, "%s or %s", field_name("seq_len"),
+                 field_name("d_model"));
         /* the message reads the config, which trainer_free clears: first the message */
         st = qkv_fail(QKV_ERR_NOMEM, "training needs about %.1f GiB (parameters %.1f, a step "
                         "of %d sequences %.1f, evaluation %.1f), more than half of %s "
                         "(%.1f GiB): lower %s", (params + step + eval) / (1 << 30),
                         params / (1 << 30), cfg->batch, step / (1 << 30), eval / (1 << 30), what,
                         have / (1 << 30),
-                        params > step && params > eval ? "--d-model, --vocab or --layers"
-                        : step >= eval                 ? "--batch, --seq-len or --d-model"
-                                                       : "--seq-len or --d-model");
+                        params > step && params > eval ? lower_params
+                        : step >= eval                 ? lower_step
+                                                       : lower_eval);
         trainer_free(t);
         return st;
     }
@@ -190,21 +202,25 @@ double trainer_lr(const train_config *c, int64_t step) {
     return lr;
 }
 
-qkv_status trainer_step(trainer *t) {
-    const train_config *c = &t->cfg;
-    int T = c->task.seq_len, To = t->target_len, B = c->batch;
+void trainer_sample(const trainer *t, qkv_rng *rng, int batch, int32_t *tokens, int32_t *targets,
+                    int32_t *lengths) {
+    int T = t->cfg.task.seq_len, To = t->target_len;
     if (t->data) { /* each sequence: training example below(n_train) */
         const dataset *d = t->data;
-        for (int b = 0; b < B; b++) {
-            size_t e = qkv_rng_below(&t->data_rng, (uint32_t)d->n_train);
-            memcpy(t->tokens + (size_t)b * T, d->train_x + e * T, (size_t)T * sizeof *t->tokens);
-            memcpy(t->targets + (size_t)b * To, d->train_y + e * To, (size_t)To * sizeof *t->targets);
-            t->lengths[b] = d->train_len[e];
+        for (int b = 0; b < batch; b++) {
+            size_t e = qkv_rng_below(rng, (uint32_t)d->n_train);
+            memcpy(tokens + (size_t)b * T, d->train_x + e * T, (size_t)T * sizeof *tokens);
+            memcpy(targets + (size_t)b * To, d->train_y + e * To, (size_t)To * sizeof *targets);
+            lengths[b] = d->train_len[e];
         }
-        return trainer_update(t);
+        return;
     }
-    for (int b = 0; b < B; b++)
-        qkv_task_sample(&c->task, &t->data_rng, false, t->tokens + b * T, t->targets + b * To);
+    for (int b = 0; b < batch; b++)
+        qkv_task_sample(&t->cfg.task, rng, false, tokens + (size_t)b * T, targets + (size_t)b * To);
+}
+
+qkv_status trainer_step(trainer *t) {
+    trainer_sample(t, &t->data_rng, t->cfg.batch, t->tokens, t->targets, t->lengths);
     return trainer_update(t);
 }
 
@@ -317,14 +333,14 @@ qkv_status trainer_update(trainer *t) {
     t->last_train_acc = counted ? (double)correct / (double)counted : 0;
     if (!isfinite(loss))
         return qkv_fail(QKV_ERR_NUMERIC, "the loss became %s at step %" PRId64
-                        ": training diverged (lower --lr)", isnan(loss) ? "NaN" : "Inf",
-                        t->optim.step + 1);
+                        ": training diverged (lower %s)", isnan(loss) ? "NaN" : "Inf",
+                        t->optim.step + 1, field_name("lr"));
     t->optim.lr = trainer_lr(c, t->optim.step + 1);
     double norm = qkv_optim_step(&t->optim);
     if (!isfinite(norm))
         return qkv_fail(QKV_ERR_NUMERIC, "the gradient became %s at step %" PRId64
-                        ": training diverged (lower --lr)", isnan(norm) ? "NaN" : "Inf",
-                        t->optim.step);
+                        ": training diverged (lower %s)", isnan(norm) ? "NaN" : "Inf",
+                        t->optim.step, field_name("lr"));
     return QKV_OK;
 }
 
@@ -461,290 +477,4 @@ void trainer_attention_grads(trainer *t, int index, float *dA, float *dS) {
         copy_to_float(dA + l * per_layer, attn[l], attn[l]->grad);
         copy_to_float(dS + l * per_layer, attn[l]->src[0], attn[l]->src[0]->grad);
     }
-}
-
-/* ---- checkpoints ---- */
-#define META_MAX 40
-
-/* The first element of x that is not finite (or, with nonneg, negative); -1 if none. */
-static int64_t first_bad(const qkv_tensor *x, bool nonneg) {
-    if (x->dtype == QKV_F32) { /* the common case, read directly: a save checks every weight */
-        const float *p = x->data;
-        for (int64_t i = 0; i < x->size; i++)
-            if (!isfinite(p[i]) || (nonneg && p[i] < 0)) return i;
-        return -1;
-    }
-    for (int64_t i = 0; i < x->size; i++) {
-        double v = qkv_get(x, i);
-        if (!isfinite(v) || (nonneg && v < 0)) return i;
-    }
-    return -1;
-}
-
-qkv_status trainer_check_state(const trainer *t, qkv_status status) {
-    const qkv_model *m = &t->model;
-    const qkv_optim *o = &t->optim;
-    for (int i = 0; i < m->nparams; i++) {
-        const char *what[3] = {"the weights", "the optimizer's first moments",
-                               "the optimizer's second moments"};
-        const qkv_tensor *x[3] = {m->param[i], o->m[i], o->v[i]};
-        for (int k = 0; k < 3; k++) {
-            int64_t at = x[k] ? first_bad(x[k], k == 2) : -1;
-            if (at < 0) continue;
-            double v = qkv_get(x[k], at);
-            return qkv_fail(status, "%s of '%s' hold %s at element %" PRId64 " after step %"
-                            PRId64 "%s", what[k], m->param_name[i], isnan(v) ? "NaN" : isinf(v)
-                            ? "Inf" : "a negative value", at, o->step,
-                            status == QKV_ERR_NUMERIC ? ": training diverged (lower --lr)" : "");
-        }
-    }
-    return QKV_OK;
-}
-
-qkv_status trainer_save(const trainer *t, const char *path) {
-    qkv_status bad = trainer_check_state(t, QKV_ERR_NUMERIC);
-    if (bad != QKV_OK) return bad;
-    const train_config *c = &t->cfg;
-    const qkv_model *m = &t->model;
-    char vals[META_MAX][96];
-    const char *meta[2 * META_MAX];
-    int nm = 0;
-#define META(key, ...)                                                                     \
-    do {                                                                                   \
-        snprintf(vals[nm], sizeof vals[nm], __VA_ARGS__);                                  \
-        meta[2 * nm] = key;                                                                \
-        meta[2 * nm + 1] = vals[nm];                                                       \
-        nm++;                                                                              \
-    } while (0)
-    META("format", "qkv-model");
-    META("qkv_version", "%s", QKV_VERSION_STRING);
-    META("task", "%s", qkv_task_name(c->task.kind));
-    META("seq_len", "%d", c->task.seq_len);
-    META("vocab", "%d", c->task.vocab);
-    META("d_model", "%d", m->cfg.d_model);
-    META("heads", "%d", m->cfg.heads);
-    META("layers", "%d", m->cfg.layers);
-    META("residual", "%s", m->cfg.residual ? "true" : "false");
-    META("causal", "%s", m->cfg.causal ? "true" : "false");
-    META("init_scale", "%.17g", m->cfg.init_scale);
-    META("dtype", "%s", qkv_dtype_name(m->cfg.dtype));
-    META("optim", "%s", qkv_optim_name(c->optim));
-    META("lr", "%.17g", c->lr);
-    META("weight_decay", "%.17g", c->weight_decay);
-    META("clip", "%.17g", c->clip);
-    META("schedule", "%s", c->cosine ? "cosine" : "constant");
-    META("warmup", "%" PRId64, c->warmup);
-    META("batch", "%d", c->batch);
-    META("steps", "%" PRId64, c->steps);
-    META("seed", "%" PRIu64, c->seed);
-    META("step", "%" PRId64, t->optim.step);
-    if (t->metrics_rows >= 0) META("metrics_rows", "%" PRId64, t->metrics_rows);
-    META("data_rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, t->data_rng.s[0],
-         t->data_rng.s[1], t->data_rng.s[2], t->data_rng.s[3]);
-    char *vocab_text = NULL;
-    if (t->data) { /* the files, their checksum, the output length and the token strings */
-        const dataset *d = t->data;
-        META("target_len", "%d", m->cfg.target_len);
-        META("data_checksum", "%016" PRIx64, d->checksum);
-        meta[2 * nm] = "data";
-        meta[2 * nm + 1] = d->path;
-        nm++;
-        meta[2 * nm] = "heldout";
-        meta[2 * nm + 1] = d->heldout_path;
-        nm++;
-        size_t bytes = 1;
-        for (int i = 1; i < d->vocab; i++) bytes += strlen(d->token[i]) + 1;
-        vocab_text = malloc(bytes);
-        if (!vocab_text) return qkv_fail(QKV_ERR_NOMEM, "out of memory saving %s", path);
-        char *p = vocab_text;
-        for (int i = 1; i < d->vocab; i++) /* ids 1.., space-separated (tokens have none) */
-            p += sprintf(p, "%s%s", i > 1 ? " " : "", d->token[i]);
-        *p = '\0';
-        meta[2 * nm] = "tokens";
-        meta[2 * nm + 1] = vocab_text;
-        nm++;
-    }
-#undef META
-    const qkv_optim *o = &t->optim;
-    const char *names[3 * (5 + 4 * QKV_MAX_LAYERS)];
-    const qkv_tensor *tensors[3 * (5 + 4 * QKV_MAX_LAYERS)];
-    char state_names[2 * (5 + 4 * QKV_MAX_LAYERS)][48];
-    int n = 0, ns = 0;
-    for (int i = 0; i < m->nparams; i++) {
-        names[n] = m->param_name[i];
-        tensors[n++] = m->param[i];
-    }
-    for (int i = 0; i < o->n; i++) {
-        if (o->m[i]) {
-            snprintf(state_names[ns], sizeof state_names[ns], "optim.m.%s", m->param_name[i]);
-            names[n] = state_names[ns++];
-            tensors[n++] = o->m[i];
-        }
-        if (o->v[i]) {
-            snprintf(state_names[ns], sizeof state_names[ns], "optim.v.%s", m->param_name[i]);
-            names[n] = state_names[ns++];
-            tensors[n++] = o->v[i];
-        }
-    }
-    qkv_status s = qkv_st_save(path, n, names, tensors, nm, meta);
-    free(vocab_text);
-    return s;
-}
-
-/* Reads metadata value `key` as a number within [lo, hi]. */
-static qkv_status meta_number(const qkv_st *st, const char *path, const char *key, double lo,
-                              double hi, double *out) {
-    const char *s = qkv_st_meta(st, key);
-    char *end;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || *s == '\0' || *end != '\0' || !(v >= lo && v <= hi))
-        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is %s", path, key,
-                        s ? "out of range" : "missing");
-    *out = v;
-    return QKV_OK;
-}
-
-qkv_status trainer_load(trainer *t, const char *path) {
-    return trainer_load_as(t, path, TRAIN_DTYPE_OF_FILE);
-}
-
-qkv_status trainer_load_as(trainer *t, const char *path, int dtype) {
-    memset(t, 0, sizeof *t);
-    qkv_st *st;
-    qkv_status s = qkv_st_load(path, &st);
-    if (s != QKV_OK) return s;
-    s = trainer_load_st_as(t, st, path, dtype);
-    qkv_st_free(st);
-    return s;
-}
-
-/* Reads tensor `name` of the file into dst; with `widen`, the file's f32 tensor into an f64
- * dst (exact: every f32 is a double). `tmp` is scratch for the f32 copy. */
-static qkv_status read_widened(const qkv_st *st, const char *name, qkv_tensor *dst, bool widen,
-                               qkv_ctx *tmp) {
-    if (!widen) return qkv_st_read(st, name, dst);
-    qkv_ctx_reset(tmp);
-    qkv_tensor *f = qkv_zeros(tmp, QKV_F32, dst->ndim, dst->shape);
-    qkv_status s = qkv_st_read(st, name, f);
-    if (s == QKV_OK)
-        for (int64_t i = 0; i < dst->size; i++) ((double *)dst->data)[i] = ((const float *)f->data)[i];
-    return s;
-}
-
-qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path) {
-    return trainer_load_st_as(t, st, path, TRAIN_DTYPE_OF_FILE);
-}
-
-qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, int as) {
-    memset(t, 0, sizeof *t);
-    qkv_status s;
-    train_config c = {0};
-    double v[13];
-    const char *fmt = qkv_st_meta(st, "format"), *task = qkv_st_meta(st, "task");
-    const char *optim = qkv_st_meta(st, "optim"), *rng = qkv_st_meta(st, "data_rng");
-    const char *residual = qkv_st_meta(st, "residual"), *causal = qkv_st_meta(st, "causal");
-    const char *dtype = qkv_st_meta(st, "dtype"); /* absent before f64 models: f32 */
-    if (dtype && strcmp(dtype, "f32") && strcmp(dtype, "f64"))
-        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'dtype' is '%.16s' (f32 or f64)", path, dtype);
-    qkv_dtype file_dtype = dtype && !strcmp(dtype, "f64") ? QKV_F64 : QKV_F32;
-    if (as == QKV_F32 && file_dtype == QKV_F64)
-        return qkv_fail(QKV_ERR_MISMATCH, "%s: the model is f64; --dtype f32 would round its "
-                        "weights (leave --dtype out, or give f64)", path);
-    if (!fmt || strcmp(fmt, "qkv-model") || !task || !optim || !rng || strlen(rng) != 64 ||
-        !residual || !causal)
-        return qkv_fail(QKV_ERR_FORMAT, "%s: not a qkv model (its metadata is missing or wrong)", path);
-    if ((s = meta_number(st, path, "seq_len", 2, 65536, &v[0])) ||
-        (s = meta_number(st, path, "vocab", 2, 1e6, &v[1])) ||
-        (s = meta_number(st, path, "d_model", 1, 8192, &v[2])) ||
-        (s = meta_number(st, path, "heads", 1, 8192, &v[3])) ||
-        (s = meta_number(st, path, "layers", 1, QKV_MAX_LAYERS, &v[4])) ||
-        (s = meta_number(st, path, "init_scale", 1e-300, 100, &v[5])) ||
-        (s = meta_number(st, path, "lr", 1e-300, 1e6, &v[6])) ||
-        (s = meta_number(st, path, "weight_decay", 0, 1e6, &v[7])) ||
-        (s = meta_number(st, path, "clip", 0, 1e300, &v[8])) ||
-        (s = meta_number(st, path, "batch", 1, 65536, &v[9])) ||
-        (s = meta_number(st, path, "steps", 0, 1e15, &v[10])) ||
-        (s = meta_number(st, path, "seed", 0, 1.8446744073709552e19, &v[11])) ||
-        (s = meta_number(st, path, "warmup", 0, 1e15, &v[12])))
-        return s;
-    if (!strcmp(task, "data")) { /* the examples are read again, and must be the same */
-        const char *data = qkv_st_meta(st, "data"), *held = qkv_st_meta(st, "heldout");
-        const char *sum = qkv_st_meta(st, "data_checksum");
-        char *end = NULL;
-        if (!data || !held || !sum || strlen(data) >= sizeof c.data_path ||
-            strlen(held) >= sizeof c.heldout_path || strlen(sum) != 16 ||
-            ((void)(c.data_checksum = strtoull(sum, &end, 16)), *end))
-            return qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'data', 'heldout' or 'data_checksum' is "
-                            "missing or wrong", path);
-        snprintf(c.data_path, sizeof c.data_path, "%s", data);
-        snprintf(c.heldout_path, sizeof c.heldout_path, "%s", held);
-    } else if ((s = qkv_task_init(&c.task, task, (int)v[0], (int)v[1])) != QKV_OK)
-        return qkv_fail(QKV_ERR_FORMAT, "%s: %s", path, qkv_last_error());
-    c.model = (qkv_model_config){.vocab = (int)v[1], .seq_len = (int)v[0], .d_model = (int)v[2],
-                                 .heads = (int)v[3], .layers = (int)v[4],
-                                 .residual = !strcmp(residual, "true"),
-                                 .causal = !strcmp(causal, "true"), .init_scale = v[5],
-                                 .target_len = c.task.target_len,
-                                 .dtype = as == TRAIN_DTYPE_OF_FILE ? file_dtype : (qkv_dtype)as};
-    /* Words are read exactly: a value qkv does not know is refused, never taken as a default. */
-    const char *schedule = qkv_st_meta(st, "schedule");
-    const char *bad = strcmp(optim, "sgd") && strcmp(optim, "momentum") && strcmp(optim, "adam")
-                          ? "optim"
-                      : strcmp(residual, "true") && strcmp(residual, "false") ? "residual"
-                      : strcmp(causal, "true") && strcmp(causal, "false")     ? "causal"
-                      : !schedule || (strcmp(schedule, "cosine") && strcmp(schedule, "constant"))
-                          ? "schedule"
-                          : NULL;
-    if (bad) return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not one of qkv's values", path, bad);
-    c.optim = !strcmp(optim, "sgd") ? QKV_SGD : !strcmp(optim, "momentum") ? QKV_MOMENTUM : QKV_ADAM;
-    c.lr = v[6];
-    c.weight_decay = v[7];
-    c.clip = v[8];
-    c.batch = (int)v[9];
-    c.steps = (int64_t)v[10];
-    c.warmup = (int64_t)v[12];
-    c.cosine = !strcmp(schedule, "cosine");
-    c.seed = strtoull(qkv_st_meta(st, "seed"), NULL, 10);
-    if ((s = trainer_init(t, &c)) != QKV_OK)
-        /* a value out of range here came from the file: the file is bad, not the command line */
-        return qkv_fail(s == QKV_ERR_VALUE ? QKV_ERR_FORMAT : s, "%s: %s", path, qkv_last_error());
-    if (t->data && (t->model.cfg.vocab != (int)v[1] || t->model.cfg.seq_len != (int)v[0])) {
-        trainer_free(t);
-        return qkv_fail(QKV_ERR_FORMAT, "%s: its vocab or seq_len is not that of %s", path,
-                        c.data_path);
-    }
-    qkv_model *m = &t->model;
-    qkv_optim *o = &t->optim;
-    /* for widening an f32 file to an f64 model: the largest tensor's f32 copy */
-    bool widen = file_dtype != c.model.dtype; /* an f32 file asked for as f64 */
-    qkv_ctx *tmp = qkv_ctx_new(widen ? 4096 + (size_t)(qkv_model_param_bytes(&c.model) / 8) : 0);
-    if (!tmp) s = qkv_fail(QKV_ERR_NOMEM, "out of memory reading %s", path);
-    for (int i = 0; i < m->nparams && s == QKV_OK; i++) {
-        char name[48];
-        s = read_widened(st, m->param_name[i], m->param[i], widen, tmp);
-        snprintf(name, sizeof name, "optim.m.%s", m->param_name[i]);
-        if (s == QKV_OK && o->m[i]) s = read_widened(st, name, o->m[i], widen, tmp);
-        snprintf(name, sizeof name, "optim.v.%s", m->param_name[i]);
-        if (s == QKV_OK && o->v[i]) s = read_widened(st, name, o->v[i], widen, tmp);
-    }
-    qkv_ctx_free(tmp);
-    double step = 0;
-    if (s == QKV_OK) s = meta_number(st, path, "step", 0, 1e15, &step);
-    o->step = (int64_t)step;
-    for (int i = 0; i < 4 && s == QKV_OK; i++) {
-        char word[17];
-        memcpy(word, rng + 16 * i, 16);
-        word[16] = '\0';
-        char *end;
-        t->data_rng.s[i] = strtoull(word, &end, 16);
-        if (*end) s = qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'data_rng' is not hexadecimal", path);
-    }
-    double rows = -1;
-    if (s == QKV_OK && qkv_st_meta(st, "metrics_rows"))
-        s = meta_number(st, path, "metrics_rows", 0, 1e15, &rows);
-    t->metrics_rows = (int64_t)rows;
-    if (s == QKV_OK && (s = trainer_check_state(t, QKV_ERR_FORMAT)) != QKV_OK)
-        s = qkv_fail(s, "%s: %s", path, qkv_last_error());
-    if (s != QKV_OK) trainer_free(t);
-    return s;
 }

@@ -6,6 +6,9 @@
 #include "qkv.h"
 
 #define TRAIN_HELDOUT 512 /* held-out sequences, fixed by the seed */
+/* Limits of a train config beyond its model's (qkv.h) */
+#define TRAIN_MAX_BATCH 65536 /* sequences in a step */
+#define TRAIN_MAX_LR 1e6      /* lr: above 0 */
 
 typedef struct {
     /* what was asked for */
@@ -92,11 +95,21 @@ typedef struct {
         induction[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
 } eval_result;
 
-/* Validates the config (the model, the task, the numbers) and builds everything. */
+/* The one check of a train config: batch and lr within their limits, the model fitting the
+ * task, and the model's own (qkv_model_config_check). QKV_ERR_VALUE names the field as the
+ * config does ("batch 0 is out of range (1..65536)"); allocates nothing. A data run's task
+ * and sizes come from its file: trainer_init reads it first. */
+qkv_status trainer_check_config(const train_config *cfg);
+/* Checks the config (trainer_check_config) and the memory it needs, and builds everything. */
 qkv_status trainer_init(trainer *t, const train_config *cfg);
 void trainer_free(trainer *t);
 /* The learning rate of step `step` (1-based): warm-up, then constant or cosine decay. */
 double trainer_lr(const train_config *cfg, int64_t step);
+/* Draws `batch` training sequences (never held-out ones) with rng: tokens (batch, T), targets
+ * (batch, To) and, for a data run, the input lengths (batch) of its padding mask (lengths is
+ * not touched otherwise). trainer_step draws its batches so, with t->data_rng. */
+void trainer_sample(const trainer *t, qkv_rng *rng, int batch, int32_t *tokens, int32_t *targets,
+                    int32_t *lengths);
 /* One SGD step on a fresh batch; QKV_ERR_NUMERIC if the loss is not finite. */
 qkv_status trainer_step(trainer *t);
 /* One SGD step on the batch already in t->tokens / t->targets (what trainer_step does after
@@ -112,23 +125,6 @@ void trainer_attention(trainer *t, int index, float *out /* (L, H, T, T) */);
  * dirty, so call it between steps, never inside one. */
 void trainer_attention_grads(trainer *t, int index, float *dA, float *dS);
 
-/* model.safetensors: parameters, optimizer state and, in __metadata__, the config, the task,
- * the step and the data RNG, so that a resumed run continues exactly. Refuses (QKV_ERR_NUMERIC,
- * nothing written) a state that trainer_check_state refuses. */
-qkv_status trainer_save(const trainer *t, const char *path);
-/* Every weight and first moment finite, every second moment finite and >= 0: a state worth
- * saving or resuming. Otherwise `status` with a message naming the tensor and element. */
-qkv_status trainer_check_state(const trainer *t, qkv_status status);
-/* Rebuilds a trainer from a file written by trainer_save, in the file's dtype (metadata
- * "dtype"; a file without it is f32). */
-qkv_status trainer_load(trainer *t, const char *path);
-/* The same from a file already parsed (st stays the caller's); `path` names it in messages. */
-qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path);
-/* The same in `dtype`: TRAIN_DTYPE_OF_FILE, QKV_F32 or QKV_F64. An f32 file loads as f64
- * exactly (every weight and optimizer moment widened); an f64 file asked for as f32 is
- * QKV_ERR_MISMATCH, since rounding it would change the model. */
-#define TRAIN_DTYPE_OF_FILE (-1)
-qkv_status trainer_load_as(trainer *t, const char *path, int dtype);
-qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, int dtype);
+/* Saving and loading: train/checkpoint.h. */
 
 #endif

@@ -12,7 +12,7 @@
  * corpus (tests/fuzz/corpus/safetensors) through it in the normal build. */
 #include "io/io.h"
 #include "engine/internal.h"
-#include "train/trainer.h"
+#include "train/checkpoint.h"
 
 #include <stdint.h>
 

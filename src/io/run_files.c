@@ -1,6 +1,6 @@
 /* run_files.c - summary.json and metrics.jsonl: a run as data, for sweeps and for tools that
  * follow a run live (docs/sweeps.md describes both files). */
-#include "run_files.h"
+#include "io/run_files.h"
 
 #include "io/io.h"
 #include "kernels/kernels.h"
@@ -27,51 +27,9 @@ static void add_number(cJSON *obj, const char *key, double v) {
     else cJSON_AddNullToObject(obj, key);
 }
 
-cJSON *run_config_json(const trainer *t, const run_options *o) {
-    const train_config *c = &t->cfg;
-    const qkv_model_config *m = &t->model.cfg;
-    cJSON *j = cJSON_CreateObject();
-    if (!j) return NULL;
-    if (t->data) { /* the examples set the task, the length and the vocabulary */
-        cJSON_AddStringToObject(j, "data", c->data_path);
-        if (c->heldout_path[0]) cJSON_AddStringToObject(j, "heldout", c->heldout_path);
-    } else {
-        cJSON_AddStringToObject(j, "task", qkv_task_name(c->task.kind));
-        cJSON_AddNumberToObject(j, "seq_len", c->task.seq_len);
-        cJSON_AddNumberToObject(j, "vocab", c->task.vocab);
-    }
-    cJSON_AddNumberToObject(j, "d_model", m->d_model);
-    cJSON_AddNumberToObject(j, "heads", m->heads);
-    cJSON_AddNumberToObject(j, "layers", m->layers);
-    cJSON_AddBoolToObject(j, "residual", m->residual);
-    cJSON_AddBoolToObject(j, "causal", m->causal);
-    cJSON_AddNumberToObject(j, "init_scale", m->init_scale);
-    cJSON_AddStringToObject(j, "optim", qkv_optim_name(c->optim));
-    cJSON_AddNumberToObject(j, "lr", c->lr);
-    cJSON_AddNumberToObject(j, "batch", c->batch);
-    cJSON_AddNumberToObject(j, "steps", (double)c->steps);
-    cJSON_AddNumberToObject(j, "weight_decay", c->weight_decay);
-    cJSON_AddNumberToObject(j, "clip", c->clip);
-    cJSON_AddStringToObject(j, "schedule", c->cosine ? "cosine" : "constant");
-    cJSON_AddNumberToObject(j, "warmup", (double)c->warmup);
-    /* A JSON number holds integers exactly up to 2^53; a larger seed is written as a string,
-     * which --config also takes for it. */
-    if (c->seed <= (UINT64_C(1) << 53)) {
-        cJSON_AddNumberToObject(j, "seed", (double)c->seed);
-    } else {
-        char seed[24];
-        snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
-        cJSON_AddStringToObject(j, "seed", seed);
-    }
-    cJSON_AddNumberToObject(j, "eval_every", (double)o->eval_every);
-    cJSON_AddNumberToObject(j, "save_every", (double)o->save_every);
-    cJSON_AddNumberToObject(j, "snapshot_every", (double)o->snapshot_every);
-    return j;
-}
-
 /* One line of metrics.jsonl. The evaluation's attention mass and best head are known for rows
  * written as training goes (r), not for rows rebuilt from metrics.csv (r NULL). */
-static cJSON *row_json(const metrics_row *row, const eval_result *r) {
+static cJSON *row_json(const metrics_row *row, const run_evaluation *r) {
     cJSON *j = cJSON_CreateObject();
     if (!j) return NULL;
     cJSON_AddNumberToObject(j, "step", (double)row->step);
@@ -130,9 +88,10 @@ static const char *threads_isa(int *threads) {
     return sgemm_kernel_name();
 }
 
-/* summary.json: the run as it stands. `status` is "running", "done" or "failed". */
-static qkv_status write_summary(const run_files *rf, const trainer *t, const run_options *o,
-                                const char *status, int exit_code, const char *error) {
+/* summary.json: the run as it stands at `step`. `status` is "running", "done" or "failed". */
+static qkv_status write_summary(const run_files *rf, int64_t step, double last_loss,
+                                double last_train_acc, const char *status, int exit_code,
+                                const char *error) {
     cJSON *j = cJSON_CreateObject(), *metrics = NULL;
     if (!j) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
     int threads;
@@ -143,20 +102,22 @@ static qkv_status write_summary(const run_files *rf, const trainer *t, const run
     if (strcmp(status, "running")) cJSON_AddNumberToObject(j, "exit_status", exit_code);
     else cJSON_AddNullToObject(j, "exit_status");
     if (error) cJSON_AddStringToObject(j, "error", error);
-    cJSON_AddItemToObject(j, "config", run_config_json(t, o));
+    cJSON *config = rf->config ? cJSON_Duplicate(rf->config, true) : NULL;
+    if (config) cJSON_AddItemToObject(j, "config", config);
+    else cJSON_AddNullToObject(j, "config");
     cJSON_AddStringToObject(j, "isa", isa);
     cJSON_AddNumberToObject(j, "threads", threads);
-    cJSON_AddNumberToObject(j, "step", (double)t->optim.step);
+    cJSON_AddNumberToObject(j, "step", (double)step);
     cJSON_AddNumberToObject(j, "wall_seconds", round(1e3 * (run_files_now() - rf->start)) / 1e3);
     if (rf->evaluated >= 0 && (metrics = cJSON_AddObjectToObject(j, "metrics"))) {
         /* the last evaluation, on the held-out set, and the last training batch's loss */
         cJSON_AddNumberToObject(metrics, "step", (double)rf->evaluated);
-        add_number(metrics, "heldout_acc", rf->last.accuracy);
-        add_number(metrics, "heldout_loss", rf->last.loss);
+        add_number(metrics, "heldout_acc", rf->last.heldout_acc);
+        add_number(metrics, "heldout_loss", rf->last.heldout_loss);
         add_number(metrics, "attention_mass", rf->last.attention_mass);
         cJSON_AddNumberToObject(metrics, "best_head", rf->last.best_head + 1);
-        add_number(metrics, "loss", t->last_loss);
-        add_number(metrics, "train_acc", t->last_train_acc);
+        add_number(metrics, "loss", last_loss);
+        add_number(metrics, "train_acc", last_train_acc);
     } else {
         cJSON_AddNullToObject(j, "metrics");
     }
@@ -175,14 +136,13 @@ static qkv_status write_summary(const run_files *rf, const trainer *t, const run
     return s;
 }
 
-qkv_status run_files_begin(run_files *rf, const char *dir, const char *from_dir, const trainer *t,
-                           const run_options *o, const metrics_row *kept, int nkept) {
-    memset(rf, 0, sizeof *rf);
+static qkv_status begin(run_files *rf, const char *dir, const char *from_dir, int64_t step,
+                        const metrics_row *kept, int nkept) {
     rf->start = run_files_now();
     rf->evaluated = -1;
     if (strlen(dir) > sizeof rf->dir - 32) return qkv_fail(QKV_ERR_IO, "%s: path too long", dir);
     snprintf(rf->dir, sizeof rf->dir, "%s", dir);
-    qkv_status s = write_summary(rf, t, o, "running", 0, NULL);
+    qkv_status s = write_summary(rf, step, 0, 0, "running", 0, NULL);
     if (s != QKV_OK) return s;
 
     /* metrics.jsonl as metrics.csv holds it: the rows up to the step this run starts from. */
@@ -213,9 +173,25 @@ qkv_status run_files_begin(run_files *rf, const char *dir, const char *from_dir,
     return QKV_OK;
 }
 
-void run_files_row(run_files *rf, const metrics_row *row, const eval_result *r) {
-    rf->evaluated = row->step;
-    rf->last = *r;
+qkv_status run_files_begin(run_files *rf, const char *dir, const char *from_dir,
+                           cJSON *config, int64_t step, const metrics_row *kept, int nkept) {
+    memset(rf, 0, sizeof *rf);
+    rf->config = config;
+    qkv_status s = begin(rf, dir, from_dir, step, kept, nkept);
+    if (s != QKV_OK) {
+        cJSON_Delete(rf->config);
+        rf->config = NULL;
+    }
+    return s;
+}
+
+void run_files_note(run_files *rf, const run_evaluation *e) {
+    rf->evaluated = e->step;
+    rf->last = *e;
+}
+
+void run_files_row(run_files *rf, const metrics_row *row, const run_evaluation *r) {
+    run_files_note(rf, r);
     if (!rf->jsonl) return;
     cJSON *j = row_json(row, r);
     /* A row that cannot be written is not worth stopping a run for (metrics.csv, saved with
@@ -227,10 +203,14 @@ void run_files_row(run_files *rf, const metrics_row *row, const eval_result *r) 
     cJSON_Delete(j);
 }
 
-qkv_status run_files_end(run_files *rf, const trainer *t, const run_options *o, int exit_code,
-                         const char *error) {
+qkv_status run_files_end(run_files *rf, int64_t step, double last_loss, double last_train_acc,
+                         int exit_code, const char *error) {
     if (rf->jsonl) fclose(rf->jsonl);
     rf->jsonl = NULL;
-    return write_summary(rf, t, o, exit_code == 0 ? "done" : "failed", exit_code,
-                         exit_code == 0 ? NULL : error);
+    qkv_status s = write_summary(rf, step, last_loss, last_train_acc,
+                                 exit_code == 0 ? "done" : "failed", exit_code,
+                                 exit_code == 0 ? NULL : error);
+    cJSON_Delete(rf->config);
+    rf->config = NULL;
+    return s;
 }

@@ -1,0 +1,97 @@
+/* metrics.c - metrics.csv in memory and on disk. */
+#include "io/metrics.h"
+
+#include "io/io.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void metrics_init(metrics_table *m, int layers, int heads) {
+    *m = (metrics_table){.layers = layers, .heads = heads, .n_scores = layers + 3 * layers * heads};
+}
+
+void metrics_free(metrics_table *m) {
+    for (int i = 0; i < m->n; i++) free(m->rows[i].scores);
+    free(m->rows);
+    m->rows = NULL;
+    m->n = m->cap = 0;
+}
+
+double *metrics_new_scores(const metrics_table *m) {
+    double *s = malloc((size_t)(m->n_scores ? m->n_scores : 1) * sizeof *s);
+    for (int i = 0; s && i < m->n_scores; i++) s[i] = NAN;
+    return s;
+}
+
+void metrics_add(metrics_table *m, metrics_row r) {
+    if (m->n == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 64;
+        metrics_row *p = realloc(m->rows, (size_t)cap * sizeof *p);
+        if (!p) {
+            free(r.scores);
+            return;
+        }
+        m->rows = p;
+        m->cap = cap;
+    }
+    m->rows[m->n++] = r;
+}
+
+int metrics_induction_column(const metrics_table *m, int l, int h) {
+    return m->layers + 3 * (l * m->heads + h) + 2;
+}
+
+void metrics_read(metrics_table *m, const char *path, int64_t upto) {
+    FILE *f;
+    if (io_fopen_regular(path, &f) != QKV_OK) return;
+    static char line[1 << 20]; /* up to 8 layers x 64 heads x 3 scores */
+    while (fgets(line, sizeof line, f)) {
+        metrics_row r = {.heldout_loss = NAN}; /* files older than heldout_loss have 5 columns */
+        if (sscanf(line, "%" SCNd64 ",%lf,%lf,%lf,%lf,%lf", &r.step, &r.loss, &r.train_acc,
+                   &r.heldout_acc, &r.lr, &r.heldout_loss) >= 5 && r.step <= upto) {
+            /* the attention columns after the sixth: empty or missing ones stay NaN */
+            r.scores = metrics_new_scores(m);
+            char *p = line;
+            for (int comma = 0; comma < 6 && p; comma++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+            for (int k = 0; r.scores && p && k < m->n_scores; k++) {
+                char *end;
+                double v = strtod(p, &end);
+                if (end != p && (*end == ',' || *end == '\n' || *end == '\0')) r.scores[k] = v;
+                p = strchr(p, ',');
+                if (p) p++;
+            }
+            metrics_add(m, r);
+        }
+    }
+    fclose(f);
+}
+
+qkv_status metrics_write(const metrics_table *m, const char *path) {
+    atomic_file af;
+    qkv_status s = atomic_open(&af, path);
+    if (s != QKV_OK) return s;
+    fprintf(af.f, "step,loss,train_acc,heldout_acc,lr,heldout_loss");
+    int L = m->layers, H = m->heads;
+    for (int l = 0; l < L; l++) fprintf(af.f, ",mass_l%d", l + 1);
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            fprintf(af.f, ",prev_l%dh%d,dup_l%dh%d,ind_l%dh%d", l + 1, h + 1, l + 1, h + 1, l + 1,
+                    h + 1);
+    fputc('\n', af.f);
+    for (int i = 0; i < m->n; i++) {
+        const metrics_row *r = &m->rows[i];
+        /* losses in %g: a trained model's loss is far below the 1e-6 that %f would show */
+        fprintf(af.f, "%" PRId64 ",%.6g,%.6f,%.6f,%.6g,", r->step, r->loss, r->train_acc,
+                r->heldout_acc, r->lr);
+        if (isfinite(r->heldout_loss)) fprintf(af.f, "%.6g", r->heldout_loss); /* else empty */
+        for (int k = 0; k < m->n_scores; k++) {
+            fputc(',', af.f);
+            if (r->scores && isfinite(r->scores[k])) fprintf(af.f, "%.4f", r->scores[k]);
+        }
+        fputc('\n', af.f);
+    }
+    return atomic_commit(&af);
+}

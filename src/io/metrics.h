@@ -1,0 +1,44 @@
+/* metrics.h - metrics.csv: one row per held-out evaluation of a run, kept in memory and
+ * written whole at each checkpoint (and read back on --resume). */
+#ifndef QKV_IO_METRICS_H
+#define QKV_IO_METRICS_H
+
+#include "qkv.h"
+
+#include <stdint.h>
+
+/* One row of metrics.csv: an evaluation. */
+typedef struct {
+    int64_t step;
+    double loss, train_acc, heldout_acc, lr, heldout_loss; /* heldout_loss: NaN if unknown */
+    double *scores; /* the attention columns (below), owned; NaN where unknown, NULL if none */
+} metrics_row;
+
+/* The rows of a run. After the first six columns come the attention columns, in order:
+ * mass_l<L> for each layer, then prev_l<L>h<H>, dup_l<L>h<H>, ind_l<L>h<H> for each layer
+ * and each scored head: layers + 3 * layers * heads of them. */
+typedef struct {
+    metrics_row *rows;
+    int n, cap;
+    int layers, heads; /* heads: the heads scored per layer */
+    int n_scores;      /* the attention columns */
+} metrics_table;
+
+/* An empty table for a model of `layers` layers with `heads` heads scored in each. */
+void metrics_init(metrics_table *m, int layers, int heads);
+void metrics_free(metrics_table *m);
+/* A row's attention columns, all NaN, for the caller to fill and hand to metrics_add (NULL
+ * when out of memory: the row's columns are written empty). */
+double *metrics_new_scores(const metrics_table *m);
+/* Appends a row and takes its scores. A row lost to a lack of memory is not worth stopping a
+ * run for. */
+void metrics_add(metrics_table *m, metrics_row r);
+/* Index into a row's scores of the induction score of layer l and head h (0-based). */
+int metrics_induction_column(const metrics_table *m, int l, int h);
+/* Appends the rows of an earlier run's metrics.csv at `path` up to step `upto` (--resume). A
+ * file that is missing or not a regular file adds none. */
+void metrics_read(metrics_table *m, const char *path, int64_t upto);
+/* Writes the table to `path` under a temporary name (io/atomic.c). */
+qkv_status metrics_write(const metrics_table *m, const char *path);
+
+#endif

@@ -1,0 +1,51 @@
+/* run_files.h - a run directory's records for tools: summary.json (what the run was and how
+ * it ended) and metrics.jsonl (one JSON object per evaluation, appended as training goes). */
+#ifndef QKV_IO_RUN_FILES_H
+#define QKV_IO_RUN_FILES_H
+
+#include "io/metrics.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+struct cJSON;
+
+/* What an evaluation found besides its metrics.csv row. */
+typedef struct {
+    int64_t step;
+    double heldout_acc, heldout_loss, attention_mass;
+    int best_head; /* 0-based */
+} run_evaluation;
+
+typedef struct {
+    char dir[1024];
+    struct cJSON *config; /* the run's config (owned), written into every summary.json */
+    FILE *jsonl;          /* DIR/metrics.jsonl, open for appending; NULL if it could not be */
+    double start;         /* when the run began (monotonic seconds) */
+    int64_t evaluated;    /* the step of the last evaluation written, -1 before the first */
+    run_evaluation last;  /* that evaluation */
+} run_files;
+
+/* Starts the records of a run in `dir`, taking `config` (a JSON object, NULL when out of
+ * memory: written as null): summary.json says "running" at `step`, and metrics.jsonl is
+ * rewritten to hold exactly the `nkept` rows kept from metrics.csv (a resumed run: each taken
+ * from `from_dir`/metrics.jsonl, the run it continues, where that has the step, else from the
+ * csv row), then opened for appending. Both are written whole under temporary names
+ * (io/atomic.c). On failure there is nothing to end; else end with run_files_end. */
+qkv_status run_files_begin(run_files *rf, const char *dir, const char *from_dir,
+                           struct cJSON *config, int64_t step, const metrics_row *kept, int nkept);
+/* Appends one evaluation to metrics.jsonl and flushes it, so that a reader following the
+ * file sees each row as soon as it is written; the summary's metrics will be e's. */
+void run_files_row(run_files *rf, const metrics_row *row, const run_evaluation *e);
+/* The summary's metrics will be e's (an evaluation that has no row). */
+void run_files_note(run_files *rf, const run_evaluation *e);
+/* Ends the records: closes metrics.jsonl and writes summary.json at `step`, with the last
+ * training batch's loss and accuracy, and the exit code (and `error`, the failure's message,
+ * when it is not 0). */
+qkv_status run_files_end(run_files *rf, int64_t step, double last_loss, double last_train_acc,
+                         int exit_code, const char *error);
+
+/* The monotonic clock, in seconds. */
+double run_files_now(void);
+
+#endif

@@ -1,0 +1,402 @@
+/* checkpoint.c - a trainer's state as a safetensors file, and back: the parameters, the
+ * optimizer's moments and, in __metadata__, the config (one row of config_fields per key),
+ * the step and the data RNG. */
+#include "train/checkpoint.h"
+
+#include "engine/internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+
+/* How a config field is written as text and read back. */
+typedef enum {
+    FIELD_INT,    /* an int: a whole number in [lo, hi] */
+    FIELD_INT64,  /* an int64_t: a whole number in [lo, hi] */
+    FIELD_DOUBLE, /* a double in [lo, hi], written with 17 digits (read back exactly) */
+    FIELD_U64,    /* a uint64_t in decimal digits (the seed: all 64 bits) */
+    FIELD_WORD,   /* a bool or an enum: one of `words`, its value the word's index */
+} field_kind;
+
+typedef struct {
+    const char *key;      /* the metadata key */
+    field_kind kind;
+    double lo, hi;        /* FIELD_INT, FIELD_INT64, FIELD_DOUBLE: the range of a valid value */
+    const char *words[4]; /* FIELD_WORD: the words by value, NULL after the last */
+    size_t offset, size;  /* the field of train_config */
+    const char *absent;   /* the value of a key that a file may lack (older files), or NULL */
+} config_field;
+
+#define FIELD(member) offsetof(train_config, member), sizeof(((train_config *)0)->member)
+
+/* The config in a file, in the order it is written. seq_len and vocab are the task's (and the
+ * model's: they are the same). */
+static const config_field config_fields[] = {
+    {"seq_len", FIELD_INT, QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN, {0}, FIELD(task.seq_len), NULL},
+    {"vocab", FIELD_INT, 2, QKV_MAX_VOCAB, {0}, FIELD(task.vocab), NULL},
+    {"d_model", FIELD_INT, 1, QKV_MAX_D_MODEL, {0}, FIELD(model.d_model), NULL},
+    {"heads", FIELD_INT, 1, QKV_MAX_HEADS, {0}, FIELD(model.heads), NULL},
+    {"layers", FIELD_INT, 1, QKV_MAX_LAYERS, {0}, FIELD(model.layers), NULL},
+    {"residual", FIELD_WORD, 0, 0, {"false", "true"}, FIELD(model.residual), NULL},
+    {"causal", FIELD_WORD, 0, 0, {"false", "true"}, FIELD(model.causal), NULL},
+    {"init_scale", FIELD_DOUBLE, 1e-300, QKV_MAX_INIT_SCALE, {0}, FIELD(model.init_scale), NULL},
+    /* files from before f64 models have no dtype: f32 */
+    {"dtype", FIELD_WORD, 0, 0, {"f32", "f64"}, FIELD(model.dtype), "f32"},
+    {"optim", FIELD_WORD, 0, 0, {"sgd", "momentum", "adam"}, FIELD(optim), NULL},
+    {"lr", FIELD_DOUBLE, 1e-300, TRAIN_MAX_LR, {0}, FIELD(lr), NULL},
+    {"weight_decay", FIELD_DOUBLE, 0, 1e6, {0}, FIELD(weight_decay), NULL},
+    {"clip", FIELD_DOUBLE, 0, 1e300, {0}, FIELD(clip), NULL},
+    {"schedule", FIELD_WORD, 0, 0, {"constant", "cosine"}, FIELD(cosine), NULL},
+    {"warmup", FIELD_INT64, 0, 1e15, {0}, FIELD(warmup), NULL},
+    {"batch", FIELD_INT, 1, TRAIN_MAX_BATCH, {0}, FIELD(batch), NULL},
+    {"steps", FIELD_INT64, 0, 1e15, {0}, FIELD(steps), NULL},
+    {"seed", FIELD_U64, 0, 0, {0}, FIELD(seed), NULL},
+};
+#define N_CONFIG_FIELDS ((int)(sizeof config_fields / sizeof config_fields[0]))
+
+/* A word's value is its index: the enums count from 0 in the table's order. */
+_Static_assert(QKV_SGD == 0 && QKV_MOMENTUM == 1 && QKV_ADAM == 2, "optim words");
+_Static_assert(QKV_F32 == 0 && QKV_F64 == 1, "dtype words");
+_Static_assert(sizeof(qkv_optim_kind) == sizeof(int) && sizeof(qkv_dtype) == sizeof(int),
+               "an enum field is stored as an int");
+
+/* The field's value as text, into buf. */
+static void field_text(const config_field *f, const train_config *c, char *buf, size_t len) {
+    const char *at = (const char *)c + f->offset;
+    switch (f->kind) {
+    case FIELD_INT: snprintf(buf, len, "%d", *(const int *)at); break;
+    case FIELD_INT64: snprintf(buf, len, "%" PRId64, *(const int64_t *)at); break;
+    case FIELD_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)at); break;
+    case FIELD_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)at); break;
+    case FIELD_WORD: {
+        int value = f->size == sizeof(bool) ? *(const bool *)at : *(const int *)at;
+        snprintf(buf, len, "%s", f->words[value]);
+        break;
+    }
+    }
+}
+
+/* Reads the field from the file's metadata into c: QKV_ERR_FORMAT, naming the key, for a
+ * value missing, out of range or not one of its words. */
+static qkv_status read_field(const config_field *f, const qkv_st *st, const char *path,
+                             train_config *c) {
+    const char *text = qkv_st_meta(st, f->key);
+    if (!text) text = f->absent;
+    if (!text) return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is missing", path, f->key);
+    char *at = (char *)c + f->offset, *end;
+    if (f->kind == FIELD_WORD) {
+        for (int i = 0; f->words[i]; i++) {
+            if (strcmp(text, f->words[i])) continue;
+            if (f->size == sizeof(bool)) *(bool *)at = i;
+            else *(int *)at = i;
+            return QKV_OK;
+        }
+        char list[64] = "";
+        for (int i = 0; f->words[i]; i++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
+                     f->words[i]);
+        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not one of qkv's values (%s)", path,
+                        f->key, list);
+    }
+    if (f->kind == FIELD_U64) {
+        errno = 0;
+        uint64_t v = strtoull(text, &end, 10);
+        if (*text < '0' || *text > '9' || *end || errno == ERANGE)
+            return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not a number of 0..2^64-1",
+                            path, f->key);
+        *(uint64_t *)at = v;
+        return QKV_OK;
+    }
+    double v = strtod(text, &end);
+    if (*text == '\0' || *end != '\0' || !(v >= f->lo && v <= f->hi))
+        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is out of range (%g..%g)", path,
+                        f->key, f->lo, f->hi);
+    if (f->kind != FIELD_DOUBLE && v != floor(v))
+        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not a whole number", path, f->key);
+    if (f->kind == FIELD_INT) *(int *)at = (int)v;
+    else if (f->kind == FIELD_INT64) *(int64_t *)at = (int64_t)v;
+    else *(double *)at = v;
+    return QKV_OK;
+}
+
+/* The first element of x that is not finite (or, with nonneg, negative); -1 if none. */
+static int64_t first_bad(const qkv_tensor *x, bool nonneg) {
+    if (x->dtype == QKV_F32) { /* the common case, read directly: a save checks every weight */
+        const float *p = x->data;
+        for (int64_t i = 0; i < x->size; i++)
+            if (!isfinite(p[i]) || (nonneg && p[i] < 0)) return i;
+        return -1;
+    }
+    for (int64_t i = 0; i < x->size; i++) {
+        double v = qkv_get(x, i);
+        if (!isfinite(v) || (nonneg && v < 0)) return i;
+    }
+    return -1;
+}
+
+qkv_status trainer_check_state(const trainer *t, qkv_status status) {
+    const qkv_model *m = &t->model;
+    const qkv_optim *o = &t->optim;
+    for (int i = 0; i < m->nparams; i++) {
+        const char *what[3] = {"the weights", "the optimizer's first moments",
+                               "the optimizer's second moments"};
+        const qkv_tensor *x[3] = {m->param[i], o->m[i], o->v[i]};
+        for (int k = 0; k < 3; k++) {
+            int64_t at = x[k] ? first_bad(x[k], k == 2) : -1;
+            if (at < 0) continue;
+            double v = qkv_get(x[k], at);
+            return qkv_fail(status, "%s of '%s' hold %s at element %" PRId64 " after step %"
+                            PRId64 "%s%s%s", what[k], m->param_name[i], isnan(v) ? "NaN" : isinf(v)
+                            ? "Inf" : "a negative value", at, o->step,
+                            status == QKV_ERR_NUMERIC ? ": training diverged (lower " : "",
+                            status == QKV_ERR_NUMERIC ? field_name("lr") : "",
+                            status == QKV_ERR_NUMERIC ? ")" : "");
+        }
+    }
+    return QKV_OK;
+}
+
+#define META_MAX 40 /* metadata keys of a file */
+
+qkv_status trainer_save(const trainer *t, const char *path) {
+    qkv_status bad = trainer_check_state(t, QKV_ERR_NUMERIC);
+    if (bad != QKV_OK) return bad;
+    const train_config *c = &t->cfg;
+    const qkv_model *m = &t->model;
+    char vals[META_MAX][96];
+    const char *meta[2 * META_MAX];
+    int nm = 0;
+#define META(key, ...)                                                                     \
+    do {                                                                                   \
+        snprintf(vals[nm], sizeof vals[nm], __VA_ARGS__);                                  \
+        meta[2 * nm] = key;                                                                \
+        meta[2 * nm + 1] = vals[nm];                                                       \
+        nm++;                                                                              \
+    } while (0)
+    META("format", "qkv-model");
+    META("qkv_version", "%s", QKV_VERSION_STRING);
+    META("task", "%s", qkv_task_name(c->task.kind));
+    for (int i = 0; i < N_CONFIG_FIELDS; i++) {
+        field_text(&config_fields[i], c, vals[nm], sizeof vals[nm]);
+        meta[2 * nm] = config_fields[i].key;
+        meta[2 * nm + 1] = vals[nm];
+        nm++;
+    }
+    META("step", "%" PRId64, t->optim.step);
+    if (t->metrics_rows >= 0) META("metrics_rows", "%" PRId64, t->metrics_rows);
+    META("data_rng", "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, t->data_rng.s[0],
+         t->data_rng.s[1], t->data_rng.s[2], t->data_rng.s[3]);
+    char *vocab_text = NULL;
+    if (t->data) { /* the files, their checksum, the output length and the token strings */
+        const dataset *d = t->data;
+        META("target_len", "%d", m->cfg.target_len);
+        META("data_checksum", "%016" PRIx64, d->checksum);
+        meta[2 * nm] = "data";
+        meta[2 * nm + 1] = d->path;
+        nm++;
+        meta[2 * nm] = "heldout";
+        meta[2 * nm + 1] = d->heldout_path;
+        nm++;
+        size_t bytes = 1;
+        for (int i = 1; i < d->vocab; i++) bytes += strlen(d->token[i]) + 1;
+        vocab_text = malloc(bytes);
+        if (!vocab_text) return qkv_fail(QKV_ERR_NOMEM, "out of memory saving %s", path);
+        char *p = vocab_text;
+        for (int i = 1; i < d->vocab; i++) /* ids 1.., space-separated (tokens have none) */
+            p += sprintf(p, "%s%s", i > 1 ? " " : "", d->token[i]);
+        *p = '\0';
+        meta[2 * nm] = "tokens";
+        meta[2 * nm + 1] = vocab_text;
+        nm++;
+    }
+#undef META
+    const qkv_optim *o = &t->optim;
+    const char *names[3 * QKV_MAX_PARAMS];
+    const qkv_tensor *tensors[3 * QKV_MAX_PARAMS];
+    char state_names[2 * QKV_MAX_PARAMS][48];
+    int n = 0, ns = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        names[n] = m->param_name[i];
+        tensors[n++] = m->param[i];
+    }
+    for (int i = 0; i < o->n; i++) {
+        if (o->m[i]) {
+            snprintf(state_names[ns], sizeof state_names[ns], "optim.m.%s", m->param_name[i]);
+            names[n] = state_names[ns++];
+            tensors[n++] = o->m[i];
+        }
+        if (o->v[i]) {
+            snprintf(state_names[ns], sizeof state_names[ns], "optim.v.%s", m->param_name[i]);
+            names[n] = state_names[ns++];
+            tensors[n++] = o->v[i];
+        }
+    }
+    qkv_status s = qkv_st_save(path, n, names, tensors, nm, meta);
+    free(vocab_text);
+    return s;
+}
+
+/* Reads metadata value `key` as a number within [lo, hi]. */
+static qkv_status meta_number(const qkv_st *st, const char *path, const char *key, double lo,
+                              double hi, double *out) {
+    const char *s = qkv_st_meta(st, key);
+    char *end;
+    double v = s ? strtod(s, &end) : 0;
+    if (!s || *s == '\0' || *end != '\0' || !(v >= lo && v <= hi))
+        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is %s", path, key,
+                        s ? "out of range" : "missing");
+    *out = v;
+    return QKV_OK;
+}
+
+/* A run's config from a file's metadata: every row of config_fields, and the task (a data
+ * file's paths and checksum; the file is not read). The model's dtype is the file's, also in
+ * *file_dtype. */
+static qkv_status read_config(const qkv_st *st, const char *path, train_config *c,
+                              qkv_dtype *file_dtype) {
+    memset(c, 0, sizeof *c);
+    const char *fmt = qkv_st_meta(st, "format"), *task = qkv_st_meta(st, "task");
+    const char *rng = qkv_st_meta(st, "data_rng");
+    if (!fmt || strcmp(fmt, "qkv-model") || !task || !rng || strlen(rng) != 64)
+        return qkv_fail(QKV_ERR_FORMAT, "%s: not a qkv model (its metadata is missing or wrong)", path);
+    for (int i = 0; i < N_CONFIG_FIELDS; i++) {
+        qkv_status s = read_field(&config_fields[i], st, path, c);
+        if (s != QKV_OK) return s;
+    }
+    *file_dtype = c->model.dtype;
+    c->model.seq_len = c->task.seq_len;
+    c->model.vocab = c->task.vocab;
+    if (!strcmp(task, "data")) { /* the examples are read again, and must be the same */
+        const char *data = qkv_st_meta(st, "data"), *held = qkv_st_meta(st, "heldout");
+        const char *sum = qkv_st_meta(st, "data_checksum");
+        char *end = NULL;
+        if (!data || !held || !sum || strlen(data) >= sizeof c->data_path ||
+            strlen(held) >= sizeof c->heldout_path || strlen(sum) != 16 ||
+            ((void)(c->data_checksum = strtoull(sum, &end, 16)), *end))
+            return qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'data', 'heldout' or 'data_checksum' is "
+                            "missing or wrong", path);
+        snprintf(c->data_path, sizeof c->data_path, "%s", data);
+        snprintf(c->heldout_path, sizeof c->heldout_path, "%s", held);
+        c->task.kind = QKV_TASK_DATA;
+    } else if (qkv_task_init(&c->task, task, c->task.seq_len, c->task.vocab) != QKV_OK) {
+        return qkv_fail(QKV_ERR_FORMAT, "%s: %s", path, qkv_last_error());
+    }
+    c->model.target_len = c->task.target_len; /* a data file's: from the file (trainer_init) */
+    return QKV_OK;
+}
+
+qkv_status trainer_load(trainer *t, const char *path) {
+    return trainer_load_as(t, path, TRAIN_DTYPE_OF_FILE);
+}
+
+qkv_status trainer_load_as(trainer *t, const char *path, int dtype) {
+    memset(t, 0, sizeof *t);
+    qkv_st *st;
+    qkv_status s = qkv_st_load(path, &st);
+    if (s != QKV_OK) return s;
+    s = trainer_load_st_as(t, st, path, dtype);
+    qkv_st_free(st);
+    return s;
+}
+
+/* Reads tensor `name` of the file into dst; with `widen`, the file's f32 tensor into an f64
+ * dst (exact: every f32 is a double). `tmp` is scratch for the f32 copy. */
+static qkv_status read_widened(const qkv_st *st, const char *name, qkv_tensor *dst, bool widen,
+                               qkv_ctx *tmp) {
+    if (!widen) return qkv_st_read(st, name, dst);
+    qkv_ctx_reset(tmp);
+    qkv_tensor *f = qkv_zeros(tmp, QKV_F32, dst->ndim, dst->shape);
+    qkv_status s = qkv_st_read(st, name, f);
+    if (s == QKV_OK)
+        for (int64_t i = 0; i < dst->size; i++) ((double *)dst->data)[i] = ((const float *)f->data)[i];
+    return s;
+}
+
+qkv_status trainer_load_st(trainer *t, const qkv_st *st, const char *path) {
+    return trainer_load_st_as(t, st, path, TRAIN_DTYPE_OF_FILE);
+}
+
+qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, int as) {
+    memset(t, 0, sizeof *t);
+    train_config c;
+    qkv_dtype file_dtype = QKV_F32;
+    qkv_status s = read_config(st, path, &c, &file_dtype);
+    if (s != QKV_OK) return s;
+    if (as == QKV_F32 && file_dtype == QKV_F64)
+        return qkv_fail(QKV_ERR_MISMATCH, "%s: the model is f64; %s f32 would round its "
+                        "weights (leave %s out, or give f64)", path, field_name("dtype"),
+                        field_name("dtype"));
+    if (as != TRAIN_DTYPE_OF_FILE) c.model.dtype = (qkv_dtype)as;
+    if ((s = trainer_init(t, &c)) != QKV_OK)
+        /* a value out of range here came from the file: the file is bad, not the command line */
+        return qkv_fail(s == QKV_ERR_VALUE ? QKV_ERR_FORMAT : s, "%s: %s", path, qkv_last_error());
+    if (t->data && (t->model.cfg.vocab != c.task.vocab || t->model.cfg.seq_len != c.task.seq_len)) {
+        trainer_free(t);
+        return qkv_fail(QKV_ERR_FORMAT, "%s: its vocab or seq_len is not that of %s", path,
+                        c.data_path);
+    }
+    qkv_model *m = &t->model;
+    qkv_optim *o = &t->optim;
+    /* for widening an f32 file to an f64 model: the largest tensor's f32 copy */
+    bool widen = file_dtype != c.model.dtype; /* an f32 file asked for as f64 */
+    qkv_ctx *tmp = qkv_ctx_new(widen ? 4096 + (size_t)(qkv_model_param_bytes(&c.model) / 8) : 0);
+    if (!tmp) s = qkv_fail(QKV_ERR_NOMEM, "out of memory reading %s", path);
+    for (int i = 0; i < m->nparams && s == QKV_OK; i++) {
+        char name[48];
+        s = read_widened(st, m->param_name[i], m->param[i], widen, tmp);
+        snprintf(name, sizeof name, "optim.m.%s", m->param_name[i]);
+        if (s == QKV_OK && o->m[i]) s = read_widened(st, name, o->m[i], widen, tmp);
+        snprintf(name, sizeof name, "optim.v.%s", m->param_name[i]);
+        if (s == QKV_OK && o->v[i]) s = read_widened(st, name, o->v[i], widen, tmp);
+    }
+    qkv_ctx_free(tmp);
+    double step = 0;
+    if (s == QKV_OK) s = meta_number(st, path, "step", 0, 1e15, &step);
+    o->step = (int64_t)step;
+    const char *rng = qkv_st_meta(st, "data_rng"); /* 64 characters (read_config) */
+    for (int i = 0; i < 4 && s == QKV_OK; i++) {
+        char word[17];
+        memcpy(word, rng + 16 * i, 16);
+        word[16] = '\0';
+        char *end;
+        t->data_rng.s[i] = strtoull(word, &end, 16);
+        if (*end) s = qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'data_rng' is not hexadecimal", path);
+    }
+    double rows = -1;
+    if (s == QKV_OK && qkv_st_meta(st, "metrics_rows"))
+        s = meta_number(st, path, "metrics_rows", 0, 1e15, &rows);
+    t->metrics_rows = (int64_t)rows;
+    if (s == QKV_OK && (s = trainer_check_state(t, QKV_ERR_FORMAT)) != QKV_OK)
+        s = qkv_fail(s, "%s: %s", path, qkv_last_error());
+    if (s != QKV_OK) trainer_free(t);
+    return s;
+}
+
+qkv_status qkv_model_load(qkv_model *m, qkv_task *task, const char *path) {
+    memset(m, 0, sizeof *m);
+    qkv_st *st;
+    qkv_status s = qkv_st_load(path, &st);
+    if (s != QKV_OK) return s;
+    train_config c;
+    qkv_dtype file_dtype;
+    double target_len = 0;
+    s = read_config(st, path, &c, &file_dtype);
+    /* a data file's model: its output length, which trainer_load takes from the file itself */
+    if (s == QKV_OK && c.task.kind == QKV_TASK_DATA &&
+        (s = meta_number(st, path, "target_len", 0, 65536, &target_len)) == QKV_OK) {
+        c.model.target_len = (int)target_len;
+        c.task.target_len = (int)target_len;
+    }
+    if (s == QKV_OK && (s = qkv_model_init(m, &c.model, c.seed)) != QKV_OK)
+        /* a value out of range here came from the file: the file is bad */
+        s = qkv_fail(s == QKV_ERR_VALUE ? QKV_ERR_FORMAT : s, "%s: %s", path, qkv_last_error());
+    for (int i = 0; i < m->nparams && s == QKV_OK; i++) s = qkv_st_read(st, m->param_name[i], m->param[i]);
+    qkv_st_free(st);
+    if (s != QKV_OK) {
+        qkv_model_free(m);
+        memset(m, 0, sizeof *m);
+        return s;
+    }
+    if (task) *task = c.task;
+    return QKV_OK;
+}

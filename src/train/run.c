@@ -1,0 +1,297 @@
+/* run.c - a whole training run: steps, evaluations, metrics rows, snapshots, checkpoints. */
+#include "train/run.h"
+
+#include "io/maps.h"
+#include "train/checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The run's effective config as a JSON object (the keys are train's options with '_' for
+ * '-'); a valid `qkv train --config`. NULL when out of memory. */
+static cJSON *run_config_json(const trainer *t, const run_options *o) {
+    const train_config *c = &t->cfg;
+    const qkv_model_config *m = &t->model.cfg;
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    if (t->data) { /* the examples set the task, the length and the vocabulary */
+        cJSON_AddStringToObject(j, "data", c->data_path);
+        if (c->heldout_path[0]) cJSON_AddStringToObject(j, "heldout", c->heldout_path);
+    } else {
+        cJSON_AddStringToObject(j, "task", qkv_task_name(c->task.kind));
+        cJSON_AddNumberToObject(j, "seq_len", c->task.seq_len);
+        cJSON_AddNumberToObject(j, "vocab", c->task.vocab);
+    }
+    cJSON_AddNumberToObject(j, "d_model", m->d_model);
+    cJSON_AddNumberToObject(j, "heads", m->heads);
+    cJSON_AddNumberToObject(j, "layers", m->layers);
+    cJSON_AddBoolToObject(j, "residual", m->residual);
+    cJSON_AddBoolToObject(j, "causal", m->causal);
+    cJSON_AddNumberToObject(j, "init_scale", m->init_scale);
+    cJSON_AddStringToObject(j, "optim", qkv_optim_name(c->optim));
+    cJSON_AddNumberToObject(j, "lr", c->lr);
+    cJSON_AddNumberToObject(j, "batch", c->batch);
+    cJSON_AddNumberToObject(j, "steps", (double)c->steps);
+    cJSON_AddNumberToObject(j, "weight_decay", c->weight_decay);
+    cJSON_AddNumberToObject(j, "clip", c->clip);
+    cJSON_AddStringToObject(j, "schedule", c->cosine ? "cosine" : "constant");
+    cJSON_AddNumberToObject(j, "warmup", (double)c->warmup);
+    /* A JSON number holds integers exactly up to 2^53; a larger seed is written as a string,
+     * which --config also takes for it. */
+    if (c->seed <= (UINT64_C(1) << 53)) {
+        cJSON_AddNumberToObject(j, "seed", (double)c->seed);
+    } else {
+        char seed[24];
+        snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
+        cJSON_AddStringToObject(j, "seed", seed);
+    }
+    cJSON_AddNumberToObject(j, "eval_every", (double)o->eval_every);
+    cJSON_AddNumberToObject(j, "save_every", (double)o->save_every);
+    cJSON_AddNumberToObject(j, "snapshot_every", (double)o->snapshot_every);
+    return j;
+}
+
+static int scored_heads(const trainer *t) {
+    return t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads : EVAL_MAX_HEADS;
+}
+
+/* A metrics row of the evaluation r after the step's update (lr: that step's). */
+static metrics_row new_row(const training_run *run, const trainer *t, const eval_result *r,
+                           int64_t step, double lr) {
+    const metrics_table *m = &run->metrics;
+    double *out = metrics_new_scores(m);
+    int k = 0;
+    for (int l = 0; out && l < m->layers; l++) out[k++] = r->has_ideal ? r->layer_mass[l] : NAN;
+    for (int l = 0; out && l < m->layers; l++)
+        for (int h = 0; h < m->heads; h++) {
+            out[k++] = r->prev_token[l][h];
+            out[k++] = r->duplicate[l][h];
+            out[k++] = r->induction[l][h];
+        }
+    return (metrics_row){step, t->last_loss, t->last_train_acc, r->accuracy, lr, r->loss, out};
+}
+
+static run_evaluation evaluation_of(const eval_result *r, int64_t step) {
+    return (run_evaluation){.step = step, .heldout_acc = r->accuracy, .heldout_loss = r->loss,
+                            .attention_mass = r->attention_mass, .best_head = r->best_head};
+}
+
+/* Adds a row to metrics.csv's table and to metrics.jsonl. */
+static void add_row(training_run *run, const trainer *t, const eval_result *r, int64_t step,
+                    double lr) {
+    metrics_row row = new_row(run, t, r, step, lr);
+    metrics_add(&run->metrics, row);
+    if (run->files_begun) {
+        run_evaluation e = evaluation_of(r, step);
+        run_files_row(&run->files, &row, &e);
+    }
+}
+
+/* ---- maps of the fixed held-out example (index 0) ---- */
+
+/* A token's label: the task's, or the data file's token string. */
+static void token_label(const trainer *t, int32_t token, char *buf, size_t len) {
+    if (t->data)
+        dataset_label(t->data, token, buf, len);
+    else
+        qkv_task_token_label(&t->cfg.task, token, buf, len);
+}
+
+/* Writes maps (L, H, Tq, T) of held-out example 0 as DIR/SUB/<prefix>layer<L>_head<H><suffix>.dat. */
+static qkv_status write_maps(const trainer *t, const char *dir, const char *sub,
+                             const char *prefix, const char *suffix, const char *what,
+                             const float *maps) {
+    const qkv_model_config *c = &t->model.cfg;
+    int T = c->seq_len, Tq = t->target_len;
+    const int32_t *x = t->held_tokens, *y = t->held_targets;
+    char(*labels)[MAP_LABEL] = malloc((size_t)(T + Tq) * sizeof *labels);
+    if (!labels) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    for (int j = 0; j < T; j++) token_label(t, x[j], labels[j], MAP_LABEL);
+    for (int i = 0; i < Tq; i++) {
+        /* an encoder-decoder's rows are decoder positions: labelled by their target */
+        if (c->target_len && y[i] < 0)
+            snprintf(labels[T + i], MAP_LABEL, "_");
+        else
+            token_label(t, c->target_len ? y[i] : x[i], labels[T + i], MAP_LABEL);
+    }
+    map_labels ml = {.task = qkv_task_name(t->cfg.task.kind), .layers = c->layers,
+                     .heads = c->heads, .keys = T, .queries = Tq, .decoder = c->target_len != 0,
+                     .key_label = (const char(*)[MAP_LABEL])labels,
+                     .query_label = (const char(*)[MAP_LABEL])labels + T};
+    qkv_status s = maps_write(dir, sub, prefix, suffix, what, &ml, maps);
+    free(labels);
+    return s;
+}
+
+/* attention/: the weights of every layer and head; gradients/: their gradient dA and the
+ * scores' gradient dS, from one backward pass of the example's loss. */
+static qkv_status write_attention(trainer *t, const char *dir) {
+    const qkv_model_config *c = &t->model.cfg;
+    size_t n = (size_t)c->layers * c->heads * t->target_len * c->seq_len;
+    float *a = malloc(3 * n * sizeof *a);
+    if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    trainer_attention(t, 0, a);
+    trainer_attention_grads(t, 0, a + n, a + 2 * n);
+    qkv_status s = write_maps(t, dir, "attention", "", "", "attention", a);
+    if (s == QKV_OK)
+        s = write_maps(t, dir, "gradients", "", "_dA", "gradient of the attention weights dA", a + n);
+    if (s == QKV_OK)
+        s = write_maps(t, dir, "gradients", "", "_dS", "gradient of the scores dS", a + 2 * n);
+    free(a);
+    return s;
+}
+
+/* snapshots/step<N>_layer<L>_head<H>.dat: the attention weights at this step. */
+static qkv_status write_snapshot(trainer *t, const char *dir) {
+    const qkv_model_config *c = &t->model.cfg;
+    float *a = malloc((size_t)c->layers * c->heads * t->target_len * c->seq_len * sizeof *a);
+    if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    trainer_attention(t, 0, a);
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "step%" PRId64 "_", t->optim.step);
+    qkv_status s = write_maps(t, dir, "snapshots", prefix, "", "attention", a);
+    free(a);
+    return s;
+}
+
+/* A checkpoint of the run, in the order of the commit protocol (io/rundir.c): metrics.csv
+ * and the maps of this step first, model.safetensors, the commit record, last. A kill between
+ * them leaves the previous checkpoint as the run's state, and the files written ahead of it
+ * are trimmed or rewritten when the run resumes. */
+static qkv_status checkpoint(training_run *run, trainer *t, run_progress progress, void *user) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/metrics.csv", run->dir.dir);
+    qkv_status s = trainer_check_state(t, QKV_ERR_NUMERIC); /* before anything is written */
+    if (s == QKV_OK) s = metrics_write(&run->metrics, path);
+    if (s == QKV_OK) s = write_attention(t, run->dir.dir);
+    if (s == QKV_OK) {
+        t->metrics_rows = run->metrics.n;
+        snprintf(path, sizeof path, "%s/model.safetensors", run->dir.dir);
+        s = trainer_save(t, path);
+    }
+    if (s == QKV_OK) {
+        run->dir.committed = true;
+        run->saved_step = t->optim.step;
+        if (progress) progress(RUN_COMMITTED, run, t, user);
+    }
+    return s;
+}
+
+/* Held-out evaluations by default: every steps/20, and early on at 1, 2, 3, 5, 7, 10, 15, 20,
+ * 30, 50, 70, 100, ... (about five a decade), where a model learns fastest. */
+static bool default_eval_step(int64_t step, int64_t every) {
+    if (step % every == 0) return true;
+    static const int mantissa[] = {10, 15, 20, 30, 50, 70};
+    for (int64_t decade = 1; decade <= step; decade *= 10)
+        for (int i = 0; i < 6; i++)
+            if (step * 10 == mantissa[i] * decade) return true;
+    return step == 1 || step == 2 || step == 3 || step == 5 || step == 7;
+}
+
+/* The run directory opened, a resumed run's metrics read back, and the records begun. */
+static qkv_status begin(training_run *run, trainer *t, run_progress progress, void *user) {
+    const run_options *o = &run->options;
+    qkv_status s;
+    if (o->out_dir) {
+        if ((s = rundir_open(&run->dir, o->out_dir)) != QKV_OK) return s;
+        run->has_dir = true;
+        /* its checkpoint is already there */
+        run->dir.committed = o->resume_dir && !strcmp(o->out_dir, o->resume_dir);
+    }
+    if (o->resume_dir) {
+        /* The checkpoint decides: metrics rows and snapshots after its step are what a kill
+         * left ahead of it; they are dropped, and the steps are done again. */
+        char path[1200];
+        snprintf(path, sizeof path, "%s/metrics.csv", o->resume_dir);
+        metrics_read(&run->metrics, path, t->optim.step);
+        if (t->metrics_rows >= 0 && run->metrics.n != t->metrics_rows)
+            return qkv_fail(QKV_ERR_FORMAT, "%s holds %d rows up to step %" PRId64 ", but its "
+                            "model was saved with %" PRId64 ": they are not of the same run",
+                            path, run->metrics.n, t->optim.step, t->metrics_rows);
+    }
+    run->started = true;
+    if (run->has_dir) {
+        rundir_trim_snapshots(&run->dir, run->start_step);
+        if (run->dir.committed && progress) progress(RUN_COMMITTED, run, t, user);
+    }
+    if (o->out_dir) {
+        s = run_files_begin(&run->files, o->out_dir, o->resume_dir ? o->resume_dir : o->out_dir,
+                            run_config_json(t, o), t->optim.step, run->metrics.rows,
+                            run->metrics.n);
+        if (s != QKV_OK) return s;
+        run->files_begun = true;
+    }
+    return QKV_OK;
+}
+
+qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, void *user,
+                       training_run *run) {
+    memset(run, 0, sizeof *run);
+    run->options = *o;
+    int64_t total = t->cfg.steps;
+    long every = o->eval_every ? o->eval_every : (long)(total >= 20 ? total / 20 : 1);
+    run->options.eval_every = every;
+    run->start_step = run->saved_step = t->optim.step;
+    metrics_init(&run->metrics, t->model.cfg.layers, scored_heads(t));
+    const char *dir = o->out_dir;
+    qkv_status s = begin(run, t, progress, user);
+    if (s != QKV_OK) return s;
+    if (progress) progress(RUN_BEGIN, run, t, user);
+    /* A new run's metrics start at step 0, before any update: the held-out columns evaluate
+     * the initial weights, and loss and train_acc are the first training batch's under those
+     * same weights (step 1's forward pass, measured before its update); lr is 0. */
+    eval_result at_start = {0};
+    bool row0 = run->start_step == 0;
+    if (row0) at_start = trainer_evaluate(t);
+    if (o->snapshot_every && run->start_step == 0 && (s = write_snapshot(t, dir)) != QKV_OK)
+        return s;
+    while (t->optim.step < total) {
+        if ((s = trainer_step(t)) != QKV_OK) return s;
+        int64_t step = t->optim.step;
+        if (step == 1 && row0) add_row(run, t, &at_start, 0, 0);
+        if ((o->eval_every ? step % every == 0 : default_eval_step(step, every)) || step == total) {
+            run->last = trainer_evaluate(t);
+            add_row(run, t, &run->last, step, t->optim.lr);
+            if (progress) progress(RUN_EVALUATED, run, t, user);
+        }
+        if (progress) progress(RUN_STEPPED, run, t, user);
+        if (o->snapshot_every && step % o->snapshot_every == 0 &&
+            (s = write_snapshot(t, dir)) != QKV_OK)
+            return s;
+        if (run->has_dir && ((o->save_every && step % o->save_every == 0) || step == total)) {
+            if ((s = checkpoint(run, t, progress, user)) != QKV_OK) return s;
+        }
+    }
+    if (progress) progress(RUN_TRAINED, run, t, user);
+    if (t->optim.step == run->start_step) { /* nothing left to train: the model as it is */
+        run->last = trainer_evaluate(t);
+        if (run->files_begun) {
+            run_evaluation e = evaluation_of(&run->last, t->optim.step);
+            run_files_note(&run->files, &e);
+        }
+    }
+    /* a resume with no steps left, into a new directory */
+    if (run->has_dir && !run->dir.committed && (s = checkpoint(run, t, progress, user)) != QKV_OK)
+        return s;
+    /* a run without a directory ends the same way: a state it would refuse to save fails */
+    if (!run->has_dir && (s = trainer_check_state(t, QKV_ERR_NUMERIC)) != QKV_OK)
+        return s;
+    return QKV_OK;
+}
+
+qkv_status trainer_run_end(training_run *run, const trainer *t, int exit_code, const char *error) {
+    qkv_status s = QKV_OK;
+    if (run->files_begun)
+        s = run_files_end(&run->files, t->optim.step, t->last_loss, t->last_train_acc, exit_code,
+                          error);
+    run->files_begun = false;
+    /* a run that committed nothing leaves nothing, its summary.json aside */
+    if (run->has_dir) rundir_close(&run->dir);
+    run->has_dir = false;
+    metrics_free(&run->metrics);
+    return s;
+}
