@@ -1,67 +1,142 @@
 #!/usr/bin/env bash
 # qkv against PyTorch on the same training step, side by side, in one run.
-#   scripts/bench.sh [--seconds X] [--markdown]
-# For each workload (tiny, medium, long) it times qkv with 1 and 2 threads and PyTorch with 1
-# and 2 threads, takes each side at its fastest thread count, and prints ms/step, the ratio
-# qkv/PyTorch, GFLOP/s and step memory. --markdown prints the README table instead.
+#   scripts/bench.sh [--seconds X] [--markdown] [--threads "1 2 4"] [--simd PATH] [--no-gemm]
+# For each workload (tiny, medium, long) it times qkv at each thread count, and PyTorch at each
+# thread count in each form it has (eager; torch.nn.functional.scaled_dot_product_attention
+# from PyTorch 2.0 on), takes each side at its fastest, and prints ms/step, the ratio
+# qkv/PyTorch, GFLOP/s and step memory, under a header naming the machine: CPU model, cores,
+# qkv's ISA path and the PyTorch version. The figures hold for that machine only. --markdown
+# prints the README's table for it instead.
+#   --threads  the thread counts to try (default 1, 2, 4, ... up to the cores, and the cores)
+#   --simd     run qkv on that path (QKV_SIMD), e.g. --simd avx2 on an AVX-512 machine
+#   --no-gemm  skip the second part: build/tests/bench_gemm (qkv's f32 matmul against
+#              OpenBLAS) once per x86 path this CPU runs, QKV_SIMD forced
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds=3
-markdown=0
+usage="usage: scripts/bench.sh [--seconds X] [--markdown] [--threads \"1 2 4\"] [--simd PATH] [--no-gemm]"
+seconds=3 markdown=0 gemm=1 threads=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) seconds=$2; shift 2 ;;
         --markdown) markdown=1; shift ;;
-        *) echo "usage: scripts/bench.sh [--seconds X] [--markdown]" >&2; exit 2 ;;
+        --threads) threads=$2; shift 2 ;;
+        --simd) export QKV_SIMD=$2; shift 2 ;;
+        --no-gemm) gemm=0; shift ;;
+        *) echo "$usage" >&2; exit 2 ;;
     esac
 done
+cores=$(nproc)
+if [ -z "$threads" ]; then
+    for ((n = 1; n < cores; n *= 2)); do threads+="$n "; done
+    threads+="$cores"
+fi
 qkv=${QKV:-build/qkv}
-[ -x "$qkv" ] || { cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build build -j"$(nproc)" >/dev/null; }
+if [ ! -x "$qkv" ]; then
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+    cmake --build build -j"$cores" >/dev/null
+fi
 py=/usr/bin/python3
 $py -c "import torch" 2>/dev/null || py=python3
+forms="eager"
+$py -c "import torch, sys; sys.exit(not hasattr(torch.nn.functional, 'scaled_dot_product_attention'))" \
+    2>/dev/null && forms+=" sdpa"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-for threads in 1 2; do
-    "$qkv" bench --json --threads "$threads" --seconds "$seconds" | sed 's/^/qkv /' >>"$out"
-    $py scripts/bench_torch.py --threads "$threads" --seconds "$seconds" | sed 's/^/torch /' >>"$out"
+"$qkv" --version | sed 's/^/version /' >>"$out"
+for n in $threads; do # the two sides in turn at each count, so that both see the same load
+    "$qkv" bench --json --threads "$n" --seconds "$seconds" | sed 's/^/qkv /' >>"$out"
+    for form in $forms; do
+        $py scripts/bench_torch.py --threads "$n" --seconds "$seconds" --form "$form" |
+            sed 's/^/torch /' >>"$out"
+    done
 done
-$py - "$out" "$markdown" <<'PY'
+$py - "$out" "$markdown" "$cores" "${QKV_SIMD:-}" <<'PY'
 import json, sys, platform
-rows = {}
-for line in open(sys.argv[1]):
-    side, js = line.split(" ", 1)
-    r = json.loads(js)
+path, md, cores, forced = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
+rows, simd = {}, ""
+for line in open(path):
+    side, rest = line.rstrip("\n").split(" ", 1)
+    if side == "version":
+        if rest.startswith("simd: "):
+            simd = rest.split()[1]
+        continue
+    r = json.loads(rest)
     rows.setdefault((side, r["config"]), []).append(r)
+    simd = simd or r.get("simd", "")
+if not simd:  # a qkv that names no path: the one forced, or the default (the best this CPU runs)
+    simd = forced or "default"
 def best(side, cfg):
     return min(rows[(side, cfg)], key=lambda r: r["ms_per_step"])
-def scaling(cfg):
+def scaling(cfg):  # qkv's speed-up from 1 thread to its best count
     by = {r["threads"]: r["ms_per_step"] for r in rows[("qkv", cfg)]}
-    return by[1] / by[2] if 1 in by and 2 in by else float("nan")
-cpu = "unknown CPU"
+    return by[1] / min(by.values()) if 1 in by else float("nan")
+cpu, cpuflags = platform.processor() or platform.machine(), ""
 try:
     for l in open("/proc/cpuinfo"):
-        if l.startswith("model name"):
-            cpu = l.split(":", 1)[1].strip(); break
+        if l.startswith("model name") and cpu in (platform.processor(), platform.machine()):
+            cpu = l.split(":", 1)[1].strip()
+        if l.startswith("flags") and not cpuflags:
+            cpuflags = l
 except OSError:
     pass
-targets = {"tiny": 0.25, "medium": 0.5, "long": 0.5}
-md = sys.argv[2] == "1"
+have_torch = ("torch", "tiny") in rows
+torch_version = rows[("torch", "tiny")][0]["torch"] if have_torch else "not installed"
+forms = sorted({r.get("form", "eager") for (side, _), rs in rows.items() if side == "torch" for r in rs})
+header = (f"{cpu}, {cores} cores ({platform.machine()}); qkv {simd} path"
+          f"{' (QKV_SIMD)' if forced else ''}; PyTorch {torch_version}"
+          f"{' (' + ', '.join(forms) + ')' if forms else ''}; threads tried: "
+          + " ".join(sorted({str(r['threads']) for rs in rows.values() for r in rs}, key=int)))
+# The targets of qkv/PyTorch per machine and path (each side at its best), and long's step
+# memory at most 0.25x PyTorch's.
+if cores >= 16:
+    targets = {"tiny": 0.3, "medium": 0.5, "long": 0.5}
+elif simd == "avx512" or (simd == "default" and " avx512f" in cpuflags):
+    targets = {"tiny": 0.2, "medium": 0.25, "long": 0.4}
+else:
+    targets = {"tiny": 0.25, "medium": 0.4, "long": 0.5}
 if md:
+    print(f"#### {header}\n")
     print("| workload | qkv ms/step | PyTorch ms/step | ratio | target | qkv GFLOP/s | qkv step memory | PyTorch step memory | memory ratio |")
     print("|---|---|---|---|---|---|---|---|---|")
 else:
-    print(f"{'workload':8} {'qkv ms':>9} {'thr':>3} {'torch ms':>9} {'thr':>3} {'ratio':>6} {'target':>6} {'GFLOP/s':>8} {'qkv MB':>7} {'torch MB':>8} {'mem':>5} {'1→2 thr':>7}")
+    print(f"machine: {header}")
+    print(f"{'workload':8} {'qkv ms':>9} {'thr':>3} {'torch ms':>9} {'thr':>3} {'form':>5} {'ratio':>6} {'target':>6} {'GFLOP/s':>8} {'qkv MB':>7} {'torch MB':>8} {'mem':>5} {'1→best':>6}")
 ok = True
 for cfg in ["tiny", "medium", "long"]:
-    q, t = best("qkv", cfg), best("torch", cfg)
+    q = best("qkv", cfg)
+    if not have_torch:
+        print(f"{cfg:8} {q['ms_per_step']:9.3f} {q['threads']:3d}   (no PyTorch to compare with)")
+        ok = False
+        continue
+    t = best("torch", cfg)
     ratio = q["ms_per_step"] / t["ms_per_step"]
     mem = q["step_mem_mb"] / t["step_mem_mb"] if t["step_mem_mb"] > 0 else float("nan")
     met = ratio <= targets[cfg] and (cfg != "long" or mem <= 0.25)
     ok = ok and met
+    form = t.get("form", "eager")
     if md:
-        print(f"| {cfg} | {q['ms_per_step']:.3f} ({q['threads']} thr) | {t['ms_per_step']:.3f} ({t['threads']} thr) | {ratio:.2f}x | ≤ {targets[cfg]}x | {q['gflops']:.1f} | {q['step_mem_mb']:.1f} MB | {t['step_mem_mb']:.1f} MB | {mem:.2f}x |")
+        print(f"| {cfg} | {q['ms_per_step']:.3f} ({q['threads']} thr) | {t['ms_per_step']:.3f} ({t['threads']} thr, {form}) | {ratio:.2f}x | ≤ {targets[cfg]}x | {q['gflops']:.1f} | {q['step_mem_mb']:.1f} MB | {t['step_mem_mb']:.1f} MB | {mem:.2f}x |")
     else:
-        print(f"{cfg:8} {q['ms_per_step']:9.3f} {q['threads']:3d} {t['ms_per_step']:9.3f} {t['threads']:3d} {ratio:6.2f} {targets[cfg]:6.2f} {q['gflops']:8.1f} {q['step_mem_mb']:7.1f} {t['step_mem_mb']:8.1f} {mem:5.2f} {scaling(cfg):7.2f}")
-print(("" if not md else "\n") + f"machine: {cpu}, {platform.machine()}, PyTorch {rows[('torch','tiny')][0]['torch']}; "
-      f"qkv medium 1→2 threads speed-up {scaling('medium'):.2f}x; targets {'met' if ok else 'NOT met'}")
+        print(f"{cfg:8} {q['ms_per_step']:9.3f} {q['threads']:3d} {t['ms_per_step']:9.3f} {t['threads']:3d} {form:>5} {ratio:6.2f} {targets[cfg]:6.2f} {q['gflops']:8.1f} {q['step_mem_mb']:7.1f} {t['step_mem_mb']:8.1f} {mem:5.2f} {scaling(cfg):6.2f}")
+print(("\n" if md else "") + f"qkv from 1 thread to its best: tiny {scaling('tiny'):.2f}x, medium "
+      f"{scaling('medium'):.2f}x, long {scaling('long'):.2f}x; targets {'met' if ok else 'NOT met'}")
 PY
+[ "$gemm" = 1 ] || exit 0
+bench_gemm=$(dirname "$qkv")/tests/bench_gemm
+if [ ! -x "$bench_gemm" ]; then
+    echo; echo "bench_gemm: not built ($bench_gemm; it needs libopenblas-dev): skipped"
+    exit 0
+fi
+# Each x86 path this CPU runs; the plain-C one is "scalar" ("portable" in older kernels).
+paths=()
+if grep -q '"scalar"' src/kernels/*.c; then paths+=(scalar); else paths+=(portable); fi
+if [ "$(uname -m)" = x86_64 ]; then
+    flags=$(grep -m1 '^flags' /proc/cpuinfo)
+    [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* ]] && paths+=(avx2)
+    [[ " $flags " == *" avx512f "* ]] && paths+=(avx512)
+fi
+for p in "${paths[@]}"; do
+    echo
+    echo "bench_gemm, QKV_SIMD=$p, 1 thread:"
+    QKV_SIMD=$p "$bench_gemm" --threads 1
+done

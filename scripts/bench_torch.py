@@ -4,8 +4,13 @@
 One step is forward, cross-entropy, backward and a plain SGD update of the one-layer attention
 model of docs/model.md (token + position embeddings, W_Q, W_K, W_V, W_O, no residual, the
 vocabulary head), on a batch of the reverse task. Prints one JSON line per workload, like
-`qkv bench --json`: config, threads, ms_per_step (median after a warm-up), gflops, step_mem_mb
-(peak resident memory minus the resident memory just before the first step).
+`qkv bench --json`: config, threads, form, ms_per_step (median after a warm-up), gflops,
+step_mem_mb (peak resident memory minus the resident memory just before the first step).
+
+--form picks how the attention is written: "eager" (softmax(Q·Kᵀ/√d_k)·V, three ops and
+autograd) or "sdpa" (torch.nn.functional.scaled_dot_product_attention, PyTorch 2.0 and later,
+which may take a fused kernel). Where the installed PyTorch has no sdpa, --form sdpa prints a
+note on stderr and no line.
 """
 import argparse
 import json
@@ -47,7 +52,10 @@ def forward_flops(B, T, C, H, V):
     return 4 * 2 * B * T * C * C + 2 * 2 * B * T * T * C + 2 * B * T * C * V
 
 
-def run(name, threads, seconds):
+HAS_SDPA = hasattr(torch.nn.functional, "scaled_dot_product_attention")
+
+
+def run(name, threads, seconds, form):
     B, T, C, H, V = WORKLOADS[name]
     torch.manual_seed(1)
     dk = C // H
@@ -72,8 +80,11 @@ def run(name, threads, seconds):
         def split(t):
             return t.view(B, T, H, dk).transpose(1, 2)           # (B,H,T,dk)
         q, k, v = split(h @ p["w_q"]), split(h @ p["w_k"]), split(h @ p["w_v"])
-        a = torch.softmax((q @ k.transpose(-2, -1)) / math.sqrt(dk), dim=-1)
-        o = (a @ v).transpose(1, 2).reshape(B, T, C) @ p["w_o"]
+        if form == "sdpa":  # the same softmax(q·kᵀ/√dk)·v, no mask, no dropout
+            av = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            av = torch.softmax((q @ k.transpose(-2, -1)) / math.sqrt(dk), dim=-1) @ v
+        o = av.transpose(1, 2).reshape(B, T, C) @ p["w_o"]
         logits = o @ p["head_w"] + p["head_b"]
         loss = torch.nn.functional.cross_entropy(logits.view(B * T, V), y.view(B * T))
         for t in p.values():
@@ -99,6 +110,7 @@ def run(name, threads, seconds):
     return {
         "config": name,
         "threads": threads,
+        "form": form,
         "ms_per_step": round(ms, 4),
         "gflops": round(3 * forward_flops(B, T, C, H, V) / (ms * 1e-3) * 1e-9, 2),
         "step_mem_mb": round((peak - rss_before) / 2**20, 2),
@@ -112,11 +124,16 @@ def main():
     ap.add_argument("--config", default="all", choices=["all", *WORKLOADS])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--form", default="eager", choices=["eager", "sdpa"])
     args = ap.parse_args()
+    if args.form == "sdpa" and not HAS_SDPA:
+        print(f"bench_torch: PyTorch {torch.__version__} has no scaled_dot_product_attention: "
+              "--form sdpa skipped", file=sys.stderr)
+        return
     torch.set_num_threads(args.threads)
     names = list(WORKLOADS) if args.config == "all" else [args.config]
     for name in names:
-        print(json.dumps(run(name, args.threads, args.seconds)), flush=True)
+        print(json.dumps(run(name, args.threads, args.seconds, args.form)), flush=True)
 
 
 if __name__ == "__main__":

@@ -64,18 +64,19 @@ END_TEST
 static Suite *gradcheck_suite(void) {
     /* The second seed and the coverage test (the same runs again) are tagged "slow": the
      * valgrind stage of .ci/run skips them (CK_EXCLUDE_TAGS=slow), one run of each op is
-     * enough to check its memory. */
+     * enough to check its memory. And "long": the runs on each SIMD path, with clang and
+     * without OpenMP skip them too (CK_EXCLUDE_TAGS=long). */
     Suite *s = suite_create("gradcheck");
     TCase *tc = tcase_create("ops");
     tcase_add_loop_test(tc, test_gradcheck_op, 0, qkv_gradcheck_count());
     tcase_add_test(tc, test_gradcheck_reports_failure);
     suite_add_tcase(s, tc);
     tc = tcase_create("seeds");
-    tcase_set_tags(tc, "slow");
+    tcase_set_tags(tc, "slow long");
     tcase_add_loop_test(tc, test_gradcheck_other_seed, 0, qkv_gradcheck_count());
     suite_add_tcase(s, tc);
     tc = tcase_create("coverage");
-    tcase_set_tags(tc, "slow");
+    tcase_set_tags(tc, "slow long");
     tcase_add_test(tc, test_gradcheck_coverage);
     suite_add_tcase(s, tc);
     return s;

@@ -784,6 +784,7 @@ static Suite *kernels_suite(void) {
 
 #ifdef QKV_HAVE_OPENMP
     tc = tcase_create("determinism");
+    tcase_set_tags(tc, "threads"); /* left out under qemu-user (.ci/run), where threads crawl */
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_gemm_deterministic);
     tcase_add_test(tc, test_attention_deterministic);

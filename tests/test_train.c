@@ -803,9 +803,12 @@ START_TEST(test_shards_match_whole_batch) {
     for (int i = 0; i < whole.nparams; i++) {
         const float *g = t.model.param[i]->grad, *ref = whole.param[i]->grad;
         double worst = 0, scale = 0;
+        /* not fmax: it would pass over a NaN (and GCC 12 for aarch64 cannot vectorise an
+         * fmax of widened floats: it stops with an internal error) */
         for (int64_t j = 0; j < whole.param[i]->size; j++) {
-            worst = fmax(worst, fabs((double)g[j] - ref[j]));
-            scale = fmax(scale, fabs((double)ref[j]));
+            double off = fabs((double)g[j] - ref[j]), size = fabs((double)ref[j]);
+            worst = off <= worst ? worst : off; /* a NaN stays */
+            scale = size <= scale ? scale : size;
         }
         ck_assert_msg(scale > 0, "%s has no gradient", whole.param_name[i]);
         ck_assert_msg(worst <= 1e-5 * scale, "%s: gradient off by %.3g (largest %.3g)",
@@ -845,6 +848,49 @@ START_TEST(test_threads_bit_identical_shards) {
     c.batch = 64;
     assert_threads_agree(c, 2);
     assert_threads_agree(c, 4);
+}
+END_TEST
+
+/* Thread counts that change how a step runs: shards side by side on 2 and 3 threads, and on
+ * 4 and 7 the layout trials, whose steps alternate between the shards in turn (each op on
+ * every thread) and side by side; on tiny's shapes (batch 32 of 16 tokens, d_model 64, 4
+ * heads) and on a model whose ops are split. Oversubscribing the machine changes nothing but
+ * the time. */
+START_TEST(test_threads_bit_identical_counts) {
+    static const int counts[] = {2, 3, 4, 7};
+    train_config small = make_config("copy", 16, 64, 4, 6, QKV_ADAM, 0.005);
+    small.batch = 32;
+    train_config big = make_config("copy", 64, 64, 2, 6, QKV_ADAM, 0.005);
+    big.batch = 16;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        assert_threads_agree(small, counts[i]);
+        assert_threads_agree(big, counts[i]);
+    }
+}
+END_TEST
+
+/* With two threads or more per shard, the first step runs the shards in turn, the next four
+ * alternate the two layouts and time them, and the faster is kept; with fewer threads the
+ * layout is fixed and nothing is timed. */
+START_TEST(test_shard_layout_trials) {
+    train_config c = make_config("copy", 16, 64, 4, 8, QKV_ADAM, 0.005);
+    c.batch = 32;
+    trainer t;
+    omp_set_num_threads(2);
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    train_steps(&t, 3);
+    ck_assert_int_eq(t.layout.steps, 0);
+    omp_set_num_threads(4);
+    train_steps(&t, 4);
+    ck_assert_int_eq(t.layout.threads, 4);
+    ck_assert_int_eq(t.layout.steps, 1); /* the untimed first */
+    ck_assert(isinf(t.layout.best[0]) && isinf(t.layout.best[1]));
+    train_steps(&t, 8);
+    ck_assert_int_eq(t.layout.steps, 1 + 2 * SHARD_LAYOUT_TRIALS);
+    ck_assert(t.layout.best[0] > 0 && isfinite(t.layout.best[0]));
+    ck_assert(t.layout.best[1] > 0 && isfinite(t.layout.best[1]));
+    trainer_free(&t);
+    omp_set_num_threads(2);
 }
 END_TEST
 
@@ -1083,10 +1129,12 @@ END_TEST
 
 static Suite *train_suite(void) {
     /* Tagged "slow": learning (hundreds of steps per task) and the thread test (a bigger
-     * model), which the valgrind stage of .ci/run skips with CK_EXCLUDE_TAGS=slow. */
+     * model), which the valgrind stage of .ci/run skips with CK_EXCLUDE_TAGS=slow. Learning is
+     * also "long": .ci/run's runs on each SIMD path, with clang and without OpenMP skip it
+     * (CK_EXCLUDE_TAGS=long) and keep the thread test. */
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("learn");
-    tcase_set_tags(tc, "slow");
+    tcase_set_tags(tc, "slow long");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_task_learns, 0, (int)(sizeof learn / sizeof learn[0]));
     tcase_add_loop_test(tc, test_deep_task_learns, 0,
@@ -1112,9 +1160,11 @@ static Suite *train_suite(void) {
 
 #ifdef QKV_HAVE_OPENMP
     tc = tcase_create("threads");
-    tcase_set_tags(tc, "slow");
+    tcase_set_tags(tc, "slow threads");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_threads_bit_identical_shards);
+    tcase_add_test(tc, test_threads_bit_identical_counts);
+    tcase_add_test(tc, test_shard_layout_trials);
     tcase_add_test(tc, test_threads_bit_identical_data);
     tcase_add_test(tc, test_threads_bit_identical_kernels);
     tcase_add_test(tc, test_threads_bit_identical_f64);

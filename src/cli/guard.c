@@ -130,7 +130,8 @@ int cli_set_threads(long requested) {
     }
     omp_set_num_threads(can); /* by default, as many as can start: results do not depend on it */
 #else
-    (void)requested;
+    (void)requested; /* built without OpenMP: one thread, whatever was asked */
+    (void)startable_threads;
 #endif
     return EXIT_OK;
 }

@@ -12,6 +12,7 @@
  * contract) for any ISA. */
 #include "isa.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,16 +46,25 @@ static void sgemm_small(const kernel_isa *im, bool ta, bool tb, int64_t M, int64
 }
 
 /* Per-thread buffers for packed B. They grow to the largest B once and are then reused, so
- * warm training steps allocate nothing. */
+ * warm training steps allocate nothing. A thread that ends (OpenMP ends the threads a smaller
+ * team no longer needs) frees its buffer through the key's destructor. */
 static _Thread_local float *pack_b;
 static _Thread_local size_t pack_b_cap;
+static pthread_key_t pack_b_key;
+static pthread_once_t pack_b_once = PTHREAD_ONCE_INIT;
+
+static void pack_b_key_create(void) {
+    if (pthread_key_create(&pack_b_key, free) != 0) abort();
+}
 
 static float *pack_buffer(size_t floats) {
     if (floats > pack_b_cap) {
+        pthread_once(&pack_b_once, pack_b_key_create);
         free(pack_b);
         pack_b = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
         pack_b_cap = pack_b ? floats : 0;
         if (!pack_b) abort(); /* out of memory for one matrix: nothing sensible to do */
+        pthread_setspecific(pack_b_key, pack_b);
     }
     return pack_b;
 }

@@ -5,6 +5,7 @@
 #include "kernels/kernels.h"
 
 #include <inttypes.h>
+#include <time.h>
 
 #define EVAL_BATCH 64
 
@@ -268,6 +269,28 @@ static void sum_shard_grads(trainer *t) {
     }
 }
 
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Whether this step's shards run side by side (see shard_layout). With one thread, or one
+ * shard, they run in turn; with threads for each shard but fewer than two each, side by side;
+ * with more, the first step is in turn (it grows the arenas: not timed), the next
+ * 2·SHARD_LAYOUT_TRIALS alternate and are timed, and the faster layout is kept from then on
+ * (until the thread count changes). */
+static bool shards_side_by_side(trainer *t, int threads) {
+    int S = t->nshards;
+    if (S < 2 || threads < S) return false;
+    if (threads < 2 * S) return true;
+    shard_layout *l = &t->layout;
+    if (l->threads != threads) *l = (shard_layout){.threads = threads, .best = {INFINITY, INFINITY}};
+    if (l->steps == 0) return false;
+    if (l->steps <= 2 * SHARD_LAYOUT_TRIALS) return l->steps % 2 == 0;
+    return l->best[1] < l->best[0];
+}
+
 qkv_status trainer_update(trainer *t) {
     const train_config *c = &t->cfg;
     int64_t total = 0, rows = (int64_t)c->batch * t->target_len;
@@ -275,10 +298,13 @@ qkv_status trainer_update(trainer *t) {
     int S = t->nshards;
     /* Shards side by side, one thread each, when there are threads for them but not enough
      * to share each shard's ops among several: ops on a few sequences are too short to split,
-     * whole passes are not. Otherwise (one thread, one shard, or at least two threads per
-     * shard) the shards run one after the other, each op on every thread. Either way each
-     * shard computes the same bits, so the choice never shows in the results. */
-    bool side_by_side = S > 1 && kernel_threads() >= S && kernel_threads() < 2 * S;
+     * whole passes are not. With one thread or one shard they run one after the other, each
+     * op on every thread; with two threads or more per shard, in the layout that measured
+     * faster. Either way each shard computes the same bits, so the choice never shows in the
+     * results. */
+    int threads = kernel_threads();
+    bool side_by_side = shards_side_by_side(t, threads);
+    double start = seconds_now();
     if (side_by_side) {
 #pragma omp parallel num_threads(S)
         {
@@ -289,6 +315,12 @@ qkv_status trainer_update(trainer *t) {
     } else {
         for (int s = 0; s < S; s++) shard_step(t, s, total);
         sum_shard_grads(t);
+    }
+    shard_layout *l = &t->layout;
+    if (S > 1 && threads >= 2 * S && l->steps <= 2 * SHARD_LAYOUT_TRIALS) {
+        double took = seconds_now() - start;
+        if (l->steps > 0 && took < l->best[side_by_side]) l->best[side_by_side] = took;
+        l->steps++;
     }
     double loss = 0;
     int64_t correct = 0, counted = 0;

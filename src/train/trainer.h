@@ -43,11 +43,24 @@ typedef struct {
     int64_t correct, counted; /* argmax hits and targets */
 } train_shard;
 
+/* How a step's shards run when there are at least two threads per shard: in turn, each op on
+ * every thread, or side by side, one thread each. Which is faster depends on the sizes of the
+ * ops against the machine (the tiny workload's ops are too short to split well, a long
+ * sequence's are not), so the trainer times each on its first steps and keeps the faster.
+ * Both give the same bits. */
+#define SHARD_LAYOUT_TRIALS 2 /* timed steps of each layout */
+typedef struct {
+    int threads;                 /* the thread count the trials were made with */
+    int steps;                   /* steps taken with it so far: the first is not timed */
+    double best[2];              /* the fastest timed step in turn [0] and side by side [1], s */
+} shard_layout;
+
 typedef struct {
     train_config cfg;
     qkv_model model;
     int nshards;
     train_shard shard[TRAIN_SHARDS];
+    shard_layout layout;
     qkv_optim optim;
     qkv_rng data_rng;         /* draws the training batches; saved for --resume */
     qkv_ctx *eval_ctx;        /* no-grad evaluation */
