@@ -178,6 +178,10 @@ void cli_set_interrupt_note(const char *fmt, ...)
 #endif
     ;
 void cli_clear_interrupt_note(void);
+/* Between cli_guard_hold and cli_guard_release a signal waits; release answers it then, after
+ * the note has been set to the checkpoint just saved. */
+void cli_guard_hold(void);
+void cli_guard_release(void);
 /* Sets the OpenMP thread count: `requested`, or (0) the default, after checking that the
  * threads can start. A requested count that cannot gives one line and EXIT_NOMEM; the
  * default quietly becomes as many as can. Returns EXIT_OK or EXIT_NOMEM. */

@@ -486,9 +486,13 @@ static void on_progress(run_event event, const training_run *run, const trainer 
             p->drawn = true;
         }
         break;
+    case RUN_SAVING: /* a signal now waits for the note of the checkpoint being saved */
+        cli_guard_hold();
+        break;
     case RUN_COMMITTED:
         cli_set_interrupt_note("the run in %s keeps its checkpoint of step %" PRId64,
                                run->dir.dir, step);
+        cli_guard_release();
         break;
     case RUN_TRAINED:
         p->seconds = el;
@@ -532,7 +536,9 @@ static int train_run(train_args *a) {
     run_options o = {.out_dir = out_dir, .resume_dir = resume, .eval_every = a->eval_every,
                      .save_every = a->save_every, .snapshot_every = a->snapshot_every};
     training_run run;
-    if ((s = trainer_run(&t, &o, on_progress, &p, &run)) != QKV_OK) {
+    s = trainer_run(&t, &o, on_progress, &p, &run);
+    cli_guard_release(); /* a save that failed after RUN_SAVING still holds signals */
+    if (s != QKV_OK) {
         if (p.drawn) fputc('\n', prog);
         if (run.started && run.has_dir && run.dir.committed) /* and what the directory keeps */
             cli_error("%s; %s keeps the checkpoint of step %" PRId64, qkv_last_error(),

@@ -48,7 +48,15 @@ static void put(const char *s) { /* async-signal-safe */
     }
 }
 
+/* While a checkpoint's commit record is being saved, a signal waits (held) until the note
+ * names it: otherwise a signal just after its rename would name the checkpoint before it. */
+static volatile sig_atomic_t held, pending;
+
 static void on_signal(int sig) {
+    if (held) {
+        pending = sig;
+        return;
+    }
     io_remove_temporaries();
     put(sig == SIGINT ? "\nqkv: interrupted by SIGINT"
         : sig == SIGTERM ? "qkv: interrupted by SIGTERM" : "qkv: interrupted by SIGHUP");
@@ -59,6 +67,13 @@ static void on_signal(int sig) {
     }
     put("\n");
     _exit(EXIT_INTERRUPTED);
+}
+
+void cli_guard_hold(void) { held = 1; }
+
+void cli_guard_release(void) {
+    held = 0;
+    if (pending) on_signal(pending);
 }
 
 void cli_guard_install(void) {

@@ -172,6 +172,7 @@ static qkv_status checkpoint(training_run *run, trainer *t, run_progress progres
     if (s == QKV_OK) {
         t->metrics_rows = run->metrics.n;
         snprintf(path, sizeof path, "%s/model.safetensors", run->dir.dir);
+        if (progress) progress(RUN_SAVING, run, t, user);
         s = trainer_save(t, path);
     }
     if (s == QKV_OK) {
