@@ -9,6 +9,9 @@
 #include "io/io.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -115,6 +118,13 @@ static int startable_threads(int n) {
     struct rlimit lim;
     double limit = getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY
                        ? (double)lim.rlim_cur : -1;
+#if defined(__GLIBC__) && defined(M_ARENA_MAX)
+    /* glibc gives a thread that mallocs while another holds the lock an arena of its own,
+     * reserving 64 MB of address space each, up to 8 per core: how many depends on timing,
+     * so the space the probe measures would not be the space the run takes. Under a limit,
+     * every thread shares one arena (warm steps allocate nothing: no speed is lost). */
+    if (limit > 0) mallopt(M_ARENA_MAX, 1);
+#endif
     double before = address_space(), during = before;
     pthread_t th[1024];
     int made = 0;

@@ -66,12 +66,16 @@ qkv_status atomic_open(atomic_file *af, const char *path) {
     int fd = -1, err = 0;
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
         snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld.%d", path, (long)getpid(), attempt);
+        /* Listed before it is created: a signal between the create and the listing would
+         * leave the file behind. One that comes before the create unlinks a name that is
+         * not there yet (or a stale temporary of this name, which a resume removes anyway). */
+        live_add(af->tmp);
         fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         err = errno;
+        if (fd < 0) live_remove(af->tmp);
         if (fd < 0 && err != EEXIST) break; /* only a name already taken is worth another try */
     }
     if (fd < 0) return qkv_fail(QKV_ERR_IO, "cannot write %s: %s", path, strerror(err));
-    live_add(af->tmp);
     af->f = fdopen(fd, "wb");
     if (!af->f) {
         err = errno;
