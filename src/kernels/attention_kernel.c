@@ -121,6 +121,21 @@ static void score_grads_f64(double *dp, const double *p, int64_t br, int64_t bc,
             dp[r * bc + c] = p[r * bc + c] * ((dp[r * bc + c] - D_hi[r]) - D_lo[r]) * scale;
 }
 
+/* p (br×bc): row r times s[r] */
+static void scale_rows_f64(double *p, int64_t br, int64_t bc, const double *s) {
+    for (int64_t r = 0; r < br; r++)
+        for (int64_t c = 0; c < bc; c++) p[r * bc + c] *= s[r];
+}
+
+/* Σ_c x[c]·y[c] and Σ_c x[c] of a row of f32 P and dP, each as hi + lo floats: summed in
+ * double (the ISA's row_dot_sum), where each product of two floats is exact. */
+static void row_terms_f32(const float *x, const float *y, int64_t n, float *dh, float *dl,
+                          float *sh, float *sl) {
+    double dot, sum;
+    kernel_isa_active()->row_dot_sum(x, y, n, &dot, &sum);
+    *dh = (float)dot, *dl = (float)(dot - *dh), *sh = (float)sum, *sl = (float)(sum - *sh);
+}
+
 #define T float
 #define SUF f32
 #define LOG logf
@@ -133,6 +148,8 @@ static void score_grads_f64(double *dp, const double *p, int64_t br, int64_t bc,
 #define ONLINE_SOFTMAX kernel_isa_active()->online_softmax
 #define RECOMPUTE_PROBS kernel_isa_active()->recompute_probs
 #define SCORE_GRADS kernel_isa_active()->score_grads
+#define SCALE_ROWS kernel_isa_active()->scale_rows
+#define ROW_TERMS row_terms_f32
 #include "attention_kernel.inc"
 #undef T
 #undef SUF
@@ -146,6 +163,8 @@ static void score_grads_f64(double *dp, const double *p, int64_t br, int64_t bc,
 #undef ONLINE_SOFTMAX
 #undef RECOMPUTE_PROBS
 #undef SCORE_GRADS
+#undef SCALE_ROWS
+#undef ROW_TERMS
 
 #define T double
 #define SUF f64
@@ -159,6 +178,8 @@ static void score_grads_f64(double *dp, const double *p, int64_t br, int64_t bc,
 #define ONLINE_SOFTMAX online_softmax_f64
 #define RECOMPUTE_PROBS recompute_probs_f64
 #define SCORE_GRADS score_grads_f64
+#define SCALE_ROWS scale_rows_f64
+#define ROW_TERMS row_terms_dot2_f64
 #include "attention_kernel.inc"
 #undef T
 #undef SUF
@@ -172,3 +193,5 @@ static void score_grads_f64(double *dp, const double *p, int64_t br, int64_t bc,
 #undef ONLINE_SOFTMAX
 #undef RECOMPUTE_PROBS
 #undef SCORE_GRADS
+#undef SCALE_ROWS
+#undef ROW_TERMS

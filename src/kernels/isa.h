@@ -15,10 +15,11 @@ typedef struct kernel_isa {
      * of fused multiply-adds in k order starting from 0, added to C (or stored, for the first
      * block when not accumulating). So the tile and the small product agree to the bit. */
     int gemm_mr, gemm_nr; /* the tile: rows, and columns (a multiple of 16) */
-    /* tile (mr × nr) = Σ_k a(r, k)·b[k][c], k < kc <= GEMM_KC, a(r, k) = a[r·rs + k·ks], b a
-     * packed sliver (kc × nr); stored to c (rows ldc apart), or added to it when `add` */
-    void (*gemm_tile)(int64_t kc, const float *a, int64_t rs, int64_t ks, const float *b,
-                      float *c, int64_t ldc, bool add);
+    /* tile (rows × cols, at most mr × nr) = Σ_k a(r, k)·b[k][c], k < kc <= GEMM_KC,
+     * a(r, k) = a[r·rs + k·ks], b a packed sliver (kc × nr, zero past cols); stored to c
+     * (rows ldc apart), or added to it when `add` */
+    void (*gemm_tile)(int rows, int cols, int64_t kc, const float *a, int64_t rs, int64_t ks,
+                      const float *b, float *c, int64_t ldc, bool add);
     /* C (M×N, rows N apart) (+)= op(A)·B, A as in gemm_f32, B in K rows ldb apart */
     void (*gemm_small)(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
                        const float *B, int64_t ldb, float *C, bool accumulate);
@@ -33,6 +34,10 @@ typedef struct kernel_isa {
                             const float *lse_lo);
     void (*score_grads)(float *dp, const float *p, int64_t br, int64_t bc, const float *D_hi,
                         const float *D_lo, float scale);
+    /* p (br×bc): row r times s[r] */
+    void (*scale_rows)(float *p, int64_t br, int64_t bc, const float *s);
+    /* Σ x[c]·y[c] and Σ x[c] in double, in 8 fixed partial sums (c mod 8) added in order */
+    void (*row_dot_sum)(const float *x, const float *y, int64_t n, double *dot, double *sum);
     /* one row of softmax_forward_f32 / softmax_backward_f32 */
     void (*softmax_row)(float *y, const float *x, int64_t n);
     void (*softmax_backward_row)(float *dx, const float *y, const float *dy, int64_t n);

@@ -6,6 +6,7 @@
 #define ISA_TABLE kernel_isa_avx512
 #define TILE_MR 8
 #define TILE_NV 2
+#define SMALL_MR 8
 #include "isa_kernels.inc"
 #else
 typedef int isa_avx512_absent; /* not this architecture: an empty file */

@@ -6,6 +6,7 @@
 #define ISA_TABLE kernel_isa_neon
 #define TILE_MR 4
 #define TILE_NV 1
+#define SMALL_MR 4
 #include "isa_kernels.inc"
 #else
 typedef int isa_neon_absent; /* not this architecture: an empty file */

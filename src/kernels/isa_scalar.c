@@ -4,4 +4,5 @@
 #define ISA_TABLE kernel_isa_scalar
 #define TILE_MR 4
 #define TILE_NV 1
+#define SMALL_MR 4
 #include "isa_kernels.inc"

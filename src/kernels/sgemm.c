@@ -18,8 +18,6 @@
 
 #define MC 96   /* rows of C per task */
 #define KC GEMM_KC
-#define MR_MAX 8
-#define NR_MAX 32
 #define PARALLEL_FLOPS 3e6 /* below this (~12 µs on one core) a second thread costs more than it saves */
 
 /* Small products (the tiles of many-headed attention, 16×16×16) lose more to packing and
@@ -106,7 +104,6 @@ static void sgemm_rows(const kernel_isa *im, bool ta, int64_t M, int64_t N, int6
             for (int64_t i = i0; i < i0 + mc; i++) memset(C + i * N, 0, (size_t)N * sizeof *C);
         return;
     }
-    float edge[MR_MAX * NR_MAX], sliver[KC * MR_MAX];
     int64_t rs = ta ? 1 : K, ks = ta ? M : 1; /* op(A)(i, k) = A[i·rs + k·ks] */
     for (int64_t p0 = 0; p0 < K; p0 += KC) {
         int64_t kc = K - p0 < KC ? K - p0 : KC;
@@ -117,20 +114,8 @@ static void sgemm_rows(const kernel_isa *im, bool ta, int64_t M, int64_t N, int6
             for (int64_t is = 0; is < mc; is += mr) {
                 int rows = mc - is < mr ? (int)(mc - is) : mr;
                 int64_t i = i0 + is;
-                float *c = C + i * N + js;
-                const float *a = A + i * rs + p0 * ks;
-                if (rows == mr && cols == nr) {
-                    im->gemm_tile(kc, a, rs, ks, b, c, N, add);
-                    continue;
-                }
-                /* An edge tile: the missing rows of A are zeros in a packed sliver, and the
-                 * result goes through a full tile. */
-                for (int64_t k = 0; k < kc; k++)
-                    for (int r = 0; r < mr; r++) sliver[k * mr + r] = r < rows ? a[r * rs + k * ks] : 0;
-                im->gemm_tile(kc, sliver, 1, mr, b, edge, nr, false);
-                for (int r = 0; r < rows; r++)
-                    for (int j = 0; j < cols; j++)
-                        c[r * N + j] = add ? c[r * N + j] + edge[r * nr + j] : edge[r * nr + j];
+                im->gemm_tile(rows, cols, kc, A + i * rs + p0 * ks, rs, ks, b, C + i * N + js, N,
+                              add);
             }
         }
     }
