@@ -549,6 +549,23 @@ EOF
     grep -q ' [0-9]*:\(ab\|cd\|ef\) ' "data_${f}_1/attention/layer1_head1.dat" && ok ||
         fail "--data $f.tsv: the maps are not labelled by the tokens: $(head -2 "data_${f}_1/attention/layer1_head1.dat")"
 done
+# the summary shows held-out example 1 in the file's words: an input line of the file, the
+# model's output where there are targets (half as many for half.tsv), and how many are right
+for f in swap half; do
+    run 0 "eval of a data model, its example" -- eval --model "data_${f}_1"
+    "$PY" - "$f.tsv" out.txt <<'EOF' && ok || fail "--data $f.tsv: the example line: $(cat out.txt)"
+import re, sys
+lines = [l.rstrip("\n").split("\t") for l in open(sys.argv[1])]
+words = {w for l in lines for side in l for w in side.split()}
+m = re.search(r"^  held-out example: (.*) → (.*) \((\d+) of (\d+) targets right\)$",
+              open(sys.argv[2]).read(), re.M)
+src, out, right, targets = m.group(1).split(), m.group(2).split(), int(m.group(3)), int(m.group(4))
+want = [y.split() for x, y in lines if x.split() == src]
+assert want, "the input is not one of the file's"
+assert targets == len(want[0]) == len(out) and set(out) <= words
+assert right == sum(a == b for a, b in zip(out, want[0]))
+EOF
+done
 # half.tsv: an encoder-decoder: 3 decoder rows (and the header line) against 6 keys
 [ "$(grep -vc '^#' data_half_1/attention/layer1_head1.dat)" = 4 ] && ok ||
     fail "half.tsv: the map is not 3 x 6: $(cat data_half_1/attention/layer1_head1.dat)"

@@ -100,6 +100,39 @@ static void print_result_json(const trainer *t, eval_result r, int64_t step, dou
 
 /* With two layers or more: the first metrics row at which a head of the last layer has an
  * induction score of 0.5 or more, the step at which the induction head formed. */
+/* Up to `max` labels of tokens x[0..n), a space before each; "_" for a negative one. */
+static void print_tokens(const trainer *t, const int32_t *x, int n, int max) {
+    for (int i = 0; i < n && i < max; i++) {
+        char label[64] = "_";
+        if (x[i] >= 0) trainer_token_label(t, x[i], label, sizeof label);
+        printf(" %s", label);
+    }
+    if (n > max) printf(" ...");
+}
+
+/* Held-out example 1 (the one the maps show) in the task's tokens or the data file's
+ * strings: its input, the model's output where there are targets, and how much is right. */
+static void print_example(trainer *t) {
+    enum { SHOWN = 24 };
+    int T = t->model.cfg.seq_len, To = t->target_len;
+    int32_t *pred = malloc((size_t)To * 2 * sizeof *pred);
+    if (!pred) return;
+    int32_t *out = pred + To;
+    const int32_t *y = t->held_targets;
+    trainer_predict(t, 0, pred);
+    int n_in = t->held_lengths ? t->held_lengths[0] : T, n_out = 0, right = 0, targets = 0;
+    for (int i = 0; i < To; i++) {
+        out[i] = y[i] < 0 ? -1 : pred[i];
+        if (y[i] >= 0) n_out = i + 1, targets++, right += pred[i] == y[i];
+    }
+    printf("  held-out example:");
+    print_tokens(t, t->held_tokens, n_in, SHOWN);
+    printf(" →");
+    print_tokens(t, out, n_out, SHOWN);
+    printf(" (%d of %d targets right)\n", right, targets);
+    free(pred);
+}
+
 static void print_induction_step(const trainer *t, const metrics_table *m) {
     int L = m->layers;
     if (L < 2 || t->model.cfg.target_len) return;
@@ -472,9 +505,11 @@ static void on_progress(run_event event, const training_run *run, const trainer 
     case RUN_EVALUATED:
         p->heldout = run->last.accuracy;
         if (p->log) {
-            printf("step %" PRId64 "/%" PRId64 " loss %.4f train_acc %.4f heldout_acc %.4f "
-                   "attention_mass %.3f steps/s %.0f\n", step, total, t->last_loss,
-                   t->last_train_acc, run->last.accuracy, run->last.attention_mass, rate);
+            printf("step %" PRId64 "/%" PRId64 " loss %.4f train_acc %.4f heldout_acc %.4f",
+                   step, total, t->last_loss, t->last_train_acc, run->last.accuracy);
+            if (run->last.has_ideal) /* a data file has no ideal pattern to measure */
+                printf(" attention_mass %.3f", run->last.attention_mass);
+            printf(" steps/s %.0f\n", rate);
             fflush(stdout);
         }
         break;
@@ -557,7 +592,7 @@ static int train_run(train_args *a) {
             snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step,
                      p.seconds, out_dir ? ", saved to " : "", out_dir ? out_dir : "");
             print_summary(&t, &run.last, tail, quiet);
-            if (!quiet) print_induction_step(&t, &run.metrics);
+            if (!quiet) print_example(&t), print_induction_step(&t, &run.metrics);
         }
     }
     if (code == EXIT_OK && a->plot) {
@@ -675,6 +710,7 @@ static int eval_run(const eval_args *a) {
         char tail[64];
         snprintf(tail, sizeof tail, "after %" PRId64 " steps", t.optim.step);
         print_summary(&t, &r, tail, false);
+        print_example(&t);
     }
     trainer_free(&t);
     return EXIT_OK;

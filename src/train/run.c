@@ -94,14 +94,6 @@ static void add_row(training_run *run, const trainer *t, const eval_result *r, i
 
 /* ---- maps of the fixed held-out example (index 0) ---- */
 
-/* A token's label: the task's, or the data file's token string. */
-static void token_label(const trainer *t, int32_t token, char *buf, size_t len) {
-    if (t->data)
-        dataset_label(t->data, token, buf, len);
-    else
-        qkv_task_token_label(&t->cfg.task, token, buf, len);
-}
-
 /* Writes maps (L, H, Tq, T) of held-out example 0 as DIR/SUB/<prefix>layer<L>_head<H><suffix>.dat. */
 static qkv_status write_maps(const trainer *t, const char *dir, const char *sub,
                              const char *prefix, const char *suffix, const char *what,
@@ -111,13 +103,13 @@ static qkv_status write_maps(const trainer *t, const char *dir, const char *sub,
     const int32_t *x = t->held_tokens, *y = t->held_targets;
     char(*labels)[MAP_LABEL] = malloc((size_t)(T + Tq) * sizeof *labels);
     if (!labels) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
-    for (int j = 0; j < T; j++) token_label(t, x[j], labels[j], MAP_LABEL);
+    for (int j = 0; j < T; j++) trainer_token_label(t, x[j], labels[j], MAP_LABEL);
     for (int i = 0; i < Tq; i++) {
         /* an encoder-decoder's rows are decoder positions: labelled by their target */
         if (c->target_len && y[i] < 0)
             snprintf(labels[T + i], MAP_LABEL, "_");
         else
-            token_label(t, c->target_len ? y[i] : x[i], labels[T + i], MAP_LABEL);
+            trainer_token_label(t, c->target_len ? y[i] : x[i], labels[T + i], MAP_LABEL);
     }
     map_labels ml = {.task = qkv_task_name(t->cfg.task.kind), .layers = c->layers,
                      .heads = c->heads, .keys = T, .queries = Tq, .decoder = c->target_len != 0,

@@ -458,6 +458,30 @@ void trainer_attention(trainer *t, int index, float *out) {
     for (int l = 0; l < c->layers; l++) copy_to_float(out + l * per_layer, attn[l], attn[l]->data);
 }
 
+void trainer_predict(trainer *t, int index, int32_t *out) {
+    const qkv_model_config *c = &t->model.cfg;
+    qkv_ctx_reset(t->eval_ctx);
+    qkv_tensor *logits = qkv_model_forward_padded(
+        &t->model, t->eval_ctx, t->held_tokens + (size_t)index * c->seq_len,
+        t->held_lengths ? t->held_lengths + index : NULL, 1, NULL);
+    int64_t V = logits->shape[2];
+    QKV_TYPED(logits->dtype,
+        const T *x = logits->data;
+        for (int i = 0; i < t->target_len; i++) { /* the first of equal largest, as in accuracy */
+            int64_t best = 0;
+            for (int64_t j = 1; j < V; j++)
+                if (x[i * V + j] > x[i * V + best]) best = j;
+            out[i] = (int32_t)best;
+        });
+}
+
+void trainer_token_label(const trainer *t, int32_t token, char *buf, size_t len) {
+    if (t->data)
+        dataset_label(t->data, token, buf, len);
+    else
+        qkv_task_token_label(&t->cfg.task, token, buf, len);
+}
+
 void trainer_attention_grads(trainer *t, int index, float *dA, float *dS) {
     const qkv_model_config *c = &t->model.cfg;
     int T = c->seq_len, To = t->target_len;

@@ -119,6 +119,11 @@ qkv_status trainer_update(trainer *t);
 eval_result trainer_evaluate(trainer *t);
 /* The attention weights of layer l for held-out example `index`: (H, T, T) into out. */
 void trainer_attention(trainer *t, int index, float *out /* (L, H, T, T) */);
+/* The model's prediction for held-out example `index`: the most likely token at each of its
+ * target_len output positions, into out. */
+void trainer_predict(trainer *t, int index, int32_t *out);
+/* A token's label: the task's (qkv_task_token_label), or a data file's token string. */
+void trainer_token_label(const trainer *t, int32_t token, char *buf, size_t len);
 /* For held-out example `index`, one forward and backward pass of its cross-entropy loss: the
  * gradient of every layer's attention weights, dA, and of the scores that enter the softmax
  * (after scale and mask), dS, into dA and dS, each (L, H, T, T). Parameter gradients are left
