@@ -127,13 +127,17 @@ static void scale_rows_f64(double *p, int64_t br, int64_t bc, const double *s) {
         for (int64_t c = 0; c < bc; c++) p[r * bc + c] *= s[r];
 }
 
-/* Σ_c x[c]·y[c] and Σ_c x[c] of a row of f32 P and dP, each as hi + lo floats: summed in
- * double (the ISA's row_dot_sum), where each product of two floats is exact. */
-static void row_terms_f32(const float *x, const float *y, int64_t n, float *dh, float *dl,
-                          float *sh, float *sl) {
-    double dot, sum;
-    kernel_isa_active()->row_dot_sum(x, y, n, &dot, &sum);
-    *dh = (float)dot, *dl = (float)(dot - *dh), *sh = (float)sum, *sl = (float)(sum - *sh);
+/* For each row r of f32 P and dP (rows ≤ BR, of n): Σ_c x[r][c]·y[r][c] and Σ_c x[r][c],
+ * each as hi + lo floats: summed in double (the ISA's row_dot_sums), where each product of
+ * two floats is exact. */
+static void row_terms_f32(const float *x, const float *y, int64_t rows, int64_t n, float *dh,
+                          float *dl, float *sh, float *sl) {
+    double dot[BR], sum[BR];
+    kernel_isa_active()->row_dot_sums(x, y, rows, n, dot, sum);
+    for (int64_t r = 0; r < rows; r++) {
+        dh[r] = (float)dot[r], dl[r] = (float)(dot[r] - dh[r]);
+        sh[r] = (float)sum[r], sl[r] = (float)(sum[r] - sh[r]);
+    }
 }
 
 #define T float

@@ -36,8 +36,10 @@ typedef struct kernel_isa {
                         const float *D_lo, float scale);
     /* p (br×bc): row r times s[r] */
     void (*scale_rows)(float *p, int64_t br, int64_t bc, const float *s);
-    /* Σ x[c]·y[c] and Σ x[c] in double, in 8 fixed partial sums (c mod 8) added in order */
-    void (*row_dot_sum)(const float *x, const float *y, int64_t n, double *dot, double *sum);
+    /* each row r of x and y (rows × n): Σ x[r][c]·y[r][c] and Σ x[r][c] in double, in 8
+     * fixed partial sums (c mod 8) added in order, into dot[r] and sum[r] */
+    void (*row_dot_sums)(const float *x, const float *y, int64_t rows, int64_t n, double *dot,
+                         double *sum);
     /* one row of softmax_forward_f32 / softmax_backward_f32 */
     void (*softmax_row)(float *y, const float *x, int64_t n);
     void (*softmax_backward_row)(float *dx, const float *y, const float *dy, int64_t n);
