@@ -609,12 +609,28 @@ check "grads of a data model is deterministic" cmp -s g_half.safetensors g_half2
 echo "ab cd	cd ab" >>swap.tsv
 bad 4 "eval after the data file changed" -- eval --model data_swap_1
 
-# ---- the summary: chance, and a hint for an impossible mask or too few layers -----------------
+# ---- the summary: chance, and a hint: an impossible mask, too few layers or steps, too narrow -
 run 0 "reverse --causal" -- train --task reverse --causal --steps 200 --d-model 16
 grep -q 'chance 6.25%' out.txt && ok || fail "no chance level in the summary: $(cat out.txt)"
 grep -q '^hint: the causal mask hides' out.txt && ok || fail "no causal-mask hint: $(cat out.txt)"
 run 0 "induction with one layer" -- train --task induction --layers 1 --steps 100 --d-model 16
 grep -q '^hint: induction needs 2 layers' out.txt && ok || fail "no layers hint: $(cat out.txt)"
+# too few steps: below the task's default steps (sort: 1500), with the layers it needs; one hint
+# (--threads 1: these runs are tiny, and other jobs on the cores slow OpenMP's threads a lot)
+run 0 "sort with too few steps" -- train --task sort --steps 20 --d-model 16 --threads 1
+grep -q '^hint: too few steps: sort takes about 1500 with the default options (--steps)$' out.txt &&
+    ok || fail "no too-few-steps hint: $(cat out.txt)"
+[ "$(grep -c '^hint:' out.txt)" = 1 ] && ok || fail "not one hint line: $(grep '^hint:' out.txt)"
+# too narrow: translate's default steps (500) at width 2 stay near chance; one step fewer and
+# the steps come first
+run 0 "translate at width 2" -- train --task translate --d-model 2 --threads 1
+grep -q 'chance 6.25%' out.txt && ok || fail "no chance level for translate: $(cat out.txt)"
+grep -q '^hint: the model may be too narrow for 32 tokens: try a wider --d-model$' out.txt &&
+    ok || fail "no width hint: $(cat out.txt)"
+[ "$(grep -c '^hint:' out.txt)" = 1 ] && ok || fail "not one hint line: $(grep '^hint:' out.txt)"
+run 0 "translate at width 2, 499 steps" -- train --task translate --d-model 2 --steps 499 --threads 1
+grep -q '^hint: too few steps: translate takes about 500 with' out.txt && ok ||
+    fail "499 of translate's 500 steps: no too-few-steps hint: $(grep '^hint:' out.txt)"
 
 echo "cli_test: $checks checks passed, $failures failed"
 [ "$failures" -eq 0 ]

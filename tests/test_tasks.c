@@ -9,24 +9,56 @@
 #include <string.h>
 
 /* ---- tasks --------------------------------------------------------------------------------- */
-static const char *const task_names[] = {"copy", "reverse", "shift", "lookup", "max"};
+/* Every built-in task at a length it accepts with its default vocabulary: the first five at 8;
+ * the four of issue 15 at their CLI defaults (induction at 8 allows too few sequences for a
+ * held-out split, sort needs an odd length). */
+static const struct {
+    const char *name;
+    int seq_len;
+} all_tasks[] = {{"copy", 8},       {"reverse", 8}, {"shift", 8}, {"lookup", 8},     {"max", 8},
+                 {"induction", 16}, {"recall", 16}, {"sort", 17}, {"translate", 16}};
+#define N_TASKS ((int)(sizeof all_tasks / sizeof all_tasks[0]))
+enum { MAX_T = 17 };
 
-/* Training draws never hit the held-out split, held-out draws always do, and the split holds
- * out about one sequence in eight (drawn uniformly where the task allows it). */
+static uint64_t tokens_hash(const int32_t *x, int n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < n; i++) h = (h ^ (uint32_t)x[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static int compare_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Training draws never hit the held-out split, held-out draws always do, and the held-out
+ * draws are many different sequences, not a few drawn again and again. (That the split holds
+ * out about one sequence in eight: test_heldout_share.) */
 START_TEST(test_heldout_never_trained) {
+    const char *name = all_tasks[_i].name;
     qkv_task task;
-    ck_assert_int_eq(qkv_task_init(&task, task_names[_i], 8, 0), QKV_OK);
+    ck_assert_int_eq(qkv_task_init(&task, name, all_tasks[_i].seq_len, 0), QKV_OK);
     qkv_rng rng = qkv_rng_seed(7);
-    int32_t x[8], y[8];
+    int32_t x[MAX_T], y[MAX_T];
     for (int n = 0; n < 10000; n++) {
         qkv_task_sample(&task, &rng, false, x, y);
         ck_assert_msg(!qkv_task_is_heldout(&task, x), "%s: training sequence %d is held out",
-                      task_names[_i], n);
+                      name, n);
     }
-    for (int n = 0; n < 1000; n++) {
+    enum { HELD = 1000 };
+    uint64_t held[HELD];
+    for (int n = 0; n < HELD; n++) {
         qkv_task_sample(&task, &rng, true, x, y);
         ck_assert(qkv_task_is_heldout(&task, x));
+        held[n] = tokens_hash(x, task.seq_len);
     }
+    /* induction at 16 has the fewest: 43680 segments of 4 tokens, an eighth held out, drawn
+     * one time in five: about 4 repeats in 1000 draws */
+    qsort(held, HELD, sizeof held[0], compare_u64);
+    int distinct = 1;
+    for (int n = 1; n < HELD; n++) distinct += held[n] != held[n - 1];
+    ck_assert_msg(distinct >= 900, "%s: only %d distinct sequences in %d held-out draws", name,
+                  distinct, HELD);
 }
 END_TEST
 
@@ -58,33 +90,72 @@ START_TEST(test_heldout_share) {
 }
 END_TEST
 
+/* Each task's targets and ideal pattern against its definition. The first five: as stated. The
+ * four of issue 15 as properties of the tokens (test_structured_targets checks induction,
+ * recall and sort from their layout): induction's target is the token that followed the
+ * earlier copy of the current one, and its ideal keys are those followers; recall answers a
+ * queried key with the value that followed it; sort's outputs are its inputs in ascending
+ * order, each attending to where it stood; translate maps source token 2i+1 through one
+ * fixed dictionary (a bijection onto the second half of the vocabulary) and attends there. */
 START_TEST(test_targets_and_ideal) {
-    enum { T = 8 };
+    const char *name = all_tasks[_i].name;
+    const int T = all_tasks[_i].seq_len;
     qkv_task task;
-    ck_assert_int_eq(qkv_task_init(&task, task_names[_i], T, 0), QKV_OK);
+    ck_assert_int_eq(qkv_task_init(&task, name, T, 0), QKV_OK);
+    const int V = task.vocab, To = task.target_len ? task.target_len : T;
+    const bool translate = task.kind == QKV_TASK_TRANSLATE;
+    ck_assert_int_eq(task.target_len, translate ? T / 2 : 0);
     qkv_rng rng = qkv_rng_seed(11);
-    int32_t x[T], y[T];
-    uint8_t ideal[T * T];
+    int32_t x[MAX_T], y[MAX_T], dict[MAX_T * 4], inverse[MAX_T * 4];
+    uint8_t ideal[MAX_T * MAX_T];
+    ck_assert(!translate || V / 2 <= MAX_T * 4);
+    for (int s = 0; s < MAX_T * 4; s++) dict[s] = inverse[s] = -1;
+    int targets = 0;
+    /* Check marks every assertion that passes (a write to its pipe): assert only on failure */
+#define EXPECT(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)
     for (int n = 0; n < 2000; n++) {
         qkv_task_sample(&task, &rng, n % 2, x, y);
         qkv_task_ideal(&task, x, ideal);
         int32_t max = x[0];
         for (int i = 0; i < T; i++) {
-            ck_assert(x[i] >= 0 && x[i] < task.vocab);
+            EXPECT(x[i] >= 0 && x[i] < (translate ? V / 2 : V), "%s: token %d is %d", name, i, x[i]);
             max = x[i] > max ? x[i] : max;
         }
-        for (int i = 0; i < T; i++) {
+        int P = T / 3, k = (T - 1) / 2; /* recall's pairs; sort's inputs */
+        for (int i = 0; i < To; i++) {
             int32_t want = -1;
+            bool earlier = false; /* induction: x[i] occurred before */
+            for (int j = 0; j < i; j++) earlier |= x[j] == x[i];
             switch (task.kind) {
             case QKV_TASK_COPY: want = x[i]; break;
             case QKV_TASK_REVERSE: want = x[T - 1 - i]; break;
             case QKV_TASK_SHIFT: want = i ? x[i - 1] : -1; break;
             case QKV_TASK_MAX: want = max; break;
+            case QKV_TASK_INDUCTION: want = earlier && i < T - 1 ? x[i + 1] : -1; break;
+            case QKV_TASK_RECALL:
+                for (int p = 0; p < P && i >= 2 * P; p++)
+                    if (x[2 * p] == x[i]) want = x[2 * p + 1];
+                EXPECT(i < 2 * P || want >= 0, "%s: query %d names no key", name, i);
+                break;
+            case QKV_TASK_SORT: want = i >= k && i < T - 1 ? x[i + 1] : -1; break;
+            case QKV_TASK_TRANSLATE: {
+                int32_t s = x[2 * i + 1];
+                EXPECT(y[i] >= V / 2 && y[i] < V, "%s: target %d is %d", name, i, y[i]);
+                if (dict[s] < 0) dict[s] = y[i];
+                if (inverse[y[i] - V / 2] < 0) inverse[y[i] - V / 2] = s;
+                EXPECT(dict[s] == y[i] && inverse[y[i] - V / 2] == s,
+                       "%s: source word %d -> %d, earlier %d -> %d, %d -> %d", name, s, y[i], s,
+                       dict[s], inverse[y[i] - V / 2], y[i]);
+                want = dict[s];
+                break;
+            }
             default: break;
             }
             if (task.kind != QKV_TASK_LOOKUP)
-                ck_assert_msg(y[i] == want, "%s: target %d is %d, expected %d", task_names[_i], i,
-                              y[i], want);
+                EXPECT(y[i] == want, "%s: draw %d: target %d is %d, expected %d", name, n, i,
+                       y[i], want);
+            targets += y[i] >= 0;
+            int marked = 0;
             for (int j = 0; j < T; j++) {
                 int w = 0;
                 switch (task.kind) {
@@ -92,13 +163,60 @@ START_TEST(test_targets_and_ideal) {
                 case QKV_TASK_REVERSE: w = j == T - 1 - i; break;
                 case QKV_TASK_SHIFT: w = i > 0 && j == i - 1; break;
                 case QKV_TASK_MAX: w = x[j] == max; break;
-                default: w = ideal[i * T + j]; break; /* lookup: checked below */
+                /* every key that followed an earlier copy of x[i]: each holds the target */
+                case QKV_TASK_INDUCTION: w = y[i] >= 0 && j >= 1 && j <= i && x[j - 1] == x[i]; break;
+                /* the value right after the queried key */
+                case QKV_TASK_RECALL: w = y[i] >= 0 && j % 2 == 1 && j < 2 * P && x[j - 1] == x[i]; break;
+                /* the input position holding the token to output next */
+                case QKV_TASK_SORT: w = y[i] >= 0 && j < k && x[j] == y[i]; break;
+                case QKV_TASK_TRANSLATE: w = j == 2 * i + 1; break;
+                default: w = ideal[i * T + j]; break; /* lookup: test_lookup_layout */
                 }
-                ck_assert_msg(ideal[i * T + j] == w, "%s: ideal[%d][%d]", task_names[_i], i, j);
+                EXPECT(ideal[i * T + j] == w, "%s: draw %d: ideal[%d][%d] is %d", name, n, i, j,
+                       ideal[i * T + j]);
+                marked += w;
+                /* the keys the ideal pattern marks hold the target (or its source word) */
+                if (w && y[i] >= 0 && task.kind >= QKV_TASK_INDUCTION && !translate)
+                    EXPECT(x[j] == y[i], "%s: ideal key %d of row %d holds %d, not %d", name, j,
+                           i, x[j], y[i]);
+            }
+            if (task.kind >= QKV_TASK_INDUCTION && y[i] >= 0)
+                EXPECT(marked >= 1, "%s: row %d has a target and no ideal key", name, i);
+        }
+        for (int i = To; i < T; i++) /* translate: no decoder row beyond T/2 */
+            for (int j = 0; j < T; j++)
+                EXPECT(!ideal[i * T + j], "%s: ideal[%d][%d] beyond the decoder's rows", name, i, j);
+        if (task.kind == QKV_TASK_SORT) {
+            EXPECT(x[k] == V - 1, "%s: no separator at %d", name, k);
+            for (int i = k + 1; i < T - 1; i++)
+                EXPECT(x[i] < x[i + 1], "%s: the output is not ascending at %d", name, i);
+            for (int i = k + 1; i < T; i++) {
+                int found = 0;
+                for (int j = 0; j < k; j++) found += x[j] == x[i];
+                EXPECT(found == 1, "%s: output %d is not one of the inputs", name, i);
             }
         }
     }
-    ck_assert_int_eq(task.causal, task.kind == QKV_TASK_SHIFT);
+#undef EXPECT
+    /* how many rows have a target: induction's second half and more, recall's queries,
+     * sort's separator and outputs but the last, every decoder row of translate */
+    if (task.kind == QKV_TASK_RECALL) ck_assert_int_eq(targets, 2000 * (T - 2 * (T / 3)));
+    if (task.kind == QKV_TASK_SORT) ck_assert_int_eq(targets, 2000 * (T - 1) / 2);
+    if (translate) {
+        ck_assert_int_eq(targets, 2000 * To);
+        /* every source word was seen: the dictionary is a bijection, and not the identity */
+        int fixed = 0;
+        for (int s = 0; s < V / 2; s++) {
+            ck_assert_msg(dict[s] >= 0 && inverse[s] >= 0, "source word %d never drawn", s);
+            fixed += dict[s] == V / 2 + s;
+        }
+        ck_assert_int_lt(fixed, V / 2 - 1);
+    }
+    if (task.kind == QKV_TASK_INDUCTION) /* segments of T/4 .. T/2 tokens: T/2-1 .. 3T/4-1 rows */
+        ck_assert(targets >= 2000 * (T / 2 - 1) && targets <= 2000 * (3 * T / 4 - 1));
+    bool causal = task.kind == QKV_TASK_SHIFT || task.kind == QKV_TASK_INDUCTION ||
+                  task.kind == QKV_TASK_RECALL || task.kind == QKV_TASK_SORT;
+    ck_assert_int_eq(task.causal, causal);
 }
 END_TEST
 
@@ -249,15 +367,102 @@ START_TEST(test_task_init_rejects) {
 }
 END_TEST
 
+/* The four tasks of issue 15 refuse what they cannot use, each at its rule's edge: the value
+ * just inside is accepted, the one just outside refused with a message naming the rule. */
+static const struct {
+    const char *task;
+    int seq_len, vocab; /* vocab 0: the task's default */
+    qkv_status want;
+    const char *message; /* the whole message (C field names), or NULL */
+    const char *fragment;
+} new_task_rules[] = {
+    /* induction: a segment of T/4..T/2 distinct tokens, 4096 sequences of the shortest */
+    {"induction", 3, 0, QKV_ERR_VALUE, NULL, "induction needs seq_len >= 4"},
+    {"induction", 16, 7, QKV_ERR_VALUE,
+     "induction needs seq_len >= 4 and vocab >= 8 (the segment's distinct tokens)", NULL},
+    {"induction", 16, 9, QKV_ERR_VALUE, /* 9*8*7*6 = 3024 segments of 4 */
+     "vocab 9 is too small for induction at seq_len 16: it allows fewer than 4096 distinct "
+     "sequences", NULL},
+    {"induction", 16, 10, QKV_OK, NULL, NULL}, /* 10*9*8*7 = 5040 */
+    {"induction", 12, 0, QKV_ERR_VALUE, NULL, "too small for induction"}, /* 16*15*14 */
+    {"induction", 16, 0, QKV_OK, NULL, NULL},
+    /* recall: T/3 pairs of distinct keys (V/2 of them) and values (at least 2) */
+    {"recall", 2, 0, QKV_ERR_VALUE, NULL, "recall needs seq_len >= 3"},
+    {"recall", 16, 9, QKV_ERR_VALUE,
+     "recall needs seq_len >= 3 and vocab >= 10 (5 distinct keys, as many values)", NULL},
+    {"recall", 16, 10, QKV_OK, NULL, NULL},
+    {"recall", 3, 3, QKV_ERR_VALUE, NULL, "vocab 3 is too small for recall at seq_len 3"},
+    {"recall", 48, 0, QKV_OK, NULL, NULL},       /* 16 pairs: the 16 keys of vocab 32 */
+    {"recall", 51, 0, QKV_ERR_VALUE, NULL, "vocab >= 34 (17 distinct keys"},
+    /* sort: an odd length, n tokens + a separator + the n sorted; n distinct tokens */
+    {"sort", 16, 0, QKV_ERR_VALUE,
+     "seq_len 16 does not fit sort: it needs an odd length, n tokens + a separator + the n "
+     "sorted", NULL},
+    {"sort", 2, 0, QKV_ERR_VALUE, NULL, "does not fit sort"},
+    {"sort", 17, 8, QKV_ERR_VALUE,
+     "vocab 8 is too small for sort at seq_len 17: need at least 9 (distinct tokens and a "
+     "separator)", NULL},
+    {"sort", 17, 9, QKV_OK, NULL, NULL},
+    {"sort", 7, 0, QKV_ERR_VALUE, NULL, "too small for sort at seq_len 7"}, /* 15*14*13 */
+    {"sort", 9, 0, QKV_OK, NULL, NULL},
+    /* translate: even length and vocabulary (half source, half target words), 4..8192 */
+    {"translate", 15, 0, QKV_ERR_VALUE,
+     "translate needs an even seq_len (15) and an even vocab in 4..8192 (32): half source "
+     "words, half target words", NULL},
+    {"translate", 16, 31, QKV_ERR_VALUE, NULL, "an even vocab in 4..8192 (31)"},
+    {"translate", 16, 2, QKV_ERR_VALUE, NULL, "an even vocab in 4..8192 (2)"},
+    {"translate", 128, 4, QKV_OK, NULL, NULL}, /* 2^128 sequences */
+    {"translate", 16, 8192, QKV_OK, NULL, NULL},
+    {"translate", 16, 8194, QKV_ERR_VALUE, NULL, "an even vocab in 4..8192 (8194)"},
+    {"translate", 4, 8, QKV_ERR_VALUE, NULL, "vocab 8 is too small for translate at seq_len 4"},
+    {"translate", 4, 16, QKV_OK, NULL, NULL}, /* 8^4 = 4096 exactly */
+};
+
+START_TEST(test_new_task_init_rejects) {
+    for (size_t k = 0; k < sizeof new_task_rules / sizeof new_task_rules[0]; k++) {
+        const char *name = new_task_rules[k].task;
+        int T = new_task_rules[k].seq_len, V = new_task_rules[k].vocab;
+        qkv_task task;
+        qkv_status s = qkv_task_init(&task, name, T, V);
+        ck_assert_msg(s == new_task_rules[k].want, "%s seq_len %d vocab %d: status %d, expected "
+                      "%d (%s)", name, T, V, s, new_task_rules[k].want,
+                      s ? qkv_last_error() : "accepted");
+        if (s == QKV_OK) { /* accepted as asked */
+            ck_assert_int_eq(task.seq_len, T);
+            ck_assert_int_eq(task.vocab, V ? V : qkv_task_default_vocab(task.kind, T));
+            ck_assert_int_eq(task.target_len, task.kind == QKV_TASK_TRANSLATE ? T / 2 : 0);
+            continue;
+        }
+        if (new_task_rules[k].message)
+            ck_assert_str_eq(qkv_last_error(), new_task_rules[k].message);
+        else
+            ck_assert_msg(strstr(qkv_last_error(), new_task_rules[k].fragment), "%s seq_len %d "
+                          "vocab %d: '%s' lacks '%s'", name, T, V, qkv_last_error(),
+                          new_task_rules[k].fragment);
+    }
+    /* translate at its largest vocabulary: a dictionary of 4096 words, each mapped once */
+    qkv_task task;
+    ck_assert_int_eq(qkv_task_init(&task, "translate", 16, 8192), QKV_OK);
+    qkv_rng rng = qkv_rng_seed(2);
+    int32_t x[16], y[8];
+    for (int n = 0; n < 20; n++) {
+        qkv_task_sample(&task, &rng, n % 2, x, y);
+        for (int i = 0; i < 8; i++)
+            ck_assert(x[2 * i + 1] < 4096 && y[i] >= 4096 && y[i] < 8192);
+    }
+}
+END_TEST
+
 static Suite *tasks_suite(void) {
     Suite *s = suite_create("tasks");
     TCase *tc = tcase_create("tasks");
-    tcase_add_loop_test(tc, test_heldout_never_trained, 0, 5);
+    tcase_add_loop_test(tc, test_heldout_never_trained, 0, N_TASKS);
     tcase_add_test(tc, test_heldout_share);
-    tcase_add_loop_test(tc, test_targets_and_ideal, 0, 5);
+    tcase_add_loop_test(tc, test_targets_and_ideal, 0, N_TASKS);
     tcase_add_test(tc, test_lookup_layout);
     tcase_add_loop_test(tc, test_structured_targets, 0, 3);
     tcase_add_test(tc, test_task_init_rejects);
+    tcase_add_test(tc, test_new_task_init_rejects);
     suite_add_tcase(s, tc);
     return s;
 }
