@@ -379,7 +379,7 @@ static const struct {
     /* induction: a segment of T/4..T/2 distinct tokens, 4096 sequences of the shortest */
     {"induction", 3, 0, QKV_ERR_VALUE, NULL, "induction needs seq_len >= 4"},
     {"induction", 16, 7, QKV_ERR_VALUE,
-     "induction needs seq_len >= 4 and vocab >= 8 (the segment's distinct tokens)", NULL},
+     "induction at seq_len 16 needs vocab >= 8 (the segment's distinct tokens)", NULL},
     {"induction", 16, 9, QKV_ERR_VALUE, /* 9*8*7*6 = 3024 segments of 4 */
      "vocab 9 is too small for induction at seq_len 16: it allows fewer than 4096 distinct "
      "sequences", NULL},
@@ -389,11 +389,13 @@ static const struct {
     /* recall: T/3 pairs of distinct keys (V/2 of them) and values (at least 2) */
     {"recall", 2, 0, QKV_ERR_VALUE, NULL, "recall needs seq_len >= 3"},
     {"recall", 16, 9, QKV_ERR_VALUE,
-     "recall needs seq_len >= 3 and vocab >= 10 (5 distinct keys, as many values)", NULL},
+     "recall at seq_len 16 needs vocab >= 10 (5 distinct keys, 5 values)", NULL},
     {"recall", 16, 10, QKV_OK, NULL, NULL},
     {"recall", 3, 3, QKV_ERR_VALUE, NULL, "vocab 3 is too small for recall at seq_len 3"},
     {"recall", 48, 0, QKV_OK, NULL, NULL},       /* 16 pairs: the 16 keys of vocab 32 */
     {"recall", 51, 0, QKV_ERR_VALUE, NULL, "vocab >= 34 (17 distinct keys"},
+    {"recall", 5, 2, QKV_ERR_VALUE, "recall at seq_len 5 needs vocab >= 3 (1 distinct keys, 2 "
+     "values)", NULL},
     /* sort: an odd length, n tokens + a separator + the n sorted; n distinct tokens */
     {"sort", 16, 0, QKV_ERR_VALUE,
      "seq_len 16 does not fit sort: it needs an odd length, n tokens + a separator + the n "

@@ -90,9 +90,13 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
     }
     if (task->kind == QKV_TASK_INDUCTION) {
         /* a segment of distinct tokens, repeated to the end */
-        if (seq_len < 4 || vocab < seq_len / 2)
-            return qkv_fail(QKV_ERR_VALUE, "induction needs %s >= 4 and %s >= %d "
-                            "(the segment's distinct tokens)", len_name, vocab_name, seq_len / 2);
+        if (seq_len < 4)
+            return qkv_fail(QKV_ERR_VALUE, "induction needs %s >= 4 (a segment and its "
+                            "repeat), not %d", len_name, seq_len);
+        if (vocab < seq_len / 2)
+            return qkv_fail(QKV_ERR_VALUE, "induction at %s %d needs %s >= %d (the "
+                            "segment's distinct tokens)", len_name, seq_len, vocab_name,
+                            seq_len / 2);
         log2_sequences = log2_arrangements(vocab, induction_min_len(seq_len));
     }
     if (task->kind == QKV_TASK_RECALL) {
@@ -100,10 +104,15 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
         task->n_pairs = seq_len / 3;
         task->n_keys = vocab / 2;
         task->n_values = vocab - task->n_keys;
-        if (task->n_pairs < 1 || task->n_keys < task->n_pairs || task->n_values < 2)
-            return qkv_fail(QKV_ERR_VALUE, "recall needs %s >= 3 and %s >= %d (%d "
-                            "distinct keys, as many values)", len_name, vocab_name, 2 * (seq_len / 3 > 2 ? seq_len / 3 : 2),
-                            seq_len / 3);
+        if (task->n_pairs < 1)
+            return qkv_fail(QKV_ERR_VALUE, "recall needs %s >= 3 (a key, its value and a "
+                            "query), not %d", len_name, seq_len);
+        if (task->n_keys < task->n_pairs || task->n_values < 2) {
+            int values = task->n_pairs > 2 ? task->n_pairs : 2; /* V/2 keys, the rest values */
+            return qkv_fail(QKV_ERR_VALUE, "recall at %s %d needs %s >= %d (%d distinct keys, "
+                            "%d values)", len_name, seq_len, vocab_name,
+                            task->n_pairs + values, task->n_pairs, values);
+        }
         log2_sequences = log2_arrangements(task->n_keys, task->n_pairs) +
                          task->n_pairs * log2((double)task->n_values);
     }
