@@ -160,7 +160,7 @@ START_TEST(test_product_bits) {
                                 acc = fmaf(a[r * rs + k * ks], b[k * nr + j], acc);
                             want[r * ldc + j] = add ? want[r * ldc + j] + acc : acc;
                         }
-                    isa->gemm_tile(rows, cols, kc, a, rs, ks, b, c, ldc, add);
+                    isa->gemm_tile(rows, cols, kc, a, rs, ks, b, nr, c, ldc, add);
                     char what[64];
                     snprintf(what, sizeof what, "tile %dx%d of %dx%d, kc %lld", rows, cols, mr,
                              nr, (long long)kc);

@@ -15,11 +15,11 @@ typedef struct kernel_isa {
      * of fused multiply-adds in k order starting from 0, added to C (or stored, for the first
      * block when not accumulating). So the tile and the small product agree to the bit. */
     int gemm_mr, gemm_nr; /* the tile: rows, and columns (a multiple of 16) */
-    /* tile (rows × cols, at most mr × nr) = Σ_k a(r, k)·b[k][c], k < kc <= GEMM_KC,
-     * a(r, k) = a[r·rs + k·ks], b a packed sliver (kc × nr, zero past cols); stored to c
-     * (rows ldc apart), or added to it when `add` */
+    /* tile (rows × cols, at most mr × nr) = Σ_k a(r, k)·b[k·bs + c], k < kc <= GEMM_KC,
+     * a(r, k) = a[r·rs + k·ks], b a sliver (kc rows of nr, bs apart: packed, bs = nr, or B
+     * itself; zero past cols); stored to c (rows ldc apart), or added to it when `add` */
     void (*gemm_tile)(int rows, int cols, int64_t kc, const float *a, int64_t rs, int64_t ks,
-                      const float *b, float *c, int64_t ldc, bool add);
+                      const float *b, int64_t bs, float *c, int64_t ldc, bool add);
     /* C (M×N, rows N apart) (+)= op(A)·B, A as in gemm_f32, B in K rows ldb apart */
     void (*gemm_small)(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
                        const float *B, int64_t ldb, float *C, bool accumulate);

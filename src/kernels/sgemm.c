@@ -94,9 +94,26 @@ static void pack_b_all(float *bp, const float *B, bool tb, int64_t N, int64_t K,
     for (int64_t s = 0; s < N; s += nr) pack_b_sliver(bp + s * K, B, tb, N, K, ldb, nr, s);
 }
 
-/* Rows [i0, i0+mc) of C = op(A)·op(B), with op(B) already packed in bp. */
+/* op(B) as the tiles read it: sliver s (columns s·NR ..) at at + s·sliver_stride, its row k
+ * k_stride further on. Packed: (bp, NR, K·NR). B itself, when it is op(B) and its columns fill
+ * whole slivers: (B, ldb, NR), and nothing is copied. */
+typedef struct {
+    const float *at;
+    int64_t k_stride, sliver_stride;
+} b_view;
+
+static b_view packed_view(const kernel_isa *im, const float *bp, int64_t K) {
+    return (b_view){bp, im->gemm_nr, K * im->gemm_nr};
+}
+
+/* Whether op(B) can be read in place: B not transposed and N a whole number of slivers. */
+static bool b_in_place(const kernel_isa *im, bool tb, int64_t N) {
+    return !tb && N % im->gemm_nr == 0;
+}
+
+/* Rows [i0, i0+mc) of C = op(A)·op(B), op(B) read through bv. */
 static void sgemm_rows(const kernel_isa *im, bool ta, int64_t M, int64_t N, int64_t K,
-                       const float *A, const float *bp, float *C, bool accumulate, int64_t i0,
+                       const float *A, b_view bv, float *C, bool accumulate, int64_t i0,
                        int64_t mc) {
     int mr = im->gemm_mr, nr = im->gemm_nr;
     if (K == 0) {
@@ -110,32 +127,37 @@ static void sgemm_rows(const kernel_isa *im, bool ta, int64_t M, int64_t N, int6
         bool add = accumulate || p0 > 0;
         for (int64_t js = 0; js < N; js += nr) {
             int cols = N - js < nr ? (int)(N - js) : nr;
-            const float *b = bp + (js / nr) * K * nr + p0 * nr;
+            const float *b = bv.at + (js / nr) * bv.sliver_stride + p0 * bv.k_stride;
             for (int64_t is = 0; is < mc; is += mr) {
                 int rows = mc - is < mr ? (int)(mc - is) : mr;
                 int64_t i = i0 + is;
-                im->gemm_tile(rows, cols, kc, A + i * rs + p0 * ks, rs, ks, b, C + i * N + js, N,
-                              add);
+                im->gemm_tile(rows, cols, kc, A + i * rs + p0 * ks, rs, ks, b, bv.k_stride,
+                              C + i * N + js, N, add);
             }
         }
     }
 }
 
-/* Task t of a product with one packed B for every batch: MC rows of C in one batch. */
+/* Task t of a product with one op(B) for every batch: MC rows of C in one batch. */
 static void shared_b_task(const kernel_isa *im, bool ta, int64_t M, int64_t N, int64_t K,
-                          const float *A, int64_t a_stride, const float *bp, float *C,
+                          const float *A, int64_t a_stride, b_view bv, float *C,
                           int64_t c_stride, bool accumulate, int64_t t) {
     int64_t blocks = (M + MC - 1) / MC, b = t / blocks, i0 = (t % blocks) * MC;
     int64_t mc = M - i0 < MC ? M - i0 : MC;
-    sgemm_rows(im, ta, M, N, K, A + b * a_stride, bp, C + b * c_stride, accumulate, i0, mc);
+    sgemm_rows(im, ta, M, N, K, A + b * a_stride, bv, C + b * c_stride, accumulate, i0, mc);
 }
 
-/* Batch b of a product with each batch its own B: its B packed into this thread's buffer. */
+/* Batch b of a product with each batch its own B: read in place, or packed into this thread's
+ * buffer. */
 static void own_b_task(const kernel_isa *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                        const float *A, const float *B, float *C, bool accumulate) {
-    float *bp = pack_buffer(packed_size(im, N, K));
-    pack_b_all(bp, B, tb, N, K, tb ? K : N, im->gemm_nr);
-    sgemm_rows(im, ta, M, N, K, A, bp, C, accumulate, 0, M);
+    b_view bv = {B, N, im->gemm_nr};
+    if (!b_in_place(im, tb, N)) {
+        float *bp = pack_buffer(packed_size(im, N, K));
+        pack_b_all(bp, B, tb, N, K, tb ? K : N, im->gemm_nr);
+        bv = packed_view(im, bp, K);
+    }
+    sgemm_rows(im, ta, M, N, K, A, bv, C, accumulate, 0, M);
 }
 
 void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const float *A,
@@ -155,10 +177,18 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
                                      C + b * c_stride, accumulate););
         return;
     }
-    /* One B for every batch: pack it once (its slivers shared out among the threads), then
-     * split the rows of C; one parallel region for both. */
-    float *bp = pack_buffer(packed_size(im, N, K));
+    /* One B for every batch: read in place, or packed once (its slivers shared out among the
+     * threads); then split the rows of C; one parallel region for both. */
     int64_t blocks = (M + MC - 1) / MC, tasks = batch * blocks, slivers = (N + im->gemm_nr - 1) / im->gemm_nr;
+    if (b_in_place(im, tb, N)) {
+        b_view bv = {B, N, im->gemm_nr};
+        KERNEL_FOR_STATIC(tasks > 1 && kernel_parallel(flops, PARALLEL_FLOPS), t, tasks,
+                          shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride,
+                                        accumulate, t););
+        return;
+    }
+    float *bp = pack_buffer(packed_size(im, N, K));
+    b_view bv = packed_view(im, bp, K);
     if (tasks > 1 && kernel_parallel(flops, PARALLEL_FLOPS)) {
 #pragma omp parallel
         {
@@ -167,12 +197,12 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
                 pack_b_sliver(bp + s * im->gemm_nr * K, B, tb, N, K, tb ? K : N, im->gemm_nr, s * im->gemm_nr);
 #pragma omp for schedule(static)
             for (int64_t t = 0; t < tasks; t++)
-                shared_b_task(im, ta, M, N, K, A, a_stride, bp, C, c_stride, accumulate, t);
+                shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride, accumulate, t);
         }
     } else {
         pack_b_all(bp, B, tb, N, K, tb ? K : N, im->gemm_nr);
         for (int64_t t = 0; t < tasks; t++)
-            shared_b_task(im, ta, M, N, K, A, a_stride, bp, C, c_stride, accumulate, t);
+            shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride, accumulate, t);
     }
 }
 
@@ -206,5 +236,5 @@ void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
         sgemm_small(im, ta, false, M, N, K, A, bp, im->gemm_nr, C, accumulate);
         return;
     }
-    sgemm_rows(im, ta, M, N, K, A, bp, C, accumulate, 0, M);
+    sgemm_rows(im, ta, M, N, K, A, packed_view(im, bp, K), C, accumulate, 0, M);
 }
