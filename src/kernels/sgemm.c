@@ -206,19 +206,27 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
     }
 }
 
-/* op(B) up to this narrow is packed as plain rows (K×N, N apart): every product with it takes
- * the small kernel, which reads rows, so a non-transposed B of that width needs no packing. */
+/* op(B) up to this narrow, or made of whole slivers, is "packed" as plain rows (K×N, N
+ * apart): the small kernel reads rows, and so do the tiles (b_in_place), so a non-transposed B
+ * of that width needs no packing at all (the fused attention's K_j, V_j, Q_i and dO_i when
+ * Dk and Dv are multiples of NR). */
 #define PLAIN_N 16
 
-size_t gemm_packed_floats_f32(int64_t N, int64_t K) {
-    return N <= PLAIN_N ? (size_t)(N * K) : packed_size(kernel_isa_active(), N, K);
+static bool plain_width(const kernel_isa *im, int64_t N) {
+    return N <= PLAIN_N || N % im->gemm_nr == 0;
 }
 
-bool gemm_packed_is_plain_f32(int64_t N) { return N <= PLAIN_N; }
+size_t gemm_packed_floats_f32(int64_t N, int64_t K) {
+    const kernel_isa *im = kernel_isa_active();
+    return plain_width(im, N) ? (size_t)(N * K) : packed_size(im, N, K);
+}
+
+bool gemm_packed_is_plain_f32(int64_t N) { return plain_width(kernel_isa_active(), N); }
 
 void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int64_t ldb) {
-    if (N > PLAIN_N) {
-        pack_b_all(bp, B, tb, N, K, ldb, kernel_isa_active()->gemm_nr);
+    const kernel_isa *im = kernel_isa_active();
+    if (!plain_width(im, N)) {
+        pack_b_all(bp, B, tb, N, K, ldb, im->gemm_nr);
         return;
     }
     for (int64_t k = 0; k < K; k++)
@@ -236,5 +244,6 @@ void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
         sgemm_small(im, ta, false, M, N, K, A, bp, im->gemm_nr, C, accumulate);
         return;
     }
-    sgemm_rows(im, ta, M, N, K, A, packed_view(im, bp, K), C, accumulate, 0, M);
+    b_view bv = plain_width(im, N) ? (b_view){bp, N, im->gemm_nr} : packed_view(im, bp, K);
+    sgemm_rows(im, ta, M, N, K, A, bv, C, accumulate, 0, M);
 }
