@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # qkv against PyTorch on the same training step, side by side, in one run.
-#   scripts/bench.sh [--seconds X] [--markdown] [--threads "1 2 4"] [--simd PATH] [--no-gemm]
+#   scripts/bench.sh [--seconds X] [--rounds N] [--markdown] [--threads "1 2 4"] [--simd PATH] [--no-gemm]
 # For each workload (tiny, medium, long) it times qkv at each thread count, and PyTorch at each
 # thread count in each form it has (eager; torch.nn.functional.scaled_dot_product_attention
 # from PyTorch 2.0 on), takes each side at its fastest, and prints ms/step, the ratio
 # qkv/PyTorch, GFLOP/s and step memory, under a header naming the machine: CPU model, cores,
 # qkv's ISA path and the PyTorch version. The figures hold for that machine only. --markdown
 # prints the README's table for it instead.
+#   --rounds   times each side is timed at each thread count and form, the two sides in turn
+#              (default 3): each takes its median round, so that a spell of load on the
+#              shared machine moves one round of one side, not the comparison
 #   --threads  the thread counts to try (default 1, 2, 4, ... up to the cores, and the cores)
 #   --simd     run qkv on that path (QKV_SIMD), e.g. --simd avx2 on an AVX-512 machine
 #   --no-gemm  skip the second part: build/tests/bench_gemm (qkv's f32 matmul against
 #              OpenBLAS) once per x86 path this CPU runs, QKV_SIMD forced
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/bench.sh [--seconds X] [--markdown] [--threads \"1 2 4\"] [--simd PATH] [--no-gemm]"
-seconds=3 markdown=0 gemm=1 threads=""
+usage="usage: scripts/bench.sh [--seconds X] [--rounds N] [--markdown] [--threads \"1 2 4\"] [--simd PATH] [--no-gemm]"
+seconds=3 rounds=3 markdown=0 gemm=1 threads=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) seconds=$2; shift 2 ;;
+        --rounds) rounds=$2; shift 2 ;;
         --markdown) markdown=1; shift ;;
         --threads) threads=$2; shift 2 ;;
         --simd) export QKV_SIMD=$2; shift 2 ;;
@@ -43,16 +47,19 @@ $py -c "import torch, sys; sys.exit(not hasattr(torch.nn.functional, 'scaled_dot
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 "$qkv" --version | sed 's/^/version /' >>"$out"
-for n in $threads; do # the two sides in turn at each count, so that both see the same load
-    "$qkv" bench --json --threads "$n" --seconds "$seconds" | sed 's/^/qkv /' >>"$out"
-    for form in $forms; do
-        $py scripts/bench_torch.py --threads "$n" --seconds "$seconds" --form "$form" |
-            sed 's/^/torch /' >>"$out"
+for ((round = 1; round <= rounds; round++)); do
+    for n in $threads; do # the two sides in turn at each count, so that both see the same load
+        "$qkv" bench --json --threads "$n" --seconds "$seconds" | sed 's/^/qkv /' >>"$out"
+        for form in $forms; do
+            $py scripts/bench_torch.py --threads "$n" --seconds "$seconds" --form "$form" |
+                sed 's/^/torch /' >>"$out"
+        done
     done
 done
-$py - "$out" "$markdown" "$cores" "${QKV_SIMD:-}" <<'PY'
+$py - "$out" "$markdown" "$cores" "${QKV_SIMD:-}" "$rounds" <<'PY'
 import json, sys, platform
 path, md, cores, forced = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
+rounds = int(sys.argv[5])
 rows, simd = {}, ""
 for line in open(path):
     side, rest = line.rstrip("\n").split(" ", 1)
@@ -65,10 +72,15 @@ for line in open(path):
     simd = simd or r.get("simd", "")
 if not simd:  # a qkv that names no path: the one forced, or the default (the best this CPU runs)
     simd = forced or "default"
+def medians(side, cfg):  # the median round of each thread count and form
+    groups = {}
+    for r in rows[(side, cfg)]:
+        groups.setdefault((r["threads"], r.get("form", "")), []).append(r)
+    return [sorted(g, key=lambda r: r["ms_per_step"])[len(g) // 2] for g in groups.values()]
 def best(side, cfg):
-    return min(rows[(side, cfg)], key=lambda r: r["ms_per_step"])
+    return min(medians(side, cfg), key=lambda r: r["ms_per_step"])
 def scaling(cfg):  # qkv's speed-up from 1 thread to its best count
-    by = {r["threads"]: r["ms_per_step"] for r in rows[("qkv", cfg)]}
+    by = {r["threads"]: r["ms_per_step"] for r in medians("qkv", cfg)}
     return by[1] / min(by.values()) if 1 in by else float("nan")
 cpu, cpuflags = platform.processor() or platform.machine(), ""
 try:
@@ -85,7 +97,8 @@ forms = sorted({r.get("form", "eager") for (side, _), rs in rows.items() if side
 header = (f"{cpu}, {cores} cores ({platform.machine()}); qkv {simd} path"
           f"{' (QKV_SIMD)' if forced else ''}; PyTorch {torch_version}"
           f"{' (' + ', '.join(forms) + ')' if forms else ''}; threads tried: "
-          + " ".join(sorted({str(r['threads']) for rs in rows.values() for r in rs}, key=int)))
+          + " ".join(sorted({str(r['threads']) for rs in rows.values() for r in rs}, key=int))
+          + f"; median of {rounds} rounds")
 # The targets of qkv/PyTorch per machine and path (each side at its best), and long's step
 # memory at most 0.25x PyTorch's.
 if cores >= 16:
