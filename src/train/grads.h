@@ -13,7 +13,7 @@ typedef struct {
     qkv_tensor *lengths; /* (B) i32: a data model's input lengths (its padding mask), else NULL */
     qkv_tensor *logits;  /* (B, To, V) */
     qkv_tensor *loss;    /* (): the mean cross-entropy over the targets that are not -1 */
-    qkv_tensor *grad[5 + 4 * QKV_MAX_LAYERS]; /* d loss / d t->model.param[i], the params' shapes */
+    qkv_tensor *grad[QKV_MAX_PARAMS]; /* d loss / d t->model.param[i], the params' shapes */
 } batch_grads;
 
 /* Draws `batch` training sequences as training does (trainer_sample: the task's, or a data
