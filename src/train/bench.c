@@ -1,0 +1,96 @@
+/* bench.c - the timing of training steps behind `qkv bench`. */
+#include "train/bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+const bench_workload bench_workloads[] = {
+    {"tiny", 32, 16, 64, 4, 16},
+    {"medium", 8, 256, 128, 4, 64},
+    {"long", 1, 2048, 64, 1, 64},
+};
+const int bench_workload_count = (int)(sizeof bench_workloads / sizeof bench_workloads[0]);
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Reads a "Vm...:  N kB" line of /proc/self/status, in bytes; -1 if unavailable. */
+static double proc_status_bytes(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    double v = -1;
+    size_t n = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') v = 1024.0 * strtod(line + n + 1, NULL);
+    fclose(f);
+    return v;
+}
+
+/* Resets the peak resident size (VmHWM) to the current one (Linux, "5" to clear_refs). */
+static void reset_peak_rss(void) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (f) {
+        fputs("5", f);
+        fclose(f);
+    }
+}
+
+/* Floating-point operations of one forward pass: the matrix products. A training step does
+ * about three times as many (forward, and two products per product backward). */
+static double forward_flops(const bench_workload *w) {
+    double B = w->batch, T = w->seq_len, C = w->d_model, V = w->vocab;
+    return 4 * 2 * B * T * C * C   /* x·W_Q, x·W_K, x·W_V, y·W_O */
+           + 2 * 2 * B * T * T * C /* Q·Kᵀ and A·V over all heads */
+           + 2 * B * T * C * V;    /* the vocabulary head */
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+qkv_status bench_workload_run(const bench_workload *w, qkv_dtype dtype, long repeat,
+                              double budget, bench_result *out) {
+    train_config cfg = {.optim = QKV_SGD, .lr = 0.01, .batch = w->batch, .steps = 1000000,
+                        .seed = 1};
+    qkv_status s = qkv_task_init(&cfg.task, "reverse", w->seq_len, w->vocab);
+    if (s != QKV_OK) return s;
+    cfg.model = (qkv_model_config){.vocab = w->vocab, .seq_len = w->seq_len,
+                                   .d_model = w->d_model, .heads = w->heads, .layers = 1,
+                                   .init_scale = 0.5, .dtype = dtype};
+    trainer t;
+    if ((s = trainer_init(&t, &cfg)) != QKV_OK) return s;
+    qkv_rng rng = qkv_rng_seed(7);
+    for (int b = 0; b < w->batch; b++)
+        qkv_task_sample(&cfg.task, &rng, false, t.tokens + b * w->seq_len,
+                        t.targets + b * w->seq_len);
+    reset_peak_rss();
+    double rss_before = proc_status_bytes("VmRSS");
+    for (int i = 0; i < 3; i++) trainer_update(&t); /* warm-up: the arena grows to size here */
+    double times[10000];
+    long n = 0;
+    double start = now_seconds();
+    while (n < (long)(sizeof times / sizeof times[0]) &&
+           (repeat ? n < repeat : (n < 5 || now_seconds() - start < budget))) {
+        double t0 = now_seconds();
+        trainer_update(&t);
+        times[n++] = now_seconds() - t0;
+    }
+    double peak = proc_status_bytes("VmHWM");
+    qsort(times, (size_t)n, sizeof times[0], cmp_double);
+    double median = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+    *out = (bench_result){
+        .ms_per_step = 1e3 * median,
+        .gflops = 3 * forward_flops(w) / median * 1e-9,
+        .step_mem_mb = rss_before >= 0 && peak >= 0 ? (peak - rss_before) / (1 << 20) : -1,
+        .steps_timed = n,
+        .last_loss = t.last_loss};
+    trainer_free(&t);
+    return QKV_OK;
+}

@@ -1,0 +1,33 @@
+/* bench.h - the timing of training steps behind `qkv bench`: the three workloads, the median
+ * step time, its GFLOP/s and the step memory. */
+#ifndef QKV_BENCH_H
+#define QKV_BENCH_H
+
+#include "train/trainer.h"
+
+/* One model shape, timed on the reverse task. */
+typedef struct {
+    const char *name;
+    int batch, seq_len, d_model, heads, vocab;
+} bench_workload;
+
+/* tiny, medium and long, in that order (`qkv bench --help` lists them). */
+extern const bench_workload bench_workloads[];
+extern const int bench_workload_count;
+
+typedef struct {
+    double ms_per_step;  /* the median of the timed steps */
+    double gflops;       /* three forward passes' matrix products per median step */
+    double step_mem_mb;  /* peak resident memory minus that before the first step; -1: unknown */
+    long steps_timed;
+    double last_loss;    /* the loss of the last step */
+} bench_result;
+
+/* Builds the workload's model in `dtype` (SGD, seed 1, one batch drawn from seed 7), takes 3
+ * warm-up steps, then times `repeat` steps, or when `repeat` is 0 as many as fit in `budget`
+ * seconds (at least 5, at most 10 000). The threads are the caller's (kernel_threads). Fails
+ * as trainer_init does, with nothing to free. */
+qkv_status bench_workload_run(const bench_workload *w, qkv_dtype dtype, long repeat,
+                              double budget, bench_result *out);
+
+#endif
