@@ -139,33 +139,14 @@ int cli_train_check(int argc, char **argv);
  * A path that does not fit gives one line and false (exit EXIT_IO). */
 bool cli_model_path(const char *arg, char *out, size_t len);
 
-/* Draws the plots of a training directory into DIR/plots/ with gnuplot (cmd_plot.c), in format
- * "png" or "svg"; returns an exit code. If gnuplot is not on PATH it prints one line saying so,
- * sets *no_gnuplot and returns EXIT_FAILED. `verbose` lists what was written on stdout. */
+/* Draws the plots of a training directory (or a file of qkv inspect --out) into DIR/plots/
+ * (cmd_plot.c, plot_dir), in format "png", "svg" or "html"; returns an exit code. If gnuplot
+ * is not on PATH it prints one line saying so, sets *no_gnuplot and returns EXIT_FAILED.
+ * `verbose` says on stdout what was written. */
 int cli_plot(const char *dir, const char *format, bool verbose, bool *no_gnuplot);
-/* Runs one script of scripts/ as `gnuplot -c SCRIPT OUT FORMAT ARGS...` inside directory
- * `dir`, writing image `out` atomically. `out` and any file names among `args` are relative
- * to `dir`: no path reaches gnuplot, which would run a name that begins with '<' or '|'. The
- * same gnuplot-missing behaviour as cli_plot, naming `dir`. */
+/* plot_script (one script of scripts/ inside `dir`), with cli_plot's messages and exit codes. */
 int cli_gnuplot(const char *script, const char *dir, const char *out, const char *format,
                 int nargs, const char *const *args, bool *no_gnuplot);
-
-/* What a plot draws: the task, the grid, and whether the causal mask drops keys (j > i). */
-typedef struct {
-    char task[64];
-    int layers, heads;
-    bool causal;
-    double chance_acc, chance_loss; /* a uniform guess's accuracy and loss; 0 if unknown */
-    bool inspect;                   /* the maps are of one input of qkv inspect, not of a run */
-    bool cross;                     /* an encoder-decoder's cross-attention: no head scores */
-} plot_source;
-/* html.c: DIR/plots/attention.html, one self-contained page of the maps in DIR (attention/,
- * gradients/, snapshots/, metrics.csv); returns an exit code. */
-int cli_plot_html(const char *dir, const plot_source *src, bool verbose);
-/* plot_files.c: the directory of qkv's scripts (gnuplot's .gp files, the page template):
- * $QKV_SCRIPTS, else next to the executable, else the source tree. False if none holds
- * attention.gp. */
-bool cli_find_scripts(char *out, size_t len);
 
 /* guard.c: signals and limits. cli_guard_install (main() calls it) makes SIGINT, SIGTERM and
  * SIGHUP remove the temporaries being written and exit EXIT_INTERRUPTED with one line, and
@@ -186,10 +167,6 @@ void cli_guard_release(void);
  * threads can start. A requested count that cannot gives one line and EXIT_NOMEM; the
  * default quietly becomes as many as can. Returns EXIT_OK or EXIT_NOMEM. */
 int cli_set_threads(long requested);
-
-/* The steps N of DIR/step<N>_layer1_head1.dat (a run's snapshots/), sorted; how many (0 if
- * none), or -1 when out of memory. *steps is malloc'd. (plot_files.c) */
-int cli_snapshot_steps(const char *dir, int64_t **steps);
 
 /* The command line: `qkv COMMAND [options]` (cli.c). With parse_only, each command only reads
  * and checks its options, printing its help or one error line, and returns CLI_RUN where it

@@ -1,5 +1,6 @@
 /* util.c - messages, exit codes and strict value parsing for the qkv commands. */
 #include "cli.h"
+#include "io/io.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -140,31 +141,9 @@ bool cli_model_path(const char *arg, char *out, size_t len) {
 }
 
 bool cli_make_dirs(const char *who, const char *dir) {
-    char path[4096];
-    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
-        cli_error("%s%.60s...: path too long", who, dir);
-        return false;
-    }
-    /* Like mkdir -p: each parent in turn, then the directory itself. */
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-            cli_error("%scannot create %s: %s", who, path, strerror(errno));
-            return false;
-        }
-        *p = '/';
-    }
-    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-        cli_error("%scannot create %s: %s", who, dir, strerror(errno));
-        return false;
-    }
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        cli_error("%s%s exists and is not a directory", who, dir);
-        return false;
-    }
-    return true;
+    if (io_make_dirs(dir) == QKV_OK) return true;
+    cli_error("%s%s", who, qkv_last_error());
+    return false;
 }
 
 bool cli_output_clashes(const char *who, const char *out, const char *in) {

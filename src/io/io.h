@@ -33,6 +33,10 @@ void io_remove_temporaries(void);
  * directory: a symbolic link planted there would lead qkv's writes out of the run. */
 qkv_status io_make_subdir(const char *dir, const char *sub, char *out, size_t len);
 
+/* Creates DIR and its missing parents, like mkdir -p; QKV_ERR_IO if one cannot be made or
+ * DIR is something else than a directory. */
+qkv_status io_make_dirs(const char *dir);
+
 /* Opens `path` for reading only if it is a regular file, without blocking (a FIFO or a
  * device is refused at once, QKV_ERR_IO); its size into *size. */
 qkv_status io_open_regular(const char *path, int *fd, size_t *size);

@@ -53,6 +53,26 @@ static void remove_temporaries(const char *dir) {
     }
 }
 
+qkv_status io_make_dirs(const char *dir) {
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return qkv_fail(QKV_ERR_IO, "%.60s...: path too long", dir);
+    /* each parent in turn, then the directory itself */
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return qkv_fail(QKV_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return qkv_fail(QKV_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return qkv_fail(QKV_ERR_IO, "%s exists and is not a directory", dir);
+    return QKV_OK;
+}
+
 qkv_status rundir_open(rundir *rd, const char *dir) {
     memset(rd, 0, sizeof *rd);
     rd->lock_fd = -1;

@@ -1,7 +1,7 @@
-/* plot_files.c - where the pictures of a run come from: the directory of qkv's scripts (the
- * gnuplot .gp files, the page template) and the steps a run kept snapshots of. `qkv plot` and
- * its page (html.c) both read them. */
-#include "cli.h"
+/* scripts.c - where the pictures of a run come from: the directory of qkv's scripts (the
+ * gnuplot .gp files, the page template) and the steps a run kept snapshots of. The images
+ * (plots.c) and the page (page.c) both read them. */
+#include "plot/plot.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -26,7 +26,7 @@ static bool is_file(const char *path) {
 
 /* The directory holding attention.gp: $QKV_SCRIPTS if set, else next to the executable
  * (an install's share/qkv/scripts, or scripts/ beside it), else the source tree's scripts/. */
-bool cli_find_scripts(char *out, size_t len) {
+bool plot_find_scripts(char *out, size_t len) {
     char probe[PATH_LEN + 64];
     const char *env = getenv("QKV_SCRIPTS");
     if (env && *env) {
@@ -62,7 +62,7 @@ static int cmp_i64(const void *a, const void *b) {
 
 /* The steps N of DIR/snapshots/step<N>_layer1_head1.dat, sorted; returns how many (0 if none),
  * or -1 when out of memory. *steps is malloc'd. */
-int cli_snapshot_steps(const char *dir, int64_t **steps) {
+int plot_snapshot_steps(const char *dir, int64_t **steps) {
     *steps = NULL;
     DIR *d = opendir(dir);
     if (!d) return 0;

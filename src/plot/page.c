@@ -1,4 +1,4 @@
-/* html.c - `qkv plot DIR --format html`: one self-contained page, DIR/plots/attention.html,
+/* page.c - `qkv plot DIR --format html`: one self-contained page, DIR/plots/attention.html,
  * from the files a run (or qkv inspect) wrote. The page is the template scripts/attention.html
  * with the data put in as one JSON object: no network, no file outside the page.
  *
@@ -6,8 +6,8 @@
  * (gradients/), the snapshots (snapshots/, at most HTML_MAX_FRAMES of them) and every column of
  * metrics.csv. Each map is a (Nq, Nk) matrix with its query and key labels, so a map of
  * cross-attention (Nq != Nk) is drawn as well as one of self-attention. */
-#include "cli.h"
 #include "io/io.h"
+#include "plot/plot.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -163,7 +163,7 @@ static void json_snapshots(FILE *out, const char *dir, const plot_source *src) {
     char path[1300];
     snprintf(path, sizeof path, "%s/snapshots", dir);
     int64_t *steps = NULL;
-    int n = cli_snapshot_steps(path, &steps);
+    int n = plot_snapshot_steps(path, &steps);
     if (n <= 0) { /* none, or out of memory: the page goes without snapshots */
         free(steps);
         fputs("null", out);
@@ -256,12 +256,13 @@ static void json_page(FILE *out, const char *dir, const plot_source *src) {
     fputs("}", out);
 }
 
-/* The whole of a small regular file, malloc'd and terminated; NULL with one line otherwise. */
+/* The whole of a small regular file, malloc'd and terminated; NULL (with the error set)
+ * otherwise. */
 static char *read_text(const char *path) {
     int fd;
     size_t size;
     if (io_open_regular(path, &fd, &size) != QKV_OK) {
-        cli_error("plot: %s", qkv_last_error());
+        qkv_fail(QKV_ERR_IO, "plot: %s", qkv_last_error());
         return NULL;
     }
     char *text = size < (1u << 24) ? malloc(size + 1) : NULL;
@@ -274,28 +275,25 @@ static char *read_text(const char *path) {
     close(fd);
     if (!text || got != size) {
         free(text);
-        cli_error("plot: cannot read %s", path);
+        qkv_fail(QKV_ERR_IO, "plot: cannot read %s", path);
         return NULL;
     }
     text[size] = '\0';
     return text;
 }
 
-int cli_plot_html(const char *dir, const plot_source *src, bool verbose) {
+plot_status plot_page(const char *dir, const plot_source *src, plot_made *made) {
     char scripts[1200], path[1300], plots[1200];
-    if (!cli_find_scripts(scripts, sizeof scripts)) {
-        cli_error("plot: cannot find qkv's scripts (attention.html); set QKV_SCRIPTS to qkv's "
-                  "scripts/ directory");
-        return EXIT_IO;
-    }
+    if (!plot_find_scripts(scripts, sizeof scripts))
+        return qkv_fail(QKV_ERR_IO, "plot: cannot find qkv's scripts (attention.html); set "
+                                    "QKV_SCRIPTS to qkv's scripts/ directory");
     snprintf(path, sizeof path, "%s/attention.html", scripts);
     char *page = read_text(path);
-    if (!page) return EXIT_IO;
+    if (!page) return QKV_ERR_IO;
     char *marker = strstr(page, HTML_MARKER);
     if (!marker) {
         free(page);
-        cli_error("plot: %s has no data marker %s", path, HTML_MARKER);
-        return EXIT_FORMAT;
+        return qkv_fail(QKV_ERR_FORMAT, "plot: %s has no data marker %s", path, HTML_MARKER);
     }
     /* Every head's final map must be there and readable: the page is built around them. */
     for (int l = 1; l <= src->layers; l++)
@@ -305,14 +303,13 @@ int cli_plot_html(const char *dir, const plot_source *src, bool verbose) {
             dat_map m;
             if (stat(path, &sb) != 0) {
                 free(page);
-                cli_error("plot: %s is missing (was it written by qkv train --out?)", path);
-                return EXIT_IO;
+                return qkv_fail(QKV_ERR_IO, "plot: %s is missing (was it written by qkv train "
+                                            "--out?)", path);
             }
             if (!dat_read(path, &m)) {
                 free(page);
-                cli_error("plot: %s is not a map of qkv (or has more than %d tokens, too many "
-                          "for the page)", path, HTML_MAX_TOKENS);
-                return EXIT_FORMAT;
+                return qkv_fail(QKV_ERR_FORMAT, "plot: %s is not a map of qkv (or has more than "
+                                "%d tokens, too many for the page)", path, HTML_MAX_TOKENS);
             }
             dat_free(&m);
         }
@@ -322,17 +319,14 @@ int cli_plot_html(const char *dir, const plot_source *src, bool verbose) {
     if (s == QKV_OK) s = atomic_open(&af, path);
     if (s != QKV_OK) {
         free(page);
-        cli_error("plot: %s", qkv_last_error());
-        return cli_exit_for(s);
+        return qkv_fail(s, "plot: %s", qkv_last_error());
     }
     fwrite(page, 1, (size_t)(marker - page), af.f);
     json_page(af.f, dir, src);
     fputs(marker + strlen(HTML_MARKER), af.f);
     free(page);
-    if ((s = atomic_commit(&af)) != QKV_OK) {
-        cli_error("plot: %s", qkv_last_error());
-        return cli_exit_for(s);
-    }
-    if (verbose) printf("plots: %s\n", path);
-    return EXIT_OK;
+    if ((s = atomic_commit(&af)) != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());
+    made->page = true;
+    snprintf(made->path, sizeof made->path, "%s", path);
+    return QKV_OK;
 }

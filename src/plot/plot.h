@@ -1,0 +1,78 @@
+/* plot.h - the pictures of a run: gnuplot's images and the interactive page, drawn from the
+ * files a run (or qkv inspect) wrote, never from a model (docs/plots.md). */
+#ifndef QKV_PLOT_H
+#define QKV_PLOT_H
+
+#include "qkv.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* How a plot call ended: a qkv_status (QKV_OK, or a file or memory error), or one of the two
+ * outcomes below. The message of anything but QKV_OK is qkv_last_error(). */
+typedef int plot_status;
+enum {
+    PLOT_NO_GNUPLOT = -1,     /* gnuplot is not on PATH: nothing was drawn, the data stands */
+    PLOT_GNUPLOT_FAILED = -2, /* gnuplot ran and failed on a script: no image of it is left */
+};
+
+/* What a plot draws: the task, the grid, and whether the causal mask drops keys (j > i). */
+typedef struct {
+    char task[64];
+    int layers, heads;
+    bool causal;
+    double chance_acc, chance_loss; /* a uniform guess's accuracy and loss; 0 if unknown */
+    bool inspect;                   /* the maps are of one input of qkv inspect, not of a run */
+    bool cross;                     /* an encoder-decoder's cross-attention: no head scores */
+} plot_source;
+
+/* What a plot call made: the page (`page`, its file in `path`), or `images` images in the
+ * directory `path`. */
+typedef struct {
+    bool page;
+    int images;
+    char path[1300];
+} plot_made;
+
+/* ---- plots.c ---- */
+/* Draws the plots of `dir` into its plots/: a training directory (its model's metadata says
+ * what to draw), or a file of qkv inspect --out, whose maps are first written as a run's into
+ * the directory FILE without .safetensors (or FILE.d). `format` is "png", "svg" (gnuplot's
+ * images; the snapshots are a GIF) or "html" (the page, page.c). */
+plot_status plot_dir(const char *dir, const char *format, plot_made *made);
+
+/* ---- gnuplot.c ---- */
+/* Runs scripts/SCRIPT as `gnuplot -c SCRIPT OUT FORMAT ARGS...` inside directory `dir`,
+ * writing image `out` atomically. `out` and any file names among `args` are relative to
+ * `dir`: no path reaches gnuplot, which would run a name that begins with '<' or '|'. */
+plot_status plot_script(const char *script, const char *dir, const char *out, const char *format,
+                        int nargs, const char *const *args);
+
+/* gnuplot and the scripts, found once for the several scripts of one plot_dir. */
+typedef struct {
+    char gnuplot[1200]; /* the executable */
+    char scripts[1200]; /* the directory of the .gp files */
+    int written;        /* images made so far */
+} plotter;
+/* Finds gnuplot on PATH (PLOT_NO_GNUPLOT, naming `data_dir`, where the data files are) and
+ * the scripts (plot_find_scripts). */
+plot_status plotter_init(plotter *p, const char *data_dir);
+/* plot_script with p's gnuplot and scripts. */
+plot_status plotter_run(plotter *p, const char *dir, const char *script, const char *out,
+                        const char *format, int nargs, const char *const *args);
+
+/* ---- page.c ---- */
+/* DIR/plots/attention.html, one self-contained page of the maps in DIR (attention/,
+ * gradients/, snapshots/, metrics.csv); its path into made->path. */
+plot_status plot_page(const char *dir, const plot_source *src, plot_made *made);
+
+/* ---- scripts.c ---- */
+/* The directory of qkv's scripts (gnuplot's .gp files, the page template): $QKV_SCRIPTS,
+ * else next to the executable, else the source tree. False if none holds attention.gp. */
+bool plot_find_scripts(char *out, size_t len);
+/* The steps N of DIR/step<N>_layer1_head1.dat (a run's snapshots/), sorted; how many (0 if
+ * none), or -1 when out of memory. *steps is malloc'd. */
+int plot_snapshot_steps(const char *dir, int64_t **steps);
+
+#endif
