@@ -2,7 +2,7 @@
 # plot_test.sh QKV - qkv plot, train --plot and --snapshot-every, and qkv study softmax:
 # every promised image exists and is a valid PNG, GIF or SVG of a sensible size, no temporary
 # file is left behind, curves.png shows the head scores when metrics.csv has them, and the
-# gnuplot-missing and bad-input paths behave.
+# gnuplot-missing, gnuplot-failing and bad-input paths behave.
 # Exits 77 (ctest: skipped) when gnuplot is not installed.
 set -u
 QKV=${1:?usage: plot_test.sh path/to/qkv}
@@ -123,6 +123,29 @@ rc=$?
 [ "$out" = "qkv: gnuplot not found; data files are in $TMP/nognuplot" ] || fail "train --plot without gnuplot said: $out"
 [ -f "$TMP/nognuplot/model.safetensors" ] && [ -f "$TMP/nognuplot/attention/layer1_head1.dat" ] ||
     fail "train --plot without gnuplot did not write its data"
+
+# ---- a gnuplot that fails: its last line, exit 1, no image or temporary left behind ----
+mkdir -p "$TMP/failbin"
+printf '#!/bin/sh\necho "line 7: undefined variable: x" >&2\nexit 1\n' >"$TMP/failbin/gnuplot"
+chmod +x "$TMP/failbin/gnuplot"
+cp -r "$RUN" "$TMP/failrun" && rm -rf "$TMP/failrun/plots"
+out=$(PATH="$TMP/failbin" "$QKV" plot "$TMP/failrun" 2>&1)
+rc=$?
+[ "$rc" -eq 1 ] || fail "plot with a failing gnuplot exited $rc, not 1"
+[ "$out" = "qkv: plot: gnuplot failed on attention.gp: line 7: undefined variable: x" ] ||
+    fail "plot with a failing gnuplot said: $out"
+[ -z "$(ls -A "$TMP/failrun/plots")" ] || fail "a failed plot left: $(ls -A "$TMP/failrun/plots")"
+out=$(PATH="$TMP/failbin" "$QKV" study softmax --scaling --samples 50 --out "$TMP/failstudy" 2>&1 >/dev/null)
+rc=$?
+[ "$rc" -eq 1 ] || fail "study --scaling with a failing gnuplot exited $rc, not 1"
+[ "$out" = "qkv: plot: gnuplot failed on scaling.gp: line 7: undefined variable: x" ] ||
+    fail "study --scaling with a failing gnuplot said: $out"
+out=$(PATH=/nonexistent "$QKV" study softmax --scaling --samples 50 --out "$TMP/nognustudy" 2>&1 >/dev/null)
+rc=$?
+[ "$rc" -eq 0 ] || fail "study --scaling without gnuplot exited $rc, not 0"
+[ "$out" = "qkv: gnuplot not found; data files are in $TMP/nognustudy" ] ||
+    fail "study --scaling without gnuplot said: $out"
+[ -f "$TMP/nognustudy/scaling.dat" ] || fail "study --scaling without gnuplot wrote no scaling.dat"
 
 # ---- bad input: one line on stderr, a non-zero exit, nothing half-written ----
 bad() {

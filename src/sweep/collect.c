@@ -1,0 +1,291 @@
+/* collect.c - a sweep's results: every cell's summary.json gathered into DIR/sweep.csv and
+ * DIR/sweep.md, and one metric against a grid option into DIR/sweep_plot.dat, the data of
+ * scripts/sweep.gp (sweep.h). */
+#include "sweep/sweep.h"
+#include "io/io.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const sweep_metric_names[] = {"heldout_acc", "heldout_loss", "attention_mass",
+                                          "best_head",   "loss",         "train_acc",
+                                          "wall_seconds", NULL};
+
+typedef struct {
+    char *name;          /* the cell's directory name */
+    const char *status;  /* done, failed, running or missing */
+    cJSON *summary;      /* NULL if missing */
+    char **values;       /* per grid option, as text (from the summary's config if there) */
+    double x, y;         /* for the plot (NaN when unknown) */
+    int line;            /* index of its --lines value */
+} collected_cell;
+
+/* Writes a config value as text: numbers in their shortest exact form. */
+static char *value_text(const cJSON *v) {
+    char buf[64];
+    if (cJSON_IsString(v)) return strdup(v->valuestring);
+    if (cJSON_IsBool(v)) return strdup(cJSON_IsTrue(v) ? "true" : "false");
+    if (!cJSON_IsNumber(v)) return strdup("");
+    snprintf(buf, sizeof buf, "%.15g", v->valuedouble);
+    if (strtod(buf, NULL) != v->valuedouble) snprintf(buf, sizeof buf, "%.17g", v->valuedouble);
+    return strdup(buf);
+}
+
+static void config_key(const char *option, char *key, size_t len) {
+    size_t i = 0;
+    for (; option[i] && i + 1 < len; i++) key[i] = option[i] == '-' ? '_' : option[i];
+    key[i] = '\0';
+}
+
+/* A metric of a summary ("step" and "wall_seconds" are the summary's own), NaN if absent. */
+static double summary_number(const cJSON *summary, const char *metric) {
+    bool top = !strcmp(metric, "wall_seconds") || !strcmp(metric, "step");
+    const cJSON *from = top ? summary : cJSON_GetObjectItemCaseSensitive(summary, "metrics");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(from, metric);
+    return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+static double d_k_of(const cJSON *summary) {
+    const cJSON *config = cJSON_GetObjectItemCaseSensitive(summary, "config");
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(config, "d_model");
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(config, "heads");
+    return cJSON_IsNumber(d) && cJSON_IsNumber(h) && h->valuedouble > 0
+               ? d->valuedouble / h->valuedouble : NAN;
+}
+
+/* A number for a table: empty when unknown. */
+static void number_text(double v, char *out, size_t len) {
+    if (isfinite(v)) snprintf(out, len, "%.6g", v);
+    else out[0] = '\0';
+}
+
+/* Writes a CSV field: quoted when it holds a comma, a quote or a line break. */
+static void csv_field(FILE *f, const char *s) {
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (const char *p = s; *p; p++) {
+        if (*p == '"') fputc('"', f);
+        fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void md_field(FILE *f, const char *s) {
+    for (const char *p = s; *p; p++) {
+        if (*p == '|') fputc('\\', f);
+        fputc(iscntrl((unsigned char)*p) ? ' ' : *p, f);
+    }
+}
+
+static int cmp_x(const void *a, const void *b) {
+    const collected_cell *x = *(collected_cell *const *)a, *y = *(collected_cell *const *)b;
+    return (x->x > y->x) - (x->x < y->x);
+}
+
+/* The grid option named `name` (either spelling), or -1. */
+static int find_param(const sweep *sw, const char *name) {
+    char dashed[64];
+    size_t i = 0;
+    for (; name[i] && i + 1 < sizeof dashed; i++) dashed[i] = name[i] == '_' ? '-' : name[i];
+    dashed[i] = '\0';
+    for (int p = 0; p < sw->nparams; p++)
+        if (!strcmp(sw->param[p].name, dashed)) return p;
+    return -1;
+}
+
+/* DIR/sweep.csv and DIR/sweep.md: one row per cell. */
+static qkv_status write_table_files(const sweep *sw, collected_cell *cells) {
+    static const char *const tail[] = {"step", "heldout_acc", "heldout_loss", "attention_mass",
+                                       "best_head", "loss", "train_acc", "wall_seconds"};
+    const size_t ntail = sizeof tail / sizeof tail[0];
+    for (int md = 0; md < 2; md++) {
+        char *path = sweep_path_join(sw->dir, md ? "sweep.md" : "sweep.csv");
+        atomic_file af;
+        qkv_status s = path ? atomic_open(&af, path) : qkv_fail(QKV_ERR_NOMEM, "out of memory");
+        free(path);
+        if (s != QKV_OK) return qkv_fail(s, "sweep: %s", qkv_last_error());
+        /* the header */
+        fputs(md ? "| cell | status" : "cell,status", af.f);
+        for (int p = 0; p < sw->nparams; p++) {
+            char key[64];
+            config_key(sw->param[p].name, key, sizeof key);
+            fprintf(af.f, md ? " | %s" : ",%s", key);
+        }
+        fputs(md ? " | d_k" : ",d_k", af.f);
+        for (size_t t = 0; t < ntail; t++) fprintf(af.f, md ? " | %s" : ",%s", tail[t]);
+        fputs(md ? " |\n|---|---" : "\n", af.f);
+        if (md) {
+            for (size_t k = 0; k < (size_t)sw->nparams + 1 + ntail; k++) fputs("|---", af.f);
+            fputs("|\n", af.f);
+        }
+        for (long c = 0; c < sw->ncells; c++) {
+            const collected_cell *cell = &cells[c];
+            char num[64];
+            if (md) {
+                fputs("| ", af.f);
+                md_field(af.f, cell->name);
+                fprintf(af.f, " | %s", cell->status);
+            } else {
+                csv_field(af.f, cell->name);
+                fprintf(af.f, ",%s", cell->status);
+            }
+            for (int p = 0; p < sw->nparams; p++) {
+                fputs(md ? " | " : ",", af.f);
+                if (md) md_field(af.f, cell->values[p]);
+                else csv_field(af.f, cell->values[p]);
+            }
+            number_text(d_k_of(cell->summary), num, sizeof num);
+            fprintf(af.f, md ? " | %s" : ",%s", num);
+            for (size_t t = 0; t < ntail; t++) {
+                number_text(summary_number(cell->summary, tail[t]), num, sizeof num);
+                fprintf(af.f, md ? " | %s" : ",%s", num);
+            }
+            fputs(md ? " |\n" : "\n", af.f);
+        }
+        if ((s = atomic_commit(&af)) != QKV_OK) return qkv_fail(s, "sweep: %s", qkv_last_error());
+    }
+    return QKV_OK;
+}
+
+sweep_status sweep_collect(const char *dir, const char *x_name, const char *lines_name,
+                           const char *metric, sweep_option_kind option_kind,
+                           sweep_collected *out) {
+    memset(out, 0, sizeof *out);
+    sweep sw;
+    sweep_status code = sweep_load(&sw, dir, option_kind);
+    if (code != QKV_OK) {
+        sweep_free(&sw);
+        return code;
+    }
+    /* the axes */
+    bool x_is_dk = x_name && !strcmp(x_name, "d_k");
+    int xp = x_name && !x_is_dk ? find_param(&sw, x_name) : x_name ? -1 : 0, lp = -1;
+    if (x_name && !x_is_dk && xp < 0) {
+        sweep_free(&sw);
+        return qkv_fail(QKV_ERR_VALUE, "sweep: --x %s is not an option of the grid (nor d_k)",
+                        x_name);
+    }
+    if (lines_name) {
+        if ((lp = find_param(&sw, lines_name)) < 0 || lp == xp) {
+            sweep_free(&sw);
+            return qkv_fail(QKV_ERR_VALUE,
+                            lp < 0 ? "sweep: --lines %s is not an option of the grid"
+                                   : "sweep: --lines %s is the x axis too", lines_name);
+        }
+    } else {
+        for (int p = 0; p < sw.nparams && lp < 0; p++)
+            if (p != xp && !(x_is_dk && !strcmp(sw.param[p].name, "d-model"))) lp = p;
+    }
+    collected_cell *cells = calloc((size_t)sw.ncells, sizeof *cells);
+    if (!cells) {
+        sweep_free(&sw);
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    }
+    long plotted = 0;
+    for (long c = 0; c < sw.ncells && code == QKV_OK; c++) {
+        collected_cell *cell = &cells[c];
+        char name[SWEEP_CELL_NAME_MAX + 64];
+        sweep_cell_name(&sw, c, name, sizeof name);
+        cell->name = strdup(name);
+        char *cell_dir = sweep_path_join(dir, name);
+        bool done = cell_dir && sweep_cell_done(cell_dir, &cell->summary);
+        free(cell_dir);
+        const cJSON *status = cJSON_GetObjectItemCaseSensitive(cell->summary, "status");
+        cell->status = done ? "done" : !cell->summary ? "missing"
+                       : cJSON_IsString(status) && !strcmp(status->valuestring, "running")
+                           ? "running" : "failed";
+        const cJSON *config = cJSON_GetObjectItemCaseSensitive(cell->summary, "config");
+        int idx[SWEEP_MAX_PARAMS];
+        sweep_cell_indices(&sw, c, idx);
+        cell->values = calloc((size_t)sw.nparams, sizeof *cell->values);
+        if (!cell->name || !cell->values) {
+            code = QKV_ERR_NOMEM;
+            break;
+        }
+        for (int p = 0; p < sw.nparams; p++) {
+            char key[64];
+            config_key(sw.param[p].name, key, sizeof key);
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(config, key);
+            cell->values[p] = v ? value_text(v) : strdup(sw.param[p].values[idx[p]]);
+            if (!cell->values[p]) code = QKV_ERR_NOMEM;
+        }
+        if (code != QKV_OK) break;
+        char *end = NULL;
+        cell->x = x_is_dk ? d_k_of(cell->summary) : strtod(cell->values[xp], &end);
+        if (!x_is_dk && (end == cell->values[xp] || *end)) {
+            code = qkv_fail(QKV_ERR_VALUE, "sweep: --x %s: '%s' is not a number", sw.param[xp].name,
+                            cell->values[xp]);
+            break;
+        }
+        cell->y = done ? summary_number(cell->summary, metric) : NAN;
+        cell->line = lp >= 0 ? idx[lp] : 0;
+        plotted += isfinite(cell->x) && isfinite(cell->y);
+    }
+    if (code == QKV_ERR_NOMEM) qkv_fail(code, "out of memory");
+    if (code == QKV_OK) code = write_table_files(&sw, cells);
+    out->tables = code == QKV_OK;
+
+    /* the figure's data: one block per --lines value, sorted by x, then gnuplot in DIR */
+    if (code == QKV_OK && plotted == 0) {
+        qkv_fail(QKV_ERR_VALUE, "sweep: no finished cell has %s to plot", metric);
+        code = SWEEP_FAILED;
+    }
+    char *data = code == QKV_OK ? sweep_path_join(dir, "sweep_plot.dat") : NULL;
+    collected_cell **order = code == QKV_OK ? malloc((size_t)sw.ncells * sizeof *order) : NULL;
+    atomic_file af;
+    qkv_status s = QKV_OK;
+    if (code == QKV_OK && (!data || !order)) code = qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    if (code == QKV_OK && (s = atomic_open(&af, data)) != QKV_OK)
+        code = qkv_fail(s, "sweep: %s", qkv_last_error());
+    double xmin = INFINITY, xmax = -INFINITY;
+    int blocks = 0;
+    if (code == QKV_OK) {
+        char xlabel[64];
+        config_key(x_is_dk ? "d_k" : sw.param[xp].name, xlabel, sizeof xlabel);
+        fprintf(af.f, "# qkv sweep --collect: %s against %s, one block per value of %s\n", metric,
+                xlabel, lp >= 0 ? sw.param[lp].name : "(none)");
+        int nlines = lp >= 0 ? sw.param[lp].n : 1;
+        for (int l = 0; l < nlines; l++) {
+            long n = 0;
+            for (long c = 0; c < sw.ncells; c++)
+                if (cells[c].line == l && isfinite(cells[c].x) && isfinite(cells[c].y))
+                    order[n++] = &cells[c];
+            if (n == 0) continue;
+            qsort(order, (size_t)n, sizeof *order, cmp_x);
+            fprintf(af.f, "%s\"", blocks++ ? "\n\n" : "");
+            if (lp >= 0) fputs(sw.param[lp].values[l], af.f);
+            else fputs(metric, af.f);
+            fputs("\"\n", af.f);
+            for (long i = 0; i < n; i++) {
+                fprintf(af.f, "%.17g %.17g\n", order[i]->x, order[i]->y);
+                if (order[i]->x < xmin) xmin = order[i]->x;
+                if (order[i]->x > xmax) xmax = order[i]->x;
+            }
+        }
+        if ((s = atomic_commit(&af)) != QKV_OK) code = qkv_fail(s, "sweep: %s", qkv_last_error());
+    }
+    if (code == QKV_OK) { /* what the plot of the data needs */
+        config_key(x_is_dk ? "d_k" : sw.param[xp].name, out->xlabel, sizeof out->xlabel);
+        snprintf(out->lines, sizeof out->lines, "%s", lp >= 0 ? sw.param[lp].name : "");
+        out->logx = xmin > 0 && xmax >= 8 * xmin;
+        out->blocks = blocks;
+    }
+    free(order);
+    free(data);
+    for (long c = 0; c < sw.ncells; c++) {
+        free(cells[c].name);
+        cJSON_Delete(cells[c].summary);
+        for (int p = 0; cells[c].values && p < sw.nparams; p++) free(cells[c].values[p]);
+        free(cells[c].values);
+    }
+    free(cells);
+    sweep_free(&sw);
+    return code;
+}
+

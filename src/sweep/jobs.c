@@ -1,0 +1,303 @@
+/* jobs.c - a sweep's cells run: here, as child processes of this very program, N at a time;
+ * or written out as one command per cell for GNU parallel, or as a Slurm job array (sweep.h).
+ * Each runs the same `qkv train` command line. */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include "sweep/sweep.h"
+#include "io/io.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) { interrupted = sig; }
+
+typedef struct {
+    pid_t pid;
+    long cell;
+    char *dir;
+} running_cell;
+
+/* Starts `qkv train` for cell c into `dir`, its output in dir/train.log. */
+static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *dir) {
+    const char **v;
+    int n;
+    if (io_make_dirs(dir) != QKV_OK) {
+        qkv_fail(QKV_ERR_IO, "sweep: %s", qkv_last_error());
+        return -1;
+    }
+    if (!sweep_cell_words(sw, c, &v, &n)) {
+        qkv_fail(QKV_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    v[n++] = "--out";
+    v[n++] = dir;
+    v[n++] = "--threads";
+    v[n++] = "1";
+    v[n++] = "--quiet";
+    v[n] = NULL;
+    char *log = sweep_path_join(dir, "train.log");
+    int fd = log ? open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666) : -1;
+    if (fd < 0) {
+        qkv_fail(QKV_ERR_IO, "sweep: cannot write %s: %s", log ? log : dir, strerror(errno));
+        free(log);
+        free(v);
+        return -1;
+    }
+    free(log);
+    /* argv: "qkv" (the name train's messages start with), then w; the program is this very
+     * executable */
+    const char **args = malloc(((size_t)n + 2) * sizeof *args);
+    if (!args) {
+        close(fd);
+        free(v);
+        qkv_fail(QKV_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    args[0] = "qkv";
+    memcpy(args + 1, v, ((size_t)n + 1) * sizeof *args); /* with the NULL */
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+        execv(exe, (char *const *)args);
+        _exit(127);
+    }
+    close(fd);
+    free(args);
+    free(v);
+    if (pid < 0) qkv_fail(QKV_ERR_IO, "sweep: cannot start qkv train: %s", strerror(errno));
+    return pid;
+}
+
+sweep_status sweep_run_here(const sweep *sw, long jobs, sweep_report report, void *user,
+                            sweep_progress *out) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return qkv_fail(QKV_ERR_IO, "sweep: cannot find the qkv executable (/proc/self/exe): %s",
+                        strerror(errno));
+    exe[n] = '\0';
+    /* the cells to run: those not done yet */
+    long *todo = malloc((size_t)sw->ncells * sizeof *todo);
+    running_cell *run = calloc((size_t)jobs, sizeof *run);
+    if (!todo || !run) {
+        free(todo);
+        free(run);
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    }
+    long ntodo = 0;
+    for (long c = 0; c < sw->ncells; c++) {
+        char name[SWEEP_CELL_NAME_MAX + 64];
+        sweep_cell_name(sw, c, name, sizeof name);
+        char *dir = sweep_path_join(sw->dir, name);
+        if (!dir || !sweep_cell_done(dir, NULL)) todo[ntodo++] = c;
+        free(dir);
+    }
+    sweep_progress *p = out;
+    *p = (sweep_progress){.cells = sw->ncells, .done_before = sw->ncells - ntodo, .to_run = ntodo,
+                          .at_once = jobs < ntodo ? jobs : ntodo};
+    report(SWEEP_PLANNED, sw, p, -1, NULL, 0, user);
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term, old_hup;
+    sigemptyset(&sa.sa_mask);
+    interrupted = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGHUP, &sa, &old_hup);
+    long next = 0;
+    int active = 0;
+    sweep_status code = QKV_OK;
+    while ((next < ntodo || active > 0)) {
+        while (next < ntodo && active < jobs && !interrupted && code == QKV_OK) {
+            char name[SWEEP_CELL_NAME_MAX + 64];
+            sweep_cell_name(sw, todo[next], name, sizeof name);
+            running_cell *slot = NULL;
+            for (long j = 0; j < jobs && !slot; j++)
+                if (run[j].pid == 0) slot = &run[j];
+            slot->cell = todo[next++];
+            slot->dir = sweep_path_join(sw->dir, name);
+            slot->pid = slot->dir ? start_cell(sw, exe, slot->cell, slot->dir)
+                                  : (qkv_fail(QKV_ERR_NOMEM, "out of memory"), -1);
+            if (slot->pid < 0) { /* said now; the cells running are waited for */
+                report(SWEEP_CELL_NOT_STARTED, sw, p, slot->cell, slot->dir, 0, user);
+                free(slot->dir);
+                *slot = (running_cell){0};
+                code = SWEEP_NOT_STARTED;
+            } else {
+                active++;
+            }
+        }
+        if (active == 0) break;
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0) {
+            if (errno != EINTR) break;
+            if (interrupted) /* pass it on; their ends are still waited for and reported */
+                for (long j = 0; j < jobs; j++)
+                    if (run[j].pid > 0) kill(run[j].pid, SIGTERM);
+            continue;
+        }
+        for (long j = 0; j < jobs; j++) {
+            if (run[j].pid != pid) continue;
+            p->finished++;
+            bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+            if (!ok) p->failed++;
+            report(SWEEP_CELL_ENDED, sw, p, run[j].cell, run[j].dir, status, user);
+            free(run[j].dir);
+            run[j] = (running_cell){0};
+            active--;
+        }
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGHUP, &old_hup, NULL);
+    free(todo);
+    free(run);
+    if (interrupted) {
+        qkv_fail(QKV_ERR_IO, "sweep: interrupted; run the same command again to finish the %ld "
+                 "cells left", ntodo - p->finished + p->failed);
+        return SWEEP_FAILED;
+    }
+    return code;
+}
+
+/* ---- scripts for GNU parallel and Slurm ---- */
+
+/* Writes `word` for a POSIX shell: inside single quotes, where nothing is expanded ($(...),
+ * backquotes, spaces and globs stay text); a ' itself is written '\''. */
+static void shell_word(FILE *f, const char *word) {
+    fputc('\'', f);
+    for (const char *p = word; *p; p++)
+        if (*p == '\'') fputs("'\\''", f);
+        else fputc(*p, f);
+    fputc('\'', f);
+}
+
+/* One cell's command: qkv train ... --out CELL_DIR then `threads` written as is (a number,
+ * or the quoted expansion of SLURM_CPUS_PER_TASK). */
+static bool write_command(FILE *f, const sweep *sw, const char *exe, const char *dir, long c,
+                          const char *threads) {
+    const char **v;
+    int n;
+    if (!sweep_cell_words(sw, c, &v, &n)) return false;
+    char name[SWEEP_CELL_NAME_MAX + 64];
+    sweep_cell_name(sw, c, name, sizeof name);
+    char *cell_dir = sweep_path_join(dir, name);
+    if (!cell_dir) {
+        free(v);
+        return false;
+    }
+    shell_word(f, exe);
+    for (int i = 0; i < n; i++) {
+        fputc(' ', f);
+        shell_word(f, v[i]);
+    }
+    fputs(" --out ", f);
+    shell_word(f, cell_dir);
+    fprintf(f, " --threads %s --quiet", threads);
+    free(cell_dir);
+    free(v);
+    return true;
+}
+
+/* Refuses a control character (a newline would end a command line) in anything that goes
+ * into a script. */
+static bool printable(const char *what, const char *s) {
+    for (const char *p = s; *p; p++)
+        if (iscntrl((unsigned char)*p)) {
+            qkv_fail(QKV_ERR_VALUE, "sweep: --emit: %s holds a control character: '%s'", what, s);
+            return false;
+        }
+    return true;
+}
+
+qkv_status sweep_check_printable(const sweep *sw) {
+    bool ok = printable("--out", sw->dir);
+    for (int i = 0; ok && i < sw->nfixed; i++) ok = printable("an option after --", sw->fixed[i]);
+    for (int p = 0; ok && p < sw->nparams; p++)
+        for (int v = 0; ok && v < sw->param[p].n; v++)
+            ok = printable("a value of the grid", sw->param[p].values[v]);
+    return ok ? QKV_OK : QKV_ERR_VALUE;
+}
+
+qkv_status sweep_emit(const sweep *sw, const char *kind, char *written, size_t len) {
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *dir = realpath(sw->dir, NULL);
+    if (n <= 0 || !dir) {
+        qkv_fail(QKV_ERR_IO, "sweep: cannot find %s: %s", n <= 0 ? "the qkv executable" : sw->dir,
+                 strerror(errno));
+        free(dir);
+        return QKV_ERR_IO;
+    }
+    exe[n] = '\0';
+    bool ok = printable("the qkv executable's path", exe) && printable("--out", dir);
+    if (!ok) {
+        free(dir);
+        return QKV_ERR_VALUE;
+    }
+    bool slurm = !strcmp(kind, "slurm");
+    char *path = sweep_path_join(sw->dir, slurm ? "sweep.sbatch" : "jobs.txt");
+    atomic_file af;
+    qkv_status s = path ? atomic_open(&af, path) : qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    if (s != QKV_OK) {
+        qkv_fail(s, "sweep: %s", qkv_last_error());
+        free(path);
+        free(dir);
+        return s;
+    }
+    if (slurm) {
+        fprintf(af.f,
+                "#!/bin/bash\n"
+                "#SBATCH --job-name=qkv-sweep\n"
+                "#SBATCH --array=0-%ld\n"
+                "#SBATCH --cpus-per-task=1\n"
+                "# A qkv sweep of %ld cells (written by qkv sweep --emit slurm; the grid is in\n"
+                "# sweep.json beside this file). Array index k trains cell k with\n"
+                "# SLURM_CPUS_PER_TASK threads. Submit: sbatch sweep.sbatch; then gather the\n"
+                "# results: qkv sweep --collect DIR.\n"
+                "set -eu\n"
+                "case \"${SLURM_ARRAY_TASK_ID:-}\" in\n",
+                sw->ncells - 1, sw->ncells);
+        for (long c = 0; c < sw->ncells && ok; c++) {
+            fprintf(af.f, "%ld) exec ", c);
+            ok = write_command(af.f, sw, exe, dir, c, "\"${SLURM_CPUS_PER_TASK:-1}\"");
+            fputs(" ;;\n", af.f);
+        }
+        fprintf(af.f, "*) echo \"sweep.sbatch: SLURM_ARRAY_TASK_ID must be 0..%ld\" >&2; exit 2 ;;\n"
+                      "esac\n", sw->ncells - 1);
+    } else {
+        for (long c = 0; c < sw->ncells && ok; c++) {
+            ok = write_command(af.f, sw, exe, dir, c, "1");
+            fputc('\n', af.f);
+        }
+    }
+    if (!ok) {
+        atomic_abort(&af);
+        free(path);
+        free(dir);
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    }
+    if ((s = atomic_commit(&af)) != QKV_OK) {
+        qkv_fail(s, "sweep: %s", qkv_last_error());
+        free(path);
+        free(dir);
+        return s;
+    }
+    if (slurm) chmod(path, 0755);
+    snprintf(written, len, "%s", path);
+    free(path);
+    free(dir);
+    return QKV_OK;
+}
+
