@@ -8,7 +8,7 @@
 #     CAUSAL  1 if a causal mask dropped every key after the query (drawn hatched grey)
 # The GIF stays small: panels of at most 240 pixels (90 in an 8 x 8 grid), one colour bar,
 # token labels only on the outer panels and only when a panel has room for them, and the
-# frames cmd_plot.c picks (at most 40, fewer for bigger grids).
+# frames src/plot/plots.c picks (at most 40, fewer for bigger grids).
 out = ARG1; dir = ARG3; task = ARG4; L = int(ARG5); H = int(ARG6); steps = ARG7
 causal = ARGC >= 8 ? int(ARG8) : 0
 
