@@ -132,7 +132,8 @@ qkv_status precision_study_run(precision_study *ps, const char *path, long steps
         batch_grads(t, ctx, tokens, targets, B, col == 0, g);
         int64_t at = 0;
         for (int i = 0; i < n; i++) {
-            ps->err[i * PRECISION_COLS + col] = rel_err(g + at, truth + at, t->model.param[i]->size);
+            int64_t size = t->model.param[i]->size;
+            ps->err[i * PRECISION_COLS + col] = rel_err(g + at, truth + at, size);
             at += t->model.param[i]->size;
         }
     }

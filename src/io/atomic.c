@@ -63,6 +63,12 @@ qkv_status atomic_open(atomic_file *af, const char *path) {
     if (len == 0 || path[len - 1] == '/')
         return qkv_fail(QKV_ERR_IO, "cannot write '%s': not a file name", path);
     snprintf(af->path, sizeof af->path, "%s", path);
+    /* The rename would put a file in the place of a device, a FIFO or a directory (as root,
+     * /dev/null itself): only a regular file, or a symbolic link (the link is replaced, never
+     * what it points to), is ever replaced. */
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))
+        return qkv_fail(QKV_ERR_IO, "cannot write %s: it exists and is not a regular file", path);
     int fd = -1, err = 0;
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
         snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld.%d", path, (long)getpid(), attempt);

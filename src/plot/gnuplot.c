@@ -77,8 +77,8 @@ static int fd_high(int fd) {
     return high;
 }
 
-/* How plotter_run keeps paths from gnuplot: no byte of a path ever reaches gnuplot, which would read a name beginning
- * with '<' or '|' as a command to run: the child changes into `dir`, the data arguments are
+/* No byte of a path ever reaches gnuplot, which would read a name beginning with '<' or '|'
+ * as a command to run: the child changes into `dir`, the data arguments are
  * the fixed relative names qkv chose (attention/layer1_head1.dat, ...), and the script and
  * the image are passed as open files, /dev/fd/3 and /dev/fd/4. The image is a temporary made
  * with O_EXCL (atomic_open), renamed over `out` only when gnuplot succeeded, so a failed or

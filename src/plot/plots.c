@@ -196,8 +196,9 @@ static plot_status plot_inspect_file(const char *file, char *dir, size_t len, pl
     char sub[PATH_LEN + 64];
     plot_status code = io_make_dirs(dir);
     bool grads = qkv_st_info(st, "layer1.dA", NULL, NULL, NULL);
-    if (code == QKV_OK && ((s = io_make_subdir(dir, "attention", sub, sizeof sub)) != QKV_OK ||
-                           (grads && (s = io_make_subdir(dir, "gradients", sub, sizeof sub)) != QKV_OK)))
+    if (code == QKV_OK && (s = io_make_subdir(dir, "attention", sub, sizeof sub)) != QKV_OK)
+        code = s;
+    if (code == QKV_OK && grads && (s = io_make_subdir(dir, "gradients", sub, sizeof sub)) != QKV_OK)
         code = s;
     if (code != QKV_OK) qkv_fail(code, "plot: %s", qkv_last_error());
     qkv_tensor *x = qkv_zeros(ctx, QKV_F32, 3, (int64_t[]){H, Tq, T});
