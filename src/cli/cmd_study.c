@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_N STUDY_MAX_N /* longest --vector */
-
 /* Parses "a,b,c" into v; false (with one line) on a bad number or length. With masked_ok,
  * an entry may be -inf: a key the mask dropped. */
 static bool parse_list(const char *name, const char *text, double *v, int *n, bool masked_ok) {
@@ -27,8 +25,8 @@ static bool parse_list(const char *name, const char *text, double *v, int *n, bo
                       text, masked_ok ? " (or -inf, a masked entry)" : "");
             return false;
         }
-        if (*n == MAX_N) {
-            cli_error("study: --%s: more than %d numbers", name, MAX_N);
+        if (*n == STUDY_MAX_N) {
+            cli_error("study: --%s: more than %d numbers", name, STUDY_MAX_N);
             return false;
         }
         v[(*n)++] = x;
@@ -134,7 +132,7 @@ static int scaling_run(int samples, int n, int max_dk, uint64_t seed, const char
 }
 
 typedef struct {
-    double x[MAX_N], dy[MAX_N];
+    double x[STUDY_MAX_N], dy[STUDY_MAX_N];
     int n, ndy;
     bool vector_set, dy_set, scaling;
     long samples, keys, max_dk;

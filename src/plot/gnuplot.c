@@ -18,11 +18,6 @@
 
 /* ---- finding gnuplot (the scripts: scripts.c) ---- */
 
-static bool is_file(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 /* The first executable "gnuplot" in a directory of $PATH. */
 static bool find_gnuplot(char *out, size_t len) {
     const char *path = getenv("PATH");
@@ -32,7 +27,7 @@ static bool find_gnuplot(char *out, size_t len) {
         size_t n = end ? (size_t)(end - p) : strlen(p);
         if (n > 0 && n < len - 16) {
             snprintf(out, len, "%.*s/gnuplot", (int)n, p);
-            if (is_file(out) && access(out, X_OK) == 0) return true;
+            if (plot_is_file(out) && access(out, X_OK) == 0) return true;
         }
         if (!end) break;
         p = end + 1;

@@ -283,7 +283,7 @@ static char *read_text(const char *path) {
 }
 
 plot_status plot_page(const char *dir, const plot_source *src, plot_made *made) {
-    char scripts[1200], path[1300], plots[1200];
+    char scripts[PLOT_PATH_LEN], path[PLOT_PATH_LEN + 100], plots[PLOT_PATH_LEN];
     if (!plot_find_scripts(scripts, sizeof scripts))
         return qkv_fail(QKV_ERR_IO, "plot: cannot find qkv's scripts (attention.html); set "
                                     "QKV_SCRIPTS to qkv's scripts/ directory");

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define PLOT_PATH_LEN 1200 /* a directory or file the plots read or write */
+
 /* How a plot call ended: a qkv_status (QKV_OK, or a file or memory error), or one of the two
  * outcomes below. The message of anything but QKV_OK is qkv_last_error(). */
 typedef int plot_status;
@@ -51,8 +53,8 @@ plot_status plot_script(const char *script, const char *dir, const char *out, co
 
 /* gnuplot and the scripts, found once for the several scripts of one plot_dir. */
 typedef struct {
-    char gnuplot[1200]; /* the executable */
-    char scripts[1200]; /* the directory of the .gp files */
+    char gnuplot[PLOT_PATH_LEN]; /* the executable */
+    char scripts[PLOT_PATH_LEN]; /* the directory of the .gp files */
     int written;        /* images made so far */
 } plotter;
 /* Finds gnuplot on PATH (PLOT_NO_GNUPLOT, naming `data_dir`, where the data files are) and
@@ -71,6 +73,8 @@ plot_status plot_page(const char *dir, const plot_source *src, plot_made *made);
 /* The directory of qkv's scripts (gnuplot's .gp files, the page template): $QKV_SCRIPTS,
  * else next to the executable, else the source tree. False if none holds attention.gp. */
 bool plot_find_scripts(char *out, size_t len);
+/* Whether `path` is a regular file (after links). */
+bool plot_is_file(const char *path);
 /* The steps N of DIR/step<N>_layer1_head1.dat (a run's snapshots/), sorted; how many (0 if
  * none), or -1 when out of memory. *steps is malloc'd. */
 int plot_snapshot_steps(const char *dir, int64_t **steps);

@@ -15,20 +15,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PATH_LEN 1200
 #define MAX_FRAMES 40 /* snapshots beyond this are thinned out evenly: a GIF stays small */
 #define HOLD_FRAMES 6 /* the last frame is repeated so that the final pattern can be seen */
-
-static bool is_file(const char *path) {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-}
 
 /* ---- what a training directory holds ---- */
 
 /* False, with the error set, unless `path` is a readable file. */
 static bool need_file(const char *path) {
-    if (is_file(path) && access(path, R_OK) == 0) return true;
+    if (plot_is_file(path) && access(path, R_OK) == 0) return true;
     qkv_fail(QKV_ERR_IO, "plot: %s is missing (was it written by qkv train --out?)", path);
     return false;
 }
@@ -64,7 +58,7 @@ static bool metrics_has_column(const char *path, const char *name) {
 /* Reads task, layers and heads from the model's metadata. */
 static plot_status read_model(const char *dir, char *task, size_t len, int *layers, int *heads,
                               bool *causal, bool *cross, double *chance_acc, double *chance_loss) {
-    char path[PATH_LEN];
+    char path[PLOT_PATH_LEN];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!need_file(path)) return QKV_ERR_IO;
     qkv_st *st;
@@ -102,7 +96,7 @@ static plot_status read_model(const char *dir, char *task, size_t len, int *laye
 static plot_status write_inspect_map(const char *dir, const char *rel, const qkv_tensor *x,
                                      int h, const char *what, char (*qlabels)[40],
                                      char (*labels)[40]) {
-    char path[PATH_LEN + 64];
+    char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", dir, rel);
     int Tq = (int)x->shape[1], T = (int)x->shape[2];
     atomic_file af;
@@ -193,7 +187,7 @@ static plot_status plot_inspect_file(const char *file, char *dir, size_t len, pl
         snprintf(dir, len, "%.*s", (int)(flen - suffix), file);
     else
         snprintf(dir, len, "%s.d", file);
-    char sub[PATH_LEN + 64];
+    char sub[PLOT_PATH_LEN + 64];
     plot_status code = io_make_dirs(dir);
     bool grads = qkv_st_info(st, "layer1.dA", NULL, NULL, NULL);
     if (code == QKV_OK && (s = io_make_subdir(dir, "attention", sub, sizeof sub)) != QKV_OK)
@@ -245,7 +239,8 @@ static plot_status plot_maps(const char *dir, const plot_source *src, const char
     plotter p;
     if ((code = plotter_init(&p, dir)) != QKV_OK) return code;
     /* Names relative to dir for gnuplot (plotter_run), full paths for the checks here. */
-    char plots[PATH_LEN], full[PATH_LEN + 64], out[64], a[64], da[64], ds[64], title[160];
+    char plots[PLOT_PATH_LEN], full[PLOT_PATH_LEN + 64];
+    char out[64], a[64], da[64], ds[64], title[160];
     qkv_status s = io_make_subdir(dir, "plots", plots, sizeof plots);
     if (s != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());
 #define NEED(rel) (snprintf(full, sizeof full, "%s/%s", dir, rel), need_file(full))
@@ -295,10 +290,11 @@ static plot_status plot_maps(const char *dir, const plot_source *src, const char
         for (int h = 1; h <= H && code == QKV_OK; h++) {
             snprintf(da, sizeof da, "gradients/layer%d_head%d_dA.dat", l, h);
             snprintf(ds, sizeof ds, "gradients/layer%d_head%d_dS.dat", l, h);
-            char full_ds[PATH_LEN + 64];
+            char full_ds[PLOT_PATH_LEN + 64];
             snprintf(full, sizeof full, "%s/%s", dir, da);
             snprintf(full_ds, sizeof full_ds, "%s/%s", dir, ds);
-            if (!is_file(full) && !is_file(full_ds)) continue; /* a directory from an older qkv */
+            if (!plot_is_file(full) && !plot_is_file(full_ds))
+                continue; /* a directory from an older qkv */
             if (!NEED(da) || !NEED(ds)) return QKV_ERR_IO;
             snprintf(a, sizeof a, "attention/layer%d_head%d.dat", l, h);
             snprintf(out, sizeof out, "plots/grads_layer%d_head%d.%s", l, h, format);
@@ -311,7 +307,7 @@ static plot_status plot_maps(const char *dir, const plot_source *src, const char
 
     /* The snapshots as an animated GIF: at most MAX_FRAMES evenly spaced steps, the first and
      * the last always among them, the last held for HOLD_FRAMES more frames. */
-    char snap_dir[PATH_LEN + 16];
+    char snap_dir[PLOT_PATH_LEN + 16];
     snprintf(snap_dir, sizeof snap_dir, "%s/snapshots", dir);
     int64_t *steps;
     int n = plot_snapshot_steps(snap_dir, &steps);
@@ -345,7 +341,7 @@ plot_status plot_dir(const char *dir, const char *format, plot_made *made) {
     *made = (plot_made){0};
     if (strlen(dir) > 900) return qkv_fail(QKV_ERR_IO, "plot: %s: path too long", dir);
     plot_source src = {0};
-    char inspect_dir[PATH_LEN];
+    char inspect_dir[PLOT_PATH_LEN];
     struct stat sb;
     plot_status code;
     if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) { /* a file of qkv inspect --out */

@@ -11,9 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PATH_LEN 1200
-
-static bool is_file(const char *path) {
+bool plot_is_file(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
@@ -27,14 +25,14 @@ static bool is_file(const char *path) {
 /* The directory holding attention.gp: $QKV_SCRIPTS if set, else next to the executable
  * (an install's share/qkv/scripts, or scripts/ beside it), else the source tree's scripts/. */
 bool plot_find_scripts(char *out, size_t len) {
-    char probe[PATH_LEN + 64];
+    char probe[PLOT_PATH_LEN + 64];
     const char *env = getenv("QKV_SCRIPTS");
     if (env && *env) {
         snprintf(out, len, "%s", env);
         snprintf(probe, sizeof probe, "%s/attention.gp", out);
-        return is_file(probe);
+        return plot_is_file(probe);
     }
-    char exe[PATH_LEN - 64]; /* room left for "/../share/qkv/scripts" in `out` */
+    char exe[PLOT_PATH_LEN - 64]; /* room left for "/../share/qkv/scripts" in `out` */
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
         exe[n] = '\0';
@@ -44,13 +42,13 @@ bool plot_find_scripts(char *out, size_t len) {
         for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
             snprintf(out, len, "%s/%s", exe, rel[i]);
             snprintf(probe, sizeof probe, "%s/attention.gp", out);
-            if (is_file(probe)) return true;
+            if (plot_is_file(probe)) return true;
         }
     }
 #ifdef QKV_SOURCE_DIR
     snprintf(out, len, "%s/scripts", QKV_SOURCE_DIR);
     snprintf(probe, sizeof probe, "%s/attention.gp", out);
-    if (is_file(probe)) return true;
+    if (plot_is_file(probe)) return true;
 #endif
     return false;
 }
