@@ -9,7 +9,10 @@ for task in copy reverse; do
     ./build/qkv train --task "$task" --snapshot-every 20 --out "runs/$task" --plot
     ./build/qkv plot "runs/$task" --format html
 done
-./build/qkv inspect --model runs/reverse --input "1 2 3 4 5 6 7 8" --target "8 7 6 5 4 3 2 1" |
-    head -n 7
+# the first lines of one held-out input's inspection; the whole text goes to a file beside the runs
+# (a pipe into head would end qkv with SIGPIPE, and the script with it under pipefail)
+./build/qkv inspect --model runs/reverse --input "1 2 3 4 5 6 7 8" --target "8 7 6 5 4 3 2 1" \
+    >runs/reverse_inspect.txt
+head -n 7 runs/reverse_inspect.txt
 echo "demo: models, metrics, attention maps and plots are in runs/copy and runs/reverse;"
 echo "      open runs/reverse/plots/attention.html in a browser"

@@ -1,0 +1,155 @@
+/* report.c - what `qkv train` and `qkv eval` print of a model's evaluation: the summary and
+ * its hint, the held-out example, the step an induction head formed, the JSON object. */
+#include "cli.h"
+#include "report.h"
+#include "train/run.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One JSON object: docs/model.md ("What `qkv train --json` and `qkv eval --json` print")
+ * defines every field. `loss`, `accuracy` and `train_loss` are the names of before 0.2: kept,
+ * with their old values, through the 0.2 releases. `last_batch_loss` is null for eval. */
+void cli_print_result_json(const trainer *t, eval_result r, int64_t step, double seconds,
+                              const char *cmd, bool trained) {
+    printf("{\"command\":\"%s\",\"task\":\"%s\",\"optim\":\"%s\",\"dtype\":\"%s\",\"steps\":%" PRId64
+           ",\"heldout_loss\":%.6f,\"heldout_accuracy\":%.6f,\"heldout_correct\":%" PRId64
+           ",\"heldout_targets\":%" PRId64 ",\"attention_mass\":%.6f,\"best_head\":%d,"
+           "\"attention_layer\":%d,\"chance\":%.6f,",
+           cmd, qkv_task_name(t->cfg.task.kind), qkv_optim_name(t->cfg.optim),
+           qkv_dtype_name(t->model.cfg.dtype), step, r.loss, r.accuracy, r.correct, r.counted,
+           r.attention_mass, r.best_head + 1, r.attention_layer + 1, qkv_task_chance(&t->cfg.task));
+    if (trained)
+        printf("\"last_batch_loss\":%.6f,", t->last_loss);
+    else
+        printf("\"last_batch_loss\":null,");
+    printf("\"seconds\":%.3f,\"seq_len\":%d,\"vocab\":%d,\"d_model\":%d,\"heads\":%d,"
+           "\"layers\":%d,\"seed\":%" PRIu64 ",\"loss\":%.6f,\"accuracy\":%.6f,"
+           "\"train_loss\":%.6f}\n",
+           seconds, t->cfg.task.seq_len, t->cfg.task.vocab, t->model.cfg.d_model,
+           t->model.cfg.heads, t->model.cfg.layers, t->cfg.seed, r.loss, r.accuracy,
+           strcmp(cmd, "eval") ? t->last_loss : r.loss); /* as before 0.2, for each command */
+}
+
+/* Up to `max` labels of tokens x[0..n), a space before each; "_" for a negative one. */
+static void print_tokens(const trainer *t, const int32_t *x, int n, int max) {
+    for (int i = 0; i < n && i < max; i++) {
+        char label[64] = "_";
+        if (x[i] >= 0) trainer_token_label(t, x[i], label, sizeof label);
+        printf(" %s", label);
+    }
+    if (n > max) printf(" ...");
+}
+
+/* Held-out example 1 (the one the maps show) in the task's tokens or the data file's
+ * strings: its input, the model's output where there are targets, and how much is right. */
+void cli_print_example(trainer *t) {
+    enum { SHOWN = 24 };
+    int T = t->model.cfg.seq_len, To = t->target_len;
+    int32_t *pred = malloc((size_t)To * 2 * sizeof *pred);
+    if (!pred) return;
+    int32_t *out = pred + To;
+    const int32_t *y = t->held_targets;
+    trainer_predict(t, 0, pred);
+    int n_in = t->held_lengths ? t->held_lengths[0] : T, n_out = 0, right = 0, targets = 0;
+    for (int i = 0; i < To; i++) {
+        out[i] = y[i] < 0 ? -1 : pred[i];
+        if (y[i] >= 0) n_out = i + 1, targets++, right += pred[i] == y[i];
+    }
+    printf("  held-out example:");
+    print_tokens(t, t->held_tokens, n_in, SHOWN);
+    printf(" →");
+    print_tokens(t, out, n_out, SHOWN);
+    printf(" (%d of %d targets right)\n", right, targets);
+    free(pred);
+}
+
+/* With two layers or more: the first metrics row at which a head of the last layer has an
+ * induction score of 0.5 or more, the step at which the induction head formed. */
+void cli_print_induction_step(const trainer *t, const metrics_table *m) {
+    int L = m->layers;
+    if (L < 2 || t->model.cfg.target_len) return;
+    for (int i = 0; i < m->n; i++)
+        for (int h = 0; h < m->heads && m->rows[i].scores; h++) {
+            double score = m->rows[i].scores[metrics_induction_column(m, L - 1, h)];
+            if (score >= 0.5) {
+                printf("  an induction head formed in layer %d (head %d) by step %" PRId64
+                       " (metrics.csv column ind_l%dh%d passed 0.5)\n", L, h + 1,
+                       m->rows[i].step, L, h + 1);
+                return;
+            }
+        }
+}
+
+/* The head that scores highest on one of the standard scores, over every layer. */
+static void best_scoring_head(const trainer *t, const eval_result *r,
+                              const double (*score)[EVAL_MAX_HEADS], int *layer, int *head) {
+    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
+                                                                          : EVAL_MAX_HEADS;
+    *layer = *head = 0;
+    (void)r;
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            if (score[l][h] > score[*layer][*head]) {
+                *layer = l;
+                *head = h;
+            }
+}
+
+/* The summary: accuracy against chance, the layer and head that carry the task, the standard
+ * head scores of the strongest heads, and one hint when the run fell short. */
+void cli_print_summary(const trainer *t, const eval_result *r, const char *tail, bool brief) {
+    const qkv_task *task = &t->cfg.task;
+    const qkv_model_config *c = &t->model.cfg;
+    double chance = qkv_task_chance(task);
+    if (r->has_ideal)
+        printf("%s: held-out accuracy %.2f%% (chance %.2f%%), attention mass %.3f (layer %d, "
+               "head %d), loss %.4f, %s\n", qkv_task_name(task->kind), 100 * r->accuracy,
+               100 * chance, r->attention_mass, r->attention_layer + 1, r->best_head + 1, r->loss,
+               tail);
+    else /* a data file: no ideal pattern to measure */
+        printf("%s: held-out accuracy %.2f%% (chance %.2f%%), loss %.4f, %s\n",
+               qkv_task_name(task->kind), 100 * r->accuracy, 100 * chance, r->loss, tail);
+    if (brief) return; /* --quiet: the one line */
+    if (c->layers > 1 && r->has_ideal) {
+        printf("  ideal-pattern mass by layer:");
+        for (int l = 0; l < c->layers; l++)
+            printf(" %d: %.3f (head %d)", l + 1, r->layer_mass[l], r->layer_best_head[l] + 1);
+        putchar('\n');
+    }
+    if (!c->target_len) { /* the head scores are of self-attention */
+        int pl, ph, dl, dh, il, ih;
+        best_scoring_head(t, r, r->prev_token, &pl, &ph);
+        best_scoring_head(t, r, r->duplicate, &dl, &dh);
+        best_scoring_head(t, r, r->induction, &il, &ih);
+        printf("  strongest heads: previous-token %.3f (layer %d, head %d), duplicate-token %.3f "
+               "(layer %d, head %d), induction %.3f (layer %d, head %d)\n", r->prev_token[pl][ph],
+               pl + 1, ph + 1, r->duplicate[dl][dh], dl + 1, dh + 1, r->induction[il][ih], il + 1,
+               ih + 1);
+    }
+/* One hint, when accuracy is near chance or the attention is far from the ideal. */
+    bool near_chance = r->accuracy < chance + 0.25 * (1 - chance);
+    bool far_from_ideal = r->has_ideal && r->attention_mass < 0.5 && r->accuracy < 0.99;
+    if (!near_chance && !far_from_ideal) return;
+    const char *name = qkv_task_name(task->kind);
+    bool looks_ahead = task->kind == QKV_TASK_COPY || task->kind == QKV_TASK_REVERSE ||
+                       task->kind == QKV_TASK_MAX || task->kind == QKV_TASK_LOOKUP;
+    if (c->causal && looks_ahead && task->kind != QKV_TASK_COPY && task->kind != QKV_TASK_LOOKUP)
+        printf("hint: the causal mask hides the later keys that %s needs; train without --causal\n",
+               name);
+    else if (c->layers < qkv_task_min_layers(task) || (qkv_task_min_layers(task) > 1 && !c->residual))
+        printf("hint: %s needs %d layers with the residual stream (--layers %d --residual): "
+               "one layer cannot both find a token's predecessor and match on it\n", name,
+               qkv_task_min_layers(task), qkv_task_min_layers(task));
+    else if (t->optim.step < cli_task_default_steps(name))
+        printf("hint: too few steps: %s takes about %ld with the default options (--steps)\n",
+               name, cli_task_default_steps(name));
+    else if (c->d_model < 32)
+        printf("hint: the model may be too narrow for %d tokens: try a wider --d-model\n",
+               task->vocab);
+    else
+        printf("hint: try more steps (--steps), a wider --d-model or more --heads, or another "
+               "--lr\n");
+}
