@@ -117,6 +117,7 @@ QKV_API void qkv_set_field_names(const char *(*names)(const char *field));
 #define QKV_MAX_HEADS QKV_MAX_D_MODEL /* and at most d_model, which they divide */
 #define QKV_MAX_LAYERS 8
 #define QKV_MAX_INIT_SCALE 100.0   /* init_scale: above 0 */
+#define QKV_MAX_THREADS 1024       /* threads a command may ask for */
 /* The parameter table of a model (and of its optimizer): tok_emb, pos_emb, head.w, head.b,
  * dec_pos_emb, and w_q, w_k, w_v, w_o of each layer. */
 #define QKV_MAX_PARAMS (5 + 4 * QKV_MAX_LAYERS)
@@ -393,6 +394,19 @@ QKV_API int qkv_task_min_layers(const qkv_task *task);
 QKV_API double qkv_task_chance(const qkv_task *task);
 /* A short printable label of a token, e.g. "7", "k2:v1" or "?k2", into buf (cut to len). */
 QKV_API void qkv_task_token_label(const qkv_task *task, int32_t token, char *buf, size_t len);
+
+/* What `qkv train` takes for the options not given, by task: one layer of width 64 solves the
+ * first five tasks in 3000 steps; induction and recall need a second layer and the residual
+ * stream (layer 1 copies each token's predecessor into its position, layer 2 matches on it). */
+typedef struct {
+    int seq_len, d_model, heads, layers;
+    bool residual;
+    int64_t steps;
+    double lr[3]; /* the peak learning rate by optimizer: lr[QKV_SGD], [QKV_MOMENTUM], [QKV_ADAM] */
+} qkv_task_defaults;
+/* The defaults of a task by name ("copy" ... "translate", or "data" for a run on a data
+ * file); an unknown name gets copy's. */
+QKV_API qkv_task_defaults qkv_train_defaults(const char *task);
 
 /* ---- the model: embeddings, L layers of multi-head self-attention, a vocabulary head ---- */
 typedef struct {

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "report.h"
 #include "train/checkpoint.h"
+#include "train/options.h"
 #include "train/run.h"
 
 #include <errno.h>
@@ -74,144 +75,33 @@ static void say_schedule_change(FILE *out, const trainer *t, int64_t old_steps) 
             trainer_lr(&before, next <= old_steps ? next : old_steps));
 }
 
-/* What `qkv train --task T` uses for the options not given: one layer of width 64 solves the
- * first five tasks in 3000 steps; induction and recall need a second layer and the residual
- * stream (layer 1 copies each token's predecessor into its position, layer 2 matches on it). */
-typedef struct {
-    const char *task;
-    long seq_len, d_model, heads, layers, steps;
-    int residual;
-    double adam_lr;
-} task_defaults;
-
-static const task_defaults default_options[] = {
-    {"induction", 16, 64, 2, 2, 600, 1, 0.005},
-    {"recall", 16, 64, 2, 2, 800, 1, 0.005},
-    {"sort", 17, 64, 1, 1, 1500, 0, 0.005},
-    {"translate", 16, 64, 1, 1, 500, 0, 0.005},
-    {"data", 8, 64, 1, 1, 3000, 0, 0.005},
-    {NULL, 8, 64, 1, 1, 3000, 0, 0.005}, /* copy, reverse, shift, lookup, max */
-};
-
-static const task_defaults *defaults_of(const char *task) {
-    const task_defaults *d = default_options;
-    while (d->task && strcmp(d->task, task)) d++;
-    return d;
-}
-
 long cli_task_default_steps(const char *task) {
-    return defaults_of(task)->steps;
+    return (long)qkv_train_defaults(task).steps;
 }
 
 typedef struct {
-    const char *out_dir, *resume;
-    long threads, eval_every, save_every, snapshot_every, steps;
-    bool json, quiet, plot, steps_set;
+    train_options o;  /* as given (the schema's rows point into it) */
+    bool steps_set;
     train_config cfg; /* a new run's config (not used with --resume) */
 } train_args;
 
-/* What train's options set before the task's defaults fill in the rest (-1: not given). */
-typedef struct {
-    const char *task, *data, *heldout, *config;
-    int optim, schedule, dtype, residual; /* residual: -1 the task's, 0 or 1 */
-    long seq_len, vocab, d_model, heads, layers, batch, warmup;
-    double lr, init_scale, weight_decay, clip;
-    uint64_t seed;
-    bool causal;
-    cli_option rows[48]; /* the table (train_table), pointing into this and the train_args */
-} train_values;
+enum { TRAIN_ROWS = 48 };
 
-static const char *const optim_names[] = {"sgd", "momentum", "adam", NULL};
-static const char *const schedule_names[] = {"cosine", "constant", NULL};
-_Static_assert(QKV_SGD == 0 && QKV_MOMENTUM == 1 && QKV_ADAM == 2, "optim_names out of order");
-
-/* train's options, also read by --config files and sweep grids (cli_train_option): their
- * values go to a (the run's) and v (the config's, before the task's defaults) */
-static cli_command train_table(train_args *a, train_values *v) {
-    const cli_option rows[] = {
-        {"config", CLI_STRING, &v->config, .arg = "FILE",
-         .help = "read options from a JSON file, e.g. a run's summary.json (which\n"
-                 "repeats that run); options given here override it (default: none)"},
-        {.kind = CLI_TEXT, .help = "task and model:"},
-        {"task", CLI_STRING, &v->task, .arg = "T",
-         .help = "the task (default copy): copy, reverse, shift, lookup, max,\n"
-                 "induction, recall, sort or translate; options not given take the\n"
-                 "task's defaults (induction: --seq-len 16 --layers 2 --heads 2\n"
-                 "--residual --steps 600; see qkv(1))"},
-        {"data", CLI_STRING, &v->data, .arg = "FILE",
-         .help = "your own task: one example a line, input tokens, a tab, output\n"
-                 "tokens (`_`: no target); padded, vocabulary from the file"},
-        {"heldout", CLI_STRING, &v->heldout, .arg = "FILE",
-         .help = "held-out examples of --data (default: a hash holds out 1 line in 8)"},
-        {"seq-len", CLI_INT, &v->seq_len, QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN, .arg = "N",
-         .help = "sequence length (default 8; or the task's)"},
-        {"vocab", CLI_INT, &v->vocab, 2, QKV_MAX_VOCAB, .arg = "N",
-         .help = "vocabulary size (default 16; lookup: 5 per key)"},
-        {"d-model", CLI_INT, &v->d_model, 1, QKV_MAX_D_MODEL, .arg = "N",
-         .help = "model width (default 64)"},
-        {"heads", CLI_INT, &v->heads, 1, QKV_MAX_HEADS, .arg = "N",
-         .help = "attention heads; must divide --d-model (default 1)"},
-        {"layers", CLI_INT, &v->layers, 1, QKV_MAX_LAYERS, .arg = "N",
-         .help = "attention layers, 1..8 (default 1; 2 for induction and recall)"},
-        {"residual", CLI_SET, &v->residual, .value = 1,
-         .help = "add a residual connection around each layer (default off; on for\n"
-                 "induction and recall)"},
-        {"no-residual", CLI_SET, &v->residual, .value = 0,
-         .help = "no residual connection, whatever the task's default"},
-        {"causal", CLI_FLAG, &v->causal,
-         .help = "causal mask on every layer (default off; always on for shift)"},
-        {"init-scale", CLI_DOUBLE, &v->init_scale, 0, QKV_MAX_INIT_SCALE, .lo_open = true,
-         .arg = "X", .help = "weights ~ N(0, X^2/fan_in), embeddings ~ N(0, X^2) (default 0.5)"},
-        {"dtype", CLI_CHOICE, &v->dtype, .choices = cli_dtype_names, .arg = "D",
-         .help = "f32 or f64: the precision of the weights, activations, gradients\n"
-                 "and optimizer state, saved as F32 or F64 tensors (default f32)"},
-        {.kind = CLI_TEXT, .help = "training:"},
-        {"optim", CLI_CHOICE, &v->optim, .choices = optim_names, .arg = "O",
-         .help = "sgd, momentum or adam (default adam)"},
-        {"lr", CLI_DOUBLE, &v->lr, 0, TRAIN_MAX_LR, .lo_open = true, .arg = "X",
-         .help = "learning rate (default: adam 0.005, momentum 0.1, sgd 1)"},
-        {"batch", CLI_INT, &v->batch, 1, TRAIN_MAX_BATCH, .arg = "N",
-         .help = "sequences per step (default 32)"},
-        {"steps", CLI_INT, &a->steps, 1, 100000000, .arg = "N",
-         .help = "optimizer steps (default 3000; or the task's)"},
-        {"weight-decay", CLI_DOUBLE, &v->weight_decay, 0, 1e6, .arg = "X",
-         .help = "L2 for sgd/momentum, decoupled for adam (default 0)"},
-        {"clip", CLI_DOUBLE, &v->clip, 0, 1e12, .arg = "X",
-         .help = "clip the gradient norm to X; 0 = off (default 1)"},
-        {"schedule", CLI_CHOICE, &v->schedule, .choices = schedule_names, .arg = "S",
-         .help = "learning rate: cosine (decay to 0) or constant (default cosine)"},
-        {"warmup", CLI_INT, &v->warmup, 0, 100000000, .arg = "N",
-         .help = "linear warm-up steps (default steps/20)"},
-        {"seed", CLI_U64, &v->seed, .arg = "S",
-         .help = "seed of weights, data and held-out set (default 1)"},
-        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N",
-         .help = "OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
-                 "else all cores); results do not depend on it"},
-        {.kind = CLI_TEXT, .help = "output:"},
-        {"out", CLI_STRING, &a->out_dir, .arg = "DIR",
-         .help = "write model.safetensors, metrics.csv and attention/ to DIR\n"
-                 "(default: none, nothing is written)"},
-        {"resume", CLI_STRING, &a->resume, .arg = "DIR",
-         .help = "continue the run saved in DIR (up to --steps in total; default off)"},
-        {"eval-every", CLI_INT, &a->eval_every, 1, 100000000, .arg = "N",
-         .help = "held-out evaluation and metrics row every N steps (default steps/20,\n"
-                 "and at steps 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, ... before\n"
-                 "that); a new run's first row is step 0, before any update"},
-        {"save-every", CLI_INT, &a->save_every, 0, 100000000, .arg = "N",
-         .help = "also save a checkpoint every N steps (default 0: at the end)"},
-        {"snapshot-every", CLI_INT, &a->snapshot_every, 0, 100000000, .arg = "K",
-         .help = "keep the attention of the fixed held-out example at step 0 and every\n"
-                 "K steps in DIR/snapshots/ (default 0: off)"},
-        {"plot", CLI_FLAG, &a->plot,
-         .help = "after saving, draw DIR/plots/ with gnuplot, as `qkv plot DIR` does;\n"
-                 "without gnuplot it says so and still exits 0 (default off)"},
-        {"json", CLI_FLAG, &a->json, .help = "print one JSON object on stdout at the end (default off)"},
-        {"quiet", CLI_FLAG, &a->quiet,
-         .help = "no progress bar or log lines, only the one-line result (default off)"},
-        {"help", CLI_HELP, .help = "show this help"},
-        {0}};
-    _Static_assert(sizeof rows <= sizeof v->rows, "train_values.rows is too short");
-    memcpy(v->rows, rows, sizeof rows);
+/* train's options: the schema's rows (train/options.c) as the parser's table, their values
+ * going to *o; `rows` holds TRAIN_ROWS. Also read by --config files and sweep grids. */
+static cli_command train_table(train_options *o, cli_option *rows) {
+    static const cli_opt_kind kind_of[] = {
+        [OPTION_HEADING] = CLI_TEXT, [OPTION_INT] = CLI_INT,       [OPTION_U64] = CLI_U64,
+        [OPTION_DOUBLE] = CLI_DOUBLE, [OPTION_TEXT] = CLI_STRING,  [OPTION_CHOICE] = CLI_CHOICE,
+        [OPTION_FLAG] = CLI_FLAG,    [OPTION_SET] = CLI_SET};
+    int n = 0;
+    for (const train_option *r = train_option_table; r->flag || r->help; r++)
+        rows[n++] = (cli_option){.name = r->flag, .kind = kind_of[r->type],
+                                 .dest = r->flag ? train_option_value(o, r) : NULL,
+                                 .lo = r->lo, .hi = r->hi, .lo_open = r->lo_open, .arg = r->arg,
+                                 .help = r->help, .choices = r->choices, .value = r->set_value};
+    rows[n++] = (cli_option){"help", CLI_HELP, .help = "show this help"};
+    rows[n] = (cli_option){0};
     return (cli_command){
         .name = "train",
         .usage = "usage: qkv train [options]\n"
@@ -219,124 +109,85 @@ static cli_command train_table(train_args *a, train_values *v) {
                  "and reports held-out accuracy against chance and attention mass (the weight the best\n"
                  "head of the layer carrying the task puts on the ideal keys).\n"
                  "\n",
-        .options = v->rows,
+        .options = rows,
         .column = 22};
 }
 
 train_opt_kind cli_train_option(const char *name) {
-    train_args a;
-    train_values v;
-    cli_command cmd = train_table(&a, &v);
-    int row = cli_option_row(&cmd, name);
-    switch (row < 0 ? CLI_HELP : cmd.options[row].kind) {
-    case CLI_FLAG:
-    case CLI_SET: return TRAIN_OPT_FLAG;
-    case CLI_STRING:
-    case CLI_CHOICE: return TRAIN_OPT_TEXT;
-    case CLI_INT:
-    case CLI_U64:
-    case CLI_DOUBLE: return TRAIN_OPT_NUMBER;
+    const train_option *r = train_option_find(name);
+    switch (r ? r->type : OPTION_HEADING) {
+    case OPTION_FLAG:
+    case OPTION_SET: return TRAIN_OPT_FLAG;
+    case OPTION_TEXT:
+    case OPTION_CHOICE: return TRAIN_OPT_TEXT;
+    case OPTION_INT:
+    case OPTION_U64:
+    case OPTION_DOUBLE: return TRAIN_OPT_NUMBER;
     default: return TRAIN_OPT_UNKNOWN;
     }
 }
 
-static int train_parse(int argc, char **argv, train_args *a) {
-    *a = (train_args){.steps = 3000};
-    train_values v = {.task = "copy", .optim = QKV_ADAM, .dtype = QKV_F32, .residual = -1,
-                      .seq_len = -1, .d_model = -1, .heads = -1, .layers = -1, .batch = 32,
-                      .warmup = -1, .init_scale = 0.5, .clip = 1, .seed = 1};
-    cli_command cmd = train_table(a, &v);
-    int code = cli_parse_options(&cmd, argc, argv, NULL);
-    if (code != CLI_RUN) return code;
-    a->steps_set = cli_option_given(&cmd, "steps");
-    const char *task_name = v.task, *data_path = v.data, *heldout_path = v.heldout;
-    bool task_set = cli_option_given(&cmd, "task");
-    long seq_len = v.seq_len, vocab = v.vocab, d_model = v.d_model, heads = v.heads,
-         layers = v.layers;
-    int residual = v.residual;
-    if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
-    if (a->resume) {
-        /* the rest comes from the saved run */
-        static const char *const with_resume[] = {"steps", "out", "threads", "resume",
-                                                  "eval-every", "save-every", "snapshot-every",
-                                                  "plot", "json", "quiet"};
-        bool model_opts = false;
-        for (const cli_option *o = cmd.options; o->kind != CLI_END; o++) {
-            bool allowed = false;
-            for (size_t i = 0; i < sizeof with_resume / sizeof with_resume[0]; i++)
-                allowed = allowed || (o->name && !strcmp(o->name, with_resume[i]));
-            model_opts = model_opts || (o->given && !allowed);
-        }
-        if (model_opts) {
+/* With --resume the rest comes from the saved run: only the schema's with_resume options. */
+static int check_resume_options(const cli_command *cmd) {
+    for (const cli_option *c = cmd->options; c->kind != CLI_END; c++) {
+        const train_option *r = c->name ? train_option_find(c->name) : NULL;
+        if (c->given && r && !r->with_resume) {
             cli_error("train: --resume continues a saved run; only --steps, --out, --threads, "
                       "--eval-every, --save-every, --snapshot-every, --plot, --json and --quiet "
                       "may be given with it (not --config)");
             return EXIT_USAGE;
         }
-        return CLI_RUN; /* the rest comes from the saved run (out_dir defaults to it) */
     }
-    if (data_path && (task_set || seq_len >= 0 || vocab)) {
+    return CLI_RUN;
+}
+
+static int train_parse(int argc, char **argv, train_args *a) {
+    *a = (train_args){0};
+    train_options *o = &a->o;
+    train_options_init(o);
+    cli_option rows[TRAIN_ROWS];
+    cli_command cmd = train_table(o, rows);
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
+    a->steps_set = cli_option_given(&cmd, "steps");
+    bool task_set = cli_option_given(&cmd, "task");
+    if (!o->threads && !cli_default_threads(&o->threads)) return EXIT_USAGE;
+    if (!a->steps_set) o->steps = (long)qkv_train_defaults(o->data ? "data" : o->task).steps;
+    if (o->resume) return check_resume_options(&cmd); /* out defaults to the resumed dir */
+    if (o->data && (task_set || o->seq_len >= 0 || o->vocab)) {
         cli_error("train: --data FILE sets the task, the length and the vocabulary; leave out "
-                  "%s", task_set ? "--task" : seq_len >= 0 ? "--seq-len" : "--vocab");
+                  "%s", task_set ? "--task" : o->seq_len >= 0 ? "--seq-len" : "--vocab");
         return EXIT_USAGE;
     }
-    if (heldout_path && !data_path) {
+    if (o->heldout && !o->data) {
         cli_error("train: --heldout FILE names held-out examples of a --data FILE");
         return EXIT_USAGE;
     }
-    if (data_path) task_name = "data";
-    const task_defaults *d = defaults_of(task_name);
-    if (seq_len < 0) seq_len = d->seq_len;
-    if (d_model < 0) d_model = d->d_model;
-    if (heads < 0) heads = d->heads;
-    if (layers < 0) layers = d->layers;
-    if (residual < 0) residual = d->residual;
-    if (!a->steps_set) a->steps = d->steps;
-    train_config *cfg = &a->cfg;
-    *cfg = (train_config){.batch = (int)v.batch, .steps = a->steps, .seed = v.seed,
-                          .weight_decay = v.weight_decay, .clip = v.clip,
-                          .optim = (qkv_optim_kind)v.optim};
-    cfg->cosine = !strcmp(schedule_names[v.schedule], "cosine");
-    cfg->warmup = v.warmup >= 0 ? v.warmup : a->steps / 20;
-    cfg->lr = v.lr > 0                    ? v.lr
-              : cfg->optim == QKV_ADAM     ? d->adam_lr
-              : cfg->optim == QKV_MOMENTUM ? 0.1
-                                           : 1.0;
-    if (data_path) {
-        /* absolute paths: the model file names them, for eval and --resume from anywhere */
-        const char *paths[2] = {data_path, heldout_path};
-        char *dst[2] = {cfg->data_path, cfg->heldout_path};
-        for (int k = 0; k < 2; k++) {
-            if (!paths[k]) continue;
-            char *abs = realpath(paths[k], NULL);
-            if (!abs || strlen(abs) >= sizeof cfg->data_path) {
-                cli_error("%s: %s", paths[k], abs ? "the path is too long" : strerror(errno));
-                free(abs);
-                return EXIT_IO;
-            }
-            snprintf(dst[k], sizeof cfg->data_path, "%s", abs);
-            free(abs);
+    /* absolute paths: the model file names them, for eval and --resume from anywhere */
+    char *abs[2] = {NULL, NULL};
+    const char **paths[2] = {&o->data, &o->heldout};
+    for (int k = 0; k < 2 && code == CLI_RUN; k++) {
+        if (!*paths[k]) continue;
+        abs[k] = realpath(*paths[k], NULL);
+        if (!abs[k] || strlen(abs[k]) >= sizeof a->cfg.data_path) {
+            cli_error("%s: %s", *paths[k], abs[k] ? "the path is too long" : strerror(errno));
+            code = EXIT_IO;
         }
-        cfg->task.kind = QKV_TASK_DATA; /* its sizes come from the file (trainer_init) */
-        seq_len = 2;
-    } else {
-        qkv_status s = qkv_task_init(&cfg->task, task_name, (int)seq_len, (int)vocab);
-        if (s != QKV_OK) {
-            cli_error("%s", qkv_last_error());
-            return cli_exit_for(s);
-        }
+        *paths[k] = abs[k];
     }
-    cfg->model = (qkv_model_config){.vocab = cfg->task.vocab, .seq_len = (int)seq_len,
-                                    .d_model = (int)d_model, .heads = (int)heads,
-                                    .layers = (int)layers, .residual = residual == 1,
-                                    .causal = v.causal || cfg->task.causal,
-                                    .init_scale = v.init_scale, .dtype = (qkv_dtype)v.dtype,
-                                    .target_len = cfg->task.target_len};
-    if (!a->out_dir && (a->plot || a->snapshot_every)) {
-        cli_error("train: %s needs --out DIR", a->plot ? "--plot" : "--snapshot-every");
+    qkv_status s = QKV_OK;
+    if (code == CLI_RUN && (s = train_options_to_config(o, a->steps_set, &a->cfg)) != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        code = cli_exit_for(s);
+    }
+    o->data = o->heldout = NULL; /* the config keeps its copies */
+    free(abs[0]);
+    free(abs[1]);
+    if (code == CLI_RUN && !o->out && (o->plot || o->snapshot_every)) {
+        cli_error("train: %s needs --out DIR", o->plot ? "--plot" : "--snapshot-every");
         return EXIT_USAGE;
     }
-    return CLI_RUN;
+    return code;
 }
 
 /* What the progress of a run shows: a bar redrawn in place on a terminal, or a log line per
@@ -395,9 +246,9 @@ static void on_progress(run_event event, const training_run *run, const trainer 
 }
 
 static int train_run(train_args *a) {
-    const char *out_dir = a->out_dir, *resume = a->resume;
-    bool json = a->json, quiet = a->quiet;
-    int code = cli_set_threads(a->threads);
+    const char *out_dir = a->o.out, *resume = a->o.resume;
+    bool json = a->o.json, quiet = a->o.quiet;
+    int code = cli_set_threads(a->o.threads);
     if (code != EXIT_OK) return code;
 
     trainer t;
@@ -411,7 +262,7 @@ static int train_run(train_args *a) {
             return cli_exit_for(s);
         }
         old_steps = t.cfg.steps;
-        if (a->steps_set) t.cfg.steps = a->steps;
+        if (a->steps_set) t.cfg.steps = a->o.steps;
         if (t.cfg.steps < t.optim.step) {
             cli_error("train: --steps %" PRId64 " is below the %" PRId64 " steps already taken",
                       t.cfg.steps, t.optim.step);
@@ -427,8 +278,8 @@ static int train_run(train_args *a) {
     bool tty = isatty(fileno(prog));
     train_progress p = {.out = prog, .bar = !quiet && tty, .log = !quiet && !tty && !json,
                         .quiet = quiet, .resumed = resume != NULL, .old_steps = old_steps};
-    run_options o = {.out_dir = out_dir, .resume_dir = resume, .eval_every = a->eval_every,
-                     .save_every = a->save_every, .snapshot_every = a->snapshot_every};
+    run_options o = {.out_dir = out_dir, .resume_dir = resume, .eval_every = a->o.eval_every,
+                     .save_every = a->o.save_every, .snapshot_every = a->o.snapshot_every};
     training_run run;
     s = trainer_run(&t, &o, on_progress, &p, &run);
     cli_guard_release(); /* a save that failed after RUN_SAVING still holds signals */
@@ -454,7 +305,7 @@ static int train_run(train_args *a) {
             if (!quiet) cli_print_example(&t), cli_print_induction_step(&t, &run.metrics);
         }
     }
-    if (code == EXIT_OK && a->plot) {
+    if (code == EXIT_OK && a->o.plot) {
         bool no_gnuplot = false;
         int pc = cli_plot(out_dir, "png", !quiet && !json, &no_gnuplot);
         if (!no_gnuplot) code = pc; /* without gnuplot the run still succeeded: its data is saved */
@@ -473,9 +324,10 @@ static int train_run(train_args *a) {
 /* train: reads --config (unless parse_only), parses, and runs unless `run` is false. The
  * options of a config file go first, so that the command line's override them. */
 static int train_command(int argc, char **argv, bool parse_only, bool run) {
-    train_args scratch;
-    train_values values;
-    cli_command cmd = train_table(&scratch, &values);
+    train_options scratch;
+    cli_option rows[TRAIN_ROWS];
+    train_options_init(&scratch);
+    cli_command cmd = train_table(&scratch, rows);
     const char *config = parse_only ? NULL : cli_option_last(&cmd, argc, argv, "config");
     char **config_args = NULL, **merged = NULL;
     int nconfig = 0;

@@ -3,6 +3,7 @@
 
 #include "io/maps.h"
 #include "train/checkpoint.h"
+#include "train/options.h"
 
 #include <cjson/cJSON.h>
 #include <inttypes.h>
@@ -11,47 +12,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The run's effective config as a JSON object (the keys are train's options with '_' for
- * '-'); a valid `qkv train --config`. NULL when out of memory. */
+/* The run's effective config as a JSON object, one key per option of the schema that a run
+ * saves (train/options.h); a valid `qkv train --config`. NULL when out of memory. */
 static cJSON *run_config_json(const trainer *t, const run_options *o) {
-    const train_config *c = &t->cfg;
-    const qkv_model_config *m = &t->model.cfg;
+    train_options v;
+    train_options_of_run(&t->cfg, o->eval_every, o->save_every, o->snapshot_every, &v);
     cJSON *j = cJSON_CreateObject();
-    if (!j) return NULL;
-    if (t->data) { /* the examples set the task, the length and the vocabulary */
-        cJSON_AddStringToObject(j, "data", c->data_path);
-        if (c->heldout_path[0]) cJSON_AddStringToObject(j, "heldout", c->heldout_path);
-    } else {
-        cJSON_AddStringToObject(j, "task", qkv_task_name(c->task.kind));
-        cJSON_AddNumberToObject(j, "seq_len", c->task.seq_len);
-        cJSON_AddNumberToObject(j, "vocab", c->task.vocab);
+    bool data = t->data != NULL; /* the examples set the task, the length and the vocabulary */
+    for (const train_option *r = train_option_table; j && (r->flag || r->help); r++) {
+        if (r->saved == SAVED_NOT || (r->saved == SAVED_TASK && data) ||
+            (r->saved == SAVED_DATA && !data))
+            continue;
+        const void *value = train_option_value(&v, r);
+        char text[32];
+        switch (r->type) {
+        case OPTION_INT: cJSON_AddNumberToObject(j, r->key, (double)*(const long *)value); break;
+        case OPTION_DOUBLE: cJSON_AddNumberToObject(j, r->key, *(const double *)value); break;
+        case OPTION_U64: /* a JSON number holds integers exactly up to 2^53; a larger seed is
+                          * written as a string, which --config also takes for it */
+            if (*(const uint64_t *)value <= (UINT64_C(1) << 53)) {
+                cJSON_AddNumberToObject(j, r->key, (double)*(const uint64_t *)value);
+            } else {
+                snprintf(text, sizeof text, "%" PRIu64, *(const uint64_t *)value);
+                cJSON_AddStringToObject(j, r->key, text);
+            }
+            break;
+        case OPTION_TEXT:
+            if (*(const char *const *)value)
+                cJSON_AddStringToObject(j, r->key, *(const char *const *)value);
+            break;
+        case OPTION_CHOICE:
+            cJSON_AddStringToObject(j, r->key, r->choices[*(const int *)value]);
+            break;
+        case OPTION_FLAG: cJSON_AddBoolToObject(j, r->key, *(const bool *)value); break;
+        case OPTION_SET: cJSON_AddBoolToObject(j, r->key, *(const int *)value == 1); break;
+        case OPTION_HEADING: break;
+        }
     }
-    cJSON_AddNumberToObject(j, "d_model", m->d_model);
-    cJSON_AddNumberToObject(j, "heads", m->heads);
-    cJSON_AddNumberToObject(j, "layers", m->layers);
-    cJSON_AddBoolToObject(j, "residual", m->residual);
-    cJSON_AddBoolToObject(j, "causal", m->causal);
-    cJSON_AddNumberToObject(j, "init_scale", m->init_scale);
-    cJSON_AddStringToObject(j, "optim", qkv_optim_name(c->optim));
-    cJSON_AddNumberToObject(j, "lr", c->lr);
-    cJSON_AddNumberToObject(j, "batch", c->batch);
-    cJSON_AddNumberToObject(j, "steps", (double)c->steps);
-    cJSON_AddNumberToObject(j, "weight_decay", c->weight_decay);
-    cJSON_AddNumberToObject(j, "clip", c->clip);
-    cJSON_AddStringToObject(j, "schedule", c->cosine ? "cosine" : "constant");
-    cJSON_AddNumberToObject(j, "warmup", (double)c->warmup);
-    /* A JSON number holds integers exactly up to 2^53; a larger seed is written as a string,
-     * which --config also takes for it. */
-    if (c->seed <= (UINT64_C(1) << 53)) {
-        cJSON_AddNumberToObject(j, "seed", (double)c->seed);
-    } else {
-        char seed[24];
-        snprintf(seed, sizeof seed, "%" PRIu64, c->seed);
-        cJSON_AddStringToObject(j, "seed", seed);
-    }
-    cJSON_AddNumberToObject(j, "eval_every", (double)o->eval_every);
-    cJSON_AddNumberToObject(j, "save_every", (double)o->save_every);
-    cJSON_AddNumberToObject(j, "snapshot_every", (double)o->snapshot_every);
     return j;
 }
 
@@ -225,6 +222,11 @@ static qkv_status begin(training_run *run, trainer *t, run_progress progress, vo
 qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, void *user,
                        training_run *run) {
     memset(run, 0, sizeof *run);
+    qkv_status s = QKV_OK; /* the schema's ranges, as the command line checks them */
+    if ((o->eval_every && (s = train_option_check("eval_every", (double)o->eval_every))) ||
+        (s = train_option_check("save_every", (double)o->save_every)) != QKV_OK ||
+        (s = train_option_check("snapshot_every", (double)o->snapshot_every)) != QKV_OK)
+        return s;
     run->options = *o;
     int64_t total = t->cfg.steps;
     long every = o->eval_every ? o->eval_every : (long)(total >= 20 ? total / 20 : 1);
@@ -232,7 +234,7 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
     run->start_step = run->saved_step = t->optim.step;
     metrics_init(&run->metrics, t->model.cfg.layers, scored_heads(t));
     const char *dir = o->out_dir;
-    qkv_status s = begin(run, t, progress, user);
+    s = begin(run, t, progress, user);
     if (s != QKV_OK) return s;
     if (progress) progress(RUN_BEGIN, run, t, user);
     /* A new run's metrics start at step 0, before any update: the held-out columns evaluate

@@ -1,5 +1,6 @@
 /* trainer.c - the training layer: batches, steps, held-out evaluation. */
 #include "train/trainer.h"
+#include "train/options.h"
 
 #include "engine/internal.h"
 #include "kernels/kernels.h"
@@ -45,6 +46,13 @@ qkv_status trainer_check_config(const train_config *cfg) {
     if (!(cfg->lr > 0) || cfg->lr > TRAIN_MAX_LR)
         return qkv_fail(QKV_ERR_VALUE, "%s %g is out of range (above 0..%g)", field_name("lr"),
                         cfg->lr, TRAIN_MAX_LR);
+    /* the rest of the schema's ranges (train/options.c), as the command line checks them */
+    qkv_status st = QKV_OK;
+    if ((st = train_option_check("steps", (double)cfg->steps)) != QKV_OK ||
+        (st = train_option_check("warmup", (double)cfg->warmup)) != QKV_OK ||
+        (st = train_option_check("weight_decay", cfg->weight_decay)) != QKV_OK ||
+        (st = train_option_check("clip", cfg->clip)) != QKV_OK)
+        return st;
     const qkv_task *task = &cfg->task;
     if (cfg->model.vocab < task->vocab || cfg->model.seq_len != task->seq_len ||
         (!cfg->data_path[0] && cfg->model.target_len != task->target_len))

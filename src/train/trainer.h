@@ -9,6 +9,9 @@
 /* Limits of a train config beyond its model's (qkv.h) */
 #define TRAIN_MAX_BATCH 65536 /* sequences in a step */
 #define TRAIN_MAX_LR 1e6      /* lr: above 0 */
+#define TRAIN_MAX_STEPS 100000000 /* steps, and the warm-up and every-N-steps options */
+#define TRAIN_MAX_WEIGHT_DECAY 1e6
+#define TRAIN_MAX_CLIP 1e12    /* clip: 0 turns it off */
 
 typedef struct {
     /* what was asked for */

@@ -1,0 +1,238 @@
+/* options.c - the schema of `qkv train`'s options (options.h), the task defaults, and the
+ * config a run's options make. */
+#include "train/options.h"
+
+#include "engine/internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const optim_names[] = {"sgd", "momentum", "adam", NULL};
+static const char *const schedule_names[] = {"cosine", "constant", NULL};
+static const char *const dtype_names[] = {"f32", "f64", NULL};
+_Static_assert(QKV_SGD == 0 && QKV_MOMENTUM == 1 && QKV_ADAM == 2, "optim_names out of order");
+_Static_assert(QKV_F32 == 0 && QKV_F64 == 1, "dtype_names out of order");
+
+#define AT(field) offsetof(train_options, field)
+
+/* The rows, in the order of `qkv train --help`. Each help text ends with its default, as
+ * `deflt` says it (tests/man_test.sh checks the man page's "Default:" against `deflt`). */
+const train_option train_option_table[] = {
+    {"config", "config", OPTION_TEXT, AT(config), .arg = "FILE", .deflt = "none",
+     .help = "read options from a JSON file, e.g. a run's summary.json (which\n"
+             "repeats that run); options given here override it (default: none)"},
+    {NULL, NULL, OPTION_HEADING, .help = "task and model:"},
+    {"task", "task", OPTION_TEXT, AT(task), .arg = "T", .deflt = "copy", .saved = SAVED_TASK,
+     .help = "the task (default copy): copy, reverse, shift, lookup, max,\n"
+             "induction, recall, sort or translate; options not given take the\n"
+             "task's defaults (induction: --seq-len 16 --layers 2 --heads 2\n"
+             "--residual --steps 600; see qkv(1))"},
+    {"data", "data", OPTION_TEXT, AT(data), .arg = "FILE", .saved = SAVED_DATA,
+     .help = "your own task: one example a line, input tokens, a tab, output\n"
+             "tokens (`_`: no target); padded, vocabulary from the file"},
+    {"heldout", "heldout", OPTION_TEXT, AT(heldout), .arg = "FILE", .saved = SAVED_DATA,
+     .help = "held-out examples of --data (default: a hash holds out 1 line in 8)"},
+    {"seq-len", "seq_len", OPTION_INT, AT(seq_len), QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN,
+     .arg = "N", .deflt = "8", .saved = SAVED_TASK,
+     .help = "sequence length (default 8; or the task's)"},
+    {"vocab", "vocab", OPTION_INT, AT(vocab), 2, QKV_MAX_VOCAB, .arg = "N", .deflt = "16",
+     .saved = SAVED_TASK, .help = "vocabulary size (default 16; lookup: 5 per key)"},
+    {"d-model", "d_model", OPTION_INT, AT(d_model), 1, QKV_MAX_D_MODEL, .arg = "N",
+     .deflt = "64", .saved = SAVED_ALWAYS, .help = "model width (default 64)"},
+    {"heads", "heads", OPTION_INT, AT(heads), 1, QKV_MAX_HEADS, .arg = "N", .deflt = "1",
+     .saved = SAVED_ALWAYS, .help = "attention heads; must divide --d-model (default 1)"},
+    {"layers", "layers", OPTION_INT, AT(layers), 1, QKV_MAX_LAYERS, .arg = "N", .deflt = "1",
+     .saved = SAVED_ALWAYS,
+     .help = "attention layers, 1..8 (default 1; 2 for induction and recall)"},
+    {"residual", "residual", OPTION_SET, AT(residual), .set_value = 1, .deflt = "off",
+     .saved = SAVED_ALWAYS,
+     .help = "add a residual connection around each layer (default off; on for\n"
+             "induction and recall)"},
+    {"no-residual", "residual", OPTION_SET, AT(residual), .set_value = 0,
+     .help = "no residual connection, whatever the task's default"},
+    {"causal", "causal", OPTION_FLAG, AT(causal), .deflt = "off", .saved = SAVED_ALWAYS,
+     .help = "causal mask on every layer (default off; always on for shift)"},
+    {"init-scale", "init_scale", OPTION_DOUBLE, AT(init_scale), 0, QKV_MAX_INIT_SCALE, true,
+     .arg = "X", .deflt = "0.5", .saved = SAVED_ALWAYS,
+     .help = "weights ~ N(0, X^2/fan_in), embeddings ~ N(0, X^2) (default 0.5)"},
+    {"dtype", "dtype", OPTION_CHOICE, AT(dtype), .choices = dtype_names, .arg = "D",
+     .deflt = "f32", .saved = SAVED_ALWAYS,
+     .help = "f32 or f64: the precision of the weights, activations, gradients\n"
+             "and optimizer state, saved as F32 or F64 tensors (default f32)"},
+    {NULL, NULL, OPTION_HEADING, .help = "training:"},
+    {"optim", "optim", OPTION_CHOICE, AT(optim), .choices = optim_names, .arg = "O",
+     .deflt = "adam", .saved = SAVED_ALWAYS, .help = "sgd, momentum or adam (default adam)"},
+    {"lr", "lr", OPTION_DOUBLE, AT(lr), 0, TRAIN_MAX_LR, true, .arg = "X",
+     .deflt = "adam 0.005, momentum 0.1, sgd 1", .saved = SAVED_ALWAYS,
+     .help = "learning rate (default: adam 0.005, momentum 0.1, sgd 1)"},
+    {"batch", "batch", OPTION_INT, AT(batch), 1, TRAIN_MAX_BATCH, .arg = "N", .deflt = "32",
+     .saved = SAVED_ALWAYS, .help = "sequences per step (default 32)"},
+    {"steps", "steps", OPTION_INT, AT(steps), 1, TRAIN_MAX_STEPS, .arg = "N", .deflt = "3000",
+     .saved = SAVED_ALWAYS, .with_resume = true,
+     .help = "optimizer steps (default 3000; or the task's)"},
+    {"weight-decay", "weight_decay", OPTION_DOUBLE, AT(weight_decay), 0, TRAIN_MAX_WEIGHT_DECAY,
+     .arg = "X", .deflt = "0", .saved = SAVED_ALWAYS,
+     .help = "L2 for sgd/momentum, decoupled for adam (default 0)"},
+    {"clip", "clip", OPTION_DOUBLE, AT(clip), 0, TRAIN_MAX_CLIP, .arg = "X", .deflt = "1",
+     .saved = SAVED_ALWAYS, .help = "clip the gradient norm to X; 0 = off (default 1)"},
+    {"schedule", "schedule", OPTION_CHOICE, AT(schedule), .choices = schedule_names,
+     .arg = "S", .deflt = "cosine", .saved = SAVED_ALWAYS,
+     .help = "learning rate: cosine (decay to 0) or constant (default cosine)"},
+    {"warmup", "warmup", OPTION_INT, AT(warmup), 0, TRAIN_MAX_STEPS, .arg = "N",
+     .deflt = "steps/20", .saved = SAVED_ALWAYS,
+     .help = "linear warm-up steps (default steps/20)"},
+    {"seed", "seed", OPTION_U64, AT(seed), .arg = "S", .deflt = "1", .saved = SAVED_ALWAYS,
+     .help = "seed of weights, data and held-out set (default 1)"},
+    {"threads", "threads", OPTION_INT, AT(threads), 1, QKV_MAX_THREADS, .arg = "N",
+     .with_resume = true,
+     .help = "OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
+             "else all cores); results do not depend on it"},
+    {NULL, NULL, OPTION_HEADING, .help = "output:"},
+    {"out", "out", OPTION_TEXT, AT(out), .arg = "DIR", .with_resume = true,
+     .help = "write model.safetensors, metrics.csv and attention/ to DIR\n"
+             "(default: none, nothing is written)"},
+    {"resume", "resume", OPTION_TEXT, AT(resume), .arg = "DIR", .deflt = "off",
+     .with_resume = true,
+     .help = "continue the run saved in DIR (up to --steps in total; default off)"},
+    {"eval-every", "eval_every", OPTION_INT, AT(eval_every), 1, TRAIN_MAX_STEPS, .arg = "N",
+     .deflt = "steps/20", .saved = SAVED_ALWAYS, .with_resume = true,
+     .help = "held-out evaluation and metrics row every N steps (default steps/20,\n"
+             "and at steps 1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 70, 100, ... before\n"
+             "that); a new run's first row is step 0, before any update"},
+    {"save-every", "save_every", OPTION_INT, AT(save_every), 0, TRAIN_MAX_STEPS, .arg = "N",
+     .deflt = "0", .saved = SAVED_ALWAYS, .with_resume = true,
+     .help = "also save a checkpoint every N steps (default 0: at the end)"},
+    {"snapshot-every", "snapshot_every", OPTION_INT, AT(snapshot_every), 0, TRAIN_MAX_STEPS,
+     .arg = "K", .deflt = "0", .saved = SAVED_ALWAYS, .with_resume = true,
+     .help = "keep the attention of the fixed held-out example at step 0 and every\n"
+             "K steps in DIR/snapshots/ (default 0: off)"},
+    {"plot", "plot", OPTION_FLAG, AT(plot), .deflt = "off", .with_resume = true,
+     .help = "after saving, draw DIR/plots/ with gnuplot, as `qkv plot DIR` does;\n"
+             "without gnuplot it says so and still exits 0 (default off)"},
+    {"json", "json", OPTION_FLAG, AT(json), .deflt = "off", .with_resume = true,
+     .help = "print one JSON object on stdout at the end (default off)"},
+    {"quiet", "quiet", OPTION_FLAG, AT(quiet), .deflt = "off", .with_resume = true,
+     .help = "no progress bar or log lines, only the one-line result (default off)"},
+    {0},
+};
+
+const train_option *train_option_find(const char *flag) {
+    for (const train_option *r = train_option_table; r->flag || r->help; r++) {
+        if (!r->flag) continue;
+        size_t i = 0;
+        while (r->flag[i] && (flag[i] == r->flag[i] || (flag[i] == '_' && r->flag[i] == '-'))) i++;
+        if (!r->flag[i] && !flag[i]) return r;
+    }
+    return NULL;
+}
+
+void train_options_init(train_options *o) {
+    *o = (train_options){.task = "copy", .optim = QKV_ADAM, .dtype = QKV_F32, .residual = -1,
+                         .seq_len = -1, .d_model = -1, .heads = -1, .layers = -1, .steps = -1,
+                         .batch = 32, .warmup = -1, .init_scale = 0.5, .clip = 1, .seed = 1};
+}
+
+void *train_option_value(train_options *o, const train_option *row) {
+    return (char *)o + row->offset;
+}
+
+void train_option_format(const train_options *o, const train_option *row, char *buf,
+                         size_t len) {
+    const void *v = (const char *)o + row->offset;
+    switch (row->type) {
+    case OPTION_INT: snprintf(buf, len, "%ld", *(const long *)v); break;
+    case OPTION_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)v); break;
+    case OPTION_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)v); break;
+    case OPTION_TEXT: snprintf(buf, len, "%s", *(const char *const *)v ? *(const char *const *)v : ""); break;
+    case OPTION_CHOICE: snprintf(buf, len, "%s", row->choices[*(const int *)v]); break;
+    case OPTION_FLAG: snprintf(buf, len, "%s", *(const bool *)v ? "true" : "false"); break;
+    case OPTION_SET: snprintf(buf, len, "%s", *(const int *)v == 1 ? "true" : "false"); break;
+    case OPTION_HEADING: snprintf(buf, len, "%s", ""); break;
+    }
+}
+
+/* By task: seq_len, d_model, heads, layers, residual, steps, lr by optimizer. */
+static const struct {
+    const char *task;
+    qkv_task_defaults d;
+} task_defaults[] = {
+    {"induction", {16, 64, 2, 2, true, 600, {1, 0.1, 0.005}}},
+    {"recall", {16, 64, 2, 2, true, 800, {1, 0.1, 0.005}}},
+    {"sort", {17, 64, 1, 1, false, 1500, {1, 0.1, 0.005}}},
+    {"translate", {16, 64, 1, 1, false, 500, {1, 0.1, 0.005}}},
+    {"data", {8, 64, 1, 1, false, 3000, {1, 0.1, 0.005}}},
+    {NULL, {8, 64, 1, 1, false, 3000, {1, 0.1, 0.005}}}, /* copy, reverse, shift, lookup, max */
+};
+
+qkv_task_defaults qkv_train_defaults(const char *task) {
+    size_t i = 0;
+    while (task_defaults[i].task && (!task || strcmp(task_defaults[i].task, task))) i++;
+    return task_defaults[i].d;
+}
+
+qkv_status train_options_to_config(const train_options *o, bool steps_given,
+                                   train_config *cfg) {
+    const char *task_name = o->data ? "data" : o->task;
+    qkv_task_defaults d = qkv_train_defaults(task_name);
+    long seq_len = o->seq_len >= 0 ? o->seq_len : d.seq_len;
+    int64_t steps = steps_given ? o->steps : d.steps;
+    *cfg = (train_config){.batch = (int)o->batch, .steps = steps, .seed = o->seed,
+                          .weight_decay = o->weight_decay, .clip = o->clip,
+                          .optim = (qkv_optim_kind)o->optim,
+                          .cosine = !strcmp(schedule_names[o->schedule], "cosine"),
+                          .warmup = o->warmup >= 0 ? o->warmup : steps / 20};
+    cfg->lr = o->lr > 0 ? o->lr : d.lr[cfg->optim];
+    if (o->data) {
+        const char *paths[2] = {o->data, o->heldout};
+        char *dst[2] = {cfg->data_path, cfg->heldout_path};
+        for (int k = 0; k < 2; k++)
+            if (paths[k] && (size_t)snprintf(dst[k], sizeof cfg->data_path, "%s", paths[k]) >=
+                                sizeof cfg->data_path)
+                return qkv_fail(QKV_ERR_VALUE, "%s: the path is too long", paths[k]);
+        cfg->task.kind = QKV_TASK_DATA; /* its sizes come from the file (trainer_init) */
+        seq_len = 2;
+    } else {
+        qkv_status s = qkv_task_init(&cfg->task, task_name, (int)seq_len, (int)o->vocab);
+        if (s != QKV_OK) return s;
+    }
+    cfg->model = (qkv_model_config){
+        .vocab = cfg->task.vocab, .seq_len = (int)seq_len,
+        .d_model = (int)(o->d_model >= 0 ? o->d_model : d.d_model),
+        .heads = (int)(o->heads >= 0 ? o->heads : d.heads),
+        .layers = (int)(o->layers >= 0 ? o->layers : d.layers),
+        .residual = o->residual >= 0 ? o->residual == 1 : d.residual,
+        .causal = o->causal || cfg->task.causal, .init_scale = o->init_scale,
+        .dtype = (qkv_dtype)o->dtype, .target_len = cfg->task.target_len};
+    return QKV_OK;
+}
+
+void train_options_of_run(const train_config *cfg, int64_t eval_every, int64_t save_every,
+                          int64_t snapshot_every, train_options *o) {
+    train_options_init(o);
+    const qkv_model_config *m = &cfg->model;
+    if (cfg->task.kind == QKV_TASK_DATA) {
+        o->data = cfg->data_path;
+        o->heldout = cfg->heldout_path[0] ? cfg->heldout_path : NULL;
+    } else {
+        o->task = qkv_task_name(cfg->task.kind);
+    }
+    o->seq_len = cfg->task.seq_len, o->vocab = cfg->task.vocab;
+    o->d_model = m->d_model, o->heads = m->heads, o->layers = m->layers;
+    o->residual = m->residual, o->causal = m->causal, o->init_scale = m->init_scale;
+    o->dtype = m->dtype, o->optim = cfg->optim, o->lr = cfg->lr, o->batch = cfg->batch;
+    o->steps = (long)cfg->steps, o->weight_decay = cfg->weight_decay, o->clip = cfg->clip;
+    o->schedule = cfg->cosine ? 0 : 1, o->warmup = (long)cfg->warmup, o->seed = cfg->seed;
+    o->eval_every = (long)eval_every, o->save_every = (long)save_every;
+    o->snapshot_every = (long)snapshot_every;
+}
+
+qkv_status train_option_check(const char *key, double value) {
+    const train_option *r = train_option_find(key);
+    if (!r || (r->type != OPTION_INT && r->type != OPTION_DOUBLE)) return QKV_OK;
+    bool below = r->lo_open ? !(value > r->lo) : !(value >= r->lo);
+    if (!below && value <= r->hi) return QKV_OK;
+    return qkv_fail(QKV_ERR_VALUE, "%s %.17g is out of range (%s%.17g..%.17g)",
+                    field_name(r->key), value, r->lo_open ? "above " : "", r->lo, r->hi);
+}
