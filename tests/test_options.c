@@ -1,0 +1,279 @@
+/* test_options.c - train's option schema (src/train/options.c) against everything that repeats
+ * it: the help of each row names its default, the man page has an entry for every option with
+ * the same default and range, a run's summary.json saves every option a run is made of, the
+ * library refuses what the command line refuses, and qkv_train_defaults gives what the
+ * schema's defaults say. */
+#include "qkv.h"
+#include "train/options.h"
+#include "train/run.h"
+
+#include "fixtures.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef QKV_SOURCE_DIR
+#error "QKV_SOURCE_DIR must name the source tree (tests/CMakeLists.txt sets it)"
+#endif
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_int_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/* The page's text of `qkv train`'s section, "\-" read as "-". */
+static char *man_train_section(void) {
+    char *page = read_file(QKV_SOURCE_DIR "/docs/qkv.1");
+    char *w = page;
+    for (const char *r = page; *r; r++) {
+        if (r[0] == '\\' && r[1] == '-') r++;
+        *w++ = *r;
+    }
+    *w = '\0';
+    char *start = strstr(page, ".SS \"qkv train");
+    ck_assert_ptr_nonnull(start);
+    char *end = strstr(start + 4, "\n.SS ");
+    ck_assert_ptr_nonnull(end);
+    *end = '\0';
+    memmove(page, start, strlen(start) + 1);
+    return page;
+}
+
+/* The man page's entry of --flag: from its ".BI --flag" or ".B --flag" line to the next ".TP"
+ * or ".PP" (NULL when the page has none). Cut in place in `section`'s copy `entry`. */
+static bool man_entry(const char *section, const char *flag, char *entry, size_t len) {
+    char bi[64], b[64];
+    snprintf(bi, sizeof bi, "\n.BI --%s ", flag);
+    snprintf(b, sizeof b, "\n.B --%s\n", flag);
+    const char *at = strstr(section, bi);
+    if (!at) at = strstr(section, b);
+    if (!at) return false;
+    snprintf(entry, len, "%s", at + 1);
+    for (char *p = entry; *p; p++)
+        if (!strncmp(p, "\n.TP", 4) || !strncmp(p, "\n.PP", 4)) {
+            *p = '\0';
+            break;
+        }
+    return true;
+}
+
+START_TEST(test_help_names_each_default) {
+    for (const train_option *r = train_option_table; r->flag || r->help; r++) {
+        if (!r->flag || !r->deflt) continue;
+        char want[128], want_colon[128];
+        snprintf(want, sizeof want, "default %s", r->deflt);
+        snprintf(want_colon, sizeof want_colon, "default: %s", r->deflt);
+        /* the help's lines joined: a default may wrap */
+        char help[512];
+        snprintf(help, sizeof help, "%s", r->help);
+        for (char *p = help; *p; p++)
+            if (*p == '\n') *p = ' ';
+        ck_assert_msg(strstr(help, want) || strstr(help, want_colon),
+                      "--%s: its help does not say its default '%s'", r->flag, r->deflt);
+    }
+}
+END_TEST
+
+START_TEST(test_man_page_has_every_option) {
+    char *section = man_train_section();
+    char entry[4096];
+    for (const train_option *r = train_option_table; r->flag || r->help; r++) {
+        if (!r->flag) continue;
+        ck_assert_msg(man_entry(section, r->flag, entry, sizeof entry),
+                      "docs/qkv.1 has no entry for train --%s", r->flag);
+        for (char *p = entry; *p; p++)
+            if (*p == '\n') *p = ' ';
+        if (r->deflt) {
+            char want[160];
+            snprintf(want, sizeof want, "Default: %s", r->deflt);
+            ck_assert_msg(strstr(entry, want), "docs/qkv.1, train --%s: no '%s' in: %s", r->flag,
+                          want, entry);
+        }
+        /* a range the page states is the schema's */
+        const char *dots = strstr(entry, "..");
+        while (dots && (dots == entry || dots[-1] < '0' || dots[-1] > '9'))
+            dots = strstr(dots + 1, "..");
+        if (r->type == OPTION_INT && dots) {
+            const char *lo = dots;
+            while (lo > entry && lo[-1] >= '0' && lo[-1] <= '9') lo--;
+            char want[64];
+            snprintf(want, sizeof want, "%.0f..%.0f", r->lo, r->hi);
+            ck_assert_msg(!strncmp(lo, want, strlen(want)),
+                          "docs/qkv.1, train --%s: the range is not %s: %s", r->flag, want, entry);
+        }
+    }
+    /* and no entry for an option the schema lacks */
+    for (const char *p = strstr(section, "\n.BI --"); p; p = strstr(p + 1, "\n.BI --")) {
+        char flag[64] = "";
+        sscanf(p + strlen("\n.BI --"), "%63[a-z0-9-]", flag);
+        ck_assert_msg(train_option_find(flag) != NULL,
+                      "docs/qkv.1 describes train --%s, which the schema does not have", flag);
+    }
+    free(section);
+}
+END_TEST
+
+/* The schema's defaults that do not depend on the task are what train_options_init and
+ * qkv_train_defaults("copy") give. */
+START_TEST(test_defaults_agree) {
+    qkv_task_defaults d = qkv_train_defaults("copy");
+    train_options o;
+    train_options_init(&o);
+    char text[64];
+    struct {
+        const char *flag;
+        long value;
+    } sized[] = {{"seq-len", d.seq_len}, {"d-model", d.d_model}, {"heads", d.heads},
+                 {"layers", d.layers},   {"steps", (long)d.steps}};
+    for (size_t i = 0; i < sizeof sized / sizeof sized[0]; i++) {
+        snprintf(text, sizeof text, "%ld", sized[i].value);
+        ck_assert_str_eq(train_option_find(sized[i].flag)->deflt, text);
+    }
+    ck_assert_str_eq(train_option_find("residual")->deflt, d.residual ? "on" : "off");
+    /* the rest from the options as nothing was given */
+    const char *plain[] = {"batch", "init-scale", "clip", "weight-decay", "seed", "optim",
+                           "schedule", "dtype", "task"};
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+        const train_option *r = train_option_find(plain[i]);
+        train_option_format(&o, r, text, sizeof text);
+        ck_assert_msg(!strcmp(r->deflt, text), "--%s: the schema says %s, the options %s",
+                      plain[i], r->deflt, text);
+    }
+    /* the learning rate by optimizer, as --lr's default says */
+    char lr[128];
+    snprintf(lr, sizeof lr, "adam %g, momentum %g, sgd %g", d.lr[QKV_ADAM], d.lr[QKV_MOMENTUM],
+             d.lr[QKV_SGD]);
+    ck_assert_str_eq(train_option_find("lr")->deflt, lr);
+    /* induction as --task's help says it */
+    qkv_task_defaults ind = qkv_train_defaults("induction");
+    char said[160];
+    snprintf(said, sizeof said, "--seq-len %d --layers %d --heads %d --residual --steps %lld",
+             ind.seq_len, ind.layers, ind.heads, (long long)ind.steps);
+    char help[512];
+    snprintf(help, sizeof help, "%s", train_option_find("task")->help);
+    for (char *p = help; *p; p++)
+        if (*p == '\n') *p = ' ';
+    ck_assert_msg(strstr(help, said), "--task's help does not say induction's defaults: %s",
+                  said);
+    ck_assert(ind.residual);
+}
+END_TEST
+
+/* What the command line refuses, the library refuses too. */
+START_TEST(test_library_checks_ranges) {
+    train_options o;
+    train_options_init(&o);
+    train_config base;
+    ck_assert_int_eq(train_options_to_config(&o, false, &base), QKV_OK);
+    ck_assert_int_eq(trainer_check_config(&base), QKV_OK);
+    train_config c = base;
+    c.steps = 0;
+    ck_assert_int_eq(trainer_check_config(&c), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "steps 0 is out of range"));
+    c = base, c.steps = TRAIN_MAX_STEPS + 1;
+    ck_assert_int_eq(trainer_check_config(&c), QKV_ERR_VALUE);
+    c = base, c.warmup = -1;
+    ck_assert_int_eq(trainer_check_config(&c), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "warmup"));
+    c = base, c.weight_decay = NAN;
+    ck_assert_int_eq(trainer_check_config(&c), QKV_ERR_VALUE);
+    c = base, c.weight_decay = 2 * TRAIN_MAX_WEIGHT_DECAY;
+    ck_assert_int_eq(trainer_check_config(&c), QKV_ERR_VALUE);
+    c = base, c.clip = -1;
+    ck_assert_int_eq(trainer_check_config(&c), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "clip"));
+    c = base, c.clip = 0; /* off */
+    ck_assert_int_eq(trainer_check_config(&c), QKV_OK);
+    c = base, c.lr = 0;
+    ck_assert_int_eq(trainer_check_config(&c), QKV_ERR_VALUE);
+    c = base, c.batch = 0;
+    ck_assert_int_eq(trainer_check_config(&c), QKV_ERR_VALUE);
+    /* run options */
+    trainer t;
+    c = base, c.steps = 2;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    training_run run;
+    run_options ro = {.eval_every = TRAIN_MAX_STEPS + 1};
+    ck_assert_int_eq(trainer_run(&t, &ro, NULL, NULL, &run), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "eval_every"));
+    ro = (run_options){.save_every = -1};
+    ck_assert_int_eq(trainer_run(&t, &ro, NULL, NULL, &run), QKV_ERR_VALUE);
+    trainer_free(&t);
+}
+END_TEST
+
+/* A run's summary.json saves one key for every option the schema says a run saves, and no
+ * other; and train_options_to_config on them gives the run's config back. */
+START_TEST(test_summary_saves_every_option) {
+    char dir[] = "/tmp/qkv-options-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char out[256], path[300];
+    snprintf(out, sizeof out, "%s/run", dir);
+    train_options o;
+    train_options_init(&o);
+    o.task = "induction", o.steps = 3, o.d_model = 16, o.seed = (UINT64_C(1) << 60) + 3;
+    o.dtype = QKV_F64, o.optim = QKV_MOMENTUM, o.schedule = 1, o.clip = 0.25;
+    train_config cfg;
+    ck_assert_int_eq(train_options_to_config(&o, true, &cfg), QKV_OK);
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &cfg), QKV_OK);
+    training_run run;
+    run_options ro = {.out_dir = out, .eval_every = 1, .save_every = 2};
+    ck_assert_int_eq(trainer_run(&t, &ro, NULL, NULL, &run), QKV_OK);
+    ck_assert_int_eq(trainer_run_end(&run, &t, 0, NULL), QKV_OK);
+    trainer_free(&t);
+    snprintf(path, sizeof path, "%s/summary.json", out);
+    char *text = read_file(path);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    const cJSON *config = cJSON_GetObjectItemCaseSensitive(root, "config");
+    ck_assert(cJSON_IsObject(config));
+    int want = 0;
+    for (const train_option *r = train_option_table; r->flag || r->help; r++) {
+        if (!r->flag || r->saved == SAVED_NOT || r->saved == SAVED_DATA) continue;
+        want++;
+        const cJSON *item = cJSON_GetObjectItemCaseSensitive(config, r->key);
+        ck_assert_msg(item != NULL, "summary.json's config has no \"%s\"", r->key);
+        char text_of[64];
+        train_options saved;
+        train_options_of_run(&cfg, 1, 2, 0, &saved);
+        train_option_format(&saved, r, text_of, sizeof text_of);
+        if (cJSON_IsString(item)) ck_assert_str_eq(item->valuestring, text_of);
+        else if (cJSON_IsBool(item)) ck_assert_str_eq(cJSON_IsTrue(item) ? "true" : "false", text_of);
+        else ck_assert_double_eq(item->valuedouble, strtod(text_of, NULL));
+    }
+    ck_assert_int_eq(cJSON_GetArraySize(config), want);
+    ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(config, "seed")->valuestring,
+                     "1152921504606846979");
+    cJSON_Delete(root);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+static Suite *options_suite(void) {
+    Suite *s = suite_create("options");
+    TCase *tc = tcase_create("schema");
+    tcase_add_test(tc, test_help_names_each_default);
+    tcase_add_test(tc, test_man_page_has_every_option);
+    tcase_add_test(tc, test_defaults_agree);
+    tcase_add_test(tc, test_library_checks_ranges);
+    tcase_add_test(tc, test_summary_saves_every_option);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return run_suite(options_suite()); }
