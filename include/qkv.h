@@ -122,6 +122,30 @@ QKV_API void qkv_set_field_names(const char *(*names)(const char *field));
  * dec_pos_emb, and w_q, w_k, w_v, w_o of each layer. */
 #define QKV_MAX_PARAMS (5 + 4 * QKV_MAX_LAYERS)
 
+/* ---- the machine: SIMD path, threads, the fused backward's form ------------------------- */
+/* Every SIMD path's name, best first, NULL-ended: "avx512", "avx2", "neon", "scalar". */
+QKV_API const char *const *qkv_simd_paths(void);
+/* The path in use for the whole process: the one QKV_SIMD names, else the best this CPU
+ * runs. Every path gives the same bits. */
+QKV_API const char *qkv_simd_path(void);
+/* Whether this build has the path and this CPU runs it. */
+QKV_API bool qkv_simd_runs(const char *path);
+/* False, with a one-line reason in msg, when QKV_SIMD names a path that is unknown or that
+ * this CPU or build cannot run (the library then runs the best path). */
+QKV_API bool qkv_simd_check_env(char *msg, size_t len);
+/* The threads the kernels use (1 in a build without OpenMP), and setting them (n >= 1;
+ * results do not depend on it). */
+QKV_API int qkv_threads(void);
+QKV_API void qkv_set_threads(int n);
+QKV_API bool qkv_has_openmp(void); /* whether this build runs on more than one thread */
+/* How the fused attention's backward forms its softmax row term (docs/architecture.md, "The
+ * fused backward's precision"): every form's name in order, NULL-ended ("legacy", "split-l",
+ * "wide-d", "d-from-p", the default); the form in use; setting one by name (false if
+ * unknown). Set it only between passes: it holds for the whole process. */
+QKV_API const char *const *qkv_attention_forms(void);
+QKV_API const char *qkv_attention_form(void);
+QKV_API bool qkv_set_attention_form(const char *name);
+
 /* ---- random numbers: portable, seeded (xoshiro256**, seeded by splitmix64) --------------- */
 /* A generator is a plain value: a copy replays the same stream; keep one per thread. The
  * same seed gives the same numbers on every machine (integer arithmetic only). */
@@ -570,6 +594,9 @@ typedef struct {
 } qkv_gradcheck_result;
 /* How many ops the check covers; they are numbered 0 .. count-1. */
 QKV_API int qkv_gradcheck_count(void);
+/* The name of op `index` as qkv_gradcheck_run reports it (static; NULL outside 0..count-1):
+ * every op of qkv_op by its qkv_op_name, and "attention", the composed attention. */
+QKV_API const char *qkv_gradcheck_op(int index);
 /* Checks op `index` (every case of it, inputs drawn from `seed`) and reports the worst
  * errors; `op` points to a static name. Uses and frees its own contexts. Dies on an index
  * outside 0..count-1. */

@@ -8,6 +8,7 @@
  * (isa_bits_test.sh then trains under each path and compares the saved models.) */
 #include "kernels/isa.h"
 #include "kernels/simd.h"
+#include "qkv.h"
 
 #include <check.h>
 #include <math.h>
@@ -15,8 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const path_names[] = {"scalar", "avx2", "avx512", "neon"};
-#define N_PATHS (sizeof path_names / sizeof path_names[0])
+/* every path the library knows (qkv_simd_paths, NULL-ended) */
+#define path_names (qkv_simd_paths())
+#define N_PATHS ((size_t)count_paths())
+static int count_paths(void) {
+    int n = 0;
+    while (qkv_simd_paths()[n]) n++;
+    return n;
+}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 static float uniform(float lo, float hi) { /* xorshift64*: the same numbers on every machine */

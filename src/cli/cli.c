@@ -1,13 +1,9 @@
 /* cli.c - the qkv command line: dispatches to one file per command. */
 #include "cli.h"
-#include "kernels/kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef QKV_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 static const struct {
     const char *name;
@@ -36,19 +32,17 @@ static void print_usage(FILE *out) {
 
 /* qkv --version: the version, then the SIMD path and the threads the kernels use. */
 static void print_version(void) {
-    static const char *const paths[] = {"avx512", "avx2", "neon", "scalar"};
     const char *env = getenv("QKV_SIMD");
     printf("qkv %s\n", QKV_VERSION_STRING);
-    printf("simd: %s (%s; this CPU runs", kernel_isa_name(),
+    printf("simd: %s (%s; this CPU runs", qkv_simd_path(),
            env && *env ? "forced by QKV_SIMD" : "the best this CPU runs, QKV_SIMD unset");
-    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
-        if (kernel_isa_runs(paths[i])) printf(" %s", paths[i]);
+    for (const char *const *path = qkv_simd_paths(); *path; path++)
+        if (qkv_simd_runs(*path)) printf(" %s", *path);
     printf(")\n");
-#ifdef QKV_HAVE_OPENMP
-    printf("threads: %d (OpenMP; --threads or OMP_NUM_THREADS set them)\n", omp_get_max_threads());
-#else
-    printf("threads: 1 (built without OpenMP)\n");
-#endif
+    if (qkv_has_openmp())
+        printf("threads: %d (OpenMP; --threads or OMP_NUM_THREADS set them)\n", qkv_threads());
+    else
+        printf("threads: 1 (built without OpenMP)\n");
 }
 
 int cli_main(int argc, char **argv, bool parse_only) {
@@ -63,7 +57,7 @@ int cli_main(int argc, char **argv, bool parse_only) {
         return EXIT_OK;
     }
     char why[128];
-    if (!kernel_isa_check_env(why, sizeof why)) { /* before anything runs on another path */
+    if (!qkv_simd_check_env(why, sizeof why)) { /* before anything runs on another path */
         cli_error("%s", why);
         return EXIT_USAGE;
     }

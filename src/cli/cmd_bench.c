@@ -1,21 +1,11 @@
 /* cmd_bench.c - `qkv bench`: milliseconds per training step, GFLOP/s and step memory. */
 #include "cli.h"
-#include "kernels/kernels.h"
 #include "train/bench.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef QKV_HAVE_OPENMP
-#include <omp.h>
-#endif
-
-#ifdef QKV_HAVE_OPENMP
-#define OPENMP_ON 1
-#else
-#define OPENMP_ON 0
-#endif
 
 static int run_workload(const bench_workload *w, int threads, long repeat, double budget,
                         bool json, qkv_dtype dtype) {
@@ -30,14 +20,14 @@ static int run_workload(const bench_workload *w, int threads, long repeat, doubl
                "\"step_mem_mb\":%.2f,\"steps_timed\":%ld,\"loss\":%.5f,\"dtype\":\"%s\","
                "\"backward_form\":\"%s\",\"simd\":\"%s\",\"openmp\":%s}\n",
                w->name, threads, r.ms_per_step, r.gflops, r.step_mem_mb, r.steps_timed,
-               r.last_loss, qkv_dtype_name(dtype), attention_form_name(attention_form),
-               kernel_isa_name(), OPENMP_ON ? "true" : "false");
+               r.last_loss, qkv_dtype_name(dtype), qkv_attention_form(),
+               qkv_simd_path(), qkv_has_openmp() ? "true" : "false");
     else
         printf("%-7s %-6s threads %d%s  %9.3f ms/step  %7.2f GFLOP/s  step memory %8.2f MB  (%ld steps)%s%s\n",
-               w->name, kernel_isa_name(), threads, OPENMP_ON ? "" : " (no OpenMP)",
+               w->name, qkv_simd_path(), threads, qkv_has_openmp() ? "" : " (no OpenMP)",
                r.ms_per_step, r.gflops, r.step_mem_mb, r.steps_timed,
                dtype == QKV_F64 ? "  f64" : "",
-               attention_form == ATTENTION_FORM_D_FROM_P ? "" : attention_form_name(attention_form));
+               !strcmp(qkv_attention_form(), "d-from-p") ? "" : qkv_attention_form());
     fflush(stdout);
     return EXIT_OK;
 }
@@ -48,7 +38,7 @@ typedef struct {
     double seconds;
     bool json;
     int dtype; /* a qkv_dtype */
-    attention_form_kind form;
+    const char *form; /* the fused backward's form, by name */
 } bench_args;
 
 static int bench_parse(int argc, char **argv, bench_args *a) {
@@ -59,7 +49,7 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
     cli_option options[] = {
         {"config", CLI_CHOICE, &config, .choices = configs, .arg = "C",
          .help = "tiny, medium, long or all (default all)"},
-        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N",
+        {"threads", CLI_INT, &a->threads, 1, QKV_MAX_THREADS, .arg = "N",
          .help = "OpenMP threads (default: all cores)"},
         {"repeat", CLI_INT, &a->repeat, 1, 10000, .arg = "N",
          .help = "timed steps (default: as many as fit in --seconds, at least 5)"},
@@ -89,17 +79,15 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
     int code = cli_parse_options(&cmd, argc, argv, NULL);
     if (code != CLI_RUN) return code;
     a->config = configs[config];
-    attention_form_parse(forms[form], &a->form); /* every one of forms[] is a form */
+    a->form = forms[form];
     return CLI_RUN;
 }
 
 static int bench_run(const bench_args *a) {
     int nthreads = 1, code = cli_set_threads(a->threads);
     if (code != EXIT_OK) return code;
-#ifdef QKV_HAVE_OPENMP
-    nthreads = omp_get_max_threads();
-#endif
-    attention_form = a->form;
+    nthreads = qkv_threads();
+    qkv_set_attention_form(a->form); /* every one of forms[] is a form */
     for (int i = 0; i < bench_workload_count; i++) {
         if (strcmp(a->config, "all") && strcmp(a->config, bench_workloads[i].name)) continue;
         code = run_workload(&bench_workloads[i], nthreads, a->repeat, a->seconds, a->json, (qkv_dtype)a->dtype);

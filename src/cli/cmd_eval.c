@@ -22,7 +22,7 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
          .help = "f32 or f64: evaluate in this precision (default: the model's own;\n"
                  "an f32 model runs in f64 exactly widened, an f64 one is never rounded)"},
-        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N",
+        {"threads", CLI_INT, &a->threads, 1, QKV_MAX_THREADS, .arg = "N",
          .help = "OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
                  "else all cores)"},
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object"},

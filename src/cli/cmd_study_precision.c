@@ -35,8 +35,7 @@ static void print_study(const precision_study *ps, const precision_args *a, cons
                5.96e-8 / ps->mean_e);
     enum { COLS = PRECISION_COLS };
     const char *head[COLS] = {"composed"};
-    for (int f = 0; f < ATTENTION_FORM_COUNT; f++)
-        head[1 + f] = attention_form_name((attention_form_kind)f);
+    for (int f = 0; f < PRECISION_FORMS; f++) head[1 + f] = qkv_attention_forms()[f];
     printf("%-16s %12s", "parameter", "|g64|");
     for (int col = 0; col < COLS; col++)
         if (ps->shown[col]) printf(" %10s", head[col]);
@@ -87,7 +86,7 @@ static int precision_run(const precision_args *a) {
 }
 
 int study_precision(int argc, char **argv, bool parse_only) {
-    static const char *const forms[] = {"legacy", "split-l", "wide-d", "d-from-p", NULL};
+    const char *const *forms = qkv_attention_forms();
     int form = -1;
     precision_args a = {.steps = 40, .batch = 8, .seed = 1, .form = -1};
     cli_option options[] = {
@@ -119,7 +118,6 @@ int study_precision(int argc, char **argv, bool parse_only) {
                   "Exit codes: 0 done, 2 bad option or value, 3 or 4 the model cannot be read.\n"};
     int code = cli_parse_options(&cmd, argc, argv, NULL);
     if (code != CLI_RUN) return code;
-    attention_form_kind kind;
-    if (form >= 0 && attention_form_parse(forms[form], &kind)) a.form = (int)kind;
+    a.form = form; /* the index in qkv_attention_forms(), -1 for all */
     return parse_only ? CLI_RUN : precision_run(&a);
 }

@@ -20,9 +20,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
-#ifdef QKV_HAVE_OPENMP
-#include <omp.h>
-#endif
 
 /* The note a signal prints after "interrupted by SIG...": two buffers, so that the handler
  * always reads a whole one while the other is being written. */
@@ -126,10 +123,10 @@ static int startable_threads(int n) {
     if (limit > 0) mallopt(M_ARENA_MAX, 1);
 #endif
     double before = address_space(), during = before;
-    pthread_t th[1024];
+    pthread_t th[QKV_MAX_THREADS];
     int made = 0;
     pthread_mutex_lock(&probe_gate);
-    while (made < n - 1 && made < 1024 && pthread_create(&th[made], NULL, probe_thread, NULL) == 0)
+    while (made < n - 1 && made < QKV_MAX_THREADS && pthread_create(&th[made], NULL, probe_thread, NULL) == 0)
         made++;
     if (made > 0) during = address_space();
     pthread_mutex_unlock(&probe_gate);
@@ -144,8 +141,8 @@ static int startable_threads(int n) {
 }
 
 int cli_set_threads(long requested) {
-#ifdef QKV_HAVE_OPENMP
-    int want = requested > 0 ? (int)requested : omp_get_max_threads();
+    if (!qkv_has_openmp()) return EXIT_OK; /* one thread, whatever was asked */
+    int want = requested > 0 ? (int)requested : qkv_threads();
     int can = want > 1 ? startable_threads(want) : 1;
     if (can < want && requested > 0) {
         cli_error("cannot start %d threads, only %d: the address-space limit (ulimit -v) or the "
@@ -153,10 +150,6 @@ int cli_set_threads(long requested) {
                   "heap take address space); lower --threads", want, can);
         return EXIT_NOMEM;
     }
-    omp_set_num_threads(can); /* by default, as many as can start: results do not depend on it */
-#else
-    (void)requested; /* built without OpenMP: one thread, whatever was asked */
-    (void)startable_threads;
-#endif
+    qkv_set_threads(can); /* by default, as many as can start: results do not depend on it */
     return EXIT_OK;
 }

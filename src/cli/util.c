@@ -162,8 +162,9 @@ bool cli_default_threads(long *threads) {
     char *end;
     errno = 0;
     long n = strtol(slurm, &end, 10);
-    if (*end != '\0' || errno || n < 1 || n > 1024) {
-        cli_error("SLURM_CPUS_PER_TASK is '%s', not a number of threads (1..1024)", slurm);
+    if (*end != '\0' || errno || n < 1 || n > QKV_MAX_THREADS) {
+        cli_error("SLURM_CPUS_PER_TASK is '%s', not a number of threads (1..%d)", slurm,
+                  QKV_MAX_THREADS);
         return false;
     }
     *threads = n;

@@ -209,6 +209,10 @@ static const char *const checked_ops[] = {"matmul", "scale", "mask", "softmax", 
 
 int qkv_gradcheck_count(void) { return NOPS; }
 
+const char *qkv_gradcheck_op(int index) {
+    return index >= 0 && index < NOPS ? checked_ops[index] : NULL;
+}
+
 /* Σ w ⊙ f(inputs), in a scratch context, without a graph. */
 static double weighted_output(qkv_ctx *scratch, const gc_case *gc, qkv_tensor **in,
                               const qkv_tensor *w, uint64_t seed) {

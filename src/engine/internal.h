@@ -1,7 +1,9 @@
-/* internal.h - what the engine's modules share and users never see. */
+/* internal.h - what the engine's own files share (src/engine/): the arena, tensor internals,
+ * the ops' backward table. The layers above include engine/engine.h instead. */
 #ifndef QKV_INTERNAL_H
 #define QKV_INTERNAL_H
 
+#include "engine/engine.h"
 #include "qkv.h"
 
 #include <math.h>
@@ -25,37 +27,6 @@ _Noreturn void qkv_die_(const char *file, int line, const char *op, const char *
  * is formatted only when the check fails, into a buffer that lives to the end of the block. */
 #define SHAPE(t) qkv_shape_str((t), (char[64]){0}, 64)
 
-/* Runs the statements in __VA_ARGS__ with T bound to the C type of a float dtype, so that an
- * op's loops are written once and compiled for f32 and for f64. */
-#define QKV_TYPED(dtype, ...)                                                             \
-    do {                                                                                  \
-        if ((dtype) == QKV_F32) {                                                         \
-            typedef float T;                                                              \
-            __VA_ARGS__                                                                   \
-        } else {                                                                          \
-            typedef double T;                                                             \
-            __VA_ARGS__                                                                   \
-        }                                                                                 \
-    } while (0)
-
-/* ---- errors (errors.c) ---- */
-/* What a message calls config field `field` ("seq_len"): the field itself, or the name that a
- * front end gave it with qkv_set_field_names ("--seq-len"). */
-const char *field_name(const char *field);
-
-/* ---- memory (memory.c) ---- */
-/* The bytes qkv may plan for: the smallest of the physical memory, the cgroup's memory limit,
- * RLIMIT_AS, RLIMIT_DATA and a limit set with memory_limit_set. *what (if not NULL) names
- * which one it is, for messages ("this machine's memory", ...). */
-double memory_limit(const char **what);
-/* Lowers the limit for this process (0: no own limit): the fuzz targets and tests use it. */
-void memory_limit_set(double bytes);
-
-/* ---- model (model.c) ---- */
-/* *r becomes a second model over m's weights: every parameter shares m's data and has its
- * own gradient, in r->params (freed with qkv_model_free(r); m must outlive r). A training
- * step gives one to each shard of its batch, so that shards run backward side by side. */
-qkv_status model_replica(qkv_model *r, const qkv_model *m);
 
 /* ---- arena (arena.c) ---- */
 struct arena_block;
@@ -82,8 +53,6 @@ qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
 /* A tensor made by `op` that shares x's data under another shape (no copy). */
 qkv_tensor *tensor_new_view(qkv_ctx *ctx, qkv_op op, qkv_tensor *x, int ndim,
                             const int64_t *shape);
-/* A leaf of ctx over x's data (no copy, no gradient): another owner for the same numbers. */
-qkv_tensor *tensor_share(qkv_ctx *ctx, const qkv_tensor *x);
 /* Dies unless t is a non-NULL float tensor. */
 void tensor_check_float(const qkv_tensor *t, const char *op, const char *what);
 bool tensor_same_shape(const qkv_tensor *a, const qkv_tensor *b);

@@ -1,6 +1,6 @@
 /* inspect.c - one input through a saved model, every part of every head kept (inspect.h). */
 #include "explore/inspect.h"
-#include "engine/internal.h" /* memory_limit */
+#include "engine/engine.h" /* memory_limit */
 #include "train/checkpoint.h"
 
 #include <inttypes.h>

@@ -1,7 +1,7 @@
 /* precision_study.c - `qkv study precision`'s numbers (precision_study.h says what they
  * show). */
 #include "explore/precision_study.h"
-#include "engine/internal.h" /* memory_limit */
+#include "engine/engine.h" /* memory_limit */
 #include "train/checkpoint.h"
 
 #include <math.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 /* Every parameter's gradient of the batch's mean cross-entropy, concatenated as doubles in
- * parameter order; the attention fused (in attention_form) or composed. */
+ * parameter order; the attention fused (in the form qkv_set_attention_form set) or composed. */
 static void batch_grads(trainer *t, qkv_ctx *ctx, const int32_t *tokens, const int32_t *targets,
                         int B, bool composed, double *out) {
     qkv_model *m = &t->model;
@@ -67,6 +67,11 @@ static void measure_saturation(precision_study *ps, qkv_ctx *ctx, const int32_t 
 qkv_status precision_study_run(precision_study *ps, const char *path, long steps, int batch,
                                uint64_t seed, int form) {
     memset(ps, 0, sizeof *ps);
+    int forms = 0;
+    while (qkv_attention_forms()[forms]) forms++;
+    if (forms != PRECISION_FORMS)
+        return qkv_fail(QKV_ERR_VALUE, "study precision knows %d forms, the library %d",
+                        PRECISION_FORMS, forms);
     ps->batch = batch;
     trainer *t = &ps->t;
     qkv_status s;
@@ -123,12 +128,12 @@ qkv_status precision_study_run(precision_study *ps, const char *path, long steps
         qkv_task_sample(&t->cfg.task, &rng, false, tokens + b * T, targets + b * T);
     measure_saturation(ps, ctx, tokens, targets);
 
-    attention_form_kind saved = attention_form;
+    const char *saved = qkv_attention_form();
     batch_grads(&ps->wide, ctx, tokens, targets, B, false, truth); /* f64, the default form */
     for (int col = 0; col < PRECISION_COLS; col++) {
         ps->shown[col] = col == 0 || form < 0 || form == col - 1;
         if (!ps->shown[col]) continue;
-        if (col > 0) attention_form = (attention_form_kind)(col - 1);
+        if (col > 0) qkv_set_attention_form(qkv_attention_forms()[col - 1]);
         batch_grads(t, ctx, tokens, targets, B, col == 0, g);
         int64_t at = 0;
         for (int i = 0; i < n; i++) {
@@ -137,7 +142,7 @@ qkv_status precision_study_run(precision_study *ps, const char *path, long steps
             at += t->model.param[i]->size;
         }
     }
-    attention_form = saved;
+    qkv_set_attention_form(saved);
     int64_t at = 0;
     for (int i = 0; i < n; i++) {
         double norm = 0;

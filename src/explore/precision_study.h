@@ -12,12 +12,12 @@
 #ifndef QKV_PRECISION_STUDY_H
 #define QKV_PRECISION_STUDY_H
 
-#include "kernels/kernels.h" /* ATTENTION_FORM_COUNT */
 #include "train/trainer.h"
 
-/* The columns: the composed attention, then each form of the fused backward in
- * attention_form_kind order (the last is the default). */
-#define PRECISION_COLS (1 + ATTENTION_FORM_COUNT)
+/* The columns: the composed attention, then each form of the fused backward in the order of
+ * qkv_attention_forms() (the last is the default; precision_study_run checks the count). */
+#define PRECISION_FORMS 4
+#define PRECISION_COLS (1 + PRECISION_FORMS)
 
 typedef struct {
     trainer t;    /* the f32 model */

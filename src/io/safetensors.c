@@ -1,9 +1,13 @@
 /* safetensors.c - read and write the safetensors layout; the header is JSON, via cJSON. */
-#include "engine/internal.h"
+#include "engine/engine.h"
 #include "io.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* Headers larger than this are refused before they are read (qkv's own are a few KB). */

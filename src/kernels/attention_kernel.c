@@ -1,5 +1,6 @@
 /* attention_kernel.c - fused attention kernels, f32 and f64 from one body (attention_kernel.inc). */
 #include "isa.h"
+#include "qkv.h"
 
 #include <math.h>
 #include <string.h>
@@ -15,13 +16,17 @@
 
 attention_form_kind attention_form = ATTENTION_FORM_D_FROM_P;
 
-static const char *const attention_form_names[ATTENTION_FORM_COUNT] = {
+static const char *const attention_form_names[ATTENTION_FORM_COUNT + 1] = {
     [ATTENTION_FORM_LEGACY] = "legacy", [ATTENTION_FORM_SPLIT_L] = "split-l",
-    [ATTENTION_FORM_WIDE_D] = "wide-d", [ATTENTION_FORM_D_FROM_P] = "d-from-p"};
+    [ATTENTION_FORM_WIDE_D] = "wide-d", [ATTENTION_FORM_D_FROM_P] = "d-from-p", NULL};
 
 const char *attention_form_name(attention_form_kind form) {
     return form >= 0 && form < ATTENTION_FORM_COUNT ? attention_form_names[form] : "?";
 }
+
+const char *const *qkv_attention_forms(void) { return attention_form_names; }
+const char *qkv_attention_form(void) { return attention_form_name(attention_form); }
+bool qkv_set_attention_form(const char *name) { return attention_form_parse(name, &attention_form); }
 
 bool attention_form_parse(const char *name, attention_form_kind *form) {
     for (int f = 0; f < ATTENTION_FORM_COUNT; f++)

@@ -2,6 +2,7 @@
  * best this CPU runs (AVX-512, then AVX2 + FMA on x86-64; NEON on AArch64; plain C
  * elsewhere). Chosen once, on first use, never changed. */
 #include "isa.h"
+#include "qkv.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,7 +20,12 @@ static const kernel_isa *const tables[] = {
     &kernel_isa_scalar,
 };
 #define N_TABLES (sizeof tables / sizeof tables[0])
-#define ALL_NAMES "scalar, avx2, avx512, neon"
+
+/* Every path's name, in any build, best first: the one list of them (QKV_SIMD, --version, the
+ * tests, the CI's stages read it from here). */
+static const char *const path_names[] = {"avx512", "avx2", "neon", "scalar", NULL};
+
+const char *const *qkv_simd_paths(void) { return path_names; }
 
 static bool cpu_runs(const kernel_isa *isa) {
 #ifdef QKV_ISA_X86
@@ -52,10 +58,15 @@ bool kernel_isa_check_env(char *msg, size_t len) {
     const char *env = simd_env();
     if (!env || kernel_isa_find(env)) return true;
     const char *seen = strlen(env) > 40 ? "(a long value)" : env;
-    bool named = !strcmp(env, "scalar") || !strcmp(env, "avx2") || !strcmp(env, "avx512") ||
-                 !strcmp(env, "neon");
+    bool named = false;
+    char all[64] = "";
+    for (const char *const *p = path_names; *p; p++) {
+        named = named || !strcmp(env, *p);
+        strcat(all, *all ? ", " : "");
+        strcat(all, *p);
+    }
     if (!named) {
-        snprintf(msg, len, "QKV_SIMD=%s: unknown path (one of " ALL_NAMES ")", seen);
+        snprintf(msg, len, "QKV_SIMD=%s: unknown path (one of %s)", seen, all);
         return false;
     }
     char runs[64] = "";
@@ -92,3 +103,7 @@ const kernel_isa *kernel_isa_active(void) {
 bool kernel_isa_runs(const char *name) { return kernel_isa_find(name) != NULL; }
 
 const char *kernel_isa_name(void) { return kernel_isa_active()->name; }
+
+const char *qkv_simd_path(void) { return kernel_isa_name(); }
+bool qkv_simd_runs(const char *path) { return kernel_isa_runs(path); }
+bool qkv_simd_check_env(char *msg, size_t len) { return kernel_isa_check_env(msg, len); }

@@ -5,7 +5,7 @@
  * vf_fma is always fused (fmaf in plain C), vf_max(a, b) is a > b ? a : b (NaN in a gives b),
  * vf_round rounds to nearest even, and vf_reduce_add sums lanes i and i + 8, then i and i + 4,
  * i and i + 2, and the last two. That is what makes a model trained on one path equal, bit for
- * bit, to one trained on another (tests/test_isa_bits.c).
+ * bit, to one trained on another (tests/isa_bits_test.sh).
  *
  * Included by the isa_*.c files with one of VEC_AVX512, VEC_AVX2, VEC_NEON defined (plain C
  * otherwise); each of those files is compiled for its ISA (CMakeLists.txt).

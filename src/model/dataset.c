@@ -3,31 +3,22 @@
  * `_` on the output side means no target. docs/model.md ("Data files") defines it. */
 #include "model/dataset.h"
 
-#include "engine/internal.h"
+#include "engine/engine.h"
+#include "model/model.h"
 #include "io/io.h"
 
 #include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #define DATA_MAX_LEN QKV_MAX_TASK_SEQ_LEN /* tokens on a side */
-#define DATA_HELDOUT_SHARE 8
 
-/* FNV-1a 64 over bytes, from h. */
-static uint64_t fnv1a(uint64_t h, const char *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-static uint64_t fmix64(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
+/* The vocabulary's hash of a token: the held-out split's (model.h). */
+static uint64_t token_hash(const char *tok, size_t n) {
+    return heldout_hash_finish(heldout_hash_bytes(HELDOUT_HASH_START, (const unsigned char *)tok, n));
 }
 
 /* ---- the vocabulary: token strings, id 0 the padding; an open-addressing hash of ids ---- */
@@ -40,7 +31,7 @@ static int32_t vocab_find(const dataset *d, const char *tok, size_t n, uint64_t 
 }
 
 static qkv_status vocab_add(dataset *d, const char *tok, size_t n, int32_t *id) {
-    uint64_t h = fmix64(fnv1a(0xcbf29ce484222325ull, tok, n));
+    uint64_t h = token_hash(tok, n);
     if (d->slots && (*id = vocab_find(d, tok, n, h)) >= 0) return QKV_OK;
     if ((size_t)d->vocab + 1 > d->slots / 2) { /* grow the table, rehash */
         size_t slots = d->slots ? 2 * d->slots : 1024;
@@ -58,7 +49,7 @@ static qkv_status vocab_add(dataset *d, const char *tok, size_t n, int32_t *id) 
         d->slots = slots;
         for (int32_t i = 1; i < d->vocab; i++) {
             const char *t = d->token[i];
-            size_t at = fmix64(fnv1a(0xcbf29ce484222325ull, t, strlen(t))) & (slots - 1);
+            size_t at = token_hash(t, strlen(t)) & (slots - 1);
             while (slot[at] >= 0) at = (at + 1) & (slots - 1);
             slot[at] = i;
         }
@@ -185,7 +176,7 @@ static qkv_status parse_file(dataset *d, const char *path, bool fixed, bool spli
                 if (side == 1 && q - p == 1 && *p == '_') {
                     id = -1; /* no target here */
                 } else if (fixed) {
-                    uint64_t h = fmix64(fnv1a(0xcbf29ce484222325ull, p, (size_t)(q - p)));
+                    uint64_t h = token_hash(p, (size_t)(q - p));
                     id = d->slots ? vocab_find(d, p, (size_t)(q - p), h) : -1;
                     if (id < 0)
                         s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": unknown token '%.*s' "
@@ -223,8 +214,8 @@ static qkv_status parse_file(dataset *d, const char *path, bool fixed, bool spli
         }
         if ((s = ids_push(&ex->lens, counts[0])) || (s = ids_push(&ex->lens, counts[1])))
             break;
-        bool held = split && fmix64(fnv1a(0xcbf29ce484222325ull, line, len)) %
-                                     DATA_HELDOUT_SHARE == 0;
+        bool held = split && heldout_picks(heldout_hash_finish(heldout_hash_bytes(
+                                 HELDOUT_HASH_START, (const unsigned char *)line, len)));
         if ((s = ids_push(&ex->held, held)) != QKV_OK) break;
         ex->count++;
         line = next;
@@ -270,9 +261,9 @@ static uint64_t file_checksum(uint64_t h, const char *path) {
     FILE *f;
     if (io_fopen_regular(path, &f) != QKV_OK) return h;
     char buf[1 << 14];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) h = fnv1a(h, buf, n);
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) h = heldout_hash_bytes(h, (const unsigned char *)buf, n);
     fclose(f);
-    return fmix64(h);
+    return heldout_hash_finish(h);
 }
 
 qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path) {
@@ -317,7 +308,7 @@ qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path) 
     if (s == QKV_OK && d->n_held == 0)
         s = qkv_fail(QKV_ERR_FORMAT, "%s: no example is held out (a hash of each line picks "
                      "one in %d; %d lines are too few): give them a file of their own (%s)", d->path,
-                     DATA_HELDOUT_SHARE, d->n_train, field_name("heldout_path"));
+                     HELDOUT_SHARE, d->n_train, field_name("heldout_path"));
     if (s == QKV_OK) {
         /* the output tokens, for the chance level */
         uint8_t *seen = calloc((size_t)d->vocab, 1);
@@ -328,7 +319,7 @@ qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path) 
                 d->n_outputs++;
             }
         free(seen);
-        d->checksum = file_checksum(0xcbf29ce484222325ull, path);
+        d->checksum = file_checksum(HELDOUT_HASH_START, path);
         if (heldout_path) d->checksum = file_checksum(d->checksum, heldout_path);
     }
     examples_free(&train);
@@ -365,5 +356,5 @@ void dataset_label(const dataset *d, int32_t id, char *buf, size_t len) {
 int32_t dataset_token_id(const dataset *d, const char *tok) {
     size_t n = strlen(tok);
     if (!d->slots || n == 0) return -1;
-    return vocab_find(d, tok, n, fmix64(fnv1a(0xcbf29ce484222325ull, tok, n)));
+    return vocab_find(d, tok, n, token_hash(tok, n));
 }

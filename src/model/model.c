@@ -1,6 +1,12 @@
 /* model.c - the attention model: token + position embeddings, L layers of multi-head
  * self-attention (W_Q, W_K, W_V, W_O), and a head giving vocabulary logits. */
-#include "engine/internal.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 double qkv_model_param_bytes(const qkv_model_config *c) {
     double n = (double)c->vocab * c->d_model * 2 + (double)(c->seq_len + c->target_len) * c->d_model + c->vocab +

@@ -1,9 +1,14 @@
 /* tasks.c - toy tasks: sequences generated from a seed, a held-out split, ideal patterns. */
-#include "engine/internal.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define LOOKUP_MAX_KEYS 32
 #define LOOKUP_VALUES 4     /* values per key at the default vocabulary */
-#define HELDOUT_SHARE 8     /* one sequence in 8 is held out */
 #define TRANSLATE_MAX_WORDS 4096
 #define TRANSLATE_SEED 0x7472616e736c6174ull /* "translat": the dictionary, the same for every run */
 
@@ -144,20 +149,15 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
     return QKV_OK;
 }
 
-/* FNV-1a over the tokens' little-endian bytes, then the murmur3 fmix64 finalizer: decides the
- * held-out split, the same on every machine. */
-static uint64_t sequence_hash(const int32_t *tokens, int n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (int i = 0; i < n; i++) {
-        uint32_t t = (uint32_t)tokens[i];
-        for (int b = 0; b < 4; b++) {
-            h ^= (t >> (8 * b)) & 0xff;
-            h *= 0x100000001b3ull;
-        }
+uint64_t heldout_hash_bytes(uint64_t h, const unsigned char *bytes, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        h ^= bytes[i];
+        h *= 0x100000001b3ull;
     }
-    /* FNV-1a's low bits depend only on the inputs' low bits (its prime is odd), so a split on
-     * h % 8 would see only tokens mod 8 and could hold out nothing at all. The murmur3
-     * finalizer mixes every bit into the low ones. */
+    return h;
+}
+
+uint64_t heldout_hash_finish(uint64_t h) {
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;
@@ -166,8 +166,21 @@ static uint64_t sequence_hash(const int32_t *tokens, int n) {
     return h;
 }
 
+bool heldout_picks(uint64_t hash) { return hash % HELDOUT_SHARE == 0; }
+
+/* The held-out hash of a sequence: its tokens' little-endian bytes. */
+static uint64_t sequence_hash(const int32_t *tokens, int n) {
+    uint64_t h = HELDOUT_HASH_START;
+    for (int i = 0; i < n; i++) {
+        uint32_t t = (uint32_t)tokens[i];
+        unsigned char le[4] = {t & 0xff, (t >> 8) & 0xff, (t >> 16) & 0xff, t >> 24};
+        h = heldout_hash_bytes(h, le, sizeof le);
+    }
+    return heldout_hash_finish(h);
+}
+
 bool qkv_task_is_heldout(const qkv_task *task, const int32_t *tokens) {
-    return sequence_hash(tokens, task->seq_len) % HELDOUT_SHARE == 0;
+    return heldout_picks(sequence_hash(tokens, task->seq_len));
 }
 
 /* k distinct tokens from `first` .. `first + n - 1` into x (k <= n): each is first +

@@ -3,11 +3,15 @@
  * the step and the data RNG. */
 #include "train/checkpoint.h"
 
-#include "engine/internal.h"
+#include "engine/engine.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* How a config field is written as text and read back. */
 typedef enum {

@@ -1,9 +1,13 @@
 /* grads.c - one batch's gradients, and the file that holds them. */
 #include "train/grads.h"
 
-#include "engine/internal.h"
+#include "engine/engine.h"
 
 #include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 qkv_status trainer_batch_grads(trainer *t, uint64_t seed, int batch, batch_grads *g) {
     memset(g, 0, sizeof *g);

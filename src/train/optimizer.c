@@ -1,6 +1,11 @@
 /* optimizer.c - SGD, SGD with momentum, and Adam over a model's parameters. */
-#include "engine/internal.h"
+#include "engine/engine.h"
 #include "kernels/kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 const char *qkv_optim_name(qkv_optim_kind kind) {
     return kind == QKV_SGD ? "sgd" : kind == QKV_MOMENTUM ? "momentum" : "adam";

@@ -2,7 +2,7 @@
  * config a run's options make. */
 #include "train/options.h"
 
-#include "engine/internal.h"
+#include "engine/engine.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -2,10 +2,15 @@
 #include "train/trainer.h"
 #include "train/options.h"
 
-#include "engine/internal.h"
+#include "engine/engine.h"
+#include "model/model.h"
 #include "kernels/kernels.h"
 
 #include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #define EVAL_BATCH 64
@@ -205,7 +210,7 @@ double trainer_lr(const train_config *c, int64_t step) {
     if (c->warmup > 0 && step <= c->warmup) lr *= (double)step / (double)c->warmup;
     if (c->cosine && c->steps > c->warmup) {
         double progress = (double)(step - c->warmup) / (double)(c->steps - c->warmup);
-        if (progress > 0) lr *= 0.5 * (1 + cos(3.14159265358979323846 * (progress < 1 ? progress : 1)));
+        if (progress > 0) lr *= 0.5 * (1 + cos(QKV_PI * (progress < 1 ? progress : 1)));
     }
     return lr;
 }

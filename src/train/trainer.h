@@ -113,9 +113,10 @@ double trainer_lr(const train_config *cfg, int64_t step);
  * not touched otherwise). trainer_step draws its batches so, with t->data_rng. */
 void trainer_sample(const trainer *t, qkv_rng *rng, int batch, int32_t *tokens, int32_t *targets,
                     int32_t *lengths);
-/* One SGD step on a fresh batch; QKV_ERR_NUMERIC if the loss is not finite. */
+/* One optimizer step (SGD, momentum or Adam) on a fresh batch; QKV_ERR_NUMERIC if the loss
+ * is not finite. */
 qkv_status trainer_step(trainer *t);
-/* One SGD step on the batch already in t->tokens / t->targets (what trainer_step does after
+/* One optimizer step on the batch already in t->tokens / t->targets (what trainer_step does after
  * drawing it). */
 qkv_status trainer_update(trainer *t);
 /* Loss, token accuracy and attention mass on the held-out set. */

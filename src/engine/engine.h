@@ -1,0 +1,42 @@
+/* engine.h - what the engine offers the layers above it (model, io, train and the tools)
+ * besides the public API: the names of config fields in messages, and the memory budget.
+ * Users of the library never see it; the engine's own files share more (internal.h). */
+#ifndef QKV_ENGINE_H
+#define QKV_ENGINE_H
+
+#include "qkv.h"
+
+/* Runs the statements in __VA_ARGS__ with T bound to the C type of a float dtype, so that an
+ * op's loops are written once and compiled for f32 and for f64. */
+#define QKV_TYPED(dtype, ...)                                                             \
+    do {                                                                                  \
+        if ((dtype) == QKV_F32) {                                                         \
+            typedef float T;                                                              \
+            __VA_ARGS__                                                                   \
+        } else {                                                                          \
+            typedef double T;                                                             \
+            __VA_ARGS__                                                                   \
+        }                                                                                 \
+    } while (0)
+
+#define QKV_PI 3.14159265358979323846 /* C11's math.h names no π */
+
+/* ---- errors (errors.c) ---- */
+/* What a message calls config field `field` ("seq_len"): the field itself, or the name that a
+ * front end gave it with qkv_set_field_names ("--seq-len"). */
+const char *field_name(const char *field);
+
+/* ---- tensors (tensor.c) ---- */
+/* A leaf of ctx over x's data (no copy, no gradient): another owner for the same numbers
+ * (model_replica gives each shard of a step the trainer's weights this way). */
+qkv_tensor *tensor_share(qkv_ctx *ctx, const qkv_tensor *x);
+
+/* ---- memory (memory.c) ---- */
+/* The bytes qkv may plan for: the smallest of the physical memory, the cgroup's memory limit,
+ * RLIMIT_AS, RLIMIT_DATA and a limit set with memory_limit_set. *what (if not NULL) names
+ * which one it is, for messages ("this machine's memory", ...). */
+double memory_limit(const char **what);
+/* Lowers the limit for this process (0: no own limit): the fuzz targets and tests use it. */
+void memory_limit_set(double bytes);
+
+#endif
