@@ -17,8 +17,6 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-
-
 /* ---- progress ---- */
 
 /* The terminal's width in columns (80 if it cannot be told). */
@@ -73,10 +71,6 @@ static void say_schedule_change(FILE *out, const trainer *t, int64_t old_steps) 
             " is %.4g (%s %.4g)\n", c->steps, old_steps, c->steps, old_steps, next,
             trainer_lr(c, next), next <= old_steps ? "the old plan gave" : "it had decayed to",
             trainer_lr(&before, next <= old_steps ? next : old_steps));
-}
-
-long cli_task_default_steps(const char *task) {
-    return (long)qkv_train_defaults(task).steps;
 }
 
 typedef struct {
@@ -295,14 +289,15 @@ static int train_run(train_args *a) {
     if (code == EXIT_OK) {
         if (p.bar) fputc('\n', prog);
         if (json)
-            cli_print_result_json(&t, run.last, t.optim.step, p.seconds, "train",
-                              t.optim.step > run.start_step);
+            cli_print_result_json(&t, run.last, &run.metrics, t.optim.step, p.seconds, "train",
+                                  t.optim.step > run.start_step);
         else { /* --quiet too: the summary's first line is what a script reads */
             char tail[1200];
             snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step,
                      p.seconds, out_dir ? ", saved to " : "", out_dir ? out_dir : "");
             cli_print_summary(&t, &run.last, tail, quiet);
-            if (!quiet) cli_print_example(&t), cli_print_induction_step(&t, &run.metrics);
+            cli_print_hint(&t, &run.last, &run.metrics, quiet); /* --quiet: on stderr */
+            if (!quiet) cli_print_example(&t), cli_print_phase_changes(&t, &run.metrics);
         }
     }
     if (code == EXIT_OK && a->o.plot) {
