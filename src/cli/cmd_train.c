@@ -55,24 +55,6 @@ static void progress_bar(FILE *out, int64_t step, int64_t steps, double loss, do
     fflush(out);
 }
 
-/* The learning rate's plan after a resume changed --steps: said once, before training. */
-static void say_schedule_change(FILE *out, const trainer *t, int64_t old_steps) {
-    const train_config *c = &t->cfg;
-    train_config before = *c;
-    before.steps = old_steps;
-    int64_t next = t->optim.step + 1;
-    if (!c->cosine) {
-        fprintf(out, "resume: --steps %" PRId64 " (was %" PRId64 "): the schedule is constant, so "
-                "the learning rate stays %.4g\n", c->steps, old_steps, trainer_lr(c, next));
-        return;
-    }
-    fprintf(out, "resume: --steps %" PRId64 " (was %" PRId64 "): the cosine schedule now decays "
-            "to 0 at step %" PRId64 " instead of %" PRId64 "; the learning rate at step %" PRId64
-            " is %.4g (%s %.4g)\n", c->steps, old_steps, c->steps, old_steps, next,
-            trainer_lr(c, next), next <= old_steps ? "the old plan gave" : "it had decayed to",
-            trainer_lr(&before, next <= old_steps ? next : old_steps));
-}
-
 typedef struct {
     train_options o;  /* as given (the schema's rows point into it) */
     bool steps_set;
@@ -204,7 +186,7 @@ static void on_progress(run_event event, const training_run *run, const trainer 
     case RUN_BEGIN:
         p->t0 = run_files_now();
         if (p->resumed && total != p->old_steps && step < total && !p->quiet)
-            say_schedule_change(p->out, t, p->old_steps);
+            cli_print_schedule_change(p->out, t, p->old_steps);
         break;
     case RUN_EVALUATED:
         p->heldout = run->last.accuracy;

@@ -145,3 +145,20 @@ void cli_print_phase_changes(const trainer *t, const metrics_table *m) {
                c[i].step, c[i].from_loss, c[i].to_loss);
     if (n > SHOWN) printf("  and %d more phase changes (summary.json lists them)\n", n - SHOWN);
 }
+
+void cli_print_schedule_change(FILE *out, const trainer *t, int64_t old_steps) {
+    const train_config *c = &t->cfg;
+    train_config before = *c;
+    before.steps = old_steps;
+    int64_t next = t->optim.step + 1;
+    if (!c->cosine) {
+        fprintf(out, "resume: --steps %" PRId64 " (was %" PRId64 "): the schedule is constant, so "
+                "the learning rate stays %.4g\n", c->steps, old_steps, trainer_lr(c, next));
+        return;
+    }
+    fprintf(out, "resume: --steps %" PRId64 " (was %" PRId64 "): the cosine schedule now decays "
+            "to 0 at step %" PRId64 " instead of %" PRId64 "; the learning rate at step %" PRId64
+            " is %.4g (%s %.4g)\n", c->steps, old_steps, c->steps, old_steps, next,
+            trainer_lr(c, next), next <= old_steps ? "the old plan gave" : "it had decayed to",
+            trainer_lr(&before, next <= old_steps ? next : old_steps));
+}

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* The summary: accuracy against chance, the layer and head that carry the task, the standard
  * head scores of the strongest heads (only the first line when `brief`); `tail` ends the first
@@ -23,5 +24,8 @@ void cli_print_phase_changes(const trainer *t, const metrics_table *m);
  * "report" from train_report_json (m: the run's metrics, or NULL). */
 void cli_print_result_json(trainer *t, eval_result r, const metrics_table *m, int64_t step,
                            double seconds, const char *cmd, bool trained);
+/* The learning rate's plan after a resume changed --steps (from old_steps): said once, before
+ * training. */
+void cli_print_schedule_change(FILE *out, const trainer *t, int64_t old_steps);
 
 #endif
