@@ -171,6 +171,11 @@ START_TEST(test_hint_data_file) {
              "residual stream (--layers 2 --residual), which can match on a token's neighbours "
              "as well as on the token", 100 * r.accuracy);
     ck_assert_str_eq(buf, want);
+    /* near chance, the same model has too few steps, not too few layers */
+    r = result(0.1, 2.4);
+    r.has_ideal = false;
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_STEPS);
+    ck_assert_ptr_null(strstr(buf, "layers"));
     trainer_free(&t);
 
     make_trainer(&t, "copy", path, 2, true, false, 64, 400);

@@ -132,7 +132,7 @@ train_hint_kind train_hint(const trainer *t, const eval_result *r, const metrics
                  name, min_layers, min_layers);
         return HINT_DEPTH;
     }
-    if (data && (c->layers < 2 || !c->residual)) {
+    if (data && !near_chance && (c->layers < 2 || !c->residual)) { /* learned, then stuck */
         snprintf(buf, len, "hint: %s stays at %.0f%%: try two layers with the residual stream "
                  "(--layers 2 --residual), which can match on a token's neighbours as well as "
                  "on the token", c->layers < 2 ? "one layer" : "without the residual, the model",
