@@ -301,10 +301,15 @@ static Suite *hints_suite(void) {
     tcase_add_test(tc, test_hint_causal_task);
     tcase_add_test(tc, test_hint_depth_task);
     tcase_add_test(tc, test_hint_narrow_and_other);
-    tcase_add_test(tc, test_hint_data_file);
     tcase_add_test(tc, test_phase_changes);
-    tcase_add_test(tc, test_report_json);
     suite_add_tcase(s, tc);
+    /* Tagged as test_train's learning runs are ("slow long"): hundreds of steps, about 2 s here,
+     * which valgrind and the per-path runs of .ci/run skip */
+    TCase *runs = tcase_create("runs");
+    tcase_set_tags(runs, "slow long");
+    tcase_add_test(runs, test_hint_data_file);
+    tcase_add_test(runs, test_report_json);
+    suite_add_tcase(s, runs);
     return s;
 }
 

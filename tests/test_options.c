@@ -251,7 +251,8 @@ START_TEST(test_summary_saves_every_option) {
         train_options_of_run(&cfg, 1, 2, 0, &saved);
         train_option_format(&saved, r, text_of, sizeof text_of);
         if (cJSON_IsString(item)) ck_assert_str_eq(item->valuestring, text_of);
-        else if (cJSON_IsBool(item)) ck_assert_str_eq(cJSON_IsTrue(item) ? "true" : "false", text_of);
+        else if (cJSON_IsBool(item))
+            ck_assert_str_eq(cJSON_IsTrue(item) ? "true" : "false", text_of);
         else ck_assert_double_eq(item->valuedouble, strtod(text_of, NULL));
     }
     ck_assert_int_eq(cJSON_GetArraySize(config), want);

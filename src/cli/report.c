@@ -124,8 +124,9 @@ void cli_print_summary(const trainer *t, const eval_result *r, const char *tail,
 
 void cli_print_hint(const trainer *t, const eval_result *r, const metrics_table *m, bool brief) {
     char hint[512];
-    if (train_hint(t, r, m, hint, sizeof hint) != HINT_NONE)
-        fflush(stdout), fprintf(brief ? stderr : stdout, "%s\n", hint); /* --quiet: stdout keeps one line */
+    if (train_hint(t, r, m, hint, sizeof hint) == HINT_NONE) return;
+    fflush(stdout); /* the summary first, where both go to one terminal */
+    fprintf(brief ? stderr : stdout, "%s\n", hint); /* --quiet: stdout keeps one line */
 }
 
 void cli_print_phase_changes(const trainer *t, const metrics_table *m) {

@@ -156,7 +156,11 @@ void train_option_format(const train_options *o, const train_option *row, char *
     case OPTION_INT: snprintf(buf, len, "%ld", *(const long *)v); break;
     case OPTION_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)v); break;
     case OPTION_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)v); break;
-    case OPTION_TEXT: snprintf(buf, len, "%s", *(const char *const *)v ? *(const char *const *)v : ""); break;
+    case OPTION_TEXT: {
+        const char *text = *(const char *const *)v;
+        snprintf(buf, len, "%s", text ? text : "");
+        break;
+    }
     case OPTION_CHOICE: snprintf(buf, len, "%s", row->choices[*(const int *)v]); break;
     case OPTION_FLAG: snprintf(buf, len, "%s", *(const bool *)v ? "true" : "false"); break;
     case OPTION_SET: snprintf(buf, len, "%s", *(const int *)v == 1 ? "true" : "false"); break;
