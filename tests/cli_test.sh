@@ -632,5 +632,34 @@ run 0 "translate at width 2, 499 steps" -- train --task translate --d-model 2 --
 grep -q '^hint: too few steps: translate takes about 500 with' out.txt && ok ||
     fail "499 of translate's 500 steps: no too-few-steps hint: $(grep '^hint:' out.txt)"
 
+# ---- hints under --quiet go to stderr; a diverged run is not told of too few steps; a data
+# file gets hints too (reversed words of 3 to 8 letters: the default one layer stays near 53%,
+# two layers with the residual reach 100% at 400 steps) -----------------------------------------
+run 0 "induction, one layer, --quiet" -- train --task induction --layers 1 --steps 40 --quiet --threads 1
+[ "$(wc -l <out.txt)" = 1 ] && ok || fail "--quiet: more than one line on stdout: $(cat out.txt)"
+grep -q '^hint: induction needs 2 layers' err.txt && ok || fail "--quiet: no hint on stderr: $(cat err.txt)"
+run 0 "copy at lr 1000" -- train --task copy --lr 1000 --steps 60 --threads 1
+grep -q '^hint: training diverged: the held-out loss rose from' out.txt && ok ||
+    fail "no diverged hint: $(grep '^hint:' out.txt)"
+grep -q 'too few steps' out.txt && fail "a diverged run is told of too few steps: $(cat out.txt)" || ok
+"$PY" - <<'EOF2'
+import random
+r = random.Random(7)
+lines = set()
+while len(lines) < 600:
+    w = [r.choice("abcdefghijkl") for _ in range(r.randint(3, 8))]
+    lines.add(" ".join(w) + "\t" + " ".join(reversed(w)))
+with open("reversed.tsv", "w") as f:
+    f.write("\n".join(sorted(lines)) + "\n")
+EOF2
+run 0 "reversed words, one layer" -- train --data reversed.tsv --steps 300 --threads 1
+grep -q '^hint: one layer stays at [0-9]*%: try two layers with the residual stream' out.txt &&
+    ok || fail "reversed words, one layer: no depth hint: $(cat out.txt)"
+run 0 "reversed words, two layers" -- train --data reversed.tsv --layers 2 --residual --steps 400 --threads 1
+grep -q '^hint:' out.txt && fail "reversed words, two layers: a hint: $(cat out.txt)" || ok
+run 0 "reversed words, --json" -- train --data reversed.tsv --steps 300 --threads 1 --json
+"$PY" -c 'import json,sys; r=json.load(open("out.txt"))["report"]; assert r["hint"].startswith("one layer stays"), r; assert r["layer_mass"] is None and len(r["head_scores"]) == 1' &&
+    ok || fail "reversed words --json: no report with the hint: $(head -c 300 out.txt)"
+
 echo "cli_test: $checks checks passed, $failures failed"
 [ "$failures" -eq 0 ]

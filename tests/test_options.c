@@ -251,16 +251,90 @@ START_TEST(test_summary_saves_every_option) {
         train_options_of_run(&cfg, 1, 2, 0, &saved);
         train_option_format(&saved, r, text_of, sizeof text_of);
         if (cJSON_IsString(item)) ck_assert_str_eq(item->valuestring, text_of);
-        else if (cJSON_IsBool(item)) ck_assert_str_eq(cJSON_IsTrue(item) ? "true" : "false", text_of);
+        else if (cJSON_IsBool(item))
+            ck_assert_str_eq(cJSON_IsTrue(item) ? "true" : "false", text_of);
         else ck_assert_double_eq(item->valuedouble, strtod(text_of, NULL));
     }
     ck_assert_int_eq(cJSON_GetArraySize(config), want);
     ck_assert_str_eq(cJSON_GetObjectItemCaseSensitive(config, "seed")->valuestring,
                      "1152921504606846979");
+    /* and the summary's numbers (train/hints.c): the report of the last evaluation */
+    const cJSON *report = cJSON_GetObjectItemCaseSensitive(root, "report");
+    ck_assert(cJSON_IsObject(report));
+    ck_assert(cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(report, "phase_changes")));
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(report, "head_scores")),
+                     2 * 2);
     cJSON_Delete(root);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* The library's messages name config fields; the command line names them by the schema's
+ * flags (cli_flag_of_field): each field the library names has its row. */
+START_TEST(test_fields_have_flags) {
+    static const struct {
+        const char *field, *flag;
+    } named[] = {
+        {"seq_len", "seq-len"}, {"vocab", "vocab"},     {"d_model", "d-model"},
+        {"heads", "heads"},     {"layers", "layers"},   {"init_scale", "init-scale"},
+        {"dtype", "dtype"},     {"batch", "batch"},     {"lr", "lr"},
+        {"data_path", "data"},  {"heldout_path", "heldout"}, {"steps", "steps"},
+        {"warmup", "warmup"},   {"weight_decay", "weight-decay"}, {"clip", "clip"},
+        {"residual", "residual"},
+    };
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++) {
+        const train_option *r = train_option_of_field(named[i].field);
+        ck_assert_msg(r != NULL, "no schema row for the field %s", named[i].field);
+        ck_assert_str_eq(r->flag, named[i].flag);
+    }
+    ck_assert_ptr_null(train_option_of_field("target_len")); /* no flag sets it */
+    ck_assert_ptr_null(train_option_of_field("data")); /* the key of data_path */
+}
+END_TEST
+
+/* The text with every run of white space as one space. */
+static void squeeze(char *text) {
+    char *w = text;
+    for (const char *r = text; *r; r++)
+        if (!(*r == ' ' || *r == '\n') || (w > text && w[-1] != ' ')) *w++ = *r == '\n' ? ' ' : *r;
+    *w = '\0';
+}
+
+/* The task defaults as the man page and the README state them come from qkv_train_defaults. */
+START_TEST(test_docs_state_task_defaults) {
+    qkv_task_defaults ind = qkv_train_defaults("induction"), rec = qkv_train_defaults("recall"),
+                      srt = qkv_train_defaults("sort"), tr = qkv_train_defaults("translate"),
+                      cp = qkv_train_defaults("copy");
+    /* the sentences group induction and recall, which share their sizes */
+    ck_assert_int_eq(ind.seq_len, rec.seq_len);
+    ck_assert_int_eq(ind.layers, rec.layers);
+    ck_assert_int_eq(ind.heads, rec.heads);
+    ck_assert(ind.residual && rec.residual && !srt.residual && !tr.residual && !cp.residual);
+    ck_assert(srt.layers == 1 && tr.layers == 1 && cp.layers == 1 && cp.heads == 1);
+    char want[512];
+    snprintf(want, sizeof want, "Options not given take the task's defaults: induction and "
+             "recall: seq-len %d, %d layers, %d heads, residual, %lld and %lld steps; sort: "
+             "seq-len %d, %lld steps; translate: seq-len %d, %lld steps; the others: seq-len %d, "
+             "1 layer, 1 head, %lld steps.", ind.seq_len, ind.layers, ind.heads,
+             (long long)ind.steps, (long long)rec.steps, srt.seq_len, (long long)srt.steps,
+             tr.seq_len, (long long)tr.steps, cp.seq_len, (long long)cp.steps);
+    char *man = man_train_section();
+    squeeze(man);
+    ck_assert_msg(strstr(man, want), "docs/qkv.1 does not say: %s", want);
+    free(man);
+    snprintf(want, sizeof want, "Options not given take the task's defaults: induction and "
+             "recall use `--seq-len %d --layers %d --heads %d --residual` (%lld and %lld steps), "
+             "sort `--seq-len %d` (%lld steps), translate `--seq-len %d` (%lld steps); the "
+             "others `--seq-len %d`, one layer, one head and %lld steps.", ind.seq_len,
+             ind.layers, ind.heads, (long long)ind.steps, (long long)rec.steps, srt.seq_len,
+             (long long)srt.steps, tr.seq_len, (long long)tr.steps, cp.seq_len,
+             (long long)cp.steps);
+    char *readme = read_file(QKV_SOURCE_DIR "/README.md");
+    squeeze(readme);
+    ck_assert_msg(strstr(readme, want), "README.md does not say: %s", want);
+    free(readme);
 }
 END_TEST
 
@@ -272,6 +346,8 @@ static Suite *options_suite(void) {
     tcase_add_test(tc, test_defaults_agree);
     tcase_add_test(tc, test_library_checks_ranges);
     tcase_add_test(tc, test_summary_saves_every_option);
+    tcase_add_test(tc, test_fields_have_flags);
+    tcase_add_test(tc, test_docs_state_task_defaults);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -61,11 +61,12 @@ static int eval_run(const eval_args *a) {
     eval_result r = trainer_evaluate(&t);
     double seconds = run_files_now() - t0;
     if (json)
-        cli_print_result_json(&t, r, t.optim.step, seconds, "eval", false);
+        cli_print_result_json(&t, r, NULL, t.optim.step, seconds, "eval", false);
     else {
         char tail[64];
         snprintf(tail, sizeof tail, "after %" PRId64 " steps", t.optim.step);
         cli_print_summary(&t, &r, tail, false);
+        cli_print_hint(&t, &r, NULL, false);
         cli_print_example(&t);
     }
     trainer_free(&t);

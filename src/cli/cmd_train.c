@@ -17,8 +17,6 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-
-
 /* ---- progress ---- */
 
 /* The terminal's width in columns (80 if it cannot be told). */
@@ -55,28 +53,6 @@ static void progress_bar(FILE *out, int64_t step, int64_t steps, double loss, do
     }
     fprintf(out, "\r%s\033[K", line); /* \033[K: clear what a longer line left */
     fflush(out);
-}
-
-/* The learning rate's plan after a resume changed --steps: said once, before training. */
-static void say_schedule_change(FILE *out, const trainer *t, int64_t old_steps) {
-    const train_config *c = &t->cfg;
-    train_config before = *c;
-    before.steps = old_steps;
-    int64_t next = t->optim.step + 1;
-    if (!c->cosine) {
-        fprintf(out, "resume: --steps %" PRId64 " (was %" PRId64 "): the schedule is constant, so "
-                "the learning rate stays %.4g\n", c->steps, old_steps, trainer_lr(c, next));
-        return;
-    }
-    fprintf(out, "resume: --steps %" PRId64 " (was %" PRId64 "): the cosine schedule now decays "
-            "to 0 at step %" PRId64 " instead of %" PRId64 "; the learning rate at step %" PRId64
-            " is %.4g (%s %.4g)\n", c->steps, old_steps, c->steps, old_steps, next,
-            trainer_lr(c, next), next <= old_steps ? "the old plan gave" : "it had decayed to",
-            trainer_lr(&before, next <= old_steps ? next : old_steps));
-}
-
-long cli_task_default_steps(const char *task) {
-    return (long)qkv_train_defaults(task).steps;
 }
 
 typedef struct {
@@ -210,7 +186,7 @@ static void on_progress(run_event event, const training_run *run, const trainer 
     case RUN_BEGIN:
         p->t0 = run_files_now();
         if (p->resumed && total != p->old_steps && step < total && !p->quiet)
-            say_schedule_change(p->out, t, p->old_steps);
+            cli_print_schedule_change(p->out, t, p->old_steps);
         break;
     case RUN_EVALUATED:
         p->heldout = run->last.accuracy;
@@ -295,14 +271,15 @@ static int train_run(train_args *a) {
     if (code == EXIT_OK) {
         if (p.bar) fputc('\n', prog);
         if (json)
-            cli_print_result_json(&t, run.last, t.optim.step, p.seconds, "train",
-                              t.optim.step > run.start_step);
+            cli_print_result_json(&t, run.last, &run.metrics, t.optim.step, p.seconds, "train",
+                                  t.optim.step > run.start_step);
         else { /* --quiet too: the summary's first line is what a script reads */
             char tail[1200];
             snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step,
                      p.seconds, out_dir ? ", saved to " : "", out_dir ? out_dir : "");
             cli_print_summary(&t, &run.last, tail, quiet);
-            if (!quiet) cli_print_example(&t), cli_print_induction_step(&t, &run.metrics);
+            cli_print_hint(&t, &run.last, &run.metrics, quiet); /* --quiet: on stderr */
+            if (!quiet) cli_print_example(&t), cli_print_phase_changes(&t, &run.metrics);
         }
     }
     if (code == EXIT_OK && a->o.plot) {

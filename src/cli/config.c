@@ -8,6 +8,7 @@
  * numbers (the seed also a string of digits: JSON numbers are exact only up to 2^53), flags
  * true or false. A run's summary.json ("format": "qkv-summary") is read through its "config". */
 #include "cli.h"
+#include "train/options.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -96,7 +97,8 @@ static int option_args(arg_list *l, const char *path, const cJSON *item,
         cli_error("train: %s: unknown option '%s' (see qkv train --help)", path, key);
         return EXIT_USAGE;
     }
-    if (!strcmp(name, "out") || !strcmp(name, "resume") || !strcmp(name, "config")) {
+    const train_option *row = train_option_find(name); /* the schema: train/options.c */
+    if (row && row->command_line_only) {
         cli_error("train: %s: '%s' cannot be set in a config file; give --%s on the command line",
                   path, key, name);
         return EXIT_USAGE;
@@ -110,8 +112,16 @@ static int option_args(arg_list *l, const char *path, const cJSON *item,
             cli_error("train: %s: '%s' must be true or false", path, key);
             return EXIT_USAGE;
         }
-        if (cJSON_IsTrue(item)) ok = push(l, flag);
-        else if (!strcmp(name, "residual")) ok = push(l, "--no-residual"); /* over a task's default */
+        if (cJSON_IsTrue(item)) {
+            ok = push(l, flag);
+        } else if (row && row->type == OPTION_SET) { /* false over a task's default: the row
+                                                       * of the same key that sets 0 */
+            for (const train_option *r = train_option_table; r->flag || r->help; r++)
+                if (r->flag && r->type == OPTION_SET && r != row && !strcmp(r->key, row->key)) {
+                    snprintf(flag, sizeof flag, "--%s", r->flag);
+                    ok = push(l, flag);
+                }
+        }
         break;
     case TRAIN_OPT_TEXT:
         if (!cJSON_IsString(item)) {

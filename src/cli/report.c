@@ -1,8 +1,11 @@
 /* report.c - what `qkv train` and `qkv eval` print of a model's evaluation: the summary and
- * its hint, the held-out example, the step an induction head formed, the JSON object. */
+ * its hint, the held-out example, the phase changes of its head scores, the JSON object. */
 #include "cli.h"
 #include "report.h"
+#include "train/hints.h"
 #include "train/run.h"
+
+#include <cjson/cJSON.h>
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,8 +15,8 @@
 /* One JSON object: docs/model.md ("What `qkv train --json` and `qkv eval --json` print")
  * defines every field. `loss`, `accuracy` and `train_loss` are the names of before 0.2: kept,
  * with their old values, through the 0.2 releases. `last_batch_loss` is null for eval. */
-void cli_print_result_json(const trainer *t, eval_result r, int64_t step, double seconds,
-                              const char *cmd, bool trained) {
+void cli_print_result_json(trainer *t, eval_result r, const metrics_table *m, int64_t step,
+                           double seconds, const char *cmd, bool trained) {
     printf("{\"command\":\"%s\",\"task\":\"%s\",\"optim\":\"%s\",\"dtype\":\"%s\",\"steps\":%" PRId64
            ",\"heldout_loss\":%.6f,\"heldout_accuracy\":%.6f,\"heldout_correct\":%" PRId64
            ",\"heldout_targets\":%" PRId64 ",\"attention_mass\":%.6f,\"best_head\":%d,"
@@ -27,10 +30,15 @@ void cli_print_result_json(const trainer *t, eval_result r, int64_t step, double
         printf("\"last_batch_loss\":null,");
     printf("\"seconds\":%.3f,\"seq_len\":%d,\"vocab\":%d,\"d_model\":%d,\"heads\":%d,"
            "\"layers\":%d,\"seed\":%" PRIu64 ",\"loss\":%.6f,\"accuracy\":%.6f,"
-           "\"train_loss\":%.6f}\n",
+           "\"train_loss\":%.6f",
            seconds, t->cfg.task.seq_len, t->cfg.task.vocab, t->model.cfg.d_model,
            t->model.cfg.heads, t->model.cfg.layers, t->cfg.seed, r.loss, r.accuracy,
            strcmp(cmd, "eval") ? t->last_loss : r.loss); /* as before 0.2, for each command */
+    cJSON *report = train_report_json(t, &r, m); /* every number the text summary prints */
+    char *text = report ? cJSON_PrintUnformatted(report) : NULL;
+    printf(",\"report\":%s}\n", text ? text : "null");
+    free(text);
+    cJSON_Delete(report);
 }
 
 /* Up to `max` labels of tokens x[0..n), a space before each; "_" for a negative one. */
@@ -66,23 +74,6 @@ void cli_print_example(trainer *t) {
     free(pred);
 }
 
-/* With two layers or more: the first metrics row at which a head of the last layer has an
- * induction score of 0.5 or more, the step at which the induction head formed. */
-void cli_print_induction_step(const trainer *t, const metrics_table *m) {
-    int L = m->layers;
-    if (L < 2 || t->model.cfg.target_len) return;
-    for (int i = 0; i < m->n; i++)
-        for (int h = 0; h < m->heads && m->rows[i].scores; h++) {
-            double score = m->rows[i].scores[metrics_induction_column(m, L - 1, h)];
-            if (score >= 0.5) {
-                printf("  an induction head formed in layer %d (head %d) by step %" PRId64
-                       " (metrics.csv column ind_l%dh%d passed 0.5)\n", L, h + 1,
-                       m->rows[i].step, L, h + 1);
-                return;
-            }
-        }
-}
-
 /* The head that scores highest on one of the standard scores, over every layer. */
 static void best_scoring_head(const trainer *t, const eval_result *r,
                               const double (*score)[EVAL_MAX_HEADS], int *layer, int *head) {
@@ -99,7 +90,7 @@ static void best_scoring_head(const trainer *t, const eval_result *r,
 }
 
 /* The summary: accuracy against chance, the layer and head that carry the task, the standard
- * head scores of the strongest heads, and one hint when the run fell short. */
+ * head scores of the strongest heads (its hint: cli_print_hint). */
 void cli_print_summary(const trainer *t, const eval_result *r, const char *tail, bool brief) {
     const qkv_task *task = &t->cfg.task;
     const qkv_model_config *c = &t->model.cfg;
@@ -129,27 +120,46 @@ void cli_print_summary(const trainer *t, const eval_result *r, const char *tail,
                pl + 1, ph + 1, r->duplicate[dl][dh], dl + 1, dh + 1, r->induction[il][ih], il + 1,
                ih + 1);
     }
-/* One hint, when accuracy is near chance or the attention is far from the ideal. */
-    bool near_chance = r->accuracy < chance + 0.25 * (1 - chance);
-    bool far_from_ideal = r->has_ideal && r->attention_mass < 0.5 && r->accuracy < 0.99;
-    if (!near_chance && !far_from_ideal) return;
-    const char *name = qkv_task_name(task->kind);
-    bool looks_ahead = task->kind == QKV_TASK_COPY || task->kind == QKV_TASK_REVERSE ||
-                       task->kind == QKV_TASK_MAX || task->kind == QKV_TASK_LOOKUP;
-    if (c->causal && looks_ahead && task->kind != QKV_TASK_COPY && task->kind != QKV_TASK_LOOKUP)
-        printf("hint: the causal mask hides the later keys that %s needs; train without --causal\n",
-               name);
-    else if (c->layers < qkv_task_min_layers(task) || (qkv_task_min_layers(task) > 1 && !c->residual))
-        printf("hint: %s needs %d layers with the residual stream (--layers %d --residual): "
-               "one layer cannot both find a token's predecessor and match on it\n", name,
-               qkv_task_min_layers(task), qkv_task_min_layers(task));
-    else if (t->optim.step < cli_task_default_steps(name))
-        printf("hint: too few steps: %s takes about %ld with the default options (--steps)\n",
-               name, cli_task_default_steps(name));
-    else if (c->d_model < 32)
-        printf("hint: the model may be too narrow for %d tokens: try a wider --d-model\n",
-               task->vocab);
-    else
-        printf("hint: try more steps (--steps), a wider --d-model or more --heads, or another "
-               "--lr\n");
+}
+
+void cli_print_hint(const trainer *t, const eval_result *r, const metrics_table *m, bool brief) {
+    char hint[512];
+    if (train_hint(t, r, m, hint, sizeof hint) == HINT_NONE) return;
+    fflush(stdout); /* the summary first, where both go to one terminal */
+    fprintf(brief ? stderr : stdout, "%s\n", hint); /* --quiet: stdout keeps one line */
+}
+
+void cli_print_phase_changes(const trainer *t, const metrics_table *m) {
+    int head;
+    int64_t step = train_induction_step(t, m, &head);
+    if (step >= 0)
+        printf("  an induction head formed in layer %d (head %d) by step %" PRId64
+               " (metrics.csv column ind_l%dh%d passed 0.5)\n", m->layers, head + 1, step,
+               m->layers, head + 1);
+    enum { SHOWN = 8 };
+    phase_change c[SHOWN];
+    int n = train_phase_changes(m, c, SHOWN);
+    for (int i = 0; i < n && i < SHOWN; i++)
+        printf("  phase change: layer %d head %d %s %.2f → %.2f in steps %" PRId64 "-%" PRId64
+               ", loss %.2f → %.2f\n", c[i].layer + 1, c[i].head + 1,
+               head_score_name(c[i].score), c[i].from_score, c[i].to_score, c[i].from_step,
+               c[i].step, c[i].from_loss, c[i].to_loss);
+    if (n > SHOWN) printf("  and %d more phase changes (summary.json lists them)\n", n - SHOWN);
+}
+
+void cli_print_schedule_change(FILE *out, const trainer *t, int64_t old_steps) {
+    const train_config *c = &t->cfg;
+    train_config before = *c;
+    before.steps = old_steps;
+    int64_t next = t->optim.step + 1;
+    if (!c->cosine) {
+        fprintf(out, "resume: --steps %" PRId64 " (was %" PRId64 "): the schedule is constant, so "
+                "the learning rate stays %.4g\n", c->steps, old_steps, trainer_lr(c, next));
+        return;
+    }
+    fprintf(out, "resume: --steps %" PRId64 " (was %" PRId64 "): the cosine schedule now decays "
+            "to 0 at step %" PRId64 " instead of %" PRId64 "; the learning rate at step %" PRId64
+            " is %.4g (%s %.4g)\n", c->steps, old_steps, c->steps, old_steps, next,
+            trainer_lr(c, next), next <= old_steps ? "the old plan gave" : "it had decayed to",
+            trainer_lr(&before, next <= old_steps ? next : old_steps));
 }

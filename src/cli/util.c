@@ -1,6 +1,7 @@
 /* util.c - messages, exit codes and strict value parsing for the qkv commands. */
 #include "cli.h"
 #include "io/io.h"
+#include "train/options.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -44,17 +45,14 @@ void cli_error(const char *fmt, ...) {
 }
 
 const char *cli_flag_of_field(const char *field) {
-    static const struct {
-        const char *field, *flag;
-    } flags[] = {
-        {"seq_len", "--seq-len"}, {"vocab", "--vocab"},       {"d_model", "--d-model"},
-        {"heads", "--heads"},     {"layers", "--layers"},     {"init_scale", "--init-scale"},
-        {"dtype", "--dtype"},     {"batch", "--batch"},       {"lr", "--lr"},
-        {"data_path", "--data"},  {"heldout_path", "--heldout"},
-    };
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
-        if (!strcmp(field, flags[i].field)) return flags[i].flag;
-    return NULL;
+    /* "--seq-len" for each row of train's schema (train/options.c), made at the first call */
+    enum { ROWS = 64, LEN = 40 };
+    static char flags[ROWS][LEN];
+    const train_option *r = train_option_of_field(field);
+    size_t i = r ? (size_t)(r - train_option_table) : ROWS;
+    if (i >= ROWS) return NULL;
+    if (!flags[i][0]) snprintf(flags[i], LEN, "--%s", r->flag);
+    return flags[i];
 }
 
 int cli_exit_for(qkv_status status) {

@@ -121,6 +121,8 @@ static qkv_status write_summary(const run_files *rf, int64_t step, double last_l
     } else {
         cJSON_AddNullToObject(j, "metrics");
     }
+    cJSON *report = rf->report ? cJSON_Duplicate(rf->report, true) : NULL;
+    if (report) cJSON_AddItemToObject(j, "report", report);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
@@ -203,6 +205,11 @@ void run_files_row(run_files *rf, const metrics_row *row, const run_evaluation *
     cJSON_Delete(j);
 }
 
+void run_files_report(run_files *rf, cJSON *report) {
+    cJSON_Delete(rf->report);
+    rf->report = report;
+}
+
 qkv_status run_files_end(run_files *rf, int64_t step, double last_loss, double last_train_acc,
                          int exit_code, const char *error) {
     if (rf->jsonl) fclose(rf->jsonl);
@@ -211,6 +218,7 @@ qkv_status run_files_end(run_files *rf, int64_t step, double last_loss, double l
                                  exit_code == 0 ? "done" : "failed", exit_code,
                                  exit_code == 0 ? NULL : error);
     cJSON_Delete(rf->config);
-    rf->config = NULL;
+    cJSON_Delete(rf->report);
+    rf->config = rf->report = NULL;
     return s;
 }

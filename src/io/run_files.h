@@ -24,6 +24,8 @@ typedef struct {
     double start;         /* when the run began (monotonic seconds) */
     int64_t evaluated;    /* the step of the last evaluation written, -1 before the first */
     run_evaluation last;  /* that evaluation */
+    struct cJSON *report; /* the summary's numbers (owned; NULL: none yet), summary.json's
+                             "report" */
 } run_files;
 
 /* Starts the records of a run in `dir`, taking `config` (a JSON object, NULL when out of
@@ -39,6 +41,9 @@ qkv_status run_files_begin(run_files *rf, const char *dir, const char *from_dir,
 void run_files_row(run_files *rf, const metrics_row *row, const run_evaluation *e);
 /* The summary's metrics will be e's (an evaluation that has no row). */
 void run_files_note(run_files *rf, const run_evaluation *e);
+/* The summary's numbers (a JSON object, taken; NULL: none), written into summary.json from
+ * now on as its "report". */
+void run_files_report(run_files *rf, struct cJSON *report);
 /* Ends the records: closes metrics.jsonl and writes summary.json at `step`, with the last
  * training batch's loss and accuracy, and the exit code (and `error`, the failure's message,
  * when it is not 0). */

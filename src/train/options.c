@@ -21,6 +21,7 @@ _Static_assert(QKV_F32 == 0 && QKV_F64 == 1, "dtype_names out of order");
  * `deflt` says it (tests/man_test.sh checks the man page's "Default:" against `deflt`). */
 const train_option train_option_table[] = {
     {"config", "config", OPTION_TEXT, AT(config), .arg = "FILE", .deflt = "none",
+     .command_line_only = true,
      .help = "read options from a JSON file, e.g. a run's summary.json (which\n"
              "repeats that run); options given here override it (default: none)"},
     {NULL, NULL, OPTION_HEADING, .help = "task and model:"},
@@ -29,10 +30,12 @@ const train_option train_option_table[] = {
              "induction, recall, sort or translate; options not given take the\n"
              "task's defaults (induction: --seq-len 16 --layers 2 --heads 2\n"
              "--residual --steps 600; see qkv(1))"},
-    {"data", "data", OPTION_TEXT, AT(data), .arg = "FILE", .saved = SAVED_DATA,
+    {"data", "data", OPTION_TEXT, AT(data), .field = "data_path", .arg = "FILE",
+     .saved = SAVED_DATA,
      .help = "your own task: one example a line, input tokens, a tab, output\n"
              "tokens (`_`: no target); padded, vocabulary from the file"},
-    {"heldout", "heldout", OPTION_TEXT, AT(heldout), .arg = "FILE", .saved = SAVED_DATA,
+    {"heldout", "heldout", OPTION_TEXT, AT(heldout), .field = "heldout_path", .arg = "FILE",
+     .saved = SAVED_DATA,
      .help = "held-out examples of --data (default: a hash holds out 1 line in 8)"},
     {"seq-len", "seq_len", OPTION_INT, AT(seq_len), QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN,
      .arg = "N", .deflt = "8", .saved = SAVED_TASK,
@@ -91,10 +94,11 @@ const train_option train_option_table[] = {
              "else all cores); results do not depend on it"},
     {NULL, NULL, OPTION_HEADING, .help = "output:"},
     {"out", "out", OPTION_TEXT, AT(out), .arg = "DIR", .with_resume = true,
+     .command_line_only = true,
      .help = "write model.safetensors, metrics.csv and attention/ to DIR\n"
              "(default: none, nothing is written)"},
     {"resume", "resume", OPTION_TEXT, AT(resume), .arg = "DIR", .deflt = "off",
-     .with_resume = true,
+     .with_resume = true, .command_line_only = true,
      .help = "continue the run saved in DIR (up to --steps in total; default off)"},
     {"eval-every", "eval_every", OPTION_INT, AT(eval_every), 1, TRAIN_MAX_STEPS, .arg = "N",
      .deflt = "steps/20", .saved = SAVED_ALWAYS, .with_resume = true,
@@ -114,7 +118,8 @@ const train_option train_option_table[] = {
     {"json", "json", OPTION_FLAG, AT(json), .deflt = "off", .with_resume = true,
      .help = "print one JSON object on stdout at the end (default off)"},
     {"quiet", "quiet", OPTION_FLAG, AT(quiet), .deflt = "off", .with_resume = true,
-     .help = "no progress bar or log lines, only the one-line result (default off)"},
+     .help = "no progress bar or log lines, only the one-line result (and a\n"
+             "hint, on stderr; default off)"},
     {0},
 };
 
@@ -125,6 +130,12 @@ const train_option *train_option_find(const char *flag) {
         while (r->flag[i] && (flag[i] == r->flag[i] || (flag[i] == '_' && r->flag[i] == '-'))) i++;
         if (!r->flag[i] && !flag[i]) return r;
     }
+    return NULL;
+}
+
+const train_option *train_option_of_field(const char *field) {
+    for (const train_option *r = train_option_table; r->flag || r->help; r++)
+        if (r->flag && !strcmp(r->field ? r->field : r->key, field)) return r;
     return NULL;
 }
 
@@ -145,7 +156,11 @@ void train_option_format(const train_options *o, const train_option *row, char *
     case OPTION_INT: snprintf(buf, len, "%ld", *(const long *)v); break;
     case OPTION_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)v); break;
     case OPTION_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)v); break;
-    case OPTION_TEXT: snprintf(buf, len, "%s", *(const char *const *)v ? *(const char *const *)v : ""); break;
+    case OPTION_TEXT: {
+        const char *text = *(const char *const *)v;
+        snprintf(buf, len, "%s", text ? text : "");
+        break;
+    }
     case OPTION_CHOICE: snprintf(buf, len, "%s", row->choices[*(const int *)v]); break;
     case OPTION_FLAG: snprintf(buf, len, "%s", *(const bool *)v ? "true" : "false"); break;
     case OPTION_SET: snprintf(buf, len, "%s", *(const int *)v == 1 ? "true" : "false"); break;

@@ -59,12 +59,18 @@ typedef struct {
     const char *help;      /* its lines in the help, '\n' between; the heading's text */
     train_option_saved saved;
     bool with_resume;      /* may be given with --resume */
+    bool command_line_only; /* not in a --config file (--config, --out, --resume) */
+    const char *field;     /* the train_config field the library's messages name, where it is
+                              not `key` ("data_path" for --data); NULL: `key` */
 } train_option;
 
 /* The rows in the order of the help, ended by a row whose flag and help are NULL. */
 extern const train_option train_option_table[];
 /* The row of --flag (or of config key `key`: '_' for '-'), or NULL. */
 const train_option *train_option_find(const char *flag);
+/* The row whose value is the config field `field` (its `field`, else its `key`: "data_path",
+ * "seq_len"), or NULL: how the command line names a field in the library's messages. */
+const train_option *train_option_of_field(const char *field);
 /* Options as nothing was given: the defaults that do not depend on the task, -1 for those
  * that do. */
 void train_options_init(train_options *o);

@@ -3,6 +3,7 @@
 
 #include "io/maps.h"
 #include "train/checkpoint.h"
+#include "train/hints.h"
 #include "train/options.h"
 
 #include <cjson/cJSON.h>
@@ -276,6 +277,9 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
     /* a run without a directory ends the same way: a state it would refuse to save fails */
     if (!run->has_dir && (s = trainer_check_state(t, QKV_ERR_NUMERIC)) != QKV_OK)
         return s;
+    /* summary.json's "report": every number of the summary qkv train prints */
+    if (run->files_begun)
+        run_files_report(&run->files, train_report_json(t, &run->last, &run->metrics));
     return QKV_OK;
 }
 

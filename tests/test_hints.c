@@ -1,0 +1,316 @@
+/* test_hints.c - the hints and phase changes of src/train/hints.c: each hint's text on a case
+ * that triggers it and on one that must not, the causal mask's hidden share, the phase changes
+ * of made-up metrics, and the report's fields. Runs are kept to a few hundred steps. */
+#include "qkv.h"
+#include "train/hints.h"
+#include "train/options.h"
+
+#include "fixtures.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A trainer of `task` (or of the data file `data`) for `steps` steps, built as `qkv train`
+ * would, untrained. */
+static void make_trainer(trainer *t, const char *task, const char *data, long layers,
+                         bool residual, bool causal, long d_model, long steps) {
+    train_options o;
+    train_options_init(&o);
+    o.task = task, o.data = data, o.layers = layers, o.residual = residual, o.causal = causal;
+    o.d_model = d_model, o.steps = steps;
+    train_config c;
+    ck_assert_int_eq(train_options_to_config(&o, true, &c), QKV_OK);
+    ck_assert_int_eq(trainer_init(t, &c), QKV_OK);
+}
+
+/* An evaluation with the given accuracy and loss, far from the ideal pattern. */
+static eval_result result(double accuracy, double loss) {
+    return (eval_result){.accuracy = accuracy, .loss = loss, .attention_mass = 0.1,
+                         .has_ideal = true};
+}
+
+/* A table of one layer and one head whose induction column takes `scores` and whose held-out
+ * loss takes `losses` at `steps`. */
+static void make_metrics(metrics_table *m, int n, const int64_t *steps, const double *scores,
+                         const double *losses) {
+    metrics_init(m, 1, 1);
+    for (int i = 0; i < n; i++) {
+        double *s = metrics_new_scores(m);
+        ck_assert_ptr_nonnull(s);
+        s[metrics_induction_column(m, 0, 0)] = scores[i];
+        metrics_add(m, (metrics_row){.step = steps[i], .loss = losses[i],
+                                     .heldout_loss = losses[i], .scores = s});
+    }
+}
+
+START_TEST(test_hint_diverged) {
+    trainer t;
+    make_trainer(&t, "copy", NULL, 1, false, false, 64, 50);
+    char buf[512];
+    int64_t steps[] = {0, 50};
+    double scores[] = {0, 0}, rose[] = {2.7, 40}, fell[] = {2.7, 2.5};
+    metrics_table m;
+    make_metrics(&m, 2, steps, scores, rose);
+    eval_result r = result(0.07, 40);
+    ck_assert_int_eq(train_hint(&t, &r, &m, buf, sizeof buf), HINT_DIVERGED);
+    ck_assert_str_eq(buf, "hint: training diverged: the held-out loss rose from 2.7 to 40; try "
+                          "a lower --lr (this run's: 0.005)");
+    ck_assert_ptr_null(strstr(buf, "too few steps")); /* issue 25: never for a diverged run */
+    metrics_free(&m);
+    /* the same run with its loss falling: too few steps (50 of copy's 3000) */
+    make_metrics(&m, 2, steps, scores, fell);
+    r = result(0.07, 2.5);
+    ck_assert_int_eq(train_hint(&t, &r, &m, buf, sizeof buf), HINT_STEPS);
+    ck_assert_str_eq(buf, "hint: too few steps: copy takes about 3000 with the default options "
+                          "(--steps)");
+    metrics_free(&m);
+    /* a run that did well gets no hint at all */
+    r = result(1.0, 0.01);
+    r.attention_mass = 0.9;
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_NONE);
+    ck_assert_str_eq(buf, "");
+    trainer_free(&t);
+}
+END_TEST
+
+START_TEST(test_hint_causal_task) {
+    trainer t;
+    char buf[512];
+    eval_result r = result(0.3, 2);
+    make_trainer(&t, "reverse", NULL, 1, false, true, 64, 50);
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_CAUSAL);
+    ck_assert_str_eq(buf, "hint: the causal mask hides the later keys that reverse needs; "
+                          "train without --causal");
+    trainer_free(&t);
+    /* copy needs only its own position: no causal hint */
+    make_trainer(&t, "copy", NULL, 1, false, true, 64, 50);
+    ck_assert_int_ne(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_CAUSAL);
+    ck_assert_ptr_null(strstr(buf, "causal"));
+    ck_assert(train_causal_hidden_share(&t) == 0);
+    trainer_free(&t);
+}
+END_TEST
+
+START_TEST(test_hint_depth_task) {
+    trainer t;
+    char buf[512];
+    eval_result r = result(0.3, 2);
+    make_trainer(&t, "induction", NULL, 1, true, false, 64, 50);
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_DEPTH);
+    ck_assert_str_eq(buf, "hint: induction needs 2 layers with the residual stream (--layers 2 "
+                          "--residual): one layer cannot both find a token's predecessor and "
+                          "match on it");
+    trainer_free(&t);
+    make_trainer(&t, "induction", NULL, 2, true, false, 64, 50);
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_STEPS);
+    trainer_free(&t);
+}
+END_TEST
+
+START_TEST(test_hint_narrow_and_other) {
+    trainer t;
+    char buf[512];
+    eval_result r = result(0.1, 2);
+    make_trainer(&t, "copy", NULL, 1, false, false, 16, 50);
+    t.optim.step = 3000; /* as many steps as copy takes */
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_NARROW);
+    ck_assert_str_eq(buf, "hint: the model may be too narrow for 16 tokens: try a wider "
+                          "--d-model");
+    trainer_free(&t);
+    make_trainer(&t, "copy", NULL, 1, false, false, 64, 50);
+    t.optim.step = 3000;
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_OTHER);
+    ck_assert_str_eq(buf, "hint: try more steps (--steps), a wider --d-model or more --heads, "
+                          "or another --lr");
+    trainer_free(&t);
+}
+END_TEST
+
+/* A data file of reversed words of 3 to 8 letters: issue 25's example. */
+static void write_reversed_words(const char *path) {
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    qkv_rng rng = qkv_rng_seed(7);
+    for (int n = 0; n < 600; n++) {
+        int len = 3 + (int)qkv_rng_below(&rng, 6);
+        char w[8];
+        for (int i = 0; i < len; i++) w[i] = (char)('a' + qkv_rng_below(&rng, 12));
+        for (int i = 0; i < len; i++) fprintf(f, "%s%c", i ? " " : "", w[i]);
+        fputc('\t', f);
+        for (int i = 0; i < len; i++) fprintf(f, "%s%c", i ? " " : "", w[len - 1 - i]);
+        fputc('\n', f);
+    }
+    fclose(f);
+}
+
+static void train_to(trainer *t, int64_t steps) {
+    while (t->optim.step < steps) ck_assert_int_eq(trainer_step(t), QKV_OK);
+}
+
+/* The default one layer stays far from 100% on reversed words and is told to add a second
+ * layer with the residual; two layers with the residual learn them and get no hint. */
+START_TEST(test_hint_data_file) {
+    char path[] = "/tmp/qkv-hints-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_reversed_words(path);
+    trainer t;
+    char buf[512];
+    make_trainer(&t, "copy", path, 1, false, false, 64, 300);
+    train_to(&t, 300);
+    eval_result r = trainer_evaluate(&t);
+    ck_assert_double_lt(r.accuracy, 0.9);
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_DEPTH);
+    char want[256];
+    snprintf(want, sizeof want, "hint: one layer stays at %.0f%%: try two layers with the "
+             "residual stream (--layers 2 --residual), which can match on a token's neighbours "
+             "as well as on the token", 100 * r.accuracy);
+    ck_assert_str_eq(buf, want);
+    /* near chance, the same model has too few steps, not too few layers */
+    r = result(0.1, 2.4);
+    r.has_ideal = false;
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_STEPS);
+    ck_assert_ptr_null(strstr(buf, "layers"));
+    trainer_free(&t);
+
+    make_trainer(&t, "copy", path, 2, true, false, 64, 400);
+    train_to(&t, 400);
+    r = trainer_evaluate(&t);
+    ck_assert_double_ge(r.accuracy, 0.9);
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_NONE);
+    trainer_free(&t);
+
+    /* with the causal mask, the first half of each reversed word is only in later positions */
+    make_trainer(&t, "copy", path, 2, true, true, 64, 50);
+    double hidden = train_causal_hidden_share(&t);
+    ck_assert_double_gt(hidden, 0.3);
+    ck_assert_double_lt(hidden, 0.5);
+    r = result(0.3, 2);
+    r.has_ideal = false;
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_CAUSAL);
+    snprintf(want, sizeof want, "hint: the causal mask hides what %.0f%% of the targets need "
+             "(their token is only in later positions); train without --causal", 100 * hidden);
+    ck_assert_str_eq(buf, want);
+    /* too few steps for a data file, once depth and mask are right */
+    t.model.cfg.causal = false;
+    ck_assert_int_eq(train_hint(&t, &r, NULL, buf, sizeof buf), HINT_STEPS);
+    ck_assert_str_eq(buf, "hint: too few steps: data takes about 3000 with the default options "
+                          "(--steps)");
+    trainer_free(&t);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_phase_changes) {
+    int64_t steps[] = {0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000};
+    /* a jump from 0.1 to 0.8 between steps 300 and 400 (10% of 1000), the loss falling */
+    double jump[] = {0.1, 0.1, 0.1, 0.1, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9};
+    double falling[] = {3, 3, 3, 3, 1, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5};
+    metrics_table m;
+    phase_change c[4];
+    make_metrics(&m, 11, steps, jump, falling);
+    ck_assert_int_eq(train_phase_changes(&m, c, 4), 1);
+    ck_assert_int_eq(c[0].score, SCORE_INDUCTION);
+    ck_assert_int_eq(c[0].layer, 0);
+    ck_assert_int_eq(c[0].head, 0);
+    ck_assert_int_eq(c[0].from_step, 300);
+    ck_assert_int_eq(c[0].step, 400);
+    ck_assert_double_eq(c[0].from_score, 0.1);
+    ck_assert_double_eq(c[0].to_score, 0.8);
+    ck_assert_double_eq(c[0].from_loss, 3);
+    ck_assert_double_eq(c[0].to_loss, 1);
+    metrics_free(&m);
+    /* the same jump with the loss rising: none */
+    double rising[] = {3, 3, 3, 3, 4, 4, 4, 4, 4, 4, 4};
+    make_metrics(&m, 11, steps, jump, rising);
+    ck_assert_int_eq(train_phase_changes(&m, c, 4), 0);
+    metrics_free(&m);
+    /* a slow climb past 0.5 over 400 steps: none */
+    double slow[] = {0.1, 0.1, 0.2, 0.3, 0.4, 0.45, 0.55, 0.6, 0.7, 0.8, 0.9};
+    make_metrics(&m, 11, steps, slow, falling);
+    ck_assert_int_eq(train_phase_changes(&m, c, 4), 0);
+    metrics_free(&m);
+    /* a score above 0.5 from the start: none */
+    double high[] = {0.7, 0.7, 0.7, 0.7, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9};
+    make_metrics(&m, 11, steps, high, falling);
+    ck_assert_int_eq(train_phase_changes(&m, c, 4), 0);
+    metrics_free(&m);
+}
+END_TEST
+
+/* The induction model's report: every field of the summary, the phase changes included. */
+START_TEST(test_report_json) {
+    trainer t;
+    train_options o;
+    train_options_init(&o);
+    o.task = "induction";
+    train_config cfg;
+    ck_assert_int_eq(train_options_to_config(&o, false, &cfg), QKV_OK);
+    cfg.steps = 80;
+    ck_assert_int_eq(trainer_init(&t, &cfg), QKV_OK);
+    metrics_table m;
+    metrics_init(&m, 2, 2);
+    eval_result r;
+    for (int64_t s = 0; s <= 80; s += 8) {
+        train_to(&t, s);
+        r = trainer_evaluate(&t);
+        double *scores = metrics_new_scores(&m);
+        for (int l = 0; l < 2; l++)
+            for (int h = 0; h < 2; h++) {
+                scores[2 + 3 * (l * 2 + h)] = r.prev_token[l][h];
+                scores[2 + 3 * (l * 2 + h) + 1] = r.duplicate[l][h];
+                scores[2 + 3 * (l * 2 + h) + 2] = r.induction[l][h];
+            }
+        metrics_add(&m, (metrics_row){.step = s, .heldout_loss = r.loss, .scores = scores});
+    }
+    cJSON *j = train_report_json(&t, &r, &m);
+    ck_assert_ptr_nonnull(j);
+    const char *keys[] = {"heldout_accuracy", "chance", "heldout_loss", "heldout_correct",
+                          "heldout_targets", "attention_mass", "attention_layer", "best_head",
+                          "layer_mass", "head_scores", "strongest_heads", "example",
+                          "induction_step", "phase_changes", "hint"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        ck_assert_msg(cJSON_HasObjectItem(j, keys[i]), "the report has no \"%s\"", keys[i]);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "head_scores")), 4);
+    ck_assert_double_eq(cJSON_GetObjectItem(j, "heldout_accuracy")->valuedouble, r.accuracy);
+    int head;
+    int64_t step = train_induction_step(&t, &m, &head);
+    const cJSON *ind = cJSON_GetObjectItem(j, "induction_step");
+    if (step >= 0) ck_assert_double_eq(cJSON_GetObjectItem(ind, "step")->valuedouble, step);
+    else ck_assert(cJSON_IsNull(ind));
+    phase_change c[16];
+    int n = train_phase_changes(&m, c, 16);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "phase_changes")), n);
+    printf("test_hints: induction at 80 steps: accuracy %.3f, induction step %lld, %d phase "
+           "changes\n", r.accuracy, (long long)step, n);
+    cJSON_Delete(j);
+    metrics_free(&m);
+    trainer_free(&t);
+}
+END_TEST
+
+static Suite *hints_suite(void) {
+    Suite *s = suite_create("hints");
+    TCase *tc = tcase_create("hints");
+    tcase_add_test(tc, test_hint_diverged);
+    tcase_add_test(tc, test_hint_causal_task);
+    tcase_add_test(tc, test_hint_depth_task);
+    tcase_add_test(tc, test_hint_narrow_and_other);
+    tcase_add_test(tc, test_phase_changes);
+    suite_add_tcase(s, tc);
+    /* Tagged as test_train's learning runs are ("slow long"): hundreds of steps, about 2 s here,
+     * which valgrind and the per-path runs of .ci/run skip */
+    TCase *runs = tcase_create("runs");
+    tcase_set_tags(runs, "slow long");
+    tcase_add_test(runs, test_hint_data_file);
+    tcase_add_test(runs, test_report_json);
+    suite_add_tcase(s, runs);
+    return s;
+}
+
+int main(void) { return run_suite(hints_suite()); }
