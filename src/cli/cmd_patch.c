@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     const char *model, *clean, *corrupt, *answer, *wrong, *out;
@@ -69,6 +70,14 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
     return explain_cli_model("patch", a->model, argc, argv, first, &a->model);
 }
 
+/* Words separated by spaces or tabs. */
+static int count_words(const char *text) {
+    int n = 0;
+    for (const char *p = text + strspn(text, " \t"); *p; p += strspn(p, " \t"), n++)
+        p += strcspn(p, " \t");
+    return n;
+}
+
 /* The most likely class at position i of input `in`. */
 static int predicted(trainer *t, const explain_input *in, int i) {
     dla_result r;
@@ -120,15 +129,15 @@ static int patch_run(const patch_args *a) {
         code = EXIT_NOMEM;
         goto done;
     }
-    if ((s = explain_read_input(&t, "--clean", a->clean, &in[0])) != QKV_OK ||
-        (s = explain_read_input(&t, "--corrupt", a->corrupt, &in[1])) != QKV_OK)
-        goto fail;
-    if (in[0].n != in[1].n) {
+    if (count_words(a->clean) != count_words(a->corrupt)) {
         cli_error("patch: --clean has %d tokens and --corrupt %d: patching needs inputs of one "
-                  "length", in[0].n, in[1].n);
+                  "length", count_words(a->clean), count_words(a->corrupt));
         code = EXIT_USAGE;
         goto done;
     }
+    if ((s = explain_read_input(&t, "--clean", a->clean, &in[0])) != QKV_OK ||
+        (s = explain_read_input(&t, "--corrupt", a->corrupt, &in[1])) != QKV_OK)
+        goto fail;
     r.position = a->position >= 0 ? (int)a->position : explain_default_position(&t, &in[0]);
     if (r.position < 0) {
         cli_error("patch: the clean input has no position with a target: give --position");
