@@ -2,14 +2,14 @@
  * accuracy without it (explore/explain.c). */
 #include "cli.h"
 #include "explain_cli.h"
-#include "explore/explain.h"
+#include "explore/eval_data.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
-    const char *model, *heads, *out;
+    const char *model, *heads, *out, *data;
     long threads;
     int dtype, mode;
     bool together, json;
@@ -22,6 +22,9 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
     cli_option options[] = {
         {"model", CLI_STRING, &a->model, .arg = "FILE",
          .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
+        {"data", CLI_STRING, &a->data, .arg = "FILE",
+         .help = "score FILE's examples (the format of qkv eval --data) instead of the\n"
+                 "held-out set"},
         {"mode", CLI_CHOICE, &a->mode, .choices = modes, .arg = "M",
          .help = "zero: the head's output set to 0; mean: to its mean over the examples,\n"
                  "per position (default zero)"},
@@ -86,11 +89,12 @@ static bool parse_heads(const char *text, const trainer *t, ablate_request *rq) 
     return true;
 }
 
-static void print_table(const trainer *t, const ablate_request *rq, const ablate_result *r) {
-    printf("ablate: %s ablation, %d layer%s x %d head%s, %lld held-out positions\n",
+static void print_table(const trainer *t, const ablate_request *rq, const ablate_result *r,
+                        const char *data) {
+    printf("ablate: %s ablation, %d layer%s x %d head%s, %lld positions with a target (%s)\n",
            rq->mean ? "mean" : "zero", t->model.cfg.layers, t->model.cfg.layers == 1 ? "" : "s",
            t->model.cfg.heads, t->model.cfg.heads == 1 ? "" : "s",
-           (long long)r->baseline.counted);
+           (long long)r->baseline.counted, data ? data : "the held-out set");
     printf("  %-10s %10s %9s %10s %10s\n", "head", "loss", "accuracy", "loss +", "accuracy -");
     printf("  %-10s %10.4f %9.4f\n", "none", r->baseline.loss, r->baseline.accuracy);
     for (int i = 0; i < r->n_heads; i++) {
@@ -111,7 +115,11 @@ static int ablate_run(const ablate_args *a) {
     char path[1100];
     int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
     if (code != EXIT_OK) return code;
-    const char *inputs[] = {path, t.data ? t.data->path : NULL, NULL};
+    const char *inputs[4] = {path, NULL, NULL, NULL}; /* the model, its data file, --data */
+    int k = 1;
+    if (t.data) inputs[k++] = t.data->path;
+    if (a->data) inputs[k++] = a->data;
+    eval_file file = {0};
     ablate_request rq = {.mean = a->mode == 1, .together = a->together};
     ablate_result *r = malloc(sizeof *r);
     if ((code = explain_cli_check_out("ablate", a->out, inputs)) == EXIT_OK && !r) {
@@ -121,16 +129,20 @@ static int ablate_run(const ablate_args *a) {
     if (code == EXIT_OK && a->heads && !parse_heads(a->heads, &t, &rq)) code = EXIT_USAGE;
     if (code == EXIT_OK) {
         explain_set set = explain_heldout(&t);
-        qkv_status s = explain_ablate(&t, &set, &rq, r);
+        qkv_status s = a->data ? eval_file_read(&file, &t, a->data) : QKV_OK;
+        if (a->data && s == QKV_OK)
+            set = (explain_set){file.n, file.x, file.y, t.data ? file.len : NULL};
+        if (s == QKV_OK) s = explain_ablate(&t, &set, &rq, r);
         if (s != QKV_OK) {
             cli_error("%s", qkv_last_error());
             code = cli_exit_for(s);
         }
     }
     if (code == EXIT_OK) {
-        if (!a->json) print_table(&t, &rq, r);
-        code = explain_cli_emit(explain_ablate_json(&t, &rq, r, NULL), a->json, a->out);
+        if (!a->json) print_table(&t, &rq, r, a->data);
+        code = explain_cli_emit(explain_ablate_json(&t, &rq, r, a->data), a->json, a->out);
     }
+    eval_file_free(&file);
     free(r);
     trainer_free(&t);
     return code;
