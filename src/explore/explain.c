@@ -433,7 +433,9 @@ cJSON *explain_json_header(const trainer *t, const char *command, const explain_
     cJSON_AddStringToObject(o, "task", t->data ? "data" : qkv_task_name(t->cfg.task.kind));
     cJSON_AddStringToObject(o, "dtype", t->model.cfg.dtype == QKV_F64 ? "f64" : "f32");
     cJSON_AddNumberToObject(o, "layers", t->model.cfg.layers);
-    cJSON_AddNumberToObject(o, "heads", t->model.cfg.heads);
+    cJSON_AddNumberToObject(o, "heads_per_layer", t->model.cfg.heads);
+    if (strcmp(command, "ablate")) /* ablate's "heads" is its list of heads */
+        cJSON_AddNumberToObject(o, "heads", t->model.cfg.heads);
     if (in) {
         cJSON_AddItemToObject(o, "tokens", token_labels(t, in));
         cJSON_AddItemToObject(o, "positions", position_labels(t, in));

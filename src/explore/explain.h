@@ -125,7 +125,9 @@ qkv_status explain_attribute(trainer *t, const explain_input *in, int position, 
                              dla_result *r);
 
 /* ---- the JSON objects (docs/explain.md) ---- */
-/* What every object holds first: command, layers, heads (and, for an input, tokens). */
+/* What every object holds first: command, task, dtype, layers, heads_per_layer, heads (the
+ * same number, but in ablate, whose "heads" is its list), and for an input tokens and
+ * positions. */
 cJSON *explain_json_header(const trainer *t, const char *command, const explain_input *in);
 cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const ablate_result *r,
                            const char *data_path);
