@@ -71,7 +71,8 @@ static bool parse_heads(const char *text, const trainer *t, ablate_request *rq) 
         }
         if (l < 1 || l > c->layers || h < 1 || h > c->heads || h > EVAL_MAX_HEADS) {
             cli_error("--heads: head %d.%d does not exist: the model has %d layer%s of %d head%s",
-                      l, h, c->layers, c->layers == 1 ? "" : "s", c->heads, c->heads == 1 ? "" : "s");
+                      l, h, c->layers, c->layers == 1 ? "" : "s", c->heads,
+                      c->heads == 1 ? "" : "s");
             return false;
         }
         if (rq->n_heads >= (int)(sizeof rq->heads / sizeof rq->heads[0])) {

@@ -13,8 +13,8 @@ void eval_file_free(eval_file *f) {
     f->x = f->y = f->len = NULL, f->line = NULL;
 }
 
-/* Splits `side` at spaces into token ids (classes: "_" is -1, no target); at most `most`. The count, or -1 with
- * the error set (naming the file, the line and the word). */
+/* Splits `side` at spaces into token ids (classes: "_" is -1, no target); at most `most`.
+ * The count, or -1 with the error set (naming the file, the line and the word). */
 static int read_side(const trainer *t, const char *path, int64_t line, const char *what,
                      char *side, int most, bool classes, int32_t *out) {
     int n = 0;
@@ -152,8 +152,10 @@ static void write_example(const trainer *t, const eval_file *f, int e, const qkv
         trainer_token_label(t, x[i], label, sizeof label);
         cJSON_AddItemToArray(in, cJSON_CreateString(label));
     }
-    cJSON *tg = cJSON_AddArrayToObject(o, "targets"), *pr = cJSON_AddArrayToObject(o, "predictions");
-    cJSON *pb = cJSON_AddArrayToObject(o, "probabilities"), *ok = cJSON_AddArrayToObject(o, "right");
+    cJSON *tg = cJSON_AddArrayToObject(o, "targets");
+    cJSON *pr = cJSON_AddArrayToObject(o, "predictions");
+    cJSON *pb = cJSON_AddArrayToObject(o, "probabilities");
+    cJSON *ok = cJSON_AddArrayToObject(o, "right");
     int queries = t->model.cfg.target_len ? To : f->len[e], right = 0, counted = 0;
     for (int i = 0; i < queries; i++) {
         int64_t row = ((int64_t)b * To + i) * V;

@@ -180,7 +180,8 @@ static qkv_status head_means(trainer *t, const explain_set *set, qkv_ctx *keep,
                                 set->len ? set->len + start : NULL, B, &probe);
         for (int l = 0; l < c->layers; l++)
             for (int b = 0; b < B; b++)
-                for (int64_t k = 0; k < per; k++) sum[l * per + k] += qkv_get(probe.z[l], b * per + k);
+                for (int64_t k = 0; k < per; k++)
+                    sum[l * per + k] += qkv_get(probe.z[l], b * per + k);
     }
     for (int l = 0; l < c->layers; l++) {
         means[l] = qkv_new(keep, c->dtype, 4, (int64_t[]){1, H, To, Dk});

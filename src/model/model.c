@@ -177,7 +177,8 @@ static qkv_tensor *edit_heads(qkv_ctx *step, const qkv_probe *probe, int l, qkv_
     for (int e = 0; e < probe->n_edits; e++) {
         const qkv_head_edit *ed = &probe->edits[e];
         QKV_CHECK(ed->layer >= 0 && ed->head >= 0 && ed->head < H && ed->position >= -1 &&
-                      ed->position < Tq && ed->kind >= QKV_HEAD_KEEP && ed->kind <= QKV_HEAD_REPLACE,
+                      ed->position < Tq && ed->kind >= QKV_HEAD_KEEP &&
+                      ed->kind <= QKV_HEAD_REPLACE,
                   "model_forward_probe", "edit %d: layer %d, head %d, position %d out of range "
                   "(heads %d, positions %d)", e, ed->layer, ed->head, ed->position, H, Tq);
         if (ed->layer != l || ed->kind == QKV_HEAD_KEEP) continue;
