@@ -29,8 +29,9 @@ static int read_side(const trainer *t, const char *path, int64_t line, const cha
                      "most %d", path, (long long)line, most, what, most);
             return -1;
         }
-        int id = classes && !strcmp(p, "_") ? -1 : explain_read_class(t, what, p);
-        if (id < 0 && !(classes && !strcmp(p, "_"))) {
+        bool none = classes && !strcmp(p, "_");
+        int id = none ? -1 : classes ? explain_read_class(t, what, p) : explain_read_token(t, p);
+        if (id < 0 && !none) {
             qkv_fail(QKV_ERR_FORMAT, "%s line %lld: unknown token '%.40s' (%s token %d): the "
                      "model does not know it", path, (long long)line, p, what, n + 1);
             return -1;

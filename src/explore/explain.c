@@ -68,6 +68,10 @@ qkv_status explain_read_input(const trainer *t, const char *option, const char *
     return QKV_OK;
 }
 
+int explain_read_token(const trainer *t, const char *word) {
+    return (int)word_token(t, word);
+}
+
 int explain_read_class(const trainer *t, const char *option, const char *word) {
     long id = word_token(t, word);
     const qkv_task *task = &t->cfg.task;

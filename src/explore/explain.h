@@ -39,6 +39,8 @@ typedef struct {
  * cannot read (a task's exactly T, a data file's 1..T). */
 qkv_status explain_read_input(const trainer *t, const char *option, const char *text,
                               explain_input *in);
+/* An input token named by `word` (an id, a label, a data file's token string), or -1. */
+int explain_read_token(const trainer *t, const char *word);
 /* A class (output token) named by `word` (an id, a label, a data file's token string), or
  * -1 with QKV_ERR_VALUE set naming `option`. */
 int explain_read_class(const trainer *t, const char *option, const char *word);
