@@ -1,5 +1,6 @@
 /* engine.h - what the engine offers the layers above it (model, io, train and the tools)
- * besides the public API: the names of config fields in messages, and the memory budget.
+ * besides the public API: typed loops, the check of a programming error, the names of config
+ * fields in messages, and the memory budget.
  * Users of the library never see it; the engine's own files share more (internal.h). */
 #ifndef QKV_ENGINE_H
 #define QKV_ENGINE_H
@@ -18,6 +19,22 @@
             __VA_ARGS__                                                                   \
         }                                                                                 \
     } while (0)
+
+/* A programming error: print one line naming the op and the problem, then stop. Stays on in
+ * release builds, because a wrong shape must never become a segfault or silent garbage. */
+#define QKV_CHECK(cond, op, ...)                                                          \
+    do {                                                                                  \
+        if (!(cond)) qkv_die_(__FILE__, __LINE__, (op), __VA_ARGS__);                     \
+    } while (0)
+_Noreturn void qkv_die_(const char *file, int line, const char *op, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* t's shape as text, e.g. "(2, 3)", for QKV_CHECK messages: inside a check's arguments it
+ * is formatted only when the check fails, into a buffer that lives to the end of the block. */
+#define SHAPE(t) qkv_shape_str((t), (char[64]){0}, 64)
 
 #define QKV_PI 3.14159265358979323846 /* C11's math.h names no π */
 

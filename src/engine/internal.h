@@ -11,21 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A programming error: print one line naming the op and the problem, then stop. Stays on in
- * release builds, because a wrong shape must never become a segfault or silent garbage. */
-#define QKV_CHECK(cond, op, ...)                                                          \
-    do {                                                                                  \
-        if (!(cond)) qkv_die_(__FILE__, __LINE__, (op), __VA_ARGS__);                     \
-    } while (0)
-_Noreturn void qkv_die_(const char *file, int line, const char *op, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
-#endif
-    ;
-
-/* t's shape as text, e.g. "(2, 3)", for QKV_CHECK messages: inside a check's arguments it
- * is formatted only when the check fails, into a buffer that lives to the end of the block. */
-#define SHAPE(t) qkv_shape_str((t), (char[64]){0}, 64)
 
 
 /* ---- arena (arena.c) ---- */

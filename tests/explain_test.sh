@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# explain_test.sh - qkv eval --data, ablate, patch and attribute end to end on one small
+# induction model: the JSON objects of docs/explain.md (python3 reads them), --out writing the
+# same object as --json, --dtype f64, the model as operand or --model, eval without --data
+# unchanged, and the refusals that need a causal task (a position without a target).
+#
+# usage: tests/explain_test.sh path/to/qkv
+set -u
+QKV=${1:?usage: explain_test.sh QKV}
+[ "$QKV" = "${QKV#/}" ] && QKV=$PWD/$QKV
+PY=${QKV_PYTHON:-python3}
+W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_explain.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { echo "ok: $*"; }
+
+"$QKV" train --task induction --d-model 32 --steps 150 --threads 1 --out "$W/m" --quiet ||
+    { echo "explain_test: cannot train"; exit 1; }
+cd "$W" || exit 1
+printf '6 12 11 9 6 12 11 9 6 12 11 9 6 12 11 9\n1 2 3 4 1 2 3 4 1 2 3 4 1 2 3 4\n' >data.txt
+clean="6 12 11 9 6 12 11 9 6 12 11 9 6 12 11 9"
+corrupt="1 2 3 4 5 7 8 10 6 12 11 9 6 12 11 9"
+
+# eval: the operand is --model, and without --data the bytes are those of before
+"$QKV" eval --model m >a.txt && "$QKV" eval m >b.txt && cmp -s a.txt b.txt &&
+    ok "eval DIR prints what eval --model DIR prints" || fail "eval DIR differs from eval --model"
+
+# every command: --json is one object with the fields of docs/explain.md; --out the same object
+check_json() { # FILE COMMAND FIELDS...
+    "$PY" - "$@" <<'PYEOF'
+import json, sys
+path, command, fields = sys.argv[1], sys.argv[2], sys.argv[3:]
+js = json.load(open(path))
+missing = [f for f in ["command", "layers", "heads", "heads_per_layer"] + fields if f not in js]
+assert not missing, "missing %s" % missing
+assert js["command"] == command, js["command"]
+assert js["layers"] == 2 and js["heads_per_layer"] == 2, (js["layers"], js["heads_per_layer"])
+assert command == "ablate" or js["heads"] == 2, js["heads"]
+if "tokens" in js:
+    assert js["tokens"][:4] == ["6", "12", "11", "9"], js["tokens"]
+if command == "attribute":
+    s = sum(p["value"] for p in js["parts"])
+    assert abs(s - js["logit"]) <= 1e-12 * sum(abs(p["value"]) for p in js["parts"]) or \
+        js["dtype"] == "f32", (s, js["logit"])
+    assert [p["name"] for p in js["parts"]] == ["embed", "1.1", "1.2", "2.1", "2.2", "bias"]
+if command == "patch":
+    assert len(js["results"]) == 4 and js["results"][0]["position"] is None
+    assert js["agreement"] is not None
+    for r in js["results"]:
+        if r["layer"] == 2:
+            assert abs(r["exact"] - r["attribution"]) <= (1e-9 if js["dtype"] == "f64" else 1e-3)
+if command == "ablate":
+    assert len(js["heads"]) == 4 and js["heads"][3] == {**js["heads"][3], "layer": 2, "head": 2}
+if command == "eval":
+    assert js["examples"] == 2 and js["counted"] == 22, (js["examples"], js["counted"])
+    assert len(js["head_scores"]) == 4
+PYEOF
+}
+run_both() { # NAME FIELDS -- ARGS...
+    local name=$1 fields=$2
+    shift 3
+    if "$QKV" "$@" --json >"$name.stdout.json" && "$QKV" "$@" --out "$name.json" >"$name.txt" &&
+       cmp -s "$name.stdout.json" "$name.json" && grep -q "^wrote $name.json" "$name.txt"; then
+        # shellcheck disable=SC2086
+        if err=$(check_json "$name.json" "$1" $fields 2>&1); then ok "$*"; else fail "$*: $err"; fi
+    else
+        fail "$*: --json and --out differ, or a command failed"
+    fi
+}
+for dt in f32 f64; do
+    run_both ablate_$dt "mode baseline heads together" -- ablate m --together --dtype $dt
+    run_both patch_$dt "tokens positions clean corrupt results agreement" -- \
+        patch m --clean "$clean" --corrupt "$corrupt" --dtype $dt
+    run_both attribute_$dt "tokens positions logit parts sum" -- \
+        attribute m --input "$clean" --dtype $dt
+    run_both eval_$dt "examples loss accuracy chance by_position by_length head_scores" -- \
+        eval m --data data.txt --dtype $dt
+done
+"$QKV" eval m --data data.txt --per-example per.jsonl >/dev/null &&
+    [ "$(wc -l <per.jsonl)" = 2 ] && "$PY" -c "
+import json
+rows = [json.loads(l) for l in open('per.jsonl')]
+assert rows[0]['line'] == 1 and len(rows[0]['predictions']) == 16 and rows[0]['targets'][0] is None
+assert rows[0]['counted'] == 11 and rows[1]['counted'] == 11" && ok "eval --per-example" ||
+    fail "eval --per-example"
+
+# refusals: one line, the documented exit code, nothing written
+refuse() { # CODE FRAGMENT ARGS...
+    local code=$1 frag=$2
+    shift 2
+    "$QKV" "$@" >out.txt 2>err.txt
+    local rc=$?
+    if [ "$rc" = "$code" ] && [ "$(wc -l <err.txt)" = 1 ] && grep -q -- "$frag" err.txt &&
+       [ ! -s out.txt ] && [ ! -e new.json ]; then ok "refused: $*"; else
+        fail "$* gave exit $rc: $(cat err.txt out.txt)"; fi
+}
+refuse 2 "--position 2 has no target" attribute m --input "$clean" --position 2 --out new.json
+refuse 2 "--position 0 has no target" patch m --clean "$clean" --corrupt "$corrupt" --position 0
+refuse 2 "no position with a target" patch m --clean "1 2 3 4 5 7 8 10 13 14 15 0 6 2 3 4" \
+    --corrupt "$corrupt"
+refuse 2 "is the input" eval m --data data.txt --per-example data.txt
+{ cat data.txt; echo "x 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15"; } >unknown.txt
+echo "1 2 3" >short.txt
+refuse 4 "unknown.txt line 3: unknown token 'x'" eval m --data unknown.txt
+[ -e per.jsonl ] && cp per.jsonl per.before
+refuse 4 "line 1: 3 input tokens; the model reads exactly 16" eval m --data short.txt \
+    --per-example per.jsonl
+cmp -s per.jsonl per.before && ok "a refused --per-example leaves the old file" ||
+    fail "a refused eval changed per.jsonl"
+
+[ "$failures" -eq 0 ] && echo "explain_test: all passed" || echo "explain_test: $failures failed"
+[ "$failures" -eq 0 ]
