@@ -186,5 +186,6 @@ int study_precision(int argc, char **argv, bool parse_only);
 int cmd_bench(int argc, char **argv, bool parse_only);
 int cmd_inspect(int argc, char **argv, bool parse_only);
 int cmd_sweep(int argc, char **argv, bool parse_only);
+int cmd_circuits(int argc, char **argv, bool parse_only);
 
 #endif
