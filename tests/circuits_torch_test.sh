@@ -40,6 +40,32 @@ for opts in "--task shift --heads 2 --layers 2 --residual --d-model 16" \
     fi
 done
 
+# Tracking during training: the last row of metrics.csv (4 decimals) and of metrics.jsonl (to
+# rounding) holds the saved model's copying and composition scores, as qkv circuits gives them.
+if "$PY" - "$W/m1" "$W/c1.json" <<'EOF'
+import json, sys
+d, cj = sys.argv[1:3]
+c = json.load(open(cj))
+want = {}
+for h in c["heads"]:
+    want["copy_l%dh%d" % (h["layer"], h["head"])] = h["copying_score"]
+for e in c["composition"]:
+    (la, ha), (lb, hb) = e["from"].split("."), e["to"].split(".")
+    want["comp%s_l%sh%s_l%sh%s" % (e["kind"], la, ha, lb, hb)] = e["score"]
+lines = open(d + "/metrics.csv").read().split("\n")
+head, last = lines[0].split(","), lines[-2].split(",")
+row = json.loads(open(d + "/metrics.jsonl").read().splitlines()[-1])
+bad = [k for k in want if k not in head or abs(float(last[head.index(k)]) - want[k]) > 5e-5
+       or abs(row[k] - want[k]) > 1e-12]
+print("%d columns checked, %d differ: %s" % (len(want), len(bad), bad))
+sys.exit(1 if bad or len(want) != 4 + 12 else 0)
+EOF
+then
+    echo "ok: metrics.csv and metrics.jsonl track the copying and composition scores"
+else
+    fail "metrics.csv or metrics.jsonl disagrees with qkv circuits"
+fi
+
 # The default copy model: its one head copies, and --json prints what --out wrote.
 if "$QKV" train --task copy --out "$W/copy" --quiet &&
    "$QKV" circuits --model "$W/copy" --out "$W/copy.json" >/dev/null &&
