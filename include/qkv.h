@@ -378,6 +378,11 @@ QKV_API qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, 
  * only when `heldout` is true, and never otherwise, so training never sees them. */
 QKV_API void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, int32_t *tokens,
                              int32_t *targets);
+/* The targets of any input tokens[T] (not only one the task draws), as qkv_task_sample gives
+ * them: into targets[T] (targets[T/2] for translate), -1 where a position carries none
+ * (induction: none before the first token comes back; lookup: none unless the last token
+ * queries a key of the pairs). */
+QKV_API void qkv_task_targets(const qkv_task *task, const int32_t *tokens, int32_t *targets);
 QKV_API bool qkv_task_is_heldout(const qkv_task *task, const int32_t *tokens); /* tokens[T] */
 /* ideal[i*T + j] = 1 where query i ideally attends to key j, else 0 (rows without a target
  * are all 0); `ideal` is the caller's array of T*T bytes. */
@@ -491,6 +496,43 @@ QKV_API qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const i
 QKV_API qkv_tensor *qkv_model_forward_trace_padded(qkv_model *m, qkv_ctx *step,
                                                    const int32_t *tokens, const int32_t *lengths,
                                                    int batch, qkv_layer_trace *trace);
+/* ---- explaining a model: one intervention point, on each head's output z = A·V ----
+ * The logits are linear in each head's z given the attention weights (no layer norm, no MLP),
+ * so removing, replacing or differentiating a head's z answers which heads matter
+ * (ablation), which path carries an answer (patching) and how much each head adds to a logit
+ * (attribution). Layers, heads and positions are counted from 0 here. */
+typedef enum {
+    QKV_HEAD_KEEP,    /* the head's output as computed (an edit that changes nothing) */
+    QKV_HEAD_ZERO,    /* z = 0 */
+    QKV_HEAD_MEAN,    /* z = value (1, H, To, Dk): one output for every sequence (a mean) */
+    QKV_HEAD_REPLACE, /* z = value (B, H, To, Dk): sequence b's from another run */
+} qkv_head_edit_kind;
+typedef struct {
+    qkv_head_edit_kind kind;
+    int layer, head;         /* which head */
+    int position;            /* one query position, or -1 for every one */
+    const qkv_tensor *value; /* MEAN and REPLACE: read only at this head (and position) */
+} qkv_head_edit;
+/* What qkv_model_forward_probe changes and keeps. Tensors it keeps belong to the step's
+ * graph: after qkv_backward, z[l]'s gradient is the gradient of the loss by each head's
+ * output. Shapes for tokens (B, T), Dk = d_model / heads, To = T or an encoder-decoder's
+ * decoder positions. */
+typedef struct {
+    const qkv_head_edit *edits; /* applied in order (a later edit of the same entry wins) */
+    int n_edits;
+    qkv_tensor *z[QKV_MAX_LAYERS];          /* out: (B, H, To, Dk), each head's output after
+                                               the edits, before W_O */
+    qkv_tensor *stream[QKV_MAX_LAYERS + 1]; /* out: (B, To, C), the stream entering layer l;
+                                               [layers] is what the vocabulary head reads */
+    qkv_tensor *attn[QKV_MAX_LAYERS];       /* out: (B, H, To, T), the attention weights */
+} qkv_probe;
+/* qkv_model_forward_padded with the composed attention (as the trace forward: training's
+ * fused path is untouched), each head's output edited as probe->edits say, and z, the stream
+ * and the weights of every layer kept in *probe. With no edits, the same logits as
+ * qkv_model_forward_padded asking for the weights. A misuse (a layer, head or position out of
+ * range, a value of another shape or dtype) dies with one line, as a wrong shape does. */
+QKV_API qkv_tensor *qkv_model_forward_probe(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                            const int32_t *lengths, int batch, qkv_probe *probe);
 /* Bytes of parameters, gradients and Adam state, and of one training step's arena for a
  * batch: upper bounds, for memory checks before allocating (docs/errors.md). */
 QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);

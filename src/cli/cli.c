@@ -16,6 +16,9 @@ static const struct {
 } commands[] = {
     {"train", cmd_train, "train a toy attention model on a task"},
     {"eval", cmd_eval, "evaluate a saved model on its held-out set"},
+    {"ablate", cmd_ablate, "which heads matter: each head's output removed, the loss and accuracy"},
+    {"patch", cmd_patch, "which heads carry an answer: activation and attribution patching"},
+    {"attribute", cmd_attribute, "a logit split exactly into the embeddings, each head and the bias"},
     {"inspect", cmd_inspect, "run a saved model on any input: Q, K, V, scores, weights, gradients"},
     {"grads", cmd_grads, "write one batch and every parameter's gradient to a file"},
     {"bench", cmd_bench, "time a training step: ms/step, GFLOP/s, step memory"},

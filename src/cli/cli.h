@@ -186,6 +186,9 @@ int study_precision(int argc, char **argv, bool parse_only);
 int cmd_bench(int argc, char **argv, bool parse_only);
 int cmd_inspect(int argc, char **argv, bool parse_only);
 int cmd_sweep(int argc, char **argv, bool parse_only);
+int cmd_ablate(int argc, char **argv, bool parse_only);
+int cmd_patch(int argc, char **argv, bool parse_only);
+int cmd_attribute(int argc, char **argv, bool parse_only);
 int cmd_circuits(int argc, char **argv, bool parse_only);
 
 #endif

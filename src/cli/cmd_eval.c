@@ -1,5 +1,8 @@
 /* cmd_eval.c - `qkv eval`: a saved model on its task's held-out set. */
 #include "cli.h"
+#include "explain_cli.h"
+#include "explore/eval_data.h"
+#include "io/io.h"
 #include "report.h"
 #include "train/checkpoint.h"
 #include "train/run.h"
@@ -8,7 +11,7 @@
 #include <stdio.h>
 
 typedef struct {
-    const char *model;
+    const char *model, *data, *per_example, *out;
     long threads;
     int dtype; /* TRAIN_DTYPE_OF_FILE or a qkv_dtype */
     bool json;
@@ -26,23 +29,94 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
          .help = "OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
                  "else all cores)"},
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object"},
+        {"data", CLI_STRING, &a->data, .arg = "FILE",
+         .help = "evaluate on FILE's examples instead of the held-out set: a data\n"
+                 "file's model reads input<TAB>output lines, a task's model lines of\n"
+                 "input tokens (docs/explain.md)"},
+        {"per-example", CLI_STRING, &a->per_example, .arg = "FILE",
+         .help = "with --data: one JSON line per example into FILE"},
+        {"out", CLI_STRING, &a->out, .arg = "FILE",
+         .help = "with --data: write its JSON object to FILE too"},
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
     const cli_command cmd = {
         .name = "eval",
-        .usage = "usage: qkv eval --model FILE [options]\n"
+        .usage = "usage: qkv eval --model FILE [options]   (or qkv eval DIR)\n"
                  "Evaluates a saved model on its task's held-out set (rebuilt from the saved seed).\n"
                  "\n",
         .options = options,
-        .column = 22};
-    int code = cli_parse_options(&cmd, argc, argv, NULL);
+        .column = 22,
+        .operands = true};
+    int first;
+    int code = cli_parse_options(&cmd, argc, argv, &first);
     if (code != CLI_RUN) return code;
     if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
+    if (first < argc && (code = explain_cli_model("eval", a->model, argc, argv, first,
+                                                  &a->model)) != CLI_RUN)
+        return code;
+    if ((a->per_example || a->out) && !a->data) {
+        cli_error("eval: --%s needs --data FILE", a->per_example ? "per-example" : "out");
+        return EXIT_USAGE;
+    }
     if (!a->model) {
         cli_error("eval: --model FILE is required");
         return EXIT_USAGE;
     }
     return CLI_RUN;
+}
+
+static void print_data_result(const trainer *t, const eval_file *f, const eval_data_result *r) {
+    const qkv_model_config *c = &t->model.cfg;
+    printf("eval: %s, %d examples, %lld positions with a target\n", f->path, f->n,
+           (long long)r->score.counted);
+    printf("  loss %.4f, accuracy %.2f%% (chance %.2f%%)\n", r->score.loss,
+           100 * r->score.accuracy, 100 * r->chance);
+    printf("  accuracy by position:");
+    for (int i = 0; i < t->target_len; i++)
+        if (r->by_position[i].counted)
+            printf(" %d: %.3f", i, (double)r->by_position[i].hits / r->by_position[i].counted);
+    printf("\n  accuracy by input length:");
+    for (int n = 1; n <= c->seq_len; n++)
+        if (r->by_length[n].counted)
+            printf(" %d: %.3f", n, (double)r->by_length[n].hits / r->by_length[n].counted);
+    printf("\n  %-6s %9s %11s %10s %10s\n", "head", "entropy", "prev-token", "duplicate",
+           "induction");
+    for (int l = 0; l < c->layers; l++)
+        for (int h = 0; h < c->heads && h < EVAL_MAX_HEADS; h++) {
+            char name[32];
+            snprintf(name, sizeof name, "%d.%d", l + 1, h + 1);
+            printf("  %-6s %9.4f %11.4f %10.4f %10.4f\n", name, r->entropy[l][h],
+                   r->heads.prev_token[l][h], r->heads.duplicate[l][h], r->heads.induction[l][h]);
+        }
+}
+
+/* eval --data FILE: the model on a file of examples. */
+static int eval_data(trainer *t, const eval_args *a, const char *path) {
+    const char *inputs[] = {path, a->data, t->data ? t->data->path : NULL, NULL};
+    if (explain_cli_check_out("eval", a->out, inputs) != EXIT_OK ||
+        explain_cli_check_out("eval", a->per_example, inputs) != EXIT_OK)
+        return EXIT_USAGE;
+    eval_file f;
+    eval_data_result r = {0};
+    atomic_file af = {0};
+    qkv_status s = eval_file_read(&f, t, a->data);
+    if (s == QKV_OK && a->per_example) s = atomic_open(&af, a->per_example);
+    if (s == QKV_OK) s = eval_data_run(t, &f, a->per_example ? af.f : NULL, &r);
+    if (a->per_example && af.f) {
+        if (s == QKV_OK) s = atomic_commit(&af);
+        else atomic_abort(&af);
+    }
+    int code = EXIT_OK;
+    if (s != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        code = cli_exit_for(s);
+    } else {
+        if (!a->json) print_data_result(t, &f, &r);
+        code = explain_cli_emit(eval_data_json(t, &f, &r), a->json, a->out);
+    }
+    eval_data_result_free(&r);
+    eval_file_free(&f);
+    return code;
 }
 
 static int eval_run(const eval_args *a) {
@@ -56,6 +130,11 @@ static int eval_run(const eval_args *a) {
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
+    }
+    if (a->data) {
+        int code = eval_data(&t, a, path);
+        trainer_free(&t);
+        return code;
     }
     double t0 = run_files_now();
     eval_result r = trainer_evaluate(&t);

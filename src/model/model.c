@@ -167,11 +167,51 @@ static qkv_tensor *attention_mask(qkv_ctx *step, const qkv_model_config *c, int 
     return mask;
 }
 
+/* Layer l's head outputs y (B, H, Tq, Dk) after the probe's edits of layer l:
+ * y * keep + put, where keep is 1 and put 0 except at an edited entry (keep 0, put the new
+ * value), so an unedited entry is y exactly and the gradient reaching y is dz * keep. y itself
+ * when no edit touches layer l. */
+static qkv_tensor *edit_heads(qkv_ctx *step, const qkv_probe *probe, int l, qkv_tensor *y) {
+    int B = (int)y->shape[0], H = (int)y->shape[1], Tq = (int)y->shape[2], Dk = (int)y->shape[3];
+    qkv_tensor *keep = NULL, *put = NULL;
+    for (int e = 0; e < probe->n_edits; e++) {
+        const qkv_head_edit *ed = &probe->edits[e];
+        QKV_CHECK(ed->layer >= 0 && ed->head >= 0 && ed->head < H && ed->position >= -1 &&
+                      ed->position < Tq && ed->kind >= QKV_HEAD_KEEP && ed->kind <= QKV_HEAD_REPLACE,
+                  "model_forward_probe", "edit %d: layer %d, head %d, position %d out of range "
+                  "(heads %d, positions %d)", e, ed->layer, ed->head, ed->position, H, Tq);
+        if (ed->layer != l || ed->kind == QKV_HEAD_KEEP) continue;
+        const qkv_tensor *v = ed->value;
+        if (ed->kind != QKV_HEAD_ZERO) {
+            int vb = ed->kind == QKV_HEAD_MEAN ? 1 : B;
+            QKV_CHECK(v && v->dtype == y->dtype && v->ndim == 4 && v->shape[0] == vb &&
+                          v->shape[1] == H && v->shape[2] == Tq && v->shape[3] == Dk,
+                      "model_forward_probe", "edit %d: value is %s, not (%d, %d, %d, %d) of the "
+                      "model's dtype", e, v ? SHAPE(v) : "NULL", vb, H, Tq, Dk);
+        }
+        if (!keep) {
+            keep = qkv_ones(step, y->dtype, 4, y->shape);
+            put = qkv_zeros(step, y->dtype, 4, y->shape);
+        }
+        int i0 = ed->position < 0 ? 0 : ed->position, i1 = ed->position < 0 ? Tq : i0 + 1;
+        for (int b = 0; b < B; b++)
+            for (int i = i0; i < i1; i++)
+                for (int d = 0; d < Dk; d++) {
+                    int64_t at = (((int64_t)b * H + ed->head) * Tq + i) * Dk + d;
+                    int64_t from = ed->kind == QKV_HEAD_MEAN ? at - (int64_t)b * H * Tq * Dk : at;
+                    qkv_set(keep, at, 0.0);
+                    qkv_set(put, at, ed->kind == QKV_HEAD_ZERO ? 0.0 : qkv_get(v, from));
+                }
+    }
+    return keep ? qkv_add(step, qkv_mul(step, y, keep), put) : y;
+}
+
 /* The forward pass; with `trace`, each layer's attention is built from its parts (matmul,
- * scale, mask, softmax, matmul: the composed form) and every part is kept in trace[l]. */
+ * scale, mask, softmax, matmul: the composed form) and every part is kept in trace[l]; with
+ * `probe`, the composed form too, each head's output edited and kept (edit_heads). */
 static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                  const int32_t *lengths, int batch, qkv_tensor **attn,
-                                 qkv_layer_trace *trace) {
+                                 qkv_layer_trace *trace, qkv_probe *probe) {
     const qkv_model_config *c = &m->cfg;
     int B = batch, T = c->seq_len, H = c->heads, Dk = c->d_model / c->heads;
     int Tq = c->target_len ? c->target_len : T; /* query positions */
@@ -200,32 +240,49 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
             tr->weights = qkv_softmax(step, tr->masked);
             tr->head_out = y = qkv_matmul(step, tr->weights, v);           /* (B,H,Tq,Dk) */
             if (attn) attn[l] = tr->weights;
+        } else if (probe) {
+            if (l == 0) probe->stream[0] = d;
+            y = qkv_attention(step, q, k, v, mask, 0, &probe->attn[l]); /* composed: weights kept */
+            y = probe->z[l] = edit_heads(step, probe, l, y);
         } else {
             y = qkv_attention(step, q, k, v, mask, 0, attn ? &attn[l] : NULL);
         }
         y = qkv_matmul(step, merge_heads(step, y, B, Tq, H, Dk), m->w_o[l]); /* (B,Tq,C) */
         d = c->residual ? qkv_add(step, d, y) : y;
+        if (probe) probe->stream[l + 1] = d;
     }
     return qkv_add(step, qkv_matmul(step, d, m->head_w), m->head_b); /* (B,Tq,V) */
 }
 
 qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens, int batch,
                               qkv_tensor **attn) {
-    return model_forward(m, step, tokens, NULL, batch, attn, NULL);
+    return model_forward(m, step, tokens, NULL, batch, attn, NULL, NULL);
 }
 
 qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                      const int32_t *lengths, int batch, qkv_tensor **attn) {
-    return model_forward(m, step, tokens, lengths, batch, attn, NULL);
+    return model_forward(m, step, tokens, lengths, batch, attn, NULL, NULL);
 }
 
 qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                     int batch, qkv_layer_trace *trace) {
-    return model_forward(m, step, tokens, NULL, batch, NULL, trace);
+    return model_forward(m, step, tokens, NULL, batch, NULL, trace, NULL);
 }
 
 qkv_tensor *qkv_model_forward_trace_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                            const int32_t *lengths, int batch,
                                            qkv_layer_trace *trace) {
-    return model_forward(m, step, tokens, lengths, batch, NULL, trace);
+    return model_forward(m, step, tokens, lengths, batch, NULL, trace, NULL);
+}
+
+qkv_tensor *qkv_model_forward_probe(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                    const int32_t *lengths, int batch, qkv_probe *probe) {
+    QKV_CHECK(probe && probe->n_edits >= 0 && (probe->edits || !probe->n_edits),
+              "model_forward_probe", "no probe, or %d edits without an array",
+              probe ? probe->n_edits : 0);
+    for (int e = 0; e < probe->n_edits; e++)
+        QKV_CHECK(probe->edits[e].layer < m->cfg.layers, "model_forward_probe",
+                  "edit %d: layer %d of a model of %d layers", e, probe->edits[e].layer,
+                  m->cfg.layers);
+    return model_forward(m, step, tokens, lengths, batch, NULL, NULL, probe);
 }

@@ -258,9 +258,13 @@ static int recall_value_at(const qkv_task *task, const int32_t *x, int i) {
 }
 
 void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, int32_t *x, int32_t *y) {
-    int T = task->seq_len;
     do draw_tokens(task, rng, x);
     while (qkv_task_is_heldout(task, x) != heldout);
+    qkv_task_targets(task, x, y);
+}
+
+void qkv_task_targets(const qkv_task *task, const int32_t *x, int32_t *y) {
+    int T = task->seq_len;
     if (task->kind == QKV_TASK_TRANSLATE) { /* T/2 targets */
         for (int i = 0; i < task->target_len; i++)
             y[i] = translate_word(task->vocab / 2, x[2 * i + 1]);

@@ -1,0 +1,143 @@
+/* cmd_ablate.c - `qkv ablate`: each head's output removed in turn, the held-out loss and
+ * accuracy without it (explore/explain.c). */
+#include "cli.h"
+#include "explain_cli.h"
+#include "explore/explain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *model, *heads, *out;
+    long threads;
+    int dtype, mode;
+    bool together, json;
+} ablate_args;
+
+static const char *const modes[] = {"zero", "mean", NULL};
+
+static int ablate_parse(int argc, char **argv, ablate_args *a) {
+    *a = (ablate_args){.dtype = TRAIN_DTYPE_OF_FILE};
+    cli_option options[] = {
+        {"model", CLI_STRING, &a->model, .arg = "FILE",
+         .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
+        {"mode", CLI_CHOICE, &a->mode, .choices = modes, .arg = "M",
+         .help = "zero: the head's output set to 0; mean: to its mean over the examples,\n"
+                 "per position (default zero)"},
+        {"heads", CLI_STRING, &a->heads, .arg = "L.H,...",
+         .help = "only these heads (layers and heads from 1), e.g. 2.1,2.2 (default: all)"},
+        {"together", CLI_FLAG, &a->together, .help = "also remove the listed heads at once"},
+        {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
+         .help = "f32 or f64 (default: the model's own; an f32 model runs in f64 exactly\n"
+                 "widened)"},
+        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N", .help = "OpenMP threads"},
+        {"json", CLI_FLAG, &a->json, .help = "print one JSON object (docs/explain.md)"},
+        {"out", CLI_STRING, &a->out, .arg = "FILE",
+         .help = "write the same JSON object to FILE (e.g. RUN/ablate.json for qkv plot)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "ablate",
+        .usage = "usage: qkv ablate DIR [options]   (or --model FILE)\n"
+                 "For every head (or those listed), the held-out loss and accuracy with that "
+                 "head's\noutput removed.\n\n",
+        .options = options,
+        .column = 22,
+        .epilog = "\nExit codes: 0 done, 2 bad option or head, 3 a file cannot be read or "
+                  "written,\n4 the model file is corrupt, 6 out of memory.\n",
+        .operands = true};
+    int first;
+    int code = cli_parse_options(&cmd, argc, argv, &first);
+    if (code != CLI_RUN) return code;
+    if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
+    return explain_cli_model("ablate", a->model, argc, argv, first, &a->model);
+}
+
+/* "2.1,2.2" -> heads (0-based), checked against the model. */
+static bool parse_heads(const char *text, const trainer *t, ablate_request *rq) {
+    const qkv_model_config *c = &t->model.cfg;
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, ",");
+        char item[32], extra;
+        int l, h;
+        snprintf(item, sizeof item, "%.*s", (int)(n < sizeof item ? n : sizeof item - 1), p);
+        if (n >= sizeof item || sscanf(item, "%d.%d%c", &l, &h, &extra) != 2) {
+            cli_error("--heads: '%.*s' is not LAYER.HEAD (e.g. 2.1)", (int)(n < 40 ? n : 40), p);
+            return false;
+        }
+        if (l < 1 || l > c->layers || h < 1 || h > c->heads || h > EVAL_MAX_HEADS) {
+            cli_error("--heads: head %d.%d does not exist: the model has %d layer%s of %d head%s",
+                      l, h, c->layers, c->layers == 1 ? "" : "s", c->heads, c->heads == 1 ? "" : "s");
+            return false;
+        }
+        if (rq->n_heads >= (int)(sizeof rq->heads / sizeof rq->heads[0])) {
+            cli_error("--heads: too many heads");
+            return false;
+        }
+        rq->heads[rq->n_heads++] = (explain_head){l - 1, h - 1};
+        p += n;
+        if (*p == ',') p++;
+    }
+    if (!rq->n_heads) {
+        cli_error("--heads: no head given");
+        return false;
+    }
+    return true;
+}
+
+static void print_table(const trainer *t, const ablate_request *rq, const ablate_result *r) {
+    printf("ablate: %s ablation, %d layer%s x %d head%s, %lld held-out positions\n",
+           rq->mean ? "mean" : "zero", t->model.cfg.layers, t->model.cfg.layers == 1 ? "" : "s",
+           t->model.cfg.heads, t->model.cfg.heads == 1 ? "" : "s",
+           (long long)r->baseline.counted);
+    printf("  %-10s %10s %9s %10s %10s\n", "head", "loss", "accuracy", "loss +", "accuracy -");
+    printf("  %-10s %10.4f %9.4f\n", "none", r->baseline.loss, r->baseline.accuracy);
+    for (int i = 0; i < r->n_heads; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%d.%d", r->heads[i].layer + 1, r->heads[i].head + 1);
+        printf("  %-10s %10.4f %9.4f %+10.4f %+10.4f\n", name, r->each[i].loss,
+               r->each[i].accuracy, r->each[i].loss - r->baseline.loss,
+               r->baseline.accuracy - r->each[i].accuracy);
+    }
+    if (rq->together)
+        printf("  %-10s %10.4f %9.4f %+10.4f %+10.4f   (every head listed at once)\n",
+               "together", r->together.loss, r->together.accuracy,
+               r->together.loss - r->baseline.loss, r->baseline.accuracy - r->together.accuracy);
+}
+
+static int ablate_run(const ablate_args *a) {
+    trainer t;
+    char path[1100];
+    int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
+    if (code != EXIT_OK) return code;
+    const char *inputs[] = {path, t.data ? t.data->path : NULL, NULL};
+    ablate_request rq = {.mean = a->mode == 1, .together = a->together};
+    ablate_result *r = malloc(sizeof *r);
+    if ((code = explain_cli_check_out("ablate", a->out, inputs)) == EXIT_OK && !r) {
+        cli_error("ablate: out of memory");
+        code = EXIT_NOMEM;
+    }
+    if (code == EXIT_OK && a->heads && !parse_heads(a->heads, &t, &rq)) code = EXIT_USAGE;
+    if (code == EXIT_OK) {
+        explain_set set = explain_heldout(&t);
+        qkv_status s = explain_ablate(&t, &set, &rq, r);
+        if (s != QKV_OK) {
+            cli_error("%s", qkv_last_error());
+            code = cli_exit_for(s);
+        }
+    }
+    if (code == EXIT_OK) {
+        if (!a->json) print_table(&t, &rq, r);
+        code = explain_cli_emit(explain_ablate_json(&t, &rq, r, NULL), a->json, a->out);
+    }
+    free(r);
+    trainer_free(&t);
+    return code;
+}
+
+int cmd_ablate(int argc, char **argv, bool parse_only) {
+    ablate_args a;
+    int code = ablate_parse(argc, argv, &a);
+    return code != CLI_RUN || parse_only ? code : ablate_run(&a);
+}

@@ -1,0 +1,119 @@
+/* cmd_attribute.c - `qkv attribute`: direct logit attribution, one logit split exactly into
+ * the embedding path, each head's share and the bias (explore/explain.c). */
+#include "cli.h"
+#include "explain_cli.h"
+#include "explore/explain.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *model, *input, *token, *out;
+    long threads, position;
+    int dtype;
+    bool json;
+} attribute_args;
+
+static int attribute_parse(int argc, char **argv, attribute_args *a) {
+    *a = (attribute_args){.dtype = TRAIN_DTYPE_OF_FILE, .position = -1};
+    cli_option options[] = {
+        {"model", CLI_STRING, &a->model, .arg = "FILE",
+         .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
+        {"input", CLI_STRING, &a->input, .arg = "\"...\"", .help = "the input's tokens"},
+        {"position", CLI_INT, &a->position, 0, QKV_MAX_SEQ_LEN - 1, .arg = "I",
+         .help = "the position, from 0 (default: the last with a target)"},
+        {"token", CLI_STRING, &a->token, .arg = "TOKEN",
+         .help = "whose logit (default: the predicted token)"},
+        {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
+         .help = "f32 or f64 (default: the model's own)"},
+        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N", .help = "OpenMP threads"},
+        {"json", CLI_FLAG, &a->json, .help = "print one JSON object (docs/explain.md)"},
+        {"out", CLI_STRING, &a->out, .arg = "FILE",
+         .help = "write the same JSON object to FILE (e.g. RUN/attribute.json for qkv plot)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "attribute",
+        .usage = "usage: qkv attribute DIR --input \"...\" [options]\n"
+                 "Direct logit attribution: a logit split into the embedding path, each head's "
+                 "share\n(through W_O and the vocabulary head) and the bias; the parts add up to "
+                 "the logit.\n\n",
+        .options = options,
+        .column = 22,
+        .epilog = "\nExit codes: 0 done, 2 bad option or input, 3 a file cannot be read or "
+                  "written,\n4 the model file is corrupt, 6 out of memory.\n",
+        .operands = true};
+    int first;
+    int code = cli_parse_options(&cmd, argc, argv, &first);
+    if (code != CLI_RUN) return code;
+    if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
+    if (!a->input) {
+        cli_error("attribute: --input is required");
+        return EXIT_USAGE;
+    }
+    return explain_cli_model("attribute", a->model, argc, argv, first, &a->model);
+}
+
+static void print_table(const trainer *t, const explain_input *in, const dla_result *r) {
+    char pos[48], tok[32];
+    explain_position_label(t, in, r->position, pos, sizeof pos);
+    trainer_token_label(t, r->token, tok, sizeof tok);
+    printf("attribute: the logit of '%s' at position %s is %.9g\n", tok, pos, r->logit);
+    printf("  %-8s %14s\n", "part", "value");
+    for (int i = 0; i < r->n_parts; i++) {
+        const dla_part *p = &r->parts[i];
+        printf("  %-8s %14.6f%s\n", p->name, p->value,
+               !strcmp(p->name, "embed") ? "   (embeddings, through the residual stream)" : "");
+    }
+    printf("  %-8s %14.6f   (logit - sum = %.3g)\n", "sum", r->sum, r->logit - r->sum);
+}
+
+static int attribute_run(const attribute_args *a) {
+    trainer t;
+    char path[1100];
+    int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
+    if (code != EXIT_OK) return code;
+    const char *inputs[] = {path, t.data ? t.data->path : NULL, NULL};
+    explain_input *in = malloc(sizeof *in);
+    dla_result *r = malloc(sizeof *r);
+    qkv_status s = QKV_OK;
+    if ((code = explain_cli_check_out("attribute", a->out, inputs)) != EXIT_OK) goto done;
+    if (!in || !r) {
+        cli_error("attribute: out of memory");
+        code = EXIT_NOMEM;
+        goto done;
+    }
+    if ((s = explain_read_input(&t, "--input", a->input, in)) != QKV_OK) goto fail;
+    int position = a->position >= 0 ? (int)a->position : explain_default_position(&t, in);
+    if (position < 0) {
+        cli_error("attribute: the input has no position with a target: give --position");
+        code = EXIT_USAGE;
+        goto done;
+    }
+    if ((s = explain_check_position(&t, in, position)) != QKV_OK) goto fail;
+    int token = -1;
+    if (a->token && (token = explain_read_class(&t, "--token", a->token)) < 0) {
+        s = QKV_ERR_VALUE;
+        goto fail;
+    }
+    if ((s = explain_attribute(&t, in, position, token, r)) != QKV_OK) goto fail;
+    if (!a->json) print_table(&t, in, r);
+    code = explain_cli_emit(explain_attribute_json(&t, in, r), a->json, a->out);
+    goto done;
+fail:
+    cli_error("attribute: %s", qkv_last_error());
+    code = cli_exit_for(s);
+done:
+    free(in);
+    free(r);
+    trainer_free(&t);
+    return code;
+}
+
+int cmd_attribute(int argc, char **argv, bool parse_only) {
+    attribute_args a;
+    int code = attribute_parse(argc, argv, &a);
+    return code != CLI_RUN || parse_only ? code : attribute_run(&a);
+}

@@ -1,0 +1,71 @@
+/* explain_cli.c - the model, the loading and the JSON of the explaining commands. */
+#include "explain_cli.h"
+#include "explore/explain.h"
+#include "train/checkpoint.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int explain_cli_model(const char *who, const char *option, int argc, char **argv, int first,
+                      const char **model) {
+    *model = option;
+    if (first < argc) {
+        if (option) {
+            cli_error("%s: the model is given twice: --model %s and '%s'", who, option,
+                      argv[first]);
+            return EXIT_USAGE;
+        }
+        if (first < argc - 1) {
+            cli_error("%s: one model only, got '%s' too", who, argv[first + 1]);
+            return EXIT_USAGE;
+        }
+        *model = argv[first];
+    }
+    if (!*model) {
+        cli_error("%s: which model? (qkv %s DIR, or --model FILE)", who, who);
+        return EXIT_USAGE;
+    }
+    return CLI_RUN;
+}
+
+int explain_cli_load(const char *model, int dtype, long threads, trainer *t, char *path,
+                     size_t len) {
+    int code = cli_set_threads(threads);
+    if (code != EXIT_OK) return code;
+    if (!cli_model_path(model, path, len)) return EXIT_IO;
+    qkv_status s = trainer_load_as(t, path, dtype);
+    if (s != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    return EXIT_OK;
+}
+
+int explain_cli_check_out(const char *who, const char *out, const char *const *inputs) {
+    if (!out) return EXIT_OK;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s: --out ", who);
+    for (int i = 0; inputs[i]; i++)
+        if (cli_output_clashes(prefix, out, inputs[i])) return EXIT_USAGE;
+    return EXIT_OK;
+}
+
+int explain_cli_emit(cJSON *o, bool json, const char *out) {
+    int code = EXIT_OK;
+    if (json) {
+        char *text = cJSON_PrintUnformatted(o);
+        if (text) printf("%s\n", text);
+        free(text);
+    }
+    if (out) {
+        qkv_status s = explain_write_json(o, out);
+        if (s != QKV_OK) {
+            cli_error("%s", qkv_last_error());
+            code = cli_exit_for(s);
+        } else if (!json) {
+            printf("wrote %s\n", out);
+        }
+    }
+    cJSON_Delete(o);
+    return code;
+}

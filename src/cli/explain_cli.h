@@ -1,0 +1,26 @@
+/* explain_cli.h - what ablate, patch and attribute (and eval --data) share at the command
+ * line: the model as an operand or --model, its loading, and the JSON to stdout or a file. */
+#ifndef QKV_CLI_EXPLAIN_H
+#define QKV_CLI_EXPLAIN_H
+
+#include "cli.h"
+#include "train/checkpoint.h"
+
+#include <cjson/cJSON.h>
+
+/* The model named by --model (`option`, may be NULL) or by the one operand argv[first]:
+ * into *model, or EXIT_USAGE after one line (none, two, or an extra operand). */
+int explain_cli_model(const char *who, const char *option, int argc, char **argv, int first,
+                      const char **model);
+/* Sets the threads, finds the model file (a directory's model.safetensors) into path, and
+ * loads it in `dtype` (TRAIN_DTYPE_OF_FILE or a qkv_dtype): EXIT_OK or the exit code after
+ * one line. */
+int explain_cli_load(const char *model, int dtype, long threads, trainer *t, char *path,
+                     size_t len);
+/* Refuses (one line, EXIT_USAGE) an --out that is one of the inputs (NULL-ended). */
+int explain_cli_check_out(const char *who, const char *out, const char *const *inputs);
+/* The JSON object: printed on stdout with `json`, written to `out` (atomically) when not
+ * NULL, and freed. EXIT_OK or the exit code after one line. */
+int explain_cli_emit(cJSON *o, bool json, const char *out);
+
+#endif

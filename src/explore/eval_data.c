@@ -1,0 +1,295 @@
+/* eval_data.c - a saved model on a new file of examples (eval_data.h). */
+#include "explore/eval_data.h"
+#include "io/io.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BATCH 256 /* sequences scored in one forward: fewer, larger ops */
+
+void eval_file_free(eval_file *f) {
+    free(f->x), free(f->y), free(f->len), free(f->line);
+    f->x = f->y = f->len = NULL, f->line = NULL;
+}
+
+/* Splits `side` at spaces into token ids (classes: "_" is -1, no target); at most `most`. The count, or -1 with
+ * the error set (naming the file, the line and the word). */
+static int read_side(const trainer *t, const char *path, int64_t line, const char *what,
+                     char *side, int most, bool classes, int32_t *out) {
+    int n = 0;
+    for (char *p = side;;) {
+        p += strspn(p, " ");
+        if (!*p) break;
+        size_t len = strcspn(p, " ");
+        char save = p[len];
+        p[len] = '\0';
+        if (n >= most) {
+            qkv_fail(QKV_ERR_FORMAT, "%s line %lld: more than %d %s tokens: the model reads at "
+                     "most %d", path, (long long)line, most, what, most);
+            return -1;
+        }
+        int id = classes && !strcmp(p, "_") ? -1 : explain_read_class(t, what, p);
+        if (id < 0 && !(classes && !strcmp(p, "_"))) {
+            qkv_fail(QKV_ERR_FORMAT, "%s line %lld: unknown token '%.40s' (%s token %d): the "
+                     "model does not know it", path, (long long)line, p, what, n + 1);
+            return -1;
+        }
+        out[n++] = id;
+        p[len] = save;
+        p += len;
+    }
+    return n;
+}
+
+static qkv_status grow(eval_file *f, size_t *cap, int T, int To) {
+    if ((size_t)f->n < *cap) return QKV_OK;
+    size_t c = *cap ? 2 * *cap : 256;
+    int32_t *x = realloc(f->x, c * T * sizeof *x);
+    if (x) f->x = x;
+    int32_t *y = realloc(f->y, c * To * sizeof *y);
+    if (y) f->y = y;
+    int32_t *len = realloc(f->len, c * sizeof *len);
+    if (len) f->len = len;
+    int64_t *line = realloc(f->line, c * sizeof *line);
+    if (line) f->line = line;
+    if (!x || !y || !len || !line) return qkv_fail(QKV_ERR_NOMEM, "out of memory for the examples");
+    *cap = c;
+    return QKV_OK;
+}
+
+qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    FILE *in;
+    qkv_status s = io_fopen_regular(path, &in);
+    if (s != QKV_OK) return s;
+    int T = t->model.cfg.seq_len, To = t->target_len;
+    bool cross = t->model.cfg.target_len > 0;
+    char *buf = NULL;
+    size_t bufcap = 0, cap = 0;
+    ssize_t got;
+    int64_t line = 0;
+    int32_t *tmp = malloc(sizeof(int32_t) * (size_t)(T > To ? T : To));
+    if (!tmp) s = qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    while (s == QKV_OK && (got = getline(&buf, &bufcap, in)) >= 0) {
+        line++;
+        if ((size_t)got != strlen(buf)) {
+            s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: a NUL byte", path, (long long)line);
+            break;
+        }
+        buf[strcspn(buf, "\r\n")] = '\0';
+        if (!buf[strspn(buf, " ")]) continue; /* spaces only */
+        char *tab = strchr(buf, '\t');
+        if (t->data && (!tab || strchr(tab + 1, '\t'))) {
+            s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: %s (input tokens, a tab, output tokens)",
+                         path, (long long)line, tab ? "more than one tab" : "no tab");
+            break;
+        }
+        if (!t->data && tab) {
+            s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: a tab: a %s model's examples are lines "
+                         "of input tokens only (the task gives the targets)", path,
+                         (long long)line, qkv_task_name(t->cfg.task.kind));
+            break;
+        }
+        if (tab) *tab = '\0';
+        if ((s = grow(f, &cap, T, To)) != QKV_OK) break;
+        int32_t *x = f->x + (size_t)f->n * T, *y = f->y + (size_t)f->n * To;
+        int n = read_side(t, path, line, "input", buf, T, false, x);
+        if (n < 0) {
+            s = QKV_ERR_FORMAT;
+            break;
+        }
+        if (!t->data && n != T) {
+            s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: %d input tokens; the model reads exactly "
+                         "%d", path, (long long)line, n, T);
+            break;
+        }
+        for (int i = n; i < T; i++) x[i] = DATA_PAD;
+        for (int i = 0; i < To; i++) y[i] = -1;
+        if (t->data) {
+            int m = read_side(t, path, line, "output", tab + 1, To, true, tmp);
+            if (m < 0) {
+                s = QKV_ERR_FORMAT;
+                break;
+            }
+            if (m == 0 || (!cross && m != n)) {
+                s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: %d input and %d output tokens; the "
+                             "model reads %s", path, (long long)line, n, m,
+                             cross ? "1 or more outputs" : "as many outputs as inputs");
+                break;
+            }
+            memcpy(y, tmp, sizeof *y * (size_t)m);
+        } else {
+            qkv_task_targets(&t->cfg.task, x, y);
+        }
+        f->len[f->n] = n;
+        f->line[f->n++] = line;
+    }
+    if (s == QKV_OK && ferror(in)) s = qkv_fail(QKV_ERR_IO, "%s: read error", path);
+    if (s == QKV_OK && f->n == 0) s = qkv_fail(QKV_ERR_FORMAT, "%s: no example in it", path);
+    free(buf);
+    free(tmp);
+    fclose(in);
+    return s;
+}
+
+void eval_data_result_free(eval_data_result *r) {
+    free(r->by_position), free(r->by_length);
+    r->by_position = r->by_length = NULL;
+}
+
+/* One example's line of --per-example. */
+static void write_example(const trainer *t, const eval_file *f, int e, const qkv_tensor *logits,
+                          int b, FILE *out) {
+    int T = t->model.cfg.seq_len, To = t->target_len, V = t->model.cfg.vocab;
+    const int32_t *x = f->x + (size_t)e * T, *y = f->y + (size_t)e * To;
+    cJSON *o = cJSON_CreateObject(), *in = cJSON_AddArrayToObject(o, "input");
+    cJSON_AddNumberToObject(o, "example", e + 1);
+    cJSON_AddNumberToObject(o, "line", (double)f->line[e]);
+    char label[32];
+    for (int i = 0; i < f->len[e]; i++) {
+        trainer_token_label(t, x[i], label, sizeof label);
+        cJSON_AddItemToArray(in, cJSON_CreateString(label));
+    }
+    cJSON *tg = cJSON_AddArrayToObject(o, "targets"), *pr = cJSON_AddArrayToObject(o, "predictions");
+    cJSON *pb = cJSON_AddArrayToObject(o, "probabilities"), *ok = cJSON_AddArrayToObject(o, "right");
+    int queries = t->model.cfg.target_len ? To : f->len[e], right = 0, counted = 0;
+    for (int i = 0; i < queries; i++) {
+        int64_t row = ((int64_t)b * To + i) * V;
+        int best = 0;
+        double max = qkv_get(logits, row), z = 0;
+        for (int j = 1; j < V; j++)
+            if (qkv_get(logits, row + j) > qkv_get(logits, row + best)) best = j;
+        max = qkv_get(logits, row + best);
+        for (int j = 0; j < V; j++) z += exp(qkv_get(logits, row + j) - max);
+        trainer_token_label(t, best, label, sizeof label);
+        cJSON_AddItemToArray(pr, cJSON_CreateString(label));
+        cJSON_AddItemToArray(pb, cJSON_CreateNumber(1.0 / z));
+        if (y[i] < 0) {
+            cJSON_AddItemToArray(tg, cJSON_CreateNull());
+            cJSON_AddItemToArray(ok, cJSON_CreateNull());
+        } else {
+            trainer_token_label(t, y[i], label, sizeof label);
+            cJSON_AddItemToArray(tg, cJSON_CreateString(label));
+            cJSON_AddItemToArray(ok, cJSON_CreateBool(best == y[i]));
+            right += best == y[i], counted++;
+        }
+    }
+    cJSON_AddNumberToObject(o, "correct", right);
+    cJSON_AddNumberToObject(o, "counted", counted);
+    char *text = cJSON_PrintUnformatted(o);
+    if (text) fprintf(out, "%s\n", text);
+    free(text);
+    cJSON_Delete(o);
+}
+
+qkv_status eval_data_run(trainer *t, const eval_file *f, FILE *per_example,
+                         eval_data_result *r) {
+    const qkv_model_config *c = &t->model.cfg;
+    int T = c->seq_len, To = t->target_len, L = c->layers, H = c->heads, V = c->vocab;
+    int Hs = H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS;
+    memset(r, 0, sizeof *r);
+    r->by_position = calloc((size_t)To, sizeof *r->by_position);
+    r->by_length = calloc((size_t)T + 1, sizeof *r->by_length);
+    if (!r->by_position || !r->by_length) return qkv_fail(QKV_ERR_NOMEM, "eval: out of memory");
+    const int32_t *lengths = t->data ? f->len : NULL;
+    r->chance = qkv_task_chance(&t->cfg.task);
+    /* loss, accuracy and the head scores, as training defines them, over the file: the
+     * trainer's evaluation pointed at the file's examples */
+    trainer view = *t;
+    view.held_tokens = f->x, view.held_targets = f->y, view.n_held = f->n;
+    view.held_lengths = (int32_t *)lengths;
+    r->heads = trainer_evaluate(&view);
+    r->score = (explain_score){r->heads.loss, r->heads.accuracy, r->heads.counted};
+    double ent_sum[QKV_MAX_LAYERS][EVAL_MAX_HEADS] = {{0}};
+    int64_t ent_rows = 0;
+    for (int start = 0; start < f->n; start += BATCH) {
+        int B = f->n - start < BATCH ? f->n - start : BATCH;
+        qkv_ctx_reset(t->eval_ctx);
+        qkv_probe probe = {0};
+        qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx,
+                                                     f->x + (size_t)start * T,
+                                                     lengths ? lengths + start : NULL, B, &probe);
+        for (int b = 0; b < B; b++) {
+            int e = start + b, queries = c->target_len ? To : f->len[e];
+            const int32_t *y = f->y + (size_t)e * To;
+            int64_t hits = 0, counted = 0;
+            for (int i = 0; i < To; i++) {
+                if (y[i] < 0) continue;
+                int64_t row = ((int64_t)b * To + i) * V;
+                int best = 0;
+                for (int j = 1; j < V; j++)
+                    if (qkv_get(logits, row + j) > qkv_get(logits, row + best)) best = j;
+                r->by_position[i].hits += best == y[i];
+                r->by_position[i].counted++;
+                hits += best == y[i], counted++;
+            }
+            r->by_length[f->len[e]].hits += hits;
+            r->by_length[f->len[e]].counted += counted;
+            for (int l = 0; l < L; l++)
+                for (int h = 0; h < Hs; h++)
+                    for (int i = 0; i < queries; i++) {
+                        double ent = 0;
+                        int64_t row = (((int64_t)b * H + h) * To + i) * T;
+                        for (int j = 0; j < T; j++) {
+                            double a = qkv_get(probe.attn[l], row + j);
+                            if (a > 0) ent -= a * log(a);
+                        }
+                        ent_sum[l][h] += ent;
+                    }
+            ent_rows += queries;
+            if (per_example) write_example(t, f, e, logits, b, per_example);
+        }
+    }
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < Hs; h++) r->entropy[l][h] = ent_rows ? ent_sum[l][h] / ent_rows : 0;
+    return QKV_OK;
+}
+
+static void add_number(cJSON *o, const char *key, double v) {
+    if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
+    else cJSON_AddNullToObject(o, key);
+}
+
+cJSON *eval_data_json(const trainer *t, const eval_file *f, const eval_data_result *r) {
+    const qkv_model_config *c = &t->model.cfg;
+    cJSON *o = explain_json_header(t, "eval", NULL);
+    cJSON_AddStringToObject(o, "data", f->path);
+    cJSON_AddNumberToObject(o, "examples", f->n);
+    cJSON_AddNumberToObject(o, "counted", (double)r->score.counted);
+    add_number(o, "loss", r->score.loss);
+    add_number(o, "accuracy", r->score.accuracy);
+    add_number(o, "chance", r->chance);
+    cJSON *bp = cJSON_AddArrayToObject(o, "by_position");
+    for (int i = 0; i < t->target_len; i++) {
+        if (!r->by_position[i].counted) continue;
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "position", i);
+        cJSON_AddNumberToObject(x, "counted", (double)r->by_position[i].counted);
+        add_number(x, "accuracy", (double)r->by_position[i].hits / r->by_position[i].counted);
+        cJSON_AddItemToArray(bp, x);
+    }
+    cJSON *bl = cJSON_AddArrayToObject(o, "by_length");
+    for (int n = 1; n <= c->seq_len; n++) {
+        if (!r->by_length[n].counted) continue;
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "length", n);
+        cJSON_AddNumberToObject(x, "counted", (double)r->by_length[n].counted);
+        add_number(x, "accuracy", (double)r->by_length[n].hits / r->by_length[n].counted);
+        cJSON_AddItemToArray(bl, x);
+    }
+    cJSON *hs = cJSON_AddArrayToObject(o, "head_scores");
+    for (int l = 0; l < c->layers; l++)
+        for (int h = 0; h < c->heads && h < EVAL_MAX_HEADS; h++) {
+            cJSON *x = cJSON_CreateObject();
+            cJSON_AddNumberToObject(x, "layer", l + 1);
+            cJSON_AddNumberToObject(x, "head", h + 1);
+            add_number(x, "entropy", r->entropy[l][h]);
+            add_number(x, "prev_token", r->heads.prev_token[l][h]);
+            add_number(x, "duplicate", r->heads.duplicate[l][h]);
+            add_number(x, "induction", r->heads.induction[l][h]);
+            cJSON_AddItemToArray(hs, x);
+        }
+    return o;
+}

@@ -1,0 +1,545 @@
+/* explain.c - ablation, patching and attribution over qkv_model_forward_probe (explain.h). */
+#include "explore/explain.h"
+#include "io/io.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BATCH 256 /* sequences scored in one forward: fewer, larger ops */
+
+explain_set explain_heldout(const trainer *t) {
+    return (explain_set){.n = t->n_held, .x = t->held_tokens, .y = t->held_targets,
+                         .len = t->held_lengths};
+}
+
+/* ---- the words a user types ---- */
+
+/* A whole decimal number in [0, n), or -1. */
+static long parse_id(const char *w, long n) {
+    if (*w < '0' || *w > '9' || strlen(w) > 9) return -1;
+    char *end;
+    long v = strtol(w, &end, 10);
+    return *end == '\0' && v < n ? v : -1;
+}
+
+/* A token id from a word: a data file's token string, or a task's id or label; -1 if none. */
+static long word_token(const trainer *t, const char *w) {
+    if (t->data) return dataset_token_id(t->data, w);
+    const qkv_task *task = &t->cfg.task;
+    long id = parse_id(w, task->vocab);
+    if (id >= 0) return id;
+    char label[32];
+    for (int k = 0; k < task->vocab; k++) {
+        qkv_task_token_label(task, k, label, sizeof label);
+        if (!strcmp(label, w)) return k;
+    }
+    return -1;
+}
+
+qkv_status explain_read_input(const trainer *t, const char *option, const char *text,
+                              explain_input *in) {
+    memset(in, 0, sizeof *in);
+    int T = t->model.cfg.seq_len, n = 0;
+    char word[256];
+    for (const char *p = text;;) {
+        p += strspn(p, " \t");
+        if (!*p) break;
+        size_t len = strcspn(p, " \t");
+        if (n >= T)
+            return qkv_fail(QKV_ERR_VALUE, "%s has more than %d tokens: the model reads at most "
+                            "%d (its --seq-len)", option, T, T);
+        snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), p);
+        long id = len < sizeof word ? word_token(t, word) : -1;
+        if (id < 0)
+            return qkv_fail(QKV_ERR_VALUE, "%s: '%.40s' (token %d) is not a token the model "
+                            "knows", option, word, n);
+        in->tokens[n++] = (int32_t)id;
+        p += len;
+    }
+    if (n == 0 || (!t->data && n != T))
+        return qkv_fail(QKV_ERR_VALUE, "%s has %d token%s; the model reads %s %d", option, n,
+                        n == 1 ? "" : "s", t->data ? "at least" : "exactly", t->data ? 1 : T);
+    for (int i = n; i < T; i++) in->tokens[i] = DATA_PAD;
+    in->n = in->len = n;
+    for (int i = 0; i < t->target_len; i++) in->targets[i] = -1;
+    if (!t->data) qkv_task_targets(&t->cfg.task, in->tokens, in->targets);
+    return QKV_OK;
+}
+
+int explain_read_class(const trainer *t, const char *option, const char *word) {
+    long id = word_token(t, word);
+    const qkv_task *task = &t->cfg.task;
+    if (id < 0 && !t->data && task->kind == QKV_TASK_LOOKUP && word[0] == 'v')
+        id = parse_id(word + 1, task->n_values);
+    if (id < 0 || id >= t->model.cfg.vocab) {
+        qkv_fail(QKV_ERR_VALUE, "%s: '%.40s' is not a token the model can predict", option, word);
+        return -1;
+    }
+    return (int)id;
+}
+
+/* Query positions: the input's (its typed tokens for a data file), or the decoder's. */
+static int query_positions(const trainer *t, const explain_input *in) {
+    return t->model.cfg.target_len ? t->target_len : in->n;
+}
+
+void explain_position_label(const trainer *t, const explain_input *in, int i, char *buf,
+                            size_t len) {
+    char tok[32];
+    if (t->model.cfg.target_len) {
+        snprintf(buf, len, "%d", i);
+        return;
+    }
+    trainer_token_label(t, in->tokens[i], tok, sizeof tok);
+    snprintf(buf, len, "%d:%s", i, tok);
+}
+
+static bool has_target(const trainer *t, const explain_input *in, int i) {
+    if (i < 0 || i >= query_positions(t, in)) return false;
+    return t->data ? true : in->targets[i] >= 0;
+}
+
+int explain_default_position(const trainer *t, const explain_input *in) {
+    for (int i = query_positions(t, in) - 1; i >= 0; i--)
+        if (has_target(t, in, i)) return i;
+    return -1;
+}
+
+qkv_status explain_check_position(const trainer *t, const explain_input *in, int i) {
+    if (has_target(t, in, i)) return QKV_OK;
+    if (i >= query_positions(t, in))
+        return qkv_fail(QKV_ERR_VALUE, "--position %d is past the last position (%d)", i,
+                        query_positions(t, in) - 1);
+    return qkv_fail(QKV_ERR_VALUE, "--position %d has no target in this input (the task "
+                    "predicts nothing there)", i);
+}
+
+/* ---- scoring a set of examples ---- */
+
+/* A fresh context that records a graph (the trainer's eval context is no-grad). */
+static qkv_ctx *graph_ctx(void) {
+    return qkv_ctx_new(0);
+}
+
+/* Batch b's logits (B, To, V) against targets y (B, To): argmax hits and counted positions
+ * (the first of equal largest, as training's accuracy). */
+static void count_hits(const qkv_tensor *logits, const int32_t *y, int64_t *hits,
+                       int64_t *counted) {
+    int64_t rows = logits->shape[0] * logits->shape[1], V = logits->shape[2];
+    for (int64_t r = 0; r < rows; r++) {
+        if (y[r] < 0) continue;
+        int64_t best = 0;
+        for (int64_t j = 1; j < V; j++)
+            if (qkv_get(logits, r * V + j) > qkv_get(logits, r * V + best)) best = j;
+        *hits += best == y[r];
+        (*counted)++;
+    }
+}
+
+qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_edit *edits,
+                             int n_edits, explain_score *out) {
+    int T = t->model.cfg.seq_len, To = t->target_len;
+    double loss_sum = 0;
+    int64_t hits = 0, counted = 0;
+    for (int start = 0; start < set->n; start += BATCH) {
+        int B = set->n - start < BATCH ? set->n - start : BATCH;
+        const int32_t *y = set->y + (size_t)start * To;
+        qkv_ctx_reset(t->eval_ctx);
+        qkv_probe probe = {.edits = edits, .n_edits = n_edits};
+        qkv_tensor *logits = qkv_model_forward_probe(
+            &t->model, t->eval_ctx, set->x + (size_t)start * T, set->len ? set->len + start : NULL,
+            B, &probe);
+        int64_t before = counted;
+        count_hits(logits, y, &hits, &counted);
+        if (counted == before) continue;
+        qkv_tensor *targets = qkv_from_array(t->eval_ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
+        loss_sum += qkv_get(qkv_cross_entropy(t->eval_ctx, logits, targets, -1), 0) *
+                    (double)(counted - before);
+    }
+    *out = (explain_score){.loss = counted ? loss_sum / (double)counted : 0,
+                           .accuracy = counted ? (double)hits / (double)counted : 0,
+                           .counted = counted};
+    return QKV_OK;
+}
+
+/* means[l]: layer l's head outputs averaged over the examples, (1, H, To, Dk) in params. */
+static qkv_status head_means(trainer *t, const explain_set *set, qkv_ctx *keep,
+                             qkv_tensor **means) {
+    const qkv_model_config *c = &t->model.cfg;
+    int T = c->seq_len, To = t->target_len, H = c->heads, Dk = c->d_model / H;
+    int64_t per = (int64_t)H * To * Dk;
+    double *sum = calloc((size_t)(c->layers * per), sizeof *sum);
+    if (!sum) return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for the heads' means");
+    for (int start = 0; start < set->n; start += BATCH) {
+        int B = set->n - start < BATCH ? set->n - start : BATCH;
+        qkv_ctx_reset(t->eval_ctx);
+        qkv_probe probe = {0};
+        qkv_model_forward_probe(&t->model, t->eval_ctx, set->x + (size_t)start * T,
+                                set->len ? set->len + start : NULL, B, &probe);
+        for (int l = 0; l < c->layers; l++)
+            for (int b = 0; b < B; b++)
+                for (int64_t k = 0; k < per; k++) sum[l * per + k] += qkv_get(probe.z[l], b * per + k);
+    }
+    for (int l = 0; l < c->layers; l++) {
+        means[l] = qkv_new(keep, c->dtype, 4, (int64_t[]){1, H, To, Dk});
+        for (int64_t k = 0; k < per; k++)
+            qkv_set(means[l], k, set->n ? sum[l * per + k] / set->n : 0);
+    }
+    free(sum);
+    return QKV_OK;
+}
+
+qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_request *rq,
+                          ablate_result *r) {
+    const qkv_model_config *c = &t->model.cfg;
+    memset(r, 0, sizeof *r);
+    if (rq->n_heads) {
+        r->n_heads = rq->n_heads;
+        memcpy(r->heads, rq->heads, sizeof r->heads[0] * (size_t)rq->n_heads);
+    } else {
+        for (int l = 0; l < c->layers; l++)
+            for (int h = 0; h < c->heads && h < EVAL_MAX_HEADS; h++)
+                r->heads[r->n_heads++] = (explain_head){l, h};
+    }
+    qkv_ctx *keep = qkv_ctx_new(0);
+    if (!keep) return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory");
+    qkv_tensor *means[QKV_MAX_LAYERS] = {0};
+    qkv_status s = rq->mean ? head_means(t, set, keep, means) : QKV_OK;
+    qkv_head_edit *all = calloc((size_t)r->n_heads, sizeof *all);
+    if (s == QKV_OK && !all) s = qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory");
+    if (s != QKV_OK) {
+        free(all);
+        qkv_ctx_free(keep);
+        return s;
+    }
+    for (int i = 0; i < r->n_heads; i++) {
+        int l = r->heads[i].layer;
+        all[i] = (qkv_head_edit){.kind = rq->mean ? QKV_HEAD_MEAN : QKV_HEAD_ZERO, .layer = l,
+                                 .head = r->heads[i].head, .position = -1, .value = means[l]};
+    }
+    s = explain_score_set(t, set, NULL, 0, &r->baseline);
+    for (int i = 0; s == QKV_OK && i < r->n_heads; i++)
+        s = explain_score_set(t, set, &all[i], 1, &r->each[i]);
+    if (s == QKV_OK && rq->together) s = explain_score_set(t, set, all, r->n_heads, &r->together);
+    free(all);
+    qkv_ctx_free(keep);
+    return s;
+}
+
+/* ---- patching ---- */
+
+static double metric_of(const qkv_tensor *logits, int position, int answer, int wrong) {
+    int64_t V = logits->shape[2], row = (int64_t)position * V;
+    return qkv_get(logits, row + answer) - qkv_get(logits, row + wrong);
+}
+
+/* z[l] copied into keep, (1, H, To, Dk) each, for later runs to read. */
+static void keep_z(qkv_ctx *keep, const qkv_probe *probe, int layers, qkv_tensor **out) {
+    for (int l = 0; l < layers; l++) {
+        const qkv_tensor *z = probe->z[l];
+        out[l] = qkv_new(keep, z->dtype, z->ndim, z->shape);
+        memcpy(out[l]->data, z->data, (size_t)z->size * qkv_dtype_size(z->dtype));
+    }
+}
+
+static double pearson(const patch_row *rows, int n) {
+    double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        double x = rows[i].exact, y = rows[i].attribution;
+        if (!isfinite(x) || !isfinite(y)) continue;
+        sx += x, sy += y, sxx += x * x, syy += y * y, sxy += x * y, k++;
+    }
+    if (k < 2) return NAN;
+    double cov = sxy - sx * sy / k, vx = sxx - sx * sx / k, vy = syy - sy * sy / k;
+    return vx > 0 && vy > 0 ? cov / sqrt(vx * vy) : NAN;
+}
+
+qkv_status explain_patch(trainer *t, const explain_input *clean, const explain_input *corrupt,
+                         patch_result *r) {
+    const qkv_model_config *c = &t->model.cfg;
+    int L = c->layers, H = c->heads, To = t->target_len, Dk = c->d_model / H, V = c->vocab;
+    int positions = r->over_positions ? query_positions(t, clean) : 1;
+    r->rows = NULL;
+    r->agreement = NAN;
+    qkv_ctx *keep = qkv_ctx_new(0), *g = graph_ctx();
+    if (!keep || !g) {
+        qkv_ctx_free(keep), qkv_ctx_free(g);
+        return qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
+    }
+    qkv_tensor *z_clean[QKV_MAX_LAYERS], *z_corrupt[QKV_MAX_LAYERS];
+    const int32_t *clen = t->data ? &clean->len : NULL, *xlen = t->data ? &corrupt->len : NULL;
+    qkv_ctx_reset(t->eval_ctx);
+    qkv_probe probe = {0};
+    qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx, clean->tokens, clen, 1,
+                                                 &probe);
+    r->clean = metric_of(logits, r->position, r->answer, r->wrong);
+    keep_z(keep, &probe, L, z_clean);
+    /* the corrupted run, recorded: d metric / d z from one backward pass */
+    qkv_probe cp = {0};
+    logits = qkv_model_forward_probe(&t->model, g, corrupt->tokens, xlen, 1, &cp);
+    r->corrupt = metric_of(logits, r->position, r->answer, r->wrong);
+    keep_z(keep, &cp, L, z_corrupt);
+    double diff = r->clean - r->corrupt;
+    if (!(fabs(diff) > 0)) {
+        qkv_ctx_free(keep), qkv_ctx_free(g);
+        return qkv_fail(QKV_ERR_VALUE, "the clean and the corrupted input give the same "
+                        "logit difference (%g): there is nothing to recover", r->clean);
+    }
+    if (r->attribution) {
+        qkv_tensor *pick = qkv_zeros(g, c->dtype, 3, (int64_t[]){1, To, V});
+        qkv_set(pick, (int64_t)r->position * V + r->answer, 1.0);
+        qkv_set(pick, (int64_t)r->position * V + r->wrong, -1.0);
+        qkv_backward(qkv_sum(g, qkv_mul(g, logits, pick)));
+    }
+    r->n_rows = L * H * positions;
+    r->rows = calloc((size_t)r->n_rows, sizeof *r->rows);
+    if (!r->rows) {
+        qkv_ctx_free(keep), qkv_ctx_free(g);
+        return qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
+    }
+    int k = 0;
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            for (int p = 0; p < positions; p++, k++) {
+                patch_row *row = &r->rows[k];
+                *row = (patch_row){l, h, r->over_positions ? p : -1, NAN, NAN};
+                if (r->exact) {
+                    qkv_head_edit e = {QKV_HEAD_REPLACE, l, h, row->position, z_clean[l]};
+                    qkv_ctx_reset(t->eval_ctx);
+                    qkv_probe pp = {.edits = &e, .n_edits = 1};
+                    qkv_tensor *pl = qkv_model_forward_probe(&t->model, t->eval_ctx,
+                                                             corrupt->tokens, xlen, 1, &pp);
+                    row->exact = (metric_of(pl, r->position, r->answer, r->wrong) - r->corrupt) /
+                                 diff;
+                }
+                if (r->attribution) {
+                    double a = 0;
+                    int i0 = row->position < 0 ? 0 : p, i1 = row->position < 0 ? To : p + 1;
+                    for (int i = i0; i < i1; i++)
+                        for (int d = 0; d < Dk; d++) {
+                            int64_t at = ((int64_t)h * To + i) * Dk + d;
+                            a += (qkv_get(z_clean[l], at) - qkv_get(z_corrupt[l], at)) *
+                                 qkv_grad_get(cp.z[l], at);
+                        }
+                    row->attribution = a / diff;
+                }
+            }
+    if (r->exact && r->attribution) r->agreement = pearson(r->rows, r->n_rows);
+    qkv_ctx_free(keep);
+    qkv_ctx_free(g);
+    return QKV_OK;
+}
+
+void explain_patch_free(patch_result *r) {
+    free(r->rows);
+    r->rows = NULL;
+}
+
+/* ---- direct logit attribution ---- */
+
+qkv_status explain_attribute(trainer *t, const explain_input *in, int position, int token,
+                             dla_result *r) {
+    const qkv_model_config *c = &t->model.cfg;
+    int L = c->layers, H = c->heads, To = t->target_len, C = c->d_model, Dk = C / H, V = c->vocab;
+    memset(r, 0, sizeof *r);
+    qkv_ctx_reset(t->eval_ctx);
+    qkv_probe probe = {0};
+    qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx, in->tokens,
+                                                 t->data ? &in->len : NULL, 1, &probe);
+    int64_t row = (int64_t)position * V;
+    if (token < 0) { /* the predicted token: the first of equal largest */
+        token = 0;
+        for (int j = 1; j < V; j++)
+            if (qkv_get(logits, row + j) > qkv_get(logits, row + token)) token = j;
+    }
+    r->position = position, r->token = token, r->logit = qkv_get(logits, row + token);
+    const qkv_tensor *hw = t->model.head_w; /* (C, V) */
+    if (c->residual) {
+        dla_part *p = &r->parts[r->n_parts++];
+        *p = (dla_part){"embed", -1, -1, 0};
+        for (int k = 0; k < C; k++)
+            p->value += qkv_get(probe.stream[0], (int64_t)position * C + k) *
+                        qkv_get(hw, (int64_t)k * V + token);
+    }
+    /* head h of layer l writes z[h] · W_O[h*Dk .. h*Dk+Dk, :] into the stream, which reaches
+     * the logit through head.w[:, token]: u[j] = W_O[j, :] · head.w[:, token] */
+    double *u = malloc((size_t)C * sizeof *u);
+    if (!u) return qkv_fail(QKV_ERR_NOMEM, "attribute: out of memory");
+    for (int l = c->residual ? 0 : L - 1; l < L; l++) {
+        const qkv_tensor *wo = t->model.w_o[l];
+        for (int j = 0; j < C; j++) {
+            u[j] = 0;
+            for (int k = 0; k < C; k++)
+                u[j] += qkv_get(wo, (int64_t)j * C + k) * qkv_get(hw, (int64_t)k * V + token);
+        }
+        for (int h = 0; h < H && h < EVAL_MAX_HEADS; h++) {
+            dla_part *p = &r->parts[r->n_parts++];
+            *p = (dla_part){"", l, h, 0};
+            snprintf(p->name, sizeof p->name, "%d.%d", l + 1, h + 1);
+            for (int d = 0; d < Dk; d++)
+                p->value += qkv_get(probe.z[l], ((int64_t)h * To + position) * Dk + d) *
+                            u[h * Dk + d];
+        }
+    }
+    free(u);
+    r->parts[r->n_parts++] = (dla_part){"bias", -1, -1, qkv_get(t->model.head_b, token)};
+    for (int i = 0; i < r->n_parts; i++) r->sum += r->parts[i].value;
+    return QKV_OK;
+}
+
+/* ---- JSON ---- */
+
+static void add_number(cJSON *o, const char *key, double v) {
+    if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
+    else cJSON_AddNullToObject(o, key);
+}
+
+static void add_score(cJSON *o, const explain_score *s) {
+    add_number(o, "loss", s->loss);
+    add_number(o, "accuracy", s->accuracy);
+}
+
+/* "L.H" counted from 1 */
+static void head_name(int layer, int head, char *buf, size_t len) {
+    snprintf(buf, len, "%d.%d", layer + 1, head + 1);
+}
+
+static cJSON *token_labels(const trainer *t, const explain_input *in) {
+    cJSON *a = cJSON_CreateArray();
+    char label[32];
+    for (int i = 0; i < in->n; i++) {
+        trainer_token_label(t, in->tokens[i], label, sizeof label);
+        cJSON_AddItemToArray(a, cJSON_CreateString(label));
+    }
+    return a;
+}
+
+static cJSON *position_labels(const trainer *t, const explain_input *in) {
+    cJSON *a = cJSON_CreateArray();
+    char label[48];
+    for (int i = 0; i < query_positions(t, in); i++) {
+        explain_position_label(t, in, i, label, sizeof label);
+        cJSON_AddItemToArray(a, cJSON_CreateString(label));
+    }
+    return a;
+}
+
+cJSON *explain_json_header(const trainer *t, const char *command, const explain_input *in) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "command", command);
+    cJSON_AddStringToObject(o, "task", t->data ? "data" : qkv_task_name(t->cfg.task.kind));
+    cJSON_AddStringToObject(o, "dtype", t->model.cfg.dtype == QKV_F64 ? "f64" : "f32");
+    cJSON_AddNumberToObject(o, "layers", t->model.cfg.layers);
+    cJSON_AddNumberToObject(o, "heads", t->model.cfg.heads);
+    if (in) {
+        cJSON_AddItemToObject(o, "tokens", token_labels(t, in));
+        cJSON_AddItemToObject(o, "positions", position_labels(t, in));
+    }
+    return o;
+}
+
+cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const ablate_result *r,
+                           const char *data_path) {
+    cJSON *o = explain_json_header(t, "ablate", NULL);
+    cJSON_AddStringToObject(o, "mode", rq->mean ? "mean" : "zero");
+    if (data_path) cJSON_AddStringToObject(o, "data", data_path);
+    else cJSON_AddNullToObject(o, "data");
+    cJSON_AddNumberToObject(o, "examples", (double)r->baseline.counted);
+    cJSON *b = cJSON_AddObjectToObject(o, "baseline");
+    add_score(b, &r->baseline);
+    cJSON *heads = cJSON_AddArrayToObject(o, "heads");
+    for (int i = 0; i < r->n_heads; i++) {
+        cJSON *h = cJSON_CreateObject();
+        cJSON_AddNumberToObject(h, "layer", r->heads[i].layer + 1);
+        cJSON_AddNumberToObject(h, "head", r->heads[i].head + 1);
+        add_score(h, &r->each[i]);
+        cJSON_AddItemToArray(heads, h);
+    }
+    if (rq->together) {
+        cJSON *tg = cJSON_AddObjectToObject(o, "together");
+        cJSON *names = cJSON_AddArrayToObject(tg, "heads");
+        char name[32];
+        for (int i = 0; i < r->n_heads; i++) {
+            head_name(r->heads[i].layer, r->heads[i].head, name, sizeof name);
+            cJSON_AddItemToArray(names, cJSON_CreateString(name));
+        }
+        add_score(tg, &r->together);
+    }
+    return o;
+}
+
+static cJSON *class_json(const trainer *t, int c) {
+    char label[32];
+    trainer_token_label(t, c, label, sizeof label);
+    return cJSON_CreateString(label);
+}
+
+cJSON *explain_patch_json(const trainer *t, const explain_input *clean,
+                          const explain_input *corrupt, const patch_result *r) {
+    cJSON *o = explain_json_header(t, "patch", clean);
+    cJSON_AddItemToObject(o, "corrupt_tokens", token_labels(t, corrupt));
+    cJSON_AddNumberToObject(o, "position", r->position);
+    cJSON_AddItemToObject(o, "answer", class_json(t, r->answer));
+    cJSON_AddItemToObject(o, "wrong", class_json(t, r->wrong));
+    cJSON_AddStringToObject(o, "over", r->over_positions ? "head-position" : "head");
+    cJSON_AddStringToObject(o, "method", r->exact && r->attribution ? "both"
+                                         : r->exact                  ? "exact"
+                                                                     : "attribution");
+    add_number(o, "clean", r->clean);
+    add_number(o, "corrupt", r->corrupt);
+    cJSON *rows = cJSON_AddArrayToObject(o, "results");
+    for (int i = 0; i < r->n_rows; i++) {
+        const patch_row *p = &r->rows[i];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddNumberToObject(x, "layer", p->layer + 1);
+        cJSON_AddNumberToObject(x, "head", p->head + 1);
+        if (p->position < 0) cJSON_AddNullToObject(x, "position");
+        else cJSON_AddNumberToObject(x, "position", p->position);
+        add_number(x, "exact", p->exact);
+        add_number(x, "attribution", p->attribution);
+        cJSON_AddItemToArray(rows, x);
+    }
+    add_number(o, "agreement", r->agreement);
+    return o;
+}
+
+cJSON *explain_attribute_json(const trainer *t, const explain_input *in, const dla_result *r) {
+    cJSON *o = explain_json_header(t, "attribute", in);
+    cJSON_AddNumberToObject(o, "position", r->position);
+    cJSON_AddItemToObject(o, "token", class_json(t, r->token));
+    add_number(o, "logit", r->logit);
+    cJSON *parts = cJSON_AddArrayToObject(o, "parts");
+    for (int i = 0; i < r->n_parts; i++) {
+        const dla_part *p = &r->parts[i];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "name", p->name);
+        if (p->layer < 0) {
+            cJSON_AddNullToObject(x, "layer");
+            cJSON_AddNullToObject(x, "head");
+        } else {
+            cJSON_AddNumberToObject(x, "layer", p->layer + 1);
+            cJSON_AddNumberToObject(x, "head", p->head + 1);
+        }
+        add_number(x, "value", p->value);
+        cJSON_AddItemToArray(parts, x);
+    }
+    add_number(o, "sum", r->sum);
+    return o;
+}
+
+qkv_status explain_write_json(const cJSON *json, const char *path) {
+    char *text = cJSON_PrintUnformatted(json);
+    if (!text) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory for the JSON", path);
+    atomic_file af;
+    qkv_status s = atomic_open(&af, path);
+    if (s == QKV_OK) {
+        fputs(text, af.f);
+        fputc('\n', af.f);
+        s = atomic_commit(&af);
+    }
+    free(text);
+    return s;
+}
