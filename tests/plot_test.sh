@@ -191,7 +191,7 @@ awk 'NR == 3 && $1 == "layer_1" && $2 == 1.4075 && $3 == 0.0185 { ok = 1 } END {
     "$RUN/plots/ablate.dat" || fail "plots/ablate.dat is not the loss increase: $(cat "$RUN/plots/ablate.dat")"
 awk 'NR == 4 && $1 == "layer_2" && $2 == 0.55 && $3 == 0.41 { ok = 1 } END { exit !ok }' \
     "$RUN/plots/patch.dat" || fail "plots/patch.dat is not the exact share: $(cat "$RUN/plots/patch.dat")"
-[ "$(grep -v '^#' "$RUN/plots/attribute.dat" | awk '{print $1}' | tr '\n' ' ')" = "embedding 1.1 1.2 2.1 2.2 bias " ] ||
+[ "$(grep -v '^#' "$RUN/plots/attribute.dat" | awk '{print $1}' | tr '\n' ' ')" = "embed 1.1 1.2 2.1 2.2 bias " ] ||
     fail "plots/attribute.dat: $(cat "$RUN/plots/attribute.dat")"
 [ "$(sed -n 2p "$RUN/plots/composition_k.dat")" = 'row\column 2.1 2.2' ] || fail "composition_k.dat header"
 "$QKV" plot "$RUN" --format svg >/dev/null || fail "plot --format svg with the analysis files exited $?"

@@ -101,6 +101,13 @@ static qkv_status matrix_write(const matrix *m, const char *dir, const char *rel
     return atomic_commit(&af);
 }
 
+/* The member `key` of o that is an array (a file may also carry a count of that name). */
+static const cJSON *array_item(const cJSON *o, const char *key) {
+    const cJSON *c;
+    cJSON_ArrayForEach(c, o) if (c->string && !strcmp(c->string, key) && cJSON_IsArray(c)) return c;
+    return NULL;
+}
+
 static double number(const cJSON *o, const char *key) {
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(o, key);
     return cJSON_IsNumber(n) ? n->valuedouble : NAN;
@@ -130,9 +137,9 @@ static plot_status draw_matrix(plotter *p, const char *dir, const char *data, co
 static plot_status plot_circuits(plotter *p, const char *dir, const char *format,
                                  const cJSON *j) {
     static const char name[] = "circuits.json";
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(j, "vocab");
-    const cJSON *qrows = cJSON_GetObjectItemCaseSensitive(j, "query_labels");
-    const cJSON *heads = cJSON_GetObjectItemCaseSensitive(j, "heads");
+    const cJSON *vocab = array_item(j, "vocab");
+    const cJSON *qrows = array_item(j, "query_labels");
+    const cJSON *heads = array_item(j, "heads");
     int V = cJSON_GetArraySize(vocab), R = cJSON_GetArraySize(qrows), H = whole(j, "heads_per_layer");
     if (!cJSON_IsArray(vocab) || !cJSON_IsArray(qrows) || !cJSON_IsArray(heads) || V < 1 || R < 1 || H < 1)
         return not_like(dir, name, "no vocab, query_labels, heads_per_layer or heads");
@@ -185,7 +192,7 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
         if (code != QKV_OK) return code;
     }
     /* composition: one matrix per kind, heads of layer L (rows) by heads of layer L+1 */
-    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(j, "composition");
+    const cJSON *comp = array_item(j, "composition");
     int L = whole(j, "layers");
     if (!cJSON_IsArray(comp) || cJSON_GetArraySize(comp) == 0 || L < 2) return code;
     static const char kinds[] = "qkv";
@@ -231,7 +238,7 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
 
 /* ablate.json: the loss increase of each head removed, as a grid of layers by heads. */
 static plot_status plot_ablate(plotter *p, const char *dir, const char *format, const cJSON *j) {
-    const cJSON *heads = cJSON_GetObjectItemCaseSensitive(j, "heads");
+    const cJSON *heads = array_item(j, "heads");
     double base = number(cJSON_GetObjectItemCaseSensitive(j, "baseline"), "loss");
     if (!cJSON_IsArray(heads) || !isfinite(base))
         return not_like(dir, "ablate.json", "no baseline loss or heads");
@@ -266,7 +273,7 @@ static plot_status plot_ablate(plotter *p, const char *dir, const char *format, 
 /* patch.json: the share recovered by patching each head (layer x head), or each head at each
  * position (head x position); the exact share where there is one, else the attribution. */
 static plot_status plot_patch(plotter *p, const char *dir, const char *format, const cJSON *j) {
-    const cJSON *results = cJSON_GetObjectItemCaseSensitive(j, "results");
+    const cJSON *results = array_item(j, "results");
     if (!cJSON_IsArray(results)) return not_like(dir, "patch.json", "no results");
     int L = 0, H = 0, T = 0;
     bool positions = false;
@@ -311,7 +318,7 @@ static plot_status plot_patch(plotter *p, const char *dir, const char *format, c
 
 /* attribute.json: the logit's parts as bars (embedding path, each head, bias). */
 static plot_status plot_attribute(plotter *p, const char *dir, const char *format, const cJSON *j) {
-    const cJSON *parts = cJSON_GetObjectItemCaseSensitive(j, "parts");
+    const cJSON *parts = array_item(j, "parts");
     if (!cJSON_IsArray(parts)) return not_like(dir, "attribute.json", "no parts");
     char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/plots/attribute.dat", dir);
