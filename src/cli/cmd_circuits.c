@@ -191,6 +191,11 @@ static int circuits_run(const circuits_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
+    if (a->out && t.data &&
+        cli_output_clashes("circuits: --out ", a->out, t.data->path)) { /* its data file */
+        trainer_free(&t);
+        return EXIT_USAGE;
+    }
     const qkv_model_config *c = &t.model.cfg;
     int L = c->layers, H = c->heads;
     double *copying = malloc((size_t)L * H * sizeof *copying);
