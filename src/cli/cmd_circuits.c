@@ -85,7 +85,8 @@ static cJSON *circuits_json(const trainer *t, const double *copying, const doubl
     int L = c->layers, H = c->heads, V = c->vocab, T = c->seq_len;
     int Rq = c->target_len ? c->target_len : V, Tq = c->target_len ? c->target_len : T;
     cJSON *j = cJSON_CreateObject();
-    double *qk = malloc((size_t)Rq * V * sizeof *qk), *qk_pos = malloc((size_t)Tq * T * sizeof *qk_pos);
+    double *qk = malloc((size_t)Rq * V * sizeof *qk);
+    double *qk_pos = malloc((size_t)Tq * T * sizeof *qk_pos);
     double *ov = malloc((size_t)V * V * sizeof *ov);
     *s = j && qk && qk_pos && ov ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
     if (*s == QKV_OK) {

@@ -11,7 +11,9 @@
 
 void metrics_init(metrics_table *m, int layers, int heads) {
     int first = layers + 3 * layers * heads;
-    int comp = layers > 1 && heads <= METRICS_MAX_COMPOSED_HEADS ? 3 * (layers - 1) * heads * heads : 0;
+    int comp = layers > 1 && heads <= METRICS_MAX_COMPOSED_HEADS
+                   ? 3 * (layers - 1) * heads * heads
+                   : 0;
     *m = (metrics_table){.layers = layers, .heads = heads, .first_head_column = first,
                          .n_composition = comp, .n_scores = first + 2 * layers * heads + comp};
 }

@@ -152,7 +152,8 @@ qkv_status qkv_copying_scores(const qkv_model *m, double *scores) {
     double *ou = malloc((size_t)Dk * V * sizeof *ou), *oue = malloc((size_t)Dk * C * sizeof *oue);
     double *small = malloc((size_t)Dk * Dk * sizeof *small);
     qkv_status s = QKV_OK;
-    if (!e || !u || !ou || !oue || !small) s = qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits");
+    if (!e || !u || !ou || !oue || !small)
+        s = qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits");
     if (s == QKV_OK) {
         block(e, m->tok_emb, 0, 0, V, C);
         block(u, m->head_w, 0, 0, C, V);
@@ -171,8 +172,8 @@ qkv_status qkv_copying_scores(const qkv_model *m, double *scores) {
     return s;
 }
 
-/* ‖W_V1 W_O1 · X Yᵀ‖ / (‖W_V1 W_O1‖ ‖X Yᵀ‖), X and Y (C, Dk): the earlier head's OV matrix
- * times the later head's matrix X Yᵀ (C, C), computed as (W_V1 (W_O1 X)) Yᵀ. t1 (Dk, Dk),
+/* ‖W_V1 W_O1 · X Yᵀ‖ / (‖W_V1 W_O1‖ ‖X Yᵀ‖), X and Y (C, Dk): the earlier head's OV
+ * matrix times the later head's matrix X Yᵀ (C, C), computed as (W_V1 (W_O1 X)) Yᵀ. t1 (Dk, Dk),
  * t2 (C, Dk), t3 (C, C) are scratch. NaN when a norm is 0. */
 static double compose(const head_weights *first, const double *x, const double *y, int C, int Dk,
                       double ov_norm, double *t1, double *t2, double *t3) {
@@ -191,7 +192,8 @@ qkv_status qkv_composition_scores(const qkv_model *m, double *scores) {
     if (L < 2) return QKV_OK;
     head_weights *w = calloc((size_t)L * H, sizeof *w);
     double *t1 = malloc((size_t)Dk * Dk * sizeof *t1), *t2 = malloc((size_t)C * Dk * sizeof *t2);
-    double *t3 = malloc((size_t)C * C * sizeof *t3), *ov_norm = malloc((size_t)L * H * sizeof *ov_norm);
+    double *t3 = malloc((size_t)C * C * sizeof *t3);
+    double *ov_norm = malloc((size_t)L * H * sizeof *ov_norm);
     double *w_ot = malloc((size_t)C * Dk * sizeof *w_ot);
     qkv_status s = QKV_OK;
     if (!w || !t1 || !t2 || !t3 || !ov_norm || !w_ot)
@@ -206,7 +208,8 @@ qkv_status qkv_composition_scores(const qkv_model *m, double *scores) {
         for (int h2 = 0; h2 < H; h2++) {
             const head_weights *later = &w[(l + 1) * H + h2];
             for (int i = 0; i < Dk; i++) /* w_ot (C, Dk) = the later head's W_Oᵀ */
-                for (int j = 0; j < C; j++) w_ot[(int64_t)j * Dk + i] = later->w_o[(int64_t)i * C + j];
+                for (int j = 0; j < C; j++)
+                    w_ot[(int64_t)j * Dk + i] = later->w_o[(int64_t)i * C + j];
             for (int h1 = 0; h1 < H; h1++) {
                 const head_weights *first = &w[l * H + h1];
                 double n1 = ov_norm[l * H + h1];

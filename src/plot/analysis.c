@@ -56,7 +56,7 @@ static cJSON *read_json(const char *dir, const char *name, qkv_status *s) {
 static void clean_label(char *dst, const char *src) {
     snprintf(dst, LABEL_LEN, "%s", src && *src ? src : "_");
     for (char *p = dst; *p; p++)
-        if (*p == ' ' || *p == '\t' || *p == '"' || *p == '\'' || *p == '#' || (unsigned char)*p < 32)
+        if (*p == ' ' || *p == '"' || *p == '\'' || *p == '#' || (unsigned char)*p < 32)
             *p = '_';
 }
 
@@ -80,7 +80,8 @@ static void matrix_free(matrix *m) {
     *m = (matrix){0};
 }
 
-static qkv_status matrix_write(const matrix *m, const char *dir, const char *rel, const char *what) {
+static qkv_status matrix_write(const matrix *m, const char *dir, const char *rel,
+                               const char *what) {
     char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", dir, rel);
     atomic_file af;
@@ -140,8 +141,10 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
     const cJSON *vocab = array_item(j, "vocab");
     const cJSON *qrows = array_item(j, "query_labels");
     const cJSON *heads = array_item(j, "heads");
-    int V = cJSON_GetArraySize(vocab), R = cJSON_GetArraySize(qrows), H = whole(j, "heads_per_layer");
-    if (!cJSON_IsArray(vocab) || !cJSON_IsArray(qrows) || !cJSON_IsArray(heads) || V < 1 || R < 1 || H < 1)
+    int V = cJSON_GetArraySize(vocab), R = cJSON_GetArraySize(qrows);
+    int H = whole(j, "heads_per_layer");
+    if (!cJSON_IsArray(vocab) || !cJSON_IsArray(qrows) || !cJSON_IsArray(heads) || V < 1 ||
+        R < 1 || H < 1)
         return not_like(dir, name, "no vocab, query_labels, heads_per_layer or heads");
     bool decoder = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "encoder_decoder"));
     plot_status code = QKV_OK;
@@ -153,7 +156,8 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
         for (int k = 0; k < 2 && code == QKV_OK; k++) {
             const cJSON *rows = cJSON_GetObjectItemCaseSensitive(head, kinds[k]);
             int nr = k == 0 ? R : V;
-            if (cJSON_GetArraySize(rows) != nr) return not_like(dir, name, "a circuit of another size");
+            if (cJSON_GetArraySize(rows) != nr)
+                return not_like(dir, name, "a circuit of another size");
             matrix m;
             if (!matrix_new(&m, nr, V)) {
                 matrix_free(&m);
@@ -173,14 +177,17 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
             char data[96], out[96], title[160];
             snprintf(data, sizeof data, "plots/circuit_%s_layer%d_head%d.dat", kinds[k], l, h);
             snprintf(out, sizeof out, "circuit_%s_layer%d_head%d", kinds[k], l, h);
-            code = matrix_write(&m, dir, data, k == 0 ? "QK circuit (qkv circuits)" : "OV circuit (qkv circuits)");
+            code = matrix_write(&m, dir, data, k == 0 ? "QK circuit (qkv circuits)"
+                                                      : "OV circuit (qkv circuits)");
             matrix_free(&m);
             if (code != QKV_OK) return code;
             double score = number(head, "copying_score");
             if (k == 0)
-                snprintf(title, sizeof title, "QK circuit of layer %d, head %d (scaled scores)", l, h);
+                snprintf(title, sizeof title, "QK circuit of layer %d, head %d (scaled scores)",
+                         l, h);
             else if (isfinite(score))
-                snprintf(title, sizeof title, "OV circuit of layer %d, head %d (copying score %.3f)", l, h, score);
+                snprintf(title, sizeof title,
+                         "OV circuit of layer %d, head %d (copying score %.3f)", l, h, score);
             else
                 snprintf(title, sizeof title, "OV circuit of layer %d, head %d", l, h);
             code = k == 0 ? draw_matrix(p, dir, data, out, format, title, "key token",
@@ -213,13 +220,15 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
             const cJSON *from = cJSON_GetObjectItemCaseSensitive(e, "from");
             const cJSON *to = cJSON_GetObjectItemCaseSensitive(e, "to");
             int la, ha, lb, hb;
-            if (!cJSON_IsString(kind) || kind->valuestring[0] != kinds[k] || !cJSON_IsString(from) ||
+            if (!cJSON_IsString(kind) || kind->valuestring[0] != kinds[k] ||
+                !cJSON_IsString(from) ||
                 !cJSON_IsString(to) || sscanf(from->valuestring, "%d.%d", &la, &ha) != 2 ||
                 sscanf(to->valuestring, "%d.%d", &lb, &hb) != 2)
                 continue;
             if (la < 1 || la >= L || lb != la + 1 || ha < 1 || ha > H || hb < 1 || hb > H) continue;
             /* rows: (la, ha); columns: (lb, hb); only consecutive layers have a score */
-            m.v[(int64_t)((la - 1) * H + ha - 1) * m.cols + (lb - 2) * H + hb - 1] = number(e, "score");
+            int64_t at = (int64_t)((la - 1) * H + ha - 1) * m.cols + (lb - 2) * H + hb - 1;
+            m.v[at] = number(e, "score");
             found++;
         }
         char data[64], out[64], title[160];
@@ -260,10 +269,12 @@ static plot_status plot_ablate(plotter *p, const char *dir, const char *format, 
     for (int h = 0; h < H; h++) snprintf(m.col_label[h], LABEL_LEN, "%d", h + 1);
     cJSON_ArrayForEach(e, heads)
         m.v[(int64_t)(whole(e, "layer") - 1) * H + whole(e, "head") - 1] = number(e, "loss") - base;
-    plot_status code = matrix_write(&m, dir, "plots/ablate.dat", "ablation: loss increase (qkv ablate)");
+    plot_status code = matrix_write(&m, dir, "plots/ablate.dat",
+                                    "ablation: loss increase (qkv ablate)");
     matrix_free(&m);
     char title[160];
-    snprintf(title, sizeof title, "ablation: loss increase with each head removed (baseline %.4g)", base);
+    snprintf(title, sizeof title,
+             "ablation: loss increase with each head removed (baseline %.4g)", base);
     if (code == QKV_OK)
         code = draw_matrix(p, dir, "plots/ablate.dat", "ablate", format, title, "head", "layer",
                            "loss increase", "diverging");
@@ -294,7 +305,8 @@ static plot_status plot_patch(plotter *p, const char *dir, const char *format, c
     for (int i = 0; i < m.rows; i++)
         if (positions) snprintf(m.row_label[i], LABEL_LEN, "%d.%d", i / H + 1, i % H + 1);
         else snprintf(m.row_label[i], LABEL_LEN, "layer_%d", i + 1);
-    for (int c = 0; c < m.cols; c++) snprintf(m.col_label[c], LABEL_LEN, "%d", positions ? c : c + 1);
+    for (int c = 0; c < m.cols; c++)
+        snprintf(m.col_label[c], LABEL_LEN, "%d", positions ? c : c + 1);
     bool exact = false;
     cJSON_ArrayForEach(e, results) {
         int l = whole(e, "layer") - 1, h = whole(e, "head") - 1, t = whole(e, "position");
@@ -304,7 +316,8 @@ static plot_status plot_patch(plotter *p, const char *dir, const char *format, c
         if (positions && t < 0) continue;
         m.v[positions ? (int64_t)(l * H + h) * T + t : (int64_t)l * H + h] = v;
     }
-    plot_status code = matrix_write(&m, dir, "plots/patch.dat", "activation patching: share recovered (qkv patch)");
+    plot_status code = matrix_write(&m, dir, "plots/patch.dat",
+                                    "activation patching: share recovered (qkv patch)");
     matrix_free(&m);
     char title[160];
     snprintf(title, sizeof title, "patching: share of the clean-corrupt difference recovered%s",
