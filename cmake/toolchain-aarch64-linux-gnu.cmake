@@ -3,7 +3,7 @@
 #
 #   apt-get install gcc-aarch64-linux-gnu qemu-user        (the compiler, libgomp, the emulator)
 #   dpkg --add-architecture arm64 && apt-get update
-#   apt-get install check:arm64 libcjson-dev:arm64         (the arm64 libraries, beside amd64's)
+#   apt-get install check:arm64 libcjson-dev:arm64 liblapack-dev:arm64   (the arm64 libraries)
 #   cmake -S . -B build-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64-linux-gnu.cmake
 #   cmake --build build-aarch64 && ctest --test-dir build-aarch64 -L unit
 #
@@ -21,7 +21,7 @@ set(CMAKE_FIND_ROOT_PATH /usr/${_qkv_triple})
 set(CMAKE_LIBRARY_ARCHITECTURE ${_qkv_triple})
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
-# pkg-config reads the arm64 .pc files only (check, libcjson), never amd64's.
+# pkg-config reads the arm64 .pc files only (check, libcjson, lapack), never amd64's.
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/${_qkv_triple}/pkgconfig:/usr/share/pkgconfig)
 set(ENV{PKG_CONFIG_PATH} "")
 

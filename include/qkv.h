@@ -562,6 +562,30 @@ QKV_API qkv_tensor *qkv_model_forward_probe(qkv_model *m, qkv_ctx *step, const i
 QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);
 QKV_API double qkv_model_step_bytes(const qkv_model_config *cfg, int batch);
 
+/* ---- circuits: what each head computes, read from the weights alone (docs/explain.md) ---- */
+/* Layers and heads are 0-based; Dk = d_model / heads; every number is computed in double. */
+typedef enum { QKV_COMPOSE_Q, QKV_COMPOSE_K, QKV_COMPOSE_V } qkv_composition_kind;
+/* Head `head` of layer `layer`, into the caller's arrays (any may be NULL), scaled as the
+ * model scales its scores (1/sqrt(Dk)):
+ *   qk (Rq, V): the token part of its attention scores, E_q W_Q W_Kᵀ Eᵀ, row a query, column
+ *     a key token; the query rows are the V tokens, or an encoder-decoder's To decoder
+ *     positions (E_q = tok_emb, or dec_pos_emb);
+ *   qk_pos (Tq, T): the positional part, P_q W_Q W_Kᵀ Pᵀ (P_q = pos_emb, or dec_pos_emb);
+ *   ov (V, V): E W_V W_O W_U, row t the logits the head adds when it attends to token t.
+ * QKV_ERR_NOMEM when out of memory. */
+QKV_API qkv_status qkv_head_circuits(const qkv_model *m, int layer, int head, double *qk,
+                                     double *qk_pos, double *ov);
+/* Every head's copying score, (L, H) into scores: Σ Re λ / Σ |λ| over the eigenvalues of its
+ * OV circuit (1 for a head that copies, -1 for one that writes the opposite); NaN where every
+ * eigenvalue is 0. QKV_ERR_NUMERIC if LAPACK's eigenvalues do not converge. */
+QKV_API qkv_status qkv_copying_scores(const qkv_model *m, double *scores);
+/* Composition scores between heads of consecutive layers, (L-1, 3, H, H) into scores, at
+ * [l][kind][h1][h2] for head h1 of layer l and head h2 of layer l+1: ‖A·B‖ / (‖A‖ ‖B‖)
+ * (Frobenius norms) with A = h1's W_V W_O and B = h2's W_Q W_Kᵀ (Q), W_K W_Qᵀ (K) or W_V W_O
+ * (V). NaN where a norm is 0, and for K and V in an encoder-decoder (its keys and values
+ * read the embeddings). Writes nothing for one layer. */
+QKV_API qkv_status qkv_composition_scores(const qkv_model *m, double *scores);
+
 /* ---- optimizers ---------------------------------------------------------------------------- */
 typedef enum { QKV_SGD, QKV_MOMENTUM, QKV_ADAM } qkv_optim_kind;
 typedef struct {

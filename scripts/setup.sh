@@ -14,12 +14,13 @@ apt-get install -y -qq --no-install-recommends \
     gnuplot-nox groff-base man-db parallel \
     chromium chromium-driver tmux \
     python3 python3-numpy python3-torch \
-    libopenblas-dev \
+    libopenblas-dev liblapack-dev \
     clang libclang-rt-dev libomp-dev valgrind \
     gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user check:arm64 libcjson-dev:arm64 \
+    liblapack-dev:arm64 \
     >/dev/null
 # libclang-rt-dev: libFuzzer, sanitizer runtimes; chromium, chromium-driver, tmux: browser_test
 # and tmux_test; the last line: the aarch64 build (the cross compiler with its libgomp, qemu-user
 # to run its tests, and the arm64 builds of the libraries qkv links, beside amd64's: both are
-# Multi-Arch: same)
+# Multi-Arch: same); liblapack-dev: the eigenvalues of qkv circuits (src/model/circuits.c)
 echo "setup: done"

@@ -174,6 +174,56 @@ mkdir -p "$TMP/broken/attention"
 printf 'not a model' >"$TMP/broken/model.safetensors"
 bad 4 plot "$TMP/broken"
 
+# ---- the analysis views: qkv circuits --out DIR/circuits.json, and the files of qkv ablate,
+# patch and attribute --out (fixtures in tests/fixtures/analysis), drawn when present ----
+FIX=$(dirname "$0")/fixtures/analysis
+"$QKV" circuits --model "$RUN" --out "$RUN/circuits.json" >/dev/null || fail "circuits --out exited $?"
+cp "$FIX/ablate.json" "$FIX/patch.json" "$FIX/attribute.json" "$RUN/"
+"$QKV" plot "$RUN" >/dev/null || fail "plot with the analysis files exited $?"
+for l in 1 2; do
+    for h in 1 2; do
+        check_png "$RUN/plots/circuit_qk_layer${l}_head${h}.png"
+        check_png "$RUN/plots/circuit_ov_layer${l}_head${h}.png"
+    done
+done
+for f in composition_q composition_k composition_v ablate patch attribute; do check_png "$RUN/plots/$f.png"; done
+# the data behind them: the ablation grid holds loss - baseline, the patching map the exact
+# share, the bars every part with its label, the OV matrix qkv circuits' numbers
+awk 'NR == 3 && $1 == "layer_1" && $2 == 1.4075 && $3 == 0.0185 { ok = 1 } END { exit !ok }' \
+    "$RUN/plots/ablate.dat" || fail "plots/ablate.dat is not the loss increase: $(cat "$RUN/plots/ablate.dat")"
+awk 'NR == 4 && $1 == "layer_2" && $2 == 0.55 && $3 == 0.41 { ok = 1 } END { exit !ok }' \
+    "$RUN/plots/patch.dat" || fail "plots/patch.dat is not the exact share: $(cat "$RUN/plots/patch.dat")"
+[ "$(grep -v '^#' "$RUN/plots/attribute.dat" | awk '{print $1}' | tr '\n' ' ')" = "embed 1.1 1.2 2.1 2.2 bias " ] ||
+    fail "plots/attribute.dat: $(cat "$RUN/plots/attribute.dat")"
+[ "$(sed -n 2p "$RUN/plots/composition_k.dat")" = 'row\column 2.1 2.2' ] || fail "composition_k.dat header"
+"$QKV" plot "$RUN" --format svg >/dev/null || fail "plot --format svg with the analysis files exited $?"
+check_svg "$RUN/plots/circuit_ov_layer2_head1.svg"
+check_svg "$RUN/plots/attribute.svg"
+# readable from 1 to 64 heads and 4 to 128 tokens: a patching map of 64 heads x 128 positions,
+# and bars for 64 heads (gnuplot thins the labels; the image grows)
+BIG=$TMP/big
+mkdir -p "$BIG"
+cp "$RUN/model.safetensors" "$BIG/" && cp -r "$RUN/attention" "$BIG/"
+awk 'BEGIN { printf "{\"clean\":1,\"corrupt\":0,\"results\":["
+    for (h = 1; h <= 64; h++) for (t = 0; t < 128; t++)
+        printf "%s{\"layer\":1,\"head\":%d,\"position\":%d,\"exact\":%.3f,\"attribution\":null}",
+               (h > 1 || t > 0) ? "," : "", h, t, ((h * 7 + t) % 11) / 10 - 0.3
+    printf "]}\n" }' >"$BIG/patch.json"
+awk 'BEGIN { printf "{\"logit\":1,\"parts\":[{\"name\":\"embedding\",\"value\":0.5}"
+    for (h = 1; h <= 64; h++) printf ",{\"name\":\"head\",\"layer\":1,\"head\":%d,\"value\":%.3f}", h, (h % 9) / 10 - 0.4
+    printf "],\"sum\":1}\n" }' >"$BIG/attribute.json"
+"$QKV" plot "$BIG" >/dev/null 2>&1 || true # its attention maps are of another grid; the views stand
+check_png "$BIG/plots/patch.png"
+check_png "$BIG/plots/attribute.png"
+[ "$(be32 "$BIG/plots/patch.png" 16)" -ge 1000 ] || fail "the 64-head patching map did not grow"
+[ "$(sed -n 2p "$BIG/plots/patch.dat" | wc -w)" -eq 129 ] || fail "patch.dat of 128 positions"
+[ "$(grep -c . "$BIG/plots/patch.dat")" -eq 66 ] || fail "patch.dat of 64 heads"
+# a file that is not what its command writes: one line, exit 4, no picture of it
+printf '{"heads": 3}' >"$BIG/ablate.json"
+bad 4 plot "$BIG"
+printf 'not json' >"$BIG/ablate.json"
+bad 4 plot "$BIG"
+
 # ---- qkv study softmax: the Jacobian agrees three ways; var(q.k) ~ d_k; the plot ----
 out=$("$QKV" study softmax --vector 4,-1,2.1) || fail "study softmax exited $?"
 for label in "largest |J - finite differences|" "largest |J - backward rows|" "largest |J^T dy - backward|"; do

@@ -7,7 +7,8 @@ reading no qkv source: the generator (splitmix64 seeding, xoshiro256**, the unbi
 below n), the held-out set (the seed XOR its constant, each sequence drawn and redrawn until
 it falls in the held-out split, lookup's order of draws), the forward pass in float64 numpy
 from the file's weights, and the held-out loss, accuracy and attention mass. It also checks
-that the attention maps show held-out sequence 0.
+that the attention maps show held-out sequence 0, and each head's attention entropy in the
+last row of metrics.csv.
 
 It must match exactly: the count of correct positions and of positions with a target (hence
 the accuracy), and the best head; the loss and the attention mass to the 6 decimals printed.
@@ -387,6 +388,24 @@ def main():
     for k in ("heldout_accuracy", "heldout_loss", "attention_mass"):
         if round(mine[k], 6) != round(got[k], 6) and abs(mine[k] - got[k]) > 1.5e-6:
             failures.append("%s: qkv %.6f, re-derived %.9f" % (k, got[k], mine[k]))
+    # metrics.csv's last row (the saved model's evaluation): each head's attention entropy,
+    # -sum a log a averaged over every held-out query row, to the 4 decimals printed
+    ent = [[float(-(attn[l][:, h] * np.log(np.where(attn[l][:, h] > 0, attn[l][:, h], 1.0))).sum()
+                  / (len(seqs) * Tq)) for h in range(H)] for l in range(L)]
+    mc = os.path.join(d, "metrics.csv")
+    if os.path.exists(mc):
+        with open(mc) as f:
+            rows_csv = [line.rstrip("\n").split(",") for line in f]
+        head, last = rows_csv[0], rows_csv[-1]
+        for l in range(L):
+            for h in range(min(H, 64)):
+                col = "entropy_l%dh%d" % (l + 1, h + 1)
+                if col not in head:
+                    failures.append("metrics.csv has no column %s" % col)
+                    continue
+                v = float(last[head.index(col)])
+                if abs(v - ent[l][h]) > 1.5e-4:
+                    failures.append("metrics.csv %s: qkv %.4f, re-derived %.6f" % (col, v, ent[l][h]))
     # the maps show held-out sequence 0: its tokens head the columns, its weights fill them
     mp = os.path.join(d, "attention", "layer1_head1.dat")
     if os.path.exists(mp):

@@ -21,6 +21,7 @@ static const struct {
     {"gradcheck", cmd_gradcheck, "check every op's backward pass against finite differences"},
     {"plot", cmd_plot, "draw a run's attention, gradients and curves with gnuplot"},
     {"study", cmd_study, "study softmax: its Jacobian, backward pass, why scores are scaled"},
+    {"circuits", cmd_circuits, "what each head computes, from its weights: QK, OV, composition"},
     {"sweep", cmd_sweep, "train a grid of options here, or for GNU parallel or Slurm; collect it"},
 };
 

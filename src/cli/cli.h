@@ -189,5 +189,6 @@ int cmd_sweep(int argc, char **argv, bool parse_only);
 int cmd_ablate(int argc, char **argv, bool parse_only);
 int cmd_patch(int argc, char **argv, bool parse_only);
 int cmd_attribute(int argc, char **argv, bool parse_only);
+int cmd_circuits(int argc, char **argv, bool parse_only);
 
 #endif

@@ -10,7 +10,31 @@
 #include <string.h>
 
 void metrics_init(metrics_table *m, int layers, int heads) {
-    *m = (metrics_table){.layers = layers, .heads = heads, .n_scores = layers + 3 * layers * heads};
+    int first = layers + 3 * layers * heads;
+    int comp = layers > 1 && heads <= METRICS_MAX_COMPOSED_HEADS
+                   ? 3 * (layers - 1) * heads * heads
+                   : 0;
+    *m = (metrics_table){.layers = layers, .heads = heads, .first_head_column = first,
+                         .n_composition = comp, .n_scores = first + 2 * layers * heads + comp};
+}
+
+void metrics_column_name(const metrics_table *m, int k, char *buf, size_t len) {
+    static const char *const per_head[] = {"prev", "dup", "ind"}, kinds[] = "qkv";
+    int L = m->layers, H = m->heads;
+    if (k < L) {
+        snprintf(buf, len, "mass_l%d", k + 1);
+    } else if (k < m->first_head_column) {
+        int i = (k - L) / 3; /* layer * H + head */
+        snprintf(buf, len, "%s_l%dh%d", per_head[(k - L) % 3], i / H + 1, i % H + 1);
+    } else if (k < m->first_head_column + 2 * L * H) {
+        int i = (k - m->first_head_column) / 2;
+        snprintf(buf, len, "%s_l%dh%d", (k - m->first_head_column) % 2 ? "copy" : "entropy",
+                 i / H + 1, i % H + 1);
+    } else { /* [layer][kind][from][to], as qkv_composition_scores */
+        int i = k - m->first_head_column - 2 * L * H;
+        int to = i % H, from = i / H % H, kind = i / (H * H) % 3, l = i / (3 * H * H);
+        snprintf(buf, len, "comp%c_l%dh%d_l%dh%d", kinds[kind], l + 1, from + 1, l + 2, to + 1);
+    }
 }
 
 void metrics_free(metrics_table *m) {
@@ -47,7 +71,7 @@ int metrics_induction_column(const metrics_table *m, int l, int h) {
 void metrics_read(metrics_table *m, const char *path, int64_t upto) {
     FILE *f;
     if (io_fopen_regular(path, &f) != QKV_OK) return;
-    static char line[1 << 20]; /* up to 8 layers x 64 heads x 3 scores */
+    static char line[1 << 20]; /* up to 8 layers x 64 heads x 5 scores, and comp columns */
     while (fgets(line, sizeof line, f)) {
         metrics_row r = {.heldout_loss = NAN}; /* files older than heldout_loss have 5 columns */
         if (sscanf(line, "%" SCNd64 ",%lf,%lf,%lf,%lf,%lf", &r.step, &r.loss, &r.train_acc,
@@ -74,12 +98,11 @@ qkv_status metrics_write(const metrics_table *m, const char *path) {
     qkv_status s = atomic_open(&af, path);
     if (s != QKV_OK) return s;
     fprintf(af.f, "step,loss,train_acc,heldout_acc,lr,heldout_loss");
-    int L = m->layers, H = m->heads;
-    for (int l = 0; l < L; l++) fprintf(af.f, ",mass_l%d", l + 1);
-    for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++)
-            fprintf(af.f, ",prev_l%dh%d,dup_l%dh%d,ind_l%dh%d", l + 1, h + 1, l + 1, h + 1, l + 1,
-                    h + 1);
+    for (int k = 0; k < m->n_scores; k++) {
+        char name[64];
+        metrics_column_name(m, k, name, sizeof name);
+        fprintf(af.f, ",%s", name);
+    }
     fputc('\n', af.f);
     for (int i = 0; i < m->n; i++) {
         const metrics_row *r = &m->rows[i];

@@ -5,6 +5,7 @@
 
 #include "qkv.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* One row of metrics.csv: an evaluation. */
@@ -14,14 +15,24 @@ typedef struct {
     double *scores; /* the attention columns (below), owned; NaN where unknown, NULL if none */
 } metrics_row;
 
+/* Composition scores are tracked for models of at most this many heads per layer: 3 (L-1) H²
+ * columns, 1344 at 8 layers of 8 heads (qkv circuits gives them for any model). */
+#define METRICS_MAX_COMPOSED_HEADS 8
+
 /* The rows of a run. After the first six columns come the attention columns, in order:
  * mass_l<L> for each layer, then prev_l<L>h<H>, dup_l<L>h<H>, ind_l<L>h<H> for each layer
- * and each scored head: layers + 3 * layers * heads of them. */
+ * and each scored head: layers + 3 * layers * heads of them. Then the head columns, from
+ * index `first_head_column`: entropy_l<L>h<H> (the attention entropy, nats) and copy_l<L>h<H>
+ * (the OV circuit's copying score) for each layer and scored head; and, with two layers or
+ * more and at most METRICS_MAX_COMPOSED_HEADS heads, comp<K>_l<L>h<A>_l<L+1>h<B> for each
+ * kind K (q, k, v), each layer L but the last, each head A of layer L and B of layer L+1: the
+ * composition score of qkv circuits. */
 typedef struct {
     metrics_row *rows;
     int n, cap;
     int layers, heads; /* heads: the heads scored per layer */
     int n_scores;      /* the attention columns */
+    int first_head_column, n_composition; /* where the head columns start; the comp columns */
 } metrics_table;
 
 /* An empty table for a model of `layers` layers with `heads` heads scored in each. */
@@ -33,6 +44,8 @@ double *metrics_new_scores(const metrics_table *m);
 /* Appends a row and takes its scores. A row lost to a lack of memory is not worth stopping a
  * run for. */
 void metrics_add(metrics_table *m, metrics_row r);
+/* The name of attention column k (0 .. n_scores-1), as metrics.csv's header writes it. */
+void metrics_column_name(const metrics_table *m, int k, char *buf, size_t len);
 /* Index into a row's scores of the induction score of layer l and head h (0-based). */
 int metrics_induction_column(const metrics_table *m, int l, int h);
 /* Appends the rows of an earlier run's metrics.csv at `path` up to step `upto` (--resume). A

@@ -42,6 +42,14 @@ static cJSON *row_json(const metrics_row *row, const run_evaluation *r) {
         add_number(j, "attention_mass", r->attention_mass);
         cJSON_AddNumberToObject(j, "best_head", r->best_head + 1);
     }
+    /* each head's entropy and copying score, and the composition scores, named as in
+     * metrics.csv's header */
+    for (int k = r && r->columns && row->scores ? r->columns->first_head_column : 0;
+         r && r->columns && row->scores && k < r->columns->n_scores; k++) {
+        char name[64];
+        metrics_column_name(r->columns, k, name, sizeof name);
+        add_number(j, name, row->scores[k]);
+    }
     return j;
 }
 

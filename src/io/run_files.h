@@ -15,6 +15,7 @@ typedef struct {
     int64_t step;
     double heldout_acc, heldout_loss, attention_mass;
     int best_head; /* 0-based */
+    const metrics_table *columns; /* names the row's head columns for metrics.jsonl, or NULL */
 } run_evaluation;
 
 typedef struct {

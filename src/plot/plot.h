@@ -64,6 +64,14 @@ plot_status plotter_init(plotter *p, const char *data_dir);
 plot_status plotter_run(plotter *p, const char *dir, const char *script, const char *out,
                         const char *format, int nargs, const char *const *args);
 
+/* ---- analysis.c ---- */
+/* The pictures of the analysis files `dir` holds, each drawn only when present: circuits.json
+ * (qkv circuits --out: QK and OV circuits per head, composition scores), ablate.json,
+ * patch.json and attribute.json (qkv ablate, patch, attribute --out). Each is first written
+ * as text matrices under DIR/plots/, then drawn by matrix.gp or bars.gp. A file that is not
+ * what its command writes: QKV_ERR_FORMAT, naming it. */
+plot_status plot_analysis(plotter *p, const char *dir, const char *format);
+
 /* ---- page.c ---- */
 /* DIR/plots/attention.html, one self-contained page of the maps in DIR (attention/,
  * gradients/, snapshots/, metrics.csv); its path into made->path. */

@@ -332,6 +332,7 @@ static plot_status plot_maps(const char *dir, const plot_source *src, const char
         free(list);
     }
     free(steps);
+    if (code == QKV_OK && !src->inspect) code = plot_analysis(&p, dir, format);
     made->images = p.written;
     snprintf(made->path, sizeof made->path, "%s", plots);
     return code;

@@ -57,6 +57,29 @@ static int scored_heads(const trainer *t) {
     return t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads : EVAL_MAX_HEADS;
 }
 
+/* The head columns of a metrics row (metrics.h): each scored head's attention entropy and
+ * copying score, then the composition scores, read from the weights (model/circuits.c). A
+ * score that cannot be computed (out of memory) stays NaN: not worth stopping a run for. */
+static void head_columns(const trainer *t, const eval_result *r, const metrics_table *m,
+                         double *out) {
+    const qkv_model_config *c = &t->model.cfg;
+    int L = c->layers, H = c->heads;
+    double *copying = malloc((size_t)L * H * sizeof *copying);
+    if (copying && qkv_copying_scores(&t->model, copying) != QKV_OK) {
+        free(copying);
+        copying = NULL;
+    }
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < m->heads; h++) {
+            out[2 * (l * m->heads + h)] = r->entropy[l][h];
+            out[2 * (l * m->heads + h) + 1] = copying ? copying[l * H + h] : NAN;
+        }
+    free(copying);
+    if (m->n_composition == 0) return; /* (L-1, 3, H, H): the columns' own order */
+    if (qkv_composition_scores(&t->model, out + 2 * L * m->heads) != QKV_OK)
+        for (int k = 0; k < m->n_composition; k++) out[2 * L * m->heads + k] = NAN;
+}
+
 /* A metrics row of the evaluation r after the step's update (lr: that step's). */
 static metrics_row new_row(const training_run *run, const trainer *t, const eval_result *r,
                            int64_t step, double lr) {
@@ -71,6 +94,7 @@ static metrics_row new_row(const training_run *run, const trainer *t, const eval
             out[k++] = self_attention ? r->duplicate[l][h] : NAN;
             out[k++] = self_attention ? r->induction[l][h] : NAN;
         }
+    if (out) head_columns(t, r, m, out + m->first_head_column);
     return (metrics_row){step, t->last_loss, t->last_train_acc, r->accuracy, lr, r->loss, out};
 }
 
@@ -86,6 +110,7 @@ static void add_row(training_run *run, const trainer *t, const eval_result *r, i
     metrics_add(&run->metrics, row);
     if (run->files_begun) {
         run_evaluation e = evaluation_of(r, step);
+        e.columns = &run->metrics;
         run_files_row(&run->files, &row, &e);
     }
 }

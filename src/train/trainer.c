@@ -363,8 +363,29 @@ typedef struct {
     double mass[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
     double prev[QKV_MAX_LAYERS][EVAL_MAX_HEADS], dup[QKV_MAX_LAYERS][EVAL_MAX_HEADS],
         ind[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
-    int64_t mass_rows[QKV_MAX_LAYERS], prev_rows, dup_rows, ind_rows;
+    double entropy[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
+    int64_t mass_rows[QKV_MAX_LAYERS], prev_rows, dup_rows, ind_rows, entropy_rows;
 } attention_sums;
+
+/* Adds -Σ a log a of each query row of batch row b to the entropy sums: the real query rows
+ * (the first len; an encoder-decoder's every decoder row), over the keys (a masked key's
+ * weight is 0 and adds nothing). */
+static void add_entropy(const trainer *t, qkv_tensor *const *attn, int b, int len,
+                        attention_sums *sum) {
+    int T = t->cfg.task.seq_len, H = t->model.cfg.heads, L = t->model.cfg.layers;
+    int Hs = H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS, Tq = t->target_len;
+    int rows = t->model.cfg.target_len ? Tq : len;
+    sum->entropy_rows += rows;
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < Hs; h++)
+            for (int i = 0; i < rows; i++) {
+                int64_t row = (((int64_t)b * H + h) * Tq + i) * T;
+                for (int j = 0; j < T; j++) {
+                    double a = qkv_get(attn[l], row + j);
+                    if (a > 0) sum->entropy[l][h] -= a * log(a);
+                }
+            }
+}
 
 static void add_attention(trainer *t, qkv_tensor *const *attn, int b, const int32_t *x,
                           int len, attention_sums *sum) {
@@ -416,7 +437,7 @@ eval_result trainer_evaluate(trainer *t) {
     int Hs = H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS;
     double loss_sum = 0;
     int64_t correct = 0, counted = 0;
-    attention_sums sums = {0}, *sum = &sums; /* 16 KiB on the stack: evaluation allocates nothing */
+    attention_sums sums = {0}, *sum = &sums; /* 20 KiB on the stack: evaluation allocates nothing */
     int To = t->target_len;
     for (int start = 0; start < t->n_held; start += EVAL_BATCH) {
         int B = t->n_held - start < EVAL_BATCH ? t->n_held - start : EVAL_BATCH;
@@ -430,7 +451,10 @@ eval_result trainer_evaluate(trainer *t) {
         int64_t n = count_correct(logits, y, &correct);
         loss_sum += qkv_get(loss, 0) * (double)n;
         counted += n;
-        for (int b = 0; b < B; b++) add_attention(t, attn, b, x + b * T, len ? len[b] : T, sum);
+        for (int b = 0; b < B; b++) {
+            add_attention(t, attn, b, x + b * T, len ? len[b] : T, sum);
+            add_entropy(t, attn, b, len ? len[b] : T, sum);
+        }
     }
     eval_result r = {.loss = counted ? loss_sum / (double)counted : 0,
                      .accuracy = counted ? (double)correct / (double)counted : 0,
@@ -446,6 +470,7 @@ eval_result trainer_evaluate(trainer *t) {
             r.prev_token[l][h] = MEAN(sum->prev[l][h], sum->prev_rows);
             r.duplicate[l][h] = MEAN(sum->dup[l][h], sum->dup_rows);
             r.induction[l][h] = MEAN(sum->ind[l][h], sum->ind_rows);
+            r.entropy[l][h] = MEAN(sum->entropy[l][h], sum->entropy_rows);
         }
         if (l == 0 || r.layer_mass[l] > r.layer_mass[r.attention_layer]) r.attention_layer = l;
     }

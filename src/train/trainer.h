@@ -96,6 +96,10 @@ typedef struct {
      * (induction, prefix matching). Each is averaged over the rows where it is defined. */
     double prev_token[QKV_MAX_LAYERS][EVAL_MAX_HEADS], duplicate[QKV_MAX_LAYERS][EVAL_MAX_HEADS],
         induction[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
+    /* Each head's attention entropy, -Σ a log a in nats, averaged over every held-out query
+     * row (of the real tokens: padding has none): 0 for a head that looks at one key, log n
+     * for one spread evenly over n. */
+    double entropy[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
 } eval_result;
 
 /* The one check of a train config: batch and lr within their limits, the model fitting the

@@ -1,0 +1,234 @@
+/* cmd_circuits.c - `qkv circuits`: every head's QK and OV circuits, its copying score, and the
+ * composition scores between heads of consecutive layers, read from a saved model's weights
+ * (the numbers come from src/model/circuits.c; docs/explain.md defines them). */
+#include "cli.h"
+#include "io/io.h"
+#include "train/checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *model, *out;
+    bool json;
+} circuits_args;
+
+static const char *const kind_names[] = {"q", "k", "v"}; /* by qkv_composition_kind */
+
+static int circuits_parse(int argc, char **argv, circuits_args *a) {
+    *a = (circuits_args){0};
+    cli_option options[] = {
+        {"model", CLI_STRING, &a->model, .arg = "DIR",
+         .help = "a model.safetensors, or the directory holding one"},
+        {"json", CLI_FLAG, &a->json, .help = "print one JSON object instead of the table"},
+        {"out", CLI_STRING, &a->out, .arg = "FILE",
+         .help = "write the same JSON object to FILE (qkv plot draws DIR/circuits.json)"},
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "circuits",
+        .usage = "usage: qkv circuits --model DIR [--json] [--out FILE]\n"
+                 "Reads what each head computes from the weights alone: its QK circuit (how strongly a\n"
+                 "query token attends to a key token, through the embeddings and W_Q W_K^T; the positional\n"
+                 "part apart), its OV circuit (the logits it writes for a token it attends to, through\n"
+                 "W_V W_O and the vocabulary head) and that circuit's copying score (1: the head copies),\n"
+                 "and the Q-, K- and V-composition scores between heads of consecutive layers.\n"
+                 "docs/explain.md defines each number.\n"
+                 "\n",
+        .options = options,
+        .column = 22,
+        .epilog = "\n"
+                  "Exit codes: 0 done, 2 bad option or --out naming the model, 3 the model cannot be read\n"
+                  "or FILE written, 4 the model file is corrupt, 5 the eigenvalues did not converge, 6 out\n"
+                  "of memory.\n"};
+    int code = cli_parse_options(&cmd, argc, argv, NULL);
+    if (code != CLI_RUN) return code;
+    if (!a->model) {
+        cli_error("circuits: --model DIR is required");
+        return EXIT_USAGE;
+    }
+    return CLI_RUN;
+}
+
+/* A JSON array of the rows x cols matrix m. */
+static cJSON *matrix_json(const double *m, int rows, int cols) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < rows; i++) {
+        cJSON *row = cJSON_CreateDoubleArray(m + (size_t)i * cols, cols);
+        if (!row) {
+            cJSON_Delete(a);
+            return NULL;
+        }
+        cJSON_AddItemToArray(a, row);
+    }
+    return a;
+}
+
+static void add_labels(cJSON *j, const char *key, const trainer *t, int n, bool tokens) {
+    cJSON *a = cJSON_AddArrayToObject(j, key);
+    for (int i = 0; a && i < n; i++) {
+        char label[64];
+        if (tokens) trainer_token_label(t, i, label, sizeof label);
+        else snprintf(label, sizeof label, "%d", i);
+        cJSON_AddItemToArray(a, cJSON_CreateString(label));
+    }
+}
+
+/* The whole answer as one JSON object (NULL with the status in *s). */
+static cJSON *circuits_json(const trainer *t, const double *copying, const double *composition,
+                            qkv_status *s) {
+    const qkv_model *m = &t->model;
+    const qkv_model_config *c = &m->cfg;
+    int L = c->layers, H = c->heads, V = c->vocab, T = c->seq_len;
+    int Rq = c->target_len ? c->target_len : V, Tq = c->target_len ? c->target_len : T;
+    cJSON *j = cJSON_CreateObject();
+    double *qk = malloc((size_t)Rq * V * sizeof *qk);
+    double *qk_pos = malloc((size_t)Tq * T * sizeof *qk_pos);
+    double *ov = malloc((size_t)V * V * sizeof *ov);
+    *s = j && qk && qk_pos && ov ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
+    if (*s == QKV_OK) {
+        cJSON_AddStringToObject(j, "command", "circuits");
+        cJSON_AddNumberToObject(j, "layers", L);
+        cJSON_AddNumberToObject(j, "heads_per_layer", H);
+        cJSON_AddNumberToObject(j, "d_k", c->d_model / H);
+        cJSON_AddNumberToObject(j, "scale", 1.0 / sqrt((double)(c->d_model / H)));
+        cJSON_AddBoolToObject(j, "encoder_decoder", c->target_len > 0);
+        add_labels(j, "vocab", t, V, true);        /* rows and columns of ov, columns of qk */
+        add_labels(j, "query_labels", t, Rq, !c->target_len); /* rows of qk */
+        cJSON_AddNumberToObject(j, "query_positions", Tq); /* qk_pos is (query_positions, */
+        cJSON_AddNumberToObject(j, "key_positions", T);    /*            key_positions) */
+    }
+    cJSON *heads = *s == QKV_OK ? cJSON_AddArrayToObject(j, "heads") : NULL;
+    for (int l = 0; *s == QKV_OK && l < L; l++)
+        for (int h = 0; *s == QKV_OK && h < H; h++) {
+            if ((*s = qkv_head_circuits(m, l, h, qk, qk_pos, ov)) != QKV_OK) break;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddItemToArray(heads, o);
+            cJSON_AddNumberToObject(o, "layer", l + 1);
+            cJSON_AddNumberToObject(o, "head", h + 1);
+            cJSON_AddNumberToObject(o, "copying_score", copying[l * H + h]); /* NaN: null */
+            cJSON_AddItemToObject(o, "qk", matrix_json(qk, Rq, V));
+            cJSON_AddItemToObject(o, "qk_pos", matrix_json(qk_pos, Tq, T));
+            cJSON_AddItemToObject(o, "ov", matrix_json(ov, V, V));
+        }
+    cJSON *comp = *s == QKV_OK ? cJSON_AddArrayToObject(j, "composition") : NULL;
+    for (int l = 0; comp && l + 1 < L; l++)
+        for (int k = 0; k < 3; k++)
+            for (int h1 = 0; h1 < H; h1++)
+                for (int h2 = 0; h2 < H; h2++) {
+                    double score = composition[(((size_t)l * 3 + k) * H + h1) * H + h2];
+                    if (c->target_len && k != QKV_COMPOSE_Q) continue; /* none: see qkv.h */
+                    char from[32], to[32];
+                    snprintf(from, sizeof from, "%d.%d", l + 1, h1 + 1);
+                    snprintf(to, sizeof to, "%d.%d", l + 2, h2 + 1);
+                    cJSON *o = cJSON_CreateObject();
+                    cJSON_AddItemToArray(comp, o);
+                    cJSON_AddStringToObject(o, "from", from);
+                    cJSON_AddStringToObject(o, "to", to);
+                    cJSON_AddStringToObject(o, "kind", kind_names[k]);
+                    cJSON_AddNumberToObject(o, "score", score);
+                }
+    free(qk), free(qk_pos), free(ov);
+    if (*s != QKV_OK) {
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* "0.973" or "-" for an undefined score. */
+static const char *score_text(double v, char *buf, size_t len) {
+    if (isfinite(v)) snprintf(buf, len, "%6.3f", v);
+    else snprintf(buf, len, "%6s", "-");
+    return buf;
+}
+
+static void print_table(const qkv_model_config *c, const double *copying,
+                        const double *composition) {
+    int L = c->layers, H = c->heads;
+    char b[3][32];
+    printf("heads (copying score: 1 copies the attended token, -1 writes against it)\n");
+    printf("  layer  head  copying\n");
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            printf("  %5d  %4d   %s\n", l + 1, h + 1, score_text(copying[l * H + h], b[0], 32));
+    if (L < 2) return;
+    printf("composition (how much a head of layer L+1 reads what a head of layer L writes)\n");
+    printf("  from   to         Q       K       V\n");
+    for (int l = 0; l + 1 < L; l++)
+        for (int h1 = 0; h1 < H; h1++)
+            for (int h2 = 0; h2 < H; h2++) {
+                const double *at = composition + ((size_t)l * 3 * H + h1) * H + h2;
+                printf("  %d.%-3d  %d.%-3d  %s  %s  %s\n", l + 1, h1 + 1, l + 2, h2 + 1,
+                       score_text(at[0], b[0], 32), score_text(at[(size_t)H * H], b[1], 32),
+                       score_text(at[(size_t)2 * H * H], b[2], 32));
+            }
+}
+
+/* Writes the object to path through a temporary (io/atomic.c). */
+static qkv_status write_json(const cJSON *j, const char *path) {
+    char *text = cJSON_Print(j);
+    if (!text) return qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
+    atomic_file af;
+    qkv_status s = atomic_open(&af, path);
+    if (s == QKV_OK) {
+        fprintf(af.f, "%s\n", text);
+        s = atomic_commit(&af);
+    }
+    free(text);
+    return s;
+}
+
+static int circuits_run(const circuits_args *a) {
+    char path[1100];
+    if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
+    if (a->out && cli_output_clashes("circuits: --out ", a->out, path)) return EXIT_USAGE;
+    trainer t;
+    qkv_status s = trainer_load_as(&t, path, TRAIN_DTYPE_OF_FILE);
+    if (s != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    if (a->out && t.data &&
+        cli_output_clashes("circuits: --out ", a->out, t.data->path)) { /* its data file */
+        trainer_free(&t);
+        return EXIT_USAGE;
+    }
+    const qkv_model_config *c = &t.model.cfg;
+    int L = c->layers, H = c->heads;
+    double *copying = malloc((size_t)L * H * sizeof *copying);
+    double *composition = malloc((size_t)(L > 1 ? L - 1 : 1) * 3 * H * H * sizeof *composition);
+    s = copying && composition ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
+    if (s == QKV_OK) s = qkv_copying_scores(&t.model, copying);
+    if (s == QKV_OK) s = qkv_composition_scores(&t.model, composition);
+    cJSON *j = s == QKV_OK && (a->json || a->out) ? circuits_json(&t, copying, composition, &s)
+                                                  : NULL;
+    if (s == QKV_OK && a->out) s = write_json(j, a->out);
+    if (s == QKV_OK) {
+        if (a->json) {
+            char *text = cJSON_Print(j);
+            if (text) printf("%s\n", text);
+            free(text);
+        } else {
+            print_table(c, copying, composition);
+            if (a->out) printf("wrote %s\n", a->out);
+        }
+    }
+    cJSON_Delete(j);
+    free(copying), free(composition);
+    trainer_free(&t);
+    if (s != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    return EXIT_OK;
+}
+
+int cmd_circuits(int argc, char **argv, bool parse_only) {
+    circuits_args a;
+    int code = circuits_parse(argc, argv, &a);
+    return code != CLI_RUN || parse_only ? code : circuits_run(&a);
+}

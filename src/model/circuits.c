@@ -1,0 +1,230 @@
+/* circuits.c - what each head computes, read from the weights alone: its QK and OV circuits
+ * over the vocabulary, the OV circuit's copying score, and the composition scores between
+ * heads of consecutive layers (docs/explain.md defines each). Everything is computed in
+ * double from the model's weights, f32 or f64. */
+#include "engine/internal.h"
+
+#include <stdlib.h>
+
+/* LAPACK's eigenvalues of a general matrix (column-major; the trailing lengths are those of
+ * the two one-letter strings, as Fortran passes them). */
+extern void dgeev_(const char *jobvl, const char *jobvr, const int *n, double *a, const int *lda,
+                   double *wr, double *wi, double *vl, const int *ldvl, double *vr,
+                   const int *ldvr, double *work, const int *lwork, int *info, size_t jobvl_len,
+                   size_t jobvr_len);
+
+/* The weights of one head, in double: w_q, w_k, w_v (C, Dk), the head's columns of W_Q, W_K,
+ * W_V; w_o (Dk, C), its rows of W_O. */
+typedef struct {
+    double *w_q, *w_k, *w_v, *w_o;
+} head_weights;
+
+/* dst (rows, cols) = the block of the 2-D tensor t at (row0, col0). */
+static void block(double *dst, const qkv_tensor *t, int row0, int col0, int rows, int cols) {
+    int64_t width = t->shape[1];
+    for (int i = 0; i < rows; i++)
+        for (int j = 0; j < cols; j++)
+            dst[(int64_t)i * cols + j] = qkv_get(t, (int64_t)(row0 + i) * width + col0 + j);
+}
+
+/* c (n, m) = a (n, k) · b (k, m), or with b_t: a · bᵀ where b is (m, k). */
+static void matmul(double *c, const double *a, const double *b, int n, int k, int m, bool b_t) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < m; j++) {
+            double s = 0;
+            for (int p = 0; p < k; p++)
+                s += a[(int64_t)i * k + p] * (b_t ? b[(int64_t)j * k + p] : b[(int64_t)p * m + j]);
+            c[(int64_t)i * m + j] = s;
+        }
+}
+
+static double frobenius(const double *a, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += a[i] * a[i];
+    return sqrt(s);
+}
+
+static void head_free(head_weights *w) {
+    free(w->w_q), free(w->w_k), free(w->w_v), free(w->w_o);
+    *w = (head_weights){0};
+}
+
+static qkv_status head_load(head_weights *w, const qkv_model *m, int l, int h) {
+    int C = m->cfg.d_model, Dk = C / m->cfg.heads;
+    size_t bytes = (size_t)C * Dk * sizeof(double);
+    *w = (head_weights){malloc(bytes), malloc(bytes), malloc(bytes), malloc(bytes)};
+    if (!w->w_q || !w->w_k || !w->w_v || !w->w_o) {
+        head_free(w);
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits");
+    }
+    block(w->w_q, m->w_q[l], 0, h * Dk, C, Dk);
+    block(w->w_k, m->w_k[l], 0, h * Dk, C, Dk);
+    block(w->w_v, m->w_v[l], 0, h * Dk, C, Dk);
+    block(w->w_o, m->w_o[l], h * Dk, 0, Dk, C);
+    return QKV_OK;
+}
+
+/* out (R, N) = scale · (a W_Q)(b W_K)ᵀ for the R rows of a and the N rows of b (each with C
+ * columns): the attention scores between those inputs through one head. */
+static qkv_status qk_part(double *out, const qkv_tensor *a, const qkv_tensor *b,
+                          const head_weights *w, int C, int Dk) {
+    int R = (int)a->shape[0], N = (int)b->shape[0];
+    double *ad = malloc((size_t)R * C * sizeof *ad), *bd = malloc((size_t)N * C * sizeof *bd);
+    double *q = malloc((size_t)R * Dk * sizeof *q), *k = malloc((size_t)N * Dk * sizeof *k);
+    if (!ad || !bd || !q || !k) {
+        free(ad), free(bd), free(q), free(k);
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits");
+    }
+    block(ad, a, 0, 0, R, C);
+    block(bd, b, 0, 0, N, C);
+    matmul(q, ad, w->w_q, R, C, Dk, false);
+    matmul(k, bd, w->w_k, N, C, Dk, false);
+    matmul(out, q, k, R, Dk, N, true);
+    double scale = 1.0 / sqrt((double)Dk); /* as the model's forward scales its scores */
+    for (int64_t i = 0; i < (int64_t)R * N; i++) out[i] *= scale;
+    free(ad), free(bd), free(q), free(k);
+    return QKV_OK;
+}
+
+qkv_status qkv_head_circuits(const qkv_model *m, int layer, int head, double *qk, double *qk_pos,
+                             double *ov) {
+    const qkv_model_config *c = &m->cfg;
+    QKV_CHECK(layer >= 0 && layer < c->layers && head >= 0 && head < c->heads,
+              "qkv_head_circuits", "no head %d of layer %d", head, layer);
+    int V = c->vocab, C = c->d_model, Dk = C / c->heads;
+    head_weights w;
+    qkv_status s = head_load(&w, m, layer, head);
+    if (s != QKV_OK) return s;
+    /* the query side's own embedding: tokens, or an encoder-decoder's decoder positions */
+    const qkv_tensor *query_tok = c->target_len ? m->dec_pos_emb : m->tok_emb;
+    const qkv_tensor *query_pos = c->target_len ? m->dec_pos_emb : m->pos_emb;
+    if (qk) s = qk_part(qk, query_tok, m->tok_emb, &w, C, Dk);
+    if (s == QKV_OK && qk_pos) s = qk_part(qk_pos, query_pos, m->pos_emb, &w, C, Dk);
+    if (s == QKV_OK && ov) {
+        /* ov (V, V) = E W_V W_O W_U: row t, the logits the head adds when it attends to t */
+        double *e = malloc((size_t)V * C * sizeof *e), *u = malloc((size_t)C * V * sizeof *u);
+        double *ev = malloc((size_t)V * Dk * sizeof *ev), *ou = malloc((size_t)Dk * V * sizeof *ou);
+        if (e && u && ev && ou) {
+            block(e, m->tok_emb, 0, 0, V, C);
+            block(u, m->head_w, 0, 0, C, V);
+            matmul(ev, e, w.w_v, V, C, Dk, false);
+            matmul(ou, w.w_o, u, Dk, C, V, false);
+            matmul(ov, ev, ou, V, Dk, V, false);
+        } else {
+            s = qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits");
+        }
+        free(e), free(u), free(ev), free(ou);
+    }
+    head_free(&w);
+    return s;
+}
+
+/* Σ Re λ / Σ |λ| over the eigenvalues λ of the (n, n) matrix a (overwritten); NaN when every
+ * eigenvalue is 0. */
+static qkv_status copying_score(double *a, int n, double *score) {
+    double *wr = malloc((size_t)n * sizeof *wr), *wi = malloc((size_t)n * sizeof *wi);
+    int lwork = 8 * n, info = 0, one = 1;
+    double *work = malloc((size_t)lwork * sizeof *work), unused = 0;
+    if (!wr || !wi || !work) {
+        free(wr), free(wi), free(work);
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits");
+    }
+    /* a is row-major, LAPACK reads it as aᵀ: the same eigenvalues */
+    dgeev_("N", "N", &n, a, &n, wr, wi, &unused, &one, &unused, &one, work, &lwork, &info, 1, 1);
+    double re = 0, abs = 0;
+    for (int i = 0; i < n; i++) {
+        re += wr[i];
+        abs += hypot(wr[i], wi[i]);
+    }
+    free(wr), free(wi), free(work);
+    if (info != 0)
+        return qkv_fail(QKV_ERR_NUMERIC, "the eigenvalues of an OV circuit did not converge");
+    *score = abs > 0 ? re / abs : NAN;
+    return QKV_OK;
+}
+
+qkv_status qkv_copying_scores(const qkv_model *m, double *scores) {
+    const qkv_model_config *c = &m->cfg;
+    int V = c->vocab, C = c->d_model, Dk = C / c->heads;
+    /* The OV circuit (E W_V)(W_O W_U) is (V, Dk)·(Dk, V); its nonzero eigenvalues are those
+     * of the product the other way round, (W_O W_U)(E W_V), only (Dk, Dk). */
+    double *e = malloc((size_t)V * C * sizeof *e), *u = malloc((size_t)C * V * sizeof *u);
+    double *ou = malloc((size_t)Dk * V * sizeof *ou), *oue = malloc((size_t)Dk * C * sizeof *oue);
+    double *small = malloc((size_t)Dk * Dk * sizeof *small);
+    qkv_status s = QKV_OK;
+    if (!e || !u || !ou || !oue || !small)
+        s = qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits");
+    if (s == QKV_OK) {
+        block(e, m->tok_emb, 0, 0, V, C);
+        block(u, m->head_w, 0, 0, C, V);
+    }
+    for (int l = 0; s == QKV_OK && l < c->layers; l++)
+        for (int h = 0; s == QKV_OK && h < c->heads; h++) {
+            head_weights w;
+            if ((s = head_load(&w, m, l, h)) != QKV_OK) break;
+            matmul(ou, w.w_o, u, Dk, C, V, false);
+            matmul(oue, ou, e, Dk, V, C, false);
+            matmul(small, oue, w.w_v, Dk, C, Dk, false);
+            s = copying_score(small, Dk, &scores[l * c->heads + h]);
+            head_free(&w);
+        }
+    free(e), free(u), free(ou), free(oue), free(small);
+    return s;
+}
+
+/* ‖W_V1 W_O1 · X Yᵀ‖ / (‖W_V1 W_O1‖ ‖X Yᵀ‖), X and Y (C, Dk): the earlier head's OV
+ * matrix times the later head's matrix X Yᵀ (C, C), computed as (W_V1 (W_O1 X)) Yᵀ. t1 (Dk, Dk),
+ * t2 (C, Dk), t3 (C, C) are scratch. NaN when a norm is 0. */
+static double compose(const head_weights *first, const double *x, const double *y, int C, int Dk,
+                      double ov_norm, double *t1, double *t2, double *t3) {
+    matmul(t3, x, y, C, Dk, C, true);
+    double later_norm = frobenius(t3, (int64_t)C * C);
+    matmul(t1, first->w_o, x, Dk, C, Dk, false);
+    matmul(t2, first->w_v, t1, C, Dk, Dk, false);
+    matmul(t3, t2, y, C, Dk, C, true);
+    double denominator = ov_norm * later_norm;
+    return denominator > 0 ? frobenius(t3, (int64_t)C * C) / denominator : NAN;
+}
+
+qkv_status qkv_composition_scores(const qkv_model *m, double *scores) {
+    const qkv_model_config *c = &m->cfg;
+    int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H;
+    if (L < 2) return QKV_OK;
+    head_weights *w = calloc((size_t)L * H, sizeof *w);
+    double *t1 = malloc((size_t)Dk * Dk * sizeof *t1), *t2 = malloc((size_t)C * Dk * sizeof *t2);
+    double *t3 = malloc((size_t)C * C * sizeof *t3);
+    double *ov_norm = malloc((size_t)L * H * sizeof *ov_norm);
+    double *w_ot = malloc((size_t)C * Dk * sizeof *w_ot);
+    qkv_status s = QKV_OK;
+    if (!w || !t1 || !t2 || !t3 || !ov_norm || !w_ot)
+        s = qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits");
+    for (int i = 0; s == QKV_OK && i < L * H; i++) {
+        s = head_load(&w[i], m, i / H, i % H);
+        if (s != QKV_OK) break;
+        matmul(t3, w[i].w_v, w[i].w_o, C, Dk, C, false);
+        ov_norm[i] = frobenius(t3, (int64_t)C * C);
+    }
+    for (int l = 0; s == QKV_OK && l + 1 < L; l++)
+        for (int h2 = 0; h2 < H; h2++) {
+            const head_weights *later = &w[(l + 1) * H + h2];
+            for (int i = 0; i < Dk; i++) /* w_ot (C, Dk) = the later head's W_Oᵀ */
+                for (int j = 0; j < C; j++)
+                    w_ot[(int64_t)j * Dk + i] = later->w_o[(int64_t)i * C + j];
+            for (int h1 = 0; h1 < H; h1++) {
+                const head_weights *first = &w[l * H + h1];
+                double n1 = ov_norm[l * H + h1];
+                double *at = &scores[((int64_t)l * 3 * H) * H + h1 * H + h2];
+                /* Q: the later W_Q W_Kᵀ; K: its transpose W_K W_Qᵀ; V: the later W_V W_O. An
+                 * encoder-decoder's keys and values read the embeddings, never a head. */
+                at[(int64_t)QKV_COMPOSE_Q * H * H] =
+                    compose(first, later->w_q, later->w_k, C, Dk, n1, t1, t2, t3);
+                at[(int64_t)QKV_COMPOSE_K * H * H] = c->target_len ? NAN :
+                    compose(first, later->w_k, later->w_q, C, Dk, n1, t1, t2, t3);
+                at[(int64_t)QKV_COMPOSE_V * H * H] = c->target_len ? NAN :
+                    compose(first, later->w_v, w_ot, C, Dk, n1, t1, t2, t3);
+            }
+        }
+    for (int i = 0; w && i < L * H; i++) head_free(&w[i]);
+    free(w), free(t1), free(t2), free(t3), free(ov_norm), free(w_ot);
+    return s;
+}
