@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+# QKV_BUILD_TESTS=ON: scripts/demo.sh may have configured the same directory without them
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DQKV_BUILD_TESTS=ON "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"
 ctest --test-dir "$build" --output-on-failure -j2
+count=$(ctest --test-dir "$build" -N | sed -n 's/^Total Tests: //p')
+echo "test: all $count tests passed in $build (Check suites, CLI, plots, browser, kill, oracles)"

@@ -4,7 +4,8 @@
 #   1. every command of `qkv --help` has a section, and every --option that `qkv --help` and
 #      `qkv COMMAND --help` print appears in the page;
 #   2. groff formats it without a warning (skipped without groff), and man renders it (skipped
-#      without man).
+#      without man);
+#   3. its DESCRIPTION lists the tasks that `qkv train --help` lists, in the same order.
 set -eu
 qkv=$1 page=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/qkv-man.XXXXXX")
@@ -31,6 +32,19 @@ for cmd in $commands; do
             { echo "man_test: qkv $cmd $opt is not in $page" >&2; status=1; }
     done
 done
+
+# 3. the DESCRIPTION's list of tasks is the one `qkv train --help` gives for --task
+"$qkv" train --help | tr -s ' \n' '  ' >"$tmp/train.txt"
+tasks=$(sed -n 's/.*the task (default [a-z]*): \([^;]*\);.*/\1/p' "$tmp/train.txt" |
+    sed -e 's/,/ /g' -e 's/ or / /g')
+[ -n "$tasks" ] || { echo "man_test: no task list in qkv train --help" >&2; status=1; }
+described=$(sed -n '/^\.SH DESCRIPTION/,/^\.PP/p' "$tmp/page.txt" | tr -s ' \n' '  ' |
+    sed -n 's/.*on toy tasks (\([^)]*\)).*/\1/p' | sed -e 's/,/ /g' -e 's/ or / /g')
+if [ "$(echo $tasks)" != "$(echo $described)" ]; then
+    echo "man_test: the DESCRIPTION of $page lists the tasks '$(echo $described)'," \
+        "qkv train --help '$(echo $tasks)'" >&2
+    status=1
+fi
 
 if command -v groff >/dev/null 2>&1; then
     groff -man -Tutf8 -ww -z "$page" 2>"$tmp/groff.txt" || status=1
