@@ -208,6 +208,10 @@ if cmp -s run1/model.safetensors run1c/model.safetensors; then fail "--seed 2 gi
 
 # ---- progress: plain log lines when stdout is not a terminal --------------------------------
 run 0 "train without --quiet" -- train --task copy --steps 100 --d-model 32
+# one layer: no induction score (it needs a layer before it), the other two scores printed
+one_layer='^  strongest heads: previous-token [0-9.]* (layer 1, head 1), '
+one_layer+='duplicate-token [0-9.]* (layer 1, head 1)$'
+grep -q "$one_layer" out.txt && ok || fail "one-layer strongest heads: $(grep strongest out.txt)"
 grep -Eq '^step [0-9]+/100 loss [0-9.]+' out.txt && ok || fail "no log lines: $(head -c 300 out.txt)"
 logs=$(grep -Ec '^step [0-9]+/100 ' out.txt)
 [ "$logs" -ge 2 ] && ok || fail "$logs log lines"
@@ -631,6 +635,11 @@ grep -q '^hint: the model may be too narrow for 32 tokens: try a wider --d-model
 run 0 "translate at width 2, 499 steps" -- train --task translate --d-model 2 --steps 499 --threads 1
 grep -q '^hint: too few steps: translate takes about 500 with' out.txt && ok ||
     fail "499 of translate's 500 steps: no too-few-steps hint: $(grep '^hint:' out.txt)"
+
+# one line that the hash keeps for training: "1 line is too few", not "1 lines are"
+printf 'ab\tx\n' > one_line.tsv
+run 4 "one-line data file" -- train --data one_line.tsv --steps 2 --out one_line_run
+grep -q '; 1 line is too few)' err.txt && ok || fail "one-line file: $(cat err.txt)"
 
 echo "cli_test: $checks checks passed, $failures failed"
 [ "$failures" -eq 0 ]
