@@ -651,7 +651,7 @@ QKV_API bool qkv_st_info(const qkv_st *st, const char *name, qkv_dtype *dtype, i
  * relative (the floor keeps entries that are zero up to rounding from dividing by ~0). */
 typedef struct {
     const char *op;
-    char shapes[200];      /* the shapes tried, e.g. "(3,4)x(4,5) (2,3,4)x(4,5)" */
+    char shapes[400];      /* the shapes tried, e.g. "(3,4),(4,5) (2,3,4),(4,5)"; whole shapes */
     int cases;
     int64_t entries;       /* gradient entries compared */
     double max_abs_err;

@@ -208,6 +208,10 @@ if cmp -s run1/model.safetensors run1c/model.safetensors; then fail "--seed 2 gi
 
 # ---- progress: plain log lines when stdout is not a terminal --------------------------------
 run 0 "train without --quiet" -- train --task copy --steps 100 --d-model 32
+# one layer: no induction score (it needs a layer before it), the other two scores printed
+one_layer='^  strongest heads: previous-token [0-9.]* (layer 1, head 1), '
+one_layer+='duplicate-token [0-9.]* (layer 1, head 1)$'
+grep -q "$one_layer" out.txt && ok || fail "one-layer strongest heads: $(grep strongest out.txt)"
 grep -Eq '^step [0-9]+/100 loss [0-9.]+' out.txt && ok || fail "no log lines: $(head -c 300 out.txt)"
 logs=$(grep -Ec '^step [0-9]+/100 ' out.txt)
 [ "$logs" -ge 2 ] && ok || fail "$logs log lines"
@@ -660,6 +664,10 @@ grep -q '^hint:' out.txt && fail "reversed words, two layers: a hint: $(cat out.
 run 0 "reversed words, --json" -- train --data reversed.tsv --steps 300 --threads 1 --json
 "$PY" -c 'import json,sys; r=json.load(open("out.txt"))["report"]; assert r["hint"].startswith("one layer stays"), r; assert r["layer_mass"] is None and len(r["head_scores"]) == 1' &&
     ok || fail "reversed words --json: no report with the hint: $(head -c 300 out.txt)"
+# one line that the hash keeps for training: "1 line is too few", not "1 lines are"
+printf 'ab\tx\n' > one_line.tsv
+run 4 "one-line data file" -- train --data one_line.tsv --steps 2 --out one_line_run
+grep -q '; 1 line is too few)' err.txt && ok || fail "one-line file: $(cat err.txt)"
 
 echo "cli_test: $checks checks passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -21,6 +21,16 @@ START_TEST(test_gradcheck_op) {
     ck_assert_msg(r.max_rel_err <= TOL, "%s: max_rel_err %.3e > %g", r.op, r.max_rel_err, TOL);
     ck_assert(isfinite(r.max_abs_err));
     ck_assert_msg(strlen(r.shapes) > 0 && r.shapes[0] == '(', "%s: shapes '%s'", r.op, r.shapes);
+    /* every shape whole: as many cases as space-separated groups, each group's shapes closed */
+    int groups = 1, depth = 0;
+    for (const char *p = r.shapes; *p; p++) {
+        groups += *p == ' ';
+        depth += (*p == '(') - (*p == ')');
+        ck_assert_msg(depth == 0 || depth == 1, "%s: shapes '%s'", r.op, r.shapes);
+    }
+    ck_assert_msg(depth == 0 && r.shapes[strlen(r.shapes) - 1] == ')', "%s: shapes cut: '%s'",
+                  r.op, r.shapes);
+    ck_assert_msg(groups == r.cases, "%s: %d cases, shapes '%s'", r.op, r.cases, r.shapes);
 }
 END_TEST
 

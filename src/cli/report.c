@@ -116,9 +116,12 @@ void cli_print_summary(const trainer *t, const eval_result *r, const char *tail,
         best_scoring_head(t, r, r->duplicate, &dl, &dh);
         best_scoring_head(t, r, r->induction, &il, &ih);
         printf("  strongest heads: previous-token %.3f (layer %d, head %d), duplicate-token %.3f "
-               "(layer %d, head %d), induction %.3f (layer %d, head %d)\n", r->prev_token[pl][ph],
-               pl + 1, ph + 1, r->duplicate[dl][dh], dl + 1, dh + 1, r->induction[il][ih], il + 1,
-               ih + 1);
+               "(layer %d, head %d)", r->prev_token[pl][ph], pl + 1, ph + 1,
+               r->duplicate[dl][dh], dl + 1, dh + 1);
+        /* an induction head matches on what an earlier layer wrote: undefined with one layer */
+        if (c->layers > 1)
+            printf(", induction %.3f (layer %d, head %d)", r->induction[il][ih], il + 1, ih + 1);
+        putchar('\n');
     }
 }
 

@@ -259,12 +259,17 @@ static void check_case(const gc_case *gc, uint64_t seed, qkv_gradcheck_result *r
             res->entries++;
         }
     }
-    /* Record the shapes tried. */
+    /* Record the shapes tried: a case's shapes whole, or " ..." once when they do not fit. */
+    char one[sizeof res->shapes];
+    size_t len = 0;
+    for (int i = 0; i < gc->nin && len < sizeof one; i++)
+        len += (size_t)snprintf(one + len, sizeof one - len, "%s%s", i ? "," : "", SHAPE(in[i]));
     size_t n = strlen(res->shapes);
-    for (int i = 0; i < gc->nin && n < sizeof res->shapes; i++) {
-        n += (size_t)snprintf(res->shapes + n, sizeof res->shapes - n, "%s%s",
-                              i ? "," : (n ? " " : ""), SHAPE(in[i]));
-    }
+    bool cut = n >= 4 && strcmp(res->shapes + n - 4, " ...") == 0;
+    if (!cut && n + 1 + len < sizeof res->shapes)
+        snprintf(res->shapes + n, sizeof res->shapes - n, "%s%s", n ? " " : "", one);
+    else if (!cut && n + 4 < sizeof res->shapes)
+        memcpy(res->shapes + n, " ...", 5);
     res->cases++;
     qkv_ctx_free(scratch);
     qkv_ctx_free(ctx);

@@ -307,8 +307,9 @@ qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path) 
                      d->path);
     if (s == QKV_OK && d->n_held == 0)
         s = qkv_fail(QKV_ERR_FORMAT, "%s: no example is held out (a hash of each line picks "
-                     "one in %d; %d lines are too few): give them a file of their own (%s)", d->path,
-                     HELDOUT_SHARE, d->n_train, field_name("heldout_path"));
+                     "one in %d; %d line%s too few): give them a file of their own (%s)",
+                     d->path, HELDOUT_SHARE, d->n_train, d->n_train == 1 ? " is" : "s are",
+                     field_name("heldout_path"));
     if (s == QKV_OK) {
         /* the output tokens, for the chance level */
         uint8_t *seen = calloc((size_t)d->vocab, 1);
