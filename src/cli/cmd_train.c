@@ -279,7 +279,8 @@ static int train_run(train_args *a) {
     train_progress p = {.out = prog, .bar = !quiet && tty, .log = !quiet && !tty && !json,
                         .quiet = quiet, .resumed = resume != NULL, .old_steps = old_steps};
     run_options o = {.out_dir = out_dir, .resume_dir = resume, .eval_every = a->o.eval_every,
-                     .save_every = a->o.save_every, .snapshot_every = a->o.snapshot_every};
+                     .save_every = a->o.save_every, .snapshot_every = a->o.snapshot_every,
+                     .force = a->o.force};
     training_run run;
     s = trainer_run(&t, &o, on_progress, &p, &run);
     cli_guard_release(); /* a save that failed after RUN_SAVING still holds signals */

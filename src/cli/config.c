@@ -8,6 +8,7 @@
  * numbers (the seed also a string of digits: JSON numbers are exact only up to 2^53), flags
  * true or false. A run's summary.json ("format": "qkv-summary") is read through its "config". */
 #include "cli.h"
+#include "io/io.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_CONFIG_BYTES (1 << 20) /* a config is a few hundred bytes; this bounds the read */
 
@@ -26,22 +28,25 @@ void cli_free_args(int argc, char **argv) {
 
 /* The whole file, NUL-terminated, or NULL after one line (*code set). */
 static char *read_small_file(const char *path, size_t *size, int *code) {
-    struct stat sb;
-    FILE *f = fopen(path, "rb");
-    if (!f || fstat(fileno(f), &sb) != 0) {
-        cli_error("train: cannot open %s: %s", path, strerror(errno));
-        if (f) fclose(f);
+    /* a regular file only, found without blocking: a FIFO named here would wait forever */
+    FILE *f = NULL;
+    size_t bytes = 0;
+    int fd = -1;
+    if (io_open_regular(path, &fd, &bytes) != QKV_OK) {
+        cli_error("train: %s", qkv_last_error());
         *code = EXIT_IO;
         return NULL;
     }
-    if (!S_ISREG(sb.st_mode) || sb.st_size > MAX_CONFIG_BYTES) {
-        cli_error(S_ISREG(sb.st_mode) ? "train: %s is larger than 1 MiB; not a config file"
-                                      : "train: %s is not a regular file",
-                  path);
-        fclose(f);
-        *code = S_ISREG(sb.st_mode) ? EXIT_FORMAT : EXIT_IO;
+    if (bytes > MAX_CONFIG_BYTES || !(f = fdopen(fd, "rb"))) {
+        if (f) fclose(f);
+        else close(fd);
+        cli_error(bytes > MAX_CONFIG_BYTES ? "train: %s is larger than 1 MiB; not a config file"
+                                           : "train: cannot read %s: out of memory", path);
+        *code = bytes > MAX_CONFIG_BYTES ? EXIT_FORMAT : EXIT_NOMEM;
         return NULL;
     }
+    struct stat sb = {.st_size = (off_t)bytes};
+    io_protect(path); /* the run's outputs never replace its config */
     char *text = malloc((size_t)sb.st_size + 1);
     size_t n = text ? fread(text, 1, (size_t)sb.st_size, f) : 0;
     bool failed = !text || ferror(f);

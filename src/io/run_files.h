@@ -24,6 +24,10 @@ typedef struct {
     double start;         /* when the run began (monotonic seconds) */
     int64_t evaluated;    /* the step of the last evaluation written, -1 before the first */
     run_evaluation last;  /* that evaluation */
+    int64_t model_step;   /* the step of DIR/model.safetensors, -1 while there is none */
+    int64_t start_step;   /* the step the run began at */
+    double kept_loss, kept_train_acc; /* the last kept row's, for a run that trains no step */
+    int nkept;
 } run_files;
 
 /* Starts the records of a run in `dir`, taking `config` (a JSON object, NULL when out of
@@ -39,9 +43,14 @@ qkv_status run_files_begin(run_files *rf, const char *dir, const char *from_dir,
 void run_files_row(run_files *rf, const metrics_row *row, const run_evaluation *e);
 /* The summary's metrics will be e's (an evaluation that has no row). */
 void run_files_note(run_files *rf, const run_evaluation *e);
+/* The model of `step` is on disk now (a checkpoint was committed, or a resumed directory
+ * holds one): summary.json's model_step, and the summary a signal leaves (status
+ * "interrupted", exit_status 7, at that step: io_set_signal_record). */
+void run_files_committed(run_files *rf, int64_t step, double last_loss, double last_train_acc);
 /* Ends the records: closes metrics.jsonl and writes summary.json at `step`, with the last
  * training batch's loss and accuracy, and the exit code (and `error`, the failure's message,
- * when it is not 0). */
+ * when it is not 0). The status says how: "done" (0), "diverged" (5: the state was not
+ * finite), "interrupted" (7) or "failed". */
 qkv_status run_files_end(run_files *rf, int64_t step, double last_loss, double last_train_acc,
                          int exit_code, const char *error);
 
