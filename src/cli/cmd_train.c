@@ -330,6 +330,10 @@ static int train_command(int argc, char **argv, bool parse_only, bool run) {
     train_options_init(&scratch);
     cli_command cmd = train_table(&scratch, rows);
     const char *config = parse_only ? NULL : cli_option_last(&cmd, argc, argv, "config");
+    if (config && cli_option_count(&cmd, argc, argv, "config") > 1) { /* which would win? */
+        cli_error("train: --config is given more than once; give one config file");
+        return EXIT_USAGE;
+    }
     char **config_args = NULL, **merged = NULL;
     int nconfig = 0;
     if (config) {

@@ -64,7 +64,7 @@ static char *read_small_file(const char *path, size_t *size, int *code) {
 
 /* A number as the shortest text that reads back as the same double. */
 static void format_number(double v, char *out, size_t len) {
-    if (v == floor(v) && fabs(v) < 1e15) {
+    if (v == floor(v) && fabs(v) <= 9007199254740992.0) { /* 2^53: every integer exact */
         snprintf(out, len, "%.0f", v);
         return;
     }
@@ -84,6 +84,13 @@ static bool push(arg_list *l, const char *text) {
     if (!(l->argv[l->argc] = strdup(text))) return false;
     l->argc++;
     return true;
+}
+
+/* Whether two keys name the same option: d_model and d-model do. */
+static bool same_key(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (*a != *b && !((*a == '_' || *a == '-') && (*b == '_' || *b == '-'))) return false;
+    return *a == *b;
 }
 
 /* Turns one key and value into arguments; EXIT_OK or an exit code after one line. */
@@ -126,7 +133,13 @@ static int option_args(arg_list *l, const char *path, const cJSON *item,
         ok = push(l, flag) && push(l, item->valuestring);
         break;
     default:
-        if (cJSON_IsNumber(item)) {
+        if (cJSON_IsNumber(item) && !strcmp(name, "seed") &&
+            fabs(item->valuedouble) >= 9007199254740992.0) {
+            /* a JSON number past 2^53 is rounded as it is read: not the seed written */
+            cli_error("train: %s: 'seed' is 2^53 or more, which a JSON number cannot hold "
+                      "exactly; write it as a string (\"seed\": \"%.0f\")", path, item->valuedouble);
+            return EXIT_USAGE;
+        } else if (cJSON_IsNumber(item)) {
             format_number(item->valuedouble, value, sizeof value);
             ok = push(l, flag) && push(l, value);
         } else if (cJSON_IsString(item) && !strcmp(name, "seed")) {
@@ -151,8 +164,18 @@ int cli_config_args(const char *path, train_opt_kind (*kind_of)(const char *name
     int code = EXIT_OK;
     char *text = read_small_file(path, &size, &code);
     if (!text) return code;
-    cJSON *root = cJSON_ParseWithLength(text, size);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, size, &end, false);
+    /* one JSON object and nothing after it but white space */
+    bool trailing = false;
+    for (const char *p = end; root && p && p < text + size; p++)
+        if (!strchr(" \t\r\n", *p)) trailing = true;
     free(text);
+    if (trailing) {
+        cli_error("train: %s: there is more after its JSON object", path);
+        cJSON_Delete(root);
+        return EXIT_FORMAT;
+    }
     const cJSON *options = root;
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (cJSON_IsString(format) && !strcmp(format->valuestring, "qkv-summary"))
@@ -168,8 +191,10 @@ int cli_config_args(const char *path, train_opt_kind (*kind_of)(const char *name
     const cJSON *item;
     cJSON_ArrayForEach(item, options) {
         for (const cJSON *seen = options->child; seen != item && code == EXIT_OK; seen = seen->next)
-            if (!strcmp(seen->string, item->string)) {
-                cli_error("train: %s: '%s' appears twice", path, item->string);
+            if (same_key(seen->string, item->string)) {
+                cli_error(strcmp(seen->string, item->string)
+                              ? "train: %s: '%s' appears twice (also as '%s')"
+                              : "train: %s: '%s' appears twice", path, item->string, seen->string);
                 code = EXIT_USAGE;
             }
         if (code == EXIT_OK) code = option_args(&l, path, item, kind_of);

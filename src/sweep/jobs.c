@@ -57,6 +57,7 @@ static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *di
     v[n++] = "--threads";
     v[n++] = "1";
     v[n++] = "--quiet";
+    v[n++] = "--force"; /* a cell not done is trained again, over what an earlier try left */
     v[n] = NULL;
     char *log = sweep_path_join(dir, "train.log");
     int fd = -1;
@@ -225,7 +226,7 @@ static bool write_command(FILE *f, const sweep *sw, const char *exe, const char 
     }
     fputs(" --out ", f);
     shell_word(f, cell_dir);
-    fprintf(f, " --threads %s --quiet", threads);
+    fprintf(f, " --threads %s --quiet --force", threads); /* a retried cell starts afresh */
     free(cell_dir);
     free(v);
     return true;

@@ -29,13 +29,13 @@ static cJSON *run_config_json(const trainer *t, const run_options *o) {
         case OPTION_INT: cJSON_AddNumberToObject(j, r->key, (double)*(const long *)value); break;
         case OPTION_DOUBLE: cJSON_AddNumberToObject(j, r->key, *(const double *)value); break;
         case OPTION_U64: /* a JSON number holds integers exactly up to 2^53; a larger seed is
-                          * written as a string, which --config also takes for it */
-            if (*(const uint64_t *)value <= (UINT64_C(1) << 53)) {
-                cJSON_AddNumberToObject(j, r->key, (double)*(const uint64_t *)value);
-            } else {
-                snprintf(text, sizeof text, "%" PRIu64, *(const uint64_t *)value);
+                          * written as a string, which --config also takes for it. The number
+                          * is written as its digits (a double would print 2e+15) */
+            snprintf(text, sizeof text, "%" PRIu64, *(const uint64_t *)value);
+            if (*(const uint64_t *)value < (UINT64_C(1) << 53))
+                cJSON_AddRawToObject(j, r->key, text);
+            else
                 cJSON_AddStringToObject(j, r->key, text);
-            }
             break;
         case OPTION_TEXT:
             if (*(const char *const *)value)
