@@ -33,7 +33,11 @@ static char *read_small_file(const char *path, size_t *size, int *code) {
     size_t bytes = 0;
     int fd = -1;
     if (io_open_regular(path, &fd, &bytes) != QKV_OK) {
-        cli_error("train: %s", qkv_last_error());
+        struct stat st;
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            cli_error("train: %s is not a regular file", path);
+        else
+            cli_error("train: %s", qkv_last_error());
         *code = EXIT_IO;
         return NULL;
     }

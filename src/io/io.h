@@ -78,10 +78,10 @@ typedef struct {
  * left in it. */
 qkv_status rundir_open(rundir *rd, const char *dir);
 /* Before a new run (not a resume of this directory) writes DIR: if it holds another run
- * (a model.safetensors or a metrics.csv), refuses (QKV_ERR_VALUE: "give --force") unless
- * `force`, which removes that run's files, and only those: the records, the model, and the
- * maps, snapshots and plots qkv writes in its subdirectories. A failed run's lone summary.json
- * is replaced without asking. */
+ * (a model.safetensors), refuses (QKV_ERR_VALUE: "give --force") unless `force`; then removes
+ * the old run's files, and only those: the records, the model, and the maps, snapshots and
+ * plots qkv writes in its subdirectories (what a run killed before its first checkpoint left
+ * is removed without asking). */
 qkv_status rundir_claim(const rundir *rd, bool force);
 /* Removes snapshots of steps after `step` (the model's): what a kill left beyond the commit. */
 void rundir_trim_snapshots(const rundir *rd, int64_t step);

@@ -148,11 +148,10 @@ static bool ends_with(const char *s, const char *suffix) {
 qkv_status rundir_claim(const rundir *rd, bool force) {
     char path[1500];
     struct stat sb;
-    bool other = false;
-    for (int i = 0; i < 2 && !other; i++) {
-        snprintf(path, sizeof path, "%s/%s", rd->dir, i ? "metrics.csv" : "model.safetensors");
-        other = lstat(path, &sb) == 0;
-    }
+    /* another run is one that committed a checkpoint; what a run killed before its first
+     * one left (metrics rows, snapshots, a summary) is removed without asking */
+    snprintf(path, sizeof path, "%s/model.safetensors", rd->dir);
+    bool other = lstat(path, &sb) == 0;
     if (other && !force)
         return qkv_fail(QKV_ERR_VALUE, "%s holds another run: give --force to replace it (its "
                         "files are removed), --resume %s to continue it, or another --out",
