@@ -232,6 +232,8 @@ static qkv_status begin(training_run *run, trainer *t, run_progress progress, vo
                             run->metrics.n);
         if (s != QKV_OK) return s;
         run->files_begun = true;
+        if (run->dir.committed) /* a resumed directory: its model is on disk already */
+            run_files_committed(&run->files, t->optim.step, t->last_loss, t->last_train_acc);
     }
     return QKV_OK;
 }
