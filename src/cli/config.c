@@ -141,7 +141,8 @@ static int option_args(arg_list *l, const char *path, const cJSON *item,
             fabs(item->valuedouble) >= 9007199254740992.0) {
             /* a JSON number past 2^53 is rounded as it is read: not the seed written */
             cli_error("train: %s: 'seed' is 2^53 or more, which a JSON number cannot hold "
-                      "exactly; write it as a string (\"seed\": \"%.0f\")", path, item->valuedouble);
+                      "exactly; write it as a string (\"seed\": \"%.0f\")", path,
+                      item->valuedouble);
             return EXIT_USAGE;
         } else if (cJSON_IsNumber(item)) {
             format_number(item->valuedouble, value, sizeof value);

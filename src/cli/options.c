@@ -152,9 +152,9 @@ int cli_option_count(const cli_command *cmd, int argc, char **argv, const char *
     struct option longs[MAX_OPTIONS + 1];
     getopt_table(cmd, longs);
     int want = ROW_VALUE(cli_option_row(cmd, name)), count = 0;
+    const char *shorts = cmd->stop_at_operand ? "+:h" : ":h";
     getopt_reset();
-    for (int c; (c = getopt_long(argc, argv, cmd->stop_at_operand ? "+:h" : ":h", longs, NULL)) != -1;)
-        count += c == want;
+    for (int c; (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1;) count += c == want;
     return count;
 }
 

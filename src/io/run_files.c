@@ -171,7 +171,10 @@ static qkv_status begin(run_files *rf, const char *dir, const char *from_dir, in
     rf->model_step = -1;
     rf->start_step = step;
     rf->nkept = nkept;
-    if (nkept > 0) rf->kept_loss = kept[nkept - 1].loss, rf->kept_train_acc = kept[nkept - 1].train_acc;
+    if (nkept > 0) {
+        rf->kept_loss = kept[nkept - 1].loss;
+        rf->kept_train_acc = kept[nkept - 1].train_acc;
+    }
     if (strlen(dir) > sizeof rf->dir - 32) return qkv_fail(QKV_ERR_IO, "%s: path too long", dir);
     snprintf(rf->dir, sizeof rf->dir, "%s", dir);
     qkv_status s = write_summary(rf, step, 0, 0, "running", 0, NULL);
