@@ -6,8 +6,9 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DQKV_BUILD_TESTS=OFF >/dev/null
 cmake --build build -j"$(nproc)"
 for task in copy reverse; do
-    # --snapshot-every: the attention every 20 steps, for the animation and the page's slider
-    ./build/qkv train --task "$task" --snapshot-every 20 --out "runs/$task" --plot
+    # --snapshot-every: the attention every 20 steps, for the animation and the page's slider;
+    # --force: a second demo replaces the first one's runs
+    ./build/qkv train --task "$task" --snapshot-every 20 --out "runs/$task" --plot --force
     ./build/qkv plot "runs/$task" --format html
 done
 # the first lines of one held-out input's inspection; the whole text goes to a file beside the runs

@@ -22,7 +22,7 @@ mkdir -p "$WORK" "$FIG"
 # hundred steps, where the attention forms), with snapshots for the interactive page.
 for task in copy reverse shift lookup; do
     echo "== $task"
-    "$QKV" train --task "$task" --out "$WORK/$task" --plot --snapshot-every 20
+    "$QKV" train --task "$task" --out "$WORK/$task" --force --plot --snapshot-every 20
     "$QKV" plot "$WORK/$task" --format html
     cp "$WORK/$task/plots/attention_layer1_head1.png" "$FIG/${task}_attention.png"
 done
@@ -33,7 +33,7 @@ cp "$WORK/copy/plots/grads_layer1_head1.png" "$FIG/copy_grads.png"
 # Induction with its default options (two layers of two heads): the head scores under the
 # curves show the induction head forming.
 echo "== induction"
-"$QKV" train --task induction --out "$WORK/induction" --plot
+"$QKV" train --task induction --out "$WORK/induction" --force --plot
 cp "$WORK/induction/plots/curves.png" "$FIG/induction_curves.png"
 
 # The pattern forms within a few dozen steps, so the animation comes from a short run with a
@@ -41,17 +41,17 @@ cp "$WORK/induction/plots/curves.png" "$FIG/induction_curves.png"
 # still learning from a run stopped after 8 steps.
 echo "== reverse, forming"
 "$QKV" train --task reverse --steps 24 --schedule constant --warmup 0 --snapshot-every 2 \
-    --out "$WORK/reverse_forming" --plot --quiet
+    --out "$WORK/reverse_forming" --force --plot --quiet
 cp "$WORK/reverse_forming/plots/snapshots.gif" "$FIG/reverse_snapshots.gif"
 echo "== reverse, after 8 steps"
 "$QKV" train --task reverse --steps 8 --schedule constant --warmup 0 \
-    --out "$WORK/reverse_early" --plot --quiet
+    --out "$WORK/reverse_early" --force --plot --quiet
 cp "$WORK/reverse_early/plots/grads_layer1_head1.png" "$FIG/reverse_grads_early.png"
 
 # A small model with two layers of two heads, for the overview grid.
 echo "== reverse, 2 layers x 2 heads"
 "$QKV" train --task reverse --layers 2 --heads 2 --residual --steps 1500 \
-    --out "$WORK/reverse_2x2" --plot
+    --out "$WORK/reverse_2x2" --force --plot
 cp "$WORK/reverse_2x2/plots/overview.png" "$FIG/reverse_2x2_overview.png"
 
 # The interactive page of reverse, as a browser shows it (when Chromium is installed).

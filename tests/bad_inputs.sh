@@ -71,6 +71,9 @@ setup() { # DIR
     mkdir broken emptydir outside
     printf '{"dmodel": 8}\n' >config_unknown.json
     printf '{"d_model": "8"}\n' >config_type.json
+    printf '{"d_model": 8, "d-model": 4}\n' >config_dupspell.json
+    printf '{"steps": 2} {"steps": 3}\n' >config_trailing.json
+    printf '{"seed": 9007199254740993}\n' >config_bigseed.json
     cp "$HERE"/fuzz/corpus/safetensors/*.safetensors broken/
     mkfifo fifo && mkdir fifodir && mkfifo fifodir/model.safetensors
     ln -s run/model.safetensors link.safetensors

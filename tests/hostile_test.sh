@@ -11,12 +11,20 @@
 #   4. ulimit -f: a file too large gives one line and exit 3, and leaves the old model whole.
 #   5. ulimit -v: threads that cannot start give one line and exit 6 when asked for, and are
 #      quietly fewer by default.
-#   6. A run that diverges keeps its last good checkpoint and says which step it is.
+#   6. A run that diverges (weights or a loss not finite) keeps its last good checkpoint, says
+#      which step it is, and summary.json says "diverged" with that model_step.
+#   7. An output never replaces a file the run reads (data, held-out), however spelled.
+#   8. A directory holding another run is refused; --force clears that run's files only.
+#   9. No reader blocks on a FIFO (--config, --grid-file, sweep.json, a cell's summary.json).
+#  10. A sweep cell's log and directory are never used through a planted link.
+#  11. summary.json says "interrupted" after SIGINT; resuming a finished run keeps its loss.
+#  12. A sweep killed with SIGKILL takes its cells with it.
 # A model trained before all of this still evaluates to the same line at the end.
 # Exits 77 (skipped) without gnuplot.
 set -u
 QKV=$1
 [ "$QKV" = "${QKV#/}" ] && QKV=$PWD/$QKV
+PYTHON=$(command -v python3)
 command -v gnuplot >/dev/null || { echo "hostile_test: gnuplot not found, skipped"; exit 77; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_hostile.XXXXXX")
 bg=
@@ -136,9 +144,94 @@ fi
 # ---- 6. a diverging run keeps its last good checkpoint ----
 run 5 "divergence" train --optim sgd --lr 1000000 --clip 0 --schedule constant --warmup 0 \
     --steps 50 --d-model 32 --quiet --save-every 1 --out diverged
-one_line "divergence" "at step 3: training diverged (lower --lr); diverged keeps the checkpoint of step 2"
+# step 2's weights are finite, but its held-out loss is not: step 1 is the last good state
+one_line "divergence" "loss is NaN after step 2: training diverged (lower the learning rate, or clip the gradients); diverged keeps the checkpoint of step 1"
+grep -q '"status":[[:space:]]*"diverged"' diverged/summary.json &&
+    grep -q '"model_step":[[:space:]]*1,' diverged/summary.json && ok ||
+    fail "divergence: summary.json does not say diverged at model step 1"
 run 0 "eval of the kept checkpoint" eval --model diverged --json
-grep -q '"steps":2,' out.txt && ok || fail "the kept checkpoint is not step 2: $(cat out.txt)"
+grep -q '"steps":1,' out.txt && ok || fail "the kept checkpoint is not step 2: $(cat out.txt)"
+
+# ---- 7. an output never replaces a file the run reads, however it is spelled ----
+printf 'a b\tb a\nb a\ta b\na c\tc a\nc a\ta c\nb c\tc b\n' >train.tsv
+printf 'a b\tb a\nc b\tb c\n' >held.tsv
+cp train.tsv train.orig && cp held.tsv held.orig
+run 0 "a data run" train --data train.tsv --heldout held.tsv --d-model 8 --steps 5 --quiet --out drun
+mkdir -p sub && ln -s .. sub/up
+for out in train.tsv ./train.tsv sub/../train.tsv sub/up/train.tsv "$W/train.tsv" held.tsv; do
+    run 2 "inspect --out $out" inspect --model drun --input "a b" --out "$out"
+    one_line "inspect --out $out" "is the input"
+    run 2 "grads --out $out" grads --model drun --out "$out"
+done
+cmp -s train.tsv train.orig && cmp -s held.tsv held.orig && ok || fail "a data file was replaced"
+run 0 "eval after the refusals" eval --model drun
+
+# ---- 8. a directory that holds another run: refused, or cleared with --force ----
+run 0 "a run with snapshots" train "${SMALL[@]}" --snapshot-every 5 --out reused
+echo mine >reused/notes.txt
+run 2 "a new run into reused" train "${SMALL[@]}" --out reused
+one_line "a new run into reused" "reused holds another run: give --force"
+[ -e reused/snapshots/step20_layer1_head1.dat ] && ok || fail "the refused run removed files"
+run 0 "--force" train "${SMALL[@]}" --steps 10 --force --out reused
+[ -z "$(ls reused/snapshots)" ] && [ "$(cat reused/notes.txt)" = mine ] && ok ||
+    fail "--force left the old snapshots or removed a file not of the run: $(ls reused reused/snapshots)"
+run 0 "resume into its own directory needs no --force" train --resume reused --steps 12 --quiet
+
+# ---- 9. nothing blocks on a FIFO: every file qkv reads is checked first ----
+mkfifo fifo.json
+for args in "train --config fifo.json" "sweep --grid-file fifo.json --out fsweep" \
+            "plot fifodir"; do
+    mkdir -p fifodir && [ -e fifodir/metrics.csv ] || mkfifo fifodir/metrics.csv
+    # shellcheck disable=SC2086
+    timeout 5 "$QKV" $args >out.txt 2>err.txt </dev/null
+    rc=$?
+    [ "$rc" != 124 ] && [ "$rc" != 0 ] && ok || fail "$args: exit $rc (124: it blocked)"
+done
+run 0 "a small sweep" sweep --grid 'd-model=4,8' --out sw --jobs 2 --quiet -- --steps 3 --seq-len 4
+rm sw/d-model=4/summary.json && mkfifo sw/d-model=4/summary.json
+timeout 5 "$QKV" sweep --collect sw --quiet >out.txt 2>err.txt
+[ $? != 124 ] && ok || fail "sweep --collect blocked on a cell's summary.json FIFO"
+rm sw/sweep.json && mkfifo sw/sweep.json
+timeout 5 "$QKV" sweep --collect sw --quiet >out.txt 2>err.txt
+[ $? != 124 ] && ok || fail "sweep --collect blocked on sweep.json FIFO"
+
+# ---- 10. a sweep's cells: never through a planted link ----
+echo "not to be emptied" >victim2 && cp victim2 victim2.orig
+mkdir -p sl/d-model=4 && ln -s ../../victim2 sl/d-model=4/train.log
+mkdir -p elsewhere && ln -s ../elsewhere sl/d-model=8
+"$QKV" sweep --grid 'd-model=4,8' --out sl --jobs 1 --quiet -- --steps 3 --seq-len 4 \
+    >out.txt 2>err.txt
+cmp -s victim2 victim2.orig && ok || fail "a cell's train.log was opened through a link"
+[ -z "$(ls elsewhere)" ] && ok || fail "a cell directory that is a link received a run"
+
+# ---- 11. records: SIGINT leaves summary.json "interrupted" at the step on disk ----
+"$QKV" train "${SMALL[@]}" --steps 100000000 --save-every 20 --out intr >out.txt 2>err.txt &
+bg=$!
+for _ in $(seq 200); do [ -e intr/model.safetensors ] && break; sleep 0.05; done
+kill -INT "$bg"; wait "$bg"; rc=$?; bg=
+[ "$rc" = 7 ] && ok || fail "SIGINT: exit $rc"
+"$PYTHON" - intr <<'PYEOF' && ok || fail "summary.json after SIGINT: $(cat intr/summary.json)"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+assert s["status"] == "interrupted" and s["exit_status"] == 7, s
+assert s["model_step"] is not None and s["model_step"] % 20 == 0, s
+PYEOF
+run 0 "a finished run" train "${SMALL[@]}" --out fin
+run 0 "resuming the finished run" train --resume fin --quiet
+"$PYTHON" - fin <<'PYEOF' && ok || fail "resuming a finished run zeroed its loss: $(cat fin/summary.json)"
+import json, sys
+m = json.load(open(sys.argv[1] + "/summary.json"))["metrics"]
+assert m["loss"] != 0 and m["train_acc"] != 0, m
+PYEOF
+
+# ---- 12. a sweep killed with SIGKILL takes its cells with it ----
+"$QKV" sweep --grid 'seed=1,2' --out killed --jobs 2 --quiet -- "${SMALL[@]}" --steps 100000000 \
+    --save-every 1000 >out.txt 2>err.txt &
+bg=$!
+for _ in $(seq 200); do [ -e killed/seed=1/summary.json ] && [ -e killed/seed=2/summary.json ] && break; sleep 0.05; done
+kill -KILL "$bg"; wait "$bg" 2>/dev/null; bg=
+for _ in $(seq 100); do pgrep -f "killed/seed=" >/dev/null || break; sleep 0.05; done
+pgrep -f "$W/killed/seed=\|killed/seed=" >/dev/null && fail "the cells outlived their sweep" || ok
 
 "$QKV" eval --model good >good_after.txt
 cmp -s good_before.txt good_after.txt && ok || fail "the good model evaluates differently now"

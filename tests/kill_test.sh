@@ -50,6 +50,17 @@ for ((n = 1; n < 1000; n++)); do
         fail "the directory left by the kill does not evaluate: $(head -c 300 eval.txt)"
         continue
     fi
+    # what a reader may rely on after a kill (docs/errors.md): a whole summary.json, whose
+    # model_step is the model's on disk, or null while there is none
+    if [ -e run/summary.json ] && ! python3 - run <<'EOF' >check.txt 2>&1; then
+import json, os, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+model = os.path.exists(sys.argv[1] + "/model.safetensors")
+assert s["status"] in ("running", "done"), s["status"]  # done: killed after its last rename
+assert s["model_step"] is None or (model and s["model_step"] % 8 == 0), s["model_step"]
+EOF
+        fail "summary.json after the kill: $(head -c 300 check.txt)"
+    fi
     if [ $((n % 3)) = 0 ]; then # a chain: the resumed run is killed too
         finish "$n"
         rc=$?
@@ -59,6 +70,7 @@ for ((n = 1; n < 1000; n++)); do
     # summary.json holds the wall time, which no two runs share; the rest must be equal
     if ! diff -r -x summary.json ref run >diff.txt 2>&1; then fail "the resumed run differs: $(head -n 5 diff.txt | tr '\n' ' ')"; fi
     grep -q '"status":[[:space:]]*"done"' run/summary.json || fail "summary.json does not say done"
+    grep -q '"model_step":[[:space:]]*24,' run/summary.json || fail "summary.json's model_step is not 24"
     left=$(find run -name '*.tmp.*')
     [ -z "$left" ] || fail "temporaries left: $left"
 done

@@ -71,7 +71,8 @@ rc=$?
 "$PY" - diverged <<'EOF' && ok || fail "summary.json of a failed run"
 import json, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))
-assert s["status"] == "failed" and s["exit_status"] == 5 and "diverged" in s["error"], s
+assert s["status"] == "diverged" and s["exit_status"] == 5 and "diverged" in s["error"], s
+assert "model_step" in s and s["model_step"] is None, s  # nothing finite was saved
 EOF
 
 # ---- --config: a summary repeats its run, byte for byte; flags override it ------------------

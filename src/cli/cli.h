@@ -95,6 +95,8 @@ bool cli_option_given(const cli_command *cmd, const char *name);
 /* The value of the last `name` in argv, read ahead of the real parse (which reports errors),
  * storing nothing; NULL if it is not there. */
 const char *cli_option_last(const cli_command *cmd, int argc, char **argv, const char *name);
+/* How many times option `name` is given in argv (the same quiet scan). */
+int cli_option_count(const cli_command *cmd, int argc, char **argv, const char *name);
 /* The values of CLI_CHOICE --dtype, in the order of qkv_dtype (f32, f64). */
 extern const char *const cli_dtype_names[];
 

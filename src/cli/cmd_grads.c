@@ -1,5 +1,6 @@
 /* cmd_grads.c - `qkv grads`: one batch and the gradient of every parameter, for study. */
 #include "cli.h"
+#include "io/io.h"
 #include "train/checkpoint.h"
 #include "train/grads.h"
 
@@ -52,6 +53,7 @@ static int grads_run(const grads_args *a) {
     char path[1100];
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
     if (cli_output_clashes("grads: --out ", a->out, path)) return EXIT_USAGE;
+    io_protect(path); /* and the files it names, as they are loaded */
     trainer t;
     qkv_status s = trainer_load_as(&t, path, a->dtype);
     if (s != QKV_OK) {

@@ -2,6 +2,7 @@
  * attention head computed (Q, K, V, the scores, the weights, the head's output) and, with a
  * target, the loss and the gradients that flow back through the head. */
 #include "cli.h"
+#include "io/io.h"
 #include "explore/inspect.h"
 
 #include <errno.h>
@@ -305,6 +306,7 @@ int cmd_inspect(int argc, char **argv, bool parse_only) {
     char path[1100];
     if (!cli_model_path(a.model, path, sizeof path)) return EXIT_IO;
     if (a.out && cli_output_clashes("inspect: --out ", a.out, path)) return EXIT_USAGE;
+    io_protect(path); /* and the files it names, as they are loaded */
     inspection *in = malloc(sizeof *in);
     if (!in) {
         cli_error("inspect: out of memory");

@@ -3,6 +3,7 @@
  * gathers the cells' summary.json files into a CSV, a markdown table and a gnuplot figure.
  * The grid, the runs and the tables are src/sweep/ (sweep.h); docs/sweeps.md. */
 #include "cli.h"
+#include "io/io.h"
 #include "sweep/sweep.h"
 
 #include <math.h>
@@ -138,7 +139,8 @@ static int collect(const char *dir, const char *x_name, const char *lines_name,
     sweep_status s = sweep_collect(dir, x_name, lines_name, metric, train_option_kind, &got);
     if (got.tables && !quiet) {
         char *path = sweep_path_join(dir, "sweep.md");
-        FILE *f = path ? fopen(path, "r") : NULL;
+        FILE *f = NULL;
+        if (path && io_fopen_regular(path, &f) != QKV_OK) f = NULL;
         for (int ch; f && (ch = fgetc(f)) != EOF;) putchar(ch);
         if (f) fclose(f);
         printf("sweep: wrote %s/sweep.csv and %s/sweep.md\n", dir, dir);

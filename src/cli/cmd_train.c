@@ -255,7 +255,8 @@ static int train_run(train_args *a) {
     train_progress p = {.out = prog, .bar = !quiet && tty, .log = !quiet && !tty && !json,
                         .quiet = quiet, .resumed = resume != NULL, .old_steps = old_steps};
     run_options o = {.out_dir = out_dir, .resume_dir = resume, .eval_every = a->o.eval_every,
-                     .save_every = a->o.save_every, .snapshot_every = a->o.snapshot_every};
+                     .save_every = a->o.save_every, .snapshot_every = a->o.snapshot_every,
+                     .force = a->o.force};
     training_run run;
     s = trainer_run(&t, &o, on_progress, &p, &run);
     cli_guard_release(); /* a save that failed after RUN_SAVING still holds signals */
@@ -306,6 +307,10 @@ static int train_command(int argc, char **argv, bool parse_only, bool run) {
     train_options_init(&scratch);
     cli_command cmd = train_table(&scratch, rows);
     const char *config = parse_only ? NULL : cli_option_last(&cmd, argc, argv, "config");
+    if (config && cli_option_count(&cmd, argc, argv, "config") > 1) { /* which would win? */
+        cli_error("train: --config is given more than once; give one config file");
+        return EXIT_USAGE;
+    }
     char **config_args = NULL, **merged = NULL;
     int nconfig = 0;
     if (config) {

@@ -8,6 +8,7 @@
  * numbers (the seed also a string of digits: JSON numbers are exact only up to 2^53), flags
  * true or false. A run's summary.json ("format": "qkv-summary") is read through its "config". */
 #include "cli.h"
+#include "io/io.h"
 #include "train/options.h"
 
 #include <cjson/cJSON.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MAX_CONFIG_BYTES (1 << 20) /* a config is a few hundred bytes; this bounds the read */
 
@@ -27,22 +29,29 @@ void cli_free_args(int argc, char **argv) {
 
 /* The whole file, NUL-terminated, or NULL after one line (*code set). */
 static char *read_small_file(const char *path, size_t *size, int *code) {
-    struct stat sb;
-    FILE *f = fopen(path, "rb");
-    if (!f || fstat(fileno(f), &sb) != 0) {
-        cli_error("train: cannot open %s: %s", path, strerror(errno));
-        if (f) fclose(f);
+    /* a regular file only, found without blocking: a FIFO named here would wait forever */
+    FILE *f = NULL;
+    size_t bytes = 0;
+    int fd = -1;
+    if (io_open_regular(path, &fd, &bytes) != QKV_OK) {
+        struct stat st;
+        if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            cli_error("train: %s is not a regular file", path);
+        else
+            cli_error("train: %s", qkv_last_error());
         *code = EXIT_IO;
         return NULL;
     }
-    if (!S_ISREG(sb.st_mode) || sb.st_size > MAX_CONFIG_BYTES) {
-        cli_error(S_ISREG(sb.st_mode) ? "train: %s is larger than 1 MiB; not a config file"
-                                      : "train: %s is not a regular file",
-                  path);
-        fclose(f);
-        *code = S_ISREG(sb.st_mode) ? EXIT_FORMAT : EXIT_IO;
+    if (bytes > MAX_CONFIG_BYTES || !(f = fdopen(fd, "rb"))) {
+        if (f) fclose(f);
+        else close(fd);
+        cli_error(bytes > MAX_CONFIG_BYTES ? "train: %s is larger than 1 MiB; not a config file"
+                                           : "train: cannot read %s: out of memory", path);
+        *code = bytes > MAX_CONFIG_BYTES ? EXIT_FORMAT : EXIT_NOMEM;
         return NULL;
     }
+    struct stat sb = {.st_size = (off_t)bytes};
+    io_protect(path); /* the run's outputs never replace its config */
     char *text = malloc((size_t)sb.st_size + 1);
     size_t n = text ? fread(text, 1, (size_t)sb.st_size, f) : 0;
     bool failed = !text || ferror(f);
@@ -60,7 +69,7 @@ static char *read_small_file(const char *path, size_t *size, int *code) {
 
 /* A number as the shortest text that reads back as the same double. */
 static void format_number(double v, char *out, size_t len) {
-    if (v == floor(v) && fabs(v) < 1e15) {
+    if (v == floor(v) && fabs(v) <= 9007199254740992.0) { /* 2^53: every integer exact */
         snprintf(out, len, "%.0f", v);
         return;
     }
@@ -80,6 +89,13 @@ static bool push(arg_list *l, const char *text) {
     if (!(l->argv[l->argc] = strdup(text))) return false;
     l->argc++;
     return true;
+}
+
+/* Whether two keys name the same option: d_model and d-model do. */
+static bool same_key(const char *a, const char *b) {
+    for (; *a && *b; a++, b++)
+        if (*a != *b && !((*a == '_' || *a == '-') && (*b == '_' || *b == '-'))) return false;
+    return *a == *b;
 }
 
 /* Turns one key and value into arguments; EXIT_OK or an exit code after one line. */
@@ -131,7 +147,14 @@ static int option_args(arg_list *l, const char *path, const cJSON *item,
         ok = push(l, flag) && push(l, item->valuestring);
         break;
     default:
-        if (cJSON_IsNumber(item)) {
+        if (cJSON_IsNumber(item) && !strcmp(name, "seed") &&
+            fabs(item->valuedouble) >= 9007199254740992.0) {
+            /* a JSON number past 2^53 is rounded as it is read: not the seed written */
+            cli_error("train: %s: 'seed' is 2^53 or more, which a JSON number cannot hold "
+                      "exactly; write it as a string (\"seed\": \"%.0f\")", path,
+                      item->valuedouble);
+            return EXIT_USAGE;
+        } else if (cJSON_IsNumber(item)) {
             format_number(item->valuedouble, value, sizeof value);
             ok = push(l, flag) && push(l, value);
         } else if (cJSON_IsString(item) && !strcmp(name, "seed")) {
@@ -156,8 +179,18 @@ int cli_config_args(const char *path, train_opt_kind (*kind_of)(const char *name
     int code = EXIT_OK;
     char *text = read_small_file(path, &size, &code);
     if (!text) return code;
-    cJSON *root = cJSON_ParseWithLength(text, size);
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, size, &end, false);
+    /* one JSON object and nothing after it but white space */
+    bool trailing = false;
+    for (const char *p = end; root && p && p < text + size; p++)
+        if (!strchr(" \t\r\n", *p)) trailing = true;
     free(text);
+    if (trailing) {
+        cli_error("train: %s: there is more after its JSON object", path);
+        cJSON_Delete(root);
+        return EXIT_FORMAT;
+    }
     const cJSON *options = root;
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (cJSON_IsString(format) && !strcmp(format->valuestring, "qkv-summary"))
@@ -173,8 +206,10 @@ int cli_config_args(const char *path, train_opt_kind (*kind_of)(const char *name
     const cJSON *item;
     cJSON_ArrayForEach(item, options) {
         for (const cJSON *seen = options->child; seen != item && code == EXIT_OK; seen = seen->next)
-            if (!strcmp(seen->string, item->string)) {
-                cli_error("train: %s: '%s' appears twice", path, item->string);
+            if (same_key(seen->string, item->string)) {
+                cli_error(strcmp(seen->string, item->string)
+                              ? "train: %s: '%s' appears twice (also as '%s')"
+                              : "train: %s: '%s' appears twice", path, item->string, seen->string);
                 code = EXIT_USAGE;
             }
         if (code == EXIT_OK) code = option_args(&l, path, item, kind_of);

@@ -58,6 +58,7 @@ static void on_signal(int sig) {
         return;
     }
     io_remove_temporaries();
+    io_write_signal_record(); /* summary.json: "interrupted", at the step on disk */
     put(sig == SIGINT ? "\nqkv: interrupted by SIGINT"
         : sig == SIGTERM ? "qkv: interrupted by SIGTERM" : "qkv: interrupted by SIGHUP");
     int note = note_current;

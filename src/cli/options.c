@@ -148,6 +148,16 @@ const char *cli_option_last(const cli_command *cmd, int argc, char **argv, const
     return last;
 }
 
+int cli_option_count(const cli_command *cmd, int argc, char **argv, const char *name) {
+    struct option longs[MAX_OPTIONS + 1];
+    getopt_table(cmd, longs);
+    int want = ROW_VALUE(cli_option_row(cmd, name)), count = 0;
+    const char *shorts = cmd->stop_at_operand ? "+:h" : ":h";
+    getopt_reset();
+    for (int c; (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1;) count += c == want;
+    return count;
+}
+
 void cli_print_usage(const cli_command *cmd, FILE *out) {
     fputs(cmd->usage, out);
     for (const cli_option *o = cmd->options; o->kind != CLI_END; o++) {

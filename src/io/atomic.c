@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -54,6 +55,44 @@ static void io_event(void) {
     if (kill_at > 0 && ++events == kill_at) raise(SIGKILL);
 }
 
+/* ---- the inputs no output may replace ---- */
+
+#define PROTECTED_MAX 16
+static struct {
+    dev_t dev;
+    ino_t ino;
+    char name[256];
+} protected_files[2 * PROTECTED_MAX];
+static int nprotected;
+
+static void protect_one(const struct stat *sb, const char *path) {
+    for (int i = 0; i < nprotected; i++)
+        if (protected_files[i].dev == sb->st_dev && protected_files[i].ino == sb->st_ino) return;
+    if (nprotected == 2 * PROTECTED_MAX) return;
+    protected_files[nprotected].dev = sb->st_dev;
+    protected_files[nprotected].ino = sb->st_ino;
+    snprintf(protected_files[nprotected].name, sizeof protected_files[0].name, "%s", path);
+    nprotected++;
+}
+
+void io_protect(const char *path) {
+    /* the file, and a link naming it: the link is what a model's metadata may name */
+    struct stat sb;
+    if (stat(path, &sb) == 0) protect_one(&sb, path);
+    if (lstat(path, &sb) == 0) protect_one(&sb, path);
+}
+
+/* The input that `path` names (followed through links or not), or NULL. */
+static const char *protected_input(const char *path) {
+    struct stat sb[2];
+    bool has[2] = {stat(path, &sb[0]) == 0, lstat(path, &sb[1]) == 0};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; has[k] && i < nprotected; i++)
+            if (protected_files[i].dev == sb[k].st_dev && protected_files[i].ino == sb[k].st_ino)
+                return protected_files[i].name;
+    return NULL;
+}
+
 /* ---- writing ---- */
 
 qkv_status atomic_open(atomic_file *af, const char *path) {
@@ -66,6 +105,10 @@ qkv_status atomic_open(atomic_file *af, const char *path) {
     /* The rename would put a file in the place of a device, a FIFO or a directory (as root,
      * /dev/null itself): only a regular file, or a symbolic link (the link is replaced, never
      * what it points to), is ever replaced. */
+    const char *input = protected_input(path);
+    if (input)
+        return qkv_fail(QKV_ERR_VALUE, "cannot write %s: it is the input %s, which writing it "
+                        "would destroy", path, input);
     struct stat sb;
     if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))
         return qkv_fail(QKV_ERR_IO, "cannot write %s: it exists and is not a regular file", path);
@@ -104,6 +147,7 @@ void atomic_abort(atomic_file *af) {
 qkv_status atomic_commit(atomic_file *af) {
     int err = 0;
     if (fflush(af->f) != 0 || ferror(af->f)) err = errno ? errno : EIO;
+    if (!err && af->mode && fchmod(fileno(af->f), (mode_t)af->mode) != 0) err = errno;
     if (!err && fsync(fileno(af->f)) != 0) err = errno;
     if (fclose(af->f) != 0 && !err) err = errno ? errno : EIO;
     af->f = NULL;
@@ -161,6 +205,84 @@ qkv_status io_open_regular(const char *path, int *fd_out, size_t *size) {
     *fd_out = fd;
     *size = (size_t)sb.st_size;
     return QKV_OK;
+}
+
+/* Opens with `flags` | O_NONBLOCK | O_NOFOLLOW and keeps the descriptor only if it is a
+ * regular file: a link, a FIFO or a device planted at a run's file name is refused at once. */
+static qkv_status open_run_file(const char *path, int flags, int *fd_out) {
+    int fd = open(path, flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return qkv_fail(QKV_ERR_IO, "cannot write %s: %s", path,
+                        errno == ELOOP ? "it is a symbolic link (qkv writes only inside the run)"
+                                       : strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return qkv_fail(QKV_ERR_IO, "cannot write %s: it exists and is not a regular file", path);
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    *fd_out = fd;
+    return QKV_OK;
+}
+
+qkv_status io_fopen_append(const char *path, FILE **f) {
+    int fd = -1;
+    qkv_status s = open_run_file(path, O_WRONLY | O_APPEND, &fd);
+    if (s != QKV_OK) return s;
+    if (!(*f = fdopen(fd, "ab"))) {
+        close(fd);
+        return qkv_fail(QKV_ERR_NOMEM, "cannot write %s: out of memory", path);
+    }
+    return QKV_OK;
+}
+
+qkv_status io_open_log(const char *path, int *fd) {
+    /* O_TRUNC waits for the checks: a FIFO or a device must not be "emptied" either */
+    qkv_status s = open_run_file(path, O_WRONLY | O_CREAT, fd);
+    if (s == QKV_OK && ftruncate(*fd, 0) != 0) {
+        int err = errno;
+        close(*fd);
+        return qkv_fail(QKV_ERR_IO, "cannot write %s: %s", path, strerror(err));
+    }
+    return s;
+}
+
+/* ---- the record a signal leaves ---- */
+
+static char record_path[2][1100], record_tmp[2][1140], record_text[2][32768];
+static volatile sig_atomic_t record_current = -1;
+
+void io_set_signal_record(const char *path, const char *text) {
+    if (!text || strlen(text) >= sizeof record_text[0] || strlen(path) >= sizeof record_path[0]) {
+        record_current = -1;
+        return;
+    }
+    int next = record_current == 0 ? 1 : 0;
+    memcpy(record_path[next], path, strlen(path) + 1);
+    /* attempt 100: a name no atomic_open of this process uses, and one a resume removes */
+    snprintf(record_tmp[next], sizeof record_tmp[next], "%s.tmp.%ld.100", path, (long)getpid());
+    memcpy(record_text[next], text, strlen(text) + 1);
+    record_current = next;
+}
+
+void io_write_signal_record(void) { /* async-signal-safe: open, write, fsync, rename */
+    int r = record_current;
+    if (r < 0) return;
+    const char *tmp = record_tmp[r];
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) return;
+    const char *p = record_text[r];
+    size_t left = strlen(p);
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w <= 0) break;
+        p += w;
+        left -= (size_t)w;
+    }
+    bool whole = left == 0 && fsync(fd) == 0;
+    close(fd);
+    if (!whole || rename(tmp, record_path[r]) != 0) unlink(tmp);
 }
 
 qkv_status io_fopen_regular(const char *path, FILE **f) {

@@ -14,6 +14,8 @@ typedef struct {
     FILE *f;
     char path[1024];
     char tmp[1040];
+    unsigned mode; /* 0, or the permission bits atomic_commit gives the file (on its descriptor,
+                    * before the rename: never by name, where a link may have been swapped in) */
 } atomic_file;
 
 /* Creates `path`.tmp.<pid>.<n> for writing, exclusively (O_EXCL: never an existing file, never
@@ -42,6 +44,26 @@ qkv_status io_make_dirs(const char *dir);
 qkv_status io_open_regular(const char *path, int *fd, size_t *size);
 /* The same as a stdio stream. */
 qkv_status io_fopen_regular(const char *path, FILE **f);
+/* Opens an existing regular file of a run or sweep directory for appending, never through a
+ * symbolic link (O_NOFOLLOW) and never blocking on a FIFO. */
+qkv_status io_fopen_append(const char *path, FILE **f);
+/* Creates or empties a log file of a run or sweep directory for writing, never through a
+ * symbolic link and never a FIFO or a device; its descriptor into *fd. */
+qkv_status io_open_log(const char *path, int *fd);
+/* Marks `path` as a file this process reads or depends on (a training file, a --heldout file,
+ * a model being inspected, a config): from now on atomic_open refuses to replace it, under any
+ * name (QKV_ERR_VALUE, "... is the input ..."). A path that does not exist is not marked. */
+void io_protect(const char *path);
+
+/* Whether another qkv run holds the lock of directory DIR (rundir_open's) right now. */
+bool io_dir_locked(const char *dir);
+
+/* What summary.json should say if a signal ends the process now: `text` is written to `path`
+ * (atomically: a temporary, then a rename) by io_write_signal_record, which the CLI's signal
+ * handler calls. NULL text forgets it. Two buffers: the handler always sees a whole record. */
+void io_set_signal_record(const char *path, const char *text);
+/* Async-signal-safe: writes the record set last, if any. */
+void io_write_signal_record(void);
 
 /* A run directory being written (rundir.c): the commit protocol of docs/errors.md. */
 typedef struct {
@@ -55,6 +77,12 @@ typedef struct {
  * QKV_ERR_IO, "being written by another qkv run") and removes the temporaries a killed run
  * left in it. */
 qkv_status rundir_open(rundir *rd, const char *dir);
+/* Before a new run (not a resume of this directory) writes DIR: if it holds another run
+ * (a model.safetensors), refuses (QKV_ERR_VALUE: "give --force") unless `force`; then removes
+ * the old run's files, and only those: the records, the model, and the maps, snapshots and
+ * plots qkv writes in its subdirectories (what a run killed before its first checkpoint left
+ * is removed without asking). */
+qkv_status rundir_claim(const rundir *rd, bool force);
 /* Removes snapshots of steps after `step` (the model's): what a kill left beyond the commit. */
 void rundir_trim_snapshots(const rundir *rd, int64_t step);
 /* Unlocks DIR; if nothing was committed, removes the directories rundir_open created and all

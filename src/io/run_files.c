@@ -64,8 +64,8 @@ static bool write_line(FILE *f, const cJSON *j) {
 /* Reads the old metrics.jsonl: every whole line that parses as an object with a "step" (a
  * line cut short by a crash does not). Returns the parsed lines as a JSON array, or NULL. */
 static cJSON *read_jsonl(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+    FILE *f = NULL;
+    if (io_fopen_regular(path, &f) != QKV_OK) return NULL;
     cJSON *rows = cJSON_CreateArray();
     char *line = NULL;
     size_t cap = 0, total = 0;
@@ -96,12 +96,13 @@ static const char *threads_isa(int *threads) {
     return kernel_isa_name();
 }
 
-/* summary.json: the run as it stands at `step`. `status` is "running", "done" or "failed". */
-static qkv_status write_summary(const run_files *rf, int64_t step, double last_loss,
-                                double last_train_acc, const char *status, int exit_code,
-                                const char *error) {
+/* summary.json's text: the run as it stands at `step`, `status` one of "running", "done",
+ * "failed", "diverged", "interrupted". NULL when out of memory. */
+static char *summary_text(const run_files *rf, int64_t step, double last_loss,
+                          double last_train_acc, const char *status, int exit_code,
+                          const char *error) {
     cJSON *j = cJSON_CreateObject(), *metrics = NULL;
-    if (!j) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    if (!j) return NULL;
     int threads;
     const char *isa = threads_isa(&threads);
     cJSON_AddStringToObject(j, "format", "qkv-summary");
@@ -116,6 +117,8 @@ static qkv_status write_summary(const run_files *rf, int64_t step, double last_l
     cJSON_AddStringToObject(j, "isa", isa);
     cJSON_AddNumberToObject(j, "threads", threads);
     cJSON_AddNumberToObject(j, "step", (double)step);
+    if (rf->model_step >= 0) cJSON_AddNumberToObject(j, "model_step", (double)rf->model_step);
+    else cJSON_AddNullToObject(j, "model_step");
     cJSON_AddNumberToObject(j, "wall_seconds", round(1e3 * (run_files_now() - rf->start)) / 1e3);
     if (rf->evaluated >= 0 && (metrics = cJSON_AddObjectToObject(j, "metrics"))) {
         /* the last evaluation, on the held-out set, and the last training batch's loss */
@@ -133,6 +136,13 @@ static qkv_status write_summary(const run_files *rf, int64_t step, double last_l
     if (report) cJSON_AddItemToObject(j, "report", report);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
+    return text;
+}
+
+static qkv_status write_summary(const run_files *rf, int64_t step, double last_loss,
+                                double last_train_acc, const char *status, int exit_code,
+                                const char *error) {
+    char *text = summary_text(rf, step, last_loss, last_train_acc, status, exit_code, error);
     if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
     char path[1100];
     snprintf(path, sizeof path, "%s/summary.json", rf->dir);
@@ -146,10 +156,35 @@ static qkv_status write_summary(const run_files *rf, int64_t step, double last_l
     return s;
 }
 
+/* What summary.json says if a signal ends the run now (io_set_signal_record). */
+static void set_signal_record(const run_files *rf, int64_t step, double last_loss,
+                              double last_train_acc) {
+    if (step == rf->start_step && rf->nkept > 0) /* no step trained: the kept row's */
+        last_loss = rf->kept_loss, last_train_acc = rf->kept_train_acc;
+    char *text = summary_text(rf, step, last_loss, last_train_acc, "interrupted", 7,
+                              "interrupted by a signal");
+    char path[1100];
+    snprintf(path, sizeof path, "%s/summary.json", rf->dir);
+    if (text) {
+        size_t n = strlen(text); /* the file ends with a newline, as write_summary's */
+        char *line = realloc(text, n + 2);
+        if (line) memcpy(line + n, "\n", 2), text = line;
+    }
+    io_set_signal_record(path, text); /* NULL (out of memory): no record at all */
+    free(text);
+}
+
 static qkv_status begin(run_files *rf, const char *dir, const char *from_dir, int64_t step,
                         const metrics_row *kept, int nkept) {
     rf->start = run_files_now();
     rf->evaluated = -1;
+    rf->model_step = -1;
+    rf->start_step = step;
+    rf->nkept = nkept;
+    if (nkept > 0) {
+        rf->kept_loss = kept[nkept - 1].loss;
+        rf->kept_train_acc = kept[nkept - 1].train_acc;
+    }
     if (strlen(dir) > sizeof rf->dir - 32) return qkv_fail(QKV_ERR_IO, "%s: path too long", dir);
     snprintf(rf->dir, sizeof rf->dir, "%s", dir);
     qkv_status s = write_summary(rf, step, 0, 0, "running", 0, NULL);
@@ -178,8 +213,9 @@ static qkv_status begin(run_files *rf, const char *dir, const char *from_dir, in
         return qkv_fail(QKV_ERR_IO, "cannot write %s", path);
     }
     if ((s = atomic_commit(&af)) != QKV_OK) return s;
-    rf->jsonl = fopen(path, "ab");
-    if (!rf->jsonl) return qkv_fail(QKV_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    /* by its descriptor: a link swapped in after the rename is refused, never followed */
+    if ((s = io_fopen_append(path, &rf->jsonl)) != QKV_OK) return s;
+    set_signal_record(rf, step, 0, 0);
     return QKV_OK;
 }
 
@@ -218,12 +254,21 @@ void run_files_report(run_files *rf, cJSON *report) {
     rf->report = report;
 }
 
+void run_files_committed(run_files *rf, int64_t step, double last_loss, double last_train_acc) {
+    rf->model_step = step;
+    set_signal_record(rf, step, last_loss, last_train_acc);
+}
+
 qkv_status run_files_end(run_files *rf, int64_t step, double last_loss, double last_train_acc,
                          int exit_code, const char *error) {
+    io_set_signal_record(NULL, NULL);
     if (rf->jsonl) fclose(rf->jsonl);
     rf->jsonl = NULL;
-    qkv_status s = write_summary(rf, step, last_loss, last_train_acc,
-                                 exit_code == 0 ? "done" : "failed", exit_code,
+    if (step == rf->start_step && rf->nkept > 0) /* no step trained: the kept row's */
+        last_loss = rf->kept_loss, last_train_acc = rf->kept_train_acc;
+    const char *status = exit_code == 0 ? "done" : exit_code == 5 ? "diverged"
+                         : exit_code == 7 ? "interrupted" : "failed";
+    qkv_status s = write_summary(rf, step, last_loss, last_train_acc, status, exit_code,
                                  exit_code == 0 ? NULL : error);
     cJSON_Delete(rf->config);
     cJSON_Delete(rf->report);

@@ -27,6 +27,10 @@ typedef struct {
     run_evaluation last;  /* that evaluation */
     struct cJSON *report; /* the summary's numbers (owned; NULL: none yet), summary.json's
                              "report" */
+    int64_t model_step;   /* the step of DIR/model.safetensors, -1 while there is none */
+    int64_t start_step;   /* the step the run began at */
+    double kept_loss, kept_train_acc; /* the last kept row's, for a run that trains no step */
+    int nkept;
 } run_files;
 
 /* Starts the records of a run in `dir`, taking `config` (a JSON object, NULL when out of
@@ -45,9 +49,14 @@ void run_files_note(run_files *rf, const run_evaluation *e);
 /* The summary's numbers (a JSON object, taken; NULL: none), written into summary.json from
  * now on as its "report". */
 void run_files_report(run_files *rf, struct cJSON *report);
+/* The model of `step` is on disk now (a checkpoint was committed, or a resumed directory
+ * holds one): summary.json's model_step, and the summary a signal leaves (status
+ * "interrupted", exit_status 7, at that step: io_set_signal_record). */
+void run_files_committed(run_files *rf, int64_t step, double last_loss, double last_train_acc);
 /* Ends the records: closes metrics.jsonl and writes summary.json at `step`, with the last
  * training batch's loss and accuracy, and the exit code (and `error`, the failure's message,
- * when it is not 0). */
+ * when it is not 0). The status says how: "done" (0), "diverged" (5: the state was not
+ * finite), "interrupted" (7) or "failed". */
 qkv_status run_files_end(run_files *rf, int64_t step, double last_loss, double last_train_acc,
                          int exit_code, const char *error);
 

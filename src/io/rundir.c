@@ -105,6 +105,9 @@ qkv_status rundir_open(rundir *rd, const char *dir) {
     rd->lock_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (rd->lock_fd < 0 || flock(rd->lock_fd, LOCK_EX | LOCK_NB) != 0) {
         int err = errno;
+        /* Refused: what this call created may already be another run's (both made their
+         * way through mkdir at once, the other locked first), so it is left alone. */
+        rd->created[0] = '\0';
         rundir_close(rd);
         return err == EWOULDBLOCK
                    ? qkv_fail(QKV_ERR_IO, "%s is being written by another qkv run", dir)
@@ -124,6 +127,64 @@ qkv_status rundir_open(rundir *rd, const char *dir) {
     }
     remove_temporaries(dir);
     return QKV_OK;
+}
+
+/* The files of a run, by directory: names that begin with `prefix` and end with `suffix`. */
+static const struct {
+    const char *sub, *prefix, *suffix;
+} run_file_names[] = {
+    {"", "model.safetensors", ""}, {"", "metrics.csv", ""}, {"", "metrics.jsonl", ""},
+    {"", "summary.json", ""},      {"attention", "layer", ".dat"},
+    {"gradients", "layer", ".dat"}, {"snapshots", "step", ".dat"},
+    {"plots", "", ".png"},         {"plots", "", ".svg"}, {"plots", "", ".gif"},
+    {"plots", "", ".html"},        {"plots", "", ".pdf"},
+};
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+qkv_status rundir_claim(const rundir *rd, bool force) {
+    char path[1500];
+    struct stat sb;
+    /* another run is one that committed a checkpoint; what a run killed before its first
+     * one left (metrics rows, snapshots, a summary) is removed without asking */
+    snprintf(path, sizeof path, "%s/model.safetensors", rd->dir);
+    bool other = lstat(path, &sb) == 0;
+    if (other && !force)
+        return qkv_fail(QKV_ERR_VALUE, "%s holds another run: give --force to replace it (its "
+                        "files are removed), --resume %s to continue it, or another --out",
+                        rd->dir, rd->dir);
+    /* with the lock held: none of these is being written */
+    for (size_t i = 0; i < sizeof run_subdirs / sizeof run_subdirs[0]; i++) {
+        char sub[1200];
+        snprintf(sub, sizeof sub, *run_subdirs[i] ? "%s/%s" : "%s", rd->dir, run_subdirs[i]);
+        DIR *d = opendir(sub);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            bool ours = false;
+            for (size_t k = 0; k < sizeof run_file_names / sizeof run_file_names[0]; k++)
+                if (!strcmp(run_file_names[k].sub, run_subdirs[i]) &&
+                    !strncmp(e->d_name, run_file_names[k].prefix,
+                             strlen(run_file_names[k].prefix)) &&
+                    ends_with(e->d_name, run_file_names[k].suffix) &&
+                    (*run_file_names[k].suffix || !strcmp(e->d_name, run_file_names[k].prefix)))
+                    ours = true;
+            snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+            if (ours && lstat(path, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode)))
+                unlink(path);
+        }
+        if (d) closedir(d);
+    }
+    return QKV_OK;
+}
+
+bool io_dir_locked(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return false;
+    bool locked = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    close(fd); /* releases it, if this call took it */
+    return locked;
 }
 
 void rundir_trim_snapshots(const rundir *rd, int64_t step) {

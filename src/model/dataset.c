@@ -71,6 +71,7 @@ static qkv_status read_whole(const char *path, char **text, size_t *size) {
     FILE *f;
     qkv_status s = io_fopen_regular(path, &f);
     if (s != QKV_OK) return s;
+    io_protect(path); /* the run depends on it: no output of this process may replace it */
     struct stat st;
     const char *what;
     double limit = memory_limit(&what);

@@ -29,8 +29,8 @@ static bool need_file(const char *path) {
 
 /* Counts the data rows of metrics.csv (lines after the header). */
 static int metrics_rows(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
+    FILE *f = NULL;
+    if (io_fopen_regular(path, &f) != QKV_OK) return 0;
     int lines = 0, c, last = '\n';
     while ((c = fgetc(f)) != EOF) {
         if (c == '\n') lines++;
@@ -42,8 +42,8 @@ static int metrics_rows(const char *path) {
 
 /* Whether the header line of metrics.csv names column `name`. */
 static bool metrics_has_column(const char *path, const char *name) {
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
+    FILE *f = NULL;
+    if (io_fopen_regular(path, &f) != QKV_OK) return false;
     static char line[1 << 20]; /* up to 8 layers x 64 heads x 3 scores, as train writes them */
     bool found = false;
     if (fgets(line, sizeof line, f)) {

@@ -16,7 +16,7 @@ const char *const sweep_metric_names[] = {"heldout_acc", "heldout_loss", "attent
 
 typedef struct {
     char *name;          /* the cell's directory name */
-    const char *status;  /* done, failed, running or missing */
+    const char *status;  /* done, failed, diverged, interrupted, running or missing */
     cJSON *summary;      /* NULL if missing */
     char **values;       /* per grid option, as text (from the summary's config if there) */
     double x, y;         /* for the plot (NaN when unknown) */
@@ -197,9 +197,11 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
         bool done = cell_dir && sweep_cell_done(cell_dir, &cell->summary);
         free(cell_dir);
         const cJSON *status = cJSON_GetObjectItemCaseSensitive(cell->summary, "status");
+        const char *said = cJSON_IsString(status) ? status->valuestring : "";
         cell->status = done ? "done" : !cell->summary ? "missing"
-                       : cJSON_IsString(status) && !strcmp(status->valuestring, "running")
-                           ? "running" : "failed";
+                       : !strcmp(said, "running") ? "running"
+                       : !strcmp(said, "diverged") ? "diverged"
+                       : !strcmp(said, "interrupted") ? "interrupted" : "failed";
         const cJSON *config = cJSON_GetObjectItemCaseSensitive(cell->summary, "config");
         int idx[SWEEP_MAX_PARAMS];
         sweep_cell_indices(&sw, c, idx);

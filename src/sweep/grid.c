@@ -131,10 +131,9 @@ qkv_status sweep_add_grid_text(sweep *sw, char *text, const char *where, bool co
 
 char *sweep_read_text(const char *path, const char *what, qkv_status *status) {
     struct stat sb;
-    FILE *f = fopen(path, "rb");
-    if (!f || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        *status = qkv_fail(QKV_ERR_IO, "sweep: cannot read %s%s%s", path,
-                           f ? ": not a regular file" : ": ", f ? "" : strerror(errno));
+    FILE *f = NULL; /* a regular file only, found without blocking on a FIFO */
+    if (io_fopen_regular(path, &f) != QKV_OK || fstat(fileno(f), &sb) != 0) {
+        *status = qkv_fail(QKV_ERR_IO, "sweep: %s", qkv_last_error());
         if (f) fclose(f);
         return NULL;
     }

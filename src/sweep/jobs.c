@@ -12,9 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#define EXIT_INTERRUPTED_CELL 7 /* qkv's exit code for a run stopped by a signal */
 
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) { interrupted = sig; }
@@ -29,8 +32,20 @@ typedef struct {
 static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *dir) {
     const char **v;
     int n;
-    if (io_make_dirs(dir) != QKV_OK) {
+    /* The cell is a directory of the sweep's own, never a link planted in its place (it
+     * would send the cell's run elsewhere); one that another qkv run is writing (a cell of a
+     * killed sweep still finishing, another sweep) is left alone, its log untouched. */
+    char made[4096];
+    const char *slash = strrchr(dir, '/');
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - dir) : 1, slash ? dir : ".");
+    if (io_make_dirs(parent) != QKV_OK ||
+        io_make_subdir(parent, slash ? slash + 1 : dir, made, sizeof made) != QKV_OK) {
         qkv_fail(QKV_ERR_IO, "sweep: %s", qkv_last_error());
+        return -1;
+    }
+    if (io_dir_locked(dir)) {
+        qkv_fail(QKV_ERR_IO, "sweep: %s is being written by another qkv run", dir);
         return -1;
     }
     if (!sweep_cell_words(sw, c, &v, &n)) {
@@ -42,11 +57,13 @@ static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *di
     v[n++] = "--threads";
     v[n++] = "1";
     v[n++] = "--quiet";
+    v[n++] = "--force"; /* a cell not done is trained again, over what an earlier try left */
     v[n] = NULL;
     char *log = sweep_path_join(dir, "train.log");
-    int fd = log ? open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666) : -1;
-    if (fd < 0) {
-        qkv_fail(QKV_ERR_IO, "sweep: cannot write %s: %s", log ? log : dir, strerror(errno));
+    int fd = -1;
+    qkv_status opened = log ? io_open_log(log, &fd) : qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    if (opened != QKV_OK) {
+        qkv_fail(QKV_ERR_IO, "sweep: %s", qkv_last_error());
         free(log);
         free(v);
         return -1;
@@ -65,8 +82,13 @@ static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *di
     memcpy(args + 1, v, ((size_t)n + 1) * sizeof *args); /* with the NULL */
     fflush(stdout);
     fflush(stderr);
+    pid_t parent_pid = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        /* The cell ends with the sweep, however the sweep ends (SIGKILL too): SIGTERM, which
+         * leaves its summary.json "interrupted" at the step on disk. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent_pid) _exit(EXIT_INTERRUPTED_CELL); /* it died before that */
         dup2(fd, STDOUT_FILENO);
         dup2(fd, STDERR_FILENO);
         close(fd);
@@ -204,7 +226,7 @@ static bool write_command(FILE *f, const sweep *sw, const char *exe, const char 
     }
     fputs(" --out ", f);
     shell_word(f, cell_dir);
-    fprintf(f, " --threads %s --quiet", threads);
+    fprintf(f, " --threads %s --quiet --force", threads); /* a retried cell starts afresh */
     free(cell_dir);
     free(v);
     return true;
@@ -288,13 +310,13 @@ qkv_status sweep_emit(const sweep *sw, const char *kind, char *written, size_t l
         free(dir);
         return qkv_fail(QKV_ERR_NOMEM, "out of memory");
     }
+    if (slurm) af.mode = 0755; /* set on the file itself before its rename, never by name */
     if ((s = atomic_commit(&af)) != QKV_OK) {
         qkv_fail(s, "sweep: %s", qkv_last_error());
         free(path);
         free(dir);
         return s;
     }
-    if (slurm) chmod(path, 0755);
     snprintf(written, len, "%s", path);
     free(path);
     free(dir);

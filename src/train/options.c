@@ -100,6 +100,9 @@ const train_option train_option_table[] = {
     {"resume", "resume", OPTION_TEXT, AT(resume), .arg = "DIR", .deflt = "off",
      .with_resume = true, .command_line_only = true,
      .help = "continue the run saved in DIR (up to --steps in total; default off)"},
+    {"force", "force", OPTION_FLAG, AT(force), .deflt = "off", .with_resume = true,
+     .help = "train into an --out that holds another run: its files are removed\n"
+             "first, and only those (default off: refused)"},
     {"eval-every", "eval_every", OPTION_INT, AT(eval_every), 1, TRAIN_MAX_STEPS, .arg = "N",
      .deflt = "steps/20", .saved = SAVED_ALWAYS, .with_resume = true,
      .help = "held-out evaluation and metrics row every N steps (default steps/20,\n"

@@ -23,7 +23,7 @@ typedef struct {
     int optim, schedule, dtype; /* the index of the value in the row's choices */
     double lr, init_scale, weight_decay, clip; /* lr 0: the optimizer's default */
     uint64_t seed;
-    bool causal, plot, json, quiet;
+    bool causal, plot, json, quiet, force;
 } train_options;
 
 typedef enum {

@@ -30,13 +30,13 @@ static cJSON *run_config_json(const trainer *t, const run_options *o) {
         case OPTION_INT: cJSON_AddNumberToObject(j, r->key, (double)*(const long *)value); break;
         case OPTION_DOUBLE: cJSON_AddNumberToObject(j, r->key, *(const double *)value); break;
         case OPTION_U64: /* a JSON number holds integers exactly up to 2^53; a larger seed is
-                          * written as a string, which --config also takes for it */
-            if (*(const uint64_t *)value <= (UINT64_C(1) << 53)) {
-                cJSON_AddNumberToObject(j, r->key, (double)*(const uint64_t *)value);
-            } else {
-                snprintf(text, sizeof text, "%" PRIu64, *(const uint64_t *)value);
+                          * written as a string, which --config also takes for it. The number
+                          * is written as its digits (a double would print 2e+15) */
+            snprintf(text, sizeof text, "%" PRIu64, *(const uint64_t *)value);
+            if (*(const uint64_t *)value < (UINT64_C(1) << 53))
+                cJSON_AddRawToObject(j, r->key, text);
+            else
                 cJSON_AddStringToObject(j, r->key, text);
-            }
             break;
         case OPTION_TEXT:
             if (*(const char *const *)value)
@@ -174,6 +174,18 @@ static qkv_status write_snapshot(trainer *t, const char *dir) {
     return s;
 }
 
+/* Finite weights can still give a loss that is not (an overflow in the forward pass): the
+ * last training batch's loss and this step's held-out loss must be finite too, or the state is
+ * not saved as a good one. */
+static qkv_status check_losses(const training_run *run, const trainer *t) {
+    bool batch = isfinite(t->last_loss);
+    if (batch && (run->last_step != t->optim.step || isfinite(run->last.loss))) return QKV_OK;
+    return qkv_fail(QKV_ERR_NUMERIC, "the %s loss is %s after step %" PRId64 ": training "
+                    "diverged (lower the learning rate, or clip the gradients)",
+                    batch ? "held-out" : "training",
+                    isnan(batch ? run->last.loss : t->last_loss) ? "NaN" : "Inf", t->optim.step);
+}
+
 /* A checkpoint of the run, in the order of the commit protocol (io/rundir.c): metrics.csv
  * and the maps of this step first, model.safetensors, the commit record, last. A kill between
  * them leaves the previous checkpoint as the run's state, and the files written ahead of it
@@ -182,6 +194,7 @@ static qkv_status checkpoint(training_run *run, trainer *t, run_progress progres
     char path[1200];
     snprintf(path, sizeof path, "%s/metrics.csv", run->dir.dir);
     qkv_status s = trainer_check_state(t, QKV_ERR_NUMERIC); /* before anything is written */
+    if (s == QKV_OK) s = check_losses(run, t);
     if (s == QKV_OK) s = metrics_write(&run->metrics, path);
     if (s == QKV_OK) s = write_attention(t, run->dir.dir);
     if (s == QKV_OK) {
@@ -193,6 +206,8 @@ static qkv_status checkpoint(training_run *run, trainer *t, run_progress progres
     if (s == QKV_OK) {
         run->dir.committed = true;
         run->saved_step = t->optim.step;
+        if (run->files_begun)
+            run_files_committed(&run->files, t->optim.step, t->last_loss, t->last_train_acc);
         if (progress) progress(RUN_COMMITTED, run, t, user);
     }
     return s;
@@ -218,6 +233,8 @@ static qkv_status begin(training_run *run, trainer *t, run_progress progress, vo
         run->has_dir = true;
         /* its checkpoint is already there */
         run->dir.committed = o->resume_dir && !strcmp(o->out_dir, o->resume_dir);
+        /* a new run does not mix its files with another run's */
+        if (!run->dir.committed && (s = rundir_claim(&run->dir, o->force)) != QKV_OK) return s;
     }
     if (o->resume_dir) {
         /* The checkpoint decides: metrics rows and snapshots after its step are what a kill
@@ -241,6 +258,8 @@ static qkv_status begin(training_run *run, trainer *t, run_progress progress, vo
                             run->metrics.n);
         if (s != QKV_OK) return s;
         run->files_begun = true;
+        if (run->dir.committed) /* a resumed directory: its model is on disk already */
+            run_files_committed(&run->files, t->optim.step, t->last_loss, t->last_train_acc);
     }
     return QKV_OK;
 }
@@ -258,6 +277,7 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
     long every = o->eval_every ? o->eval_every : (long)(total >= 20 ? total / 20 : 1);
     run->options.eval_every = every;
     run->start_step = run->saved_step = t->optim.step;
+    run->last_step = -1;
     metrics_init(&run->metrics, t->model.cfg.layers, scored_heads(t));
     const char *dir = o->out_dir;
     s = begin(run, t, progress, user);
@@ -277,6 +297,7 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
         if (step == 1 && row0) add_row(run, t, &at_start, 0, 0);
         if ((o->eval_every ? step % every == 0 : default_eval_step(step, every)) || step == total) {
             run->last = trainer_evaluate(t);
+            run->last_step = step;
             add_row(run, t, &run->last, step, t->optim.lr);
             if (progress) progress(RUN_EVALUATED, run, t, user);
         }
@@ -291,6 +312,7 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
     if (progress) progress(RUN_TRAINED, run, t, user);
     if (t->optim.step == run->start_step) { /* nothing left to train: the model as it is */
         run->last = trainer_evaluate(t);
+        run->last_step = t->optim.step;
         if (run->files_begun) {
             run_evaluation e = evaluation_of(&run->last, t->optim.step);
             run_files_note(&run->files, &e);
@@ -300,7 +322,8 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
     if (run->has_dir && !run->dir.committed && (s = checkpoint(run, t, progress, user)) != QKV_OK)
         return s;
     /* a run without a directory ends the same way: a state it would refuse to save fails */
-    if (!run->has_dir && (s = trainer_check_state(t, QKV_ERR_NUMERIC)) != QKV_OK)
+    if (!run->has_dir && ((s = trainer_check_state(t, QKV_ERR_NUMERIC)) != QKV_OK ||
+                          (s = check_losses(run, t)) != QKV_OK))
         return s;
     /* summary.json's "report": every number of the summary qkv train prints */
     if (run->files_begun)

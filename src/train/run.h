@@ -16,6 +16,7 @@ typedef struct {
     long save_every;        /* a checkpoint every N steps; 0: at the end only */
     long snapshot_every;    /* the fixed held-out example's attention at step 0 and every N
                                steps in snapshots/; 0: none */
+    bool force;             /* out_dir may hold another run: its files are removed first */
 } run_options;
 
 /* What a run tells its caller as it goes (with the run, the trainer, and the last evaluation
@@ -41,6 +42,7 @@ struct training_run {
     run_options options;       /* eval_every as used: the default resolved */
     metrics_table metrics;     /* metrics.csv's rows */
     eval_result last;          /* the last evaluation (step 0's is only in the metrics) */
+    int64_t last_step;         /* the step of that evaluation, -1 before the first */
     int64_t start_step;        /* the step the run began at */
     int64_t saved_step;        /* the step of the directory's last checkpoint */
     rundir dir;
