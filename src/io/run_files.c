@@ -57,7 +57,9 @@ static cJSON *row_json(const metrics_row *row, const run_evaluation *r) {
 static bool write_line(FILE *f, const cJSON *j) {
     char *text = j ? cJSON_PrintUnformatted(j) : NULL;
     bool ok = text && fprintf(f, "%s\n", text) > 0;
+    int err = errno; /* the write's reason, for the caller's message */
     free(text);
+    errno = err;
     return ok;
 }
 
@@ -201,16 +203,19 @@ static qkv_status begin(run_files *rf, const char *dir, const char *from_dir, in
         return s;
     }
     bool ok = true;
+    int err = 0;
     for (int i = 0; i < nkept && ok; i++) {
         const cJSON *same = old ? find_step(old, kept[i].step) : NULL;
         cJSON *mine = same ? NULL : row_json(&kept[i], NULL);
-        ok = write_line(af.f, same ? same : mine);
+        errno = 0;
+        if (!(ok = write_line(af.f, same ? same : mine))) err = errno;
         cJSON_Delete(mine);
     }
     cJSON_Delete(old);
     if (!ok) {
         atomic_abort(&af);
-        return qkv_fail(QKV_ERR_IO, "cannot write %s", path);
+        return qkv_fail(QKV_ERR_IO, "cannot write %s: %s", path,
+                        err ? strerror(err) : "a write failed");
     }
     if ((s = atomic_commit(&af)) != QKV_OK) return s;
     /* by its descriptor: a link swapped in after the rename is refused, never followed */
