@@ -34,7 +34,7 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
          .help = "f32 or f64 (default: the model's own; an f32 model runs in f64 exactly\n"
                  "widened)"},
-        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N", .help = "OpenMP threads"},
+        {"threads", CLI_INT, &a->threads, 1, QKV_MAX_THREADS, .arg = "N", .help = "OpenMP threads"},
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object (docs/explain.md)"},
         {"out", CLI_STRING, &a->out, .arg = "FILE",
          .help = "write the same JSON object to FILE (e.g. RUN/ablate.json for qkv plot)"},

@@ -42,7 +42,7 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
                  "corrupted input), or both side by side (default both)"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
          .help = "f32 or f64 (default: the model's own)"},
-        {"threads", CLI_INT, &a->threads, 1, 1024, .arg = "N", .help = "OpenMP threads"},
+        {"threads", CLI_INT, &a->threads, 1, QKV_MAX_THREADS, .arg = "N", .help = "OpenMP threads"},
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object (docs/explain.md)"},
         {"out", CLI_STRING, &a->out, .arg = "FILE",
          .help = "write the same JSON object to FILE (e.g. RUN/patch.json for qkv plot)"},
