@@ -93,14 +93,14 @@ setup() { # DIR
     printf 'a b c\tc b a\nb c a\ta c z\n' >data/held_unknown.tsv
     printf 'a b\tb a\nb\0a\ta b\n' >data/nul.tsv
     # Models with token strings for qkv inspect: one of a data file (datarun), one whose data
-    # file is gone (datagone), one of translate (trun)
+    # file and the run's copy of it are gone (datagone), one of translate (trun)
     cp data/good.tsv data/gone.tsv
     for m in datarun datagone; do
         file=data/good.tsv && [ $m = datagone ] && file=data/gone.tsv
         $QKV train --data $file --heldout data/good.tsv --d-model 4 --steps 5 --quiet --out $m \
             >setup.txt 2>&1 || { echo "bad_inputs: cannot train $m:"; cat setup.txt; exit 1; }
     done
-    rm data/gone.tsv
+    rm data/gone.tsv datagone/data/train.tsv
     $QKV train --task translate --seq-len 4 --vocab 16 --d-model 4 --steps 5 --quiet --out trun \
         >setup.txt 2>&1 || { echo "bad_inputs: cannot train trun:"; cat setup.txt; exit 1; }
     rm setup.txt

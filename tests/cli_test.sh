@@ -609,9 +609,12 @@ EOF
 done
 run 0 "grads of a data model again, same seed" -- grads --model data_half_1 --out g_half2.safetensors --batch 5 --seed 4
 check "grads of a data model is deterministic" cmp -s g_half.safetensors g_half2.safetensors
-# a changed file is refused by the model trained on it
+# the run reads its own copy of the data file: a change to the file is not seen, and a
+# changed copy is refused by the model trained on it
 echo "ab cd	cd ab" >>swap.tsv
-bad 4 "eval after the data file changed" -- eval --model data_swap_1
+run 0 "eval after the data file changed: its copy in the run" -- eval --model data_swap_1
+echo "ab cd	cd ab" >>data_swap_1/data/train.tsv
+bad 4 "eval after the run's copy of the data file changed" -- eval --model data_swap_1
 
 # ---- the summary: chance, and a hint: an impossible mask, too few layers or steps, too narrow -
 run 0 "reverse --causal" -- train --task reverse --causal --steps 200 --d-model 16

@@ -244,7 +244,7 @@ static void print_json(const inspection *in) {
            in->t.optim.step);
     if (in->t.data) {
         fputs(",\"data\":", stdout);
-        json_string(in->t.data->path);
+        json_string(in->t.cfg.data_path); /* the file the run was given, not its copy */
     }
     fputs(",\"tokens\":[", stdout);
     for (int i = 0; i < in->T; i++) printf("%s%d", i ? "," : "", in->tokens[i]);

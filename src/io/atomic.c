@@ -93,6 +93,8 @@ static const char *protected_input(const char *path) {
     return NULL;
 }
 
+bool io_is_protected(const char *path) { return protected_input(path) != NULL; }
+
 /* ---- writing ---- */
 
 qkv_status atomic_open(atomic_file *af, const char *path) {

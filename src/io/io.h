@@ -54,6 +54,8 @@ qkv_status io_open_log(const char *path, int *fd);
  * a model being inspected, a config): from now on atomic_open refuses to replace it, under any
  * name (QKV_ERR_VALUE, "... is the input ..."). A path that does not exist is not marked. */
 void io_protect(const char *path);
+/* Whether `path` (followed through a link or not) is a file io_protect marked. */
+bool io_is_protected(const char *path);
 
 /* Whether another qkv run holds the lock of directory DIR (rundir_open's) right now. */
 bool io_dir_locked(const char *dir);
@@ -72,6 +74,13 @@ typedef struct {
     int lock_fd;        /* the directory, flock'ed while the run writes it */
     bool committed;     /* set by the caller once a checkpoint has been written */
 } rundir;
+
+/* A run trained on a data file keeps byte-for-byte copies of its files here, relative to the
+ * run directory (train/run.c writes them before the first checkpoint, and a model's metadata
+ * names them), so that eval, inspect and the analysis commands give the same numbers on a run
+ * moved or copied elsewhere. */
+#define RUN_DATA_COPY "data/train.tsv"
+#define RUN_HELDOUT_COPY "data/heldout.tsv"
 
 /* Creates DIR and its missing parents, locks it against other runs (a second run gets
  * QKV_ERR_IO, "being written by another qkv run") and removes the temporaries a killed run

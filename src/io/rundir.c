@@ -21,7 +21,8 @@
 #include <unistd.h>
 
 /* The subdirectories whose files qkv writes, besides the directory itself. */
-static const char *const run_subdirs[] = {"", "attention", "gradients", "snapshots", "plots"};
+static const char *const run_subdirs[] = {"",          "attention", "gradients",
+                                          "snapshots", "plots",     "data"};
 
 /* NAME.tmp.PID or NAME.tmp.PID.N: a temporary of atomic_open (or of an older qkv). */
 static bool is_temporary(const char *name) {
@@ -138,6 +139,7 @@ static const struct {
     {"gradients", "layer", ".dat"}, {"snapshots", "step", ".dat"},
     {"plots", "", ".png"},         {"plots", "", ".svg"}, {"plots", "", ".gif"},
     {"plots", "", ".html"},        {"plots", "", ".pdf"},
+    {"data", "train.tsv", ""},     {"data", "heldout.tsv", ""}, /* RUN_DATA_COPY, RUN_HELDOUT_COPY */
 };
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -171,7 +173,9 @@ qkv_status rundir_claim(const rundir *rd, bool force) {
                     (*run_file_names[k].suffix || !strcmp(e->d_name, run_file_names[k].prefix)))
                     ours = true;
             snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
-            if (ours && lstat(path, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode)))
+            /* a file this run reads (its data file, kept there by the user) stays */
+            if (ours && lstat(path, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode)) &&
+                !io_is_protected(path))
                 unlink(path);
         }
         if (d) closedir(d);

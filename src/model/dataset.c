@@ -267,6 +267,11 @@ static uint64_t file_checksum(uint64_t h, const char *path) {
     return heldout_hash_finish(h);
 }
 
+uint64_t dataset_checksum(const char *path, const char *heldout_path) {
+    uint64_t h = file_checksum(HELDOUT_HASH_START, path);
+    return heldout_path ? file_checksum(h, heldout_path) : h;
+}
+
 qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path) {
     memset(d, 0, sizeof *d);
     snprintf(d->path, sizeof d->path, "%s", path);
@@ -321,8 +326,7 @@ qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path) 
                 d->n_outputs++;
             }
         free(seen);
-        d->checksum = file_checksum(HELDOUT_HASH_START, path);
-        if (heldout_path) d->checksum = file_checksum(d->checksum, heldout_path);
+        d->checksum = dataset_checksum(path, heldout_path);
     }
     examples_free(&train);
     examples_free(&held);

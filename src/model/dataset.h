@@ -32,6 +32,9 @@ typedef struct {
  * held-out file, mixed length rules, or a file too large for memory. */
 qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path);
 void dataset_free(dataset *d);
+/* The checksum dataset_load gives the files `path` and `heldout_path` (NULL: none). A file
+ * that cannot be read adds nothing to it. */
+uint64_t dataset_checksum(const char *path, const char *heldout_path);
 /* A token's printable label (at most 24 bytes, non-printable bytes as '?'). */
 void dataset_label(const dataset *d, int32_t id, char *buf, size_t len);
 /* The id of token string `tok` (1 .. vocab-1), or -1 when the vocabulary has no such token

@@ -4,6 +4,7 @@
 #include "train/checkpoint.h"
 
 #include "engine/engine.h"
+#include "io/io.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* How a config field is written as text and read back. */
 typedef enum {
@@ -195,12 +197,16 @@ qkv_status trainer_save(const trainer *t, const char *path) {
         const dataset *d = t->data;
         META("target_len", "%d", m->cfg.target_len);
         META("data_checksum", "%016" PRIx64, d->checksum);
-        meta[2 * nm] = "data";
-        meta[2 * nm + 1] = d->path;
+        meta[2 * nm] = "data"; /* the files as the run was given them, not its copies */
+        meta[2 * nm + 1] = c->data_path;
         nm++;
         meta[2 * nm] = "heldout";
-        meta[2 * nm + 1] = d->heldout_path;
+        meta[2 * nm + 1] = c->heldout_path;
         nm++;
+        if (t->data_copied) {
+            META("data_copy", RUN_DATA_COPY);
+            if (c->heldout_path[0]) META("heldout_copy", RUN_HELDOUT_COPY);
+        }
         size_t bytes = 1;
         for (int i = 1; i < d->vocab; i++) bytes += strlen(d->token[i]) + 1;
         vocab_text = malloc(bytes);
@@ -253,6 +259,32 @@ static qkv_status meta_number(const qkv_st *st, const char *path, const char *ke
     return QKV_OK;
 }
 
+/* The run directory's copies of a data model's files (RUN_DATA_COPY), when its metadata names
+ * them and they are there beside the model file: c->data_copy and c->heldout_copy. Without
+ * them (a model file moved alone, or saved before runs kept copies) the files are read by
+ * their own paths. Either way trainer_init checks the bytes against the checksum. */
+static qkv_status find_copies(const qkv_st *st, const char *path, train_config *c) {
+    const char *copy = qkv_st_meta(st, "data_copy"), *held_copy = qkv_st_meta(st, "heldout_copy");
+    if (!copy) return QKV_OK;
+    /* only the names qkv writes: a model file never leads reading elsewhere */
+    if (strcmp(copy, RUN_DATA_COPY) || (held_copy && strcmp(held_copy, RUN_HELDOUT_COPY)) ||
+        !held_copy != !c->heldout_path[0])
+        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'data_copy' or 'heldout_copy' is wrong", path);
+    const char *slash = strrchr(path, '/');
+    int dir_len = slash ? (int)(slash - path) : 1;
+    const char *dir = slash ? path : ".";
+    char data[sizeof c->data_copy], held[sizeof c->heldout_copy];
+    if ((size_t)snprintf(data, sizeof data, "%.*s/%s", dir_len, dir, copy) >= sizeof data ||
+        (held_copy &&
+         (size_t)snprintf(held, sizeof held, "%.*s/%s", dir_len, dir, held_copy) >= sizeof held))
+        return QKV_OK; /* too long a path for a copy: the files' own paths */
+    struct stat sb;
+    if (stat(data, &sb) != 0 || (held_copy && stat(held, &sb) != 0)) return QKV_OK;
+    snprintf(c->data_copy, sizeof c->data_copy, "%s", data);
+    if (held_copy) snprintf(c->heldout_copy, sizeof c->heldout_copy, "%s", held);
+    return QKV_OK;
+}
+
 /* A run's config from a file's metadata: every row of config_fields, and the task (a data
  * file's paths and checksum; the file is not read). The model's dtype is the file's, also in
  * *file_dtype. */
@@ -282,6 +314,8 @@ static qkv_status read_config(const qkv_st *st, const char *path, train_config *
         snprintf(c->data_path, sizeof c->data_path, "%s", data);
         snprintf(c->heldout_path, sizeof c->heldout_path, "%s", held);
         c->task.kind = QKV_TASK_DATA;
+        qkv_status s = find_copies(st, path, c);
+        if (s != QKV_OK) return s;
     } else if (qkv_task_init(&c->task, task, c->task.seq_len, c->task.vocab) != QKV_OK) {
         return qkv_fail(QKV_ERR_FORMAT, "%s: %s", path, qkv_last_error());
     }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The run's effective config as a JSON object, one key per option of the schema that a run
  * saves (train/options.h); a valid `qkv train --config`. NULL when out of memory. */
@@ -224,6 +225,55 @@ static bool default_eval_step(int64_t step, int64_t every) {
     return step == 1 || step == 2 || step == 3 || step == 5 || step == 7;
 }
 
+/* Copies file `from` to `to` (atomically: a kill leaves no half copy). */
+static qkv_status copy_file(const char *from, const char *to) {
+    FILE *in;
+    qkv_status s = io_fopen_regular(from, &in);
+    if (s != QKV_OK) return s;
+    atomic_file out;
+    if ((s = atomic_open(&out, to)) != QKV_OK) {
+        fclose(in);
+        return s;
+    }
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0 && fwrite(buf, 1, n, out.f) == n) {}
+    bool failed = ferror(in) || ferror(out.f);
+    fclose(in);
+    if (failed) {
+        atomic_abort(&out);
+        return qkv_fail(QKV_ERR_IO, "cannot copy %s to %s", from, to);
+    }
+    return atomic_commit(&out);
+}
+
+static bool same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* A data run keeps byte-for-byte copies of its files in DIR (RUN_DATA_COPY, RUN_HELDOUT_COPY)
+ * before its first checkpoint names them, so that the run directory alone evaluates the
+ * model, wherever it is moved. The copies must give the checksum the examples were read with:
+ * a file changed in between is refused. */
+static qkv_status keep_data_files(trainer *t, const char *dir) {
+    const dataset *d = t->data;
+    char sub[1200], to[2][1200];
+    qkv_status s = io_make_subdir(dir, "data", sub, sizeof sub);
+    if (s != QKV_OK) return s;
+    const char *from[2] = {d->path, d->heldout_path};
+    snprintf(to[0], sizeof to[0], "%s/%s", dir, RUN_DATA_COPY);
+    snprintf(to[1], sizeof to[1], "%s/%s", dir, RUN_HELDOUT_COPY);
+    for (int k = 0; k < 2 && s == QKV_OK; k++)
+        if (from[k][0] && !same_file(from[k], to[k])) /* a resume reads its own copies */
+            s = copy_file(from[k], to[k]);
+    if (s == QKV_OK && dataset_checksum(to[0], from[1][0] ? to[1] : NULL) != d->checksum)
+        s = qkv_fail(QKV_ERR_MISMATCH, "%s changed while the run began: it is not what the "
+                     "examples were read from", from[0]);
+    t->data_copied = s == QKV_OK;
+    return s;
+}
+
 /* The run directory opened, a resumed run's metrics read back, and the records begun. */
 static qkv_status begin(training_run *run, trainer *t, run_progress progress, void *user) {
     const run_options *o = &run->options;
@@ -247,6 +297,7 @@ static qkv_status begin(training_run *run, trainer *t, run_progress progress, vo
                             "model was saved with %" PRId64 ": they are not of the same run",
                             path, run->metrics.n, t->optim.step, t->metrics_rows);
     }
+    if (run->has_dir && t->data && (s = keep_data_files(t, o->out_dir)) != QKV_OK) return s;
     run->started = true;
     if (run->has_dir) {
         rundir_trim_snapshots(&run->dir, run->start_step);

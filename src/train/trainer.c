@@ -3,6 +3,7 @@
 #include "train/options.h"
 
 #include "engine/engine.h"
+#include "io/io.h"
 #include "model/model.h"
 #include "kernels/kernels.h"
 
@@ -25,7 +26,13 @@ static qkv_status init_data(trainer *t) {
     train_config *c = &t->cfg;
     t->data = malloc(sizeof *t->data);
     if (!t->data) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
-    qkv_status s = dataset_load(t->data, c->data_path, c->heldout_path[0] ? c->heldout_path : NULL);
+    /* a loaded model's run keeps copies of the files: those are read, where they are */
+    const char *data = c->data_copy[0] ? c->data_copy : c->data_path;
+    const char *held = c->heldout_copy[0] ? c->heldout_copy : c->heldout_path;
+    qkv_status s = dataset_load(t->data, data, held[0] ? held : NULL);
+    /* the files the run was given stay the run's inputs too: no output replaces them */
+    if (c->data_copy[0]) io_protect(c->data_path);
+    if (c->heldout_copy[0]) io_protect(c->heldout_path);
     if (s != QKV_OK) {
         free(t->data);
         t->data = NULL;

@@ -29,6 +29,10 @@ typedef struct {
      * model.target_len from them. */
     char data_path[1024], heldout_path[1024];
     uint64_t data_checksum; /* when loading a model: the files' checksum it was trained on */
+    /* When loading a model whose run directory keeps copies of those files (RUN_DATA_COPY,
+     * RUN_HELDOUT_COPY): the copies' paths, read instead of data_path and heldout_path, so
+     * that a moved or copied run still evaluates. "" : read data_path and heldout_path. */
+    char data_copy[1024], heldout_copy[1024];
 } train_config;
 
 /* A training step splits its batch into shards of whole sequences, each with its own graph
@@ -77,6 +81,8 @@ typedef struct {
     double last_loss, last_train_acc;
     int64_t metrics_rows;     /* rows of the run's metrics.csv that belong to this state (its
                                  checkpoint records them; -1: no run directory, or unknown) */
+    bool data_copied;         /* the run directory it is saved to keeps copies of the data
+                                 files (RUN_DATA_COPY): the model's metadata names them */
 } trainer;
 
 #define EVAL_MAX_HEADS 64 /* heads scored per layer */
