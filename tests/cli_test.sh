@@ -217,6 +217,15 @@ logs=$(grep -Ec '^step [0-9]+/100 ' out.txt)
 [ "$logs" -ge 2 ] && ok || fail "$logs log lines"
 grep -q 'held-out accuracy' out.txt && ok || fail "no final summary line"
 grep -q $'\r' out.txt && fail "a progress bar (\\r) was printed to a file" || ok
+# one layer's induction score nowhere as a number: null in the JSON, an empty metrics.csv cell
+run 0 "a one-layer model's JSON" -- train --task copy --steps 20 --d-model 16 --quiet --json --out one_layer
+"$PY" -c 'import json,sys; r=json.load(open("out.txt"))["report"]
+assert r["strongest_heads"]["induction"] is None, r["strongest_heads"]
+assert all(h["induction"] is None and h["previous_token"] is not None for h in r["head_scores"]), r["head_scores"]' &&
+    ok || fail "a one-layer model's JSON gives an induction score"
+"$PY" -c 'import csv; rows = list(csv.DictReader(open("one_layer/metrics.csv")))
+assert rows and all(r["ind_l1h1"] == "" and r["prev_l1h1"] != "" for r in rows)' &&
+    ok || fail "a one-layer model's metrics.csv has induction numbers: $(head -n 2 one_layer/metrics.csv)"
 
 # ---- help and version ---------------------------------------------------------------------------
 run 0 "--version" -- --version

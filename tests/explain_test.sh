@@ -84,6 +84,13 @@ rows = [json.loads(l) for l in open('per.jsonl')]
 assert rows[0]['line'] == 1 and len(rows[0]['predictions']) == 16 and rows[0]['targets'][0] is None
 assert rows[0]['counted'] == 11 and rows[1]['counted'] == 11" && ok "eval --per-example" ||
     fail "eval --per-example"
+# a one-layer model has no induction score: "-" in the table, null in the JSON
+"$QKV" train --task induction --layers 1 --d-model 16 --steps 10 --threads 1 --out one --quiet 2>/dev/null &&
+    "$QKV" eval one --data data.txt >one.txt && grep -Eq '^  1\.1 +[0-9.]+ +[0-9.]+ +[0-9.]+ +-$' one.txt &&
+    "$QKV" eval one --data data.txt --json | "$PY" -c "
+import json, sys
+assert json.load(sys.stdin)['head_scores'][0]['induction'] is None" &&
+    ok "one layer: no induction score" || fail "one layer: an induction score: $(tail -n 2 one.txt)"
 
 # refusals: one line, the documented exit code, nothing written
 refuse() { # CODE FRAGMENT ARGS...

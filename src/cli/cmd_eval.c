@@ -8,6 +8,7 @@
 #include "train/run.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 
 typedef struct {
@@ -65,6 +66,13 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
     return CLI_RUN;
 }
 
+/* A column of the head table: the score, or "-" where it is undefined (NaN: induction with
+ * one layer, a score no row of the file can show). */
+static void print_score(int width, double v) {
+    if (isnan(v)) printf("%*s", width, "-");
+    else printf("%*.4f", width, v);
+}
+
 static void print_data_result(const trainer *t, const eval_file *f, const eval_data_result *r) {
     const qkv_model_config *c = &t->model.cfg;
     printf("eval: %s, %d examples, %lld positions with a target\n", f->path, f->n,
@@ -85,8 +93,12 @@ static void print_data_result(const trainer *t, const eval_file *f, const eval_d
         for (int h = 0; h < c->heads && h < EVAL_MAX_HEADS; h++) {
             char name[32];
             snprintf(name, sizeof name, "%d.%d", l + 1, h + 1);
-            printf("  %-6s %9.4f %11.4f %10.4f %10.4f\n", name, r->entropy[l][h],
-                   r->heads.prev_token[l][h], r->heads.duplicate[l][h], r->heads.induction[l][h]);
+            printf("  %-6s", name);
+            print_score(10, r->entropy[l][h]);
+            print_score(12, r->heads.prev_token[l][h]);
+            print_score(11, r->heads.duplicate[l][h]);
+            print_score(11, r->heads.induction[l][h]);
+            putchar('\n');
         }
 }
 

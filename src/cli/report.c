@@ -75,20 +75,6 @@ void cli_print_example(trainer *t) {
 }
 
 /* The head that scores highest on one of the standard scores, over every layer. */
-static void best_scoring_head(const trainer *t, const eval_result *r,
-                              const double (*score)[EVAL_MAX_HEADS], int *layer, int *head) {
-    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
-                                                                          : EVAL_MAX_HEADS;
-    *layer = *head = 0;
-    (void)r;
-    for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++)
-            if (score[l][h] > score[*layer][*head]) {
-                *layer = l;
-                *head = h;
-            }
-}
-
 /* The summary: accuracy against chance, the layer and head that carry the task, the standard
  * head scores of the strongest heads (its hint: cli_print_hint). */
 void cli_print_summary(const trainer *t, const eval_result *r, const char *tail, bool brief) {
@@ -111,17 +97,17 @@ void cli_print_summary(const trainer *t, const eval_result *r, const char *tail,
         putchar('\n');
     }
     if (!c->target_len) { /* the head scores are of self-attention */
-        int pl, ph, dl, dh, il, ih;
-        best_scoring_head(t, r, r->prev_token, &pl, &ph);
-        best_scoring_head(t, r, r->duplicate, &dl, &dh);
-        best_scoring_head(t, r, r->induction, &il, &ih);
-        printf("  strongest heads: previous-token %.3f (layer %d, head %d), duplicate-token %.3f "
-               "(layer %d, head %d)", r->prev_token[pl][ph], pl + 1, ph + 1,
-               r->duplicate[dl][dh], dl + 1, dh + 1);
-        /* an induction head matches on what an earlier layer wrote: undefined with one layer */
-        if (c->layers > 1)
-            printf(", induction %.3f (layer %d, head %d)", r->induction[il][ih], il + 1, ih + 1);
-        putchar('\n');
+        /* each score where some head's is defined (induction needs two layers) */
+        const char *sep = "  strongest heads: ";
+        for (int s = 0; s < SCORE_KINDS; s++) {
+            int l, h;
+            double v;
+            if (!train_strongest_head(t, r, (head_score)s, &l, &h, &v)) continue;
+            printf("%s%s %.3f (layer %d, head %d)", sep, head_score_name((head_score)s), v, l + 1,
+                   h + 1);
+            sep = ", ";
+        }
+        if (*sep == ',') putchar('\n');
     }
 }
 

@@ -166,6 +166,22 @@ static const double (*score_table(const eval_result *r, head_score s))[EVAL_MAX_
                                                                          : r->induction;
 }
 
+bool train_strongest_head(const trainer *t, const eval_result *r, head_score score, int *layer,
+                          int *head, double *value) {
+    const double(*table)[EVAL_MAX_HEADS] = score_table(r, score);
+    int L = t->model.cfg.layers, H = t->model.cfg.heads < EVAL_MAX_HEADS ? t->model.cfg.heads
+                                                                          : EVAL_MAX_HEADS;
+    *layer = *head = -1;
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            if (!isnan(table[l][h]) && (*layer < 0 || table[l][h] > table[*layer][*head])) {
+                *layer = l;
+                *head = h;
+            }
+    *value = *layer >= 0 ? table[*layer][*head] : NAN;
+    return *layer >= 0;
+}
+
 static const char *score_key(head_score s) {
     static const char *const keys[] = {"previous_token", "duplicate_token", "induction"};
     return keys[s];
@@ -193,14 +209,15 @@ static void add_head_scores(cJSON *j, const trainer *t, const eval_result *r) {
             cJSON_AddItemToArray(all, o);
         }
     for (int s = 0; best && s < SCORE_KINDS; s++) {
-        const double(*score)[EVAL_MAX_HEADS] = score_table(r, (head_score)s);
-        int bl = 0, bh = 0;
-        for (int l = 0; l < L; l++)
-            for (int h = 0; h < H; h++)
-                if (score[l][h] > score[bl][bh]) bl = l, bh = h;
+        int bl, bh; /* null where no head's score is defined */
+        double v;
+        if (!train_strongest_head(t, r, (head_score)s, &bl, &bh, &v)) {
+            cJSON_AddNullToObject(best, score_key((head_score)s));
+            continue;
+        }
         cJSON *o = cJSON_AddObjectToObject(best, score_key((head_score)s));
         if (!o) return;
-        add_number(o, "score", score[bl][bh]);
+        add_number(o, "score", v);
         cJSON_AddNumberToObject(o, "layer", bl + 1);
         cJSON_AddNumberToObject(o, "head", bh + 1);
     }

@@ -25,6 +25,10 @@ struct cJSON;
 typedef enum { SCORE_PREV_TOKEN, SCORE_DUPLICATE, SCORE_INDUCTION, SCORE_KINDS } head_score;
 /* "previous-token", "duplicate-token", "induction" */
 const char *head_score_name(head_score score);
+/* The head with the highest defined `score` in r: its layer and head, 0-based, and the score.
+ * False when no head's score is defined (every one NaN). */
+bool train_strongest_head(const trainer *t, const eval_result *r, head_score score, int *layer,
+                          int *head, double *value);
 
 typedef struct {
     head_score score;

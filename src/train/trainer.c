@@ -467,6 +467,7 @@ eval_result trainer_evaluate(trainer *t) {
                      .accuracy = counted ? (double)correct / (double)counted : 0,
                      .correct = correct, .counted = counted, .has_ideal = task_has_ideal(task)};
 #define MEAN(s, n) ((n) ? (s) / (double)(n) : 0)
+#define SCORE(s, n) ((n) ? (s) / (double)(n) : NAN)
     for (int l = 0; l < L; l++) {
         for (int h = 0; h < Hs; h++) {
             double m = MEAN(sum->mass[l][h], sum->mass_rows[l]);
@@ -474,14 +475,18 @@ eval_result trainer_evaluate(trainer *t) {
                 r.layer_mass[l] = m;
                 r.layer_best_head[l] = h;
             }
-            r.prev_token[l][h] = MEAN(sum->prev[l][h], sum->prev_rows);
-            r.duplicate[l][h] = MEAN(sum->dup[l][h], sum->dup_rows);
-            r.induction[l][h] = MEAN(sum->ind[l][h], sum->ind_rows);
+            /* A score is undefined (NaN: no number in the summary, the JSON, metrics.csv or
+             * the plots) where no query row has what it measures, and induction with one
+             * layer: an induction head matches on what an earlier layer wrote. */
+            r.prev_token[l][h] = SCORE(sum->prev[l][h], sum->prev_rows);
+            r.duplicate[l][h] = SCORE(sum->dup[l][h], sum->dup_rows);
+            r.induction[l][h] = L > 1 ? SCORE(sum->ind[l][h], sum->ind_rows) : NAN;
             r.entropy[l][h] = MEAN(sum->entropy[l][h], sum->entropy_rows);
         }
         if (l == 0 || r.layer_mass[l] > r.layer_mass[r.attention_layer]) r.attention_layer = l;
     }
 #undef MEAN
+#undef SCORE
     if (qkv_task_min_layers(task) > 1 || task->kind == QKV_TASK_DATA) r.attention_layer = L - 1;
     r.attention_mass = r.layer_mass[r.attention_layer];
     r.best_head = r.layer_best_head[r.attention_layer];
