@@ -195,6 +195,15 @@ def token_models(tmp):
                 fail(f"{name}: the text has no label {label}")
         if cross and ("cross-attention" not in text or f"({len(queries)} x {len(keys)}, rows: decoder" not in text):
             fail(f"{name}: the text does not show {len(queries)} x {len(keys)} cross-attention: {text[:400]}")
+        # the text leads with the predictions and shows A and dS per head; Q, K, V come with --full
+        heads = L * H
+        if not text.startswith(f"{meta['task']} model:") or text.count("\nA = softmax") != heads \
+                or text.count("\ndS = ") != heads or "\nQ = " in text or "\ndQ = " in text:
+            fail(f"{name}: the text without --full is not the weights and dS of {heads} heads: {text[:400]}")
+        full = qkv("inspect", "--model", name, "--input", " ".join(tokens), "--target", " ".join(target), "--full").stdout
+        for part in ("\nQ = ", "\nK = ", "\nV = ", "\nS = Q K^T", "\nA V ", "\ndA = ", "\ndQ = ", "\ndV = "):
+            if full.count(part) != heads:
+                fail(f"{name}: --full shows {full.count(part)} of {part.strip()!r}, not {heads}")
         out = f"{name}_inspect.safetensors"
         qkv("inspect", "--model", name, "--input", " ".join(tokens), "--target", " ".join(target), "--out", out)
         names, meta = safetensors_names(out)

@@ -16,7 +16,7 @@
 
 typedef struct {
     const char *model, *input, *target, *out;
-    bool json;
+    bool json, full;
 } inspect_args;
 
 static int inspect_parse(int argc, char **argv, inspect_args *a) {
@@ -24,7 +24,7 @@ static int inspect_parse(int argc, char **argv, inspect_args *a) {
     cli_option options[] = {
         {"model", CLI_STRING, &a->model, .arg = "DIR",
          .help = "a model.safetensors, or the directory holding one (a model of a\n"
-                 "data file reads its file again, as qkv eval does)"},
+                 "data file reads the run's copy of its file, as qkv eval does)"},
         {"input", CLI_STRING, &a->input, .arg = "\"...\"",
          .help = "tokens separated by spaces: exactly --seq-len of the task's tokens\n"
                  "(ids such as 3 14 7, or labels such as s3, k2:v1, ?k2); for a data\n"
@@ -35,6 +35,10 @@ static int inspect_parse(int argc, char **argv, inspect_args *a) {
                  "lookup also v1, for a data file a token string; _ for none): adds\n"
                  "the loss and dA, dS, dQ, dK, dV. Decoder rows are labelled by\n"
                  "their target, or without --target by the model's prediction"},
+        {"full", CLI_FLAG, &a->full,
+         .help = "print every part of every head: Q, K, V, the scores, the weights and\n"
+                 "the output (and with --target every gradient); without it the text\n"
+                 "shows the weights A (and dS), and --json and --out hold everything"},
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object instead of text"},
         {"out", CLI_STRING, &a->out, .arg = "FILE",
          .help = "write every tensor to FILE (safetensors; qkv plot FILE draws it)"},
@@ -44,8 +48,8 @@ static int inspect_parse(int argc, char **argv, inspect_args *a) {
         .name = "inspect",
         .usage = "usage: qkv inspect --model DIR --input \"t1 t2 ...\" [options]\n"
                  "Runs a saved model on one input and prints its predictions and, for every layer and head,\n"
-                 "Q, K, V, the scores S = Q K^T, S/sqrt(d_k), the weights A = softmax(S/sqrt(d_k) + M) and\n"
-                 "the head's output A V. In an encoder-decoder (translate, or a data file whose outputs have\n"
+                 "the weights A = softmax(S/sqrt(d_k) + M); with --full also Q, K, V, the scores S = Q K^T,\n"
+                 "S/sqrt(d_k) and the head's output A V. In an encoder-decoder (translate, or a data file whose outputs have\n"
                  "another length than its inputs) every layer is cross-attention: the decoder's positions\n"
                  "are the queries, the input's tokens the keys and values, and the maps are n_q x n_k.\n"
                  "\n",
@@ -125,7 +129,13 @@ static void print_matrix(const inspection *in, const part *p, const qkv_tensor *
 /* One row of the table of tokens: a name, then a cell per position. */
 static void print_row_name(const char *name) { printf("%-12s", name); }
 
-static void print_text(const inspection *in) {
+/* Without --full a head shows what a user comes for: its attention weights and, with a
+ * target, the gradient through the softmax. */
+static bool shown_by_default(const part *p) {
+    return !strcmp(p->name, "weights") || !strcmp(p->name, "dS");
+}
+
+static void print_text(const inspection *in, bool full) {
     const qkv_task *task = &in->t.cfg.task;
     const qkv_model_config *c = &in->t.model.cfg;
     printf("%s model: %d layer%s x %d head%s, d_model %d, d_k %d%s, after %" PRId64 " steps\n",
@@ -182,10 +192,15 @@ static void print_text(const inspection *in) {
         for (int h = 0; h < in->H; h++) {
             printf("\n== layer %d, head %d%s\n", l + 1, h + 1, in->cross ? " (cross-attention)" : "");
             for (int i = 0; i < INSPECT_NPARTS; i++)
-                print_matrix(in, &inspect_parts[i], inspect_part_tensor(in, l, false, i), false, h);
+                if (full || shown_by_default(&inspect_parts[i]))
+                    print_matrix(in, &inspect_parts[i], inspect_part_tensor(in, l, false, i), false, h);
             for (int i = 0; in->loss && i < INSPECT_NGRADS; i++)
-                print_matrix(in, &inspect_grad_parts[i], inspect_part_tensor(in, l, true, i), true, h);
+                if (full || shown_by_default(&inspect_grad_parts[i]))
+                    print_matrix(in, &inspect_grad_parts[i], inspect_part_tensor(in, l, true, i), true, h);
         }
+    if (!full)
+        printf("\n(Q, K, V, the scores and each head's output%s: --full)\n",
+               in->loss ? ", and every gradient" : "");
 }
 
 /* ---- JSON ---- */
@@ -318,7 +333,7 @@ int cmd_inspect(int argc, char **argv, bool parse_only) {
     else if (s == QKV_OK && a.json)
         print_json(in);
     else if (s == QKV_OK)
-        print_text(in);
+        print_text(in, a.full);
     if (s != QKV_OK) cli_error("%s", qkv_last_error());
     inspection_free(in);
     free(in);
