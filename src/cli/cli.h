@@ -25,6 +25,12 @@ enum {
  * run (any other value is the exit code: help was shown, or a bad option was reported). */
 #define CLI_RUN (-1)
 
+/* On a terminal, stdout's and stderr's lines are wrapped at spaces to its width, never inside
+ * a word (terminal.c); redirected, they pass unchanged. Called once, by main. */
+void cli_wrap_terminal(void);
+/* The width of the terminal stream f writes to, in columns; 0 when it is not a terminal. */
+int cli_terminal_columns(FILE *f);
+
 /* Prints "qkv: <message>" on stderr, one line (control characters in it become '?'). */
 void cli_error(const char *fmt, ...)
 #if defined(__GNUC__)

@@ -129,6 +129,44 @@ static void print_matrix(const inspection *in, const part *p, const qkv_tensor *
 /* One row of the table of tokens: a name, then a cell per position. */
 static void print_row_name(const char *name) { printf("%-12s", name); }
 
+/* Positions first..last-1 of the table of tokens: the input's rows (position, input) and the
+ * output's (prediction, probability, target; an encoder-decoder's under "decoder"). */
+static void token_rows(const inspection *in, int first, int last, bool input, bool output,
+                       const int32_t *pred, const double *prob) {
+    char buf[32];
+    if (input || in->cross) {
+        print_row_name(input ? "position" : "decoder");
+        for (int i = first; i < last; i++) printf(" %7d", i);
+        putchar('\n');
+    }
+    if (input) {
+        print_row_name("input");
+        for (int i = first; i < last; i++) {
+            inspect_token_label(in, in->tokens[i], buf, sizeof buf);
+            printf(" %7.7s", buf);
+        }
+        putchar('\n');
+    }
+    if (!output || !pred || !prob) return;
+    print_row_name("prediction");
+    for (int i = first; i < last; i++) {
+        inspect_class_label(in, pred[i], buf, sizeof buf);
+        printf(" %7.7s", buf);
+    }
+    putchar('\n');
+    print_row_name("probability");
+    for (int i = first; i < last; i++) printf(" %7.3f", prob[i]);
+    putchar('\n');
+    if (!in->loss) return;
+    print_row_name("target");
+    for (int i = first; i < last; i++) {
+        if (in->targets[i] < 0) snprintf(buf, sizeof buf, "_");
+        else inspect_class_label(in, in->targets[i], buf, sizeof buf);
+        printf(" %7.7s", buf);
+    }
+    putchar('\n');
+}
+
 /* Without --full a head shows what a user comes for: its attention weights and, with a
  * target, the gradient through the softmax. */
 static bool shown_by_default(const part *p) {
@@ -149,45 +187,24 @@ static void print_text(const inspection *in, bool full) {
         printf("encoder-decoder: every layer is cross-attention from the %d decoder positions "
                "(queries) to the %d input tokens (keys and values); the decoder has no "
                "self-attention\n", in->Tq, in->T);
-    char buf[32];
-    print_row_name("position");
-    for (int i = 0; i < in->T; i++) printf(" %7d", i);
-    putchar('\n');
-    print_row_name("input");
-    for (int i = 0; i < in->T; i++) {
-        inspect_token_label(in, in->tokens[i], buf, sizeof buf);
-        printf(" %7.7s", buf);
-    }
-    putchar('\n');
-    if (in->cross) {
-        print_row_name("decoder");
-        for (int i = 0; i < in->Tq; i++) printf(" %7d", i);
-        putchar('\n');
-    }
-    print_row_name("prediction");
+    /* the table of tokens, in blocks of positions that fit a terminal (whole when piped) */
+    int32_t *pred = malloc((size_t)in->Tq * sizeof *pred);
     double *prob = malloc((size_t)in->Tq * sizeof *prob);
-    for (int i = 0; i < in->Tq; i++) {
-        double p;
-        inspect_class_label(in, inspect_predict(in, i, &p), buf, sizeof buf);
-        if (prob) prob[i] = p;
-        printf(" %7.7s", buf);
-    }
-    putchar('\n');
-    print_row_name("probability");
-    for (int i = 0; prob && i < in->Tq; i++) printf(" %7.3f", prob[i]);
+    for (int i = 0; pred && prob && i < in->Tq; i++) pred[i] = inspect_predict(in, i, &prob[i]);
+    int width = cli_terminal_columns(stdout);
+    int per = width ? (width - 1 - 12) / 8 : in->T > in->Tq ? in->T : in->Tq;
+    per = per < 1 ? 1 : per;
+    if (in->cross) /* the input's positions, then the decoder's */
+        for (int first = 0; first < in->T; first += per)
+            token_rows(in, first, first + per < in->T ? first + per : in->T, true, false, pred, prob);
+    for (int first = 0; first < in->Tq; first += per)
+        token_rows(in, first, first + per < in->Tq ? first + per : in->Tq, !in->cross, true, pred,
+                   prob);
+    free(pred);
     free(prob);
-    if (in->loss) {
-        putchar('\n');
-        print_row_name("target");
-        for (int i = 0; i < in->Tq; i++) {
-            if (in->targets[i] < 0) snprintf(buf, sizeof buf, "_");
-            else inspect_class_label(in, in->targets[i], buf, sizeof buf);
-            printf(" %7.7s", buf);
-        }
-        printf("\nloss %.6g (mean cross-entropy over the positions with a target)",
+    if (in->loss)
+        printf("loss %.6g (mean cross-entropy over the positions with a target)\n",
                qkv_get(in->loss, 0));
-    }
-    putchar('\n');
     for (int l = 0; l < in->L; l++)
         for (int h = 0; h < in->H; h++) {
             printf("\n== layer %d, head %d%s\n", l + 1, h + 1, in->cross ? " (cross-attention)" : "");

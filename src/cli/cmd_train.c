@@ -14,26 +14,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 /* ---- progress ---- */
-
-/* The terminal's width in columns (80 if it cannot be told). */
-static int terminal_columns(FILE *out) {
-    struct winsize ws;
-    if (ioctl(fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
-    const char *env = getenv("COLUMNS");
-    long n = env ? strtol(env, NULL, 10) : 0;
-    return n > 0 && n < 10000 ? (int)n : 80;
-}
 
 /* One line, redrawn in place: it never reaches the last column (where a terminal would wrap
  * it, and every redraw would become a new line). Fields are dropped, least useful first, until
  * it fits: the rate, the ETA, then the bar shrinks, then the held-out accuracy. */
 static void progress_bar(FILE *out, int64_t step, int64_t steps, double loss, double heldout,
                          double rate, double eta) {
-    int room = terminal_columns(out) - 1;
+    int room = cli_terminal_columns(out) - 1;
     char counts[64], line[256], bar[64];
     snprintf(counts, sizeof counts, "step %" PRId64 "/%" PRId64 "  loss %.4f", step, steps, loss);
     for (int level = 0; level < 6; level++) {
@@ -251,7 +241,7 @@ static int train_run(train_args *a) {
         return cli_exit_for(s);
     }
     FILE *prog = json ? stderr : stdout;
-    bool tty = isatty(fileno(prog));
+    bool tty = cli_terminal_columns(prog) > 0;
     train_progress p = {.out = prog, .bar = !quiet && tty, .log = !quiet && !tty && !json,
                         .quiet = quiet, .resumed = resume != NULL, .old_steps = old_steps};
     run_options o = {.out_dir = out_dir, .resume_dir = resume, .eval_every = a->o.eval_every,
