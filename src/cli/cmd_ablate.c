@@ -140,8 +140,13 @@ static int ablate_run(const ablate_args *a) {
         }
     }
     if (code == EXIT_OK) {
-        if (!a->json) print_table(&t, &rq, r, a->data);
-        code = explain_cli_emit(explain_ablate_json(&t, &rq, r, a->data), a->json, a->out);
+        cJSON *j = explain_ablate_json(&t, &rq, r, a->data);
+        if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
+        else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
+            if (!a->json) print_table(&t, &rq, r, a->data);
+            explain_cli_print(j, a->json, a->out);
+        }
+        cJSON_Delete(j);
     }
     eval_file_free(&file);
     free(r);

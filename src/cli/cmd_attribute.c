@@ -99,8 +99,13 @@ static int attribute_run(const attribute_args *a) {
         goto fail;
     }
     if ((s = explain_attribute(&t, in, position, token, r)) != QKV_OK) goto fail;
-    if (!a->json) print_table(&t, in, r);
-    code = explain_cli_emit(explain_attribute_json(&t, in, r), a->json, a->out);
+    cJSON *j = explain_attribute_json(&t, in, r);
+    if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
+    else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
+        if (!a->json) print_table(&t, in, r);
+        explain_cli_print(j, a->json, a->out);
+    }
+    cJSON_Delete(j);
     goto done;
 fail:
     cli_error("attribute: %s", qkv_last_error());

@@ -2,6 +2,7 @@
  * composition scores between heads of consecutive layers, read from a saved model's weights
  * (the numbers come from src/model/circuits.c; docs/explain.md defines them). */
 #include "cli.h"
+#include "explain_cli.h"
 #include "io/io.h"
 #include "train/checkpoint.h"
 
@@ -168,20 +169,6 @@ static void print_table(const qkv_model_config *c, const double *copying,
             }
 }
 
-/* Writes the object to path through a temporary (io/atomic.c). */
-static qkv_status write_json(const cJSON *j, const char *path) {
-    char *text = cJSON_Print(j);
-    if (!text) return qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
-    atomic_file af;
-    qkv_status s = atomic_open(&af, path);
-    if (s == QKV_OK) {
-        fprintf(af.f, "%s\n", text);
-        s = atomic_commit(&af);
-    }
-    free(text);
-    return s;
-}
-
 static int circuits_run(const circuits_args *a) {
     char path[1100];
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
@@ -206,16 +193,10 @@ static int circuits_run(const circuits_args *a) {
     if (s == QKV_OK) s = qkv_composition_scores(&t.model, composition);
     cJSON *j = s == QKV_OK && (a->json || a->out) ? circuits_json(&t, copying, composition, &s)
                                                   : NULL;
-    if (s == QKV_OK && a->out) s = write_json(j, a->out);
-    if (s == QKV_OK) {
-        if (a->json) {
-            char *text = cJSON_Print(j);
-            if (text) printf("%s\n", text);
-            free(text);
-        } else {
-            print_table(c, copying, composition);
-            if (a->out) printf("wrote %s\n", a->out);
-        }
+    int code = s == QKV_OK ? explain_cli_save(j, a->out) : EXIT_OK;
+    if (s == QKV_OK && code == EXIT_OK) {
+        if (!a->json) print_table(c, copying, composition);
+        explain_cli_print(j, a->json, a->out);
     }
     cJSON_Delete(j);
     free(copying), free(composition);
@@ -224,7 +205,7 @@ static int circuits_run(const circuits_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    return EXIT_OK;
+    return code;
 }
 
 int cmd_circuits(int argc, char **argv, bool parse_only) {

@@ -123,8 +123,13 @@ static int eval_data(trainer *t, const eval_args *a, const char *path) {
         cli_error("%s", qkv_last_error());
         code = cli_exit_for(s);
     } else {
-        if (!a->json) print_data_result(t, &f, &r);
-        code = explain_cli_emit(eval_data_json(t, &f, &r), a->json, a->out);
+        cJSON *j = eval_data_json(t, &f, &r);
+        if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
+        else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
+            if (!a->json) print_data_result(t, &f, &r);
+            explain_cli_print(j, a->json, a->out);
+        }
+        cJSON_Delete(j);
     }
     eval_data_result_free(&r);
     eval_file_free(&f);

@@ -162,8 +162,13 @@ static int patch_run(const patch_args *a) {
         goto done;
     }
     if ((s = explain_patch(&t, &in[0], &in[1], &r)) != QKV_OK) goto fail;
-    if (!a->json) print_table(&t, &in[0], &r);
-    code = explain_cli_emit(explain_patch_json(&t, &in[0], &in[1], &r), a->json, a->out);
+    cJSON *j = explain_patch_json(&t, &in[0], &in[1], &r);
+    if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
+    else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
+        if (!a->json) print_table(&t, &in[0], &r);
+        explain_cli_print(j, a->json, a->out);
+    }
+    cJSON_Delete(j);
     goto done;
 fail:
     cli_error("patch: %s", qkv_last_error());

@@ -50,22 +50,19 @@ int explain_cli_check_out(const char *who, const char *out, const char *const *i
     return EXIT_OK;
 }
 
-int explain_cli_emit(cJSON *o, bool json, const char *out) {
-    int code = EXIT_OK;
+int explain_cli_save(const cJSON *o, const char *out) {
+    qkv_status s = out ? explain_write_json(o, out) : QKV_OK;
+    if (s == QKV_OK) return EXIT_OK;
+    cli_error("%s", qkv_last_error());
+    return cli_exit_for(s);
+}
+
+void explain_cli_print(const cJSON *o, bool json, const char *out) {
     if (json) {
         char *text = cJSON_PrintUnformatted(o);
         if (text) printf("%s\n", text);
         free(text);
+    } else if (out) {
+        printf("wrote %s\n", out);
     }
-    if (out) {
-        qkv_status s = explain_write_json(o, out);
-        if (s != QKV_OK) {
-            cli_error("%s", qkv_last_error());
-            code = cli_exit_for(s);
-        } else if (!json) {
-            printf("wrote %s\n", out);
-        }
-    }
-    cJSON_Delete(o);
-    return code;
 }

@@ -19,8 +19,11 @@ int explain_cli_load(const char *model, int dtype, long threads, trainer *t, cha
                      size_t len);
 /* Refuses (one line, EXIT_USAGE) an --out that is one of the inputs (NULL-ended). */
 int explain_cli_check_out(const char *who, const char *out, const char *const *inputs);
-/* The JSON object: printed on stdout with `json`, written to `out` (atomically) when not
- * NULL, and freed. EXIT_OK or the exit code after one line. */
-int explain_cli_emit(cJSON *o, bool json, const char *out);
+/* The JSON object written to `out` (atomically) when not NULL, before anything is printed:
+ * EXIT_OK, or the exit code after one line (nothing else is printed then). */
+int explain_cli_save(const cJSON *o, const char *out);
+/* Then, with `json`, the object on stdout as one line; else "wrote OUT" when there is one
+ * (after the command's table). */
+void explain_cli_print(const cJSON *o, bool json, const char *out);
 
 #endif
