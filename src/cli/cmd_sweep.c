@@ -147,6 +147,14 @@ static int collect(const char *dir, const char *x_name, const char *lines_name,
         free(path);
     }
     if (s != QKV_OK) return sweep_exit(s);
+    if (!got.figure) { /* on stderr, as every note: stdout is the table */
+        fprintf(stderr, "sweep: no figure: no option of the grid is a number (--x d_k plots "
+                "against d_k)\n");
+        return EXIT_OK;
+    }
+    if (got.nleft)
+        fprintf(stderr, "sweep: %ld cell%s left out of the figure: %s\n", got.nleft,
+                got.nleft == 1 ? "" : "s", got.left_out);
     char out[32], nblocks[16];
     snprintf(nblocks, sizeof nblocks, "%d", got.blocks);
     snprintf(out, sizeof out, "sweep.%s", format);

@@ -65,6 +65,11 @@ void io_protect(const char *path);
 /* Whether `path` (followed through a link or not) is a file io_protect marked. */
 bool io_is_protected(const char *path);
 
+/* Removes, in DIR, the temporaries NAME.tmp.PID.N of the given files (a NULL-terminated list
+ * of names) whose process PID is gone: what a killed command left, never a temporary that a
+ * running one still writes. For directories without a run's lock (a sweep's). */
+void io_remove_stale_temporaries(const char *dir, const char *const *names);
+
 /* Whether another qkv run holds the lock of directory DIR (rundir_open's) right now. */
 bool io_dir_locked(const char *dir);
 
