@@ -223,7 +223,7 @@ int cmd_sweep(int argc, char **argv, bool parse_only) {
                  "one line per value of another"},
         {"x", CLI_STRING, &a.x, .arg = "PARAM",
          .help = "the x axis: a grid option, or d_k (d_model/heads) (default: the\n"
-                 "grid's first option)"},
+                 "grid's first option whose values are numbers)"},
         {"lines", CLI_STRING, &a.lines, .arg = "PARAM",
          .help = "one line per value of this grid option (default: the next one)"},
         {"metric", CLI_CHOICE, &metric, .choices = sweep_metric_names, .arg = "M",
