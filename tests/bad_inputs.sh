@@ -92,6 +92,11 @@ setup() { # DIR
     printf 'a b c d\tb d\nb a\ta b\n' >data/mixed_rules.tsv
     printf 'a b c\tc b a\nb c a\ta c z\n' >data/held_unknown.tsv
     printf 'a b\tb a\nb\0a\ta b\n' >data/nul.tsv
+    printf 'a b\tb a\nb \377\ta b\n' >data/bad_utf8.tsv
+    printf 'a \300\257\ta b\n' >data/overlong.tsv
+    printf 'a b c\t_ _ _\nc a\t_ _\nb b a\t_ _ _\n' >data/no_targets.tsv
+    awk 'BEGIN { for (i = 0; i < 2000; i++) printf "a b "; printf "\t";
+                 for (i = 0; i < 2000; i++) printf "b a "; print "" }' >data/long.tsv
     # Models with token strings for qkv inspect: one of a data file (datarun), one whose data
     # file and the run's copy of it are gone (datagone), one of translate (trun)
     cp data/good.tsv data/gone.tsv

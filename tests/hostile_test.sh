@@ -19,6 +19,13 @@
 #  10. A sweep cell's log and directory are never used through a planted link.
 #  11. summary.json says "interrupted" after SIGINT; resuming a finished run keeps its loss.
 #  12. A sweep killed with SIGKILL takes its cells with it.
+#  13. A resume whose model (or a map) cannot be written leaves metrics.csv, metrics.jsonl, the
+#      maps and the snapshots as they were: no record moves ahead of the model on disk.
+#  14. A data file's byte-order mark is dropped; a million distinct tokens is the file's error.
+#  15. The page reads metrics.csv lines of any length.
+#  16. sweep --collect writes its tables over a text x axis or an odd value, names the cells
+#      the figure leaves out, and removes the temporaries a killed --collect left.
+#  17. study --out on a full disk: one line, no table on stdout.
 # A model trained before all of this still evaluates to the same line at the end.
 # Exits 77 (skipped) without gnuplot.
 set -u
@@ -232,6 +239,87 @@ for _ in $(seq 200); do [ -e killed/seed=1/summary.json ] && [ -e killed/seed=2/
 kill -KILL "$bg"; wait "$bg" 2>/dev/null; bg=
 for _ in $(seq 100); do pgrep -f "killed/seed=" >/dev/null || break; sleep 0.05; done
 pgrep -f "$W/killed/seed=\|killed/seed=" >/dev/null && fail "the cells outlived their sweep" || ok
+
+# ---- 13. a model that cannot be written: no record moves ahead of it ----
+# QKV_TEST_FAIL_WRITE=NAME makes the rename of NAME fail as over an immutable file (EPERM).
+run 0 "a run to resume" train "${SMALL[@]}" --snapshot-every 5 --out stuck
+for name in model.safetensors layer1_head1_dS.dat; do
+    rm -rf stuck.before && cp -a stuck stuck.before
+    QKV_TEST_FAIL_WRITE=$name "$QKV" train --resume stuck --steps 40 --save-every 10 \
+        --snapshot-every 5 --quiet >out.txt 2>err.txt </dev/null
+    rc=$?
+    [ "$rc" = 3 ] && ok || fail "unwritable $name: exit $rc, expected 3: $(cat err.txt)"
+    one_line "unwritable $name" "cannot write stuck/.*$name: Operation not permitted; stuck keeps the checkpoint of step 20"
+    diff -r -x summary.json stuck.before stuck >diff.txt && ok ||
+        fail "unwritable $name: the records moved without the model: $(head -n 5 diff.txt | tr '\n' ' ')"
+    "$PYTHON" - stuck <<'PYEOF' && ok || fail "unwritable $name: summary.json: $(cat stuck/summary.json)"
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+assert s["status"] == "failed" and s["exit_status"] == 3 and s["model_step"] == 20, s
+PYEOF
+    no_temporaries "unwritable $name"
+done
+run 0 "the stuck run resumes" train --resume stuck --steps 30 --quiet
+
+# ---- 14. data files: a byte-order mark is no token's; too many tokens is the file's fault ----
+printf '\357\273\277a b\tb a\nb a\ta b\na c\tc a\nc a\ta c\nb c\tc b\n' >bom.tsv
+run 0 "a data file with a byte-order mark" train --data bom.tsv --heldout held.tsv --d-model 8 \
+    --steps 2 --quiet --out bomrun
+run 0 "inspect its first token" inspect --model bomrun --input "a b"
+grep -q $'\357\273\277' bomrun/model.safetensors && fail "the byte-order mark became a token" || ok
+awk 'BEGIN { k = 0; for (l = 0; l < 245; l++) { for (s = 0; s < 2; s++) {
+    for (i = 0; i < 2048; i++) printf "%st%d", i ? " " : "", k++; printf s ? "\n" : "\t" } } }' >many.tsv
+run 4 "a million distinct tokens" train --data many.tsv --d-model 8 --steps 1
+one_line "a million distinct tokens" "many.tsv line 245: more than 999999 distinct tokens"
+
+# ---- 15. the page reads metrics.csv lines of any length (8 layers x 64 heads: ~18 KB) ----
+rm -rf wide && cp -a good wide && rm -rf wide/plots
+"$PYTHON" - wide/metrics.csv <<'PYEOF'
+import sys
+cols = ["step", "loss", "train_acc", "heldout_acc", "lr", "heldout_loss"] + [f"entropy_l{l}h{h}" for l in range(1, 9) for h in range(1, 65)] * 5
+with open(sys.argv[1], "w") as f:
+    f.write(",".join(cols) + "\n")
+    for step in range(3):
+        f.write(",".join([str(step)] + ["0.5"] * (len(cols) - 1)) + "\n")
+PYEOF
+run 0 "plot --format html of wide metrics" plot wide --format html
+"$PYTHON" - wide/plots/attention.html <<'PYEOF' && ok || fail "the page split metrics.csv's long lines"
+import json, sys
+text = open(sys.argv[1]).read()
+at = text.index('"metrics":') + len('"metrics":')
+m, _ = json.JSONDecoder().raw_decode(text[at:])
+n = len(m["columns"])
+assert n == 6 + 8 * 64 * 5, n
+assert [r[0] for r in m["rows"]] == [0, 1, 2], [r[0] for r in m["rows"]]
+assert all(len(r) == n and r[-1] == 0.5 for r in m["rows"])
+PYEOF
+
+# ---- 16. sweep --collect: a text x axis or an odd value never costs the table ----
+run 0 "a sweep over task" sweep --grid 'task=copy,reverse' --out tsw --jobs 2 --quiet -- --steps 2 \
+    --seq-len 4 --d-model 4
+run 0 "collect a sweep over task" sweep --collect tsw --quiet
+[ -s tsw/sweep.csv ] && [ -s tsw/sweep.md ] && grep -q "no figure" err.txt && ok ||
+    fail "collect over task: no table, or no word of the figure: $(cat err.txt)"
+run 1 "collect --x task" sweep --collect tsw --x task --quiet
+one_line "collect --x task" "no cell's value is a number"
+run 0 "a numeric sweep" sweep --grid 'd-model=4,8' --out osw --jobs 2 --quiet -- --steps 2 --seq-len 4
+sed -i 's/"d_model":[[:space:]]*8,/"d_model": "eight",/' osw/d-model=8/summary.json
+# what a killed --collect leaves (its process gone), and one a running --collect writes
+touch osw/sweep.csv.tmp.99999999.0 osw/sweep.png.tmp.99999999.0 "osw/sweep.md.tmp.$$.0"
+run 0 "collect with an odd value" sweep --collect osw --quiet
+grep -q "d-model=8" osw/sweep.csv && grep -q "1 cell left out of the figure: d-model=8 (d-model 'eight' is not a number)" err.txt &&
+    ok || fail "collect with an odd value: $(cat err.txt)"
+[ ! -e osw/sweep.csv.tmp.99999999.0 ] && [ ! -e osw/sweep.png.tmp.99999999.0 ] && [ -e "osw/sweep.md.tmp.$$.0" ] &&
+    ok || fail "collect: stale temporaries kept, or a live one removed: $(ls osw)"
+rm -f "osw/sweep.md.tmp.$$.0"
+
+# ---- 17. study --out on a full disk: one line, no table ----
+mkdir -p full
+(ulimit -f 0 && exec "$QKV" study softmax --scaling --samples 10 --keys 2 --max-dk 2 --out full) 2>&1 |
+    cat >out.txt
+[ "$(wc -l <out.txt)" = 1 ] && grep -q '^qkv: study: cannot write full/scaling.dat: File too large$' out.txt &&
+    ok || fail "study on a full disk: $(head -c 300 out.txt)"
+no_temporaries "study on a full disk"
 
 "$QKV" eval --model good >good_after.txt
 cmp -s good_before.txt good_after.txt && ok || fail "the good model evaluates differently now"

@@ -14,6 +14,17 @@
 #      model, metrics.csv, metrics.jsonl, every attention, gradient and snapshot file; all
 #      but summary.json, which holds the wall time and must say "done") and holds no
 #      temporary.
+# After every kill (of the first run, and of a killed resume) it checks what docs/errors.md
+# promises a reader of the directory at that instant ("What a reader ... may rely on"):
+#   - model.safetensors, if there is one, is whole and finite (`qkv eval` loads it);
+#   - metrics.csv holds exactly the model's `metrics_rows` rows up to the model's step, and
+#     rows after it only of later steps (ahead of the model, never behind it);
+#   - every whole line of metrics.jsonl is a JSON object, and its steps up to the model's are
+#     metrics.csv's;
+#   - every attention map is the model's step's or, a checkpoint being written, the next
+#     checkpoint's (the maps of each checkpoint are those of a run that snapshots at 8, 16, 24);
+#   - summary.json is whole, says "running" (or "done": killed after its last rename), and its
+#     model_step is null or a checkpoint no later than the model's.
 set -u
 QKV=$1
 [ "$QKV" = "${QKV#/}" ] && QKV=$PWD/$QKV
@@ -27,7 +38,62 @@ if ! "$QKV" "${NEW[@]}" "${EVERY[@]}" --out ref >log.txt 2>&1; then
     echo "kill_test: the uninterrupted run failed:"; cat log.txt; exit 1
 fi
 
+# The attention maps of each checkpoint (8, 16, 24): a run that snapshots at those steps, and
+# otherwise the same run (snapshots take no random numbers; its model must be ref's).
+if ! "$QKV" "${NEW[@]}" "${EVERY[@]}" --snapshot-every 8 --out ref8 >log.txt 2>&1 ||
+    ! cmp -s ref/model.safetensors ref8/model.safetensors; then
+    echo "kill_test: the run that snapshots its checkpoints failed or differs:"; cat log.txt; exit 1
+fi
+
 failures=0 kills=0
+
+# What a reader may rely on in `run` right after a kill (docs/errors.md).
+check_protocol() {
+    if [ -e run/model.safetensors ] && ! "$QKV" eval --model run >eval.txt 2>&1; then
+        fail "$1: the directory does not evaluate: $(head -c 300 eval.txt)"
+        return
+    fi
+    python3 - run ref8 <<'EOF' >check.txt 2>&1 || fail "$1: $(head -c 400 check.txt)"
+import glob, json, os, struct, sys
+run, ref = sys.argv[1], sys.argv[2]
+step, rows = None, None
+if os.path.exists(run + "/model.safetensors"):
+    with open(run + "/model.safetensors", "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        meta = json.loads(f.read(n))["__metadata__"]
+    step, rows = int(meta["step"]), int(meta["metrics_rows"])
+csv = []
+if os.path.exists(run + "/metrics.csv"):
+    with open(run + "/metrics.csv") as f:
+        csv = [int(line.split(",")[0]) for line in f.read().splitlines()[1:]]
+if step is not None:
+    upto = [s for s in csv if s <= step]
+    assert len(upto) == rows, f"metrics.csv holds {len(upto)} rows up to step {step}, the model says {rows}"
+    assert csv[:rows] == upto and all(s > step for s in csv[rows:]), f"metrics.csv's steps {csv}"
+if os.path.exists(run + "/metrics.jsonl"):
+    with open(run + "/metrics.jsonl") as f:
+        lines = f.read().split("\n")[:-1]  # a last line without its newline is skipped
+    steps = [json.loads(line)["step"] for line in lines]
+    if step is not None:
+        assert [s for s in steps if s <= step] == [s for s in csv if s <= step], \
+            f"metrics.jsonl's steps {steps}, metrics.csv's {csv}, model step {step}"
+maps = sorted(glob.glob(run + "/attention/*.dat"))
+if step is not None:
+    assert maps, "a model without its attention maps"
+    for m in maps:
+        mine = open(m).read()
+        name = os.path.basename(m)
+        ok = [c for c in (step, step + 8)
+              if os.path.exists(f"{ref}/snapshots/step{c}_{name}")
+              and open(f"{ref}/snapshots/step{c}_{name}").read() == mine]
+        assert ok, f"{name} is neither step {step}'s nor the next checkpoint's"
+if os.path.exists(run + "/summary.json"):
+    s = json.load(open(run + "/summary.json"))
+    assert s["status"] in ("running", "done"), s["status"]  # done: killed after its last rename
+    ms = s["model_step"]
+    assert ms is None or (step is not None and ms % 8 == 0 and ms <= step), f"model_step {ms}, model {step}"
+EOF
+}
 fail() { echo "FAIL (kill at event $n): $*"; failures=$((failures + 1)); }
 
 # Runs the run to its end in `run`: resumed if a model was committed, else started afresh.
@@ -46,25 +112,12 @@ for ((n = 1; n < 1000; n++)); do
     if [ "$rc" = 0 ]; then break; fi # fewer than n events: every one has been tried
     kills=$((kills + 1))
     [ "$rc" = 137 ] || { fail "exit $rc, expected 137 (SIGKILL): $(head -c 300 log.txt)"; continue; }
-    if [ -e run/model.safetensors ] && ! "$QKV" eval --model run >eval.txt 2>&1; then
-        fail "the directory left by the kill does not evaluate: $(head -c 300 eval.txt)"
-        continue
-    fi
-    # what a reader may rely on after a kill (docs/errors.md): a whole summary.json, whose
-    # model_step is the model's on disk, or null while there is none
-    if [ -e run/summary.json ] && ! python3 - run <<'EOF' >check.txt 2>&1; then
-import json, os, sys
-s = json.load(open(sys.argv[1] + "/summary.json"))
-model = os.path.exists(sys.argv[1] + "/model.safetensors")
-assert s["status"] in ("running", "done"), s["status"]  # done: killed after its last rename
-assert s["model_step"] is None or (model and s["model_step"] % 8 == 0), s["model_step"]
-EOF
-        fail "summary.json after the kill: $(head -c 300 check.txt)"
-    fi
+    check_protocol "after the kill"
     if [ $((n % 3)) = 0 ]; then # a chain: the resumed run is killed too
         finish "$n"
         rc=$?
         [ "$rc" = 137 ] || [ "$rc" = 0 ] || { fail "the killed resume exited $rc: $(head -c 300 log.txt)"; continue; }
+        [ "$rc" = 137 ] && check_protocol "after the resume's kill"
     fi
     if ! finish; then fail "could not resume: $(head -c 300 log.txt)"; continue; fi
     # summary.json holds the wall time, which no two runs share; the rest must be equal

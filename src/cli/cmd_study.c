@@ -77,20 +77,8 @@ static void print_jacobian(const double *x, const jacobian_study *r, bool dy_giv
                    "= 0 whatever dy is: no gradient reaches a masked key\n", i + 1, i + 1, i + 1, i + 1);
 }
 
-/* (b): the table of study_scaling, and with `out_dir` its data file and plot. */
-static int scaling_run(int samples, int n, int max_dk, uint64_t seed, const char *out_dir,
-                       const char *format) {
-    if (out_dir && (strlen(out_dir) > 900 || !cli_make_dirs("study: ", out_dir))) {
-        if (strlen(out_dir) > 900) cli_error("study: %s: path too long", out_dir);
-        return EXIT_IO;
-    }
-    scaling_row rows[STUDY_MAX_ROWS];
-    int nrows;
-    qkv_status s = study_scaling(samples, n, max_dk, seed, rows, &nrows);
-    if (s != QKV_OK) {
-        cli_error("%s", qkv_last_error());
-        return cli_exit_for(s);
-    }
+/* (b)'s table and what it shows. */
+static void print_scaling(const scaling_row *rows, int nrows, int n, int samples) {
     printf("softmax scaling study: q, k with N(0,1) entries, %d keys, %d draws per d_k\n\n",
            n, samples);
     printf("%6s %12s %16s   %-19s   %-23s\n", "", "", "", "mean largest weight",
@@ -110,7 +98,28 @@ static int scaling_run(int samples, int n, int max_dk, uint64_t seed, const char
            last->dk, last->var_raw, first->maxw_raw, last->maxw_raw, first->jnorm_raw,
            last->jnorm_raw, last->jnorm_raw > 0 ? first->jnorm_raw / last->jnorm_raw : INFINITY,
            last->jnorm_scaled);
-    if (!out_dir) return EXIT_OK;
+}
+
+/* (b): the table of study_scaling, and with `out_dir` its data file and plot. The files come
+ * first: a command that fails prints its one line and nothing else (a full disk must not leave
+ * a table on stdout and then an error). */
+static int scaling_run(int samples, int n, int max_dk, uint64_t seed, const char *out_dir,
+                       const char *format) {
+    if (out_dir && (strlen(out_dir) > 900 || !cli_make_dirs("study: ", out_dir))) {
+        if (strlen(out_dir) > 900) cli_error("study: %s: path too long", out_dir);
+        return EXIT_IO;
+    }
+    scaling_row rows[STUDY_MAX_ROWS];
+    int nrows;
+    qkv_status s = study_scaling(samples, n, max_dk, seed, rows, &nrows);
+    if (s != QKV_OK) {
+        cli_error("%s", qkv_last_error());
+        return cli_exit_for(s);
+    }
+    if (!out_dir) {
+        print_scaling(rows, nrows, n, samples);
+        return EXIT_OK;
+    }
 
     char path[1100], plot[1100];
     snprintf(path, sizeof path, "%s/scaling.dat", out_dir);
@@ -126,8 +135,10 @@ static int scaling_run(int samples, int n, int max_dk, uint64_t seed, const char
     bool no_gnuplot;
     int code = cli_gnuplot("scaling.gp", out_dir, image, format, 2,
                            (const char *[]){"scaling.dat", keys}, &no_gnuplot);
+    if (code != EXIT_OK && !no_gnuplot) return code;
+    print_scaling(rows, nrows, n, samples);
     if (no_gnuplot) return EXIT_OK; /* the study ran and its data is written; the line said so */
-    if (code == EXIT_OK) printf("\nwrote %s and %s\n", path, plot);
+    printf("\nwrote %s and %s\n", path, plot);
     return code;
 }
 

@@ -147,6 +147,14 @@ static int collect(const char *dir, const char *x_name, const char *lines_name,
         free(path);
     }
     if (s != QKV_OK) return sweep_exit(s);
+    if (!got.figure) { /* on stderr, as every note: stdout is the table */
+        fprintf(stderr, "sweep: no figure: no option of the grid is a number (--x d_k plots "
+                "against d_k)\n");
+        return EXIT_OK;
+    }
+    if (got.nleft)
+        fprintf(stderr, "sweep: %ld cell%s left out of the figure: %s\n", got.nleft,
+                got.nleft == 1 ? "" : "s", got.left_out);
     char out[32], nblocks[16];
     snprintf(nblocks, sizeof nblocks, "%d", got.blocks);
     snprintf(out, sizeof out, "sweep.%s", format);
@@ -215,7 +223,7 @@ int cmd_sweep(int argc, char **argv, bool parse_only) {
                  "one line per value of another"},
         {"x", CLI_STRING, &a.x, .arg = "PARAM",
          .help = "the x axis: a grid option, or d_k (d_model/heads) (default: the\n"
-                 "grid's first option)"},
+                 "grid's first option whose values are numbers)"},
         {"lines", CLI_STRING, &a.lines, .arg = "PARAM",
          .help = "one line per value of this grid option (default: the next one)"},
         {"metric", CLI_CHOICE, &metric, .choices = sweep_metric_names, .arg = "M",

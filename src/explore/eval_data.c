@@ -80,6 +80,8 @@ qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path) {
             break;
         }
         buf[strcspn(buf, "\r\n")] = '\0';
+        if (line == 1 && !strncmp(buf, "\xef\xbb\xbf", 3)) /* a UTF-8 byte-order mark */
+            memmove(buf, buf + 3, strlen(buf + 3) + 1);
         if (!buf[strspn(buf, " ")]) continue; /* spaces only */
         char *tab = strchr(buf, '\t');
         if (t->data && (!tab || strchr(tab + 1, '\t'))) {
@@ -129,6 +131,11 @@ qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path) {
     }
     if (s == QKV_OK && ferror(in)) s = qkv_fail(QKV_ERR_IO, "%s: read error", path);
     if (s == QKV_OK && f->n == 0) s = qkv_fail(QKV_ERR_FORMAT, "%s: no example in it", path);
+    bool target = false; /* outputs all `_`: nothing to score */
+    for (size_t i = 0; s == QKV_OK && !target && i < (size_t)f->n * To; i++) target = f->y[i] >= 0;
+    if (s == QKV_OK && !target)
+        s = qkv_fail(QKV_ERR_FORMAT, "%s: every output token is '_': no example has a target "
+                     "to score", path);
     free(buf);
     free(tmp);
     fclose(in);

@@ -55,6 +55,87 @@ static void io_event(void) {
     if (kill_at > 0 && ++events == kill_at) raise(SIGKILL);
 }
 
+/* ---- the failure hook of tests/hostile_test.sh ----
+ * QKV_TEST_FAIL_WRITE=NAME makes the rename of every file named NAME (its last component)
+ * fail with EPERM, as the rename over an immutable file (chattr +i) does, which an ordinary
+ * user cannot set up. The test uses it to make a resume's model unwritable. */
+static bool fails_by_hook(const char *path) {
+    const char *name = getenv("QKV_TEST_FAIL_WRITE");
+    if (!name || !*name) return false;
+    const char *slash = strrchr(path, '/');
+    return !strcmp(slash ? slash + 1 : path, name);
+}
+
+/* ---- the files a checkpoint replaces, kept until it is committed ---- */
+
+typedef struct {
+    char path[1024]; /* the file replaced (or created) */
+    char kept[1100]; /* its old version, a hard link under a temporary's name; "" if it had none */
+    bool restorable; /* false: an old version that could not be kept (no hard links here) */
+} kept_file;
+static kept_file *kept;
+static size_t nkept, kept_cap;
+static bool keeping, kept_added; /* kept_added: keep_old's last call added an entry */
+
+void io_keep_begin(void) {
+    keeping = true;
+    nkept = 0;
+}
+
+/* Before `path` is replaced: its old version is kept as PATH.tmp.PID.200, a name that
+ * atomic_open never takes and that the next run in the directory removes with the other
+ * temporaries if this process is killed. A file replaced twice keeps its first version. */
+static qkv_status keep_old(const char *path) {
+    kept_added = false;
+    for (size_t i = 0; i < nkept; i++)
+        if (!strcmp(kept[i].path, path)) return QKV_OK;
+    if (nkept == kept_cap) {
+        size_t cap = kept_cap ? 2 * kept_cap : 64;
+        kept_file *p = realloc(kept, cap * sizeof *p);
+        if (!p) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+        kept = p;
+        kept_cap = cap;
+    }
+    kept_file *k = &kept[nkept];
+    snprintf(k->path, sizeof k->path, "%s", path);
+    k->kept[0] = '\0';
+    k->restorable = true;
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        snprintf(k->kept, sizeof k->kept, "%s.tmp.%ld.200", path, (long)getpid());
+        unlink(k->kept); /* a stale one of a process that had this pid */
+        if (link(path, k->kept) != 0) k->restorable = false, k->kept[0] = '\0';
+    } else if (lstat(path, &sb) == 0) {
+        k->restorable = false; /* a link replaced: the rename drops it, it is not brought back */
+    }
+    nkept++;
+    kept_added = true;
+    return QKV_OK;
+}
+
+/* The rename of the file kept last failed: it was not replaced, nothing to restore. */
+static void keep_drop_last(const char *path) {
+    if (!kept_added || nkept == 0 || strcmp(kept[nkept - 1].path, path)) return;
+    if (kept[nkept - 1].kept[0]) unlink(kept[nkept - 1].kept);
+    nkept--;
+}
+
+void io_keep_end(bool restore) {
+    /* the last replaced first: while it runs, files are ahead of the commit record, never
+     * behind it */
+    for (size_t i = nkept; i-- > 0;) {
+        kept_file *k = &kept[i];
+        if (restore && k->kept[0]) rename(k->kept, k->path);
+        else if (restore && k->restorable) unlink(k->path); /* it did not exist before */
+        if (k->kept[0]) unlink(k->kept); /* (a rename between links of one file keeps both) */
+    }
+    nkept = 0;
+    keeping = false;
+    free(kept);
+    kept = NULL;
+    kept_cap = 0;
+}
+
 /* ---- the inputs no output may replace ---- */
 
 #define PROTECTED_MAX 16
@@ -154,7 +235,17 @@ qkv_status atomic_commit(atomic_file *af) {
     if (fclose(af->f) != 0 && !err) err = errno ? errno : EIO;
     af->f = NULL;
     if (!err) io_event();
+    if (!err && keeping) {
+        qkv_status s = keep_old(af->path);
+        if (s != QKV_OK) {
+            unlink(af->tmp);
+            live_remove(af->tmp);
+            return s;
+        }
+    }
+    if (!err && fails_by_hook(af->path)) err = EPERM;
     if (!err && rename(af->tmp, af->path) != 0) err = errno;
+    if (err && keeping) keep_drop_last(af->path);
     if (err) {
         unlink(af->tmp);
         live_remove(af->tmp);

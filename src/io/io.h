@@ -27,6 +27,14 @@ qkv_status atomic_commit(atomic_file *af);
 /* Gives up: closes and removes the temporary file. */
 void atomic_abort(atomic_file *af);
 
+/* A checkpoint's files, replaced together (rundir.c): from io_keep_begin on, each rename of
+ * atomic_commit keeps the file it replaces (a hard link under a temporary's name) until
+ * io_keep_end, which drops the old versions (the checkpoint is committed) or, with `restore`,
+ * renames them back and removes the files that had none (it failed: every file is as it was
+ * before the checkpoint, but an old version that could not be linked). */
+void io_keep_begin(void);
+void io_keep_end(bool restore);
+
 /* Removes every temporary file still being written (async-signal-safe: the CLI's signal
  * handler calls it before exiting). */
 void io_remove_temporaries(void);
@@ -56,6 +64,11 @@ qkv_status io_open_log(const char *path, int *fd);
 void io_protect(const char *path);
 /* Whether `path` (followed through a link or not) is a file io_protect marked. */
 bool io_is_protected(const char *path);
+
+/* Removes, in DIR, the temporaries NAME.tmp.PID.N of the given files (a NULL-terminated list
+ * of names) whose process PID is gone: what a killed command left, never a temporary that a
+ * running one still writes. For directories without a run's lock (a sweep's). */
+void io_remove_stale_temporaries(const char *dir, const char *const *names);
 
 /* Whether another qkv run holds the lock of directory DIR (rundir_open's) right now. */
 bool io_dir_locked(const char *dir);
@@ -92,6 +105,12 @@ qkv_status rundir_open(rundir *rd, const char *dir);
  * plots qkv writes in its subdirectories (what a run killed before its first checkpoint left
  * is removed without asking). */
 qkv_status rundir_claim(const rundir *rd, bool force);
+/* A checkpoint: rundir_checkpoint_begin, then metrics.csv, the maps and the model written
+ * (each renamed into place), then rundir_checkpoint_end: with `committed` false (a file,
+ * the model above all, could not be written) every file the checkpoint replaced is put back
+ * as it was, so that no record is left ahead of the model on disk. */
+void rundir_checkpoint_begin(rundir *rd);
+void rundir_checkpoint_end(rundir *rd, bool committed);
 /* Removes snapshots of steps after `step` (the model's): what a kill left beyond the commit. */
 void rundir_trim_snapshots(const rundir *rd, int64_t step);
 /* Unlocks DIR; if nothing was committed, removes the directories rundir_open created and all

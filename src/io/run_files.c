@@ -11,7 +11,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_JSONL_BYTES (64 << 20) /* an old metrics.jsonl larger than this is not read back */
 
@@ -261,6 +263,9 @@ void run_files_report(run_files *rf, cJSON *report) {
 
 void run_files_committed(run_files *rf, int64_t step, double last_loss, double last_train_acc) {
     rf->model_step = step;
+    struct stat sb; /* every row written so far is of a step up to the model's */
+    if (rf->jsonl && fflush(rf->jsonl) == 0 && fstat(fileno(rf->jsonl), &sb) == 0)
+        rf->committed_bytes = (long long)sb.st_size;
     set_signal_record(rf, step, last_loss, last_train_acc);
 }
 
@@ -269,6 +274,18 @@ qkv_status run_files_end(run_files *rf, int64_t step, double last_loss, double l
     io_set_signal_record(NULL, NULL);
     if (rf->jsonl) fclose(rf->jsonl);
     rf->jsonl = NULL;
+    if (exit_code != 0) { /* the rows after the model's step go, as its metrics.csv's did */
+        char path[1100];
+        FILE *f = NULL;
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/metrics.jsonl", rf->dir);
+        if (io_fopen_append(path, &f) == QKV_OK) { /* never through a link */
+            if (fstat(fileno(f), &sb) == 0 && sb.st_size > rf->committed_bytes &&
+                ftruncate(fileno(f), (off_t)rf->committed_bytes) == 0)
+                fsync(fileno(f));
+            fclose(f);
+        }
+    }
     if (step == rf->start_step && rf->nkept > 0) /* no step trained: the kept row's */
         last_loss = rf->kept_loss, last_train_acc = rf->kept_train_acc;
     const char *status = exit_code == 0 ? "done" : exit_code == 5 ? "diverged"

@@ -31,6 +31,7 @@ typedef struct {
     int64_t start_step;   /* the step the run began at */
     double kept_loss, kept_train_acc; /* the last kept row's, for a run that trains no step */
     int nkept;
+    long long committed_bytes; /* metrics.jsonl's length at the model's step: its rows */
 } run_files;
 
 /* Starts the records of a run in `dir`, taking `config` (a JSON object, NULL when out of
@@ -55,7 +56,8 @@ void run_files_report(run_files *rf, struct cJSON *report);
 void run_files_committed(run_files *rf, int64_t step, double last_loss, double last_train_acc);
 /* Ends the records: closes metrics.jsonl and writes summary.json at `step`, with the last
  * training batch's loss and accuracy, and the exit code (and `error`, the failure's message,
- * when it is not 0). The status says how: "done" (0), "diverged" (5: the state was not
+ * when it is not 0). A failed run's metrics.jsonl is cut back to the rows of the model on
+ * disk (those it held at the last run_files_committed). The status says how: "done" (0), "diverged" (5: the state was not
  * finite), "interrupted" (7) or "failed". */
 qkv_status run_files_end(run_files *rf, int64_t step, double last_loss, double last_train_acc,
                          int exit_code, const char *error);

@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -52,6 +53,27 @@ static void remove_temporaries(const char *dir) {
             }
         closedir(d);
     }
+}
+
+void io_remove_stale_temporaries(const char *dir, const char *const *names) {
+    DIR *d = opendir(dir);
+    char path[1500];
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (!is_temporary(e->d_name)) continue;
+        const char *t = strstr(e->d_name, ".tmp.");
+        bool ours = false;
+        for (const char *const *n = names; *n && !ours; n++)
+            ours = strlen(*n) == (size_t)(t - e->d_name) && !strncmp(e->d_name, *n, strlen(*n));
+        long pid = atol(t + 5);
+        /* kill(pid, 0) fails with ESRCH only when no such process exists */
+        if (!ours || pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 ||
+            errno != ESRCH)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (lstat(path, &sb) == 0 && (S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode))) unlink(path);
+    }
+    if (d) closedir(d);
 }
 
 qkv_status io_make_dirs(const char *dir) {
@@ -189,6 +211,16 @@ bool io_dir_locked(const char *dir) {
     bool locked = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
     close(fd); /* releases it, if this call took it */
     return locked;
+}
+
+void rundir_checkpoint_begin(rundir *rd) {
+    (void)rd;
+    io_keep_begin();
+}
+
+void rundir_checkpoint_end(rundir *rd, bool committed) {
+    if (committed) rd->committed = true;
+    io_keep_end(!committed);
 }
 
 void rundir_trim_snapshots(const rundir *rd, int64_t step) {

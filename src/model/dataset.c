@@ -105,6 +105,27 @@ static qkv_status read_whole(const char *path, char **text, size_t *size) {
     return QKV_OK;
 }
 
+/* The offset of the first byte of tok[0..n) that is not part of valid UTF-8 (overlong
+ * forms, surrogates and code points past U+10FFFF included), or -1 when it is all valid. A
+ * token goes into the safetensors header's JSON and the page's, which must stay valid. */
+static long utf8_invalid_at(const unsigned char *tok, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = tok[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+                     : (c & 0xf8) == 0xf0 ? 4 : 0;
+        if (len == 0 || i + len > n) return (long)i;
+        unsigned cp = len == 1 ? c : c & (0x7f >> len);
+        for (size_t k = 1; k < len; k++) {
+            if ((tok[i + k] & 0xc0) != 0x80) return (long)i;
+            cp = cp << 6 | (tok[i + k] & 0x3f);
+        }
+        static const unsigned least[5] = {0, 0, 0x80, 0x800, 0x10000}; /* shortest form */
+        if (cp < least[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return (long)i;
+        i += len;
+    }
+    return -1;
+}
+
 /* One parsed side of a line: token ids. */
 typedef struct {
     int32_t *ids;
@@ -141,7 +162,9 @@ static qkv_status parse_file(dataset *d, const char *path, bool fixed, bool spli
         return qkv_fail(QKV_ERR_FORMAT, "%s: a NUL byte: not a text file of examples", path);
     }
     int64_t line_no = 0;
-    for (char *line = text; s == QKV_OK && line < text + size;) {
+    char *start = text;
+    if (size >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) start += 3; /* a UTF-8 byte-order mark */
+    for (char *line = start; s == QKV_OK && line < text + size;) {
         char *end = strchr(line, '\n');
         if (!end) end = text + size;
         char *next = end + (end < text + size);
@@ -174,6 +197,14 @@ static qkv_status parse_file(dataset *d, const char *path, bool fixed, bool spli
                 while (q < stop && *q != ' ' && *q != '\v' && *q != '\f') q++;
                 if (q == p) break;
                 int32_t id = -1;
+                long bad = utf8_invalid_at((const unsigned char *)p, (size_t)(q - p));
+                if (bad >= 0) {
+                    s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": %s token %d is not "
+                                 "valid UTF-8 (byte 0x%02x at its byte %ld)", path, line_no,
+                                 side ? "output" : "input", counts[side] + 1,
+                                 (unsigned char)p[bad], bad + 1);
+                    break;
+                }
                 if (side == 1 && q - p == 1 && *p == '_') {
                     id = -1; /* no target here */
                 } else if (fixed) {
@@ -185,6 +216,11 @@ static qkv_status parse_file(dataset *d, const char *path, bool fixed, bool spli
                                      p, d->path);
                 } else {
                     s = vocab_add(d, p, (size_t)(q - p), &id);
+                    if (s == QKV_OK && d->vocab > QKV_MAX_VOCAB) /* with the padding */
+                        s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": more than %d "
+                                     "distinct tokens; a model's vocabulary holds at most %d "
+                                     "(with the padding)", path, line_no, QKV_MAX_VOCAB - 1,
+                                     QKV_MAX_VOCAB);
                 }
                 if (s == QKV_OK && ++counts[side] > DATA_MAX_LEN)
                     s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": more than %d tokens on "
@@ -272,6 +308,12 @@ uint64_t dataset_checksum(const char *path, const char *heldout_path) {
     return heldout_path ? file_checksum(h, heldout_path) : h;
 }
 
+static bool any_target(const int32_t *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (y[i] >= 0) return true;
+    return false;
+}
+
 qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path) {
     memset(d, 0, sizeof *d);
     snprintf(d->path, sizeof d->path, "%s", path);
@@ -316,6 +358,18 @@ qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path) 
                      "one in %d; %d line%s too few): give them a file of their own (%s)",
                      d->path, HELDOUT_SHARE, d->n_train, d->n_train == 1 ? " is" : "s are",
                      field_name("heldout_path"));
+    /* a file whose outputs are all `_` gives nothing to learn or to score */
+    if (s == QKV_OK && !any_target(d->train_y, (int64_t)d->n_train * d->out_len))
+        s = qkv_fail(QKV_ERR_FORMAT, "%s: every output token is '_': no example has a target "
+                     "to train on", d->path);
+    if (s == QKV_OK && !any_target(d->held_y, (int64_t)d->n_held * d->out_len))
+        s = heldout_path
+                ? qkv_fail(QKV_ERR_FORMAT, "%s: every output token is '_': no held-out example "
+                           "has a target to score", heldout_path)
+                : qkv_fail(QKV_ERR_FORMAT, "%s: every output token of the held-out examples "
+                           "(one line in %d, picked by a hash) is '_': nothing to score; give "
+                           "them a file of their own (%s)", d->path, HELDOUT_SHARE,
+                           field_name("heldout_path"));
     if (s == QKV_OK) {
         /* the output tokens, for the chance level */
         uint8_t *seen = calloc((size_t)d->vocab, 1);

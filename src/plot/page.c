@@ -189,14 +189,17 @@ static void json_snapshots(FILE *out, const char *dir, const plot_source *src) {
 
 /* "metrics":{"columns":[names],"rows":[[numbers or null]...]} from metrics.csv, or null. */
 static void json_metrics(FILE *out, const char *dir) {
-    char path[1300], line[4096];
+    char path[1300], *line = NULL; /* a whole line, however long (8 layers x 64 heads of head
+                                    * columns are over 100 KB) */
+    size_t cap = 0;
     snprintf(path, sizeof path, "%s/metrics.csv", dir);
     FILE *f;
     if (io_fopen_regular(path, &f) != QKV_OK) {
         fputs("null", out);
         return;
     }
-    if (!fgets(line, sizeof line, f)) {
+    if (getline(&line, &cap, f) < 0) {
+        free(line);
         fclose(f);
         fputs("null", out);
         return;
@@ -216,7 +219,7 @@ static void json_metrics(FILE *out, const char *dir) {
     ncols++;
     fputs("],\"rows\":[", out);
     int rows = 0;
-    while (fgets(line, sizeof line, f)) {
+    while (getline(&line, &cap, f) >= 0) {
         line[strcspn(line, "\r\n")] = '\0';
         if (!*line) continue;
         fputs(rows++ ? ",[" : "[", out);
@@ -235,6 +238,7 @@ static void json_metrics(FILE *out, const char *dir) {
         fputc(']', out);
     }
     fputs("]}", out);
+    free(line);
     fclose(f);
 }
 

@@ -99,6 +99,36 @@ static int find_param(const sweep *sw, const char *name) {
     return -1;
 }
 
+/* The files --collect writes in the sweep's directory (their temporaries are its own). */
+static const char *const collect_outputs[] = {"sweep.csv", "sweep.md", "sweep_plot.dat",
+                                              "sweep.png", "sweep.svg", NULL};
+
+/* A value as a number, or NaN when it is not one (a text option, or an odd value). */
+static double number_of(const char *text) {
+    char *end = NULL;
+    double v = strtod(text, &end);
+    return end != text && !*end && isfinite(v) ? v : NAN;
+}
+
+static bool all_numbers(const sweep_param *p) {
+    for (int i = 0; i < p->n; i++)
+        if (!isfinite(number_of(p->values[i]))) return false;
+    return p->n > 0;
+}
+
+/* Notes a cell the figure leaves out: "NAME (--x OPTION 'VALUE')", listed in out->left_out
+ * while it has room, counted in out->nleft. */
+static void left_out(sweep_collected *out, const char *cell, const char *option,
+                     const char *value) {
+    size_t used = strlen(out->left_out);
+    char one[SWEEP_CELL_NAME_MAX + 160];
+    snprintf(one, sizeof one, "%s%s (%s '%.60s' is not a number)", out->nleft ? ", " : "", cell,
+             option, value);
+    if (used + strlen(one) + 8 < sizeof out->left_out) memcpy(out->left_out + used, one, strlen(one) + 1);
+    else if (!strstr(out->left_out, ", ...")) memcpy(out->left_out + used, ", ...", 6);
+    out->nleft++;
+}
+
 /* DIR/sweep.csv and DIR/sweep.md: one row per cell. */
 static qkv_status write_table_files(const sweep *sw, collected_cell *cells) {
     static const char *const tail[] = {"step", "heldout_acc", "heldout_loss", "attention_mass",
@@ -163,9 +193,14 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
         sweep_free(&sw);
         return code;
     }
-    /* the axes */
+    /* what a killed --collect left: its temporaries, if their process is gone */
+    io_remove_stale_temporaries(dir, collect_outputs);
+    /* the axes; by default x is the grid's first option whose values are numbers */
     bool x_is_dk = x_name && !strcmp(x_name, "d_k");
-    int xp = x_name && !x_is_dk ? find_param(&sw, x_name) : x_name ? -1 : 0, lp = -1;
+    int xp = x_name && !x_is_dk ? find_param(&sw, x_name) : -1, lp = -1;
+    for (int p = 0; !x_name && p < sw.nparams && xp < 0; p++)
+        if (all_numbers(&sw.param[p])) xp = p;
+    out->figure = x_name || xp >= 0;
     if (x_name && !x_is_dk && xp < 0) {
         sweep_free(&sw);
         return qkv_fail(QKV_ERR_VALUE, "sweep: --x %s is not an option of the grid (nor d_k)",
@@ -218,13 +253,10 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
             if (!cell->values[p]) code = QKV_ERR_NOMEM;
         }
         if (code != QKV_OK) break;
-        char *end = NULL;
-        cell->x = x_is_dk ? d_k_of(cell->summary) : strtod(cell->values[xp], &end);
-        if (!x_is_dk && (end == cell->values[xp] || *end)) {
-            code = qkv_fail(QKV_ERR_VALUE, "sweep: --x %s: '%s' is not a number", sw.param[xp].name,
-                            cell->values[xp]);
-            break;
-        }
+        cell->x = x_is_dk ? d_k_of(cell->summary) : xp >= 0 ? number_of(cell->values[xp]) : NAN;
+        if (out->figure && !isfinite(cell->x)) /* a text value, or an odd one in its config */
+            left_out(out, cell->name, x_is_dk ? "d_k" : sw.param[xp].name,
+                     x_is_dk ? "" : cell->values[xp]);
         cell->y = done ? summary_number(cell->summary, metric) : NAN;
         cell->line = lp >= 0 ? idx[lp] : 0;
         plotted += isfinite(cell->x) && isfinite(cell->y);
@@ -234,20 +266,26 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
     out->tables = code == QKV_OK;
 
     /* the figure's data: one block per --lines value, sorted by x, then gnuplot in DIR */
-    if (code == QKV_OK && plotted == 0) {
-        qkv_fail(QKV_ERR_VALUE, "sweep: no finished cell has %s to plot", metric);
+    if (code == QKV_OK && out->figure && plotted == 0) {
+        if (out->nleft == sw.ncells)
+            qkv_fail(QKV_ERR_VALUE, "sweep: --x %s: no cell's value is a number (%s): the tables "
+                     "are written, the figure is not", x_is_dk ? "d_k" : sw.param[xp].name,
+                     out->left_out);
+        else
+            qkv_fail(QKV_ERR_VALUE, "sweep: no finished cell has %s to plot", metric);
         code = SWEEP_FAILED;
     }
-    char *data = code == QKV_OK ? sweep_path_join(dir, "sweep_plot.dat") : NULL;
-    collected_cell **order = code == QKV_OK ? malloc((size_t)sw.ncells * sizeof *order) : NULL;
+    bool draw = code == QKV_OK && out->figure;
+    char *data = draw ? sweep_path_join(dir, "sweep_plot.dat") : NULL;
+    collected_cell **order = draw ? malloc((size_t)sw.ncells * sizeof *order) : NULL;
     atomic_file af;
     qkv_status s = QKV_OK;
-    if (code == QKV_OK && (!data || !order)) code = qkv_fail(QKV_ERR_NOMEM, "out of memory");
-    if (code == QKV_OK && (s = atomic_open(&af, data)) != QKV_OK)
+    if (draw && (!data || !order)) code = qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    if (draw && code == QKV_OK && (s = atomic_open(&af, data)) != QKV_OK)
         code = qkv_fail(s, "sweep: %s", qkv_last_error());
     double xmin = INFINITY, xmax = -INFINITY;
     int blocks = 0;
-    if (code == QKV_OK) {
+    if (draw && code == QKV_OK) {
         char xlabel[64];
         config_key(x_is_dk ? "d_k" : sw.param[xp].name, xlabel, sizeof xlabel);
         fprintf(af.f, "# qkv sweep --collect: %s against %s, one block per value of %s\n", metric,
@@ -272,7 +310,7 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
         }
         if ((s = atomic_commit(&af)) != QKV_OK) code = qkv_fail(s, "sweep: %s", qkv_last_error());
     }
-    if (code == QKV_OK) { /* what the plot of the data needs */
+    if (draw && code == QKV_OK) { /* what the plot of the data needs */
         config_key(x_is_dk ? "d_k" : sw.param[xp].name, out->xlabel, sizeof out->xlabel);
         snprintf(out->lines, sizeof out->lines, "%s", lp >= 0 ? sw.param[lp].name : "");
         out->logx = xmin > 0 && xmax >= 8 * xmin;

@@ -119,11 +119,17 @@ typedef struct {
     char lines[48];      /* the option with one line per value, or "" */
     bool logx;           /* x spans a factor of 8 or more */
     int blocks;          /* lines in DIR/sweep_plot.dat */
+    bool figure;         /* false: no --x, and no option of the grid is a number: tables only */
+    long nleft;          /* cells left out of the figure: their x is not a number */
+    char left_out[1024]; /* their names and values, as far as they fit */
 } sweep_collected;
 /* Reads every cell's summary.json of the sweep in `dir` into DIR/sweep.csv and DIR/sweep.md,
- * and `metric` against `x_name` (a grid option or d_k; NULL: the first option), one block per
- * value of `lines_name` (NULL: the next option), into DIR/sweep_plot.dat. SWEEP_FAILED when
- * no finished cell has the metric. */
+ * and `metric` against `x_name` (a grid option or d_k; NULL: the first option whose values are
+ * numbers, and no figure when none is), one block per value of `lines_name` (NULL: the next
+ * option), into DIR/sweep_plot.dat. Cells whose x is not a number are left out of the figure
+ * (out->left_out names them), never out of the tables. SWEEP_FAILED, the tables written, when
+ * no finished cell has the metric or no cell's x is a number. Temporaries of these files that
+ * a killed --collect left are removed first. */
 sweep_status sweep_collect(const char *dir, const char *x_name, const char *lines_name,
                            const char *metric, sweep_option_kind option_kind,
                            sweep_collected *out);

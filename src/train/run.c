@@ -190,22 +190,28 @@ static qkv_status check_losses(const training_run *run, const trainer *t) {
 /* A checkpoint of the run, in the order of the commit protocol (io/rundir.c): metrics.csv
  * and the maps of this step first, model.safetensors, the commit record, last. A kill between
  * them leaves the previous checkpoint as the run's state, and the files written ahead of it
- * are trimmed or rewritten when the run resumes. */
+ * are trimmed or rewritten when the run resumes. A failure between them (the model cannot be
+ * written) puts metrics.csv and the maps back as they were: no record is left ahead of the
+ * model on disk. */
 static qkv_status checkpoint(training_run *run, trainer *t, run_progress progress, void *user) {
     char path[1200];
     snprintf(path, sizeof path, "%s/metrics.csv", run->dir.dir);
     qkv_status s = trainer_check_state(t, QKV_ERR_NUMERIC); /* before anything is written */
     if (s == QKV_OK) s = check_losses(run, t);
-    if (s == QKV_OK) s = metrics_write(&run->metrics, path);
+    if (s != QKV_OK) return s;
+    if (progress) progress(RUN_SAVING, run, t, user);
+    rundir_checkpoint_begin(&run->dir);
+    s = metrics_write(&run->metrics, path);
     if (s == QKV_OK) s = write_attention(t, run->dir.dir);
     if (s == QKV_OK) {
+        int64_t rows = t->metrics_rows;
         t->metrics_rows = run->metrics.n;
         snprintf(path, sizeof path, "%s/model.safetensors", run->dir.dir);
-        if (progress) progress(RUN_SAVING, run, t, user);
         s = trainer_save(t, path);
+        if (s != QKV_OK) t->metrics_rows = rows;
     }
+    rundir_checkpoint_end(&run->dir, s == QKV_OK);
     if (s == QKV_OK) {
-        run->dir.committed = true;
         run->saved_step = t->optim.step;
         if (run->files_begun)
             run_files_committed(&run->files, t->optim.step, t->last_loss, t->last_train_acc);
@@ -384,6 +390,10 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
 
 qkv_status trainer_run_end(training_run *run, const trainer *t, int exit_code, const char *error) {
     qkv_status s = QKV_OK;
+    /* A failed run leaves its directory at the model's step: the snapshots taken after it
+     * are dropped, and run_files_end cuts metrics.jsonl back to the model's rows. */
+    if (exit_code != 0 && run->has_dir && run->started)
+        rundir_trim_snapshots(&run->dir, run->saved_step);
     if (run->files_begun)
         s = run_files_end(&run->files, t->optim.step, t->last_loss, t->last_train_acc, exit_code,
                           error);

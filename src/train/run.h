@@ -25,10 +25,11 @@ typedef enum {
     RUN_BEGIN,     /* the directory is ready; nothing is trained yet */
     RUN_EVALUATED, /* a held-out evaluation after a step (run->last) */
     RUN_STEPPED,   /* a step is done (after its evaluation, if it has one) */
-    RUN_SAVING,    /* the commit record (model.safetensors) is about to be written: RUN_COMMITTED
-                      follows if it is, and the run fails if it is not. A caller that stops on
-                      signals holds them until then, so that the checkpoint it names when
-                      stopped is the one on disk */
+    RUN_SAVING,    /* a checkpoint (metrics.csv, the maps, then model.safetensors) is about to
+                      be written: RUN_COMMITTED follows if it is, and the run fails if it is not,
+                      its files rolled back. A caller that stops on signals holds them until
+                      then, so that the checkpoint it names when stopped is the one on disk and
+                      no checkpoint is left half-replaced */
     RUN_COMMITTED, /* the run directory holds a checkpoint of this step (a resumed run's at
                       RUN_BEGIN's time too, when it writes into its own directory) */
     RUN_TRAINED,   /* the last step is done; the final checkpoint follows */

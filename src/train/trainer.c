@@ -103,13 +103,23 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
         step += qkv_model_step_bytes(&cfg->model, shard_size(cfg->batch, shards, i));
     double eval = qkv_model_step_bytes(&cfg->model, EVAL_BATCH) / 2, have = memory_limit(&what);
     if (params + step + eval > have / 2) {
-        char lower_params[96], lower_step[96], lower_eval[64];
+        char lower_params[128], lower_step[128], lower_eval[128];
         snprintf(lower_params, sizeof lower_params, "%s, %s or %s", field_name("d_model"),
                  field_name("vocab"), field_name("layers"));
         snprintf(lower_step, sizeof lower_step, "%s, %s or %s", field_name("batch"),
                  field_name("seq_len"), field_name("d_model"));
         snprintf(lower_eval, sizeof lower_eval, "%s or %s", field_name("seq_len"),
                  field_name("d_model"));
+        if (cfg->data_path[0]) { /* the file sets the length and the vocabulary, not options */
+            snprintf(lower_params, sizeof lower_params, "%s or %s (the data file sets the "
+                     "vocabulary: %d tokens)", field_name("d_model"), field_name("layers"),
+                     cfg->model.vocab);
+            snprintf(lower_step, sizeof lower_step, "%s or %s, or shorten the data file's "
+                     "longest example (%d tokens)", field_name("batch"), field_name("d_model"),
+                     cfg->model.seq_len);
+            snprintf(lower_eval, sizeof lower_eval, "%s, or shorten the data file's longest "
+                     "example (%d tokens)", field_name("d_model"), cfg->model.seq_len);
+        }
         /* the message reads the config, which trainer_free clears: first the message */
         st = qkv_fail(QKV_ERR_NOMEM, "training needs about %.1f GiB (parameters %.1f, a step "
                         "of %d sequences %.1f, evaluation %.1f), more than half of %s "
