@@ -19,7 +19,7 @@
 #define LABEL_LEN 48
 
 /* DIR/NAME parsed, NULL when there is none (*s QKV_OK) or it cannot be read or parsed (*s set). */
-static cJSON *read_json(const char *dir, const char *name, qkv_status *s) {
+cJSON *plot_read_json(const char *dir, const char *name, qkv_status *s) {
     char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     *s = QKV_OK;
@@ -370,7 +370,7 @@ plot_status plot_analysis(plotter *p, const char *dir, const char *format) {
     plot_status code = QKV_OK;
     for (size_t i = 0; i < sizeof files / sizeof files[0] && code == QKV_OK; i++) {
         qkv_status s;
-        cJSON *j = read_json(dir, files[i].file, &s);
+        cJSON *j = plot_read_json(dir, files[i].file, &s);
         if (s != QKV_OK) return s;
         if (j) code = files[i].draw(p, dir, format, j);
         cJSON_Delete(j);
