@@ -25,6 +25,8 @@
 #define HTML_MAX_FRAMES 60   /* snapshots beyond this are thinned evenly, first and last kept */
 #define HTML_MARKER "/*QKV_DATA*/null"
 #define HTML_MAX_VOCAB 256 /* larger circuits stay out of the page (qkv plot draws them) */
+#define HTML_MAX_CIRCUIT_CELLS (1 << 20) /* and so do all circuits beyond this many numbers */
+#define HTML_DIGITS 4 /* significant digits of the analysis numbers in the page */
 
 /* The analysis files the page shows when the directory holds them, as the page names them. */
 static const char *const ANALYSES[] = {"ablate", "patch", "attribute", "circuits"};
@@ -181,6 +183,18 @@ static void json_metrics(FILE *out, const char *dir) {
     fclose(f);
 }
 
+/* Every number of j rounded to HTML_DIGITS significant digits: the page draws colours and
+ * shows 3 digits, and a circuit of 128 tokens per head would otherwise be megabytes. */
+static void round_numbers(cJSON *j) {
+    double v = j->valuedouble;
+    if (cJSON_IsNumber(j) && isfinite(v) && v != floor(v)) { /* counts and indices stay */
+        char text[32];
+        snprintf(text, sizeof text, "%.*g", HTML_DIGITS, v);
+        cJSON_SetNumberValue(j, strtod(text, NULL));
+    }
+    for (cJSON *c = j->child; c; c = c->next) round_numbers(c);
+}
+
 /* A parsed JSON value written so that it can stand inside <script>: '<', '>' and '&', which
  * JSON has only inside strings, become \u escapes, so no token string can close the script. */
 static void json_safe(FILE *out, const cJSON *j) {
@@ -219,11 +233,14 @@ static qkv_status read_analyses(const char *dir, cJSON *j[N_ANALYSES]) {
         if (!ok)
             return qkv_fail(QKV_ERR_FORMAT, "plot: %s/%s: not a file of qkv %s --out", dir, name,
                             ANALYSES[i]);
+        round_numbers(j[i]);
         if (i != 3) continue;
-        /* the circuits: the positional part is left out; a vocabulary too large to draw
-         * keeps only the scores */
-        bool big = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j[i], "vocab")) >
-                   HTML_MAX_VOCAB;
+        /* the circuits: the positional part is left out; a vocabulary too large to draw, or
+         * too many numbers in all, keeps only the scores */
+        int64_t V = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j[i], "vocab"));
+        int64_t R = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j[i], "query_labels"));
+        int64_t heads = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j[i], "heads"));
+        bool big = V > HTML_MAX_VOCAB || heads * (R + V) * V > HTML_MAX_CIRCUIT_CELLS;
         cJSON *head;
         cJSON_ArrayForEach(head, cJSON_GetObjectItemCaseSensitive(j[i], "heads")) {
             cJSON_DeleteItemFromObjectCaseSensitive(head, "qk_pos");
@@ -233,6 +250,7 @@ static qkv_status read_analyses(const char *dir, cJSON *j[N_ANALYSES]) {
             }
         }
         if (big) cJSON_AddNumberToObject(j[i], "too_large", HTML_MAX_VOCAB);
+        if (big) cJSON_AddNumberToObject(j[i], "too_many_cells", HTML_MAX_CIRCUIT_CELLS);
     }
     return QKV_OK;
 }
