@@ -254,6 +254,13 @@ upright=$(grep -A1 'rotate(-90)' "$PAD/plots/attention_layer1_head1.svg" | grep 
 # one layer: no induction score is drawn as a number
 grep -q 'not defined for one layer' "$PAD/plots/curves.svg" && ! grep -q 'formed (0.5)' "$PAD/plots/curves.svg" ||
     fail "curves.svg of one layer draws an induction score"
+# ... nor printed: the summary's JSON and eval's table and JSON give none (null, '-')
+tr -d ' \t\n' <"$PAD/summary.json" | grep -o '"induction":[^,}]*' | sort -u | tr '\n' ' ' | grep -qx '"induction":null ' ||
+    fail "summary.json of one layer gives an induction score: $(tr -d ' \t\n' <"$PAD/summary.json" | grep -o '"induction":[^,}]*' | sort -u)"
+"$QKV" eval --model "$PAD" --data "$TMP/padded_held.tsv" --json | grep -o '"induction":[^,}]*' | sort -u |
+    tr '\n' ' ' | grep -qx '"induction":null ' || fail "eval --json of one layer gives an induction score"
+"$QKV" eval --model "$PAD" --data "$TMP/padded_held.tsv" | awk '$1 == "1.1" { ok = NF == 5 && $5 == "-" } END { exit !ok }' ||
+    fail "eval's table of one layer prints an induction score: $("$QKV" eval --model "$PAD" --data "$TMP/padded_held.tsv" | grep '^  1.1')"
 # the circuits: the padding token's row and column hold no value; every row is drawn
 awk '$1 == "<pad>" { for (i = 2; i <= NF; i++) if ($i != "NaN") bad = 1; seen = 1 }
      NR == 2 && $2 != "<pad>" { bad = 1 }

@@ -85,8 +85,11 @@ static void print_data_result(const trainer *t, const eval_file *f, const eval_d
         for (int h = 0; h < c->heads && h < EVAL_MAX_HEADS; h++) {
             char name[32];
             snprintf(name, sizeof name, "%d.%d", l + 1, h + 1);
-            printf("  %-6s %9.4f %11.4f %10.4f %10.4f\n", name, r->entropy[l][h],
-                   r->heads.prev_token[l][h], r->heads.duplicate[l][h], r->heads.induction[l][h]);
+            printf("  %-6s %9.4f %11.4f %10.4f", name, r->entropy[l][h],
+                   r->heads.prev_token[l][h], r->heads.duplicate[l][h]);
+            /* an induction head reads what an earlier layer wrote: none with one layer */
+            if (c->layers > 1) printf(" %10.4f\n", r->heads.induction[l][h]);
+            else printf(" %10s\n", "-");
         }
 }
 

@@ -291,7 +291,8 @@ cJSON *eval_data_json(const trainer *t, const eval_file *f, const eval_data_resu
             add_number(x, "entropy", r->entropy[l][h]);
             add_number(x, "prev_token", r->heads.prev_token[l][h]);
             add_number(x, "duplicate", r->heads.duplicate[l][h]);
-            add_number(x, "induction", r->heads.induction[l][h]);
+            /* not defined with one layer: an induction head reads an earlier layer */
+            add_number(x, "induction", c->layers > 1 ? r->heads.induction[l][h] : NAN);
             cJSON_AddItemToArray(hs, x);
         }
     return o;

@@ -188,11 +188,17 @@ static void add_head_scores(cJSON *j, const trainer *t, const eval_result *r) {
             if (!o) return;
             cJSON_AddNumberToObject(o, "layer", l + 1);
             cJSON_AddNumberToObject(o, "head", h + 1);
-            for (int s = 0; s < SCORE_KINDS; s++)
-                add_number(o, score_key((head_score)s), score_table(r, (head_score)s)[l][h]);
+            for (int s = 0; s < SCORE_KINDS; s++) /* induction: not defined with one layer */
+                add_number(o, score_key((head_score)s),
+                           s == SCORE_INDUCTION && L < 2 ? NAN
+                                                         : score_table(r, (head_score)s)[l][h]);
             cJSON_AddItemToArray(all, o);
         }
     for (int s = 0; best && s < SCORE_KINDS; s++) {
+        if (s == SCORE_INDUCTION && L < 2) { /* as the summary's line, which leaves it out */
+            cJSON_AddNullToObject(best, score_key((head_score)s));
+            continue;
+        }
         const double(*score)[EVAL_MAX_HEADS] = score_table(r, (head_score)s);
         int bl = 0, bh = 0;
         for (int l = 0; l < L; l++)
