@@ -19,7 +19,8 @@ writes their pages, and drives headless Chromium through chromedriver's W3C WebD
     head (ablation, patching), per head and position, one bar per part, a V x V OV and an
     R x V QK circuit, (L-1)H x (L-1)H composition scores; a click on a head in a view selects
     it and redraws the circuits for it; the save buttons give a PNG (its pixels drawn) and a
-    well-formed SVG holding the view's cells;
+    well-formed SVG holding the view's cells; no two labels of a view overlap and none is
+    clipped, there and in crowded views (128 positions of long labels, 130 bars);
   - on a padded data file (self-attention, examples of 2 to 7 tokens), the padding queries and
     keys are marked in the page's data, greyed in the head view and hatched in the heatmap,
     and the vocabulary's padding token is hatched in the circuits; a one-layer model has no
@@ -335,7 +336,33 @@ def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions):
         rects = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if "hcell" in r.get("class", "")]
         if got[0] != f"{view}.svg" or not root.tag.endswith("svg") or (cells and len(rects) != cells):
             fail(f"{name}: the SVG of {view} ({got[0]!r}) holds {len(rects)} cells, not {cells}")
+    check_labels_fit(wd, name)
     print(f"browser_test: {name}: analysis views {want}, head click and PNG/SVG saves checked")
+
+
+def check_labels_fit(wd, name):
+    """In every analysis view, no two row labels and no two column labels overlap, and none
+    reaches outside its view (clipped)."""
+    bad = wd.run("""
+        const out = [];
+        for (const s of document.querySelectorAll('figure.view svg')) {
+          const box = s.getBoundingClientRect();
+          for (const cls of ['rowlab', 'collab']) {
+            const r = [...s.querySelectorAll('text.' + cls)].map(t => [t.textContent, t.getBoundingClientRect()]);
+            for (const [t, b] of r)
+              if (b.left < box.left - 1 || b.right > box.right + 1 || b.top < box.top - 1 || b.bottom > box.bottom + 1)
+                out.push(`${s.id}: ${t} is clipped`);
+            for (let i = 1; i < r.length; i++) {
+              const a = r[i - 1][1], b = r[i][1];
+              if (a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5)
+                out.push(`${s.id}: ${r[i - 1][0]} and ${r[i][0]} overlap`);
+            }
+          }
+        }
+        return out;""")
+    if bad:
+        fail(f"{name}: labels that overlap or are clipped: {bad[:6]} ({len(bad)} in all)")
+    return len(bad) == 0
 
 
 def check_padding(wd, name, dat, vocab_pad, token):
@@ -468,6 +495,19 @@ def main():
             cross_map(os.path.join(cross, "snapshots", f"step{step}_layer1_head{h}.dat"), step, h)
     subprocess.run([QKV, "plot", cross, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
     pages.append((os.path.join(cross, "plots", "attention.html"), "cross-attention", 1, 3))
+    # Crowded views: the 2 x 2 reverse run with a patching map over 128 positions of long labels
+    # and 130 attribution parts: labels are thinned or upright, never overlapping or clipped.
+    crowded = os.path.join(tmp, "crowded")
+    shutil.copytree(os.path.join(tmp, "reverse"), crowded)
+    with open(os.path.join(crowded, "patch.json"), "w") as f:
+        json.dump({"clean": 1, "corrupt": 0, "positions": [f"{t}:token{t % 17}" for t in range(128)],
+                   "results": [{"layer": l, "head": h, "position": t, "exact": ((l * 7 + h * 3 + t) % 11) / 10 - 0.3,
+                                "attribution": None} for l in (1, 2) for h in (1, 2) for t in range(128)]}, f)
+    with open(os.path.join(crowded, "attribute.json"), "w") as f:
+        json.dump({"logit": 1, "sum": 1, "parts": [{"name": f"part{k}", "layer": None, "head": None,
+                                                    "value": (k % 9) / 10 - 0.4} for k in range(130)]}, f)
+    subprocess.run([QKV, "plot", crowded, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
+    crowded_page = os.path.join(crowded, "plots", "attention.html")
     port = free_port()
     proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -481,6 +521,13 @@ def main():
                 pass
             time.sleep(0.1)
         wd.start()
+        wd.s("POST", "/url", {"url": "file://" + crowded_page})
+        got = wd.run("return [document.querySelectorAll('#svg-patch rect.hcell').length,"
+                     " document.querySelectorAll('#svg-attribute rect.bar').length]")
+        if got != [4 * 128, 130]:
+            fail(f"crowded: the views have {got[0]} cells and {got[1]} bars, not 512 and 130")
+        if check_labels_fit(wd, "crowded"):
+            print("browser_test: crowded: 4 heads x 128 positions and 130 bars, labels thinned, none overlapping")
         for page in pages:
             check_page(wd, *page)
             if page[1] in ("translate", "data"):  # real cross-attention runs: 8 x 16, 4 x 8
