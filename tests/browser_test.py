@@ -398,6 +398,22 @@ def check_padding(wd, name, dat, vocab_pad, token):
         pads = wd.run("return document.querySelectorAll('#svg-circuit-ov rect.hcell.pad').length")
         if pads != 2 * vocab_pad - 1:
             fail(f"{name}: the OV circuit hatches {pads} cells, not the padding token's {2 * vocab_pad - 1}")
+    # long labels are never clipped: the head view's tokens lie inside it, and the heatmap's
+    # margins are as wide as its longest labels
+    clipped = wd.run("""
+        const v = document.getElementById('headview').getBoundingClientRect();
+        const out = [...document.querySelectorAll('#headview text.tok')].filter(t => {
+          const b = t.getBoundingClientRect();
+          return b.left < v.left - 1 || b.right > v.right + 1; }).map(t => t.textContent);
+        const c = document.getElementById('heatmap'), g = document.createElement('canvas').getContext('2d');
+        const m = window.qkv.data.attention[0], px = Number(c.dataset.px);
+        g.font = `${Math.min(12, px - 2)}px system-ui, sans-serif`;
+        const wq = Math.max(...m.q.map(t => g.measureText(t).width)), wk = Math.max(...m.k.map(t => g.measureText(t).width));
+        if (Number(c.dataset.left) < wq) out.push(`heatmap left margin ${c.dataset.left} < ${wq}`);
+        if (Number(c.dataset.top) < wk * 0.87) out.push(`heatmap top margin ${c.dataset.top} < ${wk * 0.87}`);
+        return out;""")
+    if clipped:
+        fail(f"{name}: clipped labels: {clipped}")
     # one layer: no induction chart; the score charts run from 0 to 1
     charts = wd.run("return [...document.querySelectorAll('#metrics svg')].map(s => [s.dataset.title,"
                     " [...s.querySelectorAll('text.axis-label')].slice(0, 2).map(t => t.textContent)]);")
@@ -434,7 +450,7 @@ def main():
     # fixed one, which the maps show).
     # (a script that ran would call P, which does not exist: a console error)
     token = "<img/src/onerror=P()>"
-    vocab = ["ab", "</script><b>", token, "e&f", "gh"]
+    vocab = ["ab", "</script><b>", token, "e&f", "a-rather-long-token"]
     padded, padded_held = os.path.join(tmp, "padded.tsv"), os.path.join(tmp, "padded_held.tsv")
     for path, count in ((padded, 400), (padded_held, 40)):
         with open(path, "w") as f:
