@@ -218,11 +218,16 @@ check_png "$BIG/plots/attribute.png"
 [ "$(be32 "$BIG/plots/patch.png" 16)" -ge 1000 ] || fail "the 64-head patching map did not grow"
 [ "$(sed -n 2p "$BIG/plots/patch.dat" | wc -w)" -eq 129 ] || fail "patch.dat of 128 positions"
 [ "$(grep -c . "$BIG/plots/patch.dat")" -eq 66 ] || fail "patch.dat of 64 heads"
-# a file that is not what its command writes: one line, exit 4, no picture of it
+# the page holds the same views (a 2 x 2 model: its heads of the 64 are the ones it draws)
+"$QKV" plot "$BIG" --format html >/dev/null || fail "plot --format html with the 64-head files exited $?"
+grep -q '"patch":{"clean":1' "$BIG/plots/attention.html" || fail "the page does not hold patch.json"
+# a file that is not what its command writes: one line, exit 4, no picture or page of it
 printf '{"heads": 3}' >"$BIG/ablate.json"
 bad 4 plot "$BIG"
+bad 4 plot "$BIG" --format html
 printf 'not json' >"$BIG/ablate.json"
 bad 4 plot "$BIG"
+bad 4 plot "$BIG" --format html
 
 # ---- padding and undefined values: a one-layer model of a data file whose examples have 2 to
 # 7 tokens (its held-out file starts with a short one, the fixed example the maps show) ----
