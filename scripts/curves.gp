@@ -9,6 +9,7 @@
 #     CHANCE_LOSS  the loss of a uniform guess (ln V), drawn as a dashed line
 #     LAYERS HEADS the model's grid, when METRICS holds the head scores (0 0: it does not): a
 #                  second row shows the previous-token, duplicate-token and induction scores
+#                  (induction only with two layers or more: with one it is not defined)
 #                  of every head over the steps, coloured by layer, where the step at which
 #                  an induction head forms can be read off
 #     MASS         1 when the mass_l<L> columns hold the ideal-pattern mass per layer (the
@@ -120,10 +121,19 @@ if (scores) {
     # An induction head forms where its score climbs past 0.5 (the summary names that step).
     set origin 2.0 / 3, 0
     set title 'induction score (prefix matching)'
-    plot for [l = 1:layers] for [h = 1:heads] \
-         csv using (x(column('step'))):(column(sprintf('ind_l%dh%d', l, h))) \
-         with lines lw 1.5 lc rgb layer_colour(l) dt 1 + (h - 1) % 5 title name(l, h), \
-         0.5 with lines @chance title 'formed (0.5)'
+    if (layers >= 2) {
+        plot for [l = 1:layers] for [h = 1:heads] \
+             csv using (x(column('step'))):(column(sprintf('ind_l%dh%d', l, h))) \
+             with lines lw 1.5 lc rgb layer_colour(l) dt 1 + (h - 1) % 5 title name(l, h), \
+             0.5 with lines @chance title 'formed (0.5)'
+    } else {
+        # An induction head matches on what a previous-token head of an earlier layer wrote:
+        # with one layer the score is not defined, and its numbers are not drawn.
+        set label 9 "not defined for one layer:\nan induction head reads what a\nprevious-token head of an\nearlier layer wrote" \
+            at graph 0.5, graph 0.5 center font ',10' textcolor rgb '#66717d'
+        plot 2 with lines notitle   # the empty panel (2 is above the range)
+        unset label 9
+    }
 }
 
 unset multiplot

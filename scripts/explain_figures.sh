@@ -46,6 +46,7 @@ if "$QKV" patch --help >/dev/null 2>&1; then
         --out "$RUN/patch.json"
 fi
 "$QKV" plot "$RUN"
+"$QKV" plot "$RUN" --format html   # the same views in the interactive page
 P=$RUN/plots
 cp "$P/curves.png" "$FIG/explain_induction_curves.png"
 cp "$P/attention_layer1_head1.png" "$FIG/explain_attention_l1h1.png"

@@ -1,7 +1,7 @@
 # matrix.gp - a labelled matrix as a heatmap: the analysis views of qkv plot (QK and OV circuits
 # over the vocabulary, composition scores, the ablation grid, the patching map).
 #
-#   gnuplot -c matrix.gp OUT FORMAT DATA TITLE XLABEL YLABEL CBLABEL MODE [VALUES]
+#   gnuplot -c matrix.gp OUT FORMAT DATA TITLE XLABEL YLABEL CBLABEL MODE [VALUES [LONGEST]]
 #     OUT      the image to write
 #     FORMAT   png (pngcairo) or svg
 #     DATA     a matrix written by qkv plot: a '#' comment, a header line "row\column c c ...",
@@ -10,13 +10,17 @@
 #     MODE     diverging (a scale symmetric about 0: blue below, red above) or sequential
 #              (0 white to 1 dark, for scores in [0, 1])
 #     VALUES   1: print each value in its cell while the matrix is small (12 x 12 at most)
+#     LONGEST  (in the same argument, after a space) the length of the longest label: column
+#              labels stand upright when side by side they would run together
 out = ARG1; fmt = ARG2; data = ARG3; ttl = ARG4
 xl = ARG5; yl = ARG6; cbl = ARG7; mode = ARG8
-values = ARGC >= 9 ? int(ARG9) : 1
+values = ARGC >= 9 ? int(word(ARG9, 1)) : 1
+longest = ARGC >= 9 && words(ARG9) >= 2 ? int(word(ARG9, 2)) : 0
 
 stats data matrix rowheaders columnheaders nooutput
 nc = STATS_size_x
-nr = STATS_size_y
+# rows from the count of cells: STATS_size_y leaves out rows that hold a NaN
+nr = int((STATS_records + STATS_invalid) / nc + 0.5)
 big = STATS_max > -STATS_min ? STATS_max : -STATS_min
 if (big <= 0 || big != big) { big = 1 }
 
@@ -44,7 +48,8 @@ if (mode eq 'sequential') {
     set palette defined (-1 '#2166ac', -0.5 '#92c5de', 0 '#f7f7f7', 0.5 '#f4a582', 1 '#b2182b')
 }
 set tics scale 0 nomirror
-if (nc > 12) { set xtics rotate by 90 right }
+# about 7 pixels a character, over a plot some 160 pixels narrower than the picture
+if (nc > 12 || nc * (longest * 7 + 8) > w - 160) { set xtics rotate by 90 right }
 if (nc > 32 || nr > 32) { set tics font ',7' }
 if (nc > 64) { set xtics 0, nc / 32 }   # every few columns past 64: labels would overlap
 if (nr > 64) { set ytics 0, nr / 32 }

@@ -2,19 +2,31 @@
 # 8 x 8: the panels share one colour bar, token labels appear only on the outer panels (and
 # not at all when a panel is too small for them), and the title fits the width.
 #
-#   gnuplot -c overview.gp OUT FORMAT DIR TASK LAYERS HEADS [CAUSAL [SUBJECT]]
+#   gnuplot -c overview.gp OUT FORMAT DIR TASK LAYERS HEADS [CAUSAL [SUBJECT [TOKENS]]]
 #     DIR     the attention/ directory of a run: DIR/layer<L>_head<H>.dat (see attention.gp)
 #     TASK    the task's name, for the title
 #     LAYERS, HEADS   the grid: one row per layer, one column per head
 #     CAUSAL  1 if a causal mask dropped every key after the query (drawn hatched grey)
 #     SUBJECT what the maps are of (default: the held-out example)
+#     TOKENS  the longest label and the padding (below)
 out = ARG1; fmt = ARG2; dir = ARG3; task = ARG4; L = int(ARG5); H = int(ARG6)
 causal = ARGC >= 7 ? int(ARG7) : 0
 subject = ARGC >= 8 ? ARG8 : 'the held-out example'
+# TOKENS (from qkv plot): "LONGEST KEYS QUERIES", the length of the longest token label, then
+# one flag per key and per query, 1 for padding ('-': none). Padding holds no token: its cells
+# are hatched as masked ones are, never drawn as weights.
+tokens = ARGC >= 9 ? ARG9 : '0 - -'
+longest = int(word(tokens, 1))
+padk = word(tokens, 2); padq = word(tokens, 3)
+padded(k, q) = padk[int(k)+1:int(k)+1] eq '1' || padq[int(q)+1:int(q)+1] eq '1'
+anypad = strstrt(padk.padq, '1') > 0
 
 pw = H > 5 ? 1500 / H : 300         # panel size in pixels
 pw = pw < 150 ? 150 : pw
-left = 70; right = 90; top = 70; bottom = 50   # room for labels, the colour bar, the title
+# room for labels (as long as the longest, about 6 pixels a character), the colour bar, the title
+left = 70 > longest * 6 + 20 ? 70 : longest * 6 + 20
+bottom = 50 > longest * 6 + 20 ? 50 : longest * 6 + 20
+right = 90; top = 70
 W = pw * H + left + right
 Hh = pw * L + top + bottom
 if (fmt eq 'svg') {
@@ -37,15 +49,16 @@ cell = (pw - 20.0) / n              # pixels per cell
 labels = cell >= 12                 # room for a token label per cell
 if (cell < 20) { set tics font ',7' }
 unset key
-masked(k, q, w) = causal && k > q + kshift ? NaN : w
-if (causal) {
+masked(k, q, w) = (causal && k > q + kshift) || padded(k, q) ? NaN : w
+if (causal || anypad) {
     set object 1 rectangle from graph 0, graph 0 to graph 1, graph 1 behind \
         fillcolor rgb '#8c96a0' fillstyle pattern 5 noborder
 }
 
 # The title: one line when the grid is wide enough, else two shorter ones.
-long = sprintf('%s: attention of %s (rows: queries, columns: keys%s)', task, subject, causal ? '; hatched: masked' : '')
-short = sprintf("%s: attention of %s\n(rows: queries, columns: keys%s)", task, subject, causal ? '; hatched: masked' : '')
+hatched = causal && anypad ? '; hatched: masked or padding' : causal ? '; hatched: masked' : anypad ? '; hatched: padding' : ''
+long = sprintf('%s: attention of %s (rows: queries, columns: keys%s)', task, subject, hatched)
+short = sprintf("%s: attention of %s\n(rows: queries, columns: keys%s)", task, subject, hatched)
 ttl = strlen(long) * 7 < W ? long : short
 tfont = W < 420 ? ',10' : ',12'
 

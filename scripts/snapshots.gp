@@ -1,7 +1,7 @@
 # snapshots.gp - an animated GIF of the attention forming during training: one frame per
 # snapshot step, each frame a grid of every layer x head (placed as in overview.gp).
 #
-#   gnuplot -c snapshots.gp OUT FORMAT DIR TASK LAYERS HEADS STEPS [CAUSAL]
+#   gnuplot -c snapshots.gp OUT FORMAT DIR TASK LAYERS HEADS STEPS [CAUSAL [TOKENS]]
 #     FORMAT  ignored: the animation is always a GIF
 #     DIR     the snapshots/ directory of a run: DIR/step<N>_layer<L>_head<H>.dat
 #     STEPS   the steps N to show, in order, separated by spaces, e.g. "0 100 200 200 200"
@@ -9,11 +9,22 @@
 # The GIF stays small: panels of at most 240 pixels (90 in an 8 x 8 grid), one colour bar,
 # token labels only on the outer panels and only when a panel has room for them, and the
 # frames src/plot/plots.c picks (at most 40, fewer for bigger grids).
+#     TOKENS  the longest label and the padding (below)
 out = ARG1; dir = ARG3; task = ARG4; L = int(ARG5); H = int(ARG6); steps = ARG7
 causal = ARGC >= 8 ? int(ARG8) : 0
+# TOKENS (from qkv plot): "LONGEST KEYS QUERIES", the length of the longest token label, then
+# one flag per key and per query, 1 for padding ('-': none). Padding holds no token: its cells
+# are hatched as masked ones are, never drawn as weights.
+tokens = ARGC >= 9 ? ARG9 : '0 - -'
+longest = int(word(tokens, 1))
+padk = word(tokens, 2); padq = word(tokens, 3)
+padded(k, q) = padk[int(k)+1:int(k)+1] eq '1' || padq[int(q)+1:int(q)+1] eq '1'
+anypad = strstrt(padk.padq, '1') > 0
 
 pw = L * H == 1 ? 240 : H > 4 ? 720 / H : 180
-left = 60; right = 60; top = 44; bottom = 50
+left = 60 > longest * 5 + 24 ? 60 : longest * 5 + 24      # the longest label fits
+bottom = 50 > longest * 5 + 24 ? 50 : longest * 5 + 24
+right = 60; top = 44
 W = pw * H + left + right
 Hh = pw * L + top + bottom
 set terminal gif animate delay 25 loop 0 optimize size W, Hh noenhanced font 'DejaVuSans,8'
@@ -31,8 +42,8 @@ set palette defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 '#2171b5',
 cell = (pw - 16.0) / n              # pixels per cell
 labels = cell >= 14
 unset key
-masked(k, q, w) = causal && k > q + kshift ? NaN : w
-if (causal) {
+masked(k, q, w) = (causal && k > q + kshift) || padded(k, q) ? NaN : w
+if (causal || anypad) {
     set object 1 rectangle from graph 0, graph 0 to graph 1, graph 1 behind \
         fillcolor rgb '#8c96a0' fillstyle pattern 5 noborder
 }

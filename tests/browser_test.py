@@ -13,7 +13,20 @@ writes their pages, and drives headless Chromium through chromedriver's W3C WebD
   - clicking a query token highlights its row;
   - a screenshot is not blank (many distinct colours);
   - for translate and the data file, the map is n_q x n_k with the run's query and key labels,
-    in the page's data and in the head view.
+    in the page's data and in the head view;
+  - with the files of qkv ablate, patch (by head and by head and position), attribute and
+    circuits --out in the run (the 2 x 2 reverse run), the analysis views draw one cell per
+    head (ablation, patching), per head and position, one bar per part, a V x V OV and an
+    R x V QK circuit, (L-1)H x (L-1)H composition scores; a click on a head in a view selects
+    it and redraws the circuits for it; the save buttons give a PNG (its pixels drawn) and a
+    well-formed SVG holding the view's cells; no two labels of a view overlap and none is
+    clipped, there and in crowded views (128 positions of long labels, 130 bars);
+  - on a padded data file (self-attention, examples of 2 to 7 tokens), the padding queries and
+    keys are marked in the page's data, greyed in the head view and hatched in the heatmap,
+    and the vocabulary's padding token is hatched in the circuits; a one-layer model has no
+    induction chart and its score charts run from 0 to 1;
+  - tokens `</script><b>` and `<img/src/onerror=P()>` in that file run no script and add no
+    element: they are drawn as text.
 Exits 77 (ctest: skipped) when chromium or chromedriver is not installed, unless
 QKV_REQUIRE_BROWSER=1 (CI installs them with scripts/setup.sh, so there it fails instead).
 """
@@ -30,6 +43,7 @@ import time
 import urllib.error
 import urllib.request
 import zlib
+import xml.etree.ElementTree as ET
 
 QKV = sys.argv[1] if len(sys.argv) > 1 else sys.exit("usage: browser_test.py path/to/qkv")
 fails = 0
@@ -103,6 +117,12 @@ class WebDriver:
     def element(self, css):
         v = self.s("POST", "/element", {"using": "css selector", "value": css})
         return next(iter(v.values()))
+
+    def run_async(self, script, *args):
+        return self.s("POST", "/execute/async", {"script": script, "args": list(args)})
+
+    def click(self, css):
+        self.s("POST", f"/element/{self.element(css)}/click", {})
 
     def logs(self):
         return self.s("POST", "/se/log", {"type": "browser"}) or []
@@ -232,6 +252,188 @@ def check_score_charts(wd, name, heads_per_chart):
     if scores != want:
         fail(f"{name}: the head-score charts are {scores}, not {want} (all charts: {charts})")
 
+def saved_file(wd, css):
+    """Clicks save button css and returns (name, bytes) of what it saved (window.qkv.saved)."""
+    n = wd.run("return window.qkv.saved.length")
+    wd.click(css)
+    return wd.run_async("""
+        const done = arguments[arguments.length - 1], n = arguments[0];
+        const wait = (k) => {
+          const s = window.qkv.saved;
+          if (s.length > n) {
+            const r = new FileReader(), last = s[s.length - 1];
+            r.onload = () => done([last.name, r.result.split(',')[1]]);
+            r.readAsDataURL(last.blob);
+          } else if (k > 100) done(null); else setTimeout(() => wait(k + 1), 50);
+        };
+        wait(0);""", n)
+
+
+def png_size(png):
+    return struct.unpack(">II", png[16:24])
+
+
+def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions):
+    """The analysis views of a run holding ablate.json, patch.json (by head and position),
+    attribute.json and circuits.json: their cells, a click on a head, the save buttons."""
+    wd.run("window.qkv.select(0, 0);")
+    count = ("const n = (id, sel) => document.querySelectorAll(`#svg-${id} ${sel}`).length;"
+             "return {ablate: n('ablate', 'rect.hcell'), patch: n('patch', 'rect.hcell'),"
+             " attribute: n('attribute', 'rect.bar'), qk: n('circuit-qk', 'rect.hcell'),"
+             " ov: n('circuit-ov', 'rect.hcell'), q: n('composition-q', 'rect.hcell'),"
+             " k: n('composition-k', 'rect.hcell'), v: n('composition-v', 'rect.hcell'),"
+             " hidden: document.getElementById('analysis-section').hidden};")
+    got = wd.run(count)
+    c = (layers - 1) * heads
+    want = {"ablate": layers * heads, "patch": layers * heads * positions, "attribute": len(parts),
+            "qk": qrows * vocab, "ov": vocab * vocab, "q": c * c, "k": c * c, "v": c * c,
+            "hidden": False}
+    if got != want:
+        fail(f"{name}: the analysis views have {got}, not {want}")
+    # a click on head (layers, heads) in the ablation grid selects it and redraws its circuits
+    # (parts: the attribution's parts, to find the bar of head 1 of the last layer)
+    title = lambda: wd.run("return document.querySelector('#svg-circuit-ov text.title').textContent")
+    ov = lambda: wd.run("return [...document.querySelectorAll('#svg-circuit-ov rect.hcell')].map(r => r.getAttribute('fill')).join()")
+    before_title, before = title(), ov()
+    wd.click(f'#svg-ablate rect.hcell[data-i="{layers - 1}"][data-j="{heads - 1}"]')
+    head = wd.run("return document.getElementById('head-title').textContent")
+    if head != f"layer {layers}, head {heads}":
+        fail(f"{name}: a click on head {layers}.{heads} in the ablation grid selected {head!r}")
+    if title() != f"OV circuit of layer {layers}, head {heads}" or ov() == before:
+        fail(f"{name}: the click left the OV circuit as it was ({before_title!r} -> {title()!r})")
+    chosen = wd.run("return document.querySelectorAll('#svg-ablate rect.chosen').length")
+    if chosen != 1:
+        fail(f"{name}: the ablation grid outlines {chosen} heads, not 1")
+    # and a click on a head's bar in the attribution
+    bar = [k for k, p in enumerate(parts) if p["layer"] == layers and p["head"] == 1][0]
+    wd.click(f'#svg-attribute rect.bar[data-k="{bar}"]')
+    head = wd.run("return document.getElementById('head-title').textContent")
+    if head != f"layer {layers}, head 1":
+        fail(f"{name}: a click on the bar of head {layers}.1 selected {head!r}")
+    # the save buttons: a PNG of the drawn view (twice its size), a well-formed SVG of it
+    for view, cells in (("ablate", want["ablate"]), ("circuit-ov", want["ov"]), ("attribute", 0)):
+        size = wd.run(f"const s = document.getElementById('svg-{view}'); return [Number(s.getAttribute('width')), Number(s.getAttribute('height'))];")
+        got = saved_file(wd, f"#save-{view}-png")
+        if not got:
+            fail(f"{name}: save PNG of {view} saved nothing")
+        else:
+            png = base64.b64decode(got[1])
+            if got[0] != f"{view}.png" or png[:8] != b"\x89PNG\r\n\x1a\n":
+                fail(f"{name}: save PNG of {view} gave {got[0]!r}, starting {png[:8]!r}")
+            elif png_size(png) != (2 * size[0], 2 * size[1]) or png_colours(png) < 8:
+                fail(f"{name}: the PNG of {view} is {png_size(png)} with {png_colours(png)} colours, "
+                     f"not {2 * size[0]} x {2 * size[1]} drawn")
+        got = saved_file(wd, f"#save-{view}-svg")
+        if not got:
+            fail(f"{name}: save SVG of {view} saved nothing")
+            continue
+        text = base64.b64decode(got[1]).decode()
+        try:
+            root = ET.fromstring(text)
+        except ET.ParseError as e:
+            fail(f"{name}: the SVG of {view} is not well-formed: {e}")
+            continue
+        rects = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if "hcell" in r.get("class", "")]
+        if got[0] != f"{view}.svg" or not root.tag.endswith("svg") or (cells and len(rects) != cells):
+            fail(f"{name}: the SVG of {view} ({got[0]!r}) holds {len(rects)} cells, not {cells}")
+    check_labels_fit(wd, name)
+    print(f"browser_test: {name}: analysis views {want}, head click and PNG/SVG saves checked")
+
+
+def check_labels_fit(wd, name):
+    """In every analysis view, no two row labels and no two column labels overlap, and none
+    reaches outside its view (clipped)."""
+    bad = wd.run("""
+        const out = [];
+        for (const s of document.querySelectorAll('figure.view svg')) {
+          const box = s.getBoundingClientRect();
+          for (const cls of ['rowlab', 'collab']) {
+            const r = [...s.querySelectorAll('text.' + cls)].map(t => [t.textContent, t.getBoundingClientRect()]);
+            for (const [t, b] of r)
+              if (b.left < box.left - 1 || b.right > box.right + 1 || b.top < box.top - 1 || b.bottom > box.bottom + 1)
+                out.push(`${s.id}: ${t} is clipped`);
+            for (let i = 1; i < r.length; i++) {
+              const a = r[i - 1][1], b = r[i][1];
+              if (a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5)
+                out.push(`${s.id}: ${r[i - 1][0]} and ${r[i][0]} overlap`);
+            }
+          }
+        }
+        return out;""")
+    if bad:
+        fail(f"{name}: labels that overlap or are clipped: {bad[:6]} ({len(bad)} in all)")
+    return len(bad) == 0
+
+
+def check_padding(wd, name, dat, vocab_pad, token):
+    """Padding on a self-attention data file: marked, greyed and hatched; no induction chart
+    for one layer; score axes 0 to 1; the hostile token drawn as text."""
+    lines = [l.split() for l in open(dat) if not l.startswith("#")]
+    keys = lines[0][1:]
+    pad = [k.endswith(":<pad>") for k in keys]
+    if not any(pad) or all(pad):
+        fail(f"{name}: the fixed example {keys} has no padding to check")
+        return
+    got = wd.run("return window.qkv.data.padding")
+    if got != {"q": [int(p) for p in pad], "k": [int(p) for p in pad]}:
+        fail(f"{name}: the page marks padding {got}, not {pad}")
+    wd.run("window.qkv.select(0, 0);")
+    greyed = wd.run("return [...document.querySelectorAll('#headview text.tok.pad')].map(e => e.id)")
+    want = [f"q-tok-{i}" for i, p in enumerate(pad) if p] + [f"k-tok-{j}" for j, p in enumerate(pad) if p]
+    if greyed != want:
+        fail(f"{name}: the head view greys {greyed}, not {want}")
+    # the heatmap: a padding key of a real query, and a real key of a padding query, are
+    # hatched grey; a real cell is not
+    first_pad = pad.index(True)
+    pixel = ("const c = document.getElementById('heatmap'), d = c.dataset, px = Number(d.px);"
+             "const x = Number(d.left) + (arguments[1] + 0.2) * px, y = Number(d.top) + (arguments[0] + 0.2) * px;"
+             "return [...c.getContext('2d').getImageData(Math.round(x), Math.round(y), 1, 1).data].slice(0, 3);")
+    grey = [212, 216, 221]
+    for i, j, hatched in ((0, first_pad, True), (first_pad, 0, True), (0, 0, False)):
+        rgb = wd.run(pixel, i, j)
+        if (rgb == grey) != hatched:
+            fail(f"{name}: heatmap cell ({i}, {j}) is {rgb}: {'not ' if hatched else ''}hatched grey")
+    # the circuits: the vocabulary's padding token (id 0) is hatched in its row and column
+    if vocab_pad:
+        pads = wd.run("return document.querySelectorAll('#svg-circuit-ov rect.hcell.pad').length")
+        if pads != 2 * vocab_pad - 1:
+            fail(f"{name}: the OV circuit hatches {pads} cells, not the padding token's {2 * vocab_pad - 1}")
+    # long labels are never clipped: the head view's tokens lie inside it, and the heatmap's
+    # margins are as wide as its longest labels
+    clipped = wd.run("""
+        const v = document.getElementById('headview').getBoundingClientRect();
+        const out = [...document.querySelectorAll('#headview text.tok')].filter(t => {
+          const b = t.getBoundingClientRect();
+          return b.left < v.left - 1 || b.right > v.right + 1; }).map(t => t.textContent);
+        const c = document.getElementById('heatmap'), g = document.createElement('canvas').getContext('2d');
+        const m = window.qkv.data.attention[0], px = Number(c.dataset.px);
+        g.font = `${Math.min(12, px - 2)}px system-ui, sans-serif`;
+        const wq = Math.max(...m.q.map(t => g.measureText(t).width)), wk = Math.max(...m.k.map(t => g.measureText(t).width));
+        if (Number(c.dataset.left) < wq) out.push(`heatmap left margin ${c.dataset.left} < ${wq}`);
+        if (Number(c.dataset.top) < wk * 0.87) out.push(`heatmap top margin ${c.dataset.top} < ${wk * 0.87}`);
+        return out;""")
+    if clipped:
+        fail(f"{name}: clipped labels: {clipped}")
+    # one layer: no induction chart; the score charts run from 0 to 1
+    charts = wd.run("return [...document.querySelectorAll('#metrics svg')].map(s => [s.dataset.title,"
+                    " [...s.querySelectorAll('text.axis-label')].slice(0, 2).map(t => t.textContent)]);")
+    titles = [t for t, _ in charts]
+    if "induction score" in titles:
+        fail(f"{name}: a one-layer model has an induction chart")
+    for t, axis in charts:
+        if t in ("previous-token score", "duplicate-token score", "accuracy") and axis != ["1", "0"]:
+            fail(f"{name}: the axis of {t!r} runs {axis}, not 1 to 0")
+    if "previous-token score" not in titles:
+        fail(f"{name}: no previous-token chart among {titles}")
+    # the hostile token: in the data as it is, drawn as text, no script ran, no element added
+    state = wd.run("return [!document.querySelector('b'), document.querySelectorAll('img').length,"
+                   " window.qkv.data.circuits.vocab.includes(arguments[0]),"
+                   " [...document.querySelectorAll('#svg-circuit-ov text.rowlab')].some(t => t.textContent === arguments[0])];", token)
+    if state != [True, 0, True, True]:
+        fail(f"{name}: the token {token!r}: no element added {state[0]}, images {state[1]}, in the data "
+             f"{state[2]}, drawn as text {state[3]}")
+    print(f"browser_test: {name}: padding {pad} marked, greyed and hatched; {len(charts)} charts")
+
 
 def main():
     tmp = tempfile.mkdtemp(prefix="qkv-browser-")
@@ -243,16 +445,42 @@ def main():
         for n in range(400):
             x = [words[(n * 7 + i * i + n // 5 * i) % len(words)] for i in range(2 * (2 + n % 3))]
             f.write(" ".join(x) + "\t" + " ".join(x[2 * i + 1].upper() for i in range(len(x) // 2)) + "\n")
+    # A self-attention data file of 2 to 7 tokens (padded), among them a token that would be
+    # markup if the page did not escape it; its held-out file starts with a short example (the
+    # fixed one, which the maps show).
+    # (a script that ran would call P, which does not exist: a console error)
+    token = "<img/src/onerror=P()>"
+    vocab = ["ab", "</script><b>", token, "e&f", "a-rather-long-token"]
+    padded, padded_held = os.path.join(tmp, "padded.tsv"), os.path.join(tmp, "padded_held.tsv")
+    for path, count in ((padded, 400), (padded_held, 40)):
+        with open(path, "w") as f:
+            for n in range(count):
+                length = 2 if n == 0 else 2 + (n * 5 + n // 3) % 6
+                x = [vocab[(n * 3 + i * i + n // 4 * i) % len(vocab)] for i in range(length)]
+                f.write(" ".join(x) + "\t" + " ".join(reversed(x)) + "\n")
     runs = [("reverse", ["--task", "reverse", "--layers", "2", "--heads", "2", "--d-model", "16"], 2, 2),
             ("shift", ["--task", "shift", "--heads", "3", "--d-model", "24"], 1, 3),
             ("lookup", ["--task", "lookup", "--d-model", "16"], 1, 1),
             ("translate", ["--task", "translate", "--heads", "2", "--d-model", "16"], 1, 2),
-            ("data", ["--data", half, "--d-model", "16"], 1, 1)]
+            ("data", ["--data", half, "--d-model", "16"], 1, 1),
+            ("padded", ["--data", padded, "--heldout", padded_held, "--d-model", "16"], 1, 1)]
     pages = []
     for name, args, layers, heads in runs:
         d = os.path.join(tmp, name)
         subprocess.run([QKV, "train", *args, "--steps", "60", "--snapshot-every", "10", "--quiet",
-                        "--out", d], check=True)
+                        "--out", d], check=True, stderr=subprocess.DEVNULL)
+        if name in ("reverse", "padded"):  # the analysis files the page shows
+            subprocess.run([QKV, "circuits", "--model", d, "--out", os.path.join(d, "circuits.json")],
+                           check=True, stdout=subprocess.DEVNULL)
+        if name == "reverse":
+            with open(os.path.join(d, "attention", "layer1_head1.dat")) as f:
+                clean = [k.split(":", 1)[1] for k in f.readlines()[1].split()[1:]]
+            corrupt = [str((int(clean[0]) + 1) % 10)] + clean[1:]  # another last answer
+            for cmd in (["ablate", "--model", d], ["attribute", "--model", d, "--input", " ".join(clean)],
+                        ["patch", "--model", d, "--clean", " ".join(clean), "--corrupt",
+                         " ".join(corrupt), "--over", "head-position"]):
+                subprocess.run([QKV, *cmd, "--out", os.path.join(d, cmd[0] + ".json")], check=True,
+                               stdout=subprocess.DEVNULL)
         subprocess.run([QKV, "plot", d, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
         page = os.path.join(d, "plots", "attention.html")
         text = open(page, encoding="utf-8").read()
@@ -283,6 +511,19 @@ def main():
             cross_map(os.path.join(cross, "snapshots", f"step{step}_layer1_head{h}.dat"), step, h)
     subprocess.run([QKV, "plot", cross, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
     pages.append((os.path.join(cross, "plots", "attention.html"), "cross-attention", 1, 3))
+    # Crowded views: the 2 x 2 reverse run with a patching map over 128 positions of long labels
+    # and 130 attribution parts: labels are thinned or upright, never overlapping or clipped.
+    crowded = os.path.join(tmp, "crowded")
+    shutil.copytree(os.path.join(tmp, "reverse"), crowded)
+    with open(os.path.join(crowded, "patch.json"), "w") as f:
+        json.dump({"clean": 1, "corrupt": 0, "positions": [f"{t}:token{t % 17}" for t in range(128)],
+                   "results": [{"layer": l, "head": h, "position": t, "exact": ((l * 7 + h * 3 + t) % 11) / 10 - 0.3,
+                                "attribution": None} for l in (1, 2) for h in (1, 2) for t in range(128)]}, f)
+    with open(os.path.join(crowded, "attribute.json"), "w") as f:
+        json.dump({"logit": 1, "sum": 1, "parts": [{"name": f"part{k}", "layer": None, "head": None,
+                                                    "value": (k % 9) / 10 - 0.4} for k in range(130)]}, f)
+    subprocess.run([QKV, "plot", crowded, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
+    crowded_page = os.path.join(crowded, "plots", "attention.html")
     port = free_port()
     proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -296,6 +537,13 @@ def main():
                 pass
             time.sleep(0.1)
         wd.start()
+        wd.s("POST", "/url", {"url": "file://" + crowded_page})
+        got = wd.run("return [document.querySelectorAll('#svg-patch rect.hcell').length,"
+                     " document.querySelectorAll('#svg-attribute rect.bar').length]")
+        if got != [4 * 128, 130]:
+            fail(f"crowded: the views have {got[0]} cells and {got[1]} bars, not 512 and 130")
+        if check_labels_fit(wd, "crowded"):
+            print("browser_test: crowded: 4 heads x 128 positions and 130 bars, labels thinned, none overlapping")
         for page in pages:
             check_page(wd, *page)
             if page[1] in ("translate", "data"):  # real cross-attention runs: 8 x 16, 4 x 8
@@ -303,6 +551,17 @@ def main():
                 check_score_charts(wd, page[1], 0)
             if page[1] == "reverse":  # 2 layers x 2 heads
                 check_score_charts(wd, page[1], 4)
+                d = os.path.join(tmp, "reverse")
+                parts = json.load(open(os.path.join(d, "attribute.json")))["parts"]
+                circuits = json.load(open(os.path.join(d, "circuits.json")))
+                positions = len(open(os.path.join(d, "attention", "layer1_head1.dat")).readlines()[1].split()) - 1
+                check_analysis(wd, page[1], 2, 2, parts, len(circuits["vocab"]),
+                               len(circuits["query_labels"]), positions)
+            if page[1] == "padded":
+                d = os.path.join(tmp, "padded")
+                circuits = json.load(open(os.path.join(d, "circuits.json")))
+                check_padding(wd, page[1], os.path.join(d, "attention", "layer1_head1.dat"),
+                              len(circuits["vocab"]) if circuits["vocab"][0] == "<pad>" else 0, token)
     finally:
         if wd.sid:
             try:

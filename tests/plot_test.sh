@@ -218,11 +218,63 @@ check_png "$BIG/plots/attribute.png"
 [ "$(be32 "$BIG/plots/patch.png" 16)" -ge 1000 ] || fail "the 64-head patching map did not grow"
 [ "$(sed -n 2p "$BIG/plots/patch.dat" | wc -w)" -eq 129 ] || fail "patch.dat of 128 positions"
 [ "$(grep -c . "$BIG/plots/patch.dat")" -eq 66 ] || fail "patch.dat of 64 heads"
-# a file that is not what its command writes: one line, exit 4, no picture of it
+# the page holds the same views (a 2 x 2 model: its heads of the 64 are the ones it draws)
+"$QKV" plot "$BIG" --format html >/dev/null || fail "plot --format html with the 64-head files exited $?"
+grep -q '"patch":{"clean":1' "$BIG/plots/attention.html" || fail "the page does not hold patch.json"
+# a file that is not what its command writes: one line, exit 4, no picture or page of it
 printf '{"heads": 3}' >"$BIG/ablate.json"
 bad 4 plot "$BIG"
+bad 4 plot "$BIG" --format html
 printf 'not json' >"$BIG/ablate.json"
 bad 4 plot "$BIG"
+bad 4 plot "$BIG" --format html
+
+# ---- padding and undefined values: a one-layer model of a data file whose examples have 2 to
+# 7 tokens (its held-out file starts with a short one, the fixed example the maps show) ----
+PAD=$TMP/padded
+awk 'BEGIN { split("ab cd ef gh ij", w, " ")
+    for (n = 0; n < 300; n++) { len = n == 0 ? 2 : 2 + (n * 5 + int(n / 3)) % 6; x = ""; y = ""
+        for (i = 0; i < len; i++) { t = w[(n * 3 + i * i + int(n / 4) * i) % 5 + 1]; x = x (i ? " " : "") t; y = t (i ? " " : "") y }
+        print x "\t" y > (n < 40 ? "'"$TMP"'/padded_held.tsv" : "'"$TMP"'/padded.tsv") } }'
+"$QKV" train --data "$TMP/padded.tsv" --heldout "$TMP/padded_held.tsv" --d-model 16 --steps 30 --quiet \
+    --out "$PAD" >/dev/null 2>&1 || fail "train of the padded data file exited $?"
+"$QKV" circuits --model "$PAD" --out "$PAD/circuits.json" >/dev/null || fail "circuits of the padded model exited $?"
+"$QKV" plot "$PAD" --format svg >/dev/null || fail "plot of the padded model exited $?"
+MAP=$PAD/attention/layer1_head1.dat
+grep -q '^query.key 0:[^ ]* 1:[^ ]* 2:<pad>' "$MAP" || fail "the padded run's fixed example is not padded: $(sed -n 2p "$MAP")"
+# each weight is printed in its cell (8 tokens at most), but not in a padding row or column:
+# as many numbers in the picture as real cells with a weight of 0.005 or more
+want=$(awk 'NR == 2 { for (j = 2; j <= NF; j++) padk[j] = $j ~ /:<pad>$/ }
+            NR > 2 && $1 !~ /:<pad>$/ { for (j = 2; j <= NF; j++) if (!padk[j] && $j >= 0.005) n++ }
+            END { print n + 0 }' "$MAP")
+got=$(grep -o '>[0-9]\.[0-9][0-9]<' "$PAD/plots/attention_layer1_head1.svg" | wc -l | tr -d ' ')
+[ "$got" -eq "$want" ] || fail "the padded map prints $got weights, not the $want of its real cells"
+for f in attention_layer1_head1 grads_layer1_head1; do
+    grep -q 'hatched: padding\|(hatched: padding)' "$PAD/plots/$f.svg" || fail "$f.svg does not say the padding is hatched"
+done
+grep -q 'hatched: padding' "$PAD/plots/overview.svg" || fail "overview.svg does not say the padding is hatched"
+# the key labels (n:<pad> ...) stand upright: they would run together side by side
+upright=$(grep -A1 'rotate(-90)' "$PAD/plots/attention_layer1_head1.svg" | grep -c '[0-9]:&lt;pad>')
+[ "$upright" -ge 5 ] || fail "the padded map's key labels are not upright ($upright of them)"
+# one layer: no induction score is drawn as a number
+grep -q 'not defined for one layer' "$PAD/plots/curves.svg" && ! grep -q 'formed (0.5)' "$PAD/plots/curves.svg" ||
+    fail "curves.svg of one layer draws an induction score"
+# ... nor printed: the summary's JSON and eval's table and JSON give none (null, '-')
+tr -d ' \t\n' <"$PAD/summary.json" | grep -o '"induction":[^,}]*' | sort -u | tr '\n' ' ' | grep -qx '"induction":null ' ||
+    fail "summary.json of one layer gives an induction score: $(tr -d ' \t\n' <"$PAD/summary.json" | grep -o '"induction":[^,}]*' | sort -u)"
+"$QKV" eval --model "$PAD" --data "$TMP/padded_held.tsv" --json | grep -o '"induction":[^,}]*' | sort -u |
+    tr '\n' ' ' | grep -qx '"induction":null ' || fail "eval --json of one layer gives an induction score"
+"$QKV" eval --model "$PAD" --data "$TMP/padded_held.tsv" | awk '$1 == "1.1" { ok = NF == 5 && $5 == "-" } END { exit !ok }' ||
+    fail "eval's table of one layer prints an induction score: $("$QKV" eval --model "$PAD" --data "$TMP/padded_held.tsv" | grep '^  1.1')"
+# the circuits: the padding token's row and column hold no value; every row is drawn
+awk '$1 == "<pad>" { for (i = 2; i <= NF; i++) if ($i != "NaN") bad = 1; seen = 1 }
+     NR == 2 && $2 != "<pad>" { bad = 1 }
+     NR > 2 && $2 != "NaN" { bad = 1 } END { exit bad || !seen }' "$PAD/plots/circuit_ov_layer1_head1.dat" ||
+    fail "circuit_ov_layer1_head1.dat gives the padding token values: $(head -4 "$PAD/plots/circuit_ov_layer1_head1.dat")"
+for t in ab cd ef gh ij; do
+    [ "$(grep -c ">$t<" "$PAD/plots/circuit_ov_layer1_head1.svg")" -ge 2 ] ||
+        fail "circuit_ov_layer1_head1.svg lacks the row or column of $t"
+done
 
 # ---- qkv study softmax: the Jacobian agrees three ways; var(q.k) ~ d_k; the plot ----
 out=$("$QKV" study softmax --vector 4,-1,2.1) || fail "study softmax exited $?"

@@ -19,7 +19,7 @@
 #define LABEL_LEN 48
 
 /* DIR/NAME parsed, NULL when there is none (*s QKV_OK) or it cannot be read or parsed (*s set). */
-static cJSON *read_json(const char *dir, const char *name, qkv_status *s) {
+cJSON *plot_read_json(const char *dir, const char *name, qkv_status *s) {
     char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     *s = QKV_OK;
@@ -124,14 +124,24 @@ static qkv_status not_like(const char *dir, const char *name, const char *why) {
     return qkv_fail(QKV_ERR_FORMAT, "plot: %s/%s: %s", dir, name, why);
 }
 
-/* Draws DATA (under plots/) with matrix.gp into plots/OUT.FORMAT. */
-static plot_status draw_matrix(plotter *p, const char *dir, const char *data, const char *out,
-                               const char *format, const char *title, const char *xlabel,
-                               const char *ylabel, const char *cblabel, const char *mode) {
-    char image[160];
+/* The length of m's longest label, rows or columns. */
+static size_t longest_label(const matrix *m) {
+    size_t n = 0;
+    for (int i = 0; i < m->rows; i++) n = strlen(m->row_label[i]) > n ? strlen(m->row_label[i]) : n;
+    for (int j = 0; j < m->cols; j++) n = strlen(m->col_label[j]) > n ? strlen(m->col_label[j]) : n;
+    return n;
+}
+
+/* Draws DATA (under plots/), the matrix m, with matrix.gp into plots/OUT.FORMAT. */
+static plot_status draw_matrix(plotter *p, const char *dir, const char *data, const matrix *m,
+                               const char *out, const char *format, const char *title,
+                               const char *xlabel, const char *ylabel, const char *cblabel,
+                               const char *mode) {
+    char image[160], values[32];
     snprintf(image, sizeof image, "plots/%s.%s", out, format);
+    snprintf(values, sizeof values, "1 %zu", longest_label(m));
     return plotter_run(p, dir, "matrix.gp", image, format, 7,
-                       (const char *[]){data, title, xlabel, ylabel, cblabel, mode, "1"});
+                       (const char *[]){data, title, xlabel, ylabel, cblabel, mode, values});
 }
 
 /* circuits.json: each head's QK and OV circuits, and the composition scores of each kind. */
@@ -174,13 +184,22 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
                 const cJSON *lab = cJSON_GetArrayItem(vocab, c);
                 clean_label(m.col_label[c], cJSON_IsString(lab) ? lab->valuestring : NULL);
             }
+            /* a data file's vocabulary starts with its padding token, which no example
+             * attends to: no value (drawn grey), in its column and in its row */
+            if (!strcmp(m.col_label[0], DAT_PAD_TOKEN)) {
+                for (int i = 0; i < nr; i++) m.v[(int64_t)i * V] = NAN;
+                if (!strcmp(m.row_label[0], DAT_PAD_TOKEN))
+                    for (int c = 0; c < V; c++) m.v[c] = NAN;
+            }
             char data[96], out[96], title[160];
             snprintf(data, sizeof data, "plots/circuit_%s_layer%d_head%d.dat", kinds[k], l, h);
             snprintf(out, sizeof out, "circuit_%s_layer%d_head%d", kinds[k], l, h);
             code = matrix_write(&m, dir, data, k == 0 ? "QK circuit (qkv circuits)"
                                                       : "OV circuit (qkv circuits)");
-            matrix_free(&m);
-            if (code != QKV_OK) return code;
+            if (code != QKV_OK) {
+                matrix_free(&m);
+                return code;
+            }
             double score = number(head, "copying_score");
             if (k == 0)
                 snprintf(title, sizeof title, "QK circuit of layer %d, head %d (scaled scores)",
@@ -190,11 +209,12 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
                          "OV circuit of layer %d, head %d (copying score %.3f)", l, h, score);
             else
                 snprintf(title, sizeof title, "OV circuit of layer %d, head %d", l, h);
-            code = k == 0 ? draw_matrix(p, dir, data, out, format, title, "key token",
+            code = k == 0 ? draw_matrix(p, dir, data, &m, out, format, title, "key token",
                                         decoder ? "decoder position" : "query token",
                                         "score", "diverging")
-                          : draw_matrix(p, dir, data, out, format, title, "logit of token",
+                          : draw_matrix(p, dir, data, &m, out, format, title, "logit of token",
                                         "token attended to", "logit", "diverging");
+            matrix_free(&m);
         }
         if (code != QKV_OK) return code;
     }
@@ -238,7 +258,7 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
                  kinds[k] - 32);
         if (found) code = matrix_write(&m, dir, data, "composition scores (qkv circuits)");
         if (found && code == QKV_OK)
-            code = draw_matrix(p, dir, data, out, format, title, "later head (layer.head)",
+            code = draw_matrix(p, dir, data, &m, out, format, title, "later head (layer.head)",
                                "earlier head (layer.head)", "score", "sequential");
         matrix_free(&m);
     }
@@ -271,13 +291,13 @@ static plot_status plot_ablate(plotter *p, const char *dir, const char *format, 
         m.v[(int64_t)(whole(e, "layer") - 1) * H + whole(e, "head") - 1] = number(e, "loss") - base;
     plot_status code = matrix_write(&m, dir, "plots/ablate.dat",
                                     "ablation: loss increase (qkv ablate)");
-    matrix_free(&m);
     char title[160];
     snprintf(title, sizeof title,
              "ablation: loss increase with each head removed (baseline %.4g)", base);
     if (code == QKV_OK)
-        code = draw_matrix(p, dir, "plots/ablate.dat", "ablate", format, title, "head", "layer",
-                           "loss increase", "diverging");
+        code = draw_matrix(p, dir, "plots/ablate.dat", &m, "ablate", format, title, "head",
+                           "layer", "loss increase", "diverging");
+    matrix_free(&m);
     return code;
 }
 
@@ -318,14 +338,14 @@ static plot_status plot_patch(plotter *p, const char *dir, const char *format, c
     }
     plot_status code = matrix_write(&m, dir, "plots/patch.dat",
                                     "activation patching: share recovered (qkv patch)");
-    matrix_free(&m);
     char title[160];
     snprintf(title, sizeof title, "patching: share of the clean-corrupt difference recovered%s",
              exact ? "" : " (attribution)");
     if (code == QKV_OK)
-        code = draw_matrix(p, dir, "plots/patch.dat", "patch", format, title,
+        code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format, title,
                            positions ? "position" : "head", positions ? "layer.head" : "layer",
                            "share recovered", "diverging");
+    matrix_free(&m);
     return code;
 }
 
@@ -370,7 +390,7 @@ plot_status plot_analysis(plotter *p, const char *dir, const char *format) {
     plot_status code = QKV_OK;
     for (size_t i = 0; i < sizeof files / sizeof files[0] && code == QKV_OK; i++) {
         qkv_status s;
-        cJSON *j = read_json(dir, files[i].file, &s);
+        cJSON *j = plot_read_json(dir, files[i].file, &s);
         if (s != QKV_OK) return s;
         if (j) code = files[i].draw(p, dir, format, j);
         cJSON_Delete(j);

@@ -5,9 +5,14 @@
  * What goes in: the final attention of every layer and head (attention/), dA and dS
  * (gradients/), the snapshots (snapshots/, at most HTML_MAX_FRAMES of them) and every column of
  * metrics.csv. Each map is a (Nq, Nk) matrix with its query and key labels, so a map of
- * cross-attention (Nq != Nk) is drawn as well as one of self-attention. */
+ * cross-attention (Nq != Nk) is drawn as well as one of self-attention. Which queries and
+ * keys are padding (dat_padding) goes with them, and so do the files of the analysis commands
+ * (ablate.json, patch.json, attribute.json, circuits.json), as they are but for the
+ * positional part of the QK circuits, which the page does not draw. */
 #include "io/io.h"
 #include "plot/plot.h"
+
+#include <cjson/cJSON.h>
 
 #include <inttypes.h>
 #include <math.h>
@@ -18,74 +23,14 @@
 #include <unistd.h>
 
 #define HTML_MAX_FRAMES 60   /* snapshots beyond this are thinned evenly, first and last kept */
-#define HTML_MAX_TOKENS 512  /* longer maps are left out of the page: it would not draw them */
 #define HTML_MARKER "/*QKV_DATA*/null"
+#define HTML_MAX_VOCAB 256 /* larger circuits stay out of the page (qkv plot draws them) */
+#define HTML_MAX_CIRCUIT_CELLS (1 << 20) /* and so do all circuits beyond this many numbers */
+#define HTML_DIGITS 4 /* significant digits of the analysis numbers in the page */
 
-/* One map read back from a .dat file (the format of attention.gp). */
-typedef struct {
-    int nq, nk;
-    char (*qlabel)[40], (*klabel)[40];
-    float *w; /* (nq, nk) */
-} dat_map;
-
-static void dat_free(dat_map *m) {
-    free(m->qlabel);
-    free(m->klabel);
-    free(m->w);
-    memset(m, 0, sizeof *m);
-}
-
-/* Reads a .dat map: '#' comments, a header "query\key k1 k2 ...", then rows "q w w ...".
- * False (nothing kept) if the file is missing or not of that form. */
-static bool dat_read(const char *path, dat_map *m) {
-    memset(m, 0, sizeof *m);
-    FILE *f;
-    if (io_fopen_regular(path, &f) != QKV_OK) return false;
-    char *line = NULL;
-    size_t cap = 0;
-    bool ok = true, header = false;
-    int rows_cap = 0;
-    while (ok && getline(&line, &cap, f) > 0) {
-        if (line[0] == '#' || line[strspn(line, " \t\r\n")] == '\0') continue;
-        char *save, *tok = strtok_r(line, " \t\r\n", &save);
-        if (!header) {
-            header = true;
-            for (char *t; (t = strtok_r(NULL, " \t\r\n", &save));) {
-                if (m->nk >= HTML_MAX_TOKENS) { ok = false; break; }
-                char (*k)[40] = realloc(m->klabel, (size_t)(m->nk + 1) * sizeof *k);
-                if (!k) { ok = false; break; }
-                m->klabel = k;
-                snprintf(m->klabel[m->nk++], 40, "%s", t);
-            }
-            ok = ok && m->nk > 0;
-            continue;
-        }
-        if (m->nq >= HTML_MAX_TOKENS) { ok = false; break; }
-        if (m->nq == rows_cap) {
-            rows_cap = rows_cap ? 2 * rows_cap : 16;
-            char (*q)[40] = realloc(m->qlabel, (size_t)rows_cap * sizeof *q);
-            float *w = q ? realloc(m->w, (size_t)rows_cap * m->nk * sizeof *w) : NULL;
-            if (q) m->qlabel = q;
-            if (!w) { ok = false; break; }
-            m->w = w;
-        }
-        snprintf(m->qlabel[m->nq], 40, "%s", tok ? tok : "");
-        for (int j = 0; j < m->nk && ok; j++) {
-            char *t = strtok_r(NULL, " \t\r\n", &save), *end;
-            double v = t ? strtod(t, &end) : 0;
-            ok = t && *end == '\0';
-            if (ok) m->w[(size_t)m->nq * m->nk + j] = (float)v;
-        }
-        m->nq++;
-    }
-    free(line);
-    fclose(f);
-    if (!ok || !header || m->nq == 0) {
-        dat_free(m);
-        return false;
-    }
-    return true;
-}
+/* The analysis files the page shows when the directory holds them, as the page names them. */
+static const char *const ANALYSES[] = {"ablate", "patch", "attribute", "circuits"};
+#define N_ANALYSES (sizeof ANALYSES / sizeof ANALYSES[0])
 
 /* ---- JSON out ---- */
 
@@ -242,8 +187,97 @@ static void json_metrics(FILE *out, const char *dir) {
     fclose(f);
 }
 
+/* Every number of j rounded to HTML_DIGITS significant digits: the page draws colours and
+ * shows 3 digits, and a circuit of 128 tokens per head would otherwise be megabytes. */
+static void round_numbers(cJSON *j) {
+    double v = j->valuedouble;
+    if (cJSON_IsNumber(j) && isfinite(v) && v != floor(v)) { /* counts and indices stay */
+        char text[32];
+        snprintf(text, sizeof text, "%.*g", HTML_DIGITS, v);
+        cJSON_SetNumberValue(j, strtod(text, NULL));
+    }
+    for (cJSON *c = j->child; c; c = c->next) round_numbers(c);
+}
+
+/* A parsed JSON value written so that it can stand inside <script>: '<', '>' and '&', which
+ * JSON has only inside strings, become \u escapes, so no token string can close the script. */
+static void json_safe(FILE *out, const cJSON *j) {
+    char *text = cJSON_PrintUnformatted(j);
+    if (!text) {
+        fputs("null", out);
+        return;
+    }
+    for (const char *p = text; *p; p++)
+        if (*p == '<' || *p == '>' || *p == '&') fprintf(out, "\\u%04x", (unsigned)*p);
+        else fputc(*p, out);
+    free(text);
+}
+
+static bool has_array(const cJSON *o, const char *key) {
+    return cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, key));
+}
+
+/* Reads DIR/<name>.json of each analysis into j[] (NULL where there is none). A file that is
+ * there but not what its command writes: QKV_ERR_FORMAT, naming it, as qkv plot does. */
+static qkv_status read_analyses(const char *dir, cJSON *j[N_ANALYSES]) {
+    for (size_t i = 0; i < N_ANALYSES; i++) j[i] = NULL;
+    for (size_t i = 0; i < N_ANALYSES; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s.json", ANALYSES[i]);
+        qkv_status s;
+        j[i] = plot_read_json(dir, name, &s);
+        if (s != QKV_OK) return s;
+        if (!j[i]) continue;
+        bool ok = i == 0 ? has_array(j[i], "heads") &&
+                               cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j[i], "baseline"))
+                : i == 1 ? has_array(j[i], "results")
+                : i == 2 ? has_array(j[i], "parts")
+                         : has_array(j[i], "vocab") && has_array(j[i], "query_labels") &&
+                               has_array(j[i], "heads");
+        if (!ok)
+            return qkv_fail(QKV_ERR_FORMAT, "plot: %s/%s: not a file of qkv %s --out", dir, name,
+                            ANALYSES[i]);
+        round_numbers(j[i]);
+        if (i != 3) continue;
+        /* the circuits: the positional part is left out; a vocabulary too large to draw, or
+         * too many numbers in all, keeps only the scores */
+        int64_t V = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j[i], "vocab"));
+        int64_t R = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j[i], "query_labels"));
+        int64_t heads = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j[i], "heads"));
+        bool big = V > HTML_MAX_VOCAB || heads * (R + V) * V > HTML_MAX_CIRCUIT_CELLS;
+        cJSON *head;
+        cJSON_ArrayForEach(head, cJSON_GetObjectItemCaseSensitive(j[i], "heads")) {
+            cJSON_DeleteItemFromObjectCaseSensitive(head, "qk_pos");
+            if (big) {
+                cJSON_DeleteItemFromObjectCaseSensitive(head, "qk");
+                cJSON_DeleteItemFromObjectCaseSensitive(head, "ov");
+            }
+        }
+        if (big) cJSON_AddNumberToObject(j[i], "too_large", HTML_MAX_VOCAB);
+        if (big) cJSON_AddNumberToObject(j[i], "too_many_cells", HTML_MAX_CIRCUIT_CELLS);
+    }
+    return QKV_OK;
+}
+
+/* "padding":{"q":[bool per query],"k":[bool per key]}, or null when none is padding. */
+static void json_padding(FILE *out, const char *dir, const plot_source *src) {
+    dat_pad pad;
+    if (!dat_padding(dir, src, &pad) || !pad.any) {
+        dat_pad_free(&pad);
+        fputs("null", out);
+        return;
+    }
+    fputs("{\"q\":[", out);
+    for (int i = 0; i < pad.nq; i++) fprintf(out, "%s%d", i ? "," : "", pad.query[i]);
+    fputs("],\"k\":[", out);
+    for (int j = 0; j < pad.nk; j++) fprintf(out, "%s%d", j ? "," : "", pad.key[j]);
+    fputs("]}", out);
+    dat_pad_free(&pad);
+}
+
 /* The page's data, one JSON object. */
-static void json_page(FILE *out, const char *dir, const plot_source *src) {
+static void json_page(FILE *out, const char *dir, const plot_source *src,
+                      cJSON *const analyses[N_ANALYSES]) {
     fputs("{\"task\":", out);
     json_string(out, src->task);
     fprintf(out, ",\"layers\":%d,\"heads\":%d,\"causal\":%s,\"inspect\":%s,\n\"attention\":",
@@ -257,6 +291,13 @@ static void json_page(FILE *out, const char *dir, const plot_source *src) {
     json_snapshots(out, dir, src);
     fputs(",\n\"metrics\":", out);
     json_metrics(out, dir);
+    fputs(",\n\"padding\":", out);
+    json_padding(out, dir, src);
+    for (size_t i = 0; i < N_ANALYSES; i++) {
+        fprintf(out, ",\n\"%s\":", ANALYSES[i]);
+        if (analyses[i] && !src->inspect) json_safe(out, analyses[i]);
+        else fputs("null", out);
+    }
     fputs("}", out);
 }
 
@@ -313,20 +354,29 @@ plot_status plot_page(const char *dir, const plot_source *src, plot_made *made) 
             if (!dat_read(path, &m)) {
                 free(page);
                 return qkv_fail(QKV_ERR_FORMAT, "plot: %s is not a map of qkv (or has more than "
-                                "%d tokens, too many for the page)", path, HTML_MAX_TOKENS);
+                                "%d tokens, too many for the page)", path, DAT_MAX_TOKENS);
             }
             dat_free(&m);
         }
-    qkv_status s = io_make_subdir(dir, "plots", plots, sizeof plots);
+    cJSON *analyses[N_ANALYSES];
+    qkv_status s = read_analyses(dir, analyses);
+    if (s != QKV_OK) {
+        for (size_t i = 0; i < N_ANALYSES; i++) cJSON_Delete(analyses[i]);
+        free(page);
+        return s;
+    }
+    s = io_make_subdir(dir, "plots", plots, sizeof plots);
     atomic_file af;
     snprintf(path, sizeof path, "%s/attention.html", plots);
     if (s == QKV_OK) s = atomic_open(&af, path);
     if (s != QKV_OK) {
+        for (size_t i = 0; i < N_ANALYSES; i++) cJSON_Delete(analyses[i]);
         free(page);
         return qkv_fail(s, "plot: %s", qkv_last_error());
     }
     fwrite(page, 1, (size_t)(marker - page), af.f);
-    json_page(af.f, dir, src);
+    json_page(af.f, dir, src, analyses);
+    for (size_t i = 0; i < N_ANALYSES; i++) cJSON_Delete(analyses[i]);
     fputs(marker + strlen(HTML_MARKER), af.f);
     free(page);
     if ((s = atomic_commit(&af)) != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());

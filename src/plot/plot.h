@@ -64,6 +64,34 @@ plot_status plotter_init(plotter *p, const char *data_dir);
 plot_status plotter_run(plotter *p, const char *dir, const char *script, const char *out,
                         const char *format, int nargs, const char *const *args);
 
+/* ---- dat.c ---- */
+#define DAT_MAX_TOKENS 512     /* a longer map is not read back (the page would not draw it) */
+#define DAT_PAD_TOKEN "<pad>"  /* a data file's padding token, as the maps label it */
+
+/* One map read back from a .dat file (the format of attention.gp). */
+typedef struct {
+    int nq, nk;
+    char (*qlabel)[40], (*klabel)[40];
+    float *w; /* (nq, nk) */
+} dat_map;
+
+/* Reads a .dat map: '#' comments, a header "query\key k1 k2 ...", then rows "q w w ...".
+ * False (nothing kept) if the file is missing or not of that form. */
+bool dat_read(const char *path, dat_map *m);
+void dat_free(dat_map *m);
+
+/* Which queries and keys of a run's maps are padding: a key labelled "j:<pad>" that no query
+ * of any head's final map (attention/) gives any weight, and in self-attention the query of
+ * the same position. */
+typedef struct {
+    int nq, nk;
+    bool *query, *key; /* (nq), (nk) */
+    bool any;
+} dat_pad;
+/* False (pad empty) when a map cannot be read or the maps differ in size. */
+bool dat_padding(const char *dir, const plot_source *src, dat_pad *pad);
+void dat_pad_free(dat_pad *pad);
+
 /* ---- analysis.c ---- */
 /* The pictures of the analysis files `dir` holds, each drawn only when present: circuits.json
  * (qkv circuits --out: QK and OV circuits per head, composition scores), ablate.json,
@@ -71,6 +99,9 @@ plot_status plotter_run(plotter *p, const char *dir, const char *script, const c
  * as text matrices under DIR/plots/, then drawn by matrix.gp or bars.gp. A file that is not
  * what its command writes: QKV_ERR_FORMAT, naming it. */
 plot_status plot_analysis(plotter *p, const char *dir, const char *format);
+/* DIR/NAME parsed (a cJSON object), NULL when there is none (*s QKV_OK) or it cannot be read
+ * or parsed (*s set, the error naming it). */
+struct cJSON *plot_read_json(const char *dir, const char *name, qkv_status *s);
 
 /* ---- page.c ---- */
 /* DIR/plots/attention.html, one self-contained page of the maps in DIR (attention/,

@@ -227,22 +227,48 @@ static plot_status plot_inspect_file(const char *file, char *dir, size_t len, pl
     return code;
 }
 
-/* Draws the maps of `dir` (attention/, gradients/, snapshots/, metrics.csv: a run directory,
- * or what plot_inspect_file wrote) into dir/plots/ with gnuplot. */
-static plot_status plot_maps(const char *dir, const plot_source *src, const char *format,
-                             plot_made *made) {
+/* The TOKENS argument of the map scripts (attention.gp, overview.gp, grads.gp, snapshots.gp):
+ * "LONGEST KEYS QUERIES", the length of the longest label of the final maps, then one flag
+ * per key and per query, 1 for padding ("-" when none is). Malloc'd; NULL when out of memory. */
+static char *tokens_arg(const char *dir, const plot_source *src) {
+    char path[PLOT_PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/attention/layer1_head1.dat", dir);
+    dat_map m;
+    size_t longest = 0;
+    if (dat_read(path, &m)) {
+        for (int i = 0; i < m.nq; i++) longest = strlen(m.qlabel[i]) > longest ? strlen(m.qlabel[i]) : longest;
+        for (int j = 0; j < m.nk; j++) longest = strlen(m.klabel[j]) > longest ? strlen(m.klabel[j]) : longest;
+        dat_free(&m);
+    }
+    dat_pad pad;
+    bool any = dat_padding(dir, src, &pad) && pad.any;
+    char *arg = malloc((size_t)pad.nq + pad.nk + 32);
+    if (arg) {
+        int n = sprintf(arg, "%zu ", longest);
+        if (!any) {
+            strcpy(arg + n, "- -");
+        } else {
+            for (int j = 0; j < pad.nk; j++) arg[n++] = pad.key[j] ? '1' : '0';
+            arg[n++] = ' ';
+            for (int i = 0; i < pad.nq; i++) arg[n++] = pad.query[i] ? '1' : '0';
+            arg[n] = '\0';
+        }
+    }
+    dat_pad_free(&pad);
+    return arg;
+}
+
+/* plot_maps's images of the maps, with TOKENS (tokens_arg) for each map script. */
+static plot_status plot_maps_drawn(plotter *p, const char *dir, const plot_source *src,
+                                   const char *format, const char *tokens) {
     const char *task = src->task;
     int L = src->layers, H = src->heads;
-    plot_status code;
+    plot_status code = QKV_OK;
     const char *causal = src->causal ? "1" : "0";
     const char *subject = src->inspect ? "the input of qkv inspect" : "the held-out example";
-    plotter p;
-    if ((code = plotter_init(&p, dir)) != QKV_OK) return code;
     /* Names relative to dir for gnuplot (plotter_run), full paths for the checks here. */
-    char plots[PLOT_PATH_LEN], full[PLOT_PATH_LEN + 64];
+    char full[PLOT_PATH_LEN + 64];
     char out[64], a[64], da[64], ds[64], title[160];
-    qkv_status s = io_make_subdir(dir, "plots", plots, sizeof plots);
-    if (s != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());
 #define NEED(rel) (snprintf(full, sizeof full, "%s/%s", dir, rel), need_file(full))
 
     /* One heatmap per layer and head, and the overview of them all. */
@@ -252,16 +278,16 @@ static plot_status plot_maps(const char *dir, const plot_source *src, const char
             if (!NEED(a)) return QKV_ERR_IO;
             snprintf(out, sizeof out, "plots/attention_layer%d_head%d.%s", l, h, format);
             snprintf(title, sizeof title, "%s: attention of layer %d, head %d", task, l, h);
-            code = plotter_run(&p, dir, "attention.gp", out, format, 3,
-                               (const char *[]){a, title, causal});
+            code = plotter_run(p, dir, "attention.gp", out, format, 4,
+                               (const char *[]){a, title, causal, tokens});
         }
     if (code != QKV_OK) return code;
     char nl[16], nh[16];
     snprintf(nl, sizeof nl, "%d", L);
     snprintf(nh, sizeof nh, "%d", H);
     snprintf(out, sizeof out, "plots/overview.%s", format);
-    code = plotter_run(&p, dir, "overview.gp", out, format, 6,
-                       (const char *[]){"attention", task, nl, nh, causal, subject});
+    code = plotter_run(p, dir, "overview.gp", out, format, 7,
+                       (const char *[]){"attention", task, nl, nh, causal, subject, tokens});
     if (code != QKV_OK) return code;
 
     /* Loss and accuracy curves, when there is at least one row of metrics; below them the
@@ -279,7 +305,7 @@ static plot_status plot_maps(const char *dir, const plot_source *src, const char
         snprintf(scored_heads, sizeof scored_heads, "%d", H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS);
         snprintf(mass, sizeof mass, "%d", scores && strcmp(task, "data") &&
                                               metrics_has_column(full, "mass_l1"));
-        code = plotter_run(&p, dir, "curves.gp", out, format, 7,
+        code = plotter_run(p, dir, "curves.gp", out, format, 7,
                            (const char *[]){"metrics.csv", task, acc, loss, scores ? nl : "0",
                                            scores ? scored_heads : "0", mass});
         if (code != QKV_OK) return code;
@@ -299,8 +325,8 @@ static plot_status plot_maps(const char *dir, const plot_source *src, const char
             snprintf(a, sizeof a, "attention/layer%d_head%d.dat", l, h);
             snprintf(out, sizeof out, "plots/grads_layer%d_head%d.%s", l, h, format);
             snprintf(title, sizeof title, "%s: layer %d, head %d", task, l, h);
-            code = plotter_run(&p, dir, "grads.gp", out, format, 6,
-                               (const char *[]){a, da, ds, title, causal, subject});
+            code = plotter_run(p, dir, "grads.gp", out, format, 7,
+                               (const char *[]){a, da, ds, title, causal, subject, tokens});
         }
     if (code != QKV_OK) return code;
 #undef NEED
@@ -327,16 +353,34 @@ static plot_status plot_maps(const char *dir, const plot_source *src, const char
             int i = f >= frames ? n - 1 : frames == 1 ? 0 : (int)((int64_t)f * (n - 1) / (frames - 1));
             used += (size_t)snprintf(list + used, len - used, "%s%" PRId64, f ? " " : "", steps[i]);
         }
-        code = plotter_run(&p, dir, "snapshots.gp", "plots/snapshots.gif", "gif", 6,
-                           (const char *[]){"snapshots", task, nl, nh, list, causal});
+        code = plotter_run(p, dir, "snapshots.gp", "plots/snapshots.gif", "gif", 7,
+                           (const char *[]){"snapshots", task, nl, nh, list, causal, tokens});
         free(list);
     }
     free(steps);
+    return code;
+}
+
+/* Draws the maps of `dir` (attention/, gradients/, snapshots/, metrics.csv: a run directory,
+ * or what plot_inspect_file wrote) into dir/plots/ with gnuplot. */
+static plot_status plot_maps(const char *dir, const plot_source *src, const char *format,
+                             plot_made *made) {
+    plot_status code;
+    plotter p;
+    if ((code = plotter_init(&p, dir)) != QKV_OK) return code;
+    char plots[PLOT_PATH_LEN];
+    qkv_status s = io_make_subdir(dir, "plots", plots, sizeof plots);
+    if (s != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());
+    char *tokens = tokens_arg(dir, src);
+    if (!tokens) return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
+    code = plot_maps_drawn(&p, dir, src, format, tokens);
+    free(tokens);
     if (code == QKV_OK && !src->inspect) code = plot_analysis(&p, dir, format);
     made->images = p.written;
     snprintf(made->path, sizeof made->path, "%s", plots);
     return code;
 }
+
 
 plot_status plot_dir(const char *dir, const char *format, plot_made *made) {
     *made = (plot_made){0};
