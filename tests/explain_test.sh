@@ -22,6 +22,10 @@ printf '6 12 11 9 6 12 11 9 6 12 11 9 6 12 11 9\n1 2 3 4 1 2 3 4 1 2 3 4 1 2 3 4
 clean="6 12 11 9 6 12 11 9 6 12 11 9 6 12 11 9"
 corrupt="1 2 3 4 5 7 8 10 6 12 11 9 6 12 11 9"
 
+# circuits, like ablate, patch and attribute: the model as the operand or --model
+"$QKV" circuits m --json >a.txt && "$QKV" circuits --model m --json >b.txt && cmp -s a.txt b.txt &&
+    ok "circuits DIR prints what circuits --model DIR prints" || fail "circuits DIR differs from circuits --model"
+
 # eval: the operand is --model, and without --data the bytes are those of before
 "$QKV" eval --model m >a.txt && "$QKV" eval m >b.txt && cmp -s a.txt b.txt &&
     ok "eval DIR prints what eval --model DIR prints" || fail "eval DIR differs from eval --model"

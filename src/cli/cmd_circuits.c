@@ -22,8 +22,9 @@ static const char *const kind_names[] = {"q", "k", "v"}; /* by qkv_composition_k
 static int circuits_parse(int argc, char **argv, circuits_args *a) {
     *a = (circuits_args){0};
     cli_option options[] = {
-        {"model", CLI_STRING, &a->model, .arg = "DIR",
-         .help = "a model.safetensors, or the directory holding one"},
+        {"model", CLI_STRING, &a->model, .arg = "FILE",
+         .help = "the model, instead of the operand DIR: a model.safetensors, or the\n"
+                 "directory holding one"},
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object instead of the table"},
         {"out", CLI_STRING, &a->out, .arg = "FILE",
          .help = "write the same JSON object to FILE (qkv plot draws DIR/circuits.json)"},
@@ -31,7 +32,7 @@ static int circuits_parse(int argc, char **argv, circuits_args *a) {
         {0}};
     const cli_command cmd = {
         .name = "circuits",
-        .usage = "usage: qkv circuits --model DIR [--json] [--out FILE]\n"
+        .usage = "usage: qkv circuits DIR [--json] [--out FILE]   (or --model FILE)\n"
                  "Reads what each head computes from the weights alone: its QK circuit (how strongly a\n"
                  "query token attends to a key token, through the embeddings and W_Q W_K^T; the positional\n"
                  "part apart), its OV circuit (the logits it writes for a token it attends to, through\n"
@@ -44,14 +45,12 @@ static int circuits_parse(int argc, char **argv, circuits_args *a) {
         .epilog = "\n"
                   "Exit codes: 0 done, 2 bad option or --out naming the model, 3 the model cannot be read\n"
                   "or FILE written, 4 the model file is corrupt, 5 the eigenvalues did not converge, 6 out\n"
-                  "of memory.\n"};
-    int code = cli_parse_options(&cmd, argc, argv, NULL);
+                  "of memory.\n",
+        .operands = true};
+    int first;
+    int code = cli_parse_options(&cmd, argc, argv, &first);
     if (code != CLI_RUN) return code;
-    if (!a->model) {
-        cli_error("circuits: --model DIR is required");
-        return EXIT_USAGE;
-    }
-    return CLI_RUN;
+    return explain_cli_model("circuits", a->model, argc, argv, first, &a->model);
 }
 
 /* A JSON array of the rows x cols matrix m. */
