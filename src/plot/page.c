@@ -133,7 +133,7 @@ static void json_map(FILE *out, const dat_map *m, int digits) {
  * any is missing. */
 static void json_maps(FILE *out, const char *dir, const char *fmt, const plot_source *src,
                       int digits) {
-    char rel[128], path[1300];
+    char rel[128], path[PLOT_PATH_LEN + 100];
     for (int pass = 0; pass < 2; pass++) { /* pass 0: are they all there? pass 1: write */
         for (int l = 1; l <= src->layers; l++)
             for (int h = 1; h <= src->heads; h++) {
@@ -160,7 +160,7 @@ static void json_maps(FILE *out, const char *dir, const char *fmt, const plot_so
 
 /* "snapshots":{"steps":[...],"maps":[[per head]...]} or null. */
 static void json_snapshots(FILE *out, const char *dir, const plot_source *src) {
-    char path[1300];
+    char path[PLOT_PATH_LEN + 100];
     snprintf(path, sizeof path, "%s/snapshots", dir);
     int64_t *steps = NULL;
     int n = plot_snapshot_steps(path, &steps);
@@ -189,7 +189,7 @@ static void json_snapshots(FILE *out, const char *dir, const plot_source *src) {
 
 /* "metrics":{"columns":[names],"rows":[[numbers or null]...]} from metrics.csv, or null. */
 static void json_metrics(FILE *out, const char *dir) {
-    char path[1300], line[4096];
+    char path[PLOT_PATH_LEN + 100], line[4096];
     snprintf(path, sizeof path, "%s/metrics.csv", dir);
     FILE *f;
     if (io_fopen_regular(path, &f) != QKV_OK) {
