@@ -11,7 +11,8 @@
 #define DATA_PAD 0 /* the padding token's id; real tokens are 1 .. vocab-1 */
 
 typedef struct {
-    char path[FILE_PATH_LEN], heldout_path[FILE_PATH_LEN]; /* heldout_path "": held out by a hash of the line */
+    /* heldout_path "": held out by a hash of the line */
+    char path[FILE_PATH_LEN], heldout_path[FILE_PATH_LEN];
     uint64_t checksum;  /* of the file (and the held-out file): a model refuses another */
     int vocab;          /* token ids 0 .. vocab-1, id 0 the padding */
     char **token;       /* token[id]: its string, in order of first appearance */
