@@ -1,6 +1,7 @@
 /* cmd_ablate.c - `qkv ablate`: each head's output removed in turn, the held-out loss and
  * accuracy without it (explore/explain.c). */
 #include "cli.h"
+#include "io/paths.h"
 #include "explain_cli.h"
 #include "explore/eval_data.h"
 
@@ -113,7 +114,7 @@ static void print_table(const trainer *t, const ablate_request *rq, const ablate
 
 static int ablate_run(const ablate_args *a) {
     trainer t;
-    char path[1100];
+    char path[RUN_PATH_LEN];
     int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
     if (code != EXIT_OK) return code;
     const char *inputs[4] = {path, NULL, NULL, NULL}; /* the model, its data file, --data */

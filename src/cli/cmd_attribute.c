@@ -1,6 +1,7 @@
 /* cmd_attribute.c - `qkv attribute`: direct logit attribution, one logit split exactly into
  * the embedding path, each head's share and the bias (explore/explain.c). */
 #include "cli.h"
+#include "io/paths.h"
 #include "explain_cli.h"
 #include "explore/explain.h"
 
@@ -72,7 +73,7 @@ static void print_table(const trainer *t, const explain_input *in, const dla_res
 
 static int attribute_run(const attribute_args *a) {
     trainer t;
-    char path[1100];
+    char path[RUN_PATH_LEN];
     int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
     if (code != EXIT_OK) return code;
     const char *inputs[] = {path, t.data ? t.data->path : NULL, NULL};

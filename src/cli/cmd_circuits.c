@@ -169,7 +169,7 @@ static void print_table(const qkv_model_config *c, const double *copying,
 }
 
 static int circuits_run(const circuits_args *a) {
-    char path[1100];
+    char path[RUN_PATH_LEN];
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
     if (a->out && cli_output_clashes("circuits: --out ", a->out, path)) return EXIT_USAGE;
     trainer t;

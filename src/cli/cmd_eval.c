@@ -139,7 +139,7 @@ static int eval_data(trainer *t, const eval_args *a, const char *path) {
 static int eval_run(const eval_args *a) {
     int code = cli_set_threads(a->threads);
     if (code != EXIT_OK) return code;
-    char path[1100];
+    char path[RUN_PATH_LEN];
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
     bool json = a->json;
     trainer t;

@@ -50,7 +50,7 @@ static int grads_parse(int argc, char **argv, grads_args *a) {
 }
 
 static int grads_run(const grads_args *a) {
-    char path[1100];
+    char path[RUN_PATH_LEN];
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
     if (cli_output_clashes("grads: --out ", a->out, path)) return EXIT_USAGE;
     io_protect(path); /* and the files it names, as they are loaded */

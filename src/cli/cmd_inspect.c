@@ -335,7 +335,7 @@ int cmd_inspect(int argc, char **argv, bool parse_only) {
     inspect_args a;
     int code = inspect_parse(argc, argv, &a);
     if (code != CLI_RUN || parse_only) return code;
-    char path[1100];
+    char path[RUN_PATH_LEN];
     if (!cli_model_path(a.model, path, sizeof path)) return EXIT_IO;
     if (a.out && cli_output_clashes("inspect: --out ", a.out, path)) return EXIT_USAGE;
     io_protect(path); /* and the files it names, as they are loaded */

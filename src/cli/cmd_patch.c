@@ -1,6 +1,7 @@
 /* cmd_patch.c - `qkv patch`: activation patching, each head's output on a clean input copied
  * into the run on a corrupted one, exactly and by attribution (explore/explain.c). */
 #include "cli.h"
+#include "io/paths.h"
 #include "explain_cli.h"
 #include "explore/explain.h"
 
@@ -115,7 +116,7 @@ static void print_table(const trainer *t, const explain_input *clean, const patc
 
 static int patch_run(const patch_args *a) {
     trainer t;
-    char path[1100];
+    char path[RUN_PATH_LEN];
     int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
     if (code != EXIT_OK) return code;
     const char *inputs[] = {path, t.data ? t.data->path : NULL, NULL};

@@ -1,6 +1,7 @@
 /* cmd_study.c - `qkv study softmax`: the softmax Jacobian, its O(n) backward pass, and why
  * attention divides its scores by sqrt(d_k) (the numbers: src/explore/softmax_study.c). */
 #include "cli.h"
+#include "io/paths.h"
 #include "explore/softmax_study.h"
 
 #include <errno.h>
@@ -121,7 +122,7 @@ static int scaling_run(int samples, int n, int max_dk, uint64_t seed, const char
         return EXIT_OK;
     }
 
-    char path[1100], plot[1100];
+    char path[RUN_PATH_LEN], plot[RUN_PATH_LEN];
     snprintf(path, sizeof path, "%s/scaling.dat", out_dir);
     if ((s = study_scaling_save(path, rows, nrows, n, samples, seed)) != QKV_OK) {
         cli_error("study: %s", qkv_last_error());

@@ -1,6 +1,7 @@
 /* cmd_study_precision.c - `qkv study precision`: one gradient of a trained model in f32 and in
  * f64, where the two part, and why (src/explore/precision_study.h). */
 #include "cli.h"
+#include "io/paths.h"
 #include "explore/precision_study.h"
 
 #include <inttypes.h>
@@ -67,7 +68,7 @@ static void print_study(const precision_study *ps, const precision_args *a, cons
 }
 
 static int precision_run(const precision_args *a) {
-    char path[1100];
+    char path[RUN_PATH_LEN];
     if (a->model && !cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
     precision_study *ps = malloc(sizeof *ps);
     if (!ps) {

@@ -3,6 +3,7 @@
 #define _XOPEN_SOURCE 700 /* realpath */
 #endif
 #include "cli.h"
+#include "io/paths.h"
 #include "report.h"
 #include "train/checkpoint.h"
 #include "train/options.h"
@@ -220,7 +221,7 @@ static int train_run(train_args *a) {
     trainer t;
     qkv_status s;
     int64_t old_steps = 0; /* a resumed run's --steps before this command */
-    char path[1100];
+    char path[RUN_PATH_LEN];
     if (resume) {
         if (!cli_model_path(resume, path, sizeof path)) return EXIT_IO;
         if ((s = trainer_load(&t, path)) != QKV_OK) {
@@ -265,7 +266,7 @@ static int train_run(train_args *a) {
             cli_print_result_json(&t, run.last, &run.metrics, t.optim.step, p.seconds, "train",
                                   t.optim.step > run.start_step);
         else { /* --quiet too: the summary's first line is what a script reads */
-            char tail[1200];
+            char tail[RUN_PATH_LEN + 100]; /* "N steps in X s, saved to " and the run */
             snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step,
                      p.seconds, out_dir ? ", saved to " : "", out_dir ? out_dir : "");
             cli_print_summary(&t, &run.last, tail, quiet);

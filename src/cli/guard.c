@@ -23,7 +23,7 @@
 
 /* The note a signal prints after "interrupted by SIG...": two buffers, so that the handler
  * always reads a whole one while the other is being written. */
-static char notes[2][1200];
+static char notes[2][RUN_PATH_LEN + 100]; /* a line naming a run directory */
 static volatile sig_atomic_t note_current = -1;
 
 void cli_set_interrupt_note(const char *fmt, ...) {

@@ -5,6 +5,7 @@
 #define QKV_EVAL_DATA_H
 
 #include "explore/explain.h"
+#include "io/paths.h"
 
 #include <stdio.h>
 
@@ -12,7 +13,7 @@
  * tokens, a tab and output tokens ("_" no target), as its training file; for a built-in
  * task's, lines of exactly T input tokens (ids or labels), the targets the task's own. */
 typedef struct {
-    char path[1024];
+    char path[FILE_PATH_LEN];
     int n;
     int32_t *x, *y, *len; /* (n, T) padded, (n, To) with -1, (n) */
     int64_t *line;        /* (n): each example's line in the file */

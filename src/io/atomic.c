@@ -342,7 +342,8 @@ qkv_status io_open_log(const char *path, int *fd) {
 
 /* ---- the record a signal leaves ---- */
 
-static char record_path[2][1100], record_tmp[2][1140], record_text[2][32768];
+static char record_path[2][RUN_PATH_LEN], record_tmp[2][RUN_PATH_LEN + 40], /* ".tmp.PID.100" */
+    record_text[2][32768];
 static volatile sig_atomic_t record_current = -1;
 
 void io_set_signal_record(const char *path, const char *text) {

@@ -2,6 +2,7 @@
 #ifndef QKV_IO_H
 #define QKV_IO_H
 
+#include "io/paths.h"
 #include "qkv.h"
 
 #include <stdbool.h>
@@ -12,8 +13,8 @@
  * over `path`. */
 typedef struct {
     FILE *f;
-    char path[1024];
-    char tmp[1040];
+    char path[FILE_PATH_LEN];
+    char tmp[FILE_PATH_LEN + 16]; /* and ".tmp.PID.N" */
     unsigned mode; /* 0, or the permission bits atomic_commit gives the file (on its descriptor,
                     * before the rename: never by name, where a link may have been swapped in) */
 } atomic_file;
@@ -82,8 +83,8 @@ void io_write_signal_record(void);
 
 /* A run directory being written (rundir.c): the commit protocol of docs/errors.md. */
 typedef struct {
-    char dir[1100];
-    char created[1100]; /* the first directory rundir_open created, or "" */
+    char dir[RUN_PATH_LEN];
+    char created[RUN_PATH_LEN]; /* the first directory rundir_open created, or "" */
     int lock_fd;        /* the directory, flock'ed while the run writes it */
     bool committed;     /* set by the caller once a checkpoint has been written */
 } rundir;

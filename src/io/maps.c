@@ -28,7 +28,7 @@ static qkv_status write_map(const char *path, const char *what, const map_labels
 
 qkv_status maps_write(const char *dir, const char *sub, const char *prefix, const char *suffix,
                       const char *what, const map_labels *labels, const float *maps) {
-    char path[1200];
+    char path[RUN_FILE_PATH_LEN];
     qkv_status s = io_make_subdir(dir, sub, path, sizeof path);
     if (s != QKV_OK) return s;
     size_t per_head = (size_t)labels->queries * labels->keys;

@@ -148,7 +148,7 @@ static qkv_status write_summary(const run_files *rf, int64_t step, double last_l
                                 const char *error) {
     char *text = summary_text(rf, step, last_loss, last_train_acc, status, exit_code, error);
     if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
-    char path[1100];
+    char path[RUN_PATH_LEN];
     snprintf(path, sizeof path, "%s/summary.json", rf->dir);
     atomic_file af;
     qkv_status s = atomic_open(&af, path);
@@ -167,7 +167,7 @@ static void set_signal_record(const run_files *rf, int64_t step, double last_los
         last_loss = rf->kept_loss, last_train_acc = rf->kept_train_acc;
     char *text = summary_text(rf, step, last_loss, last_train_acc, "interrupted", 7,
                               "interrupted by a signal");
-    char path[1100];
+    char path[RUN_PATH_LEN];
     snprintf(path, sizeof path, "%s/summary.json", rf->dir);
     if (text) {
         size_t n = strlen(text); /* the file ends with a newline, as write_summary's */
@@ -195,7 +195,7 @@ static qkv_status begin(run_files *rf, const char *dir, const char *from_dir, in
     if (s != QKV_OK) return s;
 
     /* metrics.jsonl as metrics.csv holds it: the rows up to the step this run starts from. */
-    char path[1100];
+    char path[RUN_PATH_LEN];
     snprintf(path, sizeof path, "%s/metrics.jsonl", from_dir);
     cJSON *old = nkept > 0 ? read_jsonl(path) : NULL;
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);

@@ -4,6 +4,7 @@
 #define QKV_IO_RUN_FILES_H
 
 #include "io/metrics.h"
+#include "io/paths.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -19,7 +20,7 @@ typedef struct {
 } run_evaluation;
 
 typedef struct {
-    char dir[1024];
+    char dir[FILE_PATH_LEN];
     struct cJSON *config; /* the run's config (owned), written into every summary.json */
     FILE *jsonl;          /* DIR/metrics.jsonl, open for appending; NULL if it could not be */
     double start;         /* when the run began (monotonic seconds) */

@@ -41,7 +41,7 @@ static bool is_temporary(const char *name) {
 /* Removes the temporaries a killed run left in DIR and its subdirectories. Called with the
  * lock held, so none of them belongs to a run still writing. */
 static void remove_temporaries(const char *dir) {
-    char sub[1200], path[1500];
+    char sub[RUN_FILE_PATH_LEN], path[RUN_ENTRY_PATH_LEN];
     for (size_t i = 0; i < sizeof run_subdirs / sizeof run_subdirs[0]; i++) {
         snprintf(sub, sizeof sub, *run_subdirs[i] ? "%s/%s" : "%s", dir, run_subdirs[i]);
         DIR *d = opendir(sub);
@@ -77,7 +77,7 @@ void io_remove_stale_temporaries(const char *dir, const char *const *names) {
 }
 
 qkv_status io_make_dirs(const char *dir) {
-    char path[4096];
+    char path[SYSTEM_PATH_LEN];
     if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
         return qkv_fail(QKV_ERR_IO, "%.60s...: path too long", dir);
     /* each parent in turn, then the directory itself */
@@ -139,7 +139,7 @@ qkv_status rundir_open(rundir *rd, const char *dir) {
     /* Subdirectories that exist must be real ones, checked before anything is written: a
      * symbolic link there would lead the run's writes out of the directory. */
     for (size_t i = 1; i < sizeof run_subdirs / sizeof run_subdirs[0]; i++) {
-        char sub[1200];
+        char sub[RUN_FILE_PATH_LEN];
         snprintf(sub, sizeof sub, "%s/%s", dir, run_subdirs[i]);
         if (lstat(sub, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
             rundir_close(rd);
@@ -170,7 +170,7 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 qkv_status rundir_claim(const rundir *rd, bool force) {
-    char path[1500];
+    char path[RUN_ENTRY_PATH_LEN];
     struct stat sb;
     /* another run is one that committed a checkpoint; what a run killed before its first
      * one left (metrics rows, snapshots, a summary) is removed without asking */
@@ -182,7 +182,7 @@ qkv_status rundir_claim(const rundir *rd, bool force) {
                         rd->dir, rd->dir);
     /* with the lock held: none of these is being written */
     for (size_t i = 0; i < sizeof run_subdirs / sizeof run_subdirs[0]; i++) {
-        char sub[1200];
+        char sub[RUN_FILE_PATH_LEN];
         snprintf(sub, sizeof sub, *run_subdirs[i] ? "%s/%s" : "%s", rd->dir, run_subdirs[i]);
         DIR *d = opendir(sub);
         for (struct dirent *e; d && (e = readdir(d));) {
@@ -224,7 +224,7 @@ void rundir_checkpoint_end(rundir *rd, bool committed) {
 }
 
 void rundir_trim_snapshots(const rundir *rd, int64_t step) {
-    char sub[1200], path[1500];
+    char sub[RUN_FILE_PATH_LEN], path[RUN_ENTRY_PATH_LEN];
     snprintf(sub, sizeof sub, "%s/snapshots", rd->dir);
     DIR *d = opendir(sub);
     if (!d) return;
@@ -241,7 +241,7 @@ void rundir_trim_snapshots(const rundir *rd, int64_t step) {
 /* Removes the files directly in `dir` (not subdirectories) but `keep`, then `dir` itself if
  * it is empty. */
 static void remove_files(const char *dir, const char *keep, bool and_dir) {
-    char path[1500];
+    char path[RUN_ENTRY_PATH_LEN];
     DIR *d = opendir(dir);
     for (struct dirent *e; d && (e = readdir(d));) {
         if (keep && !strcmp(e->d_name, keep)) continue;

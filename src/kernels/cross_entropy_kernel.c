@@ -1,6 +1,6 @@
 /* cross_entropy_kernel.c - the row loops of the cross-entropy op: a stable log-sum-exp per row,
- * and the softmax-minus-one-hot gradient. f32 from the ISA in use (isa_kernels.inc), f64 here;
- * the same loop over rows for both (cross_entropy_kernel.inc). */
+ * and the softmax-minus-one-hot gradient. The loop over rows for f32 and f64; the rows
+ * themselves from the ISA in use for f32 (isa_kernels.inc) and from here for f64. */
 #include "isa.h"
 
 #include <math.h>
@@ -19,22 +19,45 @@ static void cross_entropy_backward_row_f64(double *dx, const double *x, int64_t 
     for (int64_t j = 0; j < n; j++) dx[j] += g * (exp(x[j] - lse) - (double)(j == target));
 }
 
-#define T float
-#define SUF f32
-#define CE_ROW kernel_isa_active()->cross_entropy_row
-#define CE_BACKWARD_ROW kernel_isa_active()->cross_entropy_backward_row
-#include "cross_entropy_kernel.inc"
-#undef T
-#undef SUF
-#undef CE_ROW
-#undef CE_BACKWARD_ROW
+double cross_entropy_forward_f32(const float *x, const int32_t *targets, int32_t ignore,
+                                 int64_t rows, int64_t n, double *lse, int64_t *count) {
+    double total = 0;
+    *count = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        if (targets[r] == ignore) continue;
+        lse[r] = kernel_isa_active()->cross_entropy_row(x + r * n, n);
+        total += lse[r] - (double)x[r * n + targets[r]]; /* -log p[target] */
+        ++*count;
+    }
+    return total;
+}
 
-#define T double
-#define SUF f64
-#define CE_ROW cross_entropy_row_f64
-#define CE_BACKWARD_ROW cross_entropy_backward_row_f64
-#include "cross_entropy_kernel.inc"
-#undef T
-#undef SUF
-#undef CE_ROW
-#undef CE_BACKWARD_ROW
+void cross_entropy_backward_f32(float *dx, const float *x, const int32_t *targets,
+                                int32_t ignore, int64_t rows, int64_t n, const double *lse,
+                                double g) {
+    for (int64_t r = 0; r < rows; r++)
+        if (targets[r] != ignore)
+            kernel_isa_active()->cross_entropy_backward_row(dx + r * n, x + r * n, n,
+                                                            targets[r], lse[r], (float)g);
+}
+
+double cross_entropy_forward_f64(const double *x, const int32_t *targets, int32_t ignore,
+                                 int64_t rows, int64_t n, double *lse, int64_t *count) {
+    double total = 0;
+    *count = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        if (targets[r] == ignore) continue;
+        lse[r] = cross_entropy_row_f64(x + r * n, n);
+        total += lse[r] - x[r * n + targets[r]]; /* -log p[target] */
+        ++*count;
+    }
+    return total;
+}
+
+void cross_entropy_backward_f64(double *dx, const double *x, const int32_t *targets,
+                                int32_t ignore, int64_t rows, int64_t n, const double *lse,
+                                double g) {
+    for (int64_t r = 0; r < rows; r++)
+        if (targets[r] != ignore)
+            cross_entropy_backward_row_f64(dx + r * n, x + r * n, n, targets[r], lse[r], g);
+}

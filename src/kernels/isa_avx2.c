@@ -5,12 +5,12 @@
  * 64-row block leaves run in the same tile. Small products take 4 rows at once. */
 #if defined(__x86_64__) || defined(__i386__)
 #define VEC_AVX2 1
-#define ISA_NAME "avx2"
-#define ISA_TABLE kernel_isa_avx2
 #define TILE_MR 6
 #define TILE_NV 1
 #define SMALL_MR 4
 #include "isa_kernels.inc"
+
+const kernel_isa kernel_isa_avx2 = ISA_KERNELS("avx2");
 #else
 typedef int isa_avx2_absent; /* not this architecture: an empty file */
 #endif

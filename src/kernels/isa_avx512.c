@@ -2,12 +2,12 @@
  * -mfma: CMakeLists.txt); 8×32 tiles in 16 zmm sums. */
 #if defined(__x86_64__) || defined(__i386__)
 #define VEC_AVX512 1
-#define ISA_NAME "avx512"
-#define ISA_TABLE kernel_isa_avx512
 #define TILE_MR 8
 #define TILE_NV 2
 #define SMALL_MR 8
 #include "isa_kernels.inc"
+
+const kernel_isa kernel_isa_avx512 = ISA_KERNELS("avx512");
 #else
 typedef int isa_avx512_absent; /* not this architecture: an empty file */
 #endif

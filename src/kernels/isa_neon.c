@@ -2,12 +2,12 @@
  * in 16 q sums. */
 #if defined(__aarch64__)
 #define VEC_NEON 1
-#define ISA_NAME "neon"
-#define ISA_TABLE kernel_isa_neon
 #define TILE_MR 4
 #define TILE_NV 1
 #define SMALL_MR 4
 #include "isa_kernels.inc"
+
+const kernel_isa kernel_isa_neon = ISA_KERNELS("neon");
 #else
 typedef int isa_neon_absent; /* not this architecture: an empty file */
 #endif

@@ -1,6 +1,23 @@
 /* kernels.h - plain loops over float/double arrays. SIMD and OpenMP live here (the one other
- * parallel region is the trainer's loop over a step's shards, src/train/trainer.c). The numeric
- * kernels exist as _f32 and _f64, compiled from one body (the .inc beside it). */
+ * parallel region is the trainer's loop over a step's shards, src/train/trainer.c). Every
+ * numeric kernel exists as _f32 and _f64, each declared below under its full name and defined
+ * under it in a .c file, so that grep finds both.
+ *
+ * How a body is compiled more than once (the one templating scheme of src/kernels/): a body
+ * written once is a .inc file, and each file that includes it is one instance of it:
+ *   - before the #include, the includer says what the instance is: `typedef float T;` or
+ *     `typedef double T;` for an element type (attention_kernel.inc, optim_part.inc), or its
+ *     vector backend and tile sizes for an instruction set (isa_kernels.inc);
+ *   - the .inc's functions are static and carry no type or ISA in their names (the type-generic
+ *     math they call, log, fma, sqrt, is <tgmath.h>'s); what the body needs from its includer
+ *     it declares at its top, and the includer defines;
+ *   - after the #include, the includer exports the instance under written-out names: the
+ *     _f32/_f64 kernels below, as one-line wrappers (attention_kernel_f32.c, _f64.c), or the
+ *     ISA's table, kernel_isa_avx2 and the others of isa.h (isa_avx2.c, ...).
+ * A .inc is included once per file, so nothing is #undef'd and no function name is pasted.
+ * Short kernels (softmax, cross-entropy, the optimizers' loop over parameters) are simply
+ * written out for each type. (An op's own elementwise loops, in src/engine/ops/, bind the
+ * same T for each dtype with QKV_TYPED: engine.h.) */
 #ifndef QKV_KERNELS_H
 #define QKV_KERNELS_H
 
@@ -13,26 +30,28 @@
  * a_stride/b_stride/c_stride are the element distances between batches (0 shares a matrix).
  * accumulate adds into C instead of overwriting it. Each row of C is computed by one thread
  * in a fixed order, so the result does not depend on the thread count. */
-#define GEMM_DECL(T, SUF)                                                                  \
-    void gemm_##SUF(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,     \
-                    const T *A, int64_t a_stride, const T *B, int64_t b_stride, T *C,      \
-                    int64_t c_stride, bool accumulate);
-GEMM_DECL(float, f32)
-GEMM_DECL(double, f64)
+void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const float *A,
+              int64_t a_stride, const float *B, int64_t b_stride, float *C, int64_t c_stride,
+              bool accumulate);
+void gemm_f64(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const double *A,
+              int64_t a_stride, const double *B, int64_t b_stride, double *C, int64_t c_stride,
+              bool accumulate);
 /* For kernels that are already parallel (the attention tiles), a product on the calling
  * thread with op(B) packed beforehand, so that a right-hand side used by many tiles is packed
  * once: gemm_pack_* writes op(B) (K×N; B stored (K, N), or (N, K) when tb, rows ldb apart)
  * into gemm_packed_floats_*(N, K) elements, and gemm1_packed_* computes C (M×N) (+)= op(A)·B
  * from it, A as in gemm_*. When gemm_packed_is_plain_*(N), the packed form is op(B) itself
  * in K rows of N, so a non-transposed B with rows N apart can be used as it is. */
-#define GEMM1_DECL(T, SUF)                                                                 \
-    size_t gemm_packed_floats_##SUF(int64_t N, int64_t K);                                \
-    bool gemm_packed_is_plain_##SUF(int64_t N);                                            \
-    void gemm_pack_##SUF(T *bp, bool tb, int64_t N, int64_t K, const T *B, int64_t ldb);   \
-    void gemm1_packed_##SUF(bool ta, int64_t M, int64_t N, int64_t K, const T *A,          \
-                            const T *bp, T *C, bool accumulate);
-GEMM1_DECL(float, f32)
-GEMM1_DECL(double, f64)
+size_t gemm_packed_floats_f32(int64_t N, int64_t K);
+bool gemm_packed_is_plain_f32(int64_t N);
+void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int64_t ldb);
+void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A, const float *bp,
+                      float *C, bool accumulate);
+size_t gemm_packed_floats_f64(int64_t N, int64_t K);
+bool gemm_packed_is_plain_f64(int64_t N);
+void gemm_pack_f64(double *bp, bool tb, int64_t N, int64_t K, const double *B, int64_t ldb);
+void gemm1_packed_f64(bool ta, int64_t M, int64_t N, int64_t K, const double *A,
+                      const double *bp, double *C, bool accumulate);
 /* The f32 kernels in use, for the whole process (isa.c): "avx512", "avx2", "neon" or "scalar",
  * the one QKV_SIMD names, else the best this CPU runs. Every path gives the same bits. */
 const char *kernel_isa_name(void);
@@ -45,11 +64,10 @@ bool kernel_isa_runs(const char *name);
 
 /* Row-wise softmax over rows of length n: y = exp(x - max) / sum. A row that is entirely -inf
  * gives zeros. Backward: dx += y ⊙ (dy − Σ dy⊙y), never forming the n×n Jacobian. */
-#define SOFTMAX_DECL(T, SUF)                                                               \
-    void softmax_forward_##SUF(T *y, const T *x, int64_t rows, int64_t n);                 \
-    void softmax_backward_##SUF(T *dx, const T *y, const T *dy, int64_t rows, int64_t n);
-SOFTMAX_DECL(float, f32)
-SOFTMAX_DECL(double, f64)
+void softmax_forward_f32(float *y, const float *x, int64_t rows, int64_t n);
+void softmax_backward_f32(float *dx, const float *y, const float *dy, int64_t rows, int64_t n);
+void softmax_forward_f64(double *y, const double *x, int64_t rows, int64_t n);
+void softmax_backward_f64(double *dx, const double *y, const double *dy, int64_t rows, int64_t n);
 
 /* Fused attention over G = batch·heads independent heads, O = softmax(scale·Q·Kᵀ + M)·V
  * without forming the Nq×Nk matrix: keys are visited in tiles with an online softmax, and
@@ -67,15 +85,19 @@ typedef struct {
     double scale;
     const int64_t *ms;            /* mask strides, see above */
 } attention_dims;
-#define ATTENTION_DECL(T, SUF)                                                             \
-    size_t attention_scratch_size_##SUF(const attention_dims *d, int threads, bool backward); \
-    void attention_forward_##SUF(const attention_dims *d, T *o, T *lse, const T *q,        \
-                                 const T *k, const T *v, const T *mask, void *scratch);    \
-    void attention_backward_##SUF(const attention_dims *d, T *dq, T *dk, T *dv,            \
-                                  const T *dout, const T *o, const T *lse, const T *q,     \
-                                  const T *k, const T *v, const T *mask, void *scratch);
-ATTENTION_DECL(float, f32)
-ATTENTION_DECL(double, f64)
+size_t attention_scratch_size_f32(const attention_dims *d, int threads, bool backward);
+void attention_forward_f32(const attention_dims *d, float *o, float *lse, const float *q,
+                           const float *k, const float *v, const float *mask, void *scratch);
+void attention_backward_f32(const attention_dims *d, float *dq, float *dk, float *dv,
+                            const float *dout, const float *o, const float *lse, const float *q,
+                            const float *k, const float *v, const float *mask, void *scratch);
+size_t attention_scratch_size_f64(const attention_dims *d, int threads, bool backward);
+void attention_forward_f64(const attention_dims *d, double *o, double *lse, const double *q,
+                           const double *k, const double *v, const double *mask, void *scratch);
+void attention_backward_f64(const attention_dims *d, double *dq, double *dk, double *dv,
+                            const double *dout, const double *o, const double *lse,
+                            const double *q, const double *k, const double *v,
+                            const double *mask, void *scratch);
 /* How the backward pass forms the softmax's row term D and the recomputed P. Each is exact
  * algebra; they differ in rounding where attention saturates (docs/architecture.md, "The
  * fused backward's precision"). The default is ATTENTION_FORM_D_FROM_P; the others are kept
@@ -95,15 +117,16 @@ bool attention_form_parse(const char *name, attention_form_kind *form); /* false
 /* Cross-entropy over rows of n logits, skipping rows whose target is `ignore`. Forward:
  * lse[r] = log Σ_j exp(x[r,j]) (stable; summed in double), *count = rows with a target, and
  * the return value Σ_r (lse[r] − x[r, t_r]). Backward: dx[r,j] += g·(softmax_j − [j = t_r]). */
-#define CROSS_ENTROPY_DECL(T, SUF)                                                         \
-    double cross_entropy_forward_##SUF(const T *x, const int32_t *targets, int32_t ignore, \
-                                       int64_t rows, int64_t n, double *lse,               \
-                                       int64_t *count);                                    \
-    void cross_entropy_backward_##SUF(T *dx, const T *x, const int32_t *targets,           \
-                                      int32_t ignore, int64_t rows, int64_t n,             \
-                                      const double *lse, double g);
-CROSS_ENTROPY_DECL(float, f32)
-CROSS_ENTROPY_DECL(double, f64)
+double cross_entropy_forward_f32(const float *x, const int32_t *targets, int32_t ignore,
+                                 int64_t rows, int64_t n, double *lse, int64_t *count);
+void cross_entropy_backward_f32(float *dx, const float *x, const int32_t *targets,
+                                int32_t ignore, int64_t rows, int64_t n, const double *lse,
+                                double g);
+double cross_entropy_forward_f64(const double *x, const int32_t *targets, int32_t ignore,
+                                 int64_t rows, int64_t n, double *lse, int64_t *count);
+void cross_entropy_backward_f64(double *dx, const double *x, const int32_t *targets,
+                                int32_t ignore, int64_t rows, int64_t n, const double *lse,
+                                double g);
 /* The optimizers over n parameters at once (w[i], g[i], and the state m[i], v[i] where the
  * rule has it; NULL otherwise), each of size[i] elements. optim_grad_sq_* returns Σ g² (summed
  * in double), the same for any thread count; optim_update_* applies one step of rule r to
@@ -116,12 +139,12 @@ typedef struct {
     double momentum;                     /* momentum */
     double beta1, beta2, eps, bias1, bias2; /* Adam; bias_k = 1 − beta_k^step */
 } optim_rule;
-#define OPTIM_DECL(T, SUF)                                                                 \
-    double optim_grad_sq_##SUF(int n, const T *const *g, const int64_t *size);             \
-    void optim_update_##SUF(const optim_rule *r, int n, T *const *w, const T *const *g,    \
-                            T *const *m, T *const *v, const int64_t *size);
-OPTIM_DECL(float, f32)
-OPTIM_DECL(double, f64)
+double optim_grad_sq_f32(int n, const float *const *g, const int64_t *size);
+void optim_update_f32(const optim_rule *r, int n, float *const *w, const float *const *g,
+                      float *const *m, float *const *v, const int64_t *size);
+double optim_grad_sq_f64(int n, const double *const *g, const int64_t *size);
+void optim_update_f64(const optim_rule *r, int n, double *const *w, const double *const *g,
+                      double *const *m, double *const *v, const int64_t *size);
 /* How many threads the kernels may use (1 without OpenMP). */
 int kernel_threads(void);
 /* Whether a loop of `work` (above `threshold`) is worth a team of threads: there are threads,

@@ -18,29 +18,83 @@ static void part_range(int64_t n, int p, int64_t *lo, int64_t *hi) {
     *hi = n * (p + 1) / OPTIM_PARTS;
 }
 
-/* f32: the loops of the ISA in use (isa_kernels.inc) */
-#define T float
-#define SUF f32
-#define SUM_SQUARES kernel_isa_active()->sum_squares
-#define UPDATE_PART kernel_isa_active()->optim_update_part
-#include "optim_kernel.inc"
-#undef T
-#undef SUF
-#undef SUM_SQUARES
-#undef UPDATE_PART
+/* ---- f32: the part loops of the ISA in use (isa_kernels.inc) ---- */
 
-/* f64: the same loops, compiled here */
-#define T double
-#define SQRT sqrt
-#define OPT(name) name##_f64
+/* Task t: part t % OPTIM_PARTS of parameter t / OPTIM_PARTS. */
+static void grad_sq_task_f32(int64_t t, const float *const *g, const int64_t *size,
+                             double *sq) {
+    int64_t lo, hi;
+    part_range(size[t / OPTIM_PARTS], (int)(t % OPTIM_PARTS), &lo, &hi);
+    sq[t] = kernel_isa_active()->sum_squares(g[t / OPTIM_PARTS] + lo, hi - lo);
+}
+
+double optim_grad_sq_f32(int n, const float *const *g, const int64_t *size) {
+    double sq[OPTIM_MAX_PARAMS * OPTIM_PARTS];
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += size[i];
+    KERNEL_FOR_STATIC(kernel_parallel((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+                      grad_sq_task_f32(t, g, size, sq););
+    double sum = 0;
+    for (int t = 0; t < n * OPTIM_PARTS; t++) sum += sq[t];
+    return sum;
+}
+
+static void update_task_f32(int64_t t, const optim_rule *r, float *const *w,
+                            const float *const *g, float *const *m, float *const *v,
+                            const int64_t *size) {
+    int i = (int)(t / OPTIM_PARTS);
+    int64_t lo, hi;
+    part_range(size[i], (int)(t % OPTIM_PARTS), &lo, &hi);
+    kernel_isa_active()->optim_update_part(r, w[i] + lo, g[i] + lo, m[i] ? m[i] + lo : NULL,
+                                           v[i] ? v[i] + lo : NULL, hi - lo);
+}
+
+void optim_update_f32(const optim_rule *r, int n, float *const *w, const float *const *g,
+                      float *const *m, float *const *v, const int64_t *size) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += size[i];
+    KERNEL_FOR_STATIC(kernel_parallel((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+                      update_task_f32(t, r, w, g, m, v, size););
+}
+
+/* ---- f64: the same part loops (optim_part.inc), compiled here for double ---- */
+
+typedef double T;
 #include "optim_part.inc"
-#undef OPT
-#define SUF f64
-#define SUM_SQUARES sum_squares_f64
-#define UPDATE_PART update_part_f64
-#include "optim_kernel.inc"
-#undef T
-#undef SUF
-#undef SQRT
-#undef SUM_SQUARES
-#undef UPDATE_PART
+
+/* Task t: part t % OPTIM_PARTS of parameter t / OPTIM_PARTS. */
+static void grad_sq_task_f64(int64_t t, const double *const *g, const int64_t *size,
+                             double *sq) {
+    int64_t lo, hi;
+    part_range(size[t / OPTIM_PARTS], (int)(t % OPTIM_PARTS), &lo, &hi);
+    sq[t] = sum_squares(g[t / OPTIM_PARTS] + lo, hi - lo);
+}
+
+double optim_grad_sq_f64(int n, const double *const *g, const int64_t *size) {
+    double sq[OPTIM_MAX_PARAMS * OPTIM_PARTS];
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += size[i];
+    KERNEL_FOR_STATIC(kernel_parallel((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+                      grad_sq_task_f64(t, g, size, sq););
+    double sum = 0;
+    for (int t = 0; t < n * OPTIM_PARTS; t++) sum += sq[t];
+    return sum;
+}
+
+static void update_task_f64(int64_t t, const optim_rule *r, double *const *w,
+                            const double *const *g, double *const *m, double *const *v,
+                            const int64_t *size) {
+    int i = (int)(t / OPTIM_PARTS);
+    int64_t lo, hi;
+    part_range(size[i], (int)(t % OPTIM_PARTS), &lo, &hi);
+    update_part(r, w[i] + lo, g[i] + lo, m[i] ? m[i] + lo : NULL, v[i] ? v[i] + lo : NULL,
+                hi - lo);
+}
+
+void optim_update_f64(const optim_rule *r, int n, double *const *w, const double *const *g,
+                      double *const *m, double *const *v, const int64_t *size) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += size[i];
+    KERNEL_FOR_STATIC(kernel_parallel((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+                      update_task_f64(t, r, w, g, m, v, size););
+}

@@ -1,5 +1,5 @@
-/* softmax_kernel.c - row-wise softmax kernels: f32 from the ISA in use (isa_kernels.inc), f64
- * here; the same loop over rows for both (softmax_kernel.inc). */
+/* softmax_kernel.c - row-wise softmax kernels: the loop over rows for f32 and f64, the rows
+ * themselves from the ISA in use for f32 (isa_kernels.inc) and from here for f64. */
 #include "isa.h"
 
 #include <math.h>
@@ -24,22 +24,26 @@ static void softmax_backward_row_f64(double *dx, const double *y, const double *
     for (int64_t j = 0; j < n; j++) dx[j] += y[j] * (dy[j] - dot);
 }
 
-#define T float
-#define SUF f32
-#define SOFTMAX_ROW kernel_isa_active()->softmax_row
-#define SOFTMAX_BACKWARD_ROW kernel_isa_active()->softmax_backward_row
-#include "softmax_kernel.inc"
-#undef T
-#undef SUF
-#undef SOFTMAX_ROW
-#undef SOFTMAX_BACKWARD_ROW
+/* One row per task; f32 takes each row from the ISA table in use (kernel_isa_active() is one
+ * atomic load). */
+void softmax_forward_f32(float *y, const float *x, int64_t rows, int64_t n) {
+    KERNEL_FOR_STATIC(kernel_parallel((double)(rows * n), 16384), r, rows,
+                      kernel_isa_active()->softmax_row(y + r * n, x + r * n, n););
+}
 
-#define T double
-#define SUF f64
-#define SOFTMAX_ROW softmax_row_f64
-#define SOFTMAX_BACKWARD_ROW softmax_backward_row_f64
-#include "softmax_kernel.inc"
-#undef T
-#undef SUF
-#undef SOFTMAX_ROW
-#undef SOFTMAX_BACKWARD_ROW
+void softmax_backward_f32(float *dx, const float *y, const float *dy, int64_t rows, int64_t n) {
+    KERNEL_FOR_STATIC(kernel_parallel((double)(rows * n), 16384), r, rows,
+                      kernel_isa_active()->softmax_backward_row(dx + r * n, y + r * n,
+                                                                dy + r * n, n););
+}
+
+void softmax_forward_f64(double *y, const double *x, int64_t rows, int64_t n) {
+    KERNEL_FOR_STATIC(kernel_parallel((double)(rows * n), 16384), r, rows,
+                      softmax_row_f64(y + r * n, x + r * n, n););
+}
+
+void softmax_backward_f64(double *dx, const double *y, const double *dy, int64_t rows,
+                          int64_t n) {
+    KERNEL_FOR_STATIC(kernel_parallel((double)(rows * n), 16384), r, rows,
+                      softmax_backward_row_f64(dx + r * n, y + r * n, dy + r * n, n););
+}

@@ -2,6 +2,7 @@
 #ifndef QKV_DATASET_H
 #define QKV_DATASET_H
 
+#include "io/paths.h"
 #include "qkv.h"
 
 #include <stddef.h>
@@ -10,7 +11,8 @@
 #define DATA_PAD 0 /* the padding token's id; real tokens are 1 .. vocab-1 */
 
 typedef struct {
-    char path[1024], heldout_path[1024]; /* heldout_path "": held out by a hash of the line */
+    /* heldout_path "": held out by a hash of the line */
+    char path[FILE_PATH_LEN], heldout_path[FILE_PATH_LEN];
     uint64_t checksum;  /* of the file (and the held-out file): a model refuses another */
     int vocab;          /* token ids 0 .. vocab-1, id 0 the padding */
     char **token;       /* token[id]: its string, in order of first appearance */
@@ -24,7 +26,7 @@ typedef struct {
     int32_t *slot;      /* open-addressing hash of token ids, -1 empty */
     size_t slots;
     int64_t rule_line;  /* the line that set the length rule, and its file */
-    char rule_path[1024];
+    char rule_path[FILE_PATH_LEN];
 } dataset;
 
 /* Reads FILE (and the held-out examples from heldout_path, or by hash when NULL). One line

@@ -78,7 +78,7 @@ static void json_map(FILE *out, const dat_map *m, int digits) {
  * any is missing. */
 static void json_maps(FILE *out, const char *dir, const char *fmt, const plot_source *src,
                       int digits) {
-    char rel[128], path[1300];
+    char rel[128], path[PLOT_PATH_LEN + 100];
     for (int pass = 0; pass < 2; pass++) { /* pass 0: are they all there? pass 1: write */
         for (int l = 1; l <= src->layers; l++)
             for (int h = 1; h <= src->heads; h++) {
@@ -105,7 +105,7 @@ static void json_maps(FILE *out, const char *dir, const char *fmt, const plot_so
 
 /* "snapshots":{"steps":[...],"maps":[[per head]...]} or null. */
 static void json_snapshots(FILE *out, const char *dir, const plot_source *src) {
-    char path[1300];
+    char path[PLOT_PATH_LEN + 100];
     snprintf(path, sizeof path, "%s/snapshots", dir);
     int64_t *steps = NULL;
     int n = plot_snapshot_steps(path, &steps);
@@ -134,8 +134,8 @@ static void json_snapshots(FILE *out, const char *dir, const plot_source *src) {
 
 /* "metrics":{"columns":[names],"rows":[[numbers or null]...]} from metrics.csv, or null. */
 static void json_metrics(FILE *out, const char *dir) {
-    char path[1300], *line = NULL; /* a whole line, however long (8 layers x 64 heads of head
-                                    * columns are over 100 KB) */
+    char path[PLOT_PATH_LEN + 100], *line = NULL; /* a whole line, however long (8 layers x
+                                                   * 64 heads of head columns are over 100 KB) */
     size_t cap = 0;
     snprintf(path, sizeof path, "%s/metrics.csv", dir);
     FILE *f;

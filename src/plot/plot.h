@@ -34,7 +34,7 @@ typedef struct {
 typedef struct {
     bool page;
     int images;
-    char path[1300];
+    char path[PLOT_PATH_LEN + 100];
 } plot_made;
 
 /* ---- plots.c ---- */

@@ -35,9 +35,9 @@ static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *di
     /* The cell is a directory of the sweep's own, never a link planted in its place (it
      * would send the cell's run elsewhere); one that another qkv run is writing (a cell of a
      * killed sweep still finishing, another sweep) is left alone, its log untouched. */
-    char made[4096];
+    char made[SYSTEM_PATH_LEN];
     const char *slash = strrchr(dir, '/');
-    char parent[4096];
+    char parent[SYSTEM_PATH_LEN];
     snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - dir) : 1, slash ? dir : ".");
     if (io_make_dirs(parent) != QKV_OK ||
         io_make_subdir(parent, slash ? slash + 1 : dir, made, sizeof made) != QKV_OK) {
@@ -104,7 +104,7 @@ static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *di
 
 sweep_status sweep_run_here(const sweep *sw, long jobs, sweep_report report, void *user,
                             sweep_progress *out) {
-    char exe[4096];
+    char exe[SYSTEM_PATH_LEN];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0)
         return qkv_fail(QKV_ERR_IO, "sweep: cannot find the qkv executable (/proc/self/exe): %s",
@@ -253,7 +253,7 @@ qkv_status sweep_check_printable(const sweep *sw) {
 }
 
 qkv_status sweep_emit(const sweep *sw, const char *kind, char *written, size_t len) {
-    char exe[4096];
+    char exe[SYSTEM_PATH_LEN];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     char *dir = realpath(sw->dir, NULL);
     if (n <= 0 || !dir) {

@@ -2,6 +2,7 @@
 #include "train/run.h"
 
 #include "io/maps.h"
+#include "io/paths.h"
 #include "train/checkpoint.h"
 #include "train/hints.h"
 #include "train/options.h"
@@ -194,7 +195,7 @@ static qkv_status check_losses(const training_run *run, const trainer *t) {
  * written) puts metrics.csv and the maps back as they were: no record is left ahead of the
  * model on disk. */
 static qkv_status checkpoint(training_run *run, trainer *t, run_progress progress, void *user) {
-    char path[1200];
+    char path[RUN_FILE_PATH_LEN];
     snprintf(path, sizeof path, "%s/metrics.csv", run->dir.dir);
     qkv_status s = trainer_check_state(t, QKV_ERR_NUMERIC); /* before anything is written */
     if (s == QKV_OK) s = check_losses(run, t);
@@ -295,7 +296,7 @@ static qkv_status begin(training_run *run, trainer *t, run_progress progress, vo
     if (o->resume_dir) {
         /* The checkpoint decides: metrics rows and snapshots after its step are what a kill
          * left ahead of it; they are dropped, and the steps are done again. */
-        char path[1200];
+        char path[RUN_FILE_PATH_LEN];
         snprintf(path, sizeof path, "%s/metrics.csv", o->resume_dir);
         metrics_read(&run->metrics, path, t->optim.step);
         if (t->metrics_rows >= 0 && run->metrics.n != t->metrics_rows)

@@ -2,6 +2,7 @@
 #ifndef QKV_TRAIN_H
 #define QKV_TRAIN_H
 
+#include "io/paths.h"
 #include "model/dataset.h"
 #include "qkv.h"
 
@@ -27,7 +28,7 @@ typedef struct {
     /* A task of the user's own: the examples' file, and the held-out file ("" for a hash of
      * each line). trainer_init reads them, and sets task, model.vocab, model.seq_len and
      * model.target_len from them. */
-    char data_path[1024], heldout_path[1024];
+    char data_path[FILE_PATH_LEN], heldout_path[FILE_PATH_LEN];
     uint64_t data_checksum; /* when loading a model: the files' checksum it was trained on */
     /* When loading a model whose run directory keeps copies of those files (RUN_DATA_COPY,
      * RUN_HELDOUT_COPY): the copies' paths, read instead of data_path and heldout_path, so

@@ -3,7 +3,7 @@
 #include "kernels/kernels.h"
 
 /* saved: per row, log Σ exp(logits) (the log-sum-exp), kept for the backward pass. The row
- * loops are in src/kernels/cross_entropy_kernel.inc. */
+ * loops are in src/kernels/cross_entropy_kernel.c. */
 
 qkv_tensor *qkv_cross_entropy(qkv_ctx *ctx, qkv_tensor *logits, qkv_tensor *targets,
                               int32_t ignore_index) {
