@@ -230,8 +230,11 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
                             lines_name);
         }
     } else {
+        /* not an option d_k is made of, when it is the x axis */
         for (int p = 0; p < sw.nparams && lp < 0; p++)
-            if (p != xp && p != ap && !(x_is_dk && !strcmp(sw.param[p].name, "d-model"))) lp = p;
+            if (p != xp && p != ap && !(x_is_dk && (!strcmp(sw.param[p].name, "d-model") ||
+                                                    !strcmp(sw.param[p].name, "heads"))))
+                lp = p;
     }
     collected_cell *cells = calloc((size_t)sw.ncells, sizeof *cells);
     if (!cells) {
