@@ -128,6 +128,12 @@ QKV_API const char *const *qkv_simd_paths(void);
 /* The path in use for the whole process: the one QKV_SIMD names, else the best this CPU
  * runs. Every path gives the same bits. */
 QKV_API const char *qkv_simd_path(void);
+/* Why the path in use is the plain C one, which runs many times slower than SIMD: QKV_SIMD
+ * forced it, or this CPU has no AVX2 with FMA (or the build no SIMD path for it); NULL when
+ * a SIMD path runs. */
+QKV_API const char *qkv_simd_slow_reason(void);
+/* Whether QKV_SIMD chose the path (set and not empty). */
+QKV_API bool qkv_simd_forced(void);
 /* Whether this build has the path and this CPU runs it. */
 QKV_API bool qkv_simd_runs(const char *path);
 /* False, with a one-line reason in msg, when QKV_SIMD names a path that is unknown or that

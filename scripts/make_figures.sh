@@ -70,7 +70,7 @@ cp "$WORK/study/scaling.png" "$FIG/softmax_scaling.png"
 echo "== sweep: heads x seed on lookup"
 "$QKV" sweep --grid 'heads=1,2,4,8,16 seed=1,2,3' --out "$WORK/sweep_dk" --jobs 2 --quiet -- \
     --task lookup --d-model 64
-"$QKV" sweep --collect "$WORK/sweep_dk" --x d_k --lines seed --metric attention_mass --quiet
+"$QKV" sweep --collect "$WORK/sweep_dk" --x d_k --average seed --metric attention_mass --quiet
 cp "$WORK/sweep_dk/sweep.png" "$FIG/sweep_dk_attention_mass.png"
 
 # Keep the repository small: no figure over 100 KB (the animation is dropped if it is).

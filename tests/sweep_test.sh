@@ -10,6 +10,11 @@
 set -u
 QKV=${1:?usage: sweep_test.sh path/to/qkv}
 [ "$QKV" = "${QKV#/}" ] && QKV=$PWD/$QKV
+PY=${QKV_PYTHON:-}
+if [ -z "$PY" ]; then
+    if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=$(command -v python3 || true); fi
+fi
+[ -n "$PY" ] || { echo "sweep_test: no python3"; exit 1; }
 command -v parallel >/dev/null || { echo "sweep_test: GNU parallel is not installed (apt-get install parallel)"; exit 1; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_sweep_test.XXXXXX")
 pgid=
@@ -127,6 +132,37 @@ head -n 1 local/sweep.csv | grep -q '^cell,status,d_model,lr,d_k,step,heldout_ac
     ok || fail "sweep.csv header: $(head -n 1 local/sweep.csv)"
 grep -q '^| d-model=32,lr=0.01 | done | 32 | 0.01 | 32 | 150 |' local/sweep.md && ok || fail "sweep.md: $(cat local/sweep.md)"
 check "collect prints the table" grep -q '^| cell | status' out.txt
+# --average: one point per group of cells that differ only in that option (here lr, as a
+# sweep would over seed): x, the mean, the minimum, the maximum, the cells, as sweep.csv's
+# (to its 6 digits)
+"$QKV" sweep --collect local --x d-model --average lr --metric attention_mass >out.txt 2>err.txt
+rc=$?
+if command -v gnuplot >/dev/null; then
+    [ "$rc" = 0 ] && grep -q 'sweep.png: mean of 2 lrs, band: min to max$' out.txt && ok ||
+        fail "collect --average: exit $rc: $(tail -n 1 out.txt) $(cat err.txt)"
+fi
+"$PY" - local/sweep.csv local/sweep_plot.dat <<'EOF' && ok || fail "collect --average: sweep_plot.dat is not the means of sweep.csv"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+want = {}
+for r in rows:
+    want.setdefault(float(r["d_model"]), []).append(float(r["attention_mass"]))
+got = [l.split() for l in open(sys.argv[2]) if l[0].isdigit()]
+assert len(got) == 3, got
+for x, mean, lo, hi, n in got:
+    v = want[float(x)]
+    close = lambda a, b: abs(a - b) <= 1e-5 * max(abs(b), 1e-3)  # sweep.csv has 6 digits
+    assert int(n) == len(v) == 2 and close(float(mean), sum(v) / 2), (x, mean, v)
+    assert close(float(lo), min(v)) and close(float(hi), max(v)), (x, lo, hi, v)
+EOF
+for bad in "--average nope" "--x d-model --average d-model" "--lines lr --average lr"; do
+    # shellcheck disable=SC2086 # the options are words
+    "$QKV" sweep --collect local $bad >out.txt 2>err.txt
+    rc=$?
+    [ "$rc" = 2 ] && [ "$(wc -l <err.txt)" = 1 ] && grep -q '^qkv: sweep: --' err.txt && ok ||
+        fail "collect $bad: exit $rc: $(cat err.txt)"
+done
+"$QKV" sweep --collect local --x d-model --lines lr --metric attention_mass --quiet >/dev/null 2>&1
 # the same numbers from every way of running (wall time aside)
 for d in gnu slurm killed; do
     "$QKV" sweep --collect "$d" --quiet >/dev/null 2>&1

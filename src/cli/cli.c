@@ -36,13 +36,14 @@ static void print_usage(FILE *out) {
 
 /* qkv --version: the version, then the SIMD path and the threads the kernels use. */
 static void print_version(void) {
-    const char *env = getenv("QKV_SIMD");
     printf("qkv %s\n", QKV_VERSION_STRING);
     printf("simd: %s (%s; this CPU runs", qkv_simd_path(),
-           env && *env ? "forced by QKV_SIMD" : "the best this CPU runs, QKV_SIMD unset");
+           qkv_simd_forced() ? "forced by QKV_SIMD" : "the best this CPU runs, QKV_SIMD unset");
     for (const char *const *path = qkv_simd_paths(); *path; path++)
         if (qkv_simd_runs(*path)) printf(" %s", *path);
     printf(")\n");
+    const char *slow = qkv_simd_slow_reason();
+    if (slow) printf("slow: %s\n", slow);
     if (qkv_has_openmp())
         printf("threads: %d (OpenMP; --threads or OMP_NUM_THREADS set them)\n", qkv_threads());
     else

@@ -88,6 +88,8 @@ static int bench_run(const bench_args *a) {
     if (code != EXIT_OK) return code;
     nthreads = qkv_threads();
     qkv_set_attention_form(a->form); /* every one of forms[] is a form */
+    const char *slow = qkv_simd_slow_reason(); /* on stderr: stdout is the table or the JSON */
+    if (slow) fprintf(stderr, "note: %s\n", slow);
     for (int i = 0; i < bench_workload_count; i++) {
         if (strcmp(a->config, "all") && strcmp(a->config, bench_workloads[i].name)) continue;
         code = run_workload(&bench_workloads[i], nthreads, a->repeat, a->seconds, a->json, (qkv_dtype)a->dtype);

@@ -134,9 +134,10 @@ static int emit(const sweep *sw, const char *kind, bool quiet) {
 
 /* Gathers the results: prints the table, then draws the figure. */
 static int collect(const char *dir, const char *x_name, const char *lines_name,
-                   const char *metric, const char *format, bool quiet) {
+                   const char *average, const char *metric, const char *format, bool quiet) {
     sweep_collected got;
-    sweep_status s = sweep_collect(dir, x_name, lines_name, metric, train_option_kind, &got);
+    sweep_status s =
+        sweep_collect(dir, x_name, lines_name, average, metric, train_option_kind, &got);
     if (got.tables && !quiet) {
         char *path = sweep_path_join(dir, "sweep.md");
         FILE *f = NULL;
@@ -155,15 +156,24 @@ static int collect(const char *dir, const char *x_name, const char *lines_name,
     if (got.nleft)
         fprintf(stderr, "sweep: %ld cell%s left out of the figure: %s\n", got.nleft,
                 got.nleft == 1 ? "" : "s", got.left_out);
-    char out[32], nblocks[16];
+    char out[32], nblocks[16], band[128] = "";
     snprintf(nblocks, sizeof nblocks, "%d", got.blocks);
     snprintf(out, sizeof out, "sweep.%s", format);
+    if (got.averaged[0]) { /* the legend's name of the band */
+        if (got.least_averaged == got.most_averaged)
+            snprintf(band, sizeof band, "mean of %ld %ss, band: min to max", got.most_averaged,
+                     got.averaged);
+        else
+            snprintf(band, sizeof band, "mean of %ld to %ld %ss, band: min to max",
+                     got.least_averaged, got.most_averaged, got.averaged);
+    }
     bool no_gnuplot;
-    int code = cli_gnuplot("sweep.gp", dir, out, format, 6,
+    int code = cli_gnuplot("sweep.gp", dir, out, format, 7,
                            (const char *[]){"sweep_plot.dat", got.xlabel, metric, got.lines,
-                                            got.logx ? "log" : "linear", nblocks},
+                                            got.logx ? "log" : "linear", nblocks, band},
                            &no_gnuplot);
-    if (code == EXIT_OK && !quiet) printf("sweep: wrote %s/%s\n", dir, out);
+    if (code == EXIT_OK && !quiet) printf("sweep: wrote %s/%s%s%s\n", dir, out,
+                                          band[0] ? ": " : "", band);
     return code;
 }
 
@@ -172,7 +182,7 @@ static int collect(const char *dir, const char *x_name, const char *lines_name,
 typedef struct {
     char *grid_text[SWEEP_MAX_PARAMS]; /* the --grid values (argv's) */
     int ngrid;
-    const char *grid_file, *out, *emit, *collect, *x, *lines, *metric, *format;
+    const char *grid_file, *out, *emit, *collect, *x, *lines, *average, *metric, *format;
     long jobs;
     bool quiet;
 } sweep_args;
@@ -226,6 +236,10 @@ int cmd_sweep(int argc, char **argv, bool parse_only) {
                  "grid's first option whose values are numbers)"},
         {"lines", CLI_STRING, &a.lines, .arg = "PARAM",
          .help = "one line per value of this grid option (default: the next one)"},
+        {"average", CLI_STRING, &a.average, .arg = "PARAM",
+         .help = "one point per group of cells that differ only in this grid option\n"
+                 "(--average seed): their mean, with a band from their minimum to\n"
+                 "their maximum"},
         {"metric", CLI_CHOICE, &metric, .choices = sweep_metric_names, .arg = "M",
          .help = "heldout_acc, heldout_loss, attention_mass, loss, train_acc or\n"
                  "wall_seconds (default heldout_acc)"},
@@ -237,7 +251,8 @@ int cmd_sweep(int argc, char **argv, bool parse_only) {
     const cli_command cmd = {
         .name = "sweep",
         .usage = "usage: qkv sweep --grid 'NAME=V1,V2 ...' --out DIR [options] [-- TRAIN OPTIONS]\n"
-                 "       qkv sweep --collect DIR [--x PARAM] [--lines PARAM] [--metric M] [--format F]\n"
+                 "       qkv sweep --collect DIR [--x PARAM] [--lines PARAM] [--average PARAM] [--metric M]\n"
+                 "                       [--format F]\n"
                  "Trains one model per cell of a grid of train options (every combination of the values),\n"
                  "each into its own directory DIR/NAME1=V1,NAME2=V2; or gathers the results of a sweep.\n"
                  "\n",
@@ -262,14 +277,15 @@ int cmd_sweep(int argc, char **argv, bool parse_only) {
     }
     if (a.collect) {
         if (a.ngrid || a.grid_file || a.out || a.emit || jobs_set || rest < argc) {
-            cli_error("sweep: --collect DIR goes alone (with --x, --lines, --metric, --format, "
-                      "--quiet)");
+            cli_error("sweep: --collect DIR goes alone (with --x, --lines, --average, --metric, "
+                      "--format, --quiet)");
             return EXIT_USAGE;
         }
-        return parse_only ? CLI_RUN : collect(a.collect, a.x, a.lines, a.metric, a.format, a.quiet);
+        return parse_only ? CLI_RUN
+                          : collect(a.collect, a.x, a.lines, a.average, a.metric, a.format, a.quiet);
     }
-    if (a.x || a.lines) {
-        cli_error("sweep: --x and --lines go with --collect");
+    if (a.x || a.lines || a.average) {
+        cli_error("sweep: --x, --lines and --average go with --collect");
         return EXIT_USAGE;
     }
     if (!a.ngrid && !a.grid_file) {

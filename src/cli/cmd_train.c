@@ -19,6 +19,10 @@
 
 /* ---- progress ---- */
 
+/* A run of this many steps or more on the plain C loops says why they run (a few seconds on a
+ * SIMD path; minutes without one). */
+#define SLOW_NOTE_STEPS 500
+
 /* One line, redrawn in place: it never reaches the last column (where a terminal would wrap
  * it, and every redraw would become a new line). Fields are dropped, least useful first, until
  * it fits: the rate, the ETA, then the bar shrinks, then the held-out accuracy. */
@@ -176,6 +180,9 @@ static void on_progress(run_event event, const training_run *run, const trainer 
     switch (event) {
     case RUN_BEGIN:
         p->t0 = run_files_now();
+        /* a CPU that runs the plain C loops is told why, first, unless QKV_SIMD chose them */
+        if (qkv_simd_slow_reason() && !qkv_simd_forced() && total - step >= SLOW_NOTE_STEPS)
+            fprintf(stderr, "note: %s\n", qkv_simd_slow_reason());
         if (p->resumed && total != p->old_steps && step < total && !p->quiet)
             cli_print_schedule_change(p->out, t, p->old_steps);
         break;

@@ -105,5 +105,20 @@ bool kernel_isa_runs(const char *name) { return kernel_isa_find(name) != NULL; }
 const char *kernel_isa_name(void) { return kernel_isa_active()->name; }
 
 const char *qkv_simd_path(void) { return kernel_isa_name(); }
+
+const char *qkv_simd_slow_reason(void) {
+    if (kernel_isa_active() != &kernel_isa_scalar) return NULL;
+    if (simd_env())
+        return "QKV_SIMD=scalar forces the plain C loops, many times slower than a SIMD path "
+               "(qkv bench measures it)";
+#ifdef QKV_ISA_X86
+    return "this CPU has no AVX2 with FMA (an x86-64 from before them, or a virtual machine "
+           "that hides them): the plain C loops run, about a hundred times slower than AVX2";
+#else
+    return "this build has no SIMD path for this CPU: the plain C loops run, many times slower";
+#endif
+}
+
+bool qkv_simd_forced(void) { return simd_env() != NULL; }
 bool qkv_simd_runs(const char *path) { return kernel_isa_runs(path); }
 bool qkv_simd_check_env(char *msg, size_t len) { return kernel_isa_check_env(msg, len); }

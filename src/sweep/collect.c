@@ -21,7 +21,19 @@ typedef struct {
     char **values;       /* per grid option, as text (from the summary's config if there) */
     double x, y;         /* for the plot (NaN when unknown) */
     int line;            /* index of its --lines value */
+    long group;          /* with --average: the cells of one group differ only in that option */
 } collected_cell;
+
+/* One point of the figure: a cell's (x, y), or with --average a group's mean and range. */
+typedef struct {
+    double x, mean, lo, hi;
+    long n; /* cells averaged */
+} plot_point;
+
+static int cmp_point_x(const void *a, const void *b) {
+    const plot_point *x = a, *y = b;
+    return (x->x > y->x) - (x->x < y->x);
+}
 
 /* Writes a config value as text: numbers in their shortest exact form. */
 static char *value_text(const cJSON *v) {
@@ -81,11 +93,6 @@ static void md_field(FILE *f, const char *s) {
         if (*p == '|') fputc('\\', f);
         fputc(iscntrl((unsigned char)*p) ? ' ' : *p, f);
     }
-}
-
-static int cmp_x(const void *a, const void *b) {
-    const collected_cell *x = *(collected_cell *const *)a, *y = *(collected_cell *const *)b;
-    return (x->x > y->x) - (x->x < y->x);
 }
 
 /* The grid option named `name` (either spelling), or -1. */
@@ -184,8 +191,8 @@ static qkv_status write_table_files(const sweep *sw, collected_cell *cells) {
 }
 
 sweep_status sweep_collect(const char *dir, const char *x_name, const char *lines_name,
-                           const char *metric, sweep_option_kind option_kind,
-                           sweep_collected *out) {
+                           const char *average_name, const char *metric,
+                           sweep_option_kind option_kind, sweep_collected *out) {
     memset(out, 0, sizeof *out);
     sweep sw;
     sweep_status code = sweep_load(&sw, dir, option_kind);
@@ -206,16 +213,28 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
         return qkv_fail(QKV_ERR_VALUE, "sweep: --x %s is not an option of the grid (nor d_k)",
                         x_name);
     }
+    int ap = -1; /* --average: the option whose cells are averaged into one point */
+    if (average_name && ((ap = find_param(&sw, average_name)) < 0 || ap == xp)) {
+        sweep_free(&sw);
+        return qkv_fail(QKV_ERR_VALUE,
+                        ap < 0 ? "sweep: --average %s is not an option of the grid"
+                               : "sweep: --average %s is the x axis too", average_name);
+    }
     if (lines_name) {
-        if ((lp = find_param(&sw, lines_name)) < 0 || lp == xp) {
+        if ((lp = find_param(&sw, lines_name)) < 0 || lp == xp || lp == ap) {
             sweep_free(&sw);
             return qkv_fail(QKV_ERR_VALUE,
                             lp < 0 ? "sweep: --lines %s is not an option of the grid"
-                                   : "sweep: --lines %s is the x axis too", lines_name);
+                            : lp == xp ? "sweep: --lines %s is the x axis too"
+                                       : "sweep: --lines %s is the averaged option too",
+                            lines_name);
         }
     } else {
+        /* not an option d_k is made of, when it is the x axis */
         for (int p = 0; p < sw.nparams && lp < 0; p++)
-            if (p != xp && !(x_is_dk && !strcmp(sw.param[p].name, "d-model"))) lp = p;
+            if (p != xp && p != ap && !(x_is_dk && (!strcmp(sw.param[p].name, "d-model") ||
+                                                    !strcmp(sw.param[p].name, "heads"))))
+                lp = p;
     }
     collected_cell *cells = calloc((size_t)sw.ncells, sizeof *cells);
     if (!cells) {
@@ -259,6 +278,12 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
                      x_is_dk ? "" : cell->values[xp]);
         cell->y = done ? summary_number(cell->summary, metric) : NAN;
         cell->line = lp >= 0 ? idx[lp] : 0;
+        cell->group = c;
+        if (ap >= 0) { /* its index in the grid with the averaged option at its first value */
+            cell->group = 0;
+            for (int p = 0; p < sw.nparams; p++)
+                cell->group = cell->group * sw.param[p].n + (p == ap ? 0 : idx[p]);
+        }
         plotted += isfinite(cell->x) && isfinite(cell->y);
     }
     if (code == QKV_ERR_NOMEM) qkv_fail(code, "out of memory");
@@ -277,10 +302,11 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
     }
     bool draw = code == QKV_OK && out->figure;
     char *data = draw ? sweep_path_join(dir, "sweep_plot.dat") : NULL;
-    collected_cell **order = draw ? malloc((size_t)sw.ncells * sizeof *order) : NULL;
+    plot_point *points = draw ? malloc((size_t)sw.ncells * sizeof *points) : NULL;
+    long *group_of = draw ? malloc((size_t)sw.ncells * sizeof *group_of) : NULL; /* points' */
     atomic_file af;
     qkv_status s = QKV_OK;
-    if (draw && (!data || !order)) code = qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    if (draw && (!data || !points || !group_of)) code = qkv_fail(QKV_ERR_NOMEM, "out of memory");
     if (draw && code == QKV_OK && (s = atomic_open(&af, data)) != QKV_OK)
         code = qkv_fail(s, "sweep: %s", qkv_last_error());
     double xmin = INFINITY, xmax = -INFINITY;
@@ -288,24 +314,49 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
     if (draw && code == QKV_OK) {
         char xlabel[64];
         config_key(x_is_dk ? "d_k" : sw.param[xp].name, xlabel, sizeof xlabel);
-        fprintf(af.f, "# qkv sweep --collect: %s against %s, one block per value of %s\n", metric,
+        fprintf(af.f, "# qkv sweep --collect: %s against %s, one block per value of %s", metric,
                 xlabel, lp >= 0 ? sw.param[lp].name : "(none)");
+        if (ap >= 0)
+            fprintf(af.f, "; x, the mean over %s, its minimum, its maximum, the cells", sw.param[ap].name);
+        fputc('\n', af.f);
         int nlines = lp >= 0 ? sw.param[lp].n : 1;
         for (int l = 0; l < nlines; l++) {
+            /* the line's points: each cell's, or each group's mean, minimum and maximum */
             long n = 0;
-            for (long c = 0; c < sw.ncells; c++)
-                if (cells[c].line == l && isfinite(cells[c].x) && isfinite(cells[c].y))
-                    order[n++] = &cells[c];
+            for (long c = 0; c < sw.ncells; c++) {
+                const collected_cell *cell = &cells[c];
+                if (cell->line != l || !isfinite(cell->x) || !isfinite(cell->y)) continue;
+                plot_point *p = NULL;
+                for (long i = 0; i < n && !p; i++)
+                    if (group_of[i] == cell->group) p = &points[i];
+                if (!p) {
+                    group_of[n] = cell->group;
+                    p = &points[n++];
+                    *p = (plot_point){cell->x, 0, cell->y, cell->y, 0};
+                }
+                p->mean += cell->y;
+                p->lo = cell->y < p->lo ? cell->y : p->lo;
+                p->hi = cell->y > p->hi ? cell->y : p->hi;
+                p->n++;
+            }
             if (n == 0) continue;
-            qsort(order, (size_t)n, sizeof *order, cmp_x);
+            qsort(points, (size_t)n, sizeof *points, cmp_point_x);
             fprintf(af.f, "%s\"", blocks++ ? "\n\n" : "");
             if (lp >= 0) fputs(sw.param[lp].values[l], af.f);
             else fputs(metric, af.f);
             fputs("\"\n", af.f);
             for (long i = 0; i < n; i++) {
-                fprintf(af.f, "%.17g %.17g\n", order[i]->x, order[i]->y);
-                if (order[i]->x < xmin) xmin = order[i]->x;
-                if (order[i]->x > xmax) xmax = order[i]->x;
+                const plot_point *p = &points[i];
+                if (ap >= 0)
+                    fprintf(af.f, "%.17g %.17g %.17g %.17g %ld\n", p->x, p->mean / (double)p->n,
+                            p->lo, p->hi, p->n);
+                else
+                    fprintf(af.f, "%.17g %.17g\n", p->x, p->mean);
+                if (p->x < xmin) xmin = p->x;
+                if (p->x > xmax) xmax = p->x;
+                if (p->n > out->most_averaged) out->most_averaged = p->n;
+                if (out->least_averaged == 0 || p->n < out->least_averaged)
+                    out->least_averaged = p->n;
             }
         }
         if ((s = atomic_commit(&af)) != QKV_OK) code = qkv_fail(s, "sweep: %s", qkv_last_error());
@@ -313,10 +364,12 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
     if (draw && code == QKV_OK) { /* what the plot of the data needs */
         config_key(x_is_dk ? "d_k" : sw.param[xp].name, out->xlabel, sizeof out->xlabel);
         snprintf(out->lines, sizeof out->lines, "%s", lp >= 0 ? sw.param[lp].name : "");
+        if (ap >= 0) config_key(sw.param[ap].name, out->averaged, sizeof out->averaged);
         out->logx = xmin > 0 && xmax >= 8 * xmin;
         out->blocks = blocks;
     }
-    free(order);
+    free(points);
+    free(group_of);
     free(data);
     for (long c = 0; c < sw.ncells; c++) {
         free(cells[c].name);

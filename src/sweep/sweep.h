@@ -119,6 +119,8 @@ typedef struct {
     char lines[48];      /* the option with one line per value, or "" */
     bool logx;           /* x spans a factor of 8 or more */
     int blocks;          /* lines in DIR/sweep_plot.dat */
+    char averaged[48];   /* the option averaged over (--average), or "": each point one cell */
+    long least_averaged, most_averaged; /* cells in the points, with --average */
     bool figure;         /* false: no --x, and no option of the grid is a number: tables only */
     long nleft;          /* cells left out of the figure: their x is not a number */
     char left_out[1024]; /* their names and values, as far as they fit */
@@ -129,9 +131,10 @@ typedef struct {
  * option), into DIR/sweep_plot.dat. Cells whose x is not a number are left out of the figure
  * (out->left_out names them), never out of the tables. SWEEP_FAILED, the tables written, when
  * no finished cell has the metric or no cell's x is a number. Temporaries of these files that
- * a killed --collect left are removed first. */
+ * a killed --collect left are removed first. With `average_name` (a grid option, e.g. seed),
+ * the cells that differ only in that option are one point: their mean, minimum and maximum. */
 sweep_status sweep_collect(const char *dir, const char *x_name, const char *lines_name,
-                           const char *metric, sweep_option_kind option_kind,
-                           sweep_collected *out);
+                           const char *average_name, const char *metric,
+                           sweep_option_kind option_kind, sweep_collected *out);
 
 #endif
