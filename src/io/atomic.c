@@ -19,7 +19,7 @@
 /* ---- the temporaries being written, for io_remove_temporaries ---- */
 
 #define LIVE_MAX 8 /* atomic files open at once; qkv writes one at a time */
-static char live[LIVE_MAX][1040];
+static char live[LIVE_MAX][FILE_PATH_LEN + 16]; /* atomic_file's tmp */
 static volatile sig_atomic_t live_used[LIVE_MAX];
 
 static void live_add(const char *tmp) {
@@ -69,8 +69,9 @@ static bool fails_by_hook(const char *path) {
 /* ---- the files a checkpoint replaces, kept until it is committed ---- */
 
 typedef struct {
-    char path[1024]; /* the file replaced (or created) */
-    char kept[1100]; /* its old version, a hard link under a temporary's name; "" if it had none */
+    char path[FILE_PATH_LEN]; /* the file replaced (or created) */
+    char kept[FILE_PATH_LEN + 32]; /* its old version, a hard link under a temporary's name
+                                    * (path.tmp.PID.200); "" if it had none */
     bool restorable; /* false: an old version that could not be kept (no hard links here) */
 } kept_file;
 static kept_file *kept;

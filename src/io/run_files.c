@@ -275,7 +275,7 @@ qkv_status run_files_end(run_files *rf, int64_t step, double last_loss, double l
     if (rf->jsonl) fclose(rf->jsonl);
     rf->jsonl = NULL;
     if (exit_code != 0) { /* the rows after the model's step go, as its metrics.csv's did */
-        char path[1100];
+        char path[RUN_FILE_PATH_LEN];
         FILE *f = NULL;
         struct stat sb;
         snprintf(path, sizeof path, "%s/metrics.jsonl", rf->dir);

@@ -57,7 +57,7 @@ static void remove_temporaries(const char *dir) {
 
 void io_remove_stale_temporaries(const char *dir, const char *const *names) {
     DIR *d = opendir(dir);
-    char path[1500];
+    char path[RUN_ENTRY_PATH_LEN];
     for (struct dirent *e; d && (e = readdir(d));) {
         if (!is_temporary(e->d_name)) continue;
         const char *t = strstr(e->d_name, ".tmp.");

@@ -113,7 +113,7 @@ const char *qkv_simd_slow_reason(void) {
                "(qkv bench measures it)";
 #ifdef QKV_ISA_X86
     return "this CPU has no AVX2 with FMA (an x86-64 from before them, or a virtual machine "
-           "that hides them): the plain C loops run, about a hundred times slower than AVX2";
+           "that hides them): the plain C loops run, dozens of times slower than AVX2";
 #else
     return "this build has no SIMD path for this CPU: the plain C loops run, many times slower";
 #endif

@@ -265,7 +265,7 @@ static bool same_file(const char *a, const char *b) {
  * a file changed in between is refused. */
 static qkv_status keep_data_files(trainer *t, const char *dir) {
     const dataset *d = t->data;
-    char sub[1200], to[2][1200];
+    char sub[RUN_FILE_PATH_LEN], to[2][RUN_FILE_PATH_LEN];
     qkv_status s = io_make_subdir(dir, "data", sub, sizeof sub);
     if (s != QKV_OK) return s;
     const char *from[2] = {d->path, d->heldout_path};

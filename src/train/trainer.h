@@ -33,7 +33,7 @@ typedef struct {
     /* When loading a model whose run directory keeps copies of those files (RUN_DATA_COPY,
      * RUN_HELDOUT_COPY): the copies' paths, read instead of data_path and heldout_path, so
      * that a moved or copied run still evaluates. "" : read data_path and heldout_path. */
-    char data_copy[1024], heldout_copy[1024];
+    char data_copy[FILE_PATH_LEN], heldout_copy[FILE_PATH_LEN];
 } train_config;
 
 /* A training step splits its batch into shards of whole sequences, each with its own graph
