@@ -132,6 +132,11 @@ QKV_API const char *qkv_simd_path(void);
  * forced it, or this CPU has no AVX2 with FMA (or the build no SIMD path for it); NULL when
  * a SIMD path runs. */
 QKV_API const char *qkv_simd_slow_reason(void);
+/* The f32 FMA peak of the path in use on `threads` threads, in GFLOP/s: independent FMA
+ * chains held in registers (as many as the packed matrix product keeps), no load or store,
+ * the best of five trials over about `seconds` (src/kernels/peak.c). What `qkv bench --peak`
+ * measures a training step against. */
+QKV_API double qkv_fma_peak(int threads, double seconds);
 /* Whether QKV_SIMD chose the path (set and not empty). */
 QKV_API bool qkv_simd_forced(void);
 /* Whether this build has the path and this CPU runs it. */

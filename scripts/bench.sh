@@ -49,7 +49,7 @@ trap 'rm -f "$out"' EXIT
 "$qkv" --version | sed 's/^/version /' >>"$out"
 for ((round = 1; round <= rounds; round++)); do
     for n in $threads; do # the two sides in turn at each count, so that both see the same load
-        "$qkv" bench --json --threads "$n" --seconds "$seconds" | sed 's/^/qkv /' >>"$out"
+        "$qkv" bench --json --peak --threads "$n" --seconds "$seconds" | sed 's/^/qkv /' >>"$out"
         for form in $forms; do
             $py scripts/bench_torch.py --threads "$n" --seconds "$seconds" --form "$form" |
                 sed 's/^/torch /' >>"$out"
@@ -68,6 +68,8 @@ for line in open(path):
             simd = rest.split()[1]
         continue
     r = json.loads(rest)
+    if "peak" in r:  # the FMA peak's line: each workload's row carries its share
+        continue
     rows.setdefault((side, r["config"]), []).append(r)
     simd = simd or r.get("simd", "")
 if not simd:  # a qkv that names no path: the one forced, or the default (the best this CPU runs)
@@ -109,11 +111,11 @@ else:
     targets = {"tiny": 0.25, "medium": 0.4, "long": 0.5}
 if md:
     print(f"#### {header}\n")
-    print("| workload | qkv ms/step | PyTorch ms/step | ratio | target | qkv GFLOP/s | qkv step memory | PyTorch step memory | memory ratio |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| workload | qkv ms/step | PyTorch ms/step | ratio | target | qkv GFLOP/s | share of FMA peak | qkv step memory | PyTorch step memory | memory ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
 else:
     print(f"machine: {header}")
-    print(f"{'workload':8} {'qkv ms':>9} {'thr':>3} {'torch ms':>9} {'thr':>3} {'form':>5} {'ratio':>6} {'target':>6} {'GFLOP/s':>8} {'qkv MB':>7} {'torch MB':>8} {'mem':>5} {'1→best':>6}")
+    print(f"{'workload':8} {'qkv ms':>9} {'thr':>3} {'torch ms':>9} {'thr':>3} {'form':>5} {'ratio':>6} {'target':>6} {'GFLOP/s':>8} {'peak':>5} {'qkv MB':>7} {'torch MB':>8} {'mem':>5} {'1→best':>6}")
 ok = True
 for cfg in ["tiny", "medium", "long"]:
     q = best("qkv", cfg)
@@ -127,10 +129,11 @@ for cfg in ["tiny", "medium", "long"]:
     met = ratio <= targets[cfg] and (cfg != "long" or mem <= 0.25)
     ok = ok and met
     form = t.get("form", "eager")
+    share = 100 * q.get("peak_share", float("nan"))  # of the f32 FMA peak on as many threads
     if md:
-        print(f"| {cfg} | {q['ms_per_step']:.3f} ({q['threads']} thr) | {t['ms_per_step']:.3f} ({t['threads']} thr, {form}) | {ratio:.2f}x | ≤ {targets[cfg]}x | {q['gflops']:.1f} | {q['step_mem_mb']:.1f} MB | {t['step_mem_mb']:.1f} MB | {mem:.2f}x |")
+        print(f"| {cfg} | {q['ms_per_step']:.3f} ({q['threads']} thr) | {t['ms_per_step']:.3f} ({t['threads']} thr, {form}) | {ratio:.2f}x | ≤ {targets[cfg]}x | {q['gflops']:.1f} | {share:.0f}% | {q['step_mem_mb']:.1f} MB | {t['step_mem_mb']:.1f} MB | {mem:.2f}x |")
     else:
-        print(f"{cfg:8} {q['ms_per_step']:9.3f} {q['threads']:3d} {t['ms_per_step']:9.3f} {t['threads']:3d} {form:>5} {ratio:6.2f} {targets[cfg]:6.2f} {q['gflops']:8.1f} {q['step_mem_mb']:7.1f} {t['step_mem_mb']:8.1f} {mem:5.2f} {scaling(cfg):6.2f}")
+        print(f"{cfg:8} {q['ms_per_step']:9.3f} {q['threads']:3d} {t['ms_per_step']:9.3f} {t['threads']:3d} {form:>5} {ratio:6.2f} {targets[cfg]:6.2f} {q['gflops']:8.1f} {share:4.0f}% {q['step_mem_mb']:7.1f} {t['step_mem_mb']:8.1f} {mem:5.2f} {scaling(cfg):6.2f}")
 print(("\n" if md else "") + f"qkv from 1 thread to its best: tiny {scaling('tiny'):.2f}x, medium "
       f"{scaling('medium'):.2f}x, long {scaling('long'):.2f}x; targets {'met' if ok else 'NOT met'}")
 PY

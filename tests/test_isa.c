@@ -293,6 +293,22 @@ START_TEST(test_row_bits) {
 }
 END_TEST
 
+/* The FMA peak: on every path a round is one FMA on each of the packed product's sums, the
+ * chains stay finite, and the measured peak is a positive number. No speed is asserted here:
+ * qkv bench measures it. */
+START_TEST(test_fma_peak) {
+    for (size_t p = 0; p < N_PATHS; p++) {
+        const kernel_isa *isa = kernel_isa_find(path_names[p]);
+        if (!isa) continue;
+        ck_assert_int_eq(isa->fma_peak_flops, 2 * isa->gemm_mr * isa->gemm_nr);
+        double sum = isa->fma_peak(1000);
+        ck_assert_msg(isfinite(sum) && sum > 0, "fma_peak on %s: %g", isa->name, sum);
+    }
+    double gflops = qkv_fma_peak(1, 0.05);
+    ck_assert_msg(isfinite(gflops) && gflops > 0, "qkv_fma_peak: %g", gflops);
+}
+END_TEST
+
 int main(void) {
     printf("test_isa: paths this CPU runs:");
     for (size_t p = 0; p < N_PATHS; p++)
@@ -304,6 +320,7 @@ int main(void) {
     tcase_add_test(tc, test_product_bits);
     tcase_add_test(tc, test_attention_tile_bits);
     tcase_add_test(tc, test_row_bits);
+    tcase_add_test(tc, test_fma_peak);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

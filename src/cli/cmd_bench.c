@@ -7,8 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The FMA peak on this many threads (qkv_fma_peak), measured once per count: 0 until then. */
+typedef struct {
+    double one, all; /* on 1 thread, and on the bench's threads */
+} bench_peak;
+
 static int run_workload(const bench_workload *w, int threads, long repeat, double budget,
-                        bool json, qkv_dtype dtype) {
+                        bool json, qkv_dtype dtype, const bench_peak *peak) {
     bench_result r;
     qkv_status s = bench_workload_run(w, dtype, repeat, budget, &r);
     if (s != QKV_OK) {
@@ -18,16 +23,23 @@ static int run_workload(const bench_workload *w, int threads, long repeat, doubl
     if (json)
         printf("{\"config\":\"%s\",\"threads\":%d,\"ms_per_step\":%.4f,\"gflops\":%.2f,"
                "\"step_mem_mb\":%.2f,\"steps_timed\":%ld,\"loss\":%.5f,\"dtype\":\"%s\","
-               "\"backward_form\":\"%s\",\"simd\":\"%s\",\"openmp\":%s}\n",
+               "\"backward_form\":\"%s\",\"simd\":\"%s\",\"openmp\":%s",
                w->name, threads, r.ms_per_step, r.gflops, r.step_mem_mb, r.steps_timed,
                r.last_loss, qkv_dtype_name(dtype), qkv_attention_form(),
                qkv_simd_path(), qkv_has_openmp() ? "true" : "false");
     else
-        printf("%-7s %-6s threads %d%s  %9.3f ms/step  %7.2f GFLOP/s  step memory %8.2f MB  (%ld steps)%s%s\n",
+        printf("%-7s %-6s threads %d%s  %9.3f ms/step  %7.2f GFLOP/s  step memory %8.2f MB  (%ld steps)%s%s",
                w->name, qkv_simd_path(), threads, qkv_has_openmp() ? "" : " (no OpenMP)",
                r.ms_per_step, r.gflops, r.step_mem_mb, r.steps_timed,
                dtype == QKV_F64 ? "  f64" : "",
                !strcmp(qkv_attention_form(), "d-from-p") ? "" : qkv_attention_form());
+    /* with --peak: the step's share of the f32 FMA peak on as many threads */
+    if (peak && peak->all > 0) {
+        double share = r.gflops / peak->all;
+        if (json) printf(",\"peak_gflops\":%.2f,\"peak_share\":%.4f", peak->all, share);
+        else printf("  %5.1f%% of peak", 100 * share);
+    }
+    fputs(json ? "}\n" : "\n", stdout);
     fflush(stdout);
     return EXIT_OK;
 }
@@ -38,6 +50,7 @@ typedef struct {
     double seconds;
     bool json;
     int dtype; /* a qkv_dtype */
+    bool peak; /* measure the FMA peak first, and each step's share of it */
     const char *form; /* the fused backward's form, by name */
 } bench_args;
 
@@ -61,6 +74,10 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
          .help = "how the fused attention's backward forms its softmax row term:\n"
                  "d-from-p (the default), wide-d, split-l or legacy, to time them\n"
                  "(docs/architecture.md, \"The fused backward's precision\")"},
+        {"peak", CLI_FLAG, &a->peak,
+         .help = "first measure the f32 FMA peak of the path in use (FMA chains in\n"
+                 "registers, on 1 thread and on --threads), then give each step's\n"
+                 "share of it (JSON: peak_gflops, peak_share)"},
         {"json", CLI_FLAG, &a->json, .help = "one JSON object per line, one line per workload"},
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
@@ -90,9 +107,23 @@ static int bench_run(const bench_args *a) {
     qkv_set_attention_form(a->form); /* every one of forms[] is a form */
     const char *slow = qkv_simd_slow_reason(); /* on stderr: stdout is the table or the JSON */
     if (slow) fprintf(stderr, "note: %s\n", slow);
+    bench_peak peak = {0};
+    if (a->peak) {
+        peak.one = qkv_fma_peak(1, 1.0);
+        peak.all = nthreads > 1 ? qkv_fma_peak(nthreads, 1.0) : peak.one;
+        if (a->json)
+            printf("{\"peak\":\"fma\",\"simd\":\"%s\",\"gflops_1_thread\":%.2f,"
+                   "\"threads\":%d,\"gflops\":%.2f}\n", qkv_simd_path(), peak.one, nthreads,
+                   peak.all);
+        else
+            printf("peak    %-6s f32 FMA chains in registers: %.2f GFLOP/s on 1 thread, %.2f on "
+                   "%d\n", qkv_simd_path(), peak.one, peak.all, nthreads);
+    }
+    if (a->dtype == QKV_F64) peak.all = 0; /* an f32 peak says nothing of f64 steps */
     for (int i = 0; i < bench_workload_count; i++) {
         if (strcmp(a->config, "all") && strcmp(a->config, bench_workloads[i].name)) continue;
-        code = run_workload(&bench_workloads[i], nthreads, a->repeat, a->seconds, a->json, (qkv_dtype)a->dtype);
+        code = run_workload(&bench_workloads[i], nthreads, a->repeat, a->seconds, a->json,
+                            (qkv_dtype)a->dtype, a->peak ? &peak : NULL);
         if (code != EXIT_OK) return code;
     }
     return EXIT_OK;

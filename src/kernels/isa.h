@@ -51,6 +51,10 @@ typedef struct kernel_isa {
     void (*optim_update_part)(const optim_rule *r, float *w, const float *g, float *m,
                               float *v, int64_t n);
     double (*sum_squares)(const float *g, int64_t n);
+    /* `rounds` rounds of register-only FMA chains, as many as the packed product keeps
+     * (isa_kernels.inc): the path's FMA peak. fma_peak_flops: the flops of one round. */
+    double (*fma_peak)(int64_t rounds);
+    int fma_peak_flops;
 } kernel_isa;
 
 extern const kernel_isa kernel_isa_scalar;
