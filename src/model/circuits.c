@@ -2,8 +2,10 @@
  * over the vocabulary, the OV circuit's copying score, and the composition scores between
  * heads of consecutive layers (docs/explain.md defines each). Everything is computed in
  * double from the model's weights, f32 or f64. */
-#include "engine/internal.h"
+#include "engine/engine.h"
+#include "model/model.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* LAPACK's eigenvalues of a general matrix (column-major; the trailing lengths are those of
