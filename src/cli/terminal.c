@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -122,7 +121,8 @@ static void flush_piece(wrap_stream *w) {
         /* the last space within the room, past the line's own indentation */
         size_t fit = room > 0 ? bytes_for(p, n, room, NULL) : 0, cut = fit;
         while (cut > 0 && p[cut] != ' ') cut--;
-        size_t start = w->col == 0 ? (size_t)(strspn(p, " ")) : 0;
+        size_t start = 0; /* a new line's own indentation is never a place to break */
+        while (w->col == 0 && start < n && p[start] == ' ') start++;
         if (cut <= start || p[cut] != ' ') {
             if (w->col > w->indent) { /* nothing fits after what the line holds: a new line */
                 new_line(w);
