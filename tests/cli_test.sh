@@ -681,5 +681,23 @@ printf 'ab\tx\n' > one_line.tsv
 run 4 "one-line data file" -- train --data one_line.tsv --steps 2 --out one_line_run
 grep -q '; 1 line is too few)' err.txt && ok || fail "one-line file: $(cat err.txt)"
 
+# ---- bench --profile: each part's share of the step, adding up to it, in text and JSON ------
+run 0 "bench --profile --json" -- bench --config tiny --repeat 5 --threads 2 --profile --json
+"$PY" - out.txt <<'EOF' && ok || fail "bench --profile --json: $(cat out.txt)"
+import json, sys
+row = json.loads(open(sys.argv[1]).read())
+parts = row["profile"]
+want = ["products", "exp_and_softmax", "layout_and_copies", "elementwise", "embedding", "loss",
+        "optimizer", "waiting_on_threads", "other"]
+assert list(parts) == want, list(parts)
+assert all(v >= 0 for v in parts.values()), parts
+assert abs(sum(parts.values()) - 1) < 0.01, sum(parts.values())
+assert parts["products"] > 0 and row["profile_ms_per_step"] > 0
+EOF
+run 0 "bench --profile" -- bench --config tiny --repeat 5 --threads 1 --profile
+grep -q '^        profile of a step: [0-9.]* ms, 5 steps with the profile on$' out.txt &&
+    grep -qE '^          waiting on threads +0\.0%' out.txt && ok ||
+    fail "bench --profile: no profile, or waiting on one thread: $(cat out.txt)"
+
 echo "cli_test: $checks checks passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -12,10 +12,31 @@ typedef struct {
     double one, all; /* on 1 thread, and on the bench's threads */
 } bench_peak;
 
+/* The profile of a step (--profile): each part's share, in JSON under its name with '_' for
+ * ' ' ("exp_and_softmax"), or as lines of a table. */
+static void print_profile(const bench_result *r, bool json) {
+    if (json) {
+        printf(",\"profile_ms_per_step\":%.4f,\"profile\":{", 1e3 * r->profile_step);
+        for (int p = 0; p < BENCH_PROFILE_PARTS; p++) {
+            printf("%s\"", p ? "," : "");
+            for (const char *c = bench_profile_part_name(p); *c; c++) putchar(*c == ' ' ? '_' : *c);
+            printf("\":%.4f", r->profile_step > 0 ? r->profile[p] / r->profile_step : 0);
+        }
+        putchar('}');
+        return;
+    }
+    printf("        profile of a step: %.3f ms, %ld steps with the profile on\n",
+           1e3 * r->profile_step, r->steps_timed);
+    for (int p = 0; p < BENCH_PROFILE_PARTS; p++)
+        printf("          %-20s %5.1f%%  %9.3f ms\n", bench_profile_part_name(p),
+               r->profile_step > 0 ? 100 * r->profile[p] / r->profile_step : 0,
+               1e3 * r->profile[p]);
+}
+
 static int run_workload(const bench_workload *w, int threads, long repeat, double budget,
-                        bool json, qkv_dtype dtype, const bench_peak *peak) {
+                        bool json, qkv_dtype dtype, const bench_peak *peak, bool profile) {
     bench_result r;
-    qkv_status s = bench_workload_run(w, dtype, repeat, budget, &r);
+    qkv_status s = bench_workload_run(w, dtype, repeat, budget, profile, &r);
     if (s != QKV_OK) {
         cli_error("bench: %s", qkv_last_error());
         return cli_exit_for(s);
@@ -39,7 +60,9 @@ static int run_workload(const bench_workload *w, int threads, long repeat, doubl
         if (json) printf(",\"peak_gflops\":%.2f,\"peak_share\":%.4f", peak->all, share);
         else printf("  %5.1f%% of peak", 100 * share);
     }
+    if (json && profile) print_profile(&r, true);
     fputs(json ? "}\n" : "\n", stdout);
+    if (!json && profile) print_profile(&r, false);
     fflush(stdout);
     return EXIT_OK;
 }
@@ -51,6 +74,7 @@ typedef struct {
     bool json;
     int dtype; /* a qkv_dtype */
     bool peak; /* measure the FMA peak first, and each step's share of it */
+    bool profile; /* then as many steps again, profiled: where the step's time goes */
     const char *form; /* the fused backward's form, by name */
 } bench_args;
 
@@ -78,6 +102,12 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
          .help = "first measure the f32 FMA peak of the path in use (FMA chains in\n"
                  "registers, on 1 thread and on --threads), then give each step's\n"
                  "share of it (JSON: peak_gflops, peak_share)"},
+        {"profile", CLI_FLAG, &a->profile,
+         .help = "then run as many steps again with a profile: each part's share of\n"
+                 "the step (products, exp and softmax, layout and copies,\n"
+                 "elementwise, embedding, loss, optimizer, waiting on threads,\n"
+                 "other; they add up to the step). JSON: profile_ms_per_step,\n"
+                 "profile {part: share}"},
         {"json", CLI_FLAG, &a->json, .help = "one JSON object per line, one line per workload"},
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
@@ -123,7 +153,7 @@ static int bench_run(const bench_args *a) {
     for (int i = 0; i < bench_workload_count; i++) {
         if (strcmp(a->config, "all") && strcmp(a->config, bench_workloads[i].name)) continue;
         code = run_workload(&bench_workloads[i], nthreads, a->repeat, a->seconds, a->json,
-                            (qkv_dtype)a->dtype, a->peak ? &peak : NULL);
+                            (qkv_dtype)a->dtype, a->peak ? &peak : NULL, a->profile);
         if (code != EXIT_OK) return code;
     }
     return EXIT_OK;

@@ -1,5 +1,6 @@
 /* autograd.c - the tape: reverse-mode backward, zeroing gradients, a plain SGD step. */
 #include "engine/internal.h"
+#include "kernels/kernels.h"
 
 static const op_backward_fn op_backward[] = {
     [QKV_OP_NONE] = NULL,
@@ -20,6 +21,27 @@ static const op_backward_fn op_backward[] = {
 };
 _Static_assert(sizeof op_backward / sizeof op_backward[0] == QKV_OP_COUNT,
                "op_backward out of sync");
+
+static const profile_part op_part[] = {
+    [QKV_OP_NONE] = PROFILE_OTHER,
+    [QKV_OP_MATMUL] = PROFILE_PRODUCTS,
+    [QKV_OP_SCALE] = PROFILE_ELEMENTWISE,
+    [QKV_OP_MASK] = PROFILE_ELEMENTWISE,
+    [QKV_OP_SOFTMAX] = PROFILE_SOFTMAX,
+    [QKV_OP_ADD] = PROFILE_ELEMENTWISE,
+    [QKV_OP_MUL] = PROFILE_ELEMENTWISE,
+    [QKV_OP_EMBEDDING] = PROFILE_EMBEDDING,
+    [QKV_OP_RESHAPE] = PROFILE_LAYOUT,
+    [QKV_OP_TRANSPOSE] = PROFILE_LAYOUT,
+    [QKV_OP_CROSS_ENTROPY] = PROFILE_LOSS,
+    [QKV_OP_MSE] = PROFILE_LOSS,
+    [QKV_OP_SUM] = PROFILE_ELEMENTWISE,
+    [QKV_OP_MEAN] = PROFILE_ELEMENTWISE,
+    [QKV_OP_ATTENTION] = PROFILE_SOFTMAX, /* its products and packing enter their own parts */
+};
+_Static_assert(sizeof op_part / sizeof op_part[0] == QKV_OP_COUNT, "op_part out of sync");
+
+int op_profile_part(qkv_op op) { return op_part[op]; }
 
 /* Leaves (parameters) receive the gradient of one backward pass in scratch memory of the loss's
  * context, and it is added to what they hold at the end: a leaf's gradient becomes exactly
@@ -69,6 +91,7 @@ void qkv_backward(qkv_tensor *loss) {
      * and zeroes their gradients; the second runs their backward passes. */
     static _Thread_local uint32_t passes;
     uint32_t pass = ++passes ? passes : ++passes; /* 0 means "never reached" */
+    profile_enter(PROFILE_LAYOUT); /* zeroing the gradients, staging the leaves' */
     loss->mark = pass;
     for (qkv_tensor *t = loss; t; t = t->tape_prev) {
         if (t->mark != pass || t->op == QKV_OP_NONE) continue;
@@ -79,7 +102,11 @@ void qkv_backward(qkv_tensor *loss) {
     qkv_set(&(qkv_tensor){.dtype = loss->dtype, .data = loss->grad}, 0, 1.0);
     stage_leaves(loss);
     for (qkv_tensor *t = loss; t; t = t->tape_prev)
-        if (t->mark == pass && t->op != QKV_OP_NONE && t->requires_grad) op_backward[t->op](t);
+        if (t->mark == pass && t->op != QKV_OP_NONE && t->requires_grad) {
+            profile_enter(op_part[t->op]);
+            op_backward[t->op](t);
+        }
+    profile_enter(PROFILE_LAYOUT);
     unstage_leaves(loss);
 }
 
@@ -88,6 +115,7 @@ void qkv_ctx_for_params(qkv_ctx *ctx, void (*fn)(qkv_tensor *p, void *user), voi
 }
 
 void qkv_zero_grad(qkv_ctx *ctx) {
+    profile_enter(PROFILE_LAYOUT);
     for (int i = 0; i < ctx->nparams; i++) {
         qkv_tensor *p = ctx->params[i];
         memset(p->grad, 0, (size_t)p->size * qkv_dtype_size(p->dtype));

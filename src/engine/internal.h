@@ -67,6 +67,9 @@ void tensor_shape4(const qkv_tensor *t, int64_t shape[4]);
 
 /* ---- ops: one backward per op, indexed by qkv_op (autograd.c keeps the table) ---- */
 typedef void (*op_backward_fn)(qkv_tensor *out);
+/* The part of a training step's profile an op's forward and backward belong to (autograd.c;
+ * kernels.h's profile_part): an op's time runs from its tensor_new_op to the next op's. */
+int op_profile_part(qkv_op op);
 void matmul_backward(qkv_tensor *out);
 void scale_backward(qkv_tensor *out);
 void mask_backward(qkv_tensor *out);

@@ -1,6 +1,7 @@
 /* tensor.c - tensor creation, element access, printing (with the op names) and the portable
  * RNG. */
 #include "engine/internal.h"
+#include "kernels/kernels.h"
 
 /* ---- op names: what a tensor prints as its maker (autograd.c keeps the backward of each) ---- */
 static const char *const op_names[] = {
@@ -113,6 +114,7 @@ static qkv_tensor *tensor_alloc(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const i
 qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
                           const int64_t *shape, qkv_tensor *s0, qkv_tensor *s1, qkv_tensor *s2) {
     qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape, true); /* the op writes it all */
+    profile_enter((profile_part)op_profile_part(op)); /* the op's forward follows: its part of a profile */
     t->op = op;
     t->src[0] = s0;
     t->src[1] = s1;

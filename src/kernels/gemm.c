@@ -36,10 +36,12 @@ void gemm_f64(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
               int64_t a_stride, const double *B, int64_t b_stride, double *C, int64_t c_stride,
               bool accumulate) {
     int64_t rows = batch * M;
+    profile_part was = profile_enter(PROFILE_PRODUCTS);
     /* One C row per iteration: rows never overlap, so threads never write the same memory. */
     KERNEL_FOR_STATIC(kernel_parallel((double)(rows * N * K), 32768), r, rows,
                       gemm_row_f64(ta, tb, M, N, K, A, a_stride, B, b_stride, C, c_stride,
                                    accumulate, r););
+    profile_enter(was);
 }
 
 /* The f64 "packed" op(B) is plain op(B), K rows of N. */
@@ -51,16 +53,20 @@ bool gemm_packed_is_plain_f64(int64_t N) {
 }
 
 void gemm_pack_f64(double *bp, bool tb, int64_t N, int64_t K, const double *B, int64_t ldb) {
+    profile_part was = profile_enter(PROFILE_LAYOUT);
     for (int64_t k = 0; k < K; k++)
         for (int64_t j = 0; j < N; j++) bp[k * N + j] = tb ? B[j * ldb + k] : B[k * ldb + j];
+    profile_enter(was);
 }
 
 void gemm1_packed_f64(bool ta, int64_t M, int64_t N, int64_t K, const double *A,
                       const double *bp, double *C, bool accumulate) {
+    profile_part was = profile_enter(PROFILE_PRODUCTS);
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             double sum = accumulate ? C[i * N + j] : 0;
             for (int64_t k = 0; k < K; k++) sum += (ta ? A[k * M + i] : A[i * K + k]) * bp[k * N + j];
             C[i * N + j] = sum;
         }
+    profile_enter(was);
 }

@@ -153,18 +153,55 @@ int kernel_threads(void);
  * one thread. */
 bool kernel_parallel(double work, double threshold);
 
+/* Where a training step's time goes (profile.c, `qkv bench --profile`): the part of the step
+ * the profiling thread is in. Each part's time runs from its profile_enter to the next one;
+ * a kernel that refines its caller's part (a product inside an op) enters its own and returns
+ * to the one it was given back. Off unless profile_start was called; never changes results. */
+typedef enum {
+    PROFILE_PRODUCTS,    /* matrix products: the gemm kernels and the attention's tiles */
+    PROFILE_SOFTMAX,     /* exp and softmax: the softmax op, the attention's scores, online
+                          * softmax, recomputed P and the backward's row terms */
+    PROFILE_LAYOUT,      /* packing, transposes, reshapes, zeroing and staging gradients */
+    PROFILE_ELEMENTWISE, /* add, multiply, scale, mask, sums and means */
+    PROFILE_EMBEDDING,   /* the embedding's gather and its scatter-add */
+    PROFILE_LOSS,        /* cross-entropy and counting the right predictions */
+    PROFILE_OPTIMIZER,   /* the shards' gradients summed, clipping, the update */
+    PROFILE_WAIT,        /* forking a team of threads and waiting for it at the end */
+    PROFILE_OTHER,       /* what no part above names: the step's own calls and bookkeeping */
+    PROFILE_PART_COUNT
+} profile_part;
+extern bool profile_on;
+/* Moves the timeline to part p and returns the part it was in (p itself on a thread that
+ * keeps no time: any but thread 0 of a team). */
+profile_part profile_switch(profile_part p);
+static inline profile_part profile_enter(profile_part p) {
+    return profile_on ? profile_switch(p) : p;
+}
+void profile_start(void); /* clears the parts; the calling thread's timeline starts */
+void profile_stop(double seconds[PROFILE_PART_COUNT]); /* the seconds spent in each part */
+const char *profile_part_name(profile_part p);          /* "products", ...; "?" if unknown */
+
 /* for (int64_t i = 0; i < n; i++) { body } on a team of threads with a static (or dynamic,
  * one at a time) schedule when `par`, else on the calling thread: deciding before the
- * region, not in an if() clause, because a region that runs on one thread still costs one. */
+ * region, not in an if() clause, because a region that runs on one thread still costs one.
+ * For the profile, thread 0 works in its caller's part and waits (forks the team, meets it at
+ * the end) in PROFILE_WAIT. */
 #define KERNEL_FOR_STATIC(par, i, n, ...) \
-    KERNEL_FOR_((par), "omp parallel for schedule(static)", i, n, __VA_ARGS__)
+    KERNEL_FOR_((par), "omp for schedule(static) nowait", i, n, __VA_ARGS__)
 #define KERNEL_FOR_DYNAMIC(par, i, n, ...) \
-    KERNEL_FOR_((par), "omp parallel for schedule(dynamic, 1)", i, n, __VA_ARGS__)
+    KERNEL_FOR_((par), "omp for schedule(dynamic, 1) nowait", i, n, __VA_ARGS__)
 #define KERNEL_FOR_(par, omp, i, n, ...)                                                    \
     do {                                                                                  \
         if (par) {                                                                        \
-            _Pragma(omp)                                                                  \
-            for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                             \
+            profile_part kernel_for_part_ = profile_enter(PROFILE_WAIT);                  \
+            _Pragma("omp parallel")                                                       \
+            {                                                                             \
+                profile_enter(kernel_for_part_);                                          \
+                _Pragma(omp)                                                              \
+                for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                         \
+                profile_enter(PROFILE_WAIT);                                              \
+            }                                                                             \
+            profile_enter(kernel_for_part_);                                              \
         } else {                                                                          \
             for (int64_t i = 0; i < (n); i++) { __VA_ARGS__ }                             \
         }                                                                                 \

@@ -154,15 +154,17 @@ static void own_b_task(const kernel_isa *im, bool ta, bool tb, int64_t M, int64_
     b_view bv = {B, N, im->gemm_nr};
     if (!b_in_place(im, tb, N)) {
         float *bp = pack_buffer(packed_size(im, N, K));
+        profile_part was = profile_enter(PROFILE_LAYOUT);
         pack_b_all(bp, B, tb, N, K, tb ? K : N, im->gemm_nr);
+        profile_enter(was);
         bv = packed_view(im, bp, K);
     }
     sgemm_rows(im, ta, M, N, K, A, bv, C, accumulate, 0, M);
 }
 
-void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const float *A,
-              int64_t a_stride, const float *B, int64_t b_stride, float *C, int64_t c_stride,
-              bool accumulate) {
+static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,
+                  const float *A, int64_t a_stride, const float *B, int64_t b_stride, float *C,
+                  int64_t c_stride, bool accumulate) {
     const kernel_isa *im = kernel_isa_active();
     double flops = 2.0 * (double)batch * (double)M * (double)N * (double)K;
     if (is_small(M, N, K, tb)) {
@@ -190,20 +192,37 @@ void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
     float *bp = pack_buffer(packed_size(im, N, K));
     b_view bv = packed_view(im, bp, K);
     if (tasks > 1 && kernel_parallel(flops, PARALLEL_FLOPS)) {
+        profile_part was = profile_enter(PROFILE_WAIT); /* as in KERNEL_FOR_ (kernels.h) */
 #pragma omp parallel
         {
-#pragma omp for schedule(static)
+            profile_enter(PROFILE_LAYOUT);
+#pragma omp for schedule(static) nowait
             for (int64_t s = 0; s < slivers; s++)
                 pack_b_sliver(bp + s * im->gemm_nr * K, B, tb, N, K, tb ? K : N, im->gemm_nr, s * im->gemm_nr);
-#pragma omp for schedule(static)
+            profile_enter(PROFILE_WAIT);
+#pragma omp barrier
+            profile_enter(was);
+#pragma omp for schedule(static) nowait
             for (int64_t t = 0; t < tasks; t++)
                 shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride, accumulate, t);
+            profile_enter(PROFILE_WAIT);
         }
+        profile_enter(was);
     } else {
+        profile_part was = profile_enter(PROFILE_LAYOUT);
         pack_b_all(bp, B, tb, N, K, tb ? K : N, im->gemm_nr);
+        profile_enter(was);
         for (int64_t t = 0; t < tasks; t++)
             shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride, accumulate, t);
     }
+}
+
+void gemm_f32(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, const float *A,
+              int64_t a_stride, const float *B, int64_t b_stride, float *C, int64_t c_stride,
+              bool accumulate) {
+    profile_part was = profile_enter(PROFILE_PRODUCTS);
+    sgemm(ta, tb, batch, M, N, K, A, a_stride, B, b_stride, C, c_stride, accumulate);
+    profile_enter(was);
 }
 
 /* op(B) up to this narrow, or made of whole slivers, is "packed" as plain rows (K×N, N
@@ -225,16 +244,17 @@ bool gemm_packed_is_plain_f32(int64_t N) { return plain_width(kernel_isa_active(
 
 void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int64_t ldb) {
     const kernel_isa *im = kernel_isa_active();
-    if (!plain_width(im, N)) {
+    profile_part was = profile_enter(PROFILE_LAYOUT);
+    if (!plain_width(im, N))
         pack_b_all(bp, B, tb, N, K, ldb, im->gemm_nr);
-        return;
-    }
-    for (int64_t k = 0; k < K; k++)
-        for (int64_t j = 0; j < N; j++) bp[k * N + j] = tb ? B[j * ldb + k] : B[k * ldb + j];
+    else
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < N; j++) bp[k * N + j] = tb ? B[j * ldb + k] : B[k * ldb + j];
+    profile_enter(was);
 }
 
-void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
-                      const float *bp, float *C, bool accumulate) {
+static void gemm1_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
+                         const float *bp, float *C, bool accumulate) {
     const kernel_isa *im = kernel_isa_active();
     if (N <= PLAIN_N) { /* plain rows (is_small holds for any M and K) */
         sgemm_small(im, ta, false, M, N, K, A, bp, N, C, accumulate);
@@ -246,4 +266,11 @@ void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
     }
     b_view bv = plain_width(im, N) ? (b_view){bp, N, im->gemm_nr} : packed_view(im, bp, K);
     sgemm_rows(im, ta, M, N, K, A, bv, C, accumulate, 0, M);
+}
+
+void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
+                      const float *bp, float *C, bool accumulate) {
+    profile_part was = profile_enter(PROFILE_PRODUCTS);
+    gemm1_packed(ta, M, N, K, A, bp, C, accumulate);
+    profile_enter(was);
 }

@@ -1,5 +1,6 @@
 /* bench.c - the timing of training steps behind `qkv bench`. */
 #include "train/bench.h"
+#include "kernels/kernels.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,10 @@ const bench_workload bench_workloads[] = {
     {"long", 1, 2048, 64, 1, 64},
 };
 const int bench_workload_count = (int)(sizeof bench_workloads / sizeof bench_workloads[0]);
+
+_Static_assert(BENCH_PROFILE_PARTS == PROFILE_PART_COUNT, "bench.h's part count is kernels.h's");
+
+const char *bench_profile_part_name(int part) { return profile_part_name((profile_part)part); }
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -56,7 +61,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 qkv_status bench_workload_run(const bench_workload *w, qkv_dtype dtype, long repeat,
-                              double budget, bench_result *out) {
+                              double budget, bool profile, bench_result *out) {
     train_config cfg = {.optim = QKV_SGD, .lr = 0.01, .batch = w->batch, .steps = 1000000,
                         .seed = 1};
     qkv_status s = qkv_task_init(&cfg.task, "reverse", w->seq_len, w->vocab);
@@ -91,6 +96,14 @@ qkv_status bench_workload_run(const bench_workload *w, qkv_dtype dtype, long rep
         .step_mem_mb = rss_before >= 0 && peak >= 0 ? (peak - rss_before) / (1 << 20) : -1,
         .steps_timed = n,
         .last_loss = t.last_loss};
+    if (profile) {
+        double t0 = now_seconds();
+        profile_start();
+        for (long i = 0; i < n; i++) trainer_update(&t);
+        profile_stop(out->profile);
+        out->profile_step = (now_seconds() - t0) / (double)n;
+        for (int p = 0; p < PROFILE_PART_COUNT; p++) out->profile[p] /= (double)n;
+    }
     trainer_free(&t);
     return QKV_OK;
 }

@@ -5,6 +5,10 @@
 
 #include "train/trainer.h"
 
+/* The parts of a profiled step (kernels.h's PROFILE_PART_COUNT) and their names. */
+#define BENCH_PROFILE_PARTS 9
+const char *bench_profile_part_name(int part);
+
 /* One model shape, timed on the reverse task. */
 typedef struct {
     const char *name;
@@ -21,13 +25,19 @@ typedef struct {
     double step_mem_mb;  /* peak resident memory minus that before the first step; -1: unknown */
     long steps_timed;
     double last_loss;    /* the loss of the last step */
+    /* With a profile (bench_workload_run's `profile`): the mean step of as many further
+     * steps, profiled, and its seconds in each part (kernels.h's profile_part, in its order;
+     * they add up to profile_step). Zero without. */
+    double profile_step;
+    double profile[BENCH_PROFILE_PARTS];
 } bench_result;
 
 /* Builds the workload's model in `dtype` (SGD, seed 1, one batch drawn from seed 7), takes 3
  * warm-up steps, then times `repeat` steps, or when `repeat` is 0 as many as fit in `budget`
- * seconds (at least 5, at most 10 000). The threads are the caller's (kernel_threads). Fails
- * as trainer_init does, with nothing to free. */
+ * seconds (at least 5, at most 10 000). With `profile`, as many steps again are run with the
+ * profile on (apart from the timed ones, which it would slow a little). The threads are the
+ * caller's (kernel_threads). Fails as trainer_init does, with nothing to free. */
 qkv_status bench_workload_run(const bench_workload *w, qkv_dtype dtype, long repeat,
-                              double budget, bench_result *out);
+                              double budget, bool profile, bench_result *out);
 
 #endif

@@ -260,6 +260,7 @@ static void shard_step(trainer *t, int s, int64_t total) {
     train_shard *sh = &t->shard[s];
     qkv_model *m = s ? &sh->replica : &t->model;
     qkv_ctx *ctx = sh->ctx;
+    profile_enter(PROFILE_OTHER); /* each op then enters its own part (kernels.h) */
     int T = t->cfg.task.seq_len, To = t->target_len;
     const int32_t *x = t->tokens + (size_t)sh->first * T, *y = t->targets + (size_t)sh->first * To;
     qkv_ctx_reset(ctx);
@@ -335,17 +336,25 @@ qkv_status trainer_update(trainer *t) {
     int threads = kernel_threads();
     bool side_by_side = shards_side_by_side(t, threads);
     double start = seconds_now();
-    if (side_by_side) {
+    if (side_by_side) { /* for the profile, as KERNEL_FOR_ (kernels.h): thread 0 forks and
+                         * waits for the team in PROFILE_WAIT */
+        profile_enter(PROFILE_WAIT);
 #pragma omp parallel num_threads(S)
         {
-#pragma omp for schedule(static)
+#pragma omp for schedule(static) nowait
             for (int s = 0; s < S; s++) shard_step(t, s, total);
-            sum_shard_grads(t); /* after the loop's barrier: every shard is done */
+            profile_enter(PROFILE_WAIT);
+#pragma omp barrier
+            profile_enter(PROFILE_OPTIMIZER);
+            sum_shard_grads(t); /* after the barrier: every shard is done */
+            profile_enter(PROFILE_WAIT);
         }
     } else {
         for (int s = 0; s < S; s++) shard_step(t, s, total);
+        profile_enter(PROFILE_OPTIMIZER);
         sum_shard_grads(t);
     }
+    profile_enter(PROFILE_OPTIMIZER);
     shard_layout *l = &t->layout;
     if (S > 1 && threads >= 2 * S && l->steps <= 2 * SHARD_LAYOUT_TRIALS) {
         double took = seconds_now() - start;
@@ -367,6 +376,7 @@ qkv_status trainer_update(trainer *t) {
                         t->optim.step + 1, field_name("lr"));
     t->optim.lr = trainer_lr(c, t->optim.step + 1);
     double norm = qkv_optim_step(&t->optim);
+    profile_enter(PROFILE_OTHER);
     if (!isfinite(norm))
         return qkv_fail(QKV_ERR_NUMERIC, "the gradient became %s at step %" PRId64
                         ": training diverged (lower %s)", isnan(norm) ? "NaN" : "Inf",
