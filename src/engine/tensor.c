@@ -114,7 +114,7 @@ static qkv_tensor *tensor_alloc(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const i
 qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
                           const int64_t *shape, qkv_tensor *s0, qkv_tensor *s1, qkv_tensor *s2) {
     qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape, true); /* the op writes it all */
-    profile_enter((profile_part)op_profile_part(op)); /* the op's forward follows: its part of a profile */
+    profile_enter((profile_part)op_profile_part(op)); /* the op's forward follows: its part */
     t->op = op;
     t->src[0] = s0;
     t->src[1] = s1;

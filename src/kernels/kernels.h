@@ -155,8 +155,8 @@ bool kernel_parallel(double work, double threshold);
 
 /* Where a training step's time goes (profile.c, `qkv bench --profile`): the part of the step
  * the profiling thread is in. Each part's time runs from its profile_enter to the next one;
- * a kernel that refines its caller's part (a product inside an op) enters its own and returns
- * to the one it was given back. Off unless profile_start was called; never changes results. */
+ * a kernel that refines its caller's part (a product inside an op) enters its own and, when
+ * done, the caller's again. Off unless profile_start was called; never changes results. */
 typedef enum {
     PROFILE_PRODUCTS,    /* matrix products: the gemm kernels and the attention's tiles */
     PROFILE_SOFTMAX,     /* exp and softmax: the softmax op, the attention's scores, online
