@@ -94,8 +94,8 @@ START_TEST(test_step_parts_add_up_threads) {
 END_TEST
 
 /* Steps with the profile on give the model the same bits as steps without. */
-START_TEST(test_profile_changes_nothing) {
-    set_threads(2);
+static void check_profile_changes_nothing(int threads) {
+    set_threads(threads);
     train_config c = {.optim = QKV_ADAM, .lr = 0.01, .batch = 16, .steps = 100, .seed = 3,
                       .clip = 1};
     ck_assert_int_eq(qkv_task_init(&c.task, "copy", 16, 0), QKV_OK);
@@ -118,6 +118,12 @@ START_TEST(test_profile_changes_nothing) {
     trainer_free(&plain);
     trainer_free(&profiled);
 }
+
+START_TEST(test_profile_changes_nothing) { check_profile_changes_nothing(1); }
+END_TEST
+
+/* On two threads: the regions' profile_enter calls, on thread 0 and on the others. */
+START_TEST(test_profile_changes_nothing_threads) { check_profile_changes_nothing(2); }
 END_TEST
 
 int main(void) {
@@ -135,6 +141,7 @@ int main(void) {
     tcase_set_tags(tc, "threads");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_step_parts_add_up_threads);
+    tcase_add_test(tc, test_profile_changes_nothing_threads);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
