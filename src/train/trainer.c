@@ -349,12 +349,12 @@ qkv_status trainer_update(trainer *t) {
             sum_shard_grads(t); /* after the barrier: every shard is done */
             profile_enter(PROFILE_WAIT);
         }
+        profile_enter(PROFILE_OPTIMIZER); /* the team has ended: the update follows */
     } else {
         for (int s = 0; s < S; s++) shard_step(t, s, total);
         profile_enter(PROFILE_OPTIMIZER);
         sum_shard_grads(t);
     }
-    profile_enter(PROFILE_OPTIMIZER);
     shard_layout *l = &t->layout;
     if (S > 1 && threads >= 2 * S && l->steps <= 2 * SHARD_LAYOUT_TRIALS) {
         double took = seconds_now() - start;
