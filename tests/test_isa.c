@@ -3,6 +3,7 @@
  *        sweep, and is within 2.5e-7 of exp in double where it is not 0.
  *   products: each path's tile and small product equal, bit for bit, the contract of isa.h
  *        written here as plain fmaf chains, on shapes with edges, transposes and K > GEMM_KC.
+ *   transpose: each path's 8×8 blocks and edges put every element where it belongs.
  *   rows: every other kernel of the table (attention tiles, softmax, cross-entropy, optimizer
  *        parts) equals the plain C path's bit for bit, on rows with and without a tail.
  * (isa_bits_test.sh then trains under each path and compares the saved models.) */
@@ -293,6 +294,39 @@ START_TEST(test_row_bits) {
 }
 END_TEST
 
+/* The transpose behind every transposed operand's packing: on every path, each element lands
+ * where the plain definition puts it, and nothing past the destination's rows and columns is
+ * written; shapes with and without whole 8×8 blocks, strides wider than the rows. */
+START_TEST(test_transpose) {
+    static const int64_t sizes[] = {1, 3, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 64, 70};
+    const size_t n_sizes = sizeof sizes / sizeof sizes[0];
+    for (size_t p = 0; p < N_PATHS; p++) {
+        const kernel_isa *isa = kernel_isa_find(path_names[p]);
+        if (!isa) continue;
+        for (size_t a = 0; a < n_sizes; a++)
+            for (size_t b = 0; b < n_sizes; b++) {
+                int64_t rows = sizes[a], cols = sizes[b], lds = cols + (int64_t)(a % 3),
+                        ldd = rows + (int64_t)(b % 2) * 5;
+                float *src = alloc(rows * lds), *dst = alloc(cols * ldd);
+                fill(src, rows * lds, -1, 1);
+                for (int64_t i = 0; i < cols * ldd; i++) dst[i] = 42.0f;
+                isa->transpose(dst, ldd, src, lds, rows, cols);
+                for (int64_t c = 0; c < cols; c++)
+                    for (int64_t r = 0; r < ldd; r++) {
+                        float want = r < rows ? src[r * lds + c] : 42.0f;
+                        ck_assert_msg(!memcmp(&dst[c * ldd + r], &want, sizeof want),
+                                      "transpose on %s, %lld×%lld: element (%lld, %lld) is %g, "
+                                      "not %g", isa->name, (long long)rows, (long long)cols,
+                                      (long long)c, (long long)r, (double)dst[c * ldd + r],
+                                      (double)want);
+                    }
+                free(src);
+                free(dst);
+            }
+    }
+}
+END_TEST
+
 /* The FMA peak: on every path a round is one FMA on each of the packed product's sums, the
  * chains stay finite, and the measured peak is a positive number. No speed is asserted here:
  * qkv bench measures it. */
@@ -321,6 +355,7 @@ int main(void) {
     tcase_add_test(tc, test_attention_tile_bits);
     tcase_add_test(tc, test_row_bits);
     tcase_add_test(tc, test_fma_peak);
+    tcase_add_test(tc, test_transpose);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

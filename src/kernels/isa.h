@@ -23,6 +23,9 @@ typedef struct kernel_isa {
     /* C (M×N, rows N apart) (+)= op(A)·B, A as in gemm_f32, B in K rows ldb apart */
     void (*gemm_small)(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
                        const float *B, int64_t ldb, float *C, bool accumulate);
+    /* dst[c·ldd + r] = src[r·lds + c], r < rows, c < cols: a transposed operand's packing */
+    void (*transpose)(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows,
+                      int64_t cols);
     /* y[i] = exp_f32(x[i]) (simd.h), for the tests */
     void (*exp)(float *y, const float *x, int64_t n);
     /* the fused attention's tile loops (attention_kernel.inc says what each does) */

@@ -35,8 +35,7 @@ static void sgemm_small(const kernel_isa *im, bool ta, bool tb, int64_t M, int64
                         bool accumulate) {
     float bt[SMALL_K * SMALL_N];
     if (tb) { /* B is stored (N, K): bt[k][j] = B[j][k] */
-        for (int64_t j = 0; j < N; j++)
-            for (int64_t k = 0; k < K; k++) bt[k * N + j] = B[j * ldb + k];
+        im->transpose(bt, N, B, ldb, N, K);
         B = bt;
         ldb = N;
     }
@@ -74,24 +73,21 @@ static size_t packed_size(const kernel_isa *im, int64_t N, int64_t K) {
 /* op(B) (K×N) into slivers of NR columns over the whole depth, zero-padded at the right edge:
  * bp[s][k][c] = op(B)(k, s·NR + c). B is stored (K, N), or (N, K) when tb, with rows ldb
  * apart. */
-static void pack_b_sliver(float *bp, const float *B, bool tb, int64_t N, int64_t K,
-                          int64_t ldb, int nr, int64_t s) {
-    int cols = N - s < nr ? (int)(N - s) : nr;
-    if (!tb) /* each k gives a contiguous row of the sliver */
-        for (int64_t k = 0; k < K; k++) {
+static void pack_b_sliver(const kernel_isa *im, float *bp, const float *B, bool tb, int64_t N,
+                          int64_t K, int64_t ldb, int64_t s) {
+    int nr = im->gemm_nr, cols = N - s < nr ? (int)(N - s) : nr;
+    if (tb) /* B's rows s .. s + cols are the sliver's columns */
+        im->transpose(bp, nr, B + s * ldb, ldb, cols, K);
+    for (int64_t k = 0; k < K; k++) {
+        if (!tb) /* each k gives a contiguous row of the sliver */
             memcpy(bp + k * nr, B + k * ldb + s, (size_t)cols * sizeof *bp);
-            for (int c = cols; c < nr; c++) bp[k * nr + c] = 0;
-        }
-    else /* read each column of op(B) along k, write it down the sliver */
-        for (int c = 0; c < nr; c++) {
-            const float *src = B + (s + c) * ldb;
-            for (int64_t k = 0; k < K; k++) bp[k * nr + c] = c < cols ? src[k] : 0;
-        }
+        for (int c = cols; c < nr; c++) bp[k * nr + c] = 0;
+    }
 }
 
-static void pack_b_all(float *bp, const float *B, bool tb, int64_t N, int64_t K, int64_t ldb,
-                       int nr) {
-    for (int64_t s = 0; s < N; s += nr) pack_b_sliver(bp + s * K, B, tb, N, K, ldb, nr, s);
+static void pack_b_all(const kernel_isa *im, float *bp, const float *B, bool tb, int64_t N,
+                       int64_t K, int64_t ldb) {
+    for (int64_t s = 0; s < N; s += im->gemm_nr) pack_b_sliver(im, bp + s * K, B, tb, N, K, ldb, s);
 }
 
 /* op(B) as the tiles read it: sliver s (columns s·NR ..) at at + s·sliver_stride, its row k
@@ -155,7 +151,7 @@ static void own_b_task(const kernel_isa *im, bool ta, bool tb, int64_t M, int64_
     if (!b_in_place(im, tb, N)) {
         float *bp = pack_buffer(packed_size(im, N, K));
         profile_part was = profile_enter(PROFILE_LAYOUT);
-        pack_b_all(bp, B, tb, N, K, tb ? K : N, im->gemm_nr);
+        pack_b_all(im, bp, B, tb, N, K, tb ? K : N);
         profile_enter(was);
         bv = packed_view(im, bp, K);
     }
@@ -197,8 +193,10 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
         {
             profile_enter(PROFILE_LAYOUT);
 #pragma omp for schedule(static) nowait
-            for (int64_t s = 0; s < slivers; s++)
-                pack_b_sliver(bp + s * im->gemm_nr * K, B, tb, N, K, tb ? K : N, im->gemm_nr, s * im->gemm_nr);
+            for (int64_t s = 0; s < slivers; s++) {
+                int64_t col = s * im->gemm_nr;
+                pack_b_sliver(im, bp + col * K, B, tb, N, K, tb ? K : N, col);
+            }
             profile_enter(PROFILE_WAIT);
 #pragma omp barrier
             profile_enter(was);
@@ -210,7 +208,7 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
         profile_enter(was);
     } else {
         profile_part was = profile_enter(PROFILE_LAYOUT);
-        pack_b_all(bp, B, tb, N, K, tb ? K : N, im->gemm_nr);
+        pack_b_all(im, bp, B, tb, N, K, tb ? K : N);
         profile_enter(was);
         for (int64_t t = 0; t < tasks; t++)
             shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride, accumulate, t);
@@ -246,10 +244,11 @@ void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int
     const kernel_isa *im = kernel_isa_active();
     profile_part was = profile_enter(PROFILE_LAYOUT);
     if (!plain_width(im, N))
-        pack_b_all(bp, B, tb, N, K, ldb, im->gemm_nr);
+        pack_b_all(im, bp, B, tb, N, K, ldb);
+    else if (tb) /* bp[k][j] = B[j][k] */
+        im->transpose(bp, N, B, ldb, N, K);
     else
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t j = 0; j < N; j++) bp[k * N + j] = tb ? B[j * ldb + k] : B[k * ldb + j];
+        for (int64_t k = 0; k < K; k++) memcpy(bp + k * N, B + k * ldb, (size_t)N * sizeof *bp);
     profile_enter(was);
 }
 
