@@ -233,6 +233,7 @@ struct qkv_tensor {
     qkv_tensor *tape_prev;         /* previous tensor recorded in the same context */
     const char *name;              /* optional, for printing and checkpoints */
     uint32_t mark;                 /* internal: which backward pass reached this tensor */
+    uint32_t grad_written;         /* internal: the backward pass that wrote this gradient */
 };
 
 QKV_API size_t qkv_dtype_size(qkv_dtype dtype);       /* bytes per element: 4 or 8 */

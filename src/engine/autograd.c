@@ -43,6 +43,33 @@ _Static_assert(sizeof op_part / sizeof op_part[0] == QKV_OP_COUNT, "op_part out 
 
 int op_profile_part(qkv_op op) { return op_part[op]; }
 
+/* The ops whose backward stores its inputs' gradients on the first write of a pass
+ * (grad_first_write) instead of adding to zeros: they write every element of them. */
+static const bool op_stores_first[QKV_OP_COUNT] = {
+    [QKV_OP_MATMUL] = true,
+    [QKV_OP_ADD] = true,
+    [QKV_OP_RESHAPE] = true,
+    [QKV_OP_TRANSPOSE] = true,
+};
+
+/* The tensor that owns x's gradient buffer: a reshape of an intermediate shares its input's. */
+static qkv_tensor *grad_owner(qkv_tensor *x) {
+    while (x->op == QKV_OP_RESHAPE && x->src[0] && x->src[0]->grad == x->grad) x = x->src[0];
+    return x;
+}
+
+bool grad_first_write(qkv_tensor *x) {
+    qkv_tensor *o = grad_owner(x);
+    if (o->op == QKV_OP_NONE || o->grad_written == o->mark) return false;
+    o->grad_written = o->mark;
+    return true;
+}
+
+void *grad_to_add(qkv_tensor *x) {
+    if (grad_first_write(x)) memset(x->grad, 0, (size_t)x->size * qkv_dtype_size(x->dtype));
+    return x->grad;
+}
+
 /* Leaves (parameters) receive the gradient of one backward pass in scratch memory of the loss's
  * context, and it is added to what they hold at the end: a leaf's gradient becomes exactly
  * old + new. Without this, ops that sum many contributions into one entry (matmul weights, a
@@ -88,21 +115,28 @@ void qkv_backward(qkv_tensor *loss) {
      * so walking the tape backwards from the loss visits every consumer of a tensor before
      * the tensor itself: a reverse topological order, without recursion. The first walk marks
      * what the loss depends on (so that side computations on the same tape are left alone)
-     * and zeroes their gradients; the second runs their backward passes. */
+     * and marks their gradients unwritten; the second runs their backward passes, each
+     * storing or adding into its inputs' gradients (grad_first_write). */
     static _Thread_local uint32_t passes;
     uint32_t pass = ++passes ? passes : ++passes; /* 0 means "never reached" */
-    profile_enter(PROFILE_LAYOUT); /* zeroing the gradients, staging the leaves' */
+    profile_enter(PROFILE_LAYOUT); /* zeroing gradients, staging the leaves' */
     loss->mark = pass;
     for (qkv_tensor *t = loss; t; t = t->tape_prev) {
         if (t->mark != pass || t->op == QKV_OP_NONE) continue;
         for (int k = 0; k < 4; k++)
             if (t->src[k]) t->src[k]->mark = pass;
-        if (t->grad) memset(t->grad, 0, (size_t)t->size * qkv_dtype_size(t->dtype));
+        t->grad_written = 0; /* no pass is 0 */
     }
+    grad_first_write(loss);
     qkv_set(&(qkv_tensor){.dtype = loss->dtype, .data = loss->grad}, 0, 1.0);
     stage_leaves(loss);
     for (qkv_tensor *t = loss; t; t = t->tape_prev)
         if (t->mark == pass && t->op != QKV_OP_NONE && t->requires_grad) {
+            profile_enter(PROFILE_LAYOUT);
+            grad_to_add(t); /* no consumer wrote it: its gradient is 0 */
+            if (!op_stores_first[t->op])
+                for (int k = 0; k < 4; k++)
+                    if (t->src[k] && t->src[k]->grad) grad_to_add(t->src[k]);
             profile_enter(op_part[t->op]);
             op_backward[t->op](t);
         }

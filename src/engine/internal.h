@@ -65,6 +65,17 @@ void tensor_shape4(const qkv_tensor *t, int64_t shape[4]);
                     }                                                                     \
     } while (0)
 
+/* ---- gradients in a backward pass (autograd.c) ---- */
+/* Gradients are not zeroed up front: the first op of a backward pass to write an input's
+ * gradient stores, the others add. grad_first_write(x) says whether this write is the first
+ * (and from then on it is not); the op then stores 0 + value, as an add to a zeroed gradient
+ * would (-0 becomes +0: the same bits). Only the ops of autograd.c's op_stores_first do; the
+ * engine zeroes the inputs' gradients of the others before they run. A leaf's gradient (its
+ * staged buffer, zeroed) is always added to; a view's gradient is its base's. */
+bool grad_first_write(qkv_tensor *x);
+/* x's gradient, zeroed if nothing has written it in this pass: ready to be added to. */
+void *grad_to_add(qkv_tensor *x);
+
 /* ---- ops: one backward per op, indexed by qkv_op (autograd.c keeps the table) ---- */
 typedef void (*op_backward_fn)(qkv_tensor *out);
 /* The part of a training step's profile an op's forward and backward belong to (autograd.c;

@@ -22,12 +22,15 @@ void add_backward(qkv_tensor *y) {
     qkv_tensor *a = y->src[0], *b = y->src[1];
     int64_t bs[4];
     tensor_broadcast_strides(a, b, bs);
+    bool store_a = a->grad && grad_first_write(a); /* then da = 0 + dy (internal.h) */
     QKV_TYPED(y->dtype, {
         const T *dy = y->grad;
-        T *da = a->grad, *db = b->grad;
+        T *da = a->grad, *db = b->grad ? grad_to_add(b) : NULL;
         /* forward was: y[i] = a[i] + b[j]  =>  da[i] += dy[i], db[j] += dy[i] (summed over
          * the broadcast dims) */
-        if (da)
+        if (store_a)
+            for (int64_t i = 0; i < y->size; i++) da[i] = (T)0 + dy[i];
+        else if (da)
             for (int64_t i = 0; i < y->size; i++) da[i] += dy[i];
         if (db) FOR_STRIDED(a, bs, i, j, { db[j] += dy[i]; });
     });

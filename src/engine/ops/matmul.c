@@ -57,22 +57,26 @@ void matmul_backward(qkv_tensor *c) {
     int64_t batch = c->size / (M * N);
     bool shared_b = b->ndim == 2 && a->ndim > 2;
     const void *dC = c->grad;
+    /* Each product writes the whole gradient: stored on the first write of the pass (a sum
+     * starts at +0, never -0: the bits of adding it to zeros), added after (internal.h). */
     if (a->grad) {
+        bool add = !grad_first_write(a);
         if (!ta) /* forward: C = A·op(B)  =>  dA (M,K) += dC·op(B)ᵀ */
             gemm_call(c->dtype, false, !tb, batch, M, K, N, dC, M * N, b->data,
-                      shared_b ? 0 : K * N, a->grad, M * K, true);
+                      shared_b ? 0 : K * N, a->grad, M * K, add);
         else /* forward: C = Aᵀ·op(B)  =>  dA (K,M) += op(B)·dCᵀ */
             gemm_call(c->dtype, tb, true, batch, K, M, N, b->data, K * N, dC, M * N, a->grad,
-                      K * M, true);
+                      K * M, add);
     }
     if (b->grad) {
         /* A shared B collects the gradient of every batch: fold the batches into rows. */
         int64_t bb = shared_b ? 1 : batch, Mf = shared_b ? batch * M : M;
+        bool add = !grad_first_write(b);
         if (!tb) /* dB (K,N) += op(A)ᵀ·dC */
             gemm_call(c->dtype, !ta, false, bb, K, N, Mf, a->data, M * K, dC, M * N, b->grad,
-                      K * N, true);
+                      K * N, add);
         else /* forward: C = op(A)·Bᵀ  =>  dB (N,K) += dCᵀ·op(A) */
             gemm_call(c->dtype, true, ta, bb, N, K, Mf, dC, M * N, a->data, M * K, b->grad,
-                      N * K, true);
+                      N * K, add);
     }
 }

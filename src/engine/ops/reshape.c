@@ -19,9 +19,10 @@ qkv_tensor *qkv_reshape(qkv_ctx *ctx, qkv_tensor *x, int ndim, const int64_t *sh
 void reshape_backward(qkv_tensor *y) {
     qkv_tensor *x = y->src[0];
     if (!x->grad || x->grad == y->grad) return; /* a shared gradient already holds it */
+    bool store = grad_first_write(x); /* then dx = 0 + dy (internal.h) */
     QKV_TYPED(y->dtype, {
         T *dx = x->grad;
         const T *dy = y->grad;
-        for (int64_t i = 0; i < y->size; i++) dx[i] += dy[i]; /* same element order */
+        for (int64_t i = 0; i < y->size; i++) dx[i] = (store ? (T)0 : dx[i]) + dy[i]; /* same order */
     });
 }

@@ -41,9 +41,13 @@ void transpose_backward(qkv_tensor *y) {
     if (!x->grad) return;
     int64_t xs[4];
     swapped_strides(x, (int)y->iparam[0], (int)y->iparam[1], xs);
+    bool store = grad_first_write(x); /* then dx = 0 + dy (internal.h) */
     QKV_TYPED(y->dtype, {
         T *dx = x->grad;
         const T *dy = y->grad;
-        FOR_STRIDED(y, xs, i, j, { dx[j] += dy[i]; }); /* y[i] = x[j] => dx[j] += dy[i] */
+        if (store) /* y[i] = x[j] => dx[j] += dy[i] */
+            FOR_STRIDED(y, xs, i, j, { dx[j] = (T)0 + dy[i]; });
+        else
+            FOR_STRIDED(y, xs, i, j, { dx[j] += dy[i]; });
     });
 }
