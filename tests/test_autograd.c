@@ -1,4 +1,5 @@
-/* test_autograd.c - accumulation, repeated backward, zero_grad, deep graphs, SGD. */
+/* test_autograd.c - accumulation, first writes of a gradient, repeated backward, zero_grad,
+ * deep graphs, SGD. */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* setrlimit */
 #endif
@@ -367,6 +368,73 @@ START_TEST(test_side_computation_untouched) {
 }
 END_TEST
 
+/* ---- the first write of a gradient stores, the later ones add -------------------------- */
+
+/* h = X·W (an intermediate, 2×4) feeds an op that stores its input's gradient on the first
+ * write (transpose), one the engine zeroes for (scale), and a view of it (reshape) feeding a
+ * product: in either order of creation, dh is the sum of all three, every value exact in f64.
+ *   loss = Σ C1 ⊙ hᵀ + Σ C2 ⊙ (2h) + Σ (reshape(h, 4×2)·v), v = (1, 3)ᵀ */
+static void check_mixed_consumers(bool transpose_first) {
+    qkv_tensor *x = mkp(QKV_F64, 2, (int64_t[]){2, 3}, (double[]){1, 2, 0, -1, 0.5, 3});
+    qkv_tensor *w = mkp(QKV_F64, 2, (int64_t[]){3, 4},
+                        (double[]){1, 0, 2, -1, 0.5, 1, 0, 2, -2, 1, 1, 0});
+    qkv_tensor *h = qkv_matmul(ctx, x, w);
+    qkv_tensor *c1 = mk(QKV_F64, 2, (int64_t[]){4, 2}, (double[]){1, 2, 3, 4, 5, 6, 7, 8});
+    qkv_tensor *c2 = mk(QKV_F64, 2, (int64_t[]){2, 4}, (double[]){-1, 0.5, 0, 2, 1, -3, 4, 0.25});
+    qkv_tensor *v = mk(QKV_F64, 2, (int64_t[]){2, 1}, (double[]){1, 3});
+    qkv_tensor *terms[3];
+    int first = transpose_first ? 0 : 1, second = 1 - first;
+    terms[first] = qkv_sum(ctx, qkv_mul(ctx, qkv_transpose(ctx, h, 0, 1), c1));
+    terms[second] = qkv_sum(ctx, qkv_mul(ctx, qkv_scale(ctx, h, 2.0), c2));
+    terms[2] = qkv_sum(ctx, qkv_matmul(ctx, qkv_reshape(ctx, h, 2, (int64_t[]){4, 2}), v));
+    qkv_backward(qkv_add(ctx, qkv_add(ctx, terms[0], terms[1]), terms[2]));
+    /* dh[i][j] = C1[j][i] + 2·C2[i][j] + v[(4i + j) mod 2] */
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 4; j++) {
+            double want = qkv_get(c1, j * 2 + i) + 2 * qkv_get(c2, i * 4 + j) + qkv_get(v, j % 2);
+            ck_assert_double_eq(qkv_grad_get(h, i * 4 + j), want);
+        }
+}
+
+START_TEST(test_first_write_mixed_consumers) {
+    check_mixed_consumers(true);
+    qkv_ctx_reset(ctx);
+    check_mixed_consumers(false);
+}
+END_TEST
+
+/* A gradient nothing writes in a pass reads as zeros, not as the arena's old bytes. h = X·W
+ * reaches the loss only through an op built in no-grad mode, whose backward never runs: h's
+ * own backward still runs (h is marked and needs a gradient), and must find zeros, so W's
+ * gradient is exactly 0, although the same memory held the gradients of the round before
+ * (the first round grows the arena; from the second on, each round's tensors take the same
+ * places). */
+START_TEST(test_unwritten_gradient_is_zero) {
+    qkv_ctx *params = qkv_ctx_new(0), *step = qkv_ctx_new(0);
+    qkv_rng rng = qkv_rng_seed(5);
+    qkv_tensor *w = qkv_param(params, qkv_randn(params, QKV_F32, 2, (int64_t[]){4, 3}, 1, &rng));
+    qkv_tensor *p = qkv_param(params, qkv_randn(params, QKV_F32, 2, (int64_t[]){2, 3}, 1, &rng));
+    qkv_tensor *x = qkv_randn(params, QKV_F32, 2, (int64_t[]){2, 4}, 1, &rng);
+    for (int round = 0; round < 3; round++) {
+        bool cut = round == 2;
+        qkv_ctx_reset(step);
+        qkv_zero_grad(params);
+        qkv_tensor *h = qkv_matmul(step, x, w);
+        qkv_ctx_set_no_grad(step, cut);
+        qkv_tensor *y = qkv_scale(step, h, 2.0);
+        qkv_ctx_set_no_grad(step, false);
+        qkv_backward(qkv_sum(step, qkv_mul(step, y, p)));
+        for (int64_t i = 0; i < w->size; i++)
+            ck_assert_msg((qkv_grad_get(w, i) == 0) == cut, "round %d: dW[%lld] = %g", round,
+                          (long long)i, qkv_grad_get(w, i));
+        if (cut)
+            for (int64_t i = 0; i < h->size; i++) ck_assert(qkv_grad_get(h, i) == 0);
+    }
+    qkv_ctx_free(step);
+    qkv_ctx_free(params);
+}
+END_TEST
+
 static Suite *autograd_suite(void) {
     Suite *s = suite_create("autograd");
     TCase *tc = tcase_create("accumulation");
@@ -380,6 +448,8 @@ static Suite *autograd_suite(void) {
     tcase_add_test(tc, test_backward_from_earlier_loss);
     tcase_add_test(tc, test_non_param_inputs_get_no_grad);
     tcase_add_test(tc, test_side_computation_untouched);
+    tcase_add_test(tc, test_first_write_mixed_consumers);
+    tcase_add_test(tc, test_unwritten_gradient_is_zero);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("deep");
