@@ -87,7 +87,8 @@ static void pack_b_sliver(const kernel_isa *im, float *bp, const float *B, bool 
 
 static void pack_b_all(const kernel_isa *im, float *bp, const float *B, bool tb, int64_t N,
                        int64_t K, int64_t ldb) {
-    for (int64_t s = 0; s < N; s += im->gemm_nr) pack_b_sliver(im, bp + s * K, B, tb, N, K, ldb, s);
+    for (int64_t s = 0; s < N; s += im->gemm_nr)
+        pack_b_sliver(im, bp + s * K, B, tb, N, K, ldb, s);
 }
 
 /* op(B) as the tiles read it: sliver s (columns s·NR ..) at at + s·sliver_stride, its row k

@@ -23,6 +23,7 @@ void reshape_backward(qkv_tensor *y) {
     QKV_TYPED(y->dtype, {
         T *dx = x->grad;
         const T *dy = y->grad;
-        for (int64_t i = 0; i < y->size; i++) dx[i] = (store ? (T)0 : dx[i]) + dy[i]; /* same order */
+        for (int64_t i = 0; i < y->size; i++) /* the same element order */
+            dx[i] = (store ? (T)0 : dx[i]) + dy[i];
     });
 }
