@@ -123,7 +123,7 @@ qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
                  (s2 && s2->requires_grad);
     if (needs && !ctx->no_grad) {
         t->requires_grad = true;
-        t->grad = arena_alloc_raw(ctx, (size_t)t->size * qkv_dtype_size(dtype)); /* zeroed by backward */
+        t->grad = arena_alloc_raw(ctx, (size_t)t->size * qkv_dtype_size(dtype)); /* see grad_first_write */
     }
     return t;
 }
