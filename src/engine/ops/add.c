@@ -28,10 +28,8 @@ void add_backward(qkv_tensor *y) {
         T *da = a->grad, *db = b->grad ? grad_to_add(b) : NULL;
         /* forward was: y[i] = a[i] + b[j]  =>  da[i] += dy[i], db[j] += dy[i] (summed over
          * the broadcast dims) */
-        if (store_a)
-            for (int64_t i = 0; i < y->size; i++) da[i] = (T)0 + dy[i];
-        else if (da)
-            for (int64_t i = 0; i < y->size; i++) da[i] += dy[i];
+        if (da)
+            for (int64_t i = 0; i < y->size; i++) da[i] = (store_a ? (T)0 : da[i]) + dy[i];
         if (db) FOR_STRIDED(a, bs, i, j, { db[j] += dy[i]; });
     });
 }

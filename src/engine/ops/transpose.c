@@ -45,9 +45,7 @@ void transpose_backward(qkv_tensor *y) {
     QKV_TYPED(y->dtype, {
         T *dx = x->grad;
         const T *dy = y->grad;
-        if (store) /* y[i] = x[j] => dx[j] += dy[i] */
-            FOR_STRIDED(y, xs, i, j, { dx[j] = (T)0 + dy[i]; });
-        else
-            FOR_STRIDED(y, xs, i, j, { dx[j] += dy[i]; });
+        /* y[i] = x[j] => dx[j] += dy[i] */
+        FOR_STRIDED(y, xs, i, j, { dx[j] = (store ? (T)0 : dx[j]) + dy[i]; });
     });
 }
