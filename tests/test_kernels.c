@@ -51,6 +51,7 @@ static double gemm_worst; /* worst |c − ref| / (Σ|a·b| + |c0|) seen by this 
 
 #define SHARE_B 1 /* b_stride 0: one B for every batch */
 #define SHARE_A 2 /* a_stride 0 */
+#define NO_GAPS 4 /* batches back to back (no PAD): a shared B's batches may run as one product */
 
 /* C[b] (+)= op(A[b])·op(B[b]) by gemm_f32 (or gemm_pack_f32 + gemm1_packed_f32 when `one`), checked element by
  * element against a double-precision sum: |c − ref| <= 1e-5·(Σ_k |a_ik·b_kj| + |c0_ij|) + 1e-30,
@@ -58,7 +59,7 @@ static double gemm_worst; /* worst |c − ref| / (Σ|a·b| + |c0|) seen by this 
  * kernel that reads it fails; the gaps between batches of C must be left alone. */
 static void check_gemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, int share,
                        bool accumulate, bool one, qkv_rng *rng) {
-    int64_t pad = batch > 1 ? PAD : 0;
+    int64_t pad = batch > 1 && !(share & NO_GAPS) ? PAD : 0;
     int64_t as = share & SHARE_A ? 0 : M * K + pad, bs = share & SHARE_B ? 0 : K * N + pad,
             cs = M * N + pad;
     size_t na = (size_t)(as ? batch * as : M * K), nb = (size_t)(bs ? batch * bs : K * N),
@@ -149,6 +150,29 @@ START_TEST(test_gemm_large) {
 }
 END_TEST
 
+/* `batch` products with one B, A and C batches back to back, in one call: the same bits as
+ * each batch in a call of its own. */
+static void check_batches_alone(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K,
+                                bool accumulate, qkv_rng *rng) {
+    size_t na = (size_t)(batch * M * K), nc = (size_t)(batch * M * N);
+    float *A = fvec(na), *B = fvec((size_t)(K * N)), *C = fvec(nc), *alone = fvec(nc);
+    fill_uniform(A, na, rng);
+    fill_uniform(B, (size_t)(K * N), rng);
+    fill_uniform(C, nc, rng);
+    memcpy(alone, C, nc * sizeof *C);
+    gemm_f32(ta, tb, batch, M, N, K, A, M * K, B, 0, C, M * N, accumulate);
+    for (int64_t b = 0; b < batch; b++)
+        gemm_f32(ta, tb, 1, M, N, K, A + b * M * K, 0, B, 0, alone + b * M * N, 0, accumulate);
+    REQUIRE(memcmp(C, alone, nc * sizeof *C) == 0,
+            "gemm %s ta=%d tb=%d M=%lld N=%lld K=%lld acc=%d: %lld batches in one call differ "
+            "from each alone", kernel_isa_name(), ta, tb, (long long)M, (long long)N,
+            (long long)K, accumulate, (long long)batch);
+    free(A);
+    free(B);
+    free(C);
+    free(alone);
+}
+
 /* Batches with their own A and B (a_stride/b_stride/c_stride with gaps), with one shared B
  * (b_stride 0) and with one shared A (a_stride 0), accumulating and not, on the small, packed
  * and multi-block paths. */
@@ -163,6 +187,16 @@ START_TEST(test_gemm_batched) {
                 for (int acc = 0; acc < 2; acc++)
                     check_gemm(t & 1, t >> 1, 3, shapes[s][0], shapes[s][1], shapes[s][2], share,
                                acc, false, &rng);
+    /* batches back to back with a shared B: on one thread these run as one product of
+     * batch·M rows (when A is not transposed), and each must give what it gives alone, bit
+     * for bit (sgemm.c, rows_as_one) */
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++)
+            for (int acc = 0; acc < 2; acc++) {
+                int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                check_gemm(t & 1, t >> 1, 3, M, N, K, SHARE_B | NO_GAPS, acc, false, &rng);
+                check_batches_alone(t & 1, t >> 1, 5, M, N, K, acc, &rng);
+            }
     /* big enough to go parallel: one B per batch, and a shared B split by rows */
     for (int t = 0; t < 4; t++) {
         check_gemm(t & 1, t >> 1, 4, 130, 150, 100, 0, t & 1, false, &rng);
