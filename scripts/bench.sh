@@ -84,15 +84,34 @@ def best(side, cfg):
 def scaling(cfg):  # qkv's speed-up from 1 thread to its best count
     by = {r["threads"]: r["ms_per_step"] for r in medians("qkv", cfg)}
     return by[1] / min(by.values()) if 1 in by else float("nan")
-cpu, cpuflags = platform.processor() or platform.machine(), ""
+cpu, cpuflags, family, model = platform.processor() or platform.machine(), "", None, None
 try:
     for l in open("/proc/cpuinfo"):
-        if l.startswith("model name") and cpu in (platform.processor(), platform.machine()):
-            cpu = l.split(":", 1)[1].strip()
-        if l.startswith("flags") and not cpuflags:
+        key, _, value = l.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "model name" and cpu in (platform.processor(), platform.machine()):
+            cpu = value
+        if key == "flags" and not cpuflags:
             cpuflags = l
-except OSError:
+        if key == "cpu family" and family is None:
+            family = int(value)
+        if key == "model" and model is None:
+            model = int(value)
+except (OSError, ValueError):
     pass
+def amd_core(family, model):  # AMD's family and model numbers of the Zen cores, as AMD lists them
+    if family == 23:
+        return "Zen 2" if model >= 0x30 else "Zen or Zen+"
+    if family == 25:
+        if 0x10 <= model <= 0x1F or 0x60 <= model <= 0x7F or 0xA0 <= model <= 0xAF:
+            return "Zen 4"
+        return "Zen 3"
+    if family == 26:
+        return "Zen 5"
+    return None
+if family is not None and model is not None:  # the microarchitecture, which "AMD EPYC" does not say
+    core = amd_core(family, model) if "AMD" in cpu else None
+    cpu += f" ({core + ', ' if core else ''}family {family}, model {model})"
 have_torch = ("torch", "tiny") in rows
 torch_version = rows[("torch", "tiny")][0]["torch"] if have_torch else "not installed"
 forms = sorted({r.get("form", "eager") for (side, _), rs in rows.items() if side == "torch" for r in rs})
