@@ -435,6 +435,76 @@ START_TEST(test_unwritten_gradient_is_zero) {
 }
 END_TEST
 
+/* The fused attention stores the gradients of q, k and v when nothing has written them yet
+ * (ops/attention_fused.c). Each case runs it twice on the same values: on leaves (whose
+ * gradients are always added to a zeroed buffer) and on intermediates x·1 (whose gradients
+ * the kernel stores: per head, per group of query blocks, each group's partials); the
+ * leaves' gradients must be the same bits. Also: q, k and v one intermediate (their
+ * gradients share memory: the kernel must add, not store over what the others wrote), and
+ * an intermediate that another op reads too, that op's backward running first or last. */
+typedef enum { ROLES_APART, ROLES_ONE_TENSOR, ROLES_SHARED_FIRST, ROLES_SHARED_LAST } roles;
+
+static qkv_tensor *fused_loss(qkv_ctx *c, qkv_tensor *q, qkv_tensor *k, qkv_tensor *v,
+                              qkv_tensor *mask, qkv_tensor *w, qkv_tensor *other, roles r) {
+    qkv_tensor *extra = NULL;
+    if (r == ROLES_SHARED_FIRST) extra = qkv_sum(c, qkv_scale(c, other, 0.75));
+    qkv_tensor *y = qkv_attention_fused(c, q, r == ROLES_ONE_TENSOR ? q : k,
+                                        r == ROLES_ONE_TENSOR ? q : v, mask, 0);
+    qkv_tensor *loss = qkv_sum(c, qkv_mul(c, y, w));
+    if (r == ROLES_SHARED_LAST) extra = qkv_sum(c, qkv_scale(c, other, 0.75));
+    return extra ? qkv_add(c, loss, extra) : loss;
+}
+
+static void check_fused_stores(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, int64_t Nk,
+                               int64_t D, bool causal, roles r) {
+    qkv_ctx *params = qkv_ctx_new(0), *step = qkv_ctx_new(0);
+    qkv_rng rng = qkv_rng_seed(11);
+    int64_t sq[4] = {B, H, Nq, D}, sk[4] = {B, H, Nk, D};
+    qkv_tensor *leaf[3], *twin[3];
+    for (int i = 0; i < 3; i++) {
+        const int64_t *shape = i == 0 || r == ROLES_ONE_TENSOR ? sq : sk;
+        leaf[i] = qkv_param(params, qkv_randn(params, dt, 4, shape, 1.0, &rng));
+        twin[i] = qkv_param(params, qkv_zeros(params, dt, 4, shape));
+        memcpy(twin[i]->data, leaf[i]->data, (size_t)leaf[i]->size * qkv_dtype_size(dt));
+    }
+    qkv_tensor *w = qkv_randn(params, dt, 4, sq, 1.0, &rng);
+    qkv_tensor *mask = causal ? qkv_mask_causal(params, dt, Nq, Nk) : NULL;
+    qkv_backward(fused_loss(step, leaf[0], leaf[1], leaf[2], mask, w, leaf[0], r));
+    qkv_tensor *mid[3];
+    for (int i = 0; i < 3; i++) mid[i] = qkv_scale(step, twin[i], 1.0);
+    qkv_backward(fused_loss(step, mid[0], mid[1], mid[2], mask, w, mid[0], r));
+    for (int i = 0; i < (r == ROLES_ONE_TENSOR ? 1 : 3); i++) {
+        size_t bytes = (size_t)leaf[i]->size * qkv_dtype_size(dt);
+        double total = 0;
+        for (int64_t e = 0; e < leaf[i]->size; e++) total += fabs(qkv_grad_get(leaf[i], e));
+        ck_assert_msg(total > 0, "%s: gradient %d is all zeros", qkv_dtype_name(dt), i);
+        ck_assert_msg(memcmp(leaf[i]->grad, twin[i]->grad, bytes) == 0,
+                      "%s (%lld, %lld, %lld, %lld, %lld)%s roles %d: gradient %d through an "
+                      "intermediate differs from the leaf's", qkv_dtype_name(dt), (long long)B,
+                      (long long)H, (long long)Nq, (long long)Nk, (long long)D,
+                      causal ? " causal" : "", (int)r, i);
+    }
+    qkv_ctx_free(step);
+    qkv_ctx_free(params);
+}
+
+START_TEST(test_fused_attention_stores) {
+    const qkv_dtype dts[] = {QKV_F32, QKV_F64};
+    for (int d = 0; d < 2; d++) {
+        /* 8 heads and more: one task a head, every gradient direct */
+        check_fused_stores(dts[d], 2, 4, 20, 33, 8, false, ROLES_APART);
+        /* fewer heads: groups of query blocks with partial dK and dV (2 groups of 1 block;
+         * 4 groups of 2 of 5 blocks, the last group empty) */
+        check_fused_stores(dts[d], 2, 2, 70, 90, 8, true, ROLES_APART);
+        check_fused_stores(dts[d], 1, 1, 257, 129, 16, false, ROLES_APART);
+        for (roles r = ROLES_ONE_TENSOR; r <= ROLES_SHARED_LAST; r++) {
+            check_fused_stores(dts[d], 2, 4, 20, 20, 8, false, r);
+            check_fused_stores(dts[d], 1, 1, 150, 150, 8, true, r);
+        }
+    }
+}
+END_TEST
+
 static Suite *autograd_suite(void) {
     Suite *s = suite_create("autograd");
     TCase *tc = tcase_create("accumulation");
@@ -450,6 +520,7 @@ static Suite *autograd_suite(void) {
     tcase_add_test(tc, test_side_computation_untouched);
     tcase_add_test(tc, test_first_write_mixed_consumers);
     tcase_add_test(tc, test_unwritten_gradient_is_zero);
+    tcase_add_test(tc, test_fused_attention_stores);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("deep");

@@ -50,6 +50,7 @@ static const bool op_stores_first[QKV_OP_COUNT] = {
     [QKV_OP_ADD] = true,
     [QKV_OP_RESHAPE] = true,
     [QKV_OP_TRANSPOSE] = true,
+    [QKV_OP_ATTENTION] = true, /* the fused op: q, k and v (ops/attention_fused.c) */
 };
 
 /* The tensor that owns x's gradient buffer: a reshape of an intermediate shares its input's. */

@@ -69,7 +69,9 @@ void tensor_shape4(const qkv_tensor *t, int64_t shape[4]);
 /* Gradients are not zeroed up front: the first op of a backward pass to write an input's
  * gradient stores, the others add. grad_first_write(x) says whether this write is the first
  * (and from then on it is not); the op then stores 0 + value, as an add to a zeroed gradient
- * would (-0 becomes +0: the same bits). Only the ops of autograd.c's op_stores_first do; the
+ * would (-0 becomes +0: the same bits), or, for a product (matmul, the fused attention), its
+ * sum of products, which starts from +0 and so differs from 0 + sum only where every product
+ * underflows to -0. Only the ops of autograd.c's op_stores_first do; the
  * engine zeroes the inputs' gradients of the others before they run. A leaf's gradient (its
  * staged buffer, zeroed) is always added to; a view's gradient is its base's. */
 bool grad_first_write(qkv_tensor *x);

@@ -77,14 +77,18 @@ void softmax_backward_f64(double *dx, const double *y, const double *dy, int64_t
  *   mask: NULL, or 0/-inf values for the scores viewed as (G/H, H, Nq, Nk): element
  *   (b, h, i, j) is at mask[b·ms[0] + h·ms[1] + i·ms[2] + j·ms[3]] (0 on broadcast dims).
  * A row whose keys are all masked gets o = 0, lse = -inf and zero gradients.
- * Backward accumulates into dq, dk, dv (each may be NULL). `scratch` comes from
+ * Backward accumulates into dq, dk, dv (each may be NULL), or stores into those that `store`
+ * names (ATTENTION_STORE_*: a gradient nothing has written yet in this backward pass, which
+ * then need not be zeroed first). `scratch` comes from
  * attention_scratch_size (for the pass it is given to: the backward's depends on
  * attention_form). */
 typedef struct {
     int64_t G, H, Nq, Nk, Dk, Dv; /* G heads in all, H of them per batch entry */
     double scale;
     const int64_t *ms;            /* mask strides, see above */
+    unsigned store;               /* backward: ATTENTION_STORE_* of the gradients it stores */
 } attention_dims;
+enum { ATTENTION_STORE_DQ = 1, ATTENTION_STORE_DK = 2, ATTENTION_STORE_DV = 4 };
 size_t attention_scratch_size_f32(const attention_dims *d, int threads, bool backward);
 void attention_forward_f32(const attention_dims *d, float *o, float *lse, const float *q,
                            const float *k, const float *v, const float *mask, void *scratch);

@@ -70,10 +70,37 @@ qkv_tensor *qkv_attention_fused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_
     return out;
 }
 
+/* Whether the gradients of a and b share memory (the same tensor, or views of one). */
+static bool grads_overlap(const qkv_tensor *a, const qkv_tensor *b) {
+    if (!a->grad || !b->grad) return false;
+    const char *ga = a->grad, *gb = b->grad;
+    size_t na = (size_t)a->size * qkv_dtype_size(a->dtype), nb = (size_t)b->size * qkv_dtype_size(b->dtype);
+    return ga < gb + nb && gb < ga + na;
+}
+
+/* The kernel stores the gradients of q, k and v that nothing has written yet in this pass
+ * (grad_first_write): it writes every element of them. When two of them share memory it
+ * adds into all three, zeroed first where unwritten, as the other ops do. */
+static unsigned stored_grads(qkv_tensor *q, qkv_tensor *k, qkv_tensor *v) {
+    if (grads_overlap(q, k) || grads_overlap(q, v) || grads_overlap(k, v)) {
+        qkv_tensor *in[] = {q, k, v};
+        for (int i = 0; i < 3; i++)
+            if (in[i]->grad) grad_to_add(in[i]);
+        return 0;
+    }
+    unsigned store = 0;
+    if (q->grad && grad_first_write(q)) store |= ATTENTION_STORE_DQ;
+    if (k->grad && grad_first_write(k)) store |= ATTENTION_STORE_DK;
+    if (v->grad && grad_first_write(v)) store |= ATTENTION_STORE_DV;
+    return store;
+}
+
 void attention_fused_backward(qkv_tensor *out) {
     qkv_tensor *q = out->src[0], *k = out->src[1], *v = out->src[2], *mask = out->src[3];
     int64_t ms[4];
     attention_dims d = fused_dims(q, k, v, mask, out->fparam[0], ms);
+    d.store = stored_grads(q, k, v);
+    if (mask && mask->grad) grad_to_add(mask); /* no gradient flows into a mask: it stays 0 */
     int threads = kernel_threads();
     if (out->dtype == QKV_F32) {
         void *scratch = arena_alloc_raw(out->ctx, attention_scratch_size_f32(&d, threads, true));
