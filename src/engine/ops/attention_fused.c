@@ -74,7 +74,8 @@ qkv_tensor *qkv_attention_fused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k, qkv_
 static bool grads_overlap(const qkv_tensor *a, const qkv_tensor *b) {
     if (!a->grad || !b->grad) return false;
     const char *ga = a->grad, *gb = b->grad;
-    size_t na = (size_t)a->size * qkv_dtype_size(a->dtype), nb = (size_t)b->size * qkv_dtype_size(b->dtype);
+    size_t na = (size_t)a->size * qkv_dtype_size(a->dtype);
+    size_t nb = (size_t)b->size * qkv_dtype_size(b->dtype);
     return ga < gb + nb && gb < ga + na;
 }
 
