@@ -469,20 +469,26 @@ static void check_fused_stores(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, i
     }
     qkv_tensor *w = qkv_randn(params, dt, 4, sq, 1.0, &rng);
     qkv_tensor *mask = causal ? qkv_mask_causal(params, dt, Nq, Nk) : NULL;
-    qkv_backward(fused_loss(step, leaf[0], leaf[1], leaf[2], mask, w, leaf[0], r));
-    qkv_tensor *mid[3];
-    for (int i = 0; i < 3; i++) mid[i] = qkv_scale(step, twin[i], 1.0);
-    qkv_backward(fused_loss(step, mid[0], mid[1], mid[2], mask, w, mid[0], r));
-    for (int i = 0; i < (r == ROLES_ONE_TENSOR ? 1 : 3); i++) {
-        size_t bytes = (size_t)leaf[i]->size * qkv_dtype_size(dt);
-        double total = 0;
-        for (int64_t e = 0; e < leaf[i]->size; e++) total += fabs(qkv_grad_get(leaf[i], e));
-        ck_assert_msg(total > 0, "%s: gradient %d is all zeros", qkv_dtype_name(dt), i);
-        ck_assert_msg(memcmp(leaf[i]->grad, twin[i]->grad, bytes) == 0,
-                      "%s (%lld, %lld, %lld, %lld, %lld)%s roles %d: gradient %d through an "
-                      "intermediate differs from the leaf's", qkv_dtype_name(dt), (long long)B,
-                      (long long)H, (long long)Nq, (long long)Nk, (long long)D,
-                      causal ? " causal" : "", (int)r, i);
+    /* twice: the second round's gradients and scratch lie where the first round's were, so a
+     * gradient added to without being zeroed shows */
+    for (int round = 0; round < 2; round++) {
+        qkv_ctx_reset(step);
+        qkv_zero_grad(params);
+        qkv_backward(fused_loss(step, leaf[0], leaf[1], leaf[2], mask, w, leaf[0], r));
+        qkv_tensor *mid[3];
+        for (int i = 0; i < 3; i++) mid[i] = qkv_scale(step, twin[i], 1.0);
+        qkv_backward(fused_loss(step, mid[0], mid[1], mid[2], mask, w, mid[0], r));
+        for (int i = 0; i < (r == ROLES_ONE_TENSOR ? 1 : 3); i++) {
+            size_t bytes = (size_t)leaf[i]->size * qkv_dtype_size(dt);
+            double total = 0;
+            for (int64_t e = 0; e < leaf[i]->size; e++) total += fabs(qkv_grad_get(leaf[i], e));
+            ck_assert_msg(total > 0, "%s: gradient %d is all zeros", qkv_dtype_name(dt), i);
+            ck_assert_msg(memcmp(leaf[i]->grad, twin[i]->grad, bytes) == 0,
+                          "%s %s (%lld, %lld, %lld, %lld, %lld)%s roles %d round %d: gradient %d "
+                          "through an intermediate differs from the leaf's", qkv_attention_form(),
+                          qkv_dtype_name(dt), (long long)B, (long long)H, (long long)Nq,
+                          (long long)Nk, (long long)D, causal ? " causal" : "", (int)r, round, i);
+        }
     }
     qkv_ctx_free(step);
     qkv_ctx_free(params);
@@ -490,18 +496,24 @@ static void check_fused_stores(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, i
 
 START_TEST(test_fused_attention_stores) {
     const qkv_dtype dts[] = {QKV_F32, QKV_F64};
-    for (int d = 0; d < 2; d++) {
-        /* 8 heads and more: one task a head, every gradient direct */
-        check_fused_stores(dts[d], 2, 4, 20, 33, 8, false, ROLES_APART);
-        /* fewer heads: groups of query blocks with partial dK and dV (2 groups of 1 block;
-         * 4 groups of 2 of 5 blocks, the last group empty) */
-        check_fused_stores(dts[d], 2, 2, 70, 90, 8, true, ROLES_APART);
-        check_fused_stores(dts[d], 1, 1, 257, 129, 16, false, ROLES_APART);
-        for (roles r = ROLES_ONE_TENSOR; r <= ROLES_SHARED_LAST; r++) {
-            check_fused_stores(dts[d], 2, 4, 20, 20, 8, false, r);
-            check_fused_stores(dts[d], 1, 1, 150, 150, 8, true, r);
+    /* the default form stores; "legacy" only adds, so the op zeroes the gradients for it */
+    const char *forms[] = {"d-from-p", "legacy"};
+    for (int f = 0; f < 2; f++) {
+        for (int d = 0; d < 2; d++) {
+            ck_assert(qkv_set_attention_form(forms[f]));
+            /* 8 heads and more: one task a head, every gradient direct */
+            check_fused_stores(dts[d], 2, 4, 20, 33, 8, false, ROLES_APART);
+            /* fewer heads: groups of query blocks with partial dK and dV (2 groups of 1 block;
+             * 4 groups of 2 of 5 blocks, the last group empty) */
+            check_fused_stores(dts[d], 2, 2, 70, 90, 8, true, ROLES_APART);
+            check_fused_stores(dts[d], 1, 1, 257, 129, 16, false, ROLES_APART);
+            for (roles r = ROLES_ONE_TENSOR; r <= ROLES_SHARED_LAST; r++) {
+                check_fused_stores(dts[d], 2, 4, 20, 20, 8, false, r);
+                check_fused_stores(dts[d], 1, 1, 150, 150, 8, true, r);
+            }
         }
     }
+    ck_assert(qkv_set_attention_form("d-from-p"));
 }
 END_TEST
 

@@ -28,3 +28,7 @@ bool attention_form_parse(const char *name, attention_form_kind *form) {
         }
     return false;
 }
+
+bool attention_backward_stores(const attention_dims *d) {
+    return attention_form == ATTENTION_FORM_D_FROM_P && d->Nq > 0 && d->Nk > 0;
+}

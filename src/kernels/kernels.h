@@ -79,7 +79,8 @@ void softmax_backward_f64(double *dx, const double *y, const double *dy, int64_t
  * A row whose keys are all masked gets o = 0, lse = -inf and zero gradients.
  * Backward accumulates into dq, dk, dv (each may be NULL), or stores into those that `store`
  * names (ATTENTION_STORE_*: a gradient nothing has written yet in this backward pass, which
- * then need not be zeroed first). `scratch` comes from
+ * then need not be zeroed first); `store` must be 0 unless attention_backward_stores(d) (the
+ * other forms, and a head without queries or keys, only add). `scratch` comes from
  * attention_scratch_size (for the pass it is given to: the backward's depends on
  * attention_form). */
 typedef struct {
@@ -89,6 +90,8 @@ typedef struct {
     unsigned store;               /* backward: ATTENTION_STORE_* of the gradients it stores */
 } attention_dims;
 enum { ATTENTION_STORE_DQ = 1, ATTENTION_STORE_DK = 2, ATTENTION_STORE_DV = 4 };
+/* Whether the backward pass (of the current attention_form) can store its gradients. */
+bool attention_backward_stores(const attention_dims *d);
 size_t attention_scratch_size_f32(const attention_dims *d, int threads, bool backward);
 void attention_forward_f32(const attention_dims *d, float *o, float *lse, const float *q,
                            const float *k, const float *v, const float *mask, void *scratch);

@@ -80,10 +80,13 @@ static bool grads_overlap(const qkv_tensor *a, const qkv_tensor *b) {
 }
 
 /* The kernel stores the gradients of q, k and v that nothing has written yet in this pass
- * (grad_first_write): it writes every element of them. When two of them share memory it
- * adds into all three, zeroed first where unwritten, as the other ops do. */
-static unsigned stored_grads(qkv_tensor *q, qkv_tensor *k, qkv_tensor *v) {
-    if (grads_overlap(q, k) || grads_overlap(q, v) || grads_overlap(k, v)) {
+ * (grad_first_write): it writes every element of them. When two of them share memory, or
+ * its backward form only adds (attention_backward_stores), it adds into all three, zeroed
+ * first where unwritten, as the other ops do. */
+static unsigned stored_grads(const attention_dims *d, qkv_tensor *q, qkv_tensor *k,
+                             qkv_tensor *v) {
+    if (!attention_backward_stores(d) || grads_overlap(q, k) || grads_overlap(q, v) ||
+        grads_overlap(k, v)) {
         qkv_tensor *in[] = {q, k, v};
         for (int i = 0; i < 3; i++)
             if (in[i]->grad) grad_to_add(in[i]);
@@ -100,7 +103,7 @@ void attention_fused_backward(qkv_tensor *out) {
     qkv_tensor *q = out->src[0], *k = out->src[1], *v = out->src[2], *mask = out->src[3];
     int64_t ms[4];
     attention_dims d = fused_dims(q, k, v, mask, out->fparam[0], ms);
-    d.store = stored_grads(q, k, v);
+    d.store = stored_grads(&d, q, k, v);
     if (mask && mask->grad) grad_to_add(mask); /* no gradient flows into a mask: it stays 0 */
     int threads = kernel_threads();
     if (out->dtype == QKV_F32) {
