@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # qkv against PyTorch on the same training step, side by side, in one run.
 #   scripts/bench.sh [--seconds X] [--rounds N] [--markdown] [--threads "1 2 4"] [--simd PATH] [--no-gemm]
+#                    [--raw FILE]
 # For each workload (tiny, medium, long) it times qkv at each thread count, and PyTorch at each
 # thread count in each form it has (eager; torch.nn.functional.scaled_dot_product_attention
 # from PyTorch 2.0 on), takes each side at its fastest, and prints ms/step, the ratio
@@ -12,12 +13,14 @@
 #              shared machine moves one round of one side, not the comparison
 #   --threads  the thread counts to try (default 1, 2, 4, ... up to the cores, and the cores)
 #   --simd     run qkv on that path (QKV_SIMD), e.g. --simd avx2 on an AVX-512 machine
+#   --raw      also write every timed run to FILE, one JSON line each after "qkv " or "torch "
+#              (every round at every thread count and form: the scaling from 1 thread to all)
 #   --no-gemm  skip the second part: build/tests/bench_gemm (qkv's f32 matmul against
 #              OpenBLAS) once per x86 path this CPU runs, QKV_SIMD forced
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/bench.sh [--seconds X] [--rounds N] [--markdown] [--threads \"1 2 4\"] [--simd PATH] [--no-gemm]"
-seconds=3 rounds=3 markdown=0 gemm=1 threads=""
+usage="usage: scripts/bench.sh [--seconds X] [--rounds N] [--markdown] [--threads \"1 2 4\"] [--simd PATH] [--no-gemm] [--raw FILE]"
+seconds=3 rounds=3 markdown=0 gemm=1 threads="" raw=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) seconds=$2; shift 2 ;;
@@ -26,6 +29,7 @@ while [ $# -gt 0 ]; do
         --threads) threads=$2; shift 2 ;;
         --simd) export QKV_SIMD=$2; shift 2 ;;
         --no-gemm) gemm=0; shift ;;
+        --raw) raw=$2; shift 2 ;;
         *) echo "$usage" >&2; exit 2 ;;
     esac
 done
@@ -56,6 +60,7 @@ for ((round = 1; round <= rounds; round++)); do
         done
     done
 done
+if [ -n "$raw" ]; then cp "$out" "$raw"; fi
 $py - "$out" "$markdown" "$cores" "${QKV_SIMD:-}" "$rounds" <<'PY'
 import json, sys, platform
 path, md, cores, forced = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
@@ -156,6 +161,32 @@ for cfg in ["tiny", "medium", "long"]:
 print(("\n" if md else "") + f"qkv from 1 thread to its best: tiny {scaling('tiny'):.2f}x, medium "
       f"{scaling('medium'):.2f}x, long {scaling('long'):.2f}x (target ≥ {scaling_target}x); targets "
       f"{'met' if ok else 'NOT met'}")
+# The scaling: each side's median ms/step at each thread count (PyTorch's faster form at each),
+# and its speed-up over its own 1-thread step.
+counts = sorted({r["threads"] for r in medians("qkv", "tiny")})
+if len(counts) > 1:
+    def by_threads(side, cfg):
+        by = {}
+        for r in medians(side, cfg):
+            by[r["threads"]] = min(by.get(r["threads"], float("inf")), r["ms_per_step"])
+        return by
+    def cell(by, n):
+        if n not in by:
+            return "-"
+        return f"{by[n]:.3f} ({by[1] / by[n]:.2f}x)" if 1 in by else f"{by[n]:.3f}"
+    sides = [("qkv", "qkv")] + ([("torch", "PyTorch")] if have_torch else [])
+    if md:
+        print("\n| ms/step (speed-up over 1 thread) | " + " | ".join(f"{n} thr" for n in counts) + " |")
+        print("|---|" + "---|" * len(counts))
+    else:
+        print("\nms/step by thread count (speed-up over 1 thread):")
+    for cfg in ["tiny", "medium", "long"]:
+        for side, name in sides:
+            by = by_threads(side, cfg)
+            if md:
+                print(f"| {cfg}, {name} | " + " | ".join(cell(by, n) for n in counts) + " |")
+            else:
+                print(f"{cfg + ' ' + name:14} " + " ".join(f"{cell(by, n):>16}" for n in counts))
 PY
 [ "$gemm" = 1 ] || exit 0
 bench_gemm=$(dirname "$qkv")/tests/bench_gemm
