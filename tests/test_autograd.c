@@ -498,9 +498,15 @@ START_TEST(test_fused_attention_stores) {
     const qkv_dtype dts[] = {QKV_F32, QKV_F64};
     /* the default form stores; "legacy" only adds, so the op zeroes the gradients for it */
     const char *forms[] = {"d-from-p", "legacy"};
-    for (int f = 0; f < 2; f++) {
+    /* 16 threads: the default form's backward runs in two passes (queries, then keys) where
+     * the query groups are fewer than half the threads and each pass has more tasks, as on
+     * one head of 320 (5 query and 5 key blocks against 4 groups) */
+    const int threads[] = {qkv_threads(), 16};
+    for (int f = 0; f < 4; f++) {
+        qkv_set_threads(threads[f / 2]);
         for (int d = 0; d < 2; d++) {
-            ck_assert(qkv_set_attention_form(forms[f]));
+            ck_assert(qkv_set_attention_form(forms[f % 2]));
+            check_fused_stores(dts[d], 1, 1, 320, 300, 16, true, ROLES_APART);
             /* 8 heads and more: one task a head, every gradient direct */
             check_fused_stores(dts[d], 2, 4, 20, 33, 8, false, ROLES_APART);
             /* fewer heads: groups of query blocks with partial dK and dV (2 groups of 1 block;
@@ -510,9 +516,11 @@ START_TEST(test_fused_attention_stores) {
             for (roles r = ROLES_ONE_TENSOR; r <= ROLES_SHARED_LAST; r++) {
                 check_fused_stores(dts[d], 2, 4, 20, 20, 8, false, r);
                 check_fused_stores(dts[d], 1, 1, 150, 150, 8, true, r);
+                check_fused_stores(dts[d], 1, 1, 320, 320, 8, false, r);
             }
         }
     }
+    qkv_set_threads(threads[0]);
     ck_assert(qkv_set_attention_form("d-from-p"));
 }
 END_TEST

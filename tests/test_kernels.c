@@ -582,24 +582,79 @@ static bool same_bits(const qkv_tensor *a, const qkv_tensor *b, bool grad) {
     return !memcmp(grad ? a->grad : a->data, grad ? b->grad : b->data, n);
 }
 
-/* Fused attention forward and backward: the same bits with 1 and 2 threads, on one head of
- * 1024 (the key-group split of the backward pass) and on 32 heads of 256 (the head split). */
+/* kernel_team: one thread per share of work, two from one share up, at most every thread,
+ * and one inside a parallel region; KERNEL_FOR_ runs a team of that size, never larger than
+ * its loop. */
+static void record_team(int *seen) {
+#pragma omp atomic write
+    *seen = omp_get_num_threads();
+}
+
+START_TEST(test_kernel_team) {
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(16);
+    ck_assert_int_eq(kernel_team(100, 100), 1);
+    ck_assert_int_eq(kernel_team(101, 100), 2);
+    ck_assert_int_eq(kernel_team(299, 100), 2);
+    ck_assert_int_eq(kernel_team(500, 100), 5);
+    ck_assert_int_eq(kernel_team(1e9, 100), 16);
+    ck_assert(!kernel_parallel(100, 100) && kernel_parallel(101, 100));
+    int inside = 0, sizes[3] = {0};
+#pragma omp parallel num_threads(2)
+    {
+#pragma omp single
+        inside = kernel_team(1e9, 100);
+    }
+    ck_assert_int_eq(inside, 1);
+    const double work[] = {500, 1e9, 1e9};
+    const int64_t n[] = {100, 100, 3};
+    for (int c = 0; c < 3; c++) { /* the team of each loop: 5, every thread, and 3 */
+        int seen = 0;
+        KERNEL_FOR_STATIC(kernel_team(work[c], 100), i, n[c], record_team(&seen););
+        sizes[c] = seen;
+    }
+    ck_assert_int_eq(sizes[0], 5);
+    ck_assert_int_eq(sizes[1], 16);
+    ck_assert_int_eq(sizes[2], 3);
+    omp_set_num_threads(1);
+    ck_assert_int_eq(kernel_team(1e9, 100), 1);
+    omp_set_num_threads(saved);
+}
+END_TEST
+
+/* Fused attention forward and backward: the same bits on 1, 2, 8 and 16 threads, in f32 and
+ * f64, on one head of 1024 (the backward by query groups, and from 8 threads on in two passes,
+ * queries then keys), two heads of 320 (five query blocks in four groups, one of them empty;
+ * two passes on 16) and 32 heads of 256 (the head split). */
 START_TEST(test_attention_deterministic) {
     static const attn_case cases[] = {{4, 1, 1, 1024, 1024, 64, 64, M_CAUSAL, {0}, 0},
+                                      {4, 1, 2, 320, 320, 32, 32, M_NONE, {0}, 0},
                                       {4, 8, 4, 256, 256, 32, 32, M_CAUSAL, {0}, 0}};
+    static const int threads[] = {1, 2, 8, 16};
+    enum { RUNS = sizeof threads / sizeof threads[0] };
     int saved = omp_get_max_threads();
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
-        attn_run r[2];
-        for (int th = 0; th < 2; th++) {
-            omp_set_num_threads(th + 1);
-            r[th] = attn_build(&cases[t], QKV_F32, 31 + t, true, NULL);
+        for (int d = 0; d < 2; d++) {
+            qkv_dtype dt = d ? QKV_F64 : QKV_F32;
+            attn_run r[RUNS];
+            for (int th = 0; th < RUNS; th++) {
+                omp_set_num_threads(threads[th]);
+                r[th] = attn_build(&cases[t], dt, 31 + t, true, NULL);
+            }
+            for (int th = 1; th < RUNS; th++) {
+                const char *dn = qkv_dtype_name(dt);
+                int n = threads[th];
+                ck_assert_msg(same_bits(r[0].out, r[th].out, false), "case %zu %s, %d threads: "
+                              "output differs", t, dn, n);
+                ck_assert_msg(same_bits(r[0].q, r[th].q, true), "case %zu %s, %d threads: dq "
+                              "differs", t, dn, n);
+                ck_assert_msg(same_bits(r[0].k, r[th].k, true), "case %zu %s, %d threads: dk "
+                              "differs", t, dn, n);
+                ck_assert_msg(same_bits(r[0].v, r[th].v, true), "case %zu %s, %d threads: dv "
+                              "differs", t, dn, n);
+            }
+            for (int th = 0; th < RUNS; th++) qkv_ctx_free(r[th].ctx);
         }
-        ck_assert_msg(same_bits(r[0].out, r[1].out, false), "case %zu: output differs", t);
-        ck_assert_msg(same_bits(r[0].q, r[1].q, true), "case %zu: dq differs", t);
-        ck_assert_msg(same_bits(r[0].k, r[1].k, true), "case %zu: dk differs", t);
-        ck_assert_msg(same_bits(r[0].v, r[1].v, true), "case %zu: dv differs", t);
-        qkv_ctx_free(r[0].ctx);
-        qkv_ctx_free(r[1].ctx);
     }
     omp_set_num_threads(saved);
 }
@@ -822,6 +877,7 @@ static Suite *kernels_suite(void) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_gemm_deterministic);
     tcase_add_test(tc, test_attention_deterministic);
+    tcase_add_test(tc, test_kernel_team);
     suite_add_tcase(s, tc);
 #endif
     return s;

@@ -38,7 +38,7 @@ void gemm_f64(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
     int64_t rows = batch * M;
     profile_part was = profile_enter(PROFILE_PRODUCTS);
     /* One C row per iteration: rows never overlap, so threads never write the same memory. */
-    KERNEL_FOR_STATIC(kernel_parallel((double)(rows * N * K), 32768), r, rows,
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * N * K), 32768), r, rows,
                       gemm_row_f64(ta, tb, M, N, K, A, a_stride, B, b_stride, C, c_stride,
                                    accumulate, r););
     profile_enter(was);

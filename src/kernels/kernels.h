@@ -154,11 +154,15 @@ void optim_update_f64(const optim_rule *r, int n, double *const *w, const double
                       double *const *m, double *const *v, const int64_t *size);
 /* How many threads the kernels may use (1 without OpenMP). */
 int kernel_threads(void);
-/* Whether a loop of `work` (above `threshold`) is worth a team of threads: there are threads,
- * and this is not already inside a parallel region (a training step's shards run side by
- * side), where OpenMP would build a team for it (a malloc and a wake-up) only to run it on
- * one thread. */
-bool kernel_parallel(double work, double threshold);
+/* How many threads a loop of `work` should take: one for each `per_thread` of it (two when
+ * the work is between one and two shares), at most every thread. 1, the calling thread alone,
+ * when the work is at most one share, when there is one thread, and inside a parallel region
+ * (a training step's shards run side by side), where OpenMP would build a team for it (a
+ * malloc and a wake-up) only to run it on one thread. A short loop forked to every core of a
+ * many-core machine waits longer for the team's wake-up and join than it computes. */
+int kernel_team(double work, double per_thread);
+/* Whether such a loop forks at all: kernel_team(work, per_thread) > 1. */
+bool kernel_parallel(double work, double per_thread);
 
 /* Where a training step's time goes (profile.c, `qkv bench --profile`): the part of the step
  * the profiling thread is in. Each part's time runs from its profile_enter to the next one;
@@ -188,20 +192,23 @@ void profile_start(void); /* clears the parts; the calling thread's timeline sta
 void profile_stop(double seconds[PROFILE_PART_COUNT]); /* the seconds spent in each part */
 const char *profile_part_name(profile_part p);          /* "products", ...; "?" if unknown */
 
-/* for (int64_t i = 0; i < n; i++) { body } on a team of threads with a static (or dynamic,
- * one at a time) schedule when `par`, else on the calling thread: deciding before the
- * region, not in an if() clause, because a region that runs on one thread still costs one.
+/* for (int64_t i = 0; i < n; i++) { body } on a team of `team` threads (kernel_team) with a
+ * static (or dynamic, one at a time) schedule, or on the calling thread when `team` is 1:
+ * deciding before the region, not in an if() clause, because a region that runs on one
+ * thread still costs one. The team is never larger than n.
  * For the profile, thread 0 works in its caller's part and waits (forks the team, meets it at
  * the end) in PROFILE_WAIT. */
-#define KERNEL_FOR_STATIC(par, i, n, ...) \
-    KERNEL_FOR_((par), "omp for schedule(static) nowait", i, n, __VA_ARGS__)
-#define KERNEL_FOR_DYNAMIC(par, i, n, ...) \
-    KERNEL_FOR_((par), "omp for schedule(dynamic, 1) nowait", i, n, __VA_ARGS__)
-#define KERNEL_FOR_(par, omp, i, n, ...)                                                    \
+#define KERNEL_FOR_STATIC(team, i, n, ...) \
+    KERNEL_FOR_((team), "omp for schedule(static) nowait", i, n, __VA_ARGS__)
+#define KERNEL_FOR_DYNAMIC(team, i, n, ...) \
+    KERNEL_FOR_((team), "omp for schedule(dynamic, 1) nowait", i, n, __VA_ARGS__)
+#define KERNEL_FOR_(team, omp, i, n, ...)                                                   \
     do {                                                                                  \
-        if (par) {                                                                        \
+        int64_t kernel_for_team_ = (team), kernel_for_n_ = (n);                           \
+        if (kernel_for_team_ > kernel_for_n_) kernel_for_team_ = kernel_for_n_;           \
+        if (kernel_for_team_ > 1) {                                                       \
             profile_part kernel_for_part_ = profile_enter(PROFILE_WAIT);                  \
-            _Pragma("omp parallel")                                                       \
+            _Pragma("omp parallel num_threads((int)kernel_for_team_)")                   \
             {                                                                             \
                 profile_enter(kernel_for_part_);                                          \
                 _Pragma(omp)                                                              \

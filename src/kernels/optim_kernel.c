@@ -32,7 +32,7 @@ double optim_grad_sq_f32(int n, const float *const *g, const int64_t *size) {
     double sq[OPTIM_MAX_PARAMS * OPTIM_PARTS];
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += size[i];
-    KERNEL_FOR_STATIC(kernel_parallel((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+    KERNEL_FOR_STATIC(kernel_team((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
                       grad_sq_task_f32(t, g, size, sq););
     double sum = 0;
     for (int t = 0; t < n * OPTIM_PARTS; t++) sum += sq[t];
@@ -53,7 +53,7 @@ void optim_update_f32(const optim_rule *r, int n, float *const *w, const float *
                       float *const *m, float *const *v, const int64_t *size) {
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += size[i];
-    KERNEL_FOR_STATIC(kernel_parallel((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+    KERNEL_FOR_STATIC(kernel_team((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
                       update_task_f32(t, r, w, g, m, v, size););
 }
 
@@ -74,7 +74,7 @@ double optim_grad_sq_f64(int n, const double *const *g, const int64_t *size) {
     double sq[OPTIM_MAX_PARAMS * OPTIM_PARTS];
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += size[i];
-    KERNEL_FOR_STATIC(kernel_parallel((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+    KERNEL_FOR_STATIC(kernel_team((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
                       grad_sq_task_f64(t, g, size, sq););
     double sum = 0;
     for (int t = 0; t < n * OPTIM_PARTS; t++) sum += sq[t];
@@ -95,6 +95,6 @@ void optim_update_f64(const optim_rule *r, int n, double *const *w, const double
                       double *const *m, double *const *v, const int64_t *size) {
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += size[i];
-    KERNEL_FOR_STATIC(kernel_parallel((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+    KERNEL_FOR_STATIC(kernel_team((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
                       update_task_f64(t, r, w, g, m, v, size););
 }

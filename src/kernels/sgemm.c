@@ -184,13 +184,13 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
         batch = 1;
     }
     if (is_small(M, N, K, tb)) {
-        KERNEL_FOR_STATIC(batch > 1 && kernel_parallel(flops, PARALLEL_FLOPS), b, batch,
+        KERNEL_FOR_STATIC(kernel_team(flops, PARALLEL_FLOPS), b, batch,
                           sgemm_small(im, ta, tb, M, N, K, A + b * a_stride, B + b * b_stride,
                                       tb ? K : N, C + b * c_stride, accumulate););
         return;
     }
     if (batch > 1 && b_stride != 0) { /* each batch its own B: one batch per task */
-        KERNEL_FOR_STATIC(kernel_parallel(flops, PARALLEL_FLOPS), b, batch,
+        KERNEL_FOR_STATIC(kernel_team(flops, PARALLEL_FLOPS), b, batch,
                           own_b_task(im, ta, tb, M, N, K, A + b * a_stride, B + b * b_stride,
                                      C + b * c_stride, accumulate););
         return;
@@ -200,16 +200,17 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
     int64_t blocks = (M + MC - 1) / MC, tasks = batch * blocks, slivers = (N + im->gemm_nr - 1) / im->gemm_nr;
     if (b_in_place(im, tb, N)) {
         b_view bv = {B, N, im->gemm_nr};
-        KERNEL_FOR_STATIC(tasks > 1 && kernel_parallel(flops, PARALLEL_FLOPS), t, tasks,
+        KERNEL_FOR_STATIC(kernel_team(flops, PARALLEL_FLOPS), t, tasks,
                           shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride,
                                         accumulate, t););
         return;
     }
     float *bp = pack_buffer(packed_size(im, N, K));
     b_view bv = packed_view(im, bp, K);
-    if (tasks > 1 && kernel_parallel(flops, PARALLEL_FLOPS)) {
+    int team = tasks > 1 ? kernel_team(flops, PARALLEL_FLOPS) : 1;
+    if (team > 1) { /* the packing's slivers and then the tasks, each shared among the team */
         profile_part was = profile_enter(PROFILE_WAIT); /* as in KERNEL_FOR_ (kernels.h) */
-#pragma omp parallel
+#pragma omp parallel num_threads(team < tasks ? team : (int)tasks)
         {
             profile_enter(PROFILE_LAYOUT);
 #pragma omp for schedule(static) nowait

@@ -27,23 +27,23 @@ static void softmax_backward_row_f64(double *dx, const double *y, const double *
 /* One row per task; f32 takes each row from the ISA table in use (kernel_isa_active() is one
  * atomic load). */
 void softmax_forward_f32(float *y, const float *x, int64_t rows, int64_t n) {
-    KERNEL_FOR_STATIC(kernel_parallel((double)(rows * n), 16384), r, rows,
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), 16384), r, rows,
                       kernel_isa_active()->softmax_row(y + r * n, x + r * n, n););
 }
 
 void softmax_backward_f32(float *dx, const float *y, const float *dy, int64_t rows, int64_t n) {
-    KERNEL_FOR_STATIC(kernel_parallel((double)(rows * n), 16384), r, rows,
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), 16384), r, rows,
                       kernel_isa_active()->softmax_backward_row(dx + r * n, y + r * n,
                                                                 dy + r * n, n););
 }
 
 void softmax_forward_f64(double *y, const double *x, int64_t rows, int64_t n) {
-    KERNEL_FOR_STATIC(kernel_parallel((double)(rows * n), 16384), r, rows,
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), 16384), r, rows,
                       softmax_row_f64(y + r * n, x + r * n, n););
 }
 
 void softmax_backward_f64(double *dx, const double *y, const double *dy, int64_t rows,
                           int64_t n) {
-    KERNEL_FOR_STATIC(kernel_parallel((double)(rows * n), 16384), r, rows,
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), 16384), r, rows,
                       softmax_backward_row_f64(dx + r * n, y + r * n, dy + r * n, n););
 }

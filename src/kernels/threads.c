@@ -14,15 +14,20 @@ int kernel_threads(void) {
 #endif
 }
 
-bool kernel_parallel(double work, double threshold) {
+int kernel_team(double work, double per_thread) {
 #ifdef QKV_HAVE_OPENMP
-    return work > threshold && omp_get_max_threads() > 1 && !omp_in_parallel();
+    int threads = omp_get_max_threads();
+    if (work <= per_thread || threads < 2 || omp_in_parallel()) return 1;
+    double share = work / per_thread; /* > 1: two threads at least */
+    return share >= threads ? threads : share < 2 ? 2 : (int)share;
 #else
     (void)work;
-    (void)threshold;
-    return false;
+    (void)per_thread;
+    return 1;
 #endif
 }
+
+bool kernel_parallel(double work, double per_thread) { return kernel_team(work, per_thread) > 1; }
 
 int qkv_threads(void) { return kernel_threads(); }
 
