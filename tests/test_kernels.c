@@ -583,11 +583,14 @@ static bool same_bits(const qkv_tensor *a, const qkv_tensor *b, bool grad) {
 }
 
 /* kernel_team: one thread per share of work, two from one share up, at most every thread,
- * and one inside a parallel region; KERNEL_FOR_ runs a team of that size, never larger than
- * its loop. */
-static void record_team(int *seen) {
+ * and one inside a parallel region. KERNEL_FOR_STATIC runs its iterations on that many
+ * threads (never more than it has iterations), each once, in a region of every thread. */
+static void record_thread(int64_t i, int *ran, int *runs, int *region) {
+    ran[omp_get_thread_num()] = 1;
+#pragma omp atomic update
+    runs[i]++;
 #pragma omp atomic write
-    *seen = omp_get_num_threads();
+    *region = omp_get_num_threads();
 }
 
 START_TEST(test_kernel_team) {
@@ -608,10 +611,12 @@ START_TEST(test_kernel_team) {
     ck_assert_int_eq(inside, 1);
     const double work[] = {500, 1e9, 1e9};
     const int64_t n[] = {100, 100, 3};
-    for (int c = 0; c < 3; c++) { /* the team of each loop: 5, every thread, and 3 */
-        int seen = 0;
-        KERNEL_FOR_STATIC(kernel_team(work[c], 100), i, n[c], record_team(&seen););
-        sizes[c] = seen;
+    for (int c = 0; c < 3; c++) { /* the threads of each loop: 5, every thread, and 3 */
+        int ran[16] = {0}, runs[100] = {0}, region = 0;
+        KERNEL_FOR_STATIC(kernel_team(work[c], 100), i, n[c], record_thread(i, ran, runs, &region););
+        for (int th = 0; th < 16; th++) sizes[c] += ran[th];
+        for (int64_t i = 0; i < n[c]; i++) ck_assert_int_eq(runs[i], 1);
+        ck_assert_int_eq(region, 16);
     }
     ck_assert_int_eq(sizes[0], 5);
     ck_assert_int_eq(sizes[1], 16);

@@ -210,7 +210,7 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
     int team = tasks > 1 ? kernel_team(flops, PARALLEL_FLOPS) : 1;
     if (team > 1) { /* the packing's slivers and then the tasks, each shared among the team */
         profile_part was = profile_enter(PROFILE_WAIT); /* as in KERNEL_FOR_ (kernels.h) */
-#pragma omp parallel num_threads(team < tasks ? team : (int)tasks)
+#pragma omp parallel /* every thread (see KERNEL_FOR_): the slivers and tasks are shared by all */
         {
             profile_enter(PROFILE_LAYOUT);
 #pragma omp for schedule(static) nowait

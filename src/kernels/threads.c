@@ -29,6 +29,14 @@ int kernel_team(double work, double per_thread) {
 
 bool kernel_parallel(double work, double per_thread) { return kernel_team(work, per_thread) > 1; }
 
+int kernel_thread_num(void) {
+#ifdef QKV_HAVE_OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
 int qkv_threads(void) { return kernel_threads(); }
 
 void qkv_set_threads(int n) {

@@ -339,7 +339,7 @@ qkv_status trainer_update(trainer *t) {
     if (side_by_side) { /* for the profile, as KERNEL_FOR_ (kernels.h): thread 0 forks and
                          * waits for the team in PROFILE_WAIT */
         profile_enter(PROFILE_WAIT);
-#pragma omp parallel num_threads(S)
+#pragma omp parallel /* every thread, though S work: see KERNEL_FOR_ (kernels.h) */
         {
 #pragma omp for schedule(static) nowait
             for (int s = 0; s < S; s++) shard_step(t, s, total);
