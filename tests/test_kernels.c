@@ -613,7 +613,8 @@ START_TEST(test_kernel_team) {
     const int64_t n[] = {100, 100, 3};
     for (int c = 0; c < 3; c++) { /* the threads of each loop: 5, every thread, and 3 */
         int ran[16] = {0}, runs[100] = {0}, region = 0;
-        KERNEL_FOR_STATIC(kernel_team(work[c], 100), i, n[c], record_thread(i, ran, runs, &region););
+        KERNEL_FOR_STATIC(kernel_team(work[c], 100), i, n[c],
+                          record_thread(i, ran, runs, &region););
         for (int th = 0; th < 16; th++) sizes[c] += ran[th];
         for (int64_t i = 0; i < n[c]; i++) ck_assert_int_eq(runs[i], 1);
         ck_assert_int_eq(region, 16);
