@@ -158,8 +158,8 @@ int kernel_threads(void);
  * the work is between one and two shares), at most every thread. 1, the calling thread alone,
  * when the work is at most one share, when there is one thread, and inside a parallel region
  * (a training step's shards run side by side), where OpenMP would build a team for it (a
- * malloc and a wake-up) only to run it on one thread. A short loop forked to every core of a
- * many-core machine waits longer for the team's wake-up and join than it computes. */
+ * malloc and a wake-up) only to run it on one thread. A short loop cut into a sliver per core
+ * of a many-core machine would give each thread less work than the region costs it. */
 int kernel_team(double work, double per_thread);
 /* Whether such a loop forks at all: kernel_team(work, per_thread) > 1. */
 bool kernel_parallel(double work, double per_thread);
