@@ -523,6 +523,7 @@ static void check_all_stores(bool two_pass_shapes) {
 START_TEST(test_fused_attention_stores) { check_all_stores(false); }
 END_TEST
 
+#ifdef QKV_HAVE_OPENMP
 /* On 16 threads the default form's backward runs in two passes (queries, then keys) where the
  * query groups are fewer than half the loop's threads and each pass has more tasks, as on one
  * head of 320 with Dk = Dv = 32 (5 query and 5 key blocks against 4 groups; work for 12
@@ -534,6 +535,7 @@ START_TEST(test_fused_attention_stores_two_passes) {
     qkv_set_threads(saved);
 }
 END_TEST
+#endif
 
 static Suite *autograd_suite(void) {
     Suite *s = suite_create("autograd");

@@ -192,8 +192,10 @@ void profile_start(void); /* clears the parts; the calling thread's timeline sta
 void profile_stop(double seconds[PROFILE_PART_COUNT]); /* the seconds spent in each part */
 const char *profile_part_name(profile_part p);          /* "products", ...; "?" if unknown */
 
-/* This thread's number in the current team (0 outside one). */
-int kernel_thread_num(void);
+/* This thread's share [*lo, *hi) of n iterations dealt to threads 0 .. team−1 of the current
+ * region as OpenMP's static schedule deals them (contiguous, the first n % team one longer);
+ * empty for the region's other threads. */
+void kernel_share(int64_t n, int64_t team, int64_t *lo, int64_t *hi);
 
 /* for (int64_t i = 0; i < n; i++) { body } on `team` threads (kernel_team), or on the calling
  * thread when `team` is 1: deciding before the region, not in an if() clause, because a
@@ -222,13 +224,9 @@ int kernel_thread_num(void);
                     _Pragma("omp for schedule(dynamic, 1) nowait")                       \
                     for (int64_t i = 0; i < kernel_for_n_; i++) { __VA_ARGS__ }           \
                 } else {                                                                  \
-                    int64_t kernel_for_id_ = kernel_thread_num();                         \
-                    int64_t kernel_for_q_ = kernel_for_n_ / kernel_for_team_;             \
-                    int64_t kernel_for_r_ = kernel_for_n_ % kernel_for_team_;             \
-                    int64_t kernel_for_lo_ = kernel_for_id_ * kernel_for_q_ +             \
-                        (kernel_for_id_ < kernel_for_r_ ? kernel_for_id_ : kernel_for_r_); \
-                    int64_t kernel_for_hi_ = kernel_for_id_ >= kernel_for_team_ ? 0 :     \
-                        kernel_for_lo_ + kernel_for_q_ + (kernel_for_id_ < kernel_for_r_); \
+                    int64_t kernel_for_lo_, kernel_for_hi_;                               \
+                    kernel_share(kernel_for_n_, kernel_for_team_, &kernel_for_lo_,        \
+                                 &kernel_for_hi_);                                        \
                     for (int64_t i = kernel_for_lo_; i < kernel_for_hi_; i++) { __VA_ARGS__ } \
                 }                                                                         \
                 profile_enter(PROFILE_WAIT);                                              \

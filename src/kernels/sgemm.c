@@ -207,8 +207,7 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
     }
     float *bp = pack_buffer(packed_size(im, N, K));
     b_view bv = packed_view(im, bp, K);
-    int team = tasks > 1 ? kernel_team(flops, PARALLEL_FLOPS) : 1;
-    if (team > 1) { /* the packing's slivers and then the tasks, each shared among the team */
+    if (tasks > 1 && kernel_parallel(flops, PARALLEL_FLOPS)) {
         profile_part was = profile_enter(PROFILE_WAIT); /* as in KERNEL_FOR_ (kernels.h) */
 #pragma omp parallel /* every thread (see KERNEL_FOR_): the slivers and tasks are shared by all */
         {

@@ -29,12 +29,15 @@ int kernel_team(double work, double per_thread) {
 
 bool kernel_parallel(double work, double per_thread) { return kernel_team(work, per_thread) > 1; }
 
-int kernel_thread_num(void) {
+void kernel_share(int64_t n, int64_t team, int64_t *lo, int64_t *hi) {
 #ifdef QKV_HAVE_OPENMP
-    return omp_get_thread_num();
+    int64_t id = omp_get_thread_num();
 #else
-    return 0;
+    int64_t id = 0;
 #endif
+    int64_t q = n / team, r = n % team;
+    *lo = id * q + (id < r ? id : r);
+    *hi = id >= team ? *lo : *lo + q + (id < r);
 }
 
 int qkv_threads(void) { return kernel_threads(); }
