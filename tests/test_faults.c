@@ -363,6 +363,14 @@ static Suite *faults_suite(void) {
     tcase_add_test(tc, test_memory_limit_sources);
     tcase_add_test(tc, test_too_big_refused_before_allocating);
     tcase_add_test(tc, test_memory_limit_set);
+    suite_add_tcase(s, tc);
+
+    /* Six models trained a step each and evaluated (one with 2000 words): "slow", left out
+     * by the valgrind stage of .ci/run (CK_EXCLUDE_TAGS=slow), where it took most of this
+     * suite's 137 s; the same steps and evaluations run there in test_train. */
+    tc = tcase_create("estimates");
+    tcase_set_tags(tc, "slow");
+    tcase_add_checked_fixture(tc, setup, faults_teardown);
     tcase_add_test(tc, test_estimates_bound_use);
     suite_add_tcase(s, tc);
     return s;

@@ -708,8 +708,9 @@ START_TEST(test_checkpoint_refuses_unknown_values) {
 END_TEST
 
 /* ---- resume: N straight == N/2, save, load, N/2 more ------------------------------------ */
-static const qkv_optim_kind resume_optim[] = {QKV_ADAM, QKV_MOMENTUM, QKV_SGD, QKV_ADAM, QKV_SGD};
-static const qkv_dtype resume_dtype[] = {QKV_F32, QKV_F32, QKV_F32, QKV_F64, QKV_F64};
+/* Adam in f32 and f64 first: the "files" case runs those two, "optimizers" the rest */
+static const qkv_optim_kind resume_optim[] = {QKV_ADAM, QKV_ADAM, QKV_MOMENTUM, QKV_SGD, QKV_SGD};
+static const qkv_dtype resume_dtype[] = {QKV_F32, QKV_F64, QKV_F32, QKV_F32, QKV_F64};
 
 START_TEST(test_resume_is_exact) {
     const int64_t N = 80;
@@ -1133,8 +1134,9 @@ START_TEST(test_forward_trace) {
 END_TEST
 
 static Suite *train_suite(void) {
-    /* Tagged "slow": learning (hundreds of steps per task) and the thread test (a bigger
-     * model), which the valgrind stage of .ci/run skips with CK_EXCLUDE_TAGS=slow. Learning is
+    /* Tagged "slow": learning (hundreds of steps per task), the thread test (a bigger
+     * model) and resuming with every optimizer, which the valgrind stage of .ci/run skips
+     * with CK_EXCLUDE_TAGS=slow. Learning is
      * also "long": .ci/run's runs on each SIMD path, with clang and without OpenMP skip it
      * (CK_EXCLUDE_TAGS=long) and keep the thread test. */
     Suite *s = suite_create("train");
@@ -1151,8 +1153,16 @@ static Suite *train_suite(void) {
     tc = tcase_create("files");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_save_load_eval);
-    tcase_add_loop_test(tc, test_resume_is_exact, 0, 5);
+    tcase_add_loop_test(tc, test_resume_is_exact, 0, 2);
     tcase_add_test(tc, test_load_as_f64);
+    suite_add_tcase(s, tc);
+
+    /* Resuming with the other optimizers: the same file code with other state tensors, so
+     * "slow" (valgrind runs the two above: 40 s each there) */
+    tc = tcase_create("optimizers");
+    tcase_set_tags(tc, "slow");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_resume_is_exact, 2, 5);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("library");

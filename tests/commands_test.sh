@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# commands_test.sh QKV - every command's working path once, on one model small enough to run
+# under valgrind in seconds: train (with its plots and snapshots), eval, inspect, plot, circuits,
+# ablate, patch (exact and attribution), attribute, grads, both studies, bench, and a sweep of
+# two runs and its table (gradcheck: test_gradcheck, which valgrind runs too). Each must exit 0 and write what it says it writes.
+#
+# The other tests check these commands' numbers (cli_test, explain_test, plot_test,
+# inspect_test, the PyTorch oracles); this one is their common path at the smallest size, so
+# that .ci/run's valgrind stage, where a process runs a thousand times slower, sees every
+# command's code without their trainings (QKV may be a wrapper: "valgrind ... qkv").
+set -u
+QKV=$1
+[ "$QKV" = "${QKV#/}" ] && [ -x "$QKV" ] && QKV=$PWD/$QKV
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+failures=0
+
+# run NAME ARGS...: qkv ARGS must exit 0 (its output in NAME.out, its stderr in NAME.err)
+run() {
+    local name=$1
+    shift
+    $QKV "$@" >"$name.out" 2>"$name.err"
+    local code=$?
+    if [ "$code" != 0 ]; then
+        echo "FAIL: qkv $* exited $code:"
+        sed 's/^/    /' "$name.err"
+        failures=$((failures + 1))
+        return 1
+    fi
+}
+# has FILE...: each file exists and is not empty
+has() {
+    for f in "$@"; do
+        [ -s "$f" ] || { echo "FAIL: $f missing or empty"; failures=$((failures + 1)); }
+    done
+}
+# says NAME TEXT: NAME.out holds TEXT
+says() {
+    grep -q -- "$2" "$1.out" || { echo "FAIL: qkv's $1 output lacks '$2'"; failures=$((failures + 1)); }
+}
+
+# Two heads on two layers, so that every analysis has heads to compare and a second layer to
+# compose with; 6 steps with metrics every 3 and a snapshot every 3.
+run train train --task copy --seq-len 4 --vocab 8 --d-model 8 --heads 2 --layers 2 --batch 8 \
+    --steps 6 --eval-every 3 --snapshot-every 3 --quiet --out run
+has run/model.safetensors run/metrics.csv run/metrics.jsonl run/summary.json
+
+run eval eval --model run --json && says eval '"accuracy"'
+run inspect inspect --model run --input "1 2 3 4" && says inspect "layer 2"
+run inspect_full inspect --model run --input "1 2 3 4" --full && says inspect_full "A V"
+run circuits circuits --model run --out run/circuits.json && has run/circuits.json
+run ablate ablate run --mode mean --together --out run/ablate.json && has run/ablate.json
+run patch patch run --clean "1 2 3 4" --corrupt "5 6 7 0" --answer 4 --wrong 0 \
+    --out run/patch.json && has run/patch.json
+run patch_attr patch run --clean "1 2 3 4" --corrupt "5 6 7 0" --answer 4 --wrong 0 \
+    --method attribution --over head-position --json &&
+    says patch_attr '"method"'
+run attribute attribute run --input "1 2 3 4" --json && says attribute '"heads"'
+run grads grads --model run --out grads.safetensors && has grads.safetensors
+# the plots need gnuplot (the svg) but never a browser (the page is one file)
+if command -v gnuplot >/dev/null; then
+    run plot plot run --format svg && has run/plots/overview.svg run/plots/attention_layer2_head2.svg
+fi
+run plot_html plot run --format html && has run/plots/attention.html
+
+run softmax study softmax --vector 4,-1,2.1
+run precision study precision --steps 1
+run bench bench --config tiny --repeat 1 --seconds 0.01 --threads 1 --json && says bench '"ms_per_step"'
+run sweep sweep --grid 'lr=0.01,0.02' --out grid -- --task copy --seq-len 4 --vocab 8 \
+    --d-model 4 --steps 2 --quiet && has grid/sweep.json grid/lr=0.02/model.safetensors
+run collect sweep --collect grid && says collect "lr"
+
+if [ "$failures" -gt 0 ]; then
+    echo "commands_test: $failures failures"
+    exit 1
+fi
+echo "commands_test: every command ran"
