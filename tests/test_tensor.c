@@ -397,16 +397,23 @@ static Suite *tensor_suite(void) {
     tcase_add_test(tc, test_param);
     tcase_add_test(tc, test_param_registered_once);
     tcase_add_test(tc, test_rand_range);
-    tcase_add_test(tc, test_randn_moments);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("rng");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_rng_reproducible);
     tcase_add_test(tc, test_rng_pinned_seed42);
+    tcase_add_test(tc, test_rng_below_rejects);
+    suite_add_tcase(s, tc);
+
+    /* The draws' statistics, 60000 to 100000 samples each: "slow", left out by the valgrind
+     * stage of .ci/run (CK_EXCLUDE_TAGS=slow): arithmetic on the RNG's state, little memory */
+    tc = tcase_create("statistics");
+    tcase_set_tags(tc, "slow");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_randn_moments);
     tcase_add_test(tc, test_rng_uniform);
     tcase_add_test(tc, test_rng_below);
-    tcase_add_test(tc, test_rng_below_rejects);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("printing");
