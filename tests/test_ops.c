@@ -509,6 +509,24 @@ START_TEST(test_transpose) {
     /* transposing twice gives x back */
     qkv_tensor *back = qkv_transpose(ctx, y4, 1, 2);
     assert_values(back, v4, 0);
+
+    /* its gradient, where the last dim stays last (copied in runs): two transposes of one x,
+     * the first backward to run stores dx and the second adds to it */
+    qkv_tensor *xp = mkp(QKV_F64, 4, (int64_t[]){2, 3, 2, 2}, v4);
+    double w1[24], w2[24];
+    for (int i = 0; i < 24; i++) w1[i] = 100 + i, w2[i] = 1000 * (i + 1);
+    qkv_tensor *c1 = mk(QKV_F64, 4, (int64_t[]){2, 2, 3, 2}, w1);
+    qkv_tensor *c2 = mk(QKV_F64, 4, (int64_t[]){2, 2, 3, 2}, w2);
+    qkv_tensor *a = qkv_sum(ctx, qkv_mul(ctx, qkv_transpose(ctx, xp, 1, 2), c1));
+    qkv_tensor *b2 = qkv_sum(ctx, qkv_mul(ctx, qkv_transpose(ctx, xp, 1, 2), c2));
+    qkv_backward(qkv_add(ctx, a, b2));
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < 3; t++)
+            for (int h = 0; h < 2; h++)
+                for (int dd = 0; dd < 2; dd++) {
+                    int yi = ((b * 2 + h) * 3 + t) * 2 + dd, xi = ((b * 3 + t) * 2 + h) * 2 + dd;
+                    ck_assert_double_eq(qkv_grad_get(xp, xi), w1[yi] + w2[yi]);
+                }
 }
 END_TEST
 
