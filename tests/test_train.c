@@ -1135,10 +1135,10 @@ END_TEST
 
 static Suite *train_suite(void) {
     /* Tagged "slow": learning (hundreds of steps per task), the thread test (a bigger
-     * model) and resuming with every optimizer, which the valgrind stage of .ci/run skips
-     * with CK_EXCLUDE_TAGS=slow. Learning is
-     * also "long": .ci/run's runs on each SIMD path, with clang and without OpenMP skip it
-     * (CK_EXCLUDE_TAGS=long) and keep the thread test. */
+     * model) and resuming in f64 and with momentum and SGD, which the valgrind stage of
+     * .ci/run skips with CK_EXCLUDE_TAGS=slow. Learning is also "long": .ci/run's runs on
+     * each SIMD path, with clang and without OpenMP skip it (CK_EXCLUDE_TAGS=long) and keep
+     * the thread test. */
     Suite *s = suite_create("train");
     TCase *tc = tcase_create("learn");
     tcase_set_tags(tc, "slow long");

@@ -47,8 +47,10 @@ qkv_tensor *qkv_transpose(qkv_ctx *ctx, qkv_tensor *x, int d0, int d1) {
     QKV_TYPED(x->dtype, {
         T *yv = y->data;
         const T *xv = x->data;
-        if (xs[3] == 1) FOR_RUNS(y, xs, i, j, n, { memcpy(yv + i, xv + j, (size_t)n * sizeof(T)); });
-        else FOR_STRIDED(y, xs, i, j, { yv[i] = xv[j]; });
+        if (xs[3] == 1)
+            FOR_RUNS(y, xs, i, j, n, { memcpy(yv + i, xv + j, (size_t)n * sizeof(T)); });
+        else
+            FOR_STRIDED(y, xs, i, j, { yv[i] = xv[j]; });
     });
     return y;
 }
