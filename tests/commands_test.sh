@@ -2,7 +2,9 @@
 # commands_test.sh QKV - every command's working path once, on one model small enough to run
 # under valgrind in seconds: train (with its plots and snapshots), eval, inspect, plot, circuits,
 # ablate, patch (exact and attribution), attribute, grads, both studies, bench, and a sweep of
-# two runs and its table (gradcheck: test_gradcheck, which valgrind runs too). Each must exit 0 and write what it says it writes.
+# two runs and its table. Every command of `qkv --help` but gradcheck (every op's finite
+# differences: minutes under valgrind; test_gradcheck runs its code in every other stage) must
+# appear here: a new command fails this test until it has its line. Each must exit 0 and write what it says it writes.
 #
 # The other tests check these commands' numbers (cli_test, explain_test, plot_test,
 # inspect_test, the PyTorch oracles); this one is their common path at the smallest size, so
@@ -11,6 +13,7 @@
 set -u
 QKV=$1
 [ "$QKV" = "${QKV#/}" ] && [ -x "$QKV" ] && QKV=$PWD/$QKV
+SELF=$(realpath "$0")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1
@@ -70,6 +73,15 @@ run bench bench --config tiny --repeat 1 --seconds 0.01 --threads 1 --json && sa
 run sweep sweep --grid 'lr=0.01,0.02' --out grid -- --task copy --seq-len 4 --vocab 8 \
     --d-model 4 --steps 2 --quiet && has grid/sweep.json grid/lr=0.02/model.safetensors
 run collect sweep --collect grid && says collect "lr"
+
+# every command qkv lists ran above (the first word after "run NAME")
+listed=$($QKV --help | sed -n 's/^  \([a-z]\{2,\}\)  .*/\1/p')
+[ -n "$listed" ] || { echo "FAIL: qkv --help lists no commands"; failures=$((failures + 1)); }
+for cmd in $listed; do
+    [ "$cmd" = gradcheck ] && continue
+    grep -q "^run [a-z_]* $cmd\( \|\$\)" "$SELF" ||
+        { echo "FAIL: commands_test runs no 'qkv $cmd'"; failures=$((failures + 1)); }
+done
 
 if [ "$failures" -gt 0 ]; then
     echo "commands_test: $failures failures"
