@@ -2,9 +2,10 @@
 # commands_test.sh QKV - every command's working path once, on one model small enough to run
 # under valgrind in seconds: train (with its plots and snapshots), eval, inspect, plot, circuits,
 # ablate, patch (exact and attribution), attribute, grads, both studies, bench, and a sweep of
-# two runs and its table. Every command of `qkv --help` but gradcheck (every op's finite
-# differences: minutes under valgrind; test_gradcheck runs its code in every other stage) must
-# appear here: a new command fails this test until it has its line. Each must exit 0 and write what it says it writes.
+# two runs and its table. Each must exit 0 and write what it says it writes. Every command of
+# `qkv --help` but gradcheck (every op's finite differences: minutes under valgrind;
+# test_gradcheck runs its code in every other stage) must appear here: a new command fails
+# this test until it has its line.
 #
 # The other tests check these commands' numbers (cli_test, explain_test, plot_test,
 # inspect_test, the PyTorch oracles); this one is their common path at the smallest size, so
@@ -40,7 +41,8 @@ has() {
 }
 # says NAME TEXT: NAME.out holds TEXT
 says() {
-    grep -q -- "$2" "$1.out" || { echo "FAIL: qkv's $1 output lacks '$2'"; failures=$((failures + 1)); }
+    grep -q -- "$2" "$1.out" ||
+        { echo "FAIL: qkv's $1 output lacks '$2'"; failures=$((failures + 1)); }
 }
 
 # Two heads on two layers, so that every analysis has heads to compare and a second layer to
@@ -63,13 +65,15 @@ run attribute attribute run --input "1 2 3 4" --json && says attribute '"heads"'
 run grads grads --model run --out grads.safetensors && has grads.safetensors
 # the plots need gnuplot (the svg) but never a browser (the page is one file)
 if command -v gnuplot >/dev/null; then
-    run plot plot run --format svg && has run/plots/overview.svg run/plots/attention_layer2_head2.svg
+    run plot plot run --format svg &&
+        has run/plots/overview.svg run/plots/attention_layer2_head2.svg
 fi
 run plot_html plot run --format html && has run/plots/attention.html
 
 run softmax study softmax --vector 4,-1,2.1
 run precision study precision --steps 1
-run bench bench --config tiny --repeat 1 --seconds 0.01 --threads 1 --json && says bench '"ms_per_step"'
+run bench bench --config tiny --repeat 1 --seconds 0.01 --threads 1 --json &&
+    says bench '"ms_per_step"'
 run sweep sweep --grid 'lr=0.01,0.02' --out grid -- --task copy --seq-len 4 --vocab 8 \
     --d-model 4 --steps 2 --quiet && has grid/sweep.json grid/lr=0.02/model.safetensors
 run collect sweep --collect grid && says collect "lr"

@@ -857,9 +857,9 @@ START_TEST(test_softmax_kernel_accuracy) {
 }
 END_TEST
 
-/* only_choice: QKV_SIMD names a path this CPU lacks, so the kernels are the fallback's, which
- * run under their own name (test_kernels_avx2 for an AVX-512 CPU's test_kernels_avx512 on an
- * AVX2 one): only the choice itself is checked, not the same kernels a second time. */
+/* only_choice: QKV_SIMD names a path this CPU lacks, so the fallback's kernels would run,
+ * which their own test runs already (on an AVX2 CPU, test_kernels_avx512 would repeat
+ * test_kernels_avx2): only the choice itself is checked. */
 static Suite *kernels_suite(bool only_choice) {
     Suite *s = suite_create("kernels");
     TCase *tc = tcase_create("gemm");
