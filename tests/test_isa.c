@@ -58,6 +58,15 @@ static bool same_bits(const float *a, const float *b, int64_t n, int64_t *at) {
                          (isa)->name, (long long)at_, (double)(a)[at_], (double)(b)[at_]); \
     } while (0)
 
+static bool same_float(float a, float b) { return !memcmp(&a, &b, sizeof a); }
+
+/* The largest of a row, NaN aside. */
+static float row_max_of(const float *x, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    return mx;
+}
+
 /* ---- exp ---- */
 
 START_TEST(test_exp_bits) {
@@ -193,37 +202,77 @@ START_TEST(test_attention_tile_bits) {
             int64_t br = 7, bc = widths[w], Dv = widths[(w + 3) % N_WIDTHS];
             float *s = alloc(br * bc), *s2 = alloc(br * bc), *acc = alloc(br * Dv),
                   *acc2 = alloc(br * Dv), m[7], m2[7], l[7], l2[7], lse[7], lo[7];
-            float *mask = alloc(br * bc), *dp = alloc(br * bc), *dp2 = alloc(br * bc);
-            fill(s, br * bc, -30, 30), fill(acc, br * Dv, -2, 2), fill(dp, br * bc, -1, 1);
-            for (int64_t i = 0; i < br * bc; i++) mask[i] = uniform(0, 1) < 0.3f ? -INFINITY : 0;
+            /* the mask twice as wide as the tile: read with ms[3] = 1, or every other column */
+            float *mask = alloc(2 * br * bc), *dp = alloc(br * bc), *dp2 = alloc(br * bc);
+            float *raw = alloc(br * bc), *s3 = alloc(br * bc);
+            fill(raw, br * bc, -30, 30), fill(acc, br * Dv, -2, 2), fill(dp, br * bc, -1, 1);
+            for (int64_t i = 0; i < 2 * br * bc; i++) mask[i] = uniform(0, 1) < 0.3f ? -INFINITY : 0;
             for (int r = 0; r < br; r++) m[r] = r == 2 ? -INFINITY : uniform(-5, 5), l[r] = uniform(0, 3);
             for (int r = 0; r < br; r++) lse[r] = r == 4 ? -INFINITY : uniform(0, 20), lo[r] = uniform(-1e-6f, 1e-6f);
-            s[3 * bc] = NAN; /* NaN in a row reaches its sum */
-            for (int r = 0; r < bc && r < br; r++) mask[5 * bc + r] = -INFINITY;
-            int64_t ms[4] = {0, 0, bc, 1};
-            attention_dims d = {.G = 1, .H = 1, .Nq = br, .Nk = bc, .Dk = 8, .Dv = Dv,
-                                .scale = 0.35355339059327373, .ms = ms};
-            memcpy(s2, s, (size_t)(br * bc) * sizeof *s);
-            isa->scale_and_mask(&d, s, br, bc, mask, 0, 0, 0);
-            plain->scale_and_mask(&d, s2, br, bc, mask, 0, 0, 0);
-            ASSERT_SAME(s, s2, br * bc, "scale_and_mask", isa);
-            memcpy(acc2, acc, (size_t)(br * Dv) * sizeof *acc);
-            memcpy(m2, m, sizeof m), memcpy(l2, l, sizeof l);
-            isa->online_softmax(s, br, bc, m, l, acc, Dv);
-            plain->online_softmax(s2, br, bc, m2, l2, acc2, Dv);
-            ASSERT_SAME(s, s2, br * bc, "online_softmax (tile)", isa);
-            ASSERT_SAME(acc, acc2, br * Dv, "online_softmax (accumulator)", isa);
-            ASSERT_SAME(m, m2, br, "online_softmax (max)", isa);
-            ASSERT_SAME(l, l2, br, "online_softmax (sum)", isa);
-            fill(s, br * bc, -30, 30);
-            memcpy(s2, s, (size_t)(br * bc) * sizeof *s);
-            isa->recompute_probs(s, br, bc, lse, lo);
-            plain->recompute_probs(s2, br, bc, lse, lo);
-            ASSERT_SAME(s, s2, br * bc, "recompute_probs", isa);
-            memcpy(dp2, dp, (size_t)(br * bc) * sizeof *dp);
-            isa->score_grads(dp, s, br, bc, lse, lo, 0.125f);
-            plain->score_grads(dp2, s, br, bc, lse, lo, 0.125f);
-            ASSERT_SAME(dp, dp2, br * bc, "score_grads", isa);
+            raw[3 * bc] = NAN; /* NaN in a row reaches its sum */
+            for (int c = 0; c < 2 * bc; c++) mask[5 * 2 * bc + c] = -INFINITY; /* a masked row */
+            for (int form = 0; form < 3; form++) { /* no mask, a mask's rows, every other column */
+                int64_t ms[4] = {0, 0, 2 * bc, form == 2 ? 2 : 1};
+                const float *mk = form ? mask : NULL;
+                attention_dims d = {.G = 1, .H = 1, .Nq = br, .Nk = bc, .Dk = 8, .Dv = Dv,
+                                    .scale = 0.35355339059327373, .ms = ms};
+                float m1[7], l1[7], *acc1 = alloc(br * Dv);
+                memcpy(s, raw, (size_t)(br * bc) * sizeof *s);
+                memcpy(s2, raw, (size_t)(br * bc) * sizeof *s);
+                memcpy(acc1, acc, (size_t)(br * Dv) * sizeof *acc);
+                memcpy(acc2, acc, (size_t)(br * Dv) * sizeof *acc);
+                memcpy(m1, m, sizeof m), memcpy(l1, l, sizeof l);
+                memcpy(m2, m, sizeof m), memcpy(l2, l, sizeof l);
+                isa->online_softmax(&d, s, br, bc, mk, 0, 0, 0, m1, l1, acc1);
+                plain->online_softmax(&d, s2, br, bc, mk, 0, 0, 0, m2, l2, acc2);
+                ASSERT_SAME(s, s2, br * bc, "online_softmax (tile)", isa);
+                ASSERT_SAME(acc1, acc2, br * Dv, "online_softmax (accumulator)", isa);
+                ASSERT_SAME(m1, m2, br, "online_softmax (max)", isa);
+                ASSERT_SAME(l1, l2, br, "online_softmax (sum)", isa);
+                /* the scores as plain C reads them: scale·s + mask, each rounded */
+                for (int r = 0; r < br; r++)
+                    for (int c = 0; c < bc; c++) {
+                        float x = raw[r * bc + c] * (float)d.scale;
+                        s3[r * bc + c] = mk ? x + mk[r * ms[2] + c * ms[3]] : x;
+                    }
+                for (int r = 0; r < br; r++)
+                    if (r != 2 && r != 3 && !(form && r == 5)) /* finite running max, no NaN */
+                        ck_assert_msg(m1[r] == fmaxf(m[r], row_max_of(s3 + r * bc, bc)),
+                                      "online_softmax on %s: row %d's max %g", isa->name, r,
+                                      (double)m1[r]);
+                memcpy(s, raw, (size_t)(br * bc) * sizeof *s);
+                memcpy(s2, raw, (size_t)(br * bc) * sizeof *s);
+                isa->recompute_probs(&d, s, br, bc, mk, 0, 0, 0, lse, lo);
+                plain->recompute_probs(&d, s2, br, bc, mk, 0, 0, 0, lse, lo);
+                ASSERT_SAME(s, s2, br * bc, "recompute_probs", isa);
+                for (int r = 0; r < br; r++) /* exp((S − L) − lo), S as above */
+                    for (int c = 0; r != 4 && c < bc; c++) {
+                        float x = s3[r * bc + c], want;
+                        isa->exp(&want, &(float){(x - lse[r]) - lo[r]}, 1);
+                        ck_assert_msg(!memcmp(&want, &s[r * bc + c], sizeof want) || x != x,
+                                      "recompute_probs on %s: (%d, %d) is %g, not %g", isa->name,
+                                      r, c, (double)s[r * bc + c], (double)want);
+                    }
+                free(acc1);
+            }
+            for (int with_inv = 0; with_inv < 2; with_inv++) { /* score_grads, scaling P or not */
+                const float *inv = with_inv ? l : NULL;
+                memcpy(s2, s, (size_t)(br * bc) * sizeof *s);
+                memcpy(s3, s, (size_t)(br * bc) * sizeof *s);
+                memcpy(dp2, dp, (size_t)(br * bc) * sizeof *dp);
+                memcpy(raw, dp, (size_t)(br * bc) * sizeof *dp);
+                isa->score_grads(dp, s, br, bc, inv, lse, lo, 0.125f);
+                plain->score_grads(dp2, s2, br, bc, inv, lse, lo, 0.125f);
+                ASSERT_SAME(dp, dp2, br * bc, "score_grads (dS)", isa);
+                ASSERT_SAME(s, s2, br * bc, "score_grads (P)", isa);
+                for (int r = 0; r < br; r++) /* P·inv stored, and dS from it */
+                    for (int c = 0; c < bc; c++) {
+                        float p = inv ? s3[r * bc + c] * inv[r] : s3[r * bc + c];
+                        float want = p * ((raw[r * bc + c] - lse[r]) - lo[r]) * 0.125f;
+                        ck_assert_msg(same_float(s[r * bc + c], p) && same_float(dp[r * bc + c], want),
+                                      "score_grads on %s: (%d, %d)", isa->name, r, c);
+                    }
+            }
             memcpy(s2, s, (size_t)(br * bc) * sizeof *s);
             isa->scale_rows(s, br, bc, lse); /* a factor a row, -inf among them */
             plain->scale_rows(s2, br, bc, lse);
@@ -240,6 +289,7 @@ START_TEST(test_attention_tile_bits) {
                                   dot[0][r], sum[0][r], dot[1][r], sum[1][r]);
             }
             free(s), free(s2), free(acc), free(acc2), free(mask), free(dp), free(dp2);
+            free(raw), free(s3);
         }
     }
 }

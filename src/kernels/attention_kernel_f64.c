@@ -22,19 +22,16 @@ static inline void gemm1_packed(bool ta, int64_t M, int64_t N, int64_t K, const 
 
 /* ---- the tile loops (attention_kernel.inc says what each does) ---- */
 
-static void scale_and_mask(const attention_dims *d, double *s, int64_t br, int64_t bc,
-                           const double *mask, int64_t g, int64_t i0, int64_t j0) {
+/* Row r of a tile of raw scores as S = scale·s + mask, in place (see attention_kernel.inc). */
+static inline void scale_and_mask_row(const attention_dims *d, double *row, int64_t bc,
+                                      const double *mask, int64_t g, int64_t i, int64_t j0) {
     double scale = (double)d->scale;
-    for (int64_t r = 0; r < br; r++) {
-        double *row = s + r * bc;
-        if (!mask) {
-            for (int64_t c = 0; c < bc; c++) row[c] *= scale;
-            continue;
-        }
-        const double *m = mask + (g / d->H) * d->ms[0] + (g % d->H) * d->ms[1] +
-                          (i0 + r) * d->ms[2] + j0 * d->ms[3];
-        for (int64_t c = 0; c < bc; c++) row[c] = row[c] * scale + m[c * d->ms[3]];
+    if (!mask) {
+        for (int64_t c = 0; c < bc; c++) row[c] *= scale;
+        return;
     }
+    const double *m = mask + attention_mask_offset(d, g, i, j0);
+    for (int64_t c = 0; c < bc; c++) row[c] = row[c] * scale + m[c * d->ms[3]];
 }
 
 /* Max and sum of a row with 16 partial results, so that the loops vectorise (a single running
@@ -62,10 +59,14 @@ static inline double row_sum(const double *x, int64_t n) {
     return sum;
 }
 
-static void online_softmax(double *s, int64_t br, int64_t bc, double *m, double *l, double *acc,
-                           int64_t Dv) {
+static void online_softmax(const attention_dims *d, double *s, int64_t br, int64_t bc,
+                           const double *mask, int64_t g, int64_t i0, int64_t j0, double *m,
+                           double *l, double *acc) {
+    int64_t Dv = d->Dv;
     for (int64_t r = 0; r < br; r++) {
-        double *row = s + r * bc, mx = row_max(row, bc, m[r]);
+        double *row = s + r * bc;
+        scale_and_mask_row(d, row, bc, mask, g, i0 + r, j0);
+        double mx = row_max(row, bc, m[r]);
         if (mx == -INFINITY) { /* every key so far is masked */
             for (int64_t c = 0; c < bc; c++) row[c] = 0;
             continue;
@@ -78,23 +79,28 @@ static void online_softmax(double *s, int64_t br, int64_t bc, double *m, double 
     }
 }
 
-static void recompute_probs(double *p, int64_t br, int64_t bc, const double *lse,
-                            const double *lse_lo) {
+static void recompute_probs(const attention_dims *d, double *p, int64_t br, int64_t bc,
+                            const double *mask, int64_t g, int64_t i0, int64_t j0,
+                            const double *lse, const double *lse_lo) {
     for (int64_t r = 0; r < br; r++) {
         double *row = p + r * bc, L = lse[r], lo = lse_lo ? lse_lo[r] : 0;
         if (L == -INFINITY) { /* a fully masked row */
             for (int64_t c = 0; c < bc; c++) row[c] = 0;
             continue;
         }
+        scale_and_mask_row(d, row, bc, mask, g, i0 + r, j0);
         for (int64_t c = 0; c < bc; c++) row[c] = exp((row[c] - L) - lo);
     }
 }
 
-static void score_grads(double *dp, const double *p, int64_t br, int64_t bc,
+static void score_grads(double *dp, double *p, int64_t br, int64_t bc, const double *inv,
                         const double *D_hi, const double *D_lo, double scale) {
-    for (int64_t r = 0; r < br; r++)
-        for (int64_t c = 0; c < bc; c++)
-            dp[r * bc + c] = p[r * bc + c] * ((dp[r * bc + c] - D_hi[r]) - D_lo[r]) * scale;
+    for (int64_t r = 0; r < br; r++) {
+        double *pr = p + r * bc, *dr = dp + r * bc;
+        if (inv)
+            for (int64_t c = 0; c < bc; c++) pr[c] *= inv[r];
+        for (int64_t c = 0; c < bc; c++) dr[c] = pr[c] * ((dr[c] - D_hi[r]) - D_lo[r]) * scale;
+    }
 }
 
 static void scale_rows(double *p, int64_t br, int64_t bc, const double *s) {

@@ -29,14 +29,14 @@ typedef struct kernel_isa {
     /* y[i] = exp_f32(x[i]) (simd.h), for the tests */
     void (*exp)(float *y, const float *x, int64_t n);
     /* the fused attention's tile loops (attention_kernel.inc says what each does) */
-    void (*scale_and_mask)(const attention_dims *d, float *s, int64_t br, int64_t bc,
-                           const float *mask, int64_t g, int64_t i0, int64_t j0);
-    void (*online_softmax)(float *s, int64_t br, int64_t bc, float *m, float *l, float *acc,
-                           int64_t Dv);
-    void (*recompute_probs)(float *p, int64_t br, int64_t bc, const float *lse,
-                            const float *lse_lo);
-    void (*score_grads)(float *dp, const float *p, int64_t br, int64_t bc, const float *D_hi,
-                        const float *D_lo, float scale);
+    void (*online_softmax)(const attention_dims *d, float *s, int64_t br, int64_t bc,
+                           const float *mask, int64_t g, int64_t i0, int64_t j0, float *m,
+                           float *l, float *acc);
+    void (*recompute_probs)(const attention_dims *d, float *p, int64_t br, int64_t bc,
+                            const float *mask, int64_t g, int64_t i0, int64_t j0,
+                            const float *lse, const float *lse_lo);
+    void (*score_grads)(float *dp, float *p, int64_t br, int64_t bc, const float *inv,
+                        const float *D_hi, const float *D_lo, float scale);
     /* p (br×bc): row r times s[r] */
     void (*scale_rows)(float *p, int64_t br, int64_t bc, const float *s);
     /* each row r of x and y (rows × n): Σ x[r][c]·y[r][c] and Σ x[r][c] in double, in 8

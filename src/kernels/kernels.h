@@ -90,6 +90,11 @@ typedef struct {
     unsigned store;               /* backward: ATTENTION_STORE_* of the gradients it stores */
 } attention_dims;
 enum { ATTENTION_STORE_DQ = 1, ATTENTION_STORE_DK = 2, ATTENTION_STORE_DV = 4 };
+/* Where the mask's score for query row i and key j of head g is: an offset into mask. */
+static inline int64_t attention_mask_offset(const attention_dims *d, int64_t g, int64_t i,
+                                            int64_t j) {
+    return (g / d->H) * d->ms[0] + (g % d->H) * d->ms[1] + i * d->ms[2] + j * d->ms[3];
+}
 /* Whether the backward pass (of the current attention_form) can store its gradients. */
 bool attention_backward_stores(const attention_dims *d);
 size_t attention_scratch_size_f32(const attention_dims *d, int threads, bool backward);

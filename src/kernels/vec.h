@@ -19,7 +19,10 @@
  *   vf_round(a)            to the nearest integer, ties to even
  *   vf_ldexp(a, n)         a·2^n for integer n in [-126, 127]
  *   vf_zero_below(a, x, s) lanes where x < s (not NaN) become 0
- *   vf_reduce_add(a), vf_reduce_max(a): the fixed tree above */
+ *   vf_reduce_add(a), vf_reduce_max(a): the fixed tree above
+ * and vd, 8 double lanes, for sums in double (vd d, e; double *q):
+ *   vd_zero() vd_lo(a) vd_hi(a)   lanes 0-7 and 8-15 of a, widened
+ *   vd_add(d, e) vd_mul(d, e) vd_store(q, d) */
 #ifndef QKV_VEC_H
 #define QKV_VEC_H
 

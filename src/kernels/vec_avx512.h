@@ -47,3 +47,14 @@ static inline float vf_reduce_max(vf a) {
     __m128 s2 = _mm_max_ps(s4, _mm_movehl_ps(s4, s4));
     return _mm_cvtss_f32(_mm_max_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
+
+/* 8 double lanes: the widened halves of a vf, for sums in double. */
+typedef __m512d vd;
+static inline vd vd_zero(void) { return _mm512_setzero_pd(); }
+static inline vd vd_lo(vf a) { return _mm512_cvtps_pd(_mm512_castps512_ps256(a)); }
+static inline vd vd_hi(vf a) {
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+}
+static inline vd vd_add(vd a, vd b) { return _mm512_add_pd(a, b); }
+static inline vd vd_mul(vd a, vd b) { return _mm512_mul_pd(a, b); }
+static inline void vd_store(double *p, vd a) { _mm512_storeu_pd(p, a); }

@@ -63,4 +63,26 @@ static inline float vf_reduce_max(vf a) {
     return x > y ? x : y;
 }
 
+/* 8 double lanes in four q registers: the widened halves of a vf, for sums in double. */
+typedef struct {
+    float64x2_t d[4];
+} vd;
+#define VD_EACH(expr)                                                                       \
+    vd out;                                                                                 \
+    for (int i = 0; i < 4; i++) out.d[i] = (expr);                                          \
+    return out
+static inline vd vd_zero(void) { VD_EACH(vdupq_n_f64(0.0)); }
+static inline vd vd_widen_(float32x4_t a, float32x4_t b) {
+    return (vd){{vcvt_f64_f32(vget_low_f32(a)), vcvt_high_f64_f32(a), vcvt_f64_f32(vget_low_f32(b)),
+                 vcvt_high_f64_f32(b)}};
+}
+static inline vd vd_lo(vf a) { return vd_widen_(a.q[0], a.q[1]); }
+static inline vd vd_hi(vf a) { return vd_widen_(a.q[2], a.q[3]); }
+static inline vd vd_add(vd a, vd b) { VD_EACH(vaddq_f64(a.d[i], b.d[i])); }
+static inline vd vd_mul(vd a, vd b) { VD_EACH(vmulq_f64(a.d[i], b.d[i])); }
+static inline void vd_store(double *p, vd a) {
+    for (int i = 0; i < 4; i++) vst1q_f64(p + 2 * i, a.d[i]);
+}
+
 #undef VF_EACH
+#undef VD_EACH

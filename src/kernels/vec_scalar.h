@@ -40,4 +40,20 @@ static inline float vf_reduce_max(vf a) {
     return a.v[0];
 }
 
+/* 8 double lanes: the widened halves of a vf, for sums in double. */
+typedef struct {
+    double v[8];
+} vd;
+#define VD_LANEWISE(expr)                                                                   \
+    vd out;                                                                                 \
+    for (int i = 0; i < 8; i++) out.v[i] = (expr);                                          \
+    return out
+static inline vd vd_zero(void) { VD_LANEWISE(0.0); }
+static inline vd vd_lo(vf a) { VD_LANEWISE((double)a.v[i]); }
+static inline vd vd_hi(vf a) { VD_LANEWISE((double)a.v[i + 8]); }
+static inline vd vd_add(vd a, vd b) { VD_LANEWISE(a.v[i] + b.v[i]); }
+static inline vd vd_mul(vd a, vd b) { VD_LANEWISE(a.v[i] * b.v[i]); }
+static inline void vd_store(double *p, vd a) { memcpy(p, a.v, sizeof a.v); }
+
 #undef VF_LANEWISE
+#undef VD_LANEWISE
