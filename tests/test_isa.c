@@ -206,7 +206,8 @@ START_TEST(test_attention_tile_bits) {
             float *mask = alloc(2 * br * bc), *dp = alloc(br * bc), *dp2 = alloc(br * bc);
             float *raw = alloc(br * bc), *s3 = alloc(br * bc);
             fill(raw, br * bc, -30, 30), fill(acc, br * Dv, -2, 2), fill(dp, br * bc, -1, 1);
-            for (int64_t i = 0; i < 2 * br * bc; i++) mask[i] = uniform(0, 1) < 0.3f ? -INFINITY : 0;
+            for (int64_t i = 0; i < 2 * br * bc; i++)
+                mask[i] = uniform(0, 1) < 0.3f ? -INFINITY : 0;
             for (int r = 0; r < br; r++) m[r] = r == 2 ? -INFINITY : uniform(-5, 5), l[r] = uniform(0, 3);
             for (int r = 0; r < br; r++) lse[r] = r == 4 ? -INFINITY : uniform(0, 20), lo[r] = uniform(-1e-6f, 1e-6f);
             raw[3 * bc] = NAN; /* NaN in a row reaches its sum */
@@ -269,7 +270,8 @@ START_TEST(test_attention_tile_bits) {
                     for (int c = 0; c < bc; c++) {
                         float p = inv ? s3[r * bc + c] * inv[r] : s3[r * bc + c];
                         float want = p * ((raw[r * bc + c] - lse[r]) - lo[r]) * 0.125f;
-                        ck_assert_msg(same_float(s[r * bc + c], p) && same_float(dp[r * bc + c], want),
+                        ck_assert_msg(same_float(s[r * bc + c], p) &&
+                                          same_float(dp[r * bc + c], want),
                                       "score_grads on %s: (%d, %d)", isa->name, r, c);
                     }
             }
@@ -277,7 +279,7 @@ START_TEST(test_attention_tile_bits) {
             isa->scale_rows(s, br, bc, lse); /* a factor a row, -inf among them */
             plain->scale_rows(s2, br, bc, lse);
             ASSERT_SAME(s, s2, br * bc, "scale_rows", isa);
-            for (int rows = 1; rows <= br; rows += 2) { /* 4 rows at a time, and the rest */
+            for (int rows = 1; rows <= br; rows += 2) { /* 2 rows at a time, and an odd last one */
                 double dot[2][7], sum[2][7];
                 isa->row_dot_sums(s, dp, rows, bc, dot[0], sum[0]);
                 plain->row_dot_sums(s, dp, rows, bc, dot[1], sum[1]);

@@ -97,12 +97,17 @@ typedef struct {
 } vd;
 static inline vd vd_zero(void) { return (vd){_mm256_setzero_pd(), _mm256_setzero_pd()}; }
 static inline vd vd_widen_(__m256 a) {
-    return (vd){_mm256_cvtps_pd(_mm256_castps256_ps128(a)), _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1))};
+    return (vd){_mm256_cvtps_pd(_mm256_castps256_ps128(a)),
+                _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1))};
 }
 static inline vd vd_lo(vf a) { return vd_widen_(a.lo); }
 static inline vd vd_hi(vf a) { return vd_widen_(a.hi); }
-static inline vd vd_add(vd a, vd b) { return (vd){_mm256_add_pd(a.lo, b.lo), _mm256_add_pd(a.hi, b.hi)}; }
-static inline vd vd_mul(vd a, vd b) { return (vd){_mm256_mul_pd(a.lo, b.lo), _mm256_mul_pd(a.hi, b.hi)}; }
+static inline vd vd_add(vd a, vd b) {
+    return (vd){_mm256_add_pd(a.lo, b.lo), _mm256_add_pd(a.hi, b.hi)};
+}
+static inline vd vd_mul(vd a, vd b) {
+    return (vd){_mm256_mul_pd(a.lo, b.lo), _mm256_mul_pd(a.hi, b.hi)};
+}
 static inline void vd_store(double *p, vd a) {
     _mm256_storeu_pd(p, a.lo);
     _mm256_storeu_pd(p + 4, a.hi);
