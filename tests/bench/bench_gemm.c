@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #ifdef QKV_HAVE_OPENMP
 #include <omp.h>
 #endif
 
+#include "bench_time.h"
 #include "kernels/kernels.h"
 
 typedef struct {
@@ -40,31 +40,19 @@ static const shape shapes[] = {
     {"long x·W", 1, 2048, 64, 64, false, false},
 };
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median seconds of `run` over repeats filling ~0.3 s. */
 static double median_time(void (*run)(const shape *, float *, float *, float *), const shape *s,
                           float *a, float *b, float *c) {
     double t[200];
     int n = 0;
     run(s, a, b, c);
-    double start = now();
-    while (n < 200 && (n < 5 || now() - start < 0.3)) {
-        double t0 = now();
+    double start = bench_now();
+    while (n < 200 && (n < 5 || bench_now() - start < 0.3)) {
+        double t0 = bench_now();
         run(s, a, b, c);
-        t[n++] = now() - t0;
+        t[n++] = bench_now() - t0;
     }
-    qsort(t, (size_t)n, sizeof t[0], cmp);
-    return t[n / 2];
+    return bench_median(t, n);
 }
 
 static void run_qkv(const shape *s, float *a, float *b, float *c) {

@@ -11,24 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_time.h"
 #include "kernels/isa.h"
 #include "qkv.h"
 
 #define TILE 64
 #define ROUNDS 9
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static float *floats(size_t n) {
     float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
@@ -71,12 +60,11 @@ static double median_call(void (*run)(work *), work *w, int reps) {
     double t[ROUNDS];
     run(w);
     for (int i = 0; i < ROUNDS; i++) {
-        double t0 = now();
+        double t0 = bench_now();
         for (int k = 0; k < reps; k++) run(w);
-        t[i] = (now() - t0) / reps;
+        t[i] = (bench_now() - t0) / reps;
     }
-    qsort(t, ROUNDS, sizeof t[0], cmp);
-    return t[ROUNDS / 2];
+    return bench_median(t, ROUNDS);
 }
 
 int main(int argc, char **argv) {
