@@ -369,6 +369,15 @@ QKV_API qkv_tensor *qkv_attention_unfused(qkv_ctx *ctx, qkv_tensor *q, qkv_tenso
  * Q, K and V must be equal (no broadcasting); mask must broadcast to (..., Nq, Nk). */
 QKV_API qkv_tensor *qkv_attention_fused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k,
                                         qkv_tensor *v, qkv_tensor *mask, double scale);
+/* The fused op over `heads` heads laid side by side in each row, as x·W_Q gives them:
+ * q (..., Nq, H·Dk), k (..., Nk, H·Dk), v (..., Nk, H·Dv) -> (..., Nq, H·Dv), head h in
+ * columns h·D .. h·D + D − 1 of each. The same values and gradients, to the bit, as splitting
+ * the heads out ((..., N, H, D) transposed to (..., H, N, D)), qkv_attention_fused and merging
+ * them back, without those copies. q has at most 3 dims; mask must broadcast to
+ * (..., H, Nq, Nk); scale <= 0 means 1/sqrt(Dk). */
+QKV_API qkv_tensor *qkv_attention_heads(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k,
+                                        qkv_tensor *v, qkv_tensor *mask, int heads,
+                                        double scale);
 
 /* ---- toy tasks ------------------------------------------------------------------------- */
 typedef enum {

@@ -160,6 +160,14 @@ def reference(torch, op, x, extra, params):
         return x["x"].mean()
     if op == "attention":
         return attention(torch, x["q"], x["k"], x["v"], mask, float(params["scale"]))
+    if op == "attention_heads":  # heads side by side in each row: split, attend, merge
+        h = int(params["heads"])
+
+        def split(t):
+            return t.reshape(t.shape[0], t.shape[1], h, t.shape[2] // h).transpose(1, 2)
+        y = attention(torch, split(x["q"]), split(x["k"]), split(x["v"]), mask,
+                      float(params["scale"]))
+        return y.transpose(1, 2).reshape(y.shape[0], y.shape[2], h * y.shape[3])
     if op == "self_attention":
         xx = x["x"]
         return attention(torch, xx @ x["wq"], xx @ x["wk"], xx @ x["wv"], mask,

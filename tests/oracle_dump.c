@@ -270,6 +270,23 @@ static qkv_tensor *b_fused_padding(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump
 static qkv_tensor *b_fused_bool(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
     return attention_kind(c, in, r, rec, MASK_BOOL, 0.0, true);
 }
+/* The heads form, 2 heads side by side in each row of q (B, Nq, 2·Dk), k and v. */
+static qkv_tensor *heads_kind(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec, int kind) {
+    qkv_tensor *m = NULL;
+    if (kind >= 0) m = make_mask(c, kind, in[0]->shape[0], in[0]->shape[1], in[1]->shape[1], r, rec);
+    cJSON_AddNumberToObject(rec->params, "scale", 0.0);
+    cJSON_AddNumberToObject(rec->params, "heads", 2);
+    return qkv_attention_heads(c, in[0], in[1], in[2], m, 2, 0.0);
+}
+static qkv_tensor *b_heads(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    return heads_kind(c, in, r, rec, -1);
+}
+static qkv_tensor *b_heads_causal(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    return heads_kind(c, in, r, rec, MASK_CAUSAL);
+}
+static qkv_tensor *b_heads_padding(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    return heads_kind(c, in, r, rec, MASK_PADDING);
+}
 /* Self-attention on projections of one X feeding Q, K and V through shared 2-D weights, with a
  * causal mask: X's gradient accumulates from three paths. */
 static qkv_tensor *b_self_attention(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
@@ -355,6 +372,16 @@ static const dump_case cases[] = {
      {S4(2, 4, 66, 3), S4(2, 4, 80, 3), S4(2, 4, 80, 2)}, b_fused_padding},
     {"self_attention_shared_x", "self_attention", 4, {"x", "wq", "wk", "wv"}, {3, 2, 2, 2},
      {S3(2, 5, 4), S2(4, 3), S2(4, 3), S2(4, 2)}, b_self_attention},
+    /* the heads form (last, so that the cases above draw what they always drew): cross
+     * (Dk ≠ Dv), causal, padding with an entry of no keys, tiles */
+    {"heads_cross", "attention_heads", 3, QKV, {3, 3, 3}, {S3(2, 3, 8), S3(2, 5, 8), S3(2, 5, 4)},
+     b_heads},
+    {"heads_causal", "attention_heads", 3, QKV, {3, 3, 3}, {S3(2, 4, 6), S3(2, 6, 6), S3(2, 6, 4)},
+     b_heads_causal},
+    {"heads_padding_zero_len", "attention_heads", 3, QKV, {3, 3, 3},
+     {S3(3, 4, 4), S3(3, 5, 4), S3(3, 5, 4)}, b_heads_padding},
+    {"heads_tiles_causal", "attention_heads", 3, QKV, {3, 3, 3},
+     {S3(1, 70, 8), S3(1, 150, 8), S3(1, 150, 6)}, b_heads_causal},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

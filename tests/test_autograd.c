@@ -537,6 +537,111 @@ START_TEST(test_fused_attention_stores_two_passes) {
 END_TEST
 #endif
 
+/* qkv_attention_heads (heads side by side in each row) against the same heads split out,
+ * fused and merged back (reshape, transpose, qkv_attention_fused, transpose, reshape): the
+ * output and the gradients of q, k and v must be the same bits. q, k and v are
+ * intermediates x·1, so the kernel stores their gradients where it can, in either layout. */
+static qkv_tensor *heads_loss(qkv_ctx *c, qkv_tensor *const x[3], qkv_tensor *mask,
+                              qkv_tensor *w, int64_t H, bool split, qkv_tensor **out) {
+    qkv_tensor *in[3];
+    for (int i = 0; i < 3; i++) in[i] = qkv_scale(c, x[i], 1.0);
+    int64_t B = x[0]->shape[0], Nq = x[0]->shape[1];
+    qkv_tensor *y;
+    if (split) {
+        qkv_tensor *sp[3];
+        for (int i = 0; i < 3; i++) {
+            int64_t N = x[i]->shape[1], D = x[i]->shape[2] / H;
+            sp[i] = qkv_transpose(c, qkv_reshape(c, in[i], 4, (int64_t[]){B, N, H, D}), 1, 2);
+        }
+        y = qkv_attention_fused(c, sp[0], sp[1], sp[2], mask, 0);
+        y = qkv_reshape(c, qkv_transpose(c, y, 1, 2), 3, (int64_t[]){B, Nq, x[2]->shape[2]});
+    } else {
+        y = qkv_attention_heads(c, in[0], in[1], in[2], mask, (int)H, 0);
+    }
+    *out = y;
+    return qkv_sum(c, qkv_mul(c, y, w));
+}
+
+/* mask: 0 none, 1 causal (Nq, Nk), 2 padding (B, 1, 1, Nk) with a batch entry of no keys */
+static void check_heads_form(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, int64_t Nk,
+                             int64_t Dk, int64_t Dv, int mask_kind) {
+    qkv_ctx *params = qkv_ctx_new(0), *step = qkv_ctx_new(0);
+    qkv_rng rng = qkv_rng_seed(12);
+    int64_t shapes[3][3] = {{B, Nq, H * Dk}, {B, Nk, H * Dk}, {B, Nk, H * Dv}};
+    qkv_tensor *x[3], *twin[3];
+    for (int i = 0; i < 3; i++) {
+        x[i] = qkv_param(params, qkv_randn(params, dt, 3, shapes[i], 1.0, &rng));
+        twin[i] = qkv_param(params, qkv_zeros(params, dt, 3, shapes[i]));
+        memcpy(twin[i]->data, x[i]->data, (size_t)x[i]->size * qkv_dtype_size(dt));
+    }
+    qkv_tensor *w = qkv_randn(params, dt, 3, (int64_t[]){B, Nq, H * Dv}, 1.0, &rng);
+    qkv_tensor *mask = NULL;
+    if (mask_kind == 1) mask = qkv_mask_causal(params, dt, Nq, Nk);
+    if (mask_kind == 2) {
+        int32_t lengths[4];
+        for (int64_t b = 0; b < B; b++) lengths[b] = b == 0 ? 0 : (int32_t)(Nk - 3 * b);
+        mask = qkv_mask_padding(params, dt, B, Nk, lengths);
+    }
+    qkv_zero_grad(params);
+    qkv_tensor *y_heads, *y_split;
+    qkv_backward(heads_loss(step, x, mask, w, H, false, &y_heads));
+    qkv_backward(heads_loss(step, twin, mask, w, H, true, &y_split));
+    char what[160];
+    snprintf(what, sizeof what, "%s %s B %lld H %lld Nq %lld Nk %lld Dk %lld Dv %lld mask %d",
+             qkv_attention_form(), qkv_dtype_name(dt), (long long)B, (long long)H, (long long)Nq,
+             (long long)Nk, (long long)Dk, (long long)Dv, mask_kind);
+    size_t es = qkv_dtype_size(dt);
+    ck_assert_msg(y_heads->size == y_split->size &&
+                      memcmp(y_heads->data, y_split->data, (size_t)y_heads->size * es) == 0,
+                  "%s: the heads form's output differs from split, fused, merged", what);
+    for (int i = 0; i < 3; i++) {
+        double total = 0;
+        for (int64_t e = 0; e < x[i]->size; e++) total += fabs(qkv_grad_get(x[i], e));
+        ck_assert_msg(total > 0, "%s: gradient %d is all zeros", what, i);
+        ck_assert_msg(memcmp(x[i]->grad, twin[i]->grad, (size_t)x[i]->size * es) == 0,
+                      "%s: gradient %d of the heads form differs from split, fused, merged",
+                      what, i);
+    }
+    qkv_ctx_free(step);
+    qkv_ctx_free(params);
+}
+
+/* Every backward form, both dtypes: one task a head (8 heads), groups of query blocks with
+ * partial dK and dV (causal, cross, Dk ≠ Dv), rows of 16 (which the plain form reads in
+ * place and the heads form packs), one head, and a padding mask with an empty entry. With
+ * `two_passes` (16 threads), shapes whose backward runs in two passes. */
+static void check_heads_forms(bool two_passes) {
+    const qkv_dtype dts[] = {QKV_F32, QKV_F64};
+    for (int f = 0; qkv_attention_forms()[f]; f++) {
+        ck_assert(qkv_set_attention_form(qkv_attention_forms()[f]));
+        for (int d = 0; d < 2; d++) {
+            if (two_passes) {
+                check_heads_form(dts[d], 1, 2, 320, 320, 16, 16, 1);
+                check_heads_form(dts[d], 1, 1, 320, 300, 32, 32, 0);
+                continue;
+            }
+            check_heads_form(dts[d], 2, 4, 20, 33, 8, 8, 0);
+            check_heads_form(dts[d], 2, 2, 70, 90, 8, 4, 1);
+            check_heads_form(dts[d], 2, 3, 130, 70, 16, 32, 2);
+            check_heads_form(dts[d], 1, 1, 257, 129, 16, 16, 0);
+        }
+    }
+    ck_assert(qkv_set_attention_form("d-from-p"));
+}
+
+START_TEST(test_attention_heads_form) { check_heads_forms(false); }
+END_TEST
+
+#ifdef QKV_HAVE_OPENMP
+START_TEST(test_attention_heads_form_two_passes) {
+    int saved = qkv_threads();
+    qkv_set_threads(16);
+    check_heads_forms(true);
+    qkv_set_threads(saved);
+}
+END_TEST
+#endif
+
 static Suite *autograd_suite(void) {
     Suite *s = suite_create("autograd");
     TCase *tc = tcase_create("accumulation");
@@ -553,6 +658,7 @@ static Suite *autograd_suite(void) {
     tcase_add_test(tc, test_first_write_mixed_consumers);
     tcase_add_test(tc, test_unwritten_gradient_is_zero);
     tcase_add_test(tc, test_fused_attention_stores);
+    tcase_add_test(tc, test_attention_heads_form);
     suite_add_tcase(s, tc);
 
 #ifdef QKV_HAVE_OPENMP
@@ -560,6 +666,7 @@ static Suite *autograd_suite(void) {
     tcase_set_tags(tc, "threads"); /* left out under qemu-user and valgrind (.ci/run) */
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_fused_attention_stores_two_passes);
+    tcase_add_test(tc, test_attention_heads_form_two_passes);
     suite_add_tcase(s, tc);
 #endif
 

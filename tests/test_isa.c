@@ -114,7 +114,8 @@ END_TEST
 /* C (M×N) (+)= op(A)·B, B (K, N) rows ldb apart: per GEMM_KC block a chain of fmaf from 0,
  * added to C. */
 static void contract_product(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
-                             const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
+                             int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                             bool accumulate) {
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             float c = accumulate ? C[i * ldc + j] : 0.0f;
@@ -122,7 +123,7 @@ static void contract_product(bool ta, int64_t M, int64_t N, int64_t K, const flo
             for (int64_t p0 = 0; p0 < K; p0 += GEMM_KC) {
                 float acc = 0.0f;
                 for (int64_t k = p0; k < K && k < p0 + GEMM_KC; k++)
-                    acc = fmaf(ta ? A[k * M + i] : A[i * K + k], B[k * ldb + j], acc);
+                    acc = fmaf(ta ? A[k * lda + i] : A[i * lda + k], B[k * ldb + j], acc);
                 c = (accumulate || p0 > 0) ? c + acc : acc;
                 C[i * ldc + j] = c;
             }
@@ -140,17 +141,20 @@ START_TEST(test_product_bits) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
             for (int f = 0; f < 4; f++) {
                 bool ta = f & 1, accumulate = f & 2;
+                /* A's rows (lda) and C's (ldc) with gaps, as a head's rows among others
+                 * (the heads form of the fused attention): the gaps of C stay as they were */
                 int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldb = N + 3;
-                float *A = alloc(M * K), *B = alloc(K * ldb), *C = alloc(M * N),
-                      *want = alloc(M * N);
-                fill(A, M * K, -1, 1), fill(B, K * ldb, -1, 1), fill(C, M * N, -1, 1);
-                memcpy(want, C, (size_t)(M * N) * sizeof *C);
-                contract_product(ta, M, N, K, A, B, ldb, want, N, accumulate);
-                isa->gemm_small(ta, M, N, K, A, B, ldb, C, accumulate);
+                int64_t lda = (ta ? M : K) + 2, ldc = N + 5, na = (ta ? K : M) * lda;
+                float *A = alloc(na), *B = alloc(K * ldb), *C = alloc(M * ldc),
+                      *want = alloc(M * ldc);
+                fill(A, na, -1, 1), fill(B, K * ldb, -1, 1), fill(C, M * ldc, -1, 1);
+                memcpy(want, C, (size_t)(M * ldc) * sizeof *C);
+                contract_product(ta, M, N, K, A, lda, B, ldb, want, ldc, accumulate);
+                isa->gemm_small(ta, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
                 char what[96];
                 snprintf(what, sizeof what, "small product %lldx%lldx%lld ta %d acc %d",
                          (long long)M, (long long)N, (long long)K, ta, accumulate);
-                ASSERT_SAME(C, want, M * N, what, isa);
+                ASSERT_SAME(C, want, M * ldc, what, isa);
                 free(A), free(B), free(C), free(want);
             }
         /* the tile: up to mr rows of A with strides (rs, ks), a packed sliver kc × nr that is

@@ -151,6 +151,22 @@ static qkv_tensor *b_fused_padding(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
 static qkv_tensor *b_fused_bool(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
     return attention_masked(c, in, r, 2, true);
 }
+/* The heads form on 2 heads side by side in each row, under a mask of `kind` (-1: none),
+ * drawn for its scores (B, 2, Nq, Nk). */
+static qkv_tensor *heads_masked(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, int kind) {
+    qkv_tensor scores = {.ndim = 4, .shape = {in[0]->shape[0], 2, in[0]->shape[1], in[1]->shape[1]}};
+    qkv_tensor *mask = kind >= 0 ? random_mask(c, &scores, kind, r) : NULL;
+    return qkv_attention_heads(c, in[0], in[1], in[2], mask, 2, 0);
+}
+static qkv_tensor *b_heads(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    return heads_masked(c, in, r, -1);
+}
+static qkv_tensor *b_heads_causal(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    return heads_masked(c, in, r, 0);
+}
+static qkv_tensor *b_heads_padding(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    return heads_masked(c, in, r, 1);
+}
 
 #define S2(a, b) {a, b}
 #define S3(a, b, c) {a, b, c}
@@ -198,13 +214,19 @@ static const gc_case cases[] = {
     {"attention_fused", 3, {2, 2, 2}, {S2(70, 2), S2(140, 2), S2(140, 2)}, b_fused_causal},
     {"attention_fused", 3, {4, 4, 4}, {S4(1, 2, 67, 2), S4(1, 2, 131, 2), S4(1, 2, 131, 1)}, b_attention_fused},
     {"attention_fused", 3, {4, 4, 4}, {S4(2, 4, 66, 1), S4(2, 4, 70, 1), S4(2, 4, 70, 1)}, b_fused_bool},
+    /* 2 heads side by side in each row: cross (Nq 3, Nk 5, Dk 2 ≠ Dv 1), causal, padding
+     * (one entry without keys), and several tiles of 64 queries and keys */
+    {"attention_heads", 3, {3, 3, 3}, {S3(2, 3, 4), S3(2, 5, 4), S3(2, 5, 2)}, b_heads},
+    {"attention_heads", 3, {3, 3, 3}, {S3(2, 4, 6), S3(2, 6, 6), S3(2, 6, 4)}, b_heads_causal},
+    {"attention_heads", 3, {3, 3, 3}, {S3(3, 4, 4), S3(3, 5, 4), S3(3, 5, 4)}, b_heads_padding},
+    {"attention_heads", 3, {3, 3, 3}, {S3(1, 67, 4), S3(1, 131, 4), S3(1, 131, 2)}, b_heads_causal},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
 static const char *const checked_ops[] = {"matmul", "scale", "mask", "softmax", "add",
                                           "mul", "embedding", "reshape", "transpose",
                                           "cross_entropy", "mse", "sum", "mean", "attention",
-                                          "attention_fused"};
+                                          "attention_fused", "attention_heads"};
 #define NOPS ((int)(sizeof checked_ops / sizeof checked_ops[0]))
 
 int qkv_gradcheck_count(void) { return NOPS; }

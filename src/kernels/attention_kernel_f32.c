@@ -14,8 +14,9 @@ static inline void gemm_pack(float *bp, bool tb, int64_t N, int64_t K, const flo
     gemm_pack_f32(bp, tb, N, K, B, ldb);
 }
 static inline void gemm1_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
-                                const float *bp, float *C, bool accumulate) {
-    gemm1_packed_f32(ta, M, N, K, A, bp, C, accumulate);
+                                int64_t lda, const float *bp, float *C, int64_t ldc,
+                                bool accumulate) {
+    gemm1_packed_f32(ta, M, N, K, A, lda, bp, C, ldc, accumulate);
 }
 
 /* The tile loops: the ISA's, written over vec.h in isa_kernels.inc. */

@@ -20,9 +20,10 @@ typedef struct kernel_isa {
      * itself; zero past cols); stored to c (rows ldc apart), or added to it when `add` */
     void (*gemm_tile)(int rows, int cols, int64_t kc, const float *a, int64_t rs, int64_t ks,
                       const float *b, int64_t bs, float *c, int64_t ldc, bool add);
-    /* C (M×N, rows N apart) (+)= op(A)·B, A as in gemm_f32, B in K rows ldb apart */
-    void (*gemm_small)(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
-                       const float *B, int64_t ldb, float *C, bool accumulate);
+    /* C (M×N, rows ldc apart) (+)= op(A)·B: A stored (M, K), or (K, M) when ta, rows lda
+     * apart; B in K rows ldb apart */
+    void (*gemm_small)(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                       const float *B, int64_t ldb, float *C, int64_t ldc, bool accumulate);
     /* dst[c·ldd + r] = src[r·lds + c], r < rows, c < cols: a transposed operand's packing */
     void (*transpose)(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows,
                       int64_t cols);

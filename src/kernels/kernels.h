@@ -39,19 +39,20 @@ void gemm_f64(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
 /* For kernels that are already parallel (the attention tiles), a product on the calling
  * thread with op(B) packed beforehand, so that a right-hand side used by many tiles is packed
  * once: gemm_pack_* writes op(B) (K×N; B stored (K, N), or (N, K) when tb, rows ldb apart)
- * into gemm_packed_floats_*(N, K) elements, and gemm1_packed_* computes C (M×N) (+)= op(A)·B
- * from it, A as in gemm_*. When gemm_packed_is_plain_*(N), the packed form is op(B) itself
+ * into gemm_packed_floats_*(N, K) elements, and gemm1_packed_* computes C (M×N, rows ldc
+ * apart) (+)= op(A)·B from it, A stored (M, K), or (K, M) when ta, with rows lda apart (a
+ * head's rows inside rows that hold every head: the fused attention's heads form). When gemm_packed_is_plain_*(N), the packed form is op(B) itself
  * in K rows of N, so a non-transposed B with rows N apart can be used as it is. */
 size_t gemm_packed_floats_f32(int64_t N, int64_t K);
 bool gemm_packed_is_plain_f32(int64_t N);
 void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int64_t ldb);
-void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A, const float *bp,
-                      float *C, bool accumulate);
+void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                      const float *bp, float *C, int64_t ldc, bool accumulate);
 size_t gemm_packed_floats_f64(int64_t N, int64_t K);
 bool gemm_packed_is_plain_f64(int64_t N);
 void gemm_pack_f64(double *bp, bool tb, int64_t N, int64_t K, const double *B, int64_t ldb);
-void gemm1_packed_f64(bool ta, int64_t M, int64_t N, int64_t K, const double *A,
-                      const double *bp, double *C, bool accumulate);
+void gemm1_packed_f64(bool ta, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
+                      const double *bp, double *C, int64_t ldc, bool accumulate);
 /* The f32 kernels in use, for the whole process (isa.c): "avx512", "avx2", "neon" or "scalar",
  * the one QKV_SIMD names, else the best this CPU runs. Every path gives the same bits. */
 const char *kernel_isa_name(void);
@@ -73,7 +74,9 @@ void softmax_backward_f64(double *dx, const double *y, const double *dy, int64_t
  * without forming the Nq×Nk matrix: keys are visited in tiles with an online softmax, and
  * the backward pass recomputes the tiles from the saved row log-sum-exp L.
  *   q (G, Nq, Dk), k (G, Nk, Dk), v (G, Nk, Dv), o (G, Nq, Dv), lse (2, G, Nq): the row
- *   log-sum-exp as a sum of two, lse[0] rounded and lse[1] the rest.
+ *   log-sum-exp as a sum of two, lse[0] rounded and lse[1] the rest. With `interleaved`,
+ *   q, k, v, o and their gradients hold each batch entry's heads side by side in every row
+ *   instead: q (G/H, Nq, H, Dk) and so on (attention_row).
  *   mask: NULL, or 0/-inf values for the scores viewed as (G/H, H, Nq, Nk): element
  *   (b, h, i, j) is at mask[b·ms[0] + h·ms[1] + i·ms[2] + j·ms[3]] (0 on broadcast dims).
  * A row whose keys are all masked gets o = 0, lse = -inf and zero gradients.
@@ -88,12 +91,24 @@ typedef struct {
     double scale;
     const int64_t *ms;            /* mask strides, see above */
     unsigned store;               /* backward: ATTENTION_STORE_* of the gradients it stores */
+    bool interleaved;             /* the operands' rows hold all H heads side by side */
 } attention_dims;
 enum { ATTENTION_STORE_DQ = 1, ATTENTION_STORE_DK = 2, ATTENTION_STORE_DV = 4 };
 /* Where the mask's score for query row i and key j of head g is: an offset into mask. */
 static inline int64_t attention_mask_offset(const attention_dims *d, int64_t g, int64_t i,
                                             int64_t j) {
     return (g / d->H) * d->ms[0] + (g % d->H) * d->ms[1] + i * d->ms[2] + j * d->ms[3];
+}
+/* Where row i of head g of an operand with N rows of D per head starts (attention_row), and
+ * how far apart its rows are (attention_ld): heads one after another, (G, N, D), or side by
+ * side in each row, (G/H, N, H, D), when d->interleaved. */
+static inline int64_t attention_ld(const attention_dims *d, int64_t D) {
+    return d->interleaved ? d->H * D : D;
+}
+static inline int64_t attention_row(const attention_dims *d, int64_t g, int64_t i, int64_t N,
+                                    int64_t D) {
+    if (!d->interleaved) return (g * N + i) * D;
+    return ((g / d->H * N + i) * d->H + g % d->H) * D;
 }
 /* Whether the backward pass (of the current attention_form) can store its gradients. */
 bool attention_backward_stores(const attention_dims *d);

@@ -31,15 +31,15 @@ static bool is_small(int64_t M, int64_t N, int64_t K, bool tb) {
 }
 
 static void sgemm_small(const kernel_isa *im, bool ta, bool tb, int64_t M, int64_t N,
-                        int64_t K, const float *A, const float *B, int64_t ldb, float *C,
-                        bool accumulate) {
+                        int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                        float *C, int64_t ldc, bool accumulate) {
     float bt[SMALL_K * SMALL_N];
     if (tb) { /* B is stored (N, K): bt[k][j] = B[j][k] */
         im->transpose(bt, N, B, ldb, N, K);
         B = bt;
         ldb = N;
     }
-    im->gemm_small(ta, M, N, K, A, B, ldb, C, accumulate);
+    im->gemm_small(ta, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
 /* Per-thread buffers for packed B. They grow to the largest B once and are then reused, so
@@ -108,17 +108,18 @@ static bool b_in_place(const kernel_isa *im, bool tb, int64_t N) {
     return !tb && N % im->gemm_nr == 0;
 }
 
-/* Rows [i0, i0+mc) of C = op(A)·op(B), op(B) read through bv. */
-static void sgemm_rows(const kernel_isa *im, bool ta, int64_t M, int64_t N, int64_t K,
-                       const float *A, b_view bv, float *C, bool accumulate, int64_t i0,
-                       int64_t mc) {
+/* Rows [i0, i0+mc) of C (rows ldc apart) = op(A)·op(B): A stored (M, K), or (K, M) when ta,
+ * rows lda apart; op(B) read through bv. */
+static void sgemm_rows(const kernel_isa *im, bool ta, int64_t N, int64_t K, const float *A,
+                       int64_t lda, b_view bv, float *C, int64_t ldc, bool accumulate,
+                       int64_t i0, int64_t mc) {
     int mr = im->gemm_mr, nr = im->gemm_nr;
     if (K == 0) {
         if (!accumulate)
-            for (int64_t i = i0; i < i0 + mc; i++) memset(C + i * N, 0, (size_t)N * sizeof *C);
+            for (int64_t i = i0; i < i0 + mc; i++) memset(C + i * ldc, 0, (size_t)N * sizeof *C);
         return;
     }
-    int64_t rs = ta ? 1 : K, ks = ta ? M : 1; /* op(A)(i, k) = A[i·rs + k·ks] */
+    int64_t rs = ta ? 1 : lda, ks = ta ? lda : 1; /* op(A)(i, k) = A[i·rs + k·ks] */
     for (int64_t p0 = 0; p0 < K; p0 += KC) {
         int64_t kc = K - p0 < KC ? K - p0 : KC;
         bool add = accumulate || p0 > 0;
@@ -129,7 +130,7 @@ static void sgemm_rows(const kernel_isa *im, bool ta, int64_t M, int64_t N, int6
                 int rows = mc - is < mr ? (int)(mc - is) : mr;
                 int64_t i = i0 + is;
                 im->gemm_tile(rows, cols, kc, A + i * rs + p0 * ks, rs, ks, b, bv.k_stride,
-                              C + i * N + js, N, add);
+                              C + i * ldc + js, ldc, add);
             }
         }
     }
@@ -141,7 +142,8 @@ static void shared_b_task(const kernel_isa *im, bool ta, int64_t M, int64_t N, i
                           int64_t c_stride, bool accumulate, int64_t t) {
     int64_t blocks = (M + MC - 1) / MC, b = t / blocks, i0 = (t % blocks) * MC;
     int64_t mc = M - i0 < MC ? M - i0 : MC;
-    sgemm_rows(im, ta, M, N, K, A + b * a_stride, bv, C + b * c_stride, accumulate, i0, mc);
+    sgemm_rows(im, ta, N, K, A + b * a_stride, ta ? M : K, bv, C + b * c_stride, N, accumulate,
+               i0, mc);
 }
 
 /* Batch b of a product with each batch its own B: read in place, or packed into this thread's
@@ -156,7 +158,7 @@ static void own_b_task(const kernel_isa *im, bool ta, bool tb, int64_t M, int64_
         profile_enter(was);
         bv = packed_view(im, bp, K);
     }
-    sgemm_rows(im, ta, M, N, K, A, bv, C, accumulate, 0, M);
+    sgemm_rows(im, ta, N, K, A, ta ? M : K, bv, C, N, accumulate, 0, M);
 }
 
 /* Whether a batch of products with one B is a single product of batch·M rows: op(A) and C
@@ -185,8 +187,9 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
     }
     if (is_small(M, N, K, tb)) {
         KERNEL_FOR_STATIC(kernel_team(flops, PARALLEL_FLOPS), b, batch,
-                          sgemm_small(im, ta, tb, M, N, K, A + b * a_stride, B + b * b_stride,
-                                      tb ? K : N, C + b * c_stride, accumulate););
+                          sgemm_small(im, ta, tb, M, N, K, A + b * a_stride, ta ? M : K,
+                                      B + b * b_stride, tb ? K : N, C + b * c_stride, N,
+                                      accumulate););
         return;
     }
     if (batch > 1 && b_stride != 0) { /* each batch its own B: one batch per task */
@@ -272,24 +275,24 @@ void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int
     profile_enter(was);
 }
 
-static void gemm1_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
-                         const float *bp, float *C, bool accumulate) {
+static void gemm1_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                         const float *bp, float *C, int64_t ldc, bool accumulate) {
     const kernel_isa *im = kernel_isa_active();
     if (N <= PLAIN_N) { /* plain rows (is_small holds for any M and K) */
-        sgemm_small(im, ta, false, M, N, K, A, bp, N, C, accumulate);
+        sgemm_small(im, ta, false, M, N, K, A, lda, bp, N, C, ldc, accumulate);
         return;
     }
     if (N <= im->gemm_nr && is_small(M, N, K, false)) { /* one sliver: rows NR apart, zero-padded */
-        sgemm_small(im, ta, false, M, N, K, A, bp, im->gemm_nr, C, accumulate);
+        sgemm_small(im, ta, false, M, N, K, A, lda, bp, im->gemm_nr, C, ldc, accumulate);
         return;
     }
     b_view bv = plain_width(im, N) ? (b_view){bp, N, im->gemm_nr} : packed_view(im, bp, K);
-    sgemm_rows(im, ta, M, N, K, A, bv, C, accumulate, 0, M);
+    sgemm_rows(im, ta, N, K, A, lda, bv, C, ldc, accumulate, 0, M);
 }
 
-void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
-                      const float *bp, float *C, bool accumulate) {
+void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                      const float *bp, float *C, int64_t ldc, bool accumulate) {
     profile_part was = profile_enter(PROFILE_PRODUCTS);
-    gemm1_packed(ta, M, N, K, A, bp, C, accumulate);
+    gemm1_packed(ta, M, N, K, A, lda, bp, C, ldc, accumulate);
     profile_enter(was);
 }

@@ -234,10 +234,21 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
                     m->dec_pos_emb);
     for (int l = 0; l < c->layers; l++) {
         qkv_tensor *kv_in = c->target_len ? x : d;
-        qkv_tensor *q = split_heads(step, qkv_matmul(step, d, m->w_q[l]), B, Tq, H, Dk);
-        qkv_tensor *k = split_heads(step, qkv_matmul(step, kv_in, m->w_k[l]), B, T, H, Dk);
-        qkv_tensor *v = split_heads(step, qkv_matmul(step, kv_in, m->w_v[l]), B, T, H, Dk);
+        qkv_tensor *q = qkv_matmul(step, d, m->w_q[l]);     /* (B,Tq,C): the heads side by side */
+        qkv_tensor *k = qkv_matmul(step, kv_in, m->w_k[l]); /* (B,T,C) */
+        qkv_tensor *v = qkv_matmul(step, kv_in, m->w_v[l]);
         qkv_tensor *y;
+        if (!trace && !probe && !attn) {
+            /* the fused op reads each head's columns in place and writes its output there:
+             * no heads split or merged (the same bits as through split_heads) */
+            y = qkv_attention_heads(step, q, k, v, mask, H, 0); /* (B,Tq,C) */
+            y = qkv_matmul(step, y, m->w_o[l]);
+            d = c->residual ? qkv_add(step, d, y) : y;
+            continue;
+        }
+        q = split_heads(step, q, B, Tq, H, Dk);
+        k = split_heads(step, k, B, T, H, Dk);
+        v = split_heads(step, v, B, T, H, Dk);
         if (trace) {
             qkv_layer_trace *tr = &trace[l];
             tr->q = q, tr->k = k, tr->v = v;
@@ -252,7 +263,7 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
             y = qkv_attention(step, q, k, v, mask, 0, &probe->attn[l]); /* composed: weights kept */
             y = probe->z[l] = edit_heads(step, probe, l, y);
         } else {
-            y = qkv_attention(step, q, k, v, mask, 0, attn ? &attn[l] : NULL);
+            y = qkv_attention(step, q, k, v, mask, 0, &attn[l]); /* composed: weights kept */
         }
         y = qkv_matmul(step, merge_heads(step, y, B, Tq, H, Dk), m->w_o[l]); /* (B,Tq,C) */
         d = c->residual ? qkv_add(step, d, y) : y;

@@ -53,7 +53,9 @@ static void run_copy(work *w) { memcpy(w->s, w->raw, TILE * TILE * sizeof *w->s)
 static void run_row_sums(work *w) {
     w->isa->row_dot_sums(w->raw, w->dp, TILE, TILE, w->dot, w->sum);
 }
-static void run_product(work *w) { gemm1_packed_f32(w->ta, w->M, w->N, w->K, w->a, w->bp, w->c, true); }
+static void run_product(work *w) {
+    gemm1_packed_f32(w->ta, w->M, w->N, w->K, w->a, w->ta ? w->M : w->K, w->bp, w->c, w->N, true);
+}
 
 /* Median seconds of one call of `run`, from ROUNDS timings of `reps` calls. */
 static double median_call(void (*run)(work *), work *w, int reps) {
