@@ -141,6 +141,14 @@ static int bench_run(const bench_args *a) {
     if (a->peak) {
         peak.one = qkv_fma_peak(1, 1.0);
         peak.all = nthreads > 1 ? qkv_fma_peak(nthreads, 1.0) : peak.one;
+        /* On a shared machine a core may be taken for a second: all threads' peak then
+         * comes out near one thread's, and a step would show above 100% of it. Below 90%
+         * of one thread's × the count, measure again (twice at most) and keep the best;
+         * threads that share a core's FMA units (SMT) cost these two seconds and no more. */
+        for (int retry = 0; retry < 2 && peak.all < 0.9 * nthreads * peak.one; retry++) {
+            double again = qkv_fma_peak(nthreads, 1.0);
+            if (again > peak.all) peak.all = again;
+        }
         if (a->json)
             printf("{\"peak\":\"fma\",\"simd\":\"%s\",\"gflops_1_thread\":%.2f,"
                    "\"threads\":%d,\"gflops\":%.2f}\n", qkv_simd_path(), peak.one, nthreads,
