@@ -77,7 +77,7 @@ static void check_gemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, in
         ck_assert_int_eq(batch, 1);
         float *bp = fvec(gemm_packed_floats_f32(N, K));
         gemm_pack_f32(bp, tb, N, K, B, tb ? K : N);
-        gemm1_packed_f32(ta, M, N, K, A, ta ? M : K, bp, C, N, accumulate);
+        gemm1_packed_f32(ta, M, N, K, A, ta ? M : K, bp, N, C, N, accumulate);
         free(bp);
     } else {
         gemm_f32(ta, tb, batch, M, N, K, A, as, B, bs, C, cs, accumulate);
@@ -208,32 +208,36 @@ START_TEST(test_gemm_batched) {
 END_TEST
 
 /* gemm1_packed_f32 with A's rows lda apart and C's ldc apart (a head's rows among the others':
- * the fused attention's heads form) gives the bits it gives on compact rows, and leaves the
- * gaps between C's rows alone. */
+ * the fused attention's heads form), and a plain-rows B read in place with rows ldb apart,
+ * gives the bits it gives on compact rows and a packed B, and leaves the gaps between C's
+ * rows alone. */
 static void check_gemm1_strided(bool ta, bool tb, int64_t M, int64_t N, int64_t K, bool accumulate,
                                 qkv_rng *rng) {
     int64_t lda = (ta ? M : K) + 3, ldc = N + 7, arows = ta ? K : M;
-    float *A = fvec((size_t)(arows * lda)), *A1 = fvec((size_t)(M * K)), *B = fvec((size_t)(K * N));
-    float *C = fvec((size_t)(M * ldc)), *C1 = fvec((size_t)(M * N));
+    bool in_place = !tb && gemm_packed_is_plain_f32(N);
+    int64_t ldb = in_place ? N + 2 : tb ? K : N, brows = tb ? N : K;
+    float *A = fvec((size_t)(arows * lda)), *A1 = fvec((size_t)(M * K));
+    float *B = fvec((size_t)(brows * ldb)), *C = fvec((size_t)(M * ldc)), *C1 = fvec((size_t)(M * N));
     float *bp = fvec(gemm_packed_floats_f32(N, K));
     fill_uniform(A, (size_t)(arows * lda), rng);
-    fill_uniform(B, (size_t)(K * N), rng);
+    fill_uniform(B, (size_t)(brows * ldb), rng);
     for (int64_t r = 0; r < arows; r++) /* A1: A's rows without the gaps */
         memcpy(A1 + r * (ta ? M : K), A + r * lda, (size_t)(ta ? M : K) * sizeof *A);
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < ldc; j++)
             C[i * ldc + j] = j >= N ? SENTINEL : (float)(2 * qkv_rng_uniform(rng) - 1);
     for (int64_t i = 0; i < M; i++) memcpy(C1 + i * N, C + i * ldc, (size_t)N * sizeof *C);
-    gemm_pack_f32(bp, tb, N, K, B, tb ? K : N);
-    gemm1_packed_f32(ta, M, N, K, A, lda, bp, C, ldc, accumulate);
-    gemm1_packed_f32(ta, M, N, K, A1, ta ? M : K, bp, C1, N, accumulate);
+    gemm_pack_f32(bp, tb, N, K, B, ldb);
+    gemm1_packed_f32(ta, M, N, K, A, lda, in_place ? B : bp, in_place ? ldb : N, C, ldc,
+                     accumulate);
+    gemm1_packed_f32(ta, M, N, K, A1, ta ? M : K, bp, N, C1, N, accumulate);
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < ldc; j++)
             REQUIRE(j < N ? memcmp(&C[i * ldc + j], &C1[i * N + j], sizeof *C) == 0
                           : C[i * ldc + j] == SENTINEL,
-                    "gemm1 %s strided ta=%d tb=%d M=%lld N=%lld K=%lld acc=%d: C[%lld][%lld] %s",
+                    "gemm1 %s strided ta=%d tb=%d M=%lld N=%lld K=%lld acc=%d%s: C[%lld][%lld] %s",
                     kernel_isa_name(), ta, tb, (long long)M, (long long)N, (long long)K,
-                    accumulate, (long long)i, (long long)j,
+                    accumulate, in_place ? " (B in place)" : "", (long long)i, (long long)j,
                     j < N ? "differs from the compact product's" : "(a gap) was written");
     free(A), free(A1), free(B), free(C), free(C1), free(bp);
 }

@@ -14,9 +14,9 @@ static inline void gemm_pack(float *bp, bool tb, int64_t N, int64_t K, const flo
     gemm_pack_f32(bp, tb, N, K, B, ldb);
 }
 static inline void gemm1_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
-                                int64_t lda, const float *bp, float *C, int64_t ldc,
+                                int64_t lda, const float *bp, int64_t ldb, float *C, int64_t ldc,
                                 bool accumulate) {
-    gemm1_packed_f32(ta, M, N, K, A, lda, bp, C, ldc, accumulate);
+    gemm1_packed_f32(ta, M, N, K, A, lda, bp, ldb, C, ldc, accumulate);
 }
 
 /* The tile loops: the ISA's, written over vec.h in isa_kernels.inc. */

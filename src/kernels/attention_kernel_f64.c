@@ -16,9 +16,9 @@ static inline void gemm_pack(double *bp, bool tb, int64_t N, int64_t K, const do
     gemm_pack_f64(bp, tb, N, K, B, ldb);
 }
 static inline void gemm1_packed(bool ta, int64_t M, int64_t N, int64_t K, const double *A,
-                                int64_t lda, const double *bp, double *C, int64_t ldc,
+                                int64_t lda, const double *bp, int64_t ldb, double *C, int64_t ldc,
                                 bool accumulate) {
-    gemm1_packed_f64(ta, M, N, K, A, lda, bp, C, ldc, accumulate);
+    gemm1_packed_f64(ta, M, N, K, A, lda, bp, ldb, C, ldc, accumulate);
 }
 
 /* ---- the tile loops (attention_kernel.inc says what each does) ---- */

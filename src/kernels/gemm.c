@@ -60,13 +60,13 @@ void gemm_pack_f64(double *bp, bool tb, int64_t N, int64_t K, const double *B, i
 }
 
 void gemm1_packed_f64(bool ta, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
-                      const double *bp, double *C, int64_t ldc, bool accumulate) {
+                      const double *bp, int64_t ldb, double *C, int64_t ldc, bool accumulate) {
     profile_part was = profile_enter(PROFILE_PRODUCTS);
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
             double sum = accumulate ? C[i * ldc + j] : 0;
             for (int64_t k = 0; k < K; k++)
-                sum += (ta ? A[k * lda + i] : A[i * lda + k]) * bp[k * N + j];
+                sum += (ta ? A[k * lda + i] : A[i * lda + k]) * bp[k * ldb + j];
             C[i * ldc + j] = sum;
         }
     profile_enter(was);

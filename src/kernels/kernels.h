@@ -41,18 +41,20 @@ void gemm_f64(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t K, 
  * once: gemm_pack_* writes op(B) (K×N; B stored (K, N), or (N, K) when tb, rows ldb apart)
  * into gemm_packed_floats_*(N, K) elements, and gemm1_packed_* computes C (M×N, rows ldc
  * apart) (+)= op(A)·B from it, A stored (M, K), or (K, M) when ta, with rows lda apart (a
- * head's rows inside rows that hold every head: the fused attention's heads form). When gemm_packed_is_plain_*(N), the packed form is op(B) itself
- * in K rows of N, so a non-transposed B with rows N apart can be used as it is. */
+ * head's rows inside rows that hold every head: the fused attention's heads form). When
+ * gemm_packed_is_plain_*(N), the packed form is op(B) itself in K rows, N apart as
+ * gemm_pack_* writes them or ldb apart, so a non-transposed B can be used in place with its
+ * own row stride as ldb; otherwise ldb is not read. */
 size_t gemm_packed_floats_f32(int64_t N, int64_t K);
 bool gemm_packed_is_plain_f32(int64_t N);
 void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int64_t ldb);
 void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                      const float *bp, float *C, int64_t ldc, bool accumulate);
+                      const float *bp, int64_t ldb, float *C, int64_t ldc, bool accumulate);
 size_t gemm_packed_floats_f64(int64_t N, int64_t K);
 bool gemm_packed_is_plain_f64(int64_t N);
 void gemm_pack_f64(double *bp, bool tb, int64_t N, int64_t K, const double *B, int64_t ldb);
 void gemm1_packed_f64(bool ta, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
-                      const double *bp, double *C, int64_t ldc, bool accumulate);
+                      const double *bp, int64_t ldb, double *C, int64_t ldc, bool accumulate);
 /* The f32 kernels in use, for the whole process (isa.c): "avx512", "avx2", "neon" or "scalar",
  * the one QKV_SIMD names, else the best this CPU runs. Every path gives the same bits. */
 const char *kernel_isa_name(void);

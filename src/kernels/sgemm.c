@@ -276,23 +276,23 @@ void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int
 }
 
 static void gemm1_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                         const float *bp, float *C, int64_t ldc, bool accumulate) {
+                         const float *bp, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
     const kernel_isa *im = kernel_isa_active();
     if (N <= PLAIN_N) { /* plain rows (is_small holds for any M and K) */
-        sgemm_small(im, ta, false, M, N, K, A, lda, bp, N, C, ldc, accumulate);
+        sgemm_small(im, ta, false, M, N, K, A, lda, bp, ldb, C, ldc, accumulate);
         return;
     }
     if (N <= im->gemm_nr && is_small(M, N, K, false)) { /* one sliver: rows NR apart, zero-padded */
         sgemm_small(im, ta, false, M, N, K, A, lda, bp, im->gemm_nr, C, ldc, accumulate);
         return;
     }
-    b_view bv = plain_width(im, N) ? (b_view){bp, N, im->gemm_nr} : packed_view(im, bp, K);
+    b_view bv = plain_width(im, N) ? (b_view){bp, ldb, im->gemm_nr} : packed_view(im, bp, K);
     sgemm_rows(im, ta, N, K, A, lda, bv, C, ldc, accumulate, 0, M);
 }
 
 void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                      const float *bp, float *C, int64_t ldc, bool accumulate) {
+                      const float *bp, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
     profile_part was = profile_enter(PROFILE_PRODUCTS);
-    gemm1_packed(ta, M, N, K, A, lda, bp, C, ldc, accumulate);
+    gemm1_packed(ta, M, N, K, A, lda, bp, ldb, C, ldc, accumulate);
     profile_enter(was);
 }

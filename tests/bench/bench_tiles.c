@@ -54,7 +54,8 @@ static void run_row_sums(work *w) {
     w->isa->row_dot_sums(w->raw, w->dp, TILE, TILE, w->dot, w->sum);
 }
 static void run_product(work *w) {
-    gemm1_packed_f32(w->ta, w->M, w->N, w->K, w->a, w->ta ? w->M : w->K, w->bp, w->c, w->N, true);
+    gemm1_packed_f32(w->ta, w->M, w->N, w->K, w->a, w->ta ? w->M : w->K, w->bp, w->N, w->c, w->N,
+                     true);
 }
 
 /* Median seconds of one call of `run`, from ROUNDS timings of `reps` calls. */
