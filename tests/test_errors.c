@@ -98,6 +98,26 @@ static void misuse_attention_q_not_matrix(void) {
                   NULL, 0, NULL);
 }
 
+static void misuse_attention_heads_zero(void) {
+    qkv_tensor *x = f32(3, (int64_t[]){2, 3, 4});
+    qkv_attention_heads(ctx, x, x, x, NULL, 0, 0);
+}
+
+static void misuse_attention_heads_split(void) {
+    qkv_tensor *x = f32(3, (int64_t[]){2, 3, 6});
+    qkv_attention_heads(ctx, x, x, x, NULL, 4, 0);
+}
+
+static void misuse_attention_heads_dims(void) {
+    qkv_tensor *x = f32(4, (int64_t[]){2, 2, 3, 4});
+    qkv_attention_heads(ctx, x, x, x, NULL, 2, 0);
+}
+
+static void misuse_attention_heads_mask(void) {
+    qkv_tensor *x = f32(3, (int64_t[]){2, 3, 4});
+    qkv_attention_heads(ctx, x, x, x, f32(2, (int64_t[]){3, 5}), 2, 0);
+}
+
 static void misuse_backward_not_scalar(void) {
     qkv_tensor *p = qkv_param(ctx, f32(1, (int64_t[]){3}));
     qkv_backward(qkv_scale(ctx, p, 2.0));
@@ -282,6 +302,13 @@ static const struct {
     {misuse_attention_dk_mismatch, "qkv: attention_fused: q (3,4) and k (3,5) differ in d_k"},
     {misuse_attention_q_not_matrix, "qkv: attention_fused: q (4), k (3,4) and v (3,4) must be "
                                     "(..., N, D) with the same number of dims"},
+    {misuse_attention_heads_zero, "qkv: attention_heads: heads 0 must be at least 1"},
+    {misuse_attention_heads_split, "qkv: attention_heads: q (2,3,6) and v (2,3,6): the last "
+                                   "dims must hold 4 heads each"},
+    {misuse_attention_heads_dims, "qkv: attention_heads: q (2,2,3,4): at most 3 dims in the "
+                                  "heads form"},
+    {misuse_attention_heads_mask, "qkv: attention_heads: mask (3,5) does not broadcast to the "
+                                  "scores (2,2,3,3)"},
     {misuse_backward_not_scalar, "qkv: backward: loss must be a scalar, it has 3 elements"},
     {misuse_backward_no_grad, "qkv: backward: loss does not depend on any parameter (or was "
                               "built in no-grad mode)"},
