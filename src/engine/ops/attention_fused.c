@@ -8,11 +8,10 @@
 #include "kernels/kernels.h"
 
 /* The scores' shape, (..., Nq, Nk); in the heads form (heads > 0), whose rows hold every
- * head side by side, (..., H, Nq, Nk). Its ndim is 0 when it would have too many dims. */
+ * head side by side, (..., H, Nq, Nk) (q has at most QKV_MAX_DIMS − 1 dims there). */
 static qkv_tensor scores_like(const qkv_tensor *q, const qkv_tensor *k, int64_t heads) {
     int n = q->ndim;
     qkv_tensor scores = {.ndim = heads > 0 ? n + 1 : n}; /* only the shape */
-    if (scores.ndim > QKV_MAX_DIMS) return (qkv_tensor){.ndim = 0};
     memcpy(scores.shape, q->shape, (size_t)(n - 2) * sizeof *q->shape);
     if (heads > 0) scores.shape[n - 2] = heads;
     scores.shape[scores.ndim - 2] = q->shape[n - 2];
@@ -64,8 +63,6 @@ static qkv_tensor *attention_op(qkv_ctx *ctx, const char *op, qkv_tensor *q, qkv
                   "q %s and v %s: the last dims must hold %lld heads each", SHAPE(q), SHAPE(v),
                   (long long)heads);
     }
-    int64_t per = heads > 0 ? heads : 1;
-    if (scale <= 0) scale = 1.0 / sqrt((double)(q->shape[n - 1] / per));
     int64_t ms[4];
     if (mask) {
         tensor_check_float(mask, op, "mask");
@@ -74,6 +71,7 @@ static qkv_tensor *attention_op(qkv_ctx *ctx, const char *op, qkv_tensor *q, qkv
                   "mask %s does not broadcast to the scores %s", SHAPE(mask), SHAPE(&scores));
     }
     attention_dims d = fused_dims(q, k, v, mask, scale, heads, ms);
+    if (scale <= 0) d.scale = scale = 1.0 / sqrt((double)d.Dk);
     int64_t shape[QKV_MAX_DIMS];
     memcpy(shape, q->shape, sizeof shape);
     shape[n - 1] = v->shape[n - 1]; /* Dv, or H·Dv */
