@@ -261,6 +261,46 @@ START_TEST(test_gemm1) {
 }
 END_TEST
 
+/* Whether a product reads op(B) in place or packs it never shows in the bits: each element
+ * is the same chain of fused multiply-adds (isa.h). B of 128 and 256 columns (rows 512 and
+ * 1024 bytes apart: packed) against the same product over strips of 64 and 32 columns (rows
+ * 256 and 128 bytes apart: read in place), over several row blocks and depth blocks, stored
+ * and accumulated. */
+START_TEST(test_gemm_packing_bits) {
+    qkv_rng rng = qkv_rng_seed(5);
+    static const int64_t shapes[][4] = {{200, 128, 300, 64}, {97, 256, 64, 32}, {6, 128, 17, 64}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int acc = 0; acc < 2; acc++) {
+                int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], W = shapes[s][3];
+                float *A = fvec((size_t)(M * K)), *B = fvec((size_t)(K * N)),
+                      *C = fvec((size_t)(M * N)), *strip_b = fvec((size_t)(K * W)),
+                      *strip_c = fvec((size_t)(M * W));
+                fill_uniform(A, (size_t)(M * K), &rng);
+                fill_uniform(B, (size_t)(K * N), &rng);
+                fill_uniform(C, (size_t)(M * N), &rng);
+                float *whole = fvec((size_t)(M * N));
+                memcpy(whole, C, (size_t)(M * N) * sizeof *C);
+                gemm_f32(ta, false, 1, M, N, K, A, 0, B, 0, whole, 0, acc);
+                for (int64_t j0 = 0; j0 < N; j0 += W) {
+                    for (int64_t k = 0; k < K; k++)
+                        memcpy(strip_b + k * W, B + k * N + j0, (size_t)W * sizeof *B);
+                    for (int64_t i = 0; i < M; i++)
+                        memcpy(strip_c + i * W, C + i * N + j0, (size_t)W * sizeof *C);
+                    gemm_f32(ta, false, 1, M, W, K, A, 0, strip_b, 0, strip_c, 0, acc);
+                    for (int64_t i = 0; i < M; i++)
+                        REQUIRE(!memcmp(strip_c + i * W, whole + i * N + j0,
+                                        (size_t)W * sizeof *C),
+                                "gemm %s ta=%d M=%lld N=%lld K=%lld acc=%d: row %lld, columns "
+                                "%lld.. differ from the same columns as a product of their own",
+                                kernel_isa_name(), ta, (long long)M, (long long)N, (long long)K,
+                                acc, (long long)i, (long long)j0);
+                }
+                free(A), free(B), free(C), free(whole), free(strip_b), free(strip_c);
+            }
+}
+END_TEST
+
 /* gemm_f64 (the gradient-check matmul) against a long double sum, to 1e-13. */
 START_TEST(test_gemm_f64) {
     qkv_rng rng = qkv_rng_seed(5);
@@ -908,6 +948,7 @@ static Suite *kernels_suite(bool only_choice) {
     if (only_choice) return s;
     tcase_add_test(tc, test_gemm_large);
     tcase_add_test(tc, test_gemm1);
+    tcase_add_test(tc, test_gemm_packing_bits);
     tcase_add_test(tc, test_gemm_f64);
 
     /* Every shape class and batch form, a product each: "slow", left out by the valgrind
