@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
 # qkv against PyTorch on the same training step, side by side, in one run.
 #   scripts/bench.sh [--seconds X] [--rounds N] [--markdown] [--threads "1 2 4"] [--simd PATH] [--no-gemm]
-#                    [--raw FILE]
+#                    [--raw FILE | --from FILE]
 # For each workload (tiny, medium, long) it times qkv at each thread count, and PyTorch at each
 # thread count in each form it has (eager; torch.nn.functional.scaled_dot_product_attention
 # from PyTorch 2.0 on), takes each side at its fastest, and prints ms/step, the ratio
 # qkv/PyTorch, GFLOP/s and step memory, under a header naming the machine: CPU model, cores,
 # qkv's ISA path and the PyTorch version. The figures hold for that machine only. --markdown
-# prints the README's table for it instead.
+# prints the README's table for it instead. Under the table, the ratio to PyTorch and the
+# speed-up from 1 thread again, paired by round: each round's quotient of its own two times
+# (which ran seconds apart, where the rounds' medians may be minutes apart on a machine
+# whose speed drifts), as the median over the rounds and the lowest and highest.
 #   --rounds   times each side is timed at each thread count and form, the two sides in turn
 #              (default 3): each takes its median round, so that a spell of load on the
 #              shared machine moves one round of one side, not the comparison
 #   --threads  the thread counts to try (default 1, 2, 4, ... up to the cores, and the cores)
 #   --simd     run qkv on that path (QKV_SIMD), e.g. --simd avx2 on an AVX-512 machine
-#   --raw      also write every timed run to FILE, one JSON line each after "qkv " or "torch "
-#              (every round at every thread count and form: the scaling from 1 thread to all)
+#   --raw      also write every timed run to FILE, one JSON line each after "qkv " or "torch ",
+#              each round after a line "round N" (every round at every thread count and
+#              form: the scaling from 1 thread to all)
+#   --from     time nothing: print the tables of the runs in FILE, a --raw file of this
+#              machine (the header names this machine's CPU and cores)
 #   --no-gemm  skip the second part: build/tests/bench_gemm (qkv's f32 matmul against
 #              OpenBLAS) once per x86 path this CPU runs, QKV_SIMD forced
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/bench.sh [--seconds X] [--rounds N] [--markdown] [--threads \"1 2 4\"] [--simd PATH] [--no-gemm] [--raw FILE]"
-seconds=3 rounds=3 markdown=0 gemm=1 threads="" raw=""
+usage="usage: scripts/bench.sh [--seconds X] [--rounds N] [--markdown] [--threads \"1 2 4\"] [--simd PATH] [--no-gemm] [--raw FILE | --from FILE]"
+seconds=3 rounds=3 markdown=0 gemm=1 threads="" raw="" from=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --seconds) seconds=$2; shift 2 ;;
@@ -30,6 +36,7 @@ while [ $# -gt 0 ]; do
         --simd) export QKV_SIMD=$2; shift 2 ;;
         --no-gemm) gemm=0; shift ;;
         --raw) raw=$2; shift 2 ;;
+        --from) from=$2; gemm=0; shift 2 ;;
         *) echo "$usage" >&2; exit 2 ;;
     esac
 done
@@ -39,7 +46,7 @@ if [ -z "$threads" ]; then
     threads+="$cores"
 fi
 qkv=${QKV:-build/qkv}
-if [ ! -x "$qkv" ]; then
+if [ -z "$from" ] && [ ! -x "$qkv" ]; then
     cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build build -j"$cores" >/dev/null
 fi
@@ -50,8 +57,14 @@ $py -c "import torch, sys; sys.exit(not hasattr(torch.nn.functional, 'scaled_dot
     2>/dev/null && forms+=" sdpa"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$qkv" --version | sed 's/^/version /' >>"$out"
+if [ -n "$from" ]; then
+    cp "$from" "$out"
+    rounds=0 # none timed here: the file's rounds
+else
+    "$qkv" --version | sed 's/^/version /' >>"$out"
+fi
 for ((round = 1; round <= rounds; round++)); do
+    echo "round $round" >>"$out"
     for n in $threads; do # the two sides in turn at each count, so that both see the same load
         "$qkv" bench --json --peak --threads "$n" --seconds "$seconds" | sed 's/^/qkv /' >>"$out"
         for form in $forms; do
@@ -65,16 +78,21 @@ $py - "$out" "$markdown" "$cores" "${QKV_SIMD:-}" "$rounds" <<'PY'
 import json, sys, platform
 path, md, cores, forced = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
 rounds = int(sys.argv[5])
-rows, simd = {}, ""
+rows, simd, round_no = {}, "", 0
 for line in open(path):
     side, rest = line.rstrip("\n").split(" ", 1)
     if side == "version":
         if rest.startswith("simd: "):
             simd = rest.split()[1]
         continue
+    if side == "round":
+        round_no = int(rest)
+        rounds = max(rounds, round_no)
+        continue
     r = json.loads(rest)
     if "peak" in r:  # the FMA peak's line: each workload's row carries its share
         continue
+    r["round"] = round_no
     rows.setdefault((side, r["config"]), []).append(r)
     simd = simd or r.get("simd", "")
 if not simd:  # a qkv that names no path: the one forced, or the default (the best this CPU runs)
@@ -161,6 +179,34 @@ for cfg in ["tiny", "medium", "long"]:
 print(("\n" if md else "") + f"qkv from 1 thread to its best: tiny {scaling('tiny'):.2f}x, medium "
       f"{scaling('medium'):.2f}x, long {scaling('long'):.2f}x (target ≥ {scaling_target}x); targets "
       f"{'met' if ok else 'NOT met'}")
+# The same figures paired by round: within a round the two sides, and qkv's thread counts,
+# run seconds apart, where the rounds' medians may be minutes apart, so a machine whose speed
+# drifts moves both terms of a round's quotient alike. Each quotient's median over the
+# rounds, and its lowest and highest.
+def per_round(side, cfg):  # round -> that side's fastest ms/step in the round
+    by = {}
+    for r in rows.get((side, cfg), []):
+        by[r["round"]] = min(by.get(r["round"], float("inf")), r["ms_per_step"])
+    return by
+def spread(values):
+    v = sorted(values)
+    if not v:
+        return "-"
+    median = (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2
+    return f"{median:.2f}x ({v[0]:.2f}-{v[-1]:.2f})"
+def paired(quotient):
+    return ", ".join(f"{cfg} {spread(quotient(cfg))}" for cfg in ["tiny", "medium", "long"])
+def torch_ratios(cfg):  # qkv over PyTorch, each side at its fastest in the round
+    q, t = per_round("qkv", cfg), per_round("torch", cfg)
+    return [q[k] / t[k] for k in q if k in t]
+def round_scaling(cfg):  # qkv's 1 thread over its fastest count in the round
+    one = {r["round"]: r["ms_per_step"] for r in rows.get(("qkv", cfg), []) if r["threads"] == 1}
+    fastest = per_round("qkv", cfg)
+    return [one[k] / fastest[k] for k in one if k in fastest]
+if have_torch and round_no:
+    print(("\n" if md else "") + "paired by round, median (lowest-highest): qkv/PyTorch " + paired(torch_ratios))
+if round_no and 1 in {r["threads"] for r in rows.get(("qkv", "tiny"), [])}:
+    print(("\n" if md else "") + "paired by round, median (lowest-highest): 1 thread to best " + paired(round_scaling))
 # The scaling: each side's median ms/step at each thread count (PyTorch's faster form at each),
 # and its speed-up over its own 1-thread step.
 counts = sorted({r["threads"] for r in medians("qkv", "tiny")})
