@@ -207,6 +207,13 @@ START_TEST(test_gemm_batched) {
 }
 END_TEST
 
+/* rows × width floats from src (rows lds apart) to dst (rows ldd apart) */
+static void copy_rows(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows,
+                      int64_t width) {
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(dst + r * ldd, src + r * lds, (size_t)width * sizeof *dst);
+}
+
 /* gemm1_packed_f32 with A's rows lda apart and C's ldc apart (a head's rows among the others':
  * the fused attention's heads form), and a plain-rows B read in place with rows ldb apart,
  * gives the bits it gives on compact rows and a packed B, and leaves the gaps between C's
@@ -217,16 +224,16 @@ static void check_gemm1_strided(bool ta, bool tb, int64_t M, int64_t N, int64_t 
     bool in_place = !tb && gemm_packed_is_plain_f32(N);
     int64_t ldb = in_place ? N + 2 : tb ? K : N, brows = tb ? N : K;
     float *A = fvec((size_t)(arows * lda)), *A1 = fvec((size_t)(M * K));
-    float *B = fvec((size_t)(brows * ldb)), *C = fvec((size_t)(M * ldc)), *C1 = fvec((size_t)(M * N));
+    float *B = fvec((size_t)(brows * ldb)), *C = fvec((size_t)(M * ldc));
+    float *C1 = fvec((size_t)(M * N));
     float *bp = fvec(gemm_packed_floats_f32(N, K));
     fill_uniform(A, (size_t)(arows * lda), rng);
     fill_uniform(B, (size_t)(brows * ldb), rng);
-    for (int64_t r = 0; r < arows; r++) /* A1: A's rows without the gaps */
-        memcpy(A1 + r * (ta ? M : K), A + r * lda, (size_t)(ta ? M : K) * sizeof *A);
+    copy_rows(A1, ta ? M : K, A, lda, arows, ta ? M : K); /* A1: A's rows without the gaps */
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < ldc; j++)
             C[i * ldc + j] = j >= N ? SENTINEL : (float)(2 * qkv_rng_uniform(rng) - 1);
-    for (int64_t i = 0; i < M; i++) memcpy(C1 + i * N, C + i * ldc, (size_t)N * sizeof *C);
+    copy_rows(C1, N, C, ldc, M, N);
     gemm_pack_f32(bp, tb, N, K, B, ldb);
     gemm1_packed_f32(ta, M, N, K, A, lda, in_place ? B : bp, in_place ? ldb : N, C, ldc,
                      accumulate);
@@ -283,10 +290,8 @@ START_TEST(test_gemm_packing_bits) {
                 memcpy(whole, C, (size_t)(M * N) * sizeof *C);
                 gemm_f32(ta, false, 1, M, N, K, A, 0, B, 0, whole, 0, acc);
                 for (int64_t j0 = 0; j0 < N; j0 += W) {
-                    for (int64_t k = 0; k < K; k++)
-                        memcpy(strip_b + k * W, B + k * N + j0, (size_t)W * sizeof *B);
-                    for (int64_t i = 0; i < M; i++)
-                        memcpy(strip_c + i * W, C + i * N + j0, (size_t)W * sizeof *C);
+                    copy_rows(strip_b, W, B + j0, N, K, W);
+                    copy_rows(strip_c, W, C + j0, N, M, W);
                     gemm_f32(ta, false, 1, M, W, K, A, 0, strip_b, 0, strip_c, 0, acc);
                     for (int64_t i = 0; i < M; i++)
                         REQUIRE(!memcmp(strip_c + i * W, whole + i * N + j0,
