@@ -8,6 +8,7 @@
  *   alloc: a warm training step makes no system allocation in its contexts.
  *   exp: the fused kernel's fast exp, seen through softmax weights (V = I). */
 #include "engine/internal.h"
+#include "kernels/isa.h"
 #include "kernels/kernels.h"
 
 #include "fixtures.h"
@@ -265,6 +266,91 @@ START_TEST(test_gemm1) {
                 check_gemm1_strided(t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], acc,
                                     &rng);
             }
+}
+END_TEST
+
+/* Every branch of gemm1_packed_f32 (gemm1_branch_f32) on the active path's own tile: widths
+ * around its sliver NR (16 on AVX2, NEON and plain C; 32 on AVX-512) and rows around its MR,
+ * each against the double reference and, with A, B and C rows apart by more than their width
+ * (ldb != N: B read in place with its own stride where its packed form is plain rows), against
+ * the compact product bit for bit. Each branch this path has must be reached: a widening of
+ * the sliver or of is_small that moved a shape out of a branch fails here, not on a CPU the
+ * change never ran on. */
+START_TEST(test_gemm1_branches) {
+    qkv_rng rng = qkv_rng_seed(6);
+    const kernel_isa *im = kernel_isa_active();
+    int64_t nr = im->gemm_nr, mr = im->gemm_mr;
+    const int64_t widths[] = {1, 5, 16, 17, nr - 3, nr, nr + 5, 2 * nr, 3 * nr + 1};
+    const int64_t rows[] = {1, mr - 1, mr, 13, 64};
+    const int64_t depths[] = {1, 13, 64, 300};
+    int reached[4] = {0}, in_place[4] = {0};
+    for (size_t n = 0; n < sizeof widths / sizeof *widths; n++)
+        for (size_t m = 0; m < sizeof rows / sizeof *rows; m++)
+            for (size_t k = 0; k < sizeof depths / sizeof *depths; k++) {
+                int64_t M = rows[m], N = widths[n], K = depths[k];
+                if (M * N * K > 200000) continue; /* the reference's time, under valgrind */
+                gemm1_branch br = gemm1_branch_f32(M, N, K);
+                reached[br]++;
+                in_place[br] += gemm_packed_is_plain_f32(N);
+                for (int t = 0; t < 4; t++) {
+                    bool acc = (n + m + k + (size_t)t) & 1;
+                    check_gemm(t & 1, t >> 1, 1, M, N, K, 0, acc, true, &rng);
+                    check_gemm1_strided(t & 1, t >> 1, M, N, K, acc, &rng);
+                }
+            }
+    static const char *names[] = {"small product, plain rows", "small product, one sliver",
+                                  "tiles, plain rows", "tiles, packed slivers"};
+    for (int b = 0; b < 4; b++) {
+        if (b == GEMM1_SMALL_SLIVER && nr == 16) continue; /* no width between 16 and NR */
+        REQUIRE(reached[b] > 0, "gemm1 %s (NR %lld): no shape took the branch \"%s\"",
+                kernel_isa_name(), (long long)nr, names[b]);
+        REQUIRE(b == GEMM1_SMALL_SLIVER || b == GEMM1_TILES_PACKED || in_place[b] > 0,
+                "gemm1 %s: the branch \"%s\" never read B in place", kernel_isa_name(), names[b]);
+        printf("gemm1 %s (NR %lld, MR %lld): %s: %d shapes\n", kernel_isa_name(), (long long)nr,
+               (long long)mr, names[b], reached[b]);
+    }
+}
+END_TEST
+
+/* gemm1_packed_f64 (the f64 attention's products) with A, B and C rows apart by more than
+ * their width: the bits of the compact product, the gaps left alone. */
+START_TEST(test_gemm1_strided_f64) {
+    qkv_rng rng = qkv_rng_seed(7);
+    static const int64_t shapes[][3] = {{1, 1, 1}, {8, 32, 16}, {13, 17, 64}, {64, 64, 64},
+                                        {16, 16, 16}, {5, 40, 300}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 4; t++) {
+            bool ta = t & 1, acc = t >> 1;
+            int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            int64_t lda = (ta ? M : K) + 3, ldb = N + 2, ldc = N + 7, arows = ta ? K : M;
+            double *A = malloc((size_t)(arows * lda) * sizeof *A),
+                   *A1 = malloc((size_t)(M * K) * sizeof *A),
+                   *B = malloc((size_t)(K * ldb) * sizeof *B),
+                   *B1 = malloc((size_t)(K * N) * sizeof *B),
+                   *C = malloc((size_t)(M * ldc) * sizeof *C),
+                   *C1 = malloc((size_t)(M * N) * sizeof *C);
+            ck_assert(A && A1 && B && B1 && C && C1);
+            for (int64_t e = 0; e < arows * lda; e++) A[e] = 2 * qkv_rng_uniform(&rng) - 1;
+            for (int64_t e = 0; e < K * ldb; e++) B[e] = 2 * qkv_rng_uniform(&rng) - 1;
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < ldc; j++)
+                    C[i * ldc + j] = j >= N ? SENTINEL : 2 * qkv_rng_uniform(&rng) - 1;
+            for (int64_t r = 0; r < arows; r++)
+                memcpy(A1 + r * (ta ? M : K), A + r * lda, (size_t)(ta ? M : K) * sizeof *A);
+            gemm_pack_f64(B1, false, N, K, B, ldb);
+            for (int64_t i = 0; i < M; i++) memcpy(C1 + i * N, C + i * ldc, (size_t)N * sizeof *C);
+            gemm1_packed_f64(ta, M, N, K, A, lda, B, ldb, C, ldc, acc);
+            gemm1_packed_f64(ta, M, N, K, A1, ta ? M : K, B1, N, C1, N, acc);
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < ldc; j++)
+                    REQUIRE(j < N ? memcmp(&C[i * ldc + j], &C1[i * N + j], sizeof *C) == 0
+                                  : C[i * ldc + j] == SENTINEL,
+                            "gemm1 f64 strided ta=%d M=%lld N=%lld K=%lld acc=%d: C[%lld][%lld] %s",
+                            ta, (long long)M, (long long)N, (long long)K, acc, (long long)i,
+                            (long long)j, j < N ? "differs from the compact product's"
+                                                : "(a gap) was written");
+            free(A), free(A1), free(B), free(B1), free(C), free(C1);
+        }
 }
 END_TEST
 
@@ -953,6 +1039,8 @@ static Suite *kernels_suite(bool only_choice) {
     if (only_choice) return s;
     tcase_add_test(tc, test_gemm_large);
     tcase_add_test(tc, test_gemm1);
+    tcase_add_test(tc, test_gemm1_branches);
+    tcase_add_test(tc, test_gemm1_strided_f64);
     tcase_add_test(tc, test_gemm_packing_bits);
     tcase_add_test(tc, test_gemm_f64);
 

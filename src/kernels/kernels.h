@@ -50,6 +50,17 @@ bool gemm_packed_is_plain_f32(int64_t N);
 void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int64_t ldb);
 void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                       const float *bp, int64_t ldb, float *C, int64_t ldc, bool accumulate);
+/* Which of gemm1_packed_f32's four ways the active path takes for an M×N×K product, so that
+ * the tests can reach each (for every path's sliver width NR): the small product over plain
+ * rows (ldb apart: N <= 16, or one whole sliver) or over one packed sliver (16 < N < NR, rows
+ * NR apart); the tiles over plain rows (N a multiple of NR) or over packed slivers. */
+typedef enum {
+    GEMM1_SMALL_PLAIN,
+    GEMM1_SMALL_SLIVER,
+    GEMM1_TILES_PLAIN,
+    GEMM1_TILES_PACKED,
+} gemm1_branch;
+gemm1_branch gemm1_branch_f32(int64_t M, int64_t N, int64_t K);
 size_t gemm_packed_floats_f64(int64_t N, int64_t K);
 bool gemm_packed_is_plain_f64(int64_t N);
 void gemm_pack_f64(double *bp, bool tb, int64_t N, int64_t K, const double *B, int64_t ldb);
@@ -64,6 +75,19 @@ const char *kernel_isa_name(void);
 bool kernel_isa_check_env(char *msg, size_t len);
 /* Whether this build has the path `name` and this CPU runs it. */
 bool kernel_isa_runs(const char *name);
+/* Whether this build's path `name` is emulated over SIMDe (QKV_SIMD_EMULATE). */
+bool kernel_isa_emulated(const char *name);
+/* Path `name` against the plain C path, bit for bit, on every kernel family (isa_check.c):
+ * the full list of shapes (qkv selftest) or the probe's short one. True when every output
+ * agrees; else false with the first case that differs, and how, in `first`. *checked: the
+ * cases that agreed. It switches the process's path to each in turn and back: call it only
+ * between computations. */
+bool kernel_isa_check(const char *name, bool full, int *checked, char *first, size_t len);
+/* The start-up probe: the path in use against the plain C one on the short list. NULL when
+ * they agree (or the path is plain C); else the path's name, with one line in `note`: the
+ * process now runs the next path, best first, that agrees (the plain C one at worst), or,
+ * when QKV_SIMD named the path, still runs it. */
+const char *kernel_isa_probe(char *note, size_t len);
 
 /* Row-wise softmax over rows of length n: y = exp(x - max) / sum. A row that is entirely -inf
  * gives zeros. Backward: dx += y ⊙ (dy − Σ dy⊙y), never forming the n×n Jacobian. */

@@ -282,19 +282,34 @@ void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int
     profile_enter(was);
 }
 
+gemm1_branch gemm1_branch_f32(int64_t M, int64_t N, int64_t K) {
+    const kernel_isa *im = kernel_isa_active();
+    if (N <= PLAIN_N) return GEMM1_SMALL_PLAIN; /* is_small holds for any M and K */
+    if (N <= im->gemm_nr && is_small(M, N, K, false))
+        return plain_width(im, N) ? GEMM1_SMALL_PLAIN : GEMM1_SMALL_SLIVER;
+    return plain_width(im, N) ? GEMM1_TILES_PLAIN : GEMM1_TILES_PACKED;
+}
+
+/* The four branches read bp as gemm_pack_f32 wrote it: plain rows ldb apart (N <= PLAIN_N, or
+ * whole slivers, which may be B itself in place), or slivers of NR columns, zero-padded, whose
+ * one sliver a small product reads as rows NR apart. */
 static void gemm1_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                          const float *bp, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
     const kernel_isa *im = kernel_isa_active();
-    if (N <= PLAIN_N) { /* plain rows (is_small holds for any M and K) */
+    switch (gemm1_branch_f32(M, N, K)) {
+    case GEMM1_SMALL_PLAIN:
         sgemm_small(im, ta, false, M, N, K, A, lda, bp, ldb, C, ldc, accumulate);
         return;
-    }
-    if (N <= im->gemm_nr && is_small(M, N, K, false)) { /* one sliver: rows NR apart, zero-padded */
+    case GEMM1_SMALL_SLIVER:
         sgemm_small(im, ta, false, M, N, K, A, lda, bp, im->gemm_nr, C, ldc, accumulate);
         return;
+    case GEMM1_TILES_PLAIN:
+        sgemm_rows(im, ta, N, K, A, lda, (b_view){bp, ldb, im->gemm_nr}, C, ldc, accumulate, 0, M);
+        return;
+    case GEMM1_TILES_PACKED:
+        sgemm_rows(im, ta, N, K, A, lda, packed_view(im, bp, K), C, ldc, accumulate, 0, M);
+        return;
     }
-    b_view bv = plain_width(im, N) ? (b_view){bp, ldb, im->gemm_nr} : packed_view(im, bp, K);
-    sgemm_rows(im, ta, N, K, A, lda, bv, C, ldc, accumulate, 0, M);
 }
 
 void gemm1_packed_f32(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
