@@ -144,6 +144,15 @@ QKV_API bool qkv_simd_runs(const char *path);
 /* False, with a one-line reason in msg, when QKV_SIMD names a path that is unknown or that
  * this CPU or build cannot run (the library then runs the best path). */
 QKV_API bool qkv_simd_check_env(char *msg, size_t len);
+/* Whether this build's `path` runs emulated over SIMDe (a -DQKV_SIMD_EMULATE=ON build's avx512,
+ * for testing that path on a CPU without it). */
+QKV_API bool qkv_simd_emulated(const char *path);
+/* The start-up probe of the commands that compute: the path in use against the plain C path,
+ * bit for bit, on a few products, rows, a fused attention and an optimizer step (about a
+ * millisecond). True when they agree. Else false, with one line in `note`: the process now
+ * runs the next path that agrees, or, when QKV_SIMD named the path, still runs it. Call it
+ * before anything computes. */
+QKV_API bool qkv_simd_probe(char *note, size_t len);
 /* The threads the kernels use (1 in a build without OpenMP), and setting them (n >= 1;
  * results do not depend on it). */
 QKV_API int qkv_threads(void);

@@ -235,13 +235,18 @@ grep -Eq '^threads: [0-9]+ ' out.txt && ok || fail "--version names no thread co
 QKV_SIMD=scalar "$QKV" --version >out.txt 2>err.txt
 grep -q '^simd: scalar (forced by QKV_SIMD' out.txt && ok || fail "QKV_SIMD=scalar --version says '$(cat out.txt)'"
 # QKV_SIMD naming a path that does not exist, or that this build or CPU cannot run: refused
-# before anything runs (exit 2, one line), by every command
+# before anything runs (exit 2, one line naming the paths this CPU runs), by every command
+runs=$("$QKV" --version | sed -n 's/^simd: .*this CPU runs \(.*\))$/\1/p' | sed 's/ (emulated over SIMDe)//g')
 for value in portable AVX2 "avx2 " neon-ish; do
-    QKV_SIMD="$value" "$QKV" train --steps 1 >out.txt 2>err.txt
-    rc=$?
-    [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && [ ! -s out.txt ] &&
-        grep -q "^qkv: QKV_SIMD=$value: unknown path (one of avx512, avx2, neon, scalar)" err.txt &&
-        ok || fail "QKV_SIMD='$value': exit $rc, $(cat err.txt)"
+    for cmd in "train --steps 1" selftest "eval nowhere" "bench --peak" "plot nowhere" \
+               "sweep --collect nowhere" "circuits nowhere" gradcheck "study softmax"; do
+        # shellcheck disable=SC2086 # the command's words split on purpose
+        QKV_SIMD="$value" "$QKV" $cmd >out.txt 2>err.txt
+        rc=$?
+        [ "$rc" -eq 2 ] && [ "$(wc -l <err.txt)" -eq 1 ] && [ ! -s out.txt ] &&
+            grep -qF "qkv: QKV_SIMD=$value: unknown path (one of avx512, avx2, neon, scalar; this CPU runs: $runs)" err.txt &&
+            ok || fail "QKV_SIMD='$value' qkv $cmd: exit $rc, $(cat err.txt)"
+    done
 done
 for value in scalar avx2 avx512 neon; do
     if QKV_SIMD=$value "$QKV" --version >out.txt 2>err.txt; then

@@ -19,6 +19,7 @@ static const struct {
     {"grads", cmd_grads, "write one batch and every parameter's gradient to a file"},
     {"bench", cmd_bench, "time a training step: ms/step, GFLOP/s, step memory"},
     {"gradcheck", cmd_gradcheck, "check every op's backward pass against finite differences"},
+    {"selftest", cmd_selftest, "check every SIMD path this CPU runs against plain C, bit for bit"},
     {"plot", cmd_plot, "draw a run's attention, gradients and curves with gnuplot"},
     {"study", cmd_study, "study softmax: its Jacobian, backward pass, why scores are scaled"},
     {"circuits", cmd_circuits, "what each head computes, from its weights: QK, OV, composition"},
@@ -40,7 +41,8 @@ static void print_version(void) {
     printf("simd: %s (%s; this CPU runs", qkv_simd_path(),
            qkv_simd_forced() ? "forced by QKV_SIMD" : "the best this CPU runs, QKV_SIMD unset");
     for (const char *const *path = qkv_simd_paths(); *path; path++)
-        if (qkv_simd_runs(*path)) printf(" %s", *path);
+        if (qkv_simd_runs(*path))
+            printf(" %s%s", *path, qkv_simd_emulated(*path) ? " (emulated over SIMDe)" : "");
     printf(")\n");
     const char *slow = qkv_simd_slow_reason();
     if (slow) printf("slow: %s\n", slow);
@@ -66,6 +68,7 @@ int cli_main(int argc, char **argv, bool parse_only) {
         cli_error("%s", why);
         return EXIT_USAGE;
     }
+    cli_arm_simd_probe(!parse_only);
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
         print_version();
         return EXIT_OK;

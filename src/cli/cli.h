@@ -87,6 +87,19 @@ typedef struct {
     bool stop_at_operand;   /* options end at the first operand or "--" (sweep) */
 } cli_command;
 
+/* --no-selftest, a row of the table of every command that computes (train, eval, the
+ * analysis commands, inspect, grads, bench, gradcheck, study, circuits). Without it, a good
+ * command line of such a command runs the start-up probe of the SIMD path once, before the
+ * command computes anything (cli_parse_options calls cli_simd_probe): a path whose bits differ
+ * from the plain C path's is named on stderr and left for the next one that agrees. */
+extern bool cli_no_selftest;
+#define CLI_NO_SELFTEST_ROW                                                                      \
+    {"no-selftest", CLI_FLAG, &cli_no_selftest,                                                  \
+     .help = "skip the start-up check of the SIMD path's bits (qkv selftest)"}
+/* cli_main arms the probe for a real run (not the fuzz target's parse only). */
+void cli_arm_simd_probe(bool armed);
+void cli_simd_probe(void);
+
 /* Reads argv (argv[0] the command) by cmd's table, in order, each value checked as it comes:
  * CLI_RUN with *first_operand (if not NULL) the index of the first argument that is not an
  * option; EXIT_OK after printing the help; else the exit code after one line ("train:
@@ -184,6 +197,7 @@ int cli_main(int argc, char **argv, bool parse_only);
 
 /* The commands: argc/argv start at the command name; parse_only as for cli_main. */
 int cmd_gradcheck(int argc, char **argv, bool parse_only);
+int cmd_selftest(int argc, char **argv, bool parse_only);
 int cmd_train(int argc, char **argv, bool parse_only);
 int cmd_eval(int argc, char **argv, bool parse_only);
 int cmd_grads(int argc, char **argv, bool parse_only);

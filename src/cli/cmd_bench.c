@@ -109,6 +109,7 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
                  "other; they add up to the step). JSON: profile_ms_per_step,\n"
                  "profile {part: share}"},
         {"json", CLI_FLAG, &a->json, .help = "one JSON object per line, one line per workload"},
+        CLI_NO_SELFTEST_ROW,
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
     const cli_command cmd = {

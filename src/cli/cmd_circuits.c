@@ -28,6 +28,7 @@ static int circuits_parse(int argc, char **argv, circuits_args *a) {
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object instead of the table"},
         {"out", CLI_STRING, &a->out, .arg = "FILE",
          .help = "write the same JSON object to FILE (qkv plot draws DIR/circuits.json)"},
+        CLI_NO_SELFTEST_ROW,
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
     const cli_command cmd = {

@@ -38,6 +38,7 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
          .help = "with --data: one JSON line per example into FILE"},
         {"out", CLI_STRING, &a->out, .arg = "FILE",
          .help = "with --data: write its JSON object to FILE too"},
+        CLI_NO_SELFTEST_ROW,
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
     const cli_command cmd = {

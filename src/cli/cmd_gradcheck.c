@@ -17,6 +17,7 @@ static int gradcheck_parse(int argc, char **argv, gradcheck_args *a) {
          .help = "largest relative error allowed (default 1e-6)"},
         {"seed", CLI_U64, &a->seed, .arg = "S", .help = "seed of the random inputs (default 1)"},
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object instead of a table"},
+        CLI_NO_SELFTEST_ROW,
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
     const cli_command cmd = {

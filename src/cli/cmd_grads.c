@@ -28,6 +28,7 @@ static int grads_parse(int argc, char **argv, grads_args *a) {
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
          .help = "f32 or f64: the precision of the pass and of the file's logits, loss and\n"
                  "gradients (default: the model's own; an f32 model is widened exactly)"},
+        CLI_NO_SELFTEST_ROW,
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
     const cli_command cmd = {

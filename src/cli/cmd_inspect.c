@@ -42,6 +42,7 @@ static int inspect_parse(int argc, char **argv, inspect_args *a) {
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object instead of text"},
         {"out", CLI_STRING, &a->out, .arg = "FILE",
          .help = "write every tensor to FILE (safetensors; qkv plot FILE draws it)"},
+        CLI_NO_SELFTEST_ROW,
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
     const cli_command cmd = {

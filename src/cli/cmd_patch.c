@@ -47,6 +47,7 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object (docs/explain.md)"},
         {"out", CLI_STRING, &a->out, .arg = "FILE",
          .help = "write the same JSON object to FILE (e.g. RUN/patch.json for qkv plot)"},
+        CLI_NO_SELFTEST_ROW,
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
     const cli_command cmd = {

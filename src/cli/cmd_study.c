@@ -199,6 +199,7 @@ static int study_parse(int argc, char **argv, study_args *a) {
                  "    keys, without and with the scale.\n"
                  "common:"},
         {"seed", CLI_U64, &a->seed, .arg = "S", .help = "seed of qkv's random numbers (default 1)"},
+        CLI_NO_SELFTEST_ROW,
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
     const cli_command cmd = {

@@ -103,6 +103,7 @@ int study_precision(int argc, char **argv, bool parse_only) {
         {"form", CLI_CHOICE, &form, .choices = forms, .arg = "F",
          .help = "show only the fused backward's form F: legacy, split-l, wide-d or\n"
                  "d-from-p (default: all four)"},
+        CLI_NO_SELFTEST_ROW,
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
     const cli_command cmd = {

@@ -71,6 +71,7 @@ static cli_command train_table(train_options *o, cli_option *rows) {
                                  .dest = r->flag ? train_option_value(o, r) : NULL,
                                  .lo = r->lo, .hi = r->hi, .lo_open = r->lo_open, .arg = r->arg,
                                  .help = r->help, .choices = r->choices, .value = r->set_value};
+    rows[n++] = (cli_option)CLI_NO_SELFTEST_ROW;
     rows[n++] = (cli_option){"help", CLI_HELP, .help = "show this help"};
     rows[n] = (cli_option){0};
     return (cli_command){

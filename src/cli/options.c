@@ -121,6 +121,8 @@ int cli_parse_options(const cli_command *cmd, int argc, char **argv, int *first_
         return EXIT_USAGE;
     }
     if (first_operand) *first_operand = optind;
+    int probe = cli_option_row(cmd, "no-selftest");
+    if (probe >= 0 && !cmd->options[probe].given) cli_simd_probe();
     return CLI_RUN;
 }
 

@@ -168,3 +168,18 @@ bool cli_default_threads(long *threads) {
     *threads = n;
     return true;
 }
+
+/* ---- the start-up probe of the SIMD path (cli.h) ---- */
+
+bool cli_no_selftest;
+static bool probe_armed;
+
+void cli_arm_simd_probe(bool armed) { probe_armed = armed; }
+
+void cli_simd_probe(void) {
+    static bool probed;
+    if (!probe_armed || probed) return;
+    probed = true;
+    char note[512];
+    if (!qkv_simd_probe(note, sizeof note)) cli_error("warning: %s", note);
+}

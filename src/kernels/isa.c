@@ -1,9 +1,12 @@
 /* isa.c - which f32 kernels run, for the whole process: the table QKV_SIMD names, or else the
  * best this CPU runs (AVX-512, then AVX2 + FMA on x86-64; NEON on AArch64; plain C
- * elsewhere). Chosen once, on first use, never changed. */
+ * elsewhere), never an emulated one (a QKV_SIMD_EMULATE build's AVX-512: for its tests).
+ * Chosen once, on first use, never changed. */
 #include "isa.h"
 #include "qkv.h"
 
+#include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,17 +33,51 @@ const char *const *qkv_simd_paths(void) { return path_names; }
 static bool cpu_runs(const kernel_isa *isa) {
 #ifdef QKV_ISA_X86
     __builtin_cpu_init();
-    bool fma = __builtin_cpu_supports("fma");
-    if (isa == &kernel_isa_avx512) return fma && __builtin_cpu_supports("avx512f");
-    if (isa == &kernel_isa_avx2) return fma && __builtin_cpu_supports("avx2");
+    bool fma = __builtin_cpu_supports("fma"), avx2 = fma && __builtin_cpu_supports("avx2");
+    if (!strcmp(isa->name, "avx512")) /* emulated: SIMDe's AVX-512 over AVX2 + FMA */
+        return isa->emulated ? avx2 : fma && __builtin_cpu_supports("avx512f");
+    if (!strcmp(isa->name, "avx2")) return avx2;
 #endif
     (void)isa;
     return true; /* plain C, and NEON on AArch64 */
 }
 
+/* A test's fault (QKV_TEST_SIMD_FAULT=PATH, as QKV_TEST_FAIL_WRITE in atomic.c): that path's
+ * small products come out one unit in the last place off in their first element, so that
+ * the tests can show the probe's fallback (tests/selftest_test.sh) on a CPU whose paths all
+ * agree. The plain C path, the reference, cannot be made faulty. */
+static kernel_isa faulty;
+static const kernel_isa *faulty_of;
+static void faulty_gemm_small(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
+                              int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                              bool accumulate);
+
+static void init_fault(void) {
+    const char *name = getenv("QKV_TEST_SIMD_FAULT");
+    for (size_t i = 0; name && i < N_TABLES; i++)
+        if (tables[i] != &kernel_isa_scalar && !strcmp(tables[i]->name, name)) {
+            faulty_of = tables[i];
+            faulty = *tables[i];
+            faulty.gemm_small = faulty_gemm_small;
+        }
+}
+
+static void faulty_gemm_small(bool ta, int64_t M, int64_t N, int64_t K, const float *A,
+                              int64_t lda, const float *B, int64_t ldb, float *C, int64_t ldc,
+                              bool accumulate) {
+    faulty_of->gemm_small(ta, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    if (M > 0 && N > 0) C[0] = nextafterf(C[0], INFINITY);
+}
+
+static const kernel_isa *table(size_t i) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, init_fault);
+    return tables[i] == faulty_of ? &faulty : tables[i];
+}
+
 static const kernel_isa *known(const char *name) {
     for (size_t i = 0; i < N_TABLES; i++)
-        if (!strcmp(tables[i]->name, name)) return tables[i];
+        if (!strcmp(table(i)->name, name)) return table(i);
     return NULL;
 }
 
@@ -59,30 +96,29 @@ bool kernel_isa_check_env(char *msg, size_t len) {
     if (!env || kernel_isa_find(env)) return true;
     const char *seen = strlen(env) > 40 ? "(a long value)" : env;
     bool named = false;
-    char all[64] = "";
+    char all[64] = "", runs[64] = "";
     for (const char *const *p = path_names; *p; p++) {
         named = named || !strcmp(env, *p);
         strcat(all, *all ? ", " : "");
         strcat(all, *p);
     }
-    if (!named) {
-        snprintf(msg, len, "QKV_SIMD=%s: unknown path (one of %s)", seen, all);
-        return false;
-    }
-    char runs[64] = "";
     for (size_t i = 0; i < N_TABLES; i++)
-        if (cpu_runs(tables[i])) {
+        if (cpu_runs(table(i))) {
             strcat(runs, *runs ? " " : "");
-            strcat(runs, tables[i]->name);
+            strcat(runs, table(i)->name);
         }
-    snprintf(msg, len, "QKV_SIMD=%s: this %s cannot run it (it runs: %s)", seen,
-             known(env) ? "CPU" : "build", runs);
+    if (!named)
+        snprintf(msg, len, "QKV_SIMD=%s: unknown path (one of %s; this CPU runs: %s)", seen, all,
+                 runs);
+    else
+        snprintf(msg, len, "QKV_SIMD=%s: this %s cannot run it (it runs: %s)", seen,
+                 known(env) ? "CPU" : "build", runs);
     return false;
 }
 
 const kernel_isa *kernel_isa_best(void) {
     for (size_t i = 0; i < N_TABLES; i++)
-        if (cpu_runs(tables[i])) return tables[i];
+        if (!table(i)->emulated && cpu_runs(table(i))) return table(i);
     return &kernel_isa_scalar;
 }
 
@@ -100,7 +136,54 @@ const kernel_isa *kernel_isa_active(void) {
     return isa;
 }
 
+void kernel_isa_use(const kernel_isa *isa) {
+    atomic_store_explicit(&active, isa, memory_order_release);
+}
+
+bool kernel_isa_select(const char *name) {
+    const kernel_isa *isa = kernel_isa_find(name);
+    if (isa) kernel_isa_use(isa);
+    return isa != NULL;
+}
+
 bool kernel_isa_runs(const char *name) { return kernel_isa_find(name) != NULL; }
+
+bool kernel_isa_emulated(const char *name) {
+    const kernel_isa *isa = known(name);
+    return isa && isa->emulated;
+}
+
+const char *kernel_isa_probe(char *note, size_t len) {
+    const kernel_isa *chosen = kernel_isa_active();
+    char first[256];
+    int checked;
+    *note = '\0';
+    if (chosen == &kernel_isa_scalar || kernel_isa_check(chosen->name, false, &checked, first,
+                                                         sizeof first))
+        return NULL;
+    if (simd_env()) { /* asked for by name: run it, and say so */
+        snprintf(note, len, "QKV_SIMD=%s: this path's bits differ from the plain C path's (%s); "
+                 "running it as QKV_SIMD asks (qkv selftest checks every path)", chosen->name, first);
+        return chosen->name;
+    }
+    const kernel_isa *next = &kernel_isa_scalar; /* the next path, best first, that agrees */
+    char ignored[256];
+    bool after = false;
+    for (size_t i = 0; i < N_TABLES; i++) {
+        const kernel_isa *isa = table(i);
+        if (isa == chosen) after = true;
+        else if (after && isa != &kernel_isa_scalar && !isa->emulated && cpu_runs(isa) &&
+                 kernel_isa_check(isa->name, false, &checked, ignored, sizeof ignored)) {
+            next = isa;
+            break;
+        }
+    }
+    kernel_isa_use(next);
+    snprintf(note, len, "the %s path's bits differ from the plain C path's (%s): running %s "
+             "instead, which agrees (qkv selftest checks every path)", chosen->name, first,
+             next->name);
+    return chosen->name;
+}
 
 const char *kernel_isa_name(void) { return kernel_isa_active()->name; }
 
@@ -122,3 +205,5 @@ const char *qkv_simd_slow_reason(void) {
 bool qkv_simd_forced(void) { return simd_env() != NULL; }
 bool qkv_simd_runs(const char *path) { return kernel_isa_runs(path); }
 bool qkv_simd_check_env(char *msg, size_t len) { return kernel_isa_check_env(msg, len); }
+bool qkv_simd_emulated(const char *path) { return kernel_isa_emulated(path); }
+bool qkv_simd_probe(char *note, size_t len) { return kernel_isa_probe(note, len) == NULL; }

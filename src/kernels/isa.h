@@ -11,6 +11,9 @@
 
 typedef struct kernel_isa {
     const char *name; /* "scalar", "avx2", "avx512", "neon" */
+    /* built over SIMDe on a narrower ISA (QKV_SIMD_EMULATE): run only when QKV_SIMD or the
+     * self-test names it, never chosen as the best */
+    bool emulated;
     /* Products, by one contract: each element of C is, per block of GEMM_KC along k, a chain
      * of fused multiply-adds in k order starting from 0, added to C (or stored, for the first
      * block when not accumulating). So the tile and the small product agree to the bit. */
@@ -75,7 +78,9 @@ extern const kernel_isa kernel_isa_neon;
 const kernel_isa *kernel_isa_active(void);
 /* The table named `name`, if this build has it and this CPU runs it; else NULL. */
 const kernel_isa *kernel_isa_find(const char *name);
-/* The best table this CPU runs. */
+/* The best table this CPU runs (never an emulated one). */
 const kernel_isa *kernel_isa_best(void);
+/* Makes isa the table of the whole process: only between computations (isa_check.c). */
+void kernel_isa_use(const kernel_isa *isa);
 
 #endif

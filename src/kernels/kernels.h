@@ -75,6 +75,9 @@ const char *kernel_isa_name(void);
 bool kernel_isa_check_env(char *msg, size_t len);
 /* Whether this build has the path `name` and this CPU runs it. */
 bool kernel_isa_runs(const char *name);
+/* Makes path `name` the one of the whole process, between computations only (the self-test
+ * trains on each path in turn); false, changing nothing, when this CPU or build cannot run it. */
+bool kernel_isa_select(const char *name);
 /* Whether this build's path `name` is emulated over SIMDe (QKV_SIMD_EMULATE). */
 bool kernel_isa_emulated(const char *name);
 /* Path `name` against the plain C path, bit for bit, on every kernel family (isa_check.c):
