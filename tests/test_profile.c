@@ -68,8 +68,8 @@ static void check_workload(int threads, int workload) {
     ck_assert_int_eq(bench_workload_run(&bench_workloads[workload], QKV_F32, 5, 0, true, &r),
                      QKV_OK);
     double sum = sum_parts(r.profile);
-    /* profile_step is timed around profile_start and profile_stop: the parts miss only
-     * those two calls and the loop */
+    /* profile_step is timed from just after profile_start to just after profile_stop: the
+     * parts miss only profile_stop's call, and count profile_start's return */
     ck_assert_msg(fabs(sum - r.profile_step) <= 0.01 * r.profile_step + 2e-6,
                   "parts add up to %g s, the step took %g s", sum, r.profile_step);
     static const profile_part present[] = {PROFILE_PRODUCTS, PROFILE_SOFTMAX, PROFILE_LAYOUT,
