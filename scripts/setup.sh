@@ -19,13 +19,14 @@ packages=(build-essential cmake pkg-config libcjson-dev liblapack-dev gnuplot-no
 if [ "$with_tests" = 1 ]; then
     # arm64 packages too: .ci/run cross-compiles for aarch64 (cmake/toolchain-aarch64-linux-gnu.cmake)
     dpkg --add-architecture arm64
-    # check: the Check suites; groff-base, man-db: the man page test; parallel: the shell tests;
+    # check: the Check suites; libsimde-dev: CI's AVX-512 path emulated on any x86-64 CPU
+    # (-DQKV_SIMD_EMULATE=ON); groff-base, man-db: the man page test; parallel: the shell tests;
     # chromium, chromium-driver, tmux: browser_test and tmux_test; python3-*: the PyTorch oracle;
     # libopenblas-dev: the GEMM comparison; clang, libclang-rt-dev (libFuzzer, sanitizer
     # runtimes), libomp-dev, valgrind: CI's clang, fuzz and memcheck stages; the last line: the
     # aarch64 build (the cross compiler with its libgomp, qemu-user to run its tests, and the
     # arm64 builds of the libraries qkv links, beside amd64's: both are Multi-Arch: same)
-    packages+=(git check groff-base man-db parallel
+    packages+=(git check libsimde-dev groff-base man-db parallel
         chromium chromium-driver tmux
         python3 python3-numpy python3-torch
         libopenblas-dev

@@ -4,8 +4,10 @@
 # ablate, patch (exact and attribution), attribute, grads, both studies, bench, and a sweep of
 # two runs and its table. Each must exit 0 and write what it says it writes. Every command of
 # `qkv --help` but gradcheck (every op's finite differences: minutes under valgrind;
-# test_gradcheck runs its code in every other stage) must appear here: a new command fails
-# this test until it has its line.
+# test_gradcheck runs its code in every other stage) and selftest (every kernel's cases and 20
+# training steps on two paths, a minute under valgrind; selftest_test runs it in every other
+# stage, and each command here runs the start-up probe's code, the same cases on the short
+# list) must appear here: a new command fails this test until it has its line.
 #
 # The other tests check these commands' numbers (cli_test, explain_test, plot_test,
 # inspect_test, the PyTorch oracles); this one is their common path at the smallest size, so
@@ -82,7 +84,7 @@ run collect sweep --collect grid && says collect "lr"
 listed=$($QKV --help | sed -n 's/^  \([a-z]\{2,\}\)  .*/\1/p')
 [ -n "$listed" ] || { echo "FAIL: qkv --help lists no commands"; failures=$((failures + 1)); }
 for cmd in $listed; do
-    [ "$cmd" = gradcheck ] && continue
+    [ "$cmd" = gradcheck ] || [ "$cmd" = selftest ] && continue
     grep -q "^run [a-z_]* $cmd\( \|\$\)" "$SELF" ||
         { echo "FAIL: commands_test runs no 'qkv $cmd'"; failures=$((failures + 1)); }
 done

@@ -7,8 +7,9 @@
 #      place off), selftest names that path and the kernel and shape that differ, exit 1;
 #   3. the commands that compute probe the path they chose: with the best path faulty, train
 #      says so on stderr and runs the next path, whose model it saves bit for bit; eval and an
-#      analysis command say so too; --no-selftest skips the probe (and trains on the faulty
-#      path: another model); QKV_SIMD naming the faulty path keeps it, with the warning.
+#      analysis command say so too; --no-selftest (or QKV_NO_SELFTEST=1) skips the probe (and
+#      trains on the faulty path: another model); QKV_SIMD naming the faulty path keeps it,
+#      with the warning.
 set -u
 QKV=$(realpath "$1")
 tmp=$(mktemp -d)
@@ -92,6 +93,11 @@ QKV_TEST_SIMD_FAULT=$best "$QKV" "${train[@]}" --out skipped --no-selftest >out.
 grep -q 'warning' err.txt && fail "train --no-selftest probed: $(cat err.txt)"
 cmp -s skipped/model.safetensors next/model.safetensors &&
     fail "--no-selftest trained on a faulty $best and still gave $next's model: the fault did nothing"
+QKV_NO_SELFTEST=1 QKV_TEST_SIMD_FAULT=$best "$QKV" "${train[@]}" --out skipped_env >out.txt 2>err.txt ||
+    fail "QKV_NO_SELFTEST=1 train: exit $?"
+grep -q 'warning' err.txt && fail "QKV_NO_SELFTEST=1 train probed: $(cat err.txt)"
+cmp -s skipped_env/model.safetensors skipped/model.safetensors ||
+    fail "QKV_NO_SELFTEST=1 did not train as --no-selftest does"
 QKV_TEST_SIMD_FAULT=$best QKV_SIMD=$best "$QKV" "${train[@]}" --out forced >out.txt 2>err.txt ||
     fail "train with QKV_SIMD=$best faulty: exit $?"
 grep -q "^qkv: warning: QKV_SIMD=$best: this path's bits differ .*running it as QKV_SIMD asks" err.txt ||

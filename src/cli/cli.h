@@ -91,7 +91,8 @@ typedef struct {
  * analysis commands, inspect, grads, bench, gradcheck, study, circuits). Without it, a good
  * command line of such a command runs the start-up probe of the SIMD path once, before the
  * command computes anything (cli_parse_options calls cli_simd_probe): a path whose bits differ
- * from the plain C path's is named on stderr and left for the next one that agrees. */
+ * from the plain C path's is named on stderr and left for the next one that agrees.
+ * QKV_NO_SELFTEST set (not empty) skips it as --no-selftest does, for scripts. */
 extern bool cli_no_selftest;
 #define CLI_NO_SELFTEST_ROW                                                                      \
     {"no-selftest", CLI_FLAG, &cli_no_selftest,                                                  \

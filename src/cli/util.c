@@ -178,7 +178,8 @@ void cli_arm_simd_probe(bool armed) { probe_armed = armed; }
 
 void cli_simd_probe(void) {
     static bool probed;
-    if (!probe_armed || probed) return;
+    const char *skip = getenv("QKV_NO_SELFTEST"); /* set and not empty: as --no-selftest */
+    if (!probe_armed || probed || (skip && *skip)) return;
     probed = true;
     char note[512];
     if (!qkv_simd_probe(note, sizeof note)) cli_error("warning: %s", note);

@@ -158,9 +158,9 @@ static void case_cross_entropy(const check_case *k, uint64_t *s, record *out, ch
     free(x), free(dx), free(t), free(lse);
 }
 
-/* the fused attention, forward and backward in every backward form: a = batch, b = heads,
- * c = Nq, d = Nk, e = Dk, f = Dv; flags: bit 0 causal mask, 1 heads side by side in each row
- * (the training step's form) */
+/* the fused attention, forward and backward in every backward form (only the one in use with
+ * flag 4): a = batch, b = heads, c = Nq, d = Nk, e = Dk, f = Dv; flags: bit 0 causal mask,
+ * 1 heads side by side in each row (the training step's form) */
 static void case_attention(const check_case *k, uint64_t *s, record *out, char *what,
                            size_t len) {
     int64_t batch = k->a, H = k->b, Nq = k->c, Nk = k->d, Dk = k->e, Dv = k->f, G = batch * H;
@@ -181,8 +181,9 @@ static void case_attention(const check_case *k, uint64_t *s, record *out, char *
         for (int64_t i = 0; i < Nq; i++)
             for (int64_t j = 0; j < Nk; j++) mask[i * Nk + j] = j > i ? -INFINITY : 0.0f;
     }
-    for (int form = 0; ok && form < ATTENTION_FORM_COUNT; form++) {
-        attention_form = (attention_form_kind)form;
+    int forms = k->flags & 4 ? 1 : ATTENTION_FORM_COUNT;
+    for (int form = 0; ok && form < forms; form++) {
+        if (forms > 1) attention_form = (attention_form_kind)form;
         attention_dims d = {.G = G, .H = H, .Nq = Nq, .Nk = Nk, .Dk = Dk, .Dv = Dv,
                             .scale = 1 / sqrt((double)Dk), .ms = ms, .interleaved = interleaved};
         int threads = kernel_threads();
@@ -279,24 +280,23 @@ static void run_case(const check_case *k, record *out, char *what, size_t len) {
 /* ---- the lists ---- */
 
 /* The probe: each product branch on both slivers' widths, the heads form at 32 wide, the
- * rows, the optimizer and the exp, small enough to take about a millisecond on the plain C
- * path. */
+ * rows, the optimizer and the exp, each as small as reaches its branch: about a millisecond,
+ * plain C path included (whose fmaf is a library call on x86-64). */
 static const check_case probe_cases[] = {
-    {GEMM1, 8, 32, 16, 0, 0, 0, 0},   /* one whole sliver of 32 (AVX-512), in place */
-    {GEMM1, 8, 24, 16, 0, 0, 0, 0},   /* one packed sliver of 24 */
-    {GEMM1, 13, 64, 40, 0, 0, 0, 4},  /* tiles over plain rows, in place */
-    {GEMM1, 13, 40, 40, 0, 0, 0, 1},  /* tiles over packed slivers, A transposed */
-    {GEMM1, 8, 16, 16, 0, 0, 0, 2},   /* small, B transposed */
-    {GEMM, 2, 16, 16, 16, 0, 0, 2},   /* small, B transposed, a B per batch */
-    {GEMM, 1, 24, 64, 40, 0, 0, 5},   /* in place, A transposed, accumulating */
-    {GEMM, 1, 17, 40, 33, 0, 0, 2},   /* packed, B transposed */
+    {GEMM1, 5, 32, 16, 0, 0, 0, 0},   /* one whole sliver of 32 (AVX-512), in place */
+    {GEMM1, 5, 24, 16, 0, 0, 0, 0},   /* one packed sliver of 24 */
+    {GEMM1, 5, 64, 16, 0, 0, 0, 4},   /* tiles over plain rows, in place */
+    {GEMM1, 5, 40, 16, 0, 0, 0, 1},   /* tiles over packed slivers, A transposed */
+    {GEMM1, 5, 16, 16, 0, 0, 0, 2},   /* small, B transposed */
+    {GEMM, 2, 4, 16, 16, 0, 0, 2},    /* small, B transposed, a B per batch */
+    {GEMM, 1, 9, 64, 64, 0, 0, 5},    /* tiles, B in place, A transposed, accumulating */
+    {GEMM, 1, 9, 40, 96, 0, 0, 2},    /* tiles, B packed from its transpose */
     {SOFTMAX, 3, 33, 0, 0, 0, 0, 0},
     {CROSS_ENTROPY, 4, 19, 0, 0, 0, 0, 0},
-    {ATTENTION, 1, 2, 16, 16, 32, 32, 3}, /* two heads of 32 in each row, causal */
+    {ATTENTION, 1, 2, 8, 8, 32, 32, 7}, /* two heads of 32 in each row, causal; the form in use */
     {OPTIMIZER, 5, 40, 3, 0, 0, 0, 0},
     {EXP, 40, 0, 0, 0, 0, 0, 0},
 };
-
 #define N_SHAPES_GEMM1 (sizeof gemm1_shapes / sizeof gemm1_shapes[0])
 static const int64_t gemm1_shapes[][3] = {
     {1, 1, 1},   {8, 5, 16},   {8, 16, 16},  {16, 16, 300}, {8, 24, 16},  {8, 32, 16},
