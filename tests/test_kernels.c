@@ -1043,15 +1043,19 @@ static Suite *kernels_suite(bool only_choice) {
     tcase_add_test(tc, test_gemm_packing_bits);
     tcase_add_test(tc, test_gemm_f64);
 
-    /* Every shape class and batch form, a product each, and every branch of gemm1 on this
+    /* Every shape class and batch form, a product each; then every branch of gemm1 on this
      * path's sliver: "slow", left out by the valgrind stage of .ci/run (CK_EXCLUDE_TAGS=slow),
-     * where they took 98 s of test_kernels' 164; the packing and tails they reach run there
-     * in the cases above and in test_ops, and every other stage runs them */
+     * where the first two took 98 s of test_kernels' 164; the packing and tails they reach
+     * run there in the cases above and in test_ops, and every other stage runs them */
     tc = tcase_create("shapes");
     tcase_set_tags(tc, "slow");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_gemm_sweep);
     tcase_add_test(tc, test_gemm_batched);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gemm1 branches");
+    tcase_set_tags(tc, "slow");
+    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_gemm1_branches);
     suite_add_tcase(s, tc);
 

@@ -68,7 +68,9 @@ int cli_main(int argc, char **argv, bool parse_only) {
         cli_error("%s", why);
         return EXIT_USAGE;
     }
-    cli_arm_simd_probe(!parse_only);
+    /* sweep reads its cells' train options with train's table, but computes nothing itself:
+     * each cell's qkv train probes its own path */
+    cli_arm_simd_probe(!parse_only && strcmp(cmd, "sweep") != 0);
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
         print_version();
         return EXIT_OK;

@@ -1,7 +1,9 @@
 /* isa.c - which f32 kernels run, for the whole process: the table QKV_SIMD names, or else the
  * best this CPU runs (AVX-512, then AVX2 + FMA on x86-64; NEON on AArch64; plain C
  * elsewhere), never an emulated one (a QKV_SIMD_EMULATE build's AVX-512: for its tests).
- * Chosen once, on first use, never changed. */
+ * Chosen once, on first use; changed only between computations, by the start-up probe when
+ * the chosen path's bits differ from the plain C path's (kernel_isa_probe), and by the
+ * self-test, which runs every path in turn (isa_check.c). */
 #include "isa.h"
 #include "qkv.h"
 
@@ -153,6 +155,8 @@ bool kernel_isa_emulated(const char *name) {
     return isa && isa->emulated;
 }
 
+static bool fell_back; /* the probe left a path that differs */
+
 const char *kernel_isa_probe(char *note, size_t len) {
     const kernel_isa *chosen = kernel_isa_active();
     char first[256];
@@ -179,6 +183,7 @@ const char *kernel_isa_probe(char *note, size_t len) {
         }
     }
     kernel_isa_use(next);
+    fell_back = true;
     snprintf(note, len, "the %s path's bits differ from the plain C path's (%s): running %s "
              "instead, which agrees (qkv selftest checks every path)", chosen->name, first,
              next->name);
@@ -191,6 +196,9 @@ const char *qkv_simd_path(void) { return kernel_isa_name(); }
 
 const char *qkv_simd_slow_reason(void) {
     if (kernel_isa_active() != &kernel_isa_scalar) return NULL;
+    if (fell_back)
+        return "no SIMD path of this CPU gave the plain C path's bits at start-up (qkv selftest "
+               "says where): the plain C loops run, many times slower";
     if (simd_env())
         return "QKV_SIMD=scalar forces the plain C loops, many times slower than a SIMD path "
                "(qkv bench measures it)";

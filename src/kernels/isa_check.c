@@ -148,6 +148,7 @@ static void case_cross_entropy(const check_case *k, uint64_t *s, record *out, ch
         fill(x, e, s, 20), fill(dx, e, s, 1);
         for (int64_t r = 0; r < rows; r++) t[r] = r % 4 == 3 ? -1 : (int32_t)(next_bits(s) % (uint64_t)n);
         int64_t count = 0;
+        for (int64_t r = 0; r < rows; r++) lse[r] = 0; /* a row without a target has none */
         double loss = cross_entropy_forward_f32(x, t, -1, rows, n, lse, &count);
         cross_entropy_backward_f32(dx, x, t, -1, rows, n, lse, 0.37);
         put(out, &loss, sizeof loss), put(out, &count, sizeof count);
