@@ -435,8 +435,9 @@ START_TEST(test_gemm_f64) {
 }
 END_TEST
 
-/* The path in use is the one QKV_SIMD names when this CPU runs it, else the best it runs; the
- * paths it runs are those its CPU has. */
+/* The path in use is the one QKV_SIMD names when this CPU runs it, else the best it runs
+ * natively (an emulated path, in a -DQKV_SIMD_EMULATE=ON build, only when named); the paths it
+ * runs are those its CPU has, and AVX-512 emulated on any CPU with AVX2 and FMA. */
 START_TEST(test_simd_choice) {
     const char *force = getenv("QKV_SIMD"), *name = kernel_isa_name();
     static const char *const best_first[] = {"avx512", "avx2", "neon", "scalar"};
@@ -445,9 +446,17 @@ START_TEST(test_simd_choice) {
     ck_assert(!kernel_isa_runs("portable") && !kernel_isa_runs(""));
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    bool fma = __builtin_cpu_supports("fma");
-    ck_assert(kernel_isa_runs("avx2") == (fma && __builtin_cpu_supports("avx2")));
-    ck_assert(kernel_isa_runs("avx512") == (fma && __builtin_cpu_supports("avx512f")));
+    bool fma = __builtin_cpu_supports("fma"), avx2 = fma && __builtin_cpu_supports("avx2");
+    ck_assert(kernel_isa_runs("avx2") == avx2);
+    ck_assert(kernel_isa_runs("avx512") == (kernel_isa_emulated("avx512")
+                                                ? avx2
+                                                : fma && __builtin_cpu_supports("avx512f")));
+#ifdef QKV_SIMD_EMULATE
+    ck_assert(kernel_isa_emulated("avx512"));
+#else
+    ck_assert(!kernel_isa_emulated("avx512"));
+#endif
+    ck_assert(!kernel_isa_emulated("avx2") && !kernel_isa_emulated("scalar"));
     ck_assert(!kernel_isa_runs("neon"));
 #elif defined(__aarch64__)
     ck_assert(kernel_isa_runs("neon") && !kernel_isa_runs("avx2"));
@@ -457,7 +466,7 @@ START_TEST(test_simd_choice) {
         return;
     }
     size_t best = 0;
-    while (!kernel_isa_runs(best_first[best])) best++;
+    while (!kernel_isa_runs(best_first[best]) || kernel_isa_emulated(best_first[best])) best++;
     ck_assert_str_eq(name, best_first[best]);
 }
 END_TEST
