@@ -2,8 +2,8 @@
  * best this CPU runs (AVX-512, then AVX2 + FMA on x86-64; NEON on AArch64; plain C
  * elsewhere), never an emulated one (a QKV_SIMD_EMULATE build's AVX-512: for its tests).
  * Chosen once, on first use; changed only between computations, by the start-up probe when
- * the chosen path's bits differ from the plain C path's (kernel_isa_probe), and by the
- * self-test, which runs every path in turn (isa_check.c). */
+ * the chosen path's bits differ from the plain C path's, and by the self-test, which runs
+ * every path in turn (both in isa_check.c). */
 #include "isa.h"
 #include "qkv.h"
 
@@ -155,39 +155,11 @@ bool kernel_isa_emulated(const char *name) {
     return isa && isa->emulated;
 }
 
-static bool fell_back; /* the probe left a path that differs */
+static bool fell_back; /* the start-up probe left a path whose bits differ */
 
-const char *kernel_isa_probe(char *note, size_t len) {
-    const kernel_isa *chosen = kernel_isa_active();
-    char first[256];
-    int checked;
-    *note = '\0';
-    if (chosen == &kernel_isa_scalar || kernel_isa_check(chosen->name, false, &checked, first,
-                                                         sizeof first))
-        return NULL;
-    if (simd_env()) { /* asked for by name: run it, and say so */
-        snprintf(note, len, "QKV_SIMD=%s: this path's bits differ from the plain C path's (%s); "
-                 "running it as QKV_SIMD asks (qkv selftest checks every path)", chosen->name, first);
-        return chosen->name;
-    }
-    const kernel_isa *next = &kernel_isa_scalar; /* the next path, best first, that agrees */
-    char ignored[256];
-    bool after = false;
-    for (size_t i = 0; i < N_TABLES; i++) {
-        const kernel_isa *isa = table(i);
-        if (isa == chosen) after = true;
-        else if (after && isa != &kernel_isa_scalar && !isa->emulated && cpu_runs(isa) &&
-                 kernel_isa_check(isa->name, false, &checked, ignored, sizeof ignored)) {
-            next = isa;
-            break;
-        }
-    }
-    kernel_isa_use(next);
+void kernel_isa_fall_back(const kernel_isa *isa) {
+    kernel_isa_use(isa);
     fell_back = true;
-    snprintf(note, len, "the %s path's bits differ from the plain C path's (%s): running %s "
-             "instead, which agrees (qkv selftest checks every path)", chosen->name, first,
-             next->name);
-    return chosen->name;
 }
 
 const char *kernel_isa_name(void) { return kernel_isa_active()->name; }
@@ -214,4 +186,3 @@ bool qkv_simd_forced(void) { return simd_env() != NULL; }
 bool qkv_simd_runs(const char *path) { return kernel_isa_runs(path); }
 bool qkv_simd_check_env(char *msg, size_t len) { return kernel_isa_check_env(msg, len); }
 bool qkv_simd_emulated(const char *path) { return kernel_isa_emulated(path); }
-bool qkv_simd_probe(char *note, size_t len) { return kernel_isa_probe(note, len) == NULL; }

@@ -82,5 +82,8 @@ const kernel_isa *kernel_isa_find(const char *name);
 const kernel_isa *kernel_isa_best(void);
 /* Makes isa the table of the whole process: only between computations (isa_check.c). */
 void kernel_isa_use(const kernel_isa *isa);
+/* The same, for the start-up probe leaving a path whose bits differ: when that leaves the
+ * plain C path, qkv_simd_slow_reason says why. */
+void kernel_isa_fall_back(const kernel_isa *isa);
 
 #endif

@@ -11,6 +11,7 @@
  * plain C, and of AVX-512), heads 32 wide side by side in each row (the fused attention's
  * heads form, where an AVX-512 stride bug once hid). */
 #include "isa.h"
+#include "qkv.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -398,3 +399,38 @@ bool kernel_isa_check(const char *name, bool full, int *checked, char *first, si
     kernel_isa_use(was);
     return agree;
 }
+
+const char *kernel_isa_probe(char *note, size_t len) {
+    const kernel_isa *chosen = kernel_isa_active();
+    char first[256];
+    int checked;
+    *note = '\0';
+    if (chosen == &kernel_isa_scalar || kernel_isa_check(chosen->name, false, &checked, first,
+                                                         sizeof first))
+        return NULL;
+    if (qkv_simd_forced()) { /* asked for by name: run it, and say so */
+        snprintf(note, len, "QKV_SIMD=%s: this path's bits differ from the plain C path's (%s); "
+                 "running it as QKV_SIMD asks (qkv selftest checks every path)", chosen->name, first);
+        return chosen->name;
+    }
+    /* the next path, best first, that runs here natively and agrees; plain C at worst */
+    const kernel_isa *next = &kernel_isa_scalar;
+    char ignored[256];
+    bool after = false;
+    for (const char *const *name = qkv_simd_paths(); *name; name++) {
+        const kernel_isa *isa = kernel_isa_find(*name);
+        if (isa == chosen) after = true;
+        else if (after && isa && isa != &kernel_isa_scalar && !isa->emulated &&
+                 kernel_isa_check(isa->name, false, &checked, ignored, sizeof ignored)) {
+            next = isa;
+            break;
+        }
+    }
+    kernel_isa_fall_back(next);
+    snprintf(note, len, "the %s path's bits differ from the plain C path's (%s): running %s "
+             "instead, which agrees (qkv selftest checks every path)", chosen->name, first,
+             next->name);
+    return chosen->name;
+}
+
+bool qkv_simd_probe(char *note, size_t len) { return kernel_isa_probe(note, len) == NULL; }
