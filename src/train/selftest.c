@@ -67,7 +67,8 @@ static qkv_status train_steps(trained *out) {
                        (size_t)state[k]->size * qkv_dtype_size(state[k]->dtype), &ok);
     }
     trainer_free(&t);
-    return s != QKV_OK ? s : ok ? QKV_OK : QKV_ERR_NOMEM;
+    if (s == QKV_OK && !ok) s = qkv_fail(QKV_ERR_NOMEM, "out of memory for a training's bytes");
+    return s;
 }
 
 bool selftest_passed(const selftest_result *r) {
