@@ -282,12 +282,15 @@ void gemm_pack_f32(float *bp, bool tb, int64_t N, int64_t K, const float *B, int
     profile_enter(was);
 }
 
-gemm1_branch gemm1_branch_f32(int64_t M, int64_t N, int64_t K) {
-    const kernel_isa *im = kernel_isa_active();
+static gemm1_branch branch_of(const kernel_isa *im, int64_t M, int64_t N, int64_t K) {
     if (N <= PLAIN_N) return GEMM1_SMALL_PLAIN; /* is_small holds for any M and K */
     if (N <= im->gemm_nr && is_small(M, N, K, false))
         return plain_width(im, N) ? GEMM1_SMALL_PLAIN : GEMM1_SMALL_SLIVER;
     return plain_width(im, N) ? GEMM1_TILES_PLAIN : GEMM1_TILES_PACKED;
+}
+
+gemm1_branch gemm1_branch_f32(int64_t M, int64_t N, int64_t K) {
+    return branch_of(kernel_isa_active(), M, N, K);
 }
 
 /* The four branches read bp as gemm_pack_f32 wrote it: plain rows ldb apart (N <= PLAIN_N, or
@@ -296,7 +299,7 @@ gemm1_branch gemm1_branch_f32(int64_t M, int64_t N, int64_t K) {
 static void gemm1_packed(bool ta, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                          const float *bp, int64_t ldb, float *C, int64_t ldc, bool accumulate) {
     const kernel_isa *im = kernel_isa_active();
-    switch (gemm1_branch_f32(M, N, K)) {
+    switch (branch_of(im, M, N, K)) {
     case GEMM1_SMALL_PLAIN:
         sgemm_small(im, ta, false, M, N, K, A, lda, bp, ldb, C, ldc, accumulate);
         return;

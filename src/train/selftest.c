@@ -6,19 +6,13 @@
  * loss are compared bit for bit. */
 #include "selftest.h"
 
+#include "io/run_files.h"
 #include "kernels/kernels.h"
 #include "trainer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* What a training leaves: every step's loss, then each parameter's data and optimizer state,
  * as bytes. */
@@ -79,7 +73,7 @@ bool selftest_passed(const selftest_result *r) {
 
 qkv_status selftest_run(selftest_result *r, void (*progress)(const selftest_path *, void *),
                         void *arg) {
-    double start = now_seconds();
+    double start = run_files_now();
     *r = (selftest_result){0};
     const char *was = kernel_isa_name();
     trained reference = {0};
@@ -118,6 +112,6 @@ qkv_status selftest_run(selftest_result *r, void (*progress)(const selftest_path
     }
     kernel_isa_select(was);
     free(reference.at);
-    r->seconds = now_seconds() - start;
+    r->seconds = run_files_now() - start;
     return s;
 }
