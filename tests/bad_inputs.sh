@@ -109,6 +109,25 @@ setup() { # DIR
     $QKV train --task translate --seq-len 4 --vocab 16 --d-model 4 --steps 5 --quiet --out trun \
         >setup.txt 2>&1 || { echo "bad_inputs: cannot train trun:"; cat setup.txt; exit 1; }
     rm setup.txt
+    # Outputs that already hold something (a refused command must leave them), a link to one;
+    # config files whose numbers a whole-number option cannot take
+    printf '{}\n' >old.json && ln -s old.json oldlink.json
+    printf '{"d_model": 8.5}\n' >config_fraction.json
+    printf '{"steps": 1e300}\n' >config_huge.json
+    printf '{"lr": 1e999}\n' >config_inf.json
+    # Sweeps written (--emit: nothing run) whose one cell's summary.json is cut short, has no
+    # status, or is a FIFO
+    for s in swcut swnostatus swfifo swmd; do
+        $QKV sweep --grid seed=1 --out $s --emit parallel --quiet -- --task copy --steps 1 \
+            >setup.txt 2>&1 || { echo "bad_inputs: cannot write sweep $s:"; cat setup.txt; exit 1; }
+        mkdir $s/seed=1
+    done
+    head -c 60 run/summary.json >swcut/seed=1/summary.json
+    printf '{"format": "qkv-summary"}\n' >swnostatus/seed=1/summary.json
+    mkfifo swfifo/seed=1/summary.json
+    rmdir swmd/seed=1 && mkdir swmd/sweep.md # a directory where --collect writes a table
+    mkdir -p stdir/scaling.png               # and where study --scaling draws its figure
+    rm setup.txt
     # Files no qkv writes, made from run/model.safetensors: a negative Adam second moment (one
     # flipped sign bit), metadata words qkv does not know, and sparse files of 66 GB whose
     # header tells the truth, or lies, about their size.
@@ -129,7 +148,8 @@ at = header['optim.v.tok_emb']['data_offsets'][0] + 4 * 3
 data2 = bytearray(data); data2[at + 3] |= 0x80
 write('negv/model.safetensors', header, bytes(data2))
 for key, word in (('optim', 'rmsprop'), ('residual', 'yes'), ('causal', 'maybe'),
-                  ('schedule', 'linear'), ('heads', '1.5')):
+                  ('schedule', 'linear'), ('heads', '1.5'), ('warmup', '1e2'),
+                  ('steps', '+20'), ('lr', '0x1p-3')):
     h = json.loads(json.dumps(header)); h['__metadata__'][key] = word
     write('broken/meta_%s_%s.safetensors' % (key, word), h, data)
 def sparse(path, described, held):

@@ -170,6 +170,26 @@ for d in gnu slurm killed; do
         cmp -s <(sed 's/,[^,]*$//' local/sweep.csv) <(sed 's/,[^,]*$//' "$d/sweep.csv")
 done
 
+# ---- cells that are not finished: running (listed, exit 0), never run (missing, exit 0), and a
+# summary.json cut short (exit 4 naming it, the tables left as they were) ------------------------
+cp -r local states
+sed -e 's/"status":[[:space:]]*"done"/"status": "running"/' \
+    -e 's/"exit_status":[[:space:]]*0/"exit_status": null/' local/d-model=8,lr=0.002/summary.json \
+    >states/d-model=8,lr=0.002/summary.json
+rm states/d-model=8,lr=0.01/summary.json
+"$QKV" sweep --collect states --quiet >out.txt 2>&1
+rc=$?
+[ "$rc" = 0 ] || [ "$rc" = 1 ] && grep -q '^"d-model=8,lr=0.002",running,' states/sweep.csv &&
+    grep -q '^"d-model=8,lr=0.01",missing,' states/sweep.csv && ok ||
+    fail "collect with a running and a missing cell: exit $rc: $(cat out.txt)"
+head -c 100 local/d-model=16,lr=0.01/summary.json >states/d-model=16,lr=0.01/summary.json
+before=$(cd states && md5sum sweep.csv sweep.md)
+"$QKV" sweep --collect states >out.txt 2>err.txt
+rc=$?
+[ "$rc" = 4 ] && [ ! -s out.txt ] && [ "$(cat err.txt)" = "qkv: sweep: states/d-model=16,lr=0.01/summary.json is not a JSON object (corrupt, or cut short)" ] &&
+    [ "$(cd states && md5sum sweep.csv sweep.md)" = "$before" ] && ok ||
+    fail "collect with a summary cut short: exit $rc: $(cat out.txt err.txt)"
+
 # ---- hostile directory names: nothing in a path is ever executed ----------------------------
 mkdir hostile && cd hostile || exit 1
 D='we ird $(touch PWNED1) `touch PWNED2` it'"'"'s "q" ;touch PWNED3'

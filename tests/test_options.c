@@ -4,6 +4,7 @@
  * library refuses what the command line refuses, and qkv_train_defaults gives what the
  * schema's defaults say. */
 #include "qkv.h"
+#include "engine/engine.h"
 #include "train/options.h"
 #include "train/run.h"
 
@@ -338,6 +339,48 @@ START_TEST(test_docs_state_task_defaults) {
 }
 END_TEST
 
+/* ---- numbers in text: the one syntax of engine/numbers.c, read by every parser ---- */
+
+START_TEST(test_numbers_strict) {
+    /* taken, with their values */
+    static const struct {
+        const char *text;
+        double value;
+    } reals[] = {{"0", 0},       {"12", 12},   {"007", 7},     {"-3", -3},      {"0.5", 0.5},
+                 {"1.", 1},      {"1e-3", 1e-3}, {"2E+2", 200}, {"-0.25e1", -2.5}, {"1e308", 1e308}};
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+        double v = NAN;
+        ck_assert_msg(number_real(reals[i].text, &v) == NUMBER_OK && v == reals[i].value,
+                      "'%s' read as %g", reals[i].text, v);
+    }
+    /* what strtod, strtol and sscanf take, and qkv does not */
+    static const char *const not_real[] = {"",     " 1",   "1 ",  "+1",   ".5",    "-.5",  "0x10",
+                                           "inf",  "-inf", "nan", "1e",   "1e+",   "1.+1", "--1",
+                                           "-",    "1,2",  "1e999", "1e-999", "1\n", "\t1", "1f"};
+    for (size_t i = 0; i < sizeof not_real / sizeof not_real[0]; i++) {
+        double v;
+        ck_assert_msg(number_real(not_real[i], &v) == NUMBER_BAD, "'%s' taken", not_real[i]);
+    }
+    int64_t w;
+    uint64_t u;
+    ck_assert(number_int("42", 0, 100, &w) == NUMBER_OK && w == 42);
+    ck_assert(number_int("-42", -100, 100, &w) == NUMBER_OK && w == -42);
+    ck_assert(number_int("-9223372036854775808", INT64_MIN, 0, &w) == NUMBER_OK && w == INT64_MIN);
+    ck_assert(number_int("101", 0, 100, &w) == NUMBER_RANGE && w == 101);
+    ck_assert(number_int("-1", 0, 100, &w) == NUMBER_RANGE && w == -1);
+    ck_assert(number_u64("18446744073709551615", &u) == NUMBER_OK && u == UINT64_MAX);
+    static const char *const not_whole[] = {"", " 1", "+1", "1.0", "1e2", "0x1", "4294967297.1",
+                                            "9223372036854775808", "-9223372036854775809",
+                                            "99999999999999999999", "1-1", "--1", "-"};
+    for (size_t i = 0; i < sizeof not_whole / sizeof not_whole[0]; i++)
+        ck_assert_msg(number_int(not_whole[i], INT64_MIN, INT64_MAX, &w) == NUMBER_BAD,
+                      "'%s' taken as a whole number", not_whole[i]);
+    ck_assert(number_u64("-0", &u) == NUMBER_BAD);
+    ck_assert(number_u64("18446744073709551616", &u) == NUMBER_BAD); /* 2^64 does not wrap */
+    ck_assert(number_u64("4294967297", &u) == NUMBER_OK && u == 4294967297u);
+}
+END_TEST
+
 static Suite *options_suite(void) {
     Suite *s = suite_create("options");
     TCase *tc = tcase_create("schema");
@@ -348,6 +391,9 @@ static Suite *options_suite(void) {
     tcase_add_test(tc, test_summary_saves_every_option);
     tcase_add_test(tc, test_fields_have_flags);
     tcase_add_test(tc, test_docs_state_task_defaults);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("numbers");
+    tcase_add_test(tc, test_numbers_strict);
     suite_add_tcase(s, tc);
     return s;
 }

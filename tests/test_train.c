@@ -650,8 +650,14 @@ static const struct {
     {"\"causal\":\"true\"", "\"causal\":\"True\"", "metadata 'causal' is not one of qkv's values"},
     {"\"schedule\":\"constant\"", "\"schedule\":\"linear!!\"", "metadata 'schedule' is not one of"},
     {"\"dtype\":\"f32\"", "\"dtype\":\"f16\"", "metadata 'dtype' is not one of qkv's values (f32, f64)"},
-    {"\"heads\":\"2\"", "\"heads\":\"x\"", "metadata 'heads' is out of range"},
+    {"\"heads\":\"2\"", "\"heads\":\"x\"", "metadata 'heads' is not a number ('x')"},
     {"\"warmup\":\"100\"", "\"warmup\":\"1.5\"", "metadata 'warmup' is not a whole number"},
+    /* numbers by the one syntax of engine/numbers.c, which strtod and strtoull are not */
+    {"\"warmup\":\"100\"", "\"warmup\":\"1e2\"", "metadata 'warmup' is not a whole number"},
+    {"\"warmup\":\"100\"", "\"warmup\":\"+10\"", "metadata 'warmup' is not a number ('+10')"},
+    {"\"warmup\":\"100\"", "\"warmup\":\" 10\"", "metadata 'warmup' is not a number (' 10')"},
+    {"\"warmup\":\"100\"", "\"warmup\":\"0x1\"", "metadata 'warmup' is not a number ('0x1')"},
+    {"\"step\":\"3\"", "\"step\":\"x\"", "metadata 'step' is not a whole number"},
     {"\"seed\":\"7\"", "\"seed\":\"-\"", "metadata 'seed' is not a number"},
     {"\"optim\":\"momentum\"", "\"optix\":\"momentum\"", "metadata 'optim' is missing"},
 };

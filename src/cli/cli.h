@@ -131,10 +131,19 @@ bool cli_make_dirs(const char *who, const char *dir);
 bool cli_parse_double(const char *name, const char *text, double lo, double hi, bool lo_open,
                       double *out);
 
-/* True, after one line, when output file `out` already exists as the input `in` (under any
- * name, hard or symbolic link): every command checks its outputs against its inputs before
- * it writes, so that no output ever replaces what it was made from. */
-bool cli_output_clashes(const char *who, const char *out, const char *in);
+/* An output file of a command: the option that names it ("out", "per-example") and its path,
+ * NULL when the option is not given. A command's list of them ends with a row whose option is
+ * NULL. */
+typedef struct {
+    const char *option, *path;
+} cli_output;
+/* The rule for a command's output files, checked before it writes any of them (and before it
+ * computes, where it can): no output is one of the inputs (`inputs`, NULL-ended: the same file
+ * under any name, hard or symbolic link, exit 2); no two outputs are one file (exit 2); and
+ * each can be written (atomic_open's checks, its temporary made and removed: exit 3 for a
+ * missing directory, a device, a FIFO or a directory in its place). EXIT_OK, or the exit
+ * code after one line naming `who` and the option. A refused command so changes no file. */
+int cli_check_outputs(const char *who, const cli_output *outs, const char *const *inputs);
 
 /* --threads when it is not given: 0 (OpenMP's default: $OMP_NUM_THREADS if set, else every
  * core) unless OMP_NUM_THREADS is unset and SLURM_CPUS_PER_TASK is set, which then gives it.

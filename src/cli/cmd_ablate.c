@@ -4,7 +4,9 @@
 #include "io/paths.h"
 #include "explain_cli.h"
 #include "explore/eval_data.h"
+#include "engine/engine.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,37 +61,65 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
     return explain_cli_model("ablate", a->model, argc, argv, first, &a->model);
 }
 
+/* "L.H": two whole numbers, each digits only (engine/numbers.c: " 1.+1" and "1.1x" are not). */
+static bool read_head(char *item, uint64_t *layer, uint64_t *head) {
+    char *dot = strchr(item, '.');
+    if (!dot) return false;
+    *dot = '\0';
+    bool ok = number_u64(item, layer) == NUMBER_OK && number_u64(dot + 1, head) == NUMBER_OK;
+    *dot = '.';
+    return ok;
+}
+
+/* One head of --heads, checked against the model and the heads before it: false after one
+ * line. `seen` marks the heads listed so far, by layer then head. */
+static bool add_head(const char *item, const qkv_model_config *c, unsigned char *seen,
+                     ablate_request *rq) {
+    char text[48];
+    uint64_t lv, hv;
+    snprintf(text, sizeof text, "%s", item);
+    if (strlen(item) >= sizeof text || !read_head(text, &lv, &hv)) {
+        cli_error("--heads: '%.40s' is not LAYER.HEAD (e.g. 2.1)", item);
+        return false;
+    }
+    int l = lv > INT_MAX ? 0 : (int)lv, h = hv > INT_MAX ? 0 : (int)hv; /* 0: none such */
+    if (l < 1 || l > c->layers || h < 1 || h > c->heads || h > EVAL_MAX_HEADS) {
+        cli_error("--heads: head %s does not exist: the model has %d layer%s of %d head%s", item,
+                  c->layers, c->layers == 1 ? "" : "s", c->heads, c->heads == 1 ? "" : "s");
+        return false;
+    }
+    if (rq->n_heads >= (int)(sizeof rq->heads / sizeof rq->heads[0])) {
+        cli_error("--heads: too many heads");
+        return false;
+    }
+    if (seen[(size_t)(l - 1) * c->heads + (h - 1)]++) {
+        cli_error("--heads: head %d.%d is listed twice (once as '%s')", l, h, item);
+        return false;
+    }
+    rq->heads[rq->n_heads++] = (explain_head){l - 1, h - 1};
+    return true;
+}
+
 /* "2.1,2.2" -> heads (0-based), checked against the model. */
 static bool parse_heads(const char *text, const trainer *t, ablate_request *rq) {
     const qkv_model_config *c = &t->model.cfg;
-    for (const char *p = text; *p;) {
-        size_t n = strcspn(p, ",");
-        char item[32], extra;
-        int l, h;
-        snprintf(item, sizeof item, "%.*s", (int)(n < sizeof item ? n : sizeof item - 1), p);
-        if (n >= sizeof item || sscanf(item, "%d.%d%c", &l, &h, &extra) != 2) {
-            cli_error("--heads: '%.*s' is not LAYER.HEAD (e.g. 2.1)", (int)(n < 40 ? n : 40), p);
-            return false;
-        }
-        if (l < 1 || l > c->layers || h < 1 || h > c->heads || h > EVAL_MAX_HEADS) {
-            cli_error("--heads: head %d.%d does not exist: the model has %d layer%s of %d head%s",
-                      l, h, c->layers, c->layers == 1 ? "" : "s", c->heads,
-                      c->heads == 1 ? "" : "s");
-            return false;
-        }
-        if (rq->n_heads >= (int)(sizeof rq->heads / sizeof rq->heads[0])) {
-            cli_error("--heads: too many heads");
-            return false;
-        }
-        rq->heads[rq->n_heads++] = (explain_head){l - 1, h - 1};
-        p += n;
-        if (*p == ',') p++;
-    }
-    if (!rq->n_heads) {
+    if (!*text) {
         cli_error("--heads: no head given");
         return false;
     }
-    return true;
+    unsigned char *seen = calloc((size_t)c->layers * c->heads, 1);
+    char *copy = strdup(text);
+    bool ok = seen && copy;
+    if (!ok) cli_error("--heads: out of memory");
+    /* every item between commas, the empty ones too ("1.1," and "1.1,,2.1" are refused) */
+    for (char *item = copy, *next = NULL; ok && item; item = next) {
+        next = strchr(item, ',');
+        if (next) *next++ = '\0';
+        ok = add_head(item, c, seen, rq);
+    }
+    free(copy);
+    free(seen);
+    return ok;
 }
 
 static void print_table(const trainer *t, const ablate_request *rq, const ablate_result *r,
@@ -125,7 +155,8 @@ static int ablate_run(const ablate_args *a) {
     eval_file file = {0};
     ablate_request rq = {.mean = a->mode == 1, .together = a->together};
     ablate_result *r = malloc(sizeof *r);
-    if ((code = explain_cli_check_out("ablate", a->out, inputs)) == EXIT_OK && !r) {
+    code = cli_check_outputs("ablate", (cli_output[]){{"out", a->out}, {0}}, inputs);
+    if (code == EXIT_OK && !r) {
         cli_error("ablate: out of memory");
         code = EXIT_NOMEM;
     }

@@ -81,7 +81,9 @@ static int attribute_run(const attribute_args *a) {
     explain_input *in = malloc(sizeof *in);
     dla_result *r = malloc(sizeof *r);
     qkv_status s = QKV_OK;
-    if ((code = explain_cli_check_out("attribute", a->out, inputs)) != EXIT_OK) goto done;
+    if ((code = cli_check_outputs("attribute", (cli_output[]){{"out", a->out}, {0}}, inputs)) !=
+        EXIT_OK)
+        goto done;
     if (!in || !r) {
         cli_error("attribute: out of memory");
         code = EXIT_NOMEM;

@@ -172,17 +172,17 @@ static void print_table(const qkv_model_config *c, const double *copying,
 static int circuits_run(const circuits_args *a) {
     char path[RUN_PATH_LEN];
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
-    if (a->out && cli_output_clashes("circuits: --out ", a->out, path)) return EXIT_USAGE;
     trainer t;
     qkv_status s = trainer_load_as(&t, path, TRAIN_DTYPE_OF_FILE);
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    if (a->out && t.data &&
-        cli_output_clashes("circuits: --out ", a->out, t.data->path)) { /* its data file */
+    int code = cli_check_outputs("circuits", (cli_output[]){{"out", a->out}, {0}},
+                                 (const char *[]){path, t.data ? t.data->path : NULL, NULL});
+    if (code != EXIT_OK) {
         trainer_free(&t);
-        return EXIT_USAGE;
+        return code;
     }
     const qkv_model_config *c = &t.model.cfg;
     int L = c->layers, H = c->heads;
@@ -193,7 +193,7 @@ static int circuits_run(const circuits_args *a) {
     if (s == QKV_OK) s = qkv_composition_scores(&t.model, composition);
     cJSON *j = s == QKV_OK && (a->json || a->out) ? circuits_json(&t, copying, composition, &s)
                                                   : NULL;
-    int code = s == QKV_OK ? explain_cli_save(j, a->out) : EXIT_OK;
+    code = s == QKV_OK ? explain_cli_save(j, a->out) : EXIT_OK;
     if (s == QKV_OK && code == EXIT_OK) {
         if (!a->json) print_table(c, copying, composition);
         explain_cli_print(j, a->json, a->out);

@@ -103,35 +103,52 @@ static void print_data_result(const trainer *t, const eval_file *f, const eval_d
         }
 }
 
+/* Writes --out (the JSON object j; may be NULL) and commits --per-example (af, when open):
+ * both or neither. A failure of either puts back what the other replaced (io_keep_begin), and
+ * a signal waits until the two are settled. EXIT_OK, or the exit code after one line. */
+static int save_both(const cJSON *j, const char *out, atomic_file *af) {
+    cli_guard_hold();
+    io_keep_begin();
+    int code = explain_cli_save(j, out);
+    if (af->f && code == EXIT_OK) {
+        qkv_status s = atomic_commit(af);
+        if (s != QKV_OK) {
+            cli_error("%s", qkv_last_error());
+            code = cli_exit_for(s);
+        }
+    } else if (af->f) {
+        atomic_abort(af);
+    }
+    io_keep_end(code != EXIT_OK);
+    cli_guard_release();
+    return code;
+}
+
 /* eval --data FILE: the model on a file of examples. */
 static int eval_data(trainer *t, const eval_args *a, const char *path) {
+    /* both outputs checked before the data is read or anything written; written together */
     const char *inputs[] = {path, a->data, t->data ? t->data->path : NULL, NULL};
-    if (explain_cli_check_out("eval", a->out, inputs) != EXIT_OK ||
-        explain_cli_check_out("eval", a->per_example, inputs) != EXIT_OK)
-        return EXIT_USAGE;
+    const cli_output outputs[] = {{"per-example", a->per_example}, {"out", a->out}, {0}};
+    int code = cli_check_outputs("eval", outputs, inputs);
+    if (code != EXIT_OK) return code;
     eval_file f;
     eval_data_result r = {0};
     atomic_file af = {0};
     qkv_status s = eval_file_read(&f, t, a->data);
     if (s == QKV_OK && a->per_example) s = atomic_open(&af, a->per_example);
     if (s == QKV_OK) s = eval_data_run(t, &f, a->per_example ? af.f : NULL, &r);
-    if (a->per_example && af.f) {
-        if (s == QKV_OK) s = atomic_commit(&af);
-        else atomic_abort(&af);
-    }
-    int code = EXIT_OK;
+    cJSON *j = NULL;
+    if (s == QKV_OK && !(j = eval_data_json(t, &f, &r)))
+        s = qkv_fail(QKV_ERR_NOMEM, "out of memory");
     if (s != QKV_OK) {
+        if (af.f) atomic_abort(&af);
         cli_error("%s", qkv_last_error());
         code = cli_exit_for(s);
-    } else {
-        cJSON *j = eval_data_json(t, &f, &r);
-        if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
-        else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
-            if (!a->json) print_data_result(t, &f, &r);
-            explain_cli_print(j, a->json, a->out);
-        }
-        cJSON_Delete(j);
+    } else if ((code = save_both(j, a->out, &af)) == EXIT_OK) {
+        if (!a->json) print_data_result(t, &f, &r);
+        explain_cli_print(j, a->json, a->out);
     }
+    cJSON_Delete(j);
     eval_data_result_free(&r);
     eval_file_free(&f);
     return code;

@@ -53,7 +53,9 @@ static int grads_parse(int argc, char **argv, grads_args *a) {
 static int grads_run(const grads_args *a) {
     char path[RUN_PATH_LEN];
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
-    if (cli_output_clashes("grads: --out ", a->out, path)) return EXIT_USAGE;
+    int code = cli_check_outputs("grads", (cli_output[]){{"out", a->out}, {0}},
+                                 (const char *[]){path, NULL});
+    if (code != EXIT_OK) return code;
     io_protect(path); /* and the files it names, as they are loaded */
     trainer t;
     qkv_status s = trainer_load_as(&t, path, a->dtype);
@@ -64,7 +66,7 @@ static int grads_run(const grads_args *a) {
     batch_grads g;
     s = trainer_batch_grads(&t, a->seed, (int)a->batch, &g);
     if (s == QKV_OK) s = batch_grads_save(&g, &t, a->seed, path, a->out);
-    int code = EXIT_OK;
+    code = EXIT_OK;
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
         code = cli_exit_for(s);

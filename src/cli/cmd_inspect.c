@@ -338,7 +338,9 @@ int cmd_inspect(int argc, char **argv, bool parse_only) {
     if (code != CLI_RUN || parse_only) return code;
     char path[RUN_PATH_LEN];
     if (!cli_model_path(a.model, path, sizeof path)) return EXIT_IO;
-    if (a.out && cli_output_clashes("inspect: --out ", a.out, path)) return EXIT_USAGE;
+    code = cli_check_outputs("inspect", (cli_output[]){{"out", a.out}, {0}},
+                             (const char *[]){path, NULL});
+    if (code != EXIT_OK) return code;
     io_protect(path); /* and the files it names, as they are loaded */
     inspection *in = malloc(sizeof *in);
     if (!in) {

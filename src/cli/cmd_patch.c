@@ -125,7 +125,9 @@ static int patch_run(const patch_args *a) {
     patch_result r = {.over_positions = a->over == 1, .exact = a->method != 1,
                       .attribution = a->method != 0};
     qkv_status s = QKV_OK;
-    if ((code = explain_cli_check_out("patch", a->out, inputs)) != EXIT_OK) goto done;
+    if ((code = cli_check_outputs("patch", (cli_output[]){{"out", a->out}, {0}}, inputs)) !=
+        EXIT_OK)
+        goto done;
     if (!in) {
         cli_error("patch: out of memory");
         code = EXIT_NOMEM;

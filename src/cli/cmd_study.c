@@ -3,25 +3,26 @@
 #include "cli.h"
 #include "io/paths.h"
 #include "explore/softmax_study.h"
+#include "engine/engine.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Parses "a,b,c" into v; false (with one line) on a bad number or length. With masked_ok,
- * an entry may be -inf: a key the mask dropped. */
+/* Parses "a,b,c" into v; false (with one line) on a bad number or length. Each entry is a
+ * number by the syntax of engine/numbers.c; with masked_ok, it may also be -inf: a key the
+ * mask dropped. */
 static bool parse_list(const char *name, const char *text, double *v, int *n, bool masked_ok) {
     *n = 0;
-    const char *p = text;
-    for (;;) {
-        char *end;
-        errno = 0;
-        double x = strtod(p, &end);
-        bool masked = masked_ok && end != p && x == -INFINITY;
-        if (end == p || (errno && !masked) || (!isfinite(x) && !masked) ||
-            (*end != ',' && *end != '\0')) {
+    for (const char *p = text;;) {
+        size_t len = strcspn(p, ",");
+        char entry[64];
+        double x = 0;
+        bool masked = masked_ok && len == 4 && !strncmp(p, "-inf", 4);
+        snprintf(entry, sizeof entry, "%.*s", (int)(len < sizeof entry ? len : 0), p);
+        if (masked) x = -INFINITY;
+        else if (len >= sizeof entry || number_real(entry, &x) != NUMBER_OK) {
             cli_error("study: --%s: '%s' is not a comma-separated list of finite numbers%s", name,
                       text, masked_ok ? " (or -inf, a masked entry)" : "");
             return false;
@@ -31,8 +32,8 @@ static bool parse_list(const char *name, const char *text, double *v, int *n, bo
             return false;
         }
         v[(*n)++] = x;
-        if (*end == '\0') return true;
-        p = end + 1;
+        if (p[len] == '\0') return true;
+        p += len + 1;
     }
 }
 
@@ -110,6 +111,15 @@ static int scaling_run(int samples, int n, int max_dk, uint64_t seed, const char
         if (strlen(out_dir) > 900) cli_error("study: %s: path too long", out_dir);
         return EXIT_IO;
     }
+    char path[RUN_PATH_LEN], plot[RUN_PATH_LEN], image[32];
+    snprintf(image, sizeof image, "scaling.%s", format);
+    if (out_dir) { /* both files checked before either is written */
+        snprintf(path, sizeof path, "%s/scaling.dat", out_dir);
+        snprintf(plot, sizeof plot, "%s/%s", out_dir, image);
+        int code = cli_check_outputs("study", (cli_output[]){{"out", path}, {"out", plot}, {0}},
+                                     NULL);
+        if (code != EXIT_OK) return code;
+    }
     scaling_row rows[STUDY_MAX_ROWS];
     int nrows;
     qkv_status s = study_scaling(samples, n, max_dk, seed, rows, &nrows);
@@ -122,17 +132,12 @@ static int scaling_run(int samples, int n, int max_dk, uint64_t seed, const char
         return EXIT_OK;
     }
 
-    char path[RUN_PATH_LEN], plot[RUN_PATH_LEN];
-    snprintf(path, sizeof path, "%s/scaling.dat", out_dir);
     if ((s = study_scaling_save(path, rows, nrows, n, samples, seed)) != QKV_OK) {
         cli_error("study: %s", qkv_last_error());
         return cli_exit_for(s);
     }
     char keys[16];
     snprintf(keys, sizeof keys, "%d", n);
-    char image[32];
-    snprintf(image, sizeof image, "scaling.%s", format);
-    snprintf(plot, sizeof plot, "%s/%s", out_dir, image);
     bool no_gnuplot;
     int code = cli_gnuplot("scaling.gp", out_dir, image, format, 2,
                            (const char *[]){"scaling.dat", keys}, &no_gnuplot);

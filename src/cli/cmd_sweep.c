@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@ static sweep_opt_kind train_option_kind(const char *name) {
     switch (cli_train_option(name)) {
     case TRAIN_OPT_UNKNOWN: return SWEEP_OPT_UNKNOWN;
     case TRAIN_OPT_FLAG: return SWEEP_OPT_FLAG;
+    case TRAIN_OPT_NUMBER: return SWEEP_OPT_NUMBER;
     default: return SWEEP_OPT_VALUE;
     }
 }
@@ -135,6 +137,23 @@ static int emit(const sweep *sw, const char *kind, bool quiet) {
 /* Gathers the results: prints the table, then draws the figure. */
 static int collect(const char *dir, const char *x_name, const char *lines_name,
                    const char *average, const char *metric, const char *format, bool quiet) {
+    /* the tables, the figure's data and the figure: each checked before any is written */
+    char image[16];
+    snprintf(image, sizeof image, "sweep.%s", format);
+    char *files[4] = {sweep_path_join(dir, "sweep.csv"), sweep_path_join(dir, "sweep.md"),
+                      sweep_path_join(dir, "sweep_plot.dat"), sweep_path_join(dir, image)};
+    int code = files[0] && files[1] && files[2] && files[3] ? EXIT_OK : EXIT_NOMEM;
+    if (code == EXIT_NOMEM) cli_error("out of memory");
+    struct stat sb;
+    if (code == EXIT_OK && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode)) /* else: sweep_collect */
+        code = cli_check_outputs("sweep", (cli_output[]){{"collect", files[0]},
+                                                         {"collect", files[1]},
+                                                         {"collect", files[2]},
+                                                         {"collect", files[3]},
+                                                         {0}},
+                                 NULL);
+    for (int i = 0; i < 4; i++) free(files[i]);
+    if (code != EXIT_OK) return code;
     sweep_collected got;
     sweep_status s =
         sweep_collect(dir, x_name, lines_name, average, metric, train_option_kind, &got);
@@ -168,10 +187,10 @@ static int collect(const char *dir, const char *x_name, const char *lines_name,
                      got.least_averaged, got.most_averaged, got.averaged);
     }
     bool no_gnuplot;
-    int code = cli_gnuplot("sweep.gp", dir, out, format, 7,
-                           (const char *[]){"sweep_plot.dat", got.xlabel, metric, got.lines,
-                                            got.logx ? "log" : "linear", nblocks, band},
-                           &no_gnuplot);
+    code = cli_gnuplot("sweep.gp", dir, out, format, 7,
+                       (const char *[]){"sweep_plot.dat", got.xlabel, metric, got.lines,
+                                        got.logx ? "log" : "linear", nblocks, band},
+                       &no_gnuplot);
     if (code == EXIT_OK && !quiet) printf("sweep: wrote %s/%s%s%s\n", dir, out,
                                           band[0] ? ": " : "", band);
     return code;

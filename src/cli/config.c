@@ -155,7 +155,24 @@ static int option_args(arg_list *l, const char *path, const cJSON *item,
                       item->valuedouble);
             return EXIT_USAGE;
         } else if (cJSON_IsNumber(item)) {
-            format_number(item->valuedouble, value, sizeof value);
+            /* cJSON reads 1e999 as Inf, and any number as a double: a whole-number option
+             * gets a whole number within what a double holds exactly, or the file is named */
+            double v = item->valuedouble;
+            bool whole = row && (row->type == OPTION_INT || row->type == OPTION_U64);
+            if (!isfinite(v)) {
+                cli_error("train: %s: '%s' is not a finite number", path, key);
+                return EXIT_USAGE;
+            }
+            if (whole && v != floor(v)) {
+                cli_error("train: %s: '%s' is %.17g, not a whole number", path, key, v);
+                return EXIT_USAGE;
+            }
+            if (whole && fabs(v) >= 9007199254740992.0) {
+                cli_error("train: %s: '%s' is %g, out of range (%.0f..%.0f)", path, key, v,
+                          row->lo, row->hi);
+                return EXIT_USAGE;
+            }
+            format_number(v, value, sizeof value);
             ok = push(l, flag) && push(l, value);
         } else if (cJSON_IsString(item) && !strcmp(name, "seed")) {
             ok = push(l, flag) && push(l, item->valuestring);

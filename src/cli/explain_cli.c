@@ -41,15 +41,6 @@ int explain_cli_load(const char *model, int dtype, long threads, trainer *t, cha
     return EXIT_OK;
 }
 
-int explain_cli_check_out(const char *who, const char *out, const char *const *inputs) {
-    if (!out) return EXIT_OK;
-    char prefix[64];
-    snprintf(prefix, sizeof prefix, "%s: --out ", who);
-    for (int i = 0; inputs[i]; i++)
-        if (cli_output_clashes(prefix, out, inputs[i])) return EXIT_USAGE;
-    return EXIT_OK;
-}
-
 int explain_cli_save(const cJSON *o, const char *out) {
     qkv_status s = out ? explain_write_json(o, out) : QKV_OK;
     if (s == QKV_OK) return EXIT_OK;

@@ -17,8 +17,6 @@ int explain_cli_model(const char *who, const char *option, int argc, char **argv
  * one line. */
 int explain_cli_load(const char *model, int dtype, long threads, trainer *t, char *path,
                      size_t len);
-/* Refuses (one line, EXIT_USAGE) an --out that is one of the inputs (NULL-ended). */
-int explain_cli_check_out(const char *who, const char *out, const char *const *inputs);
 /* The JSON object written to `out` (atomically) when not NULL, before anything is printed:
  * EXIT_OK, or the exit code after one line (nothing else is printed then). */
 int explain_cli_save(const cJSON *o, const char *out);

@@ -15,6 +15,7 @@
  * filter keeps the column it reached, so that the rest of the line is wrapped from there. */
 #define _GNU_SOURCE
 #include "cli.h"
+#include "engine/engine.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -38,8 +39,8 @@ static int columns_of(int fd) {
     if (!isatty(fd)) return 0;
     if (ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
     const char *env = getenv("COLUMNS");
-    long n = env ? strtol(env, NULL, 10) : 0;
-    return n > 0 && n < 10000 ? (int)n : 80;
+    int64_t n;
+    return env && number_int(env, 1, 9999, &n) == NUMBER_OK ? (int)n : 80;
 }
 
 int cli_terminal_columns(FILE *f) {

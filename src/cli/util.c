@@ -1,11 +1,11 @@
 /* util.c - messages, exit codes and strict value parsing for the qkv commands. */
 #include "cli.h"
+#include "engine/engine.h"
 #include "io/io.h"
+#include "io/paths.h"
 #include "train/options.h"
 
 #include <ctype.h>
-#include <errno.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,52 +71,35 @@ int cli_exit_for(qkv_status status) {
 const char *const cli_dtype_names[] = {"f32", "f64", NULL};
 _Static_assert(QKV_F32 == 0 && QKV_F64 == 1, "cli_dtype_names out of order");
 
-/* strtol and its kin skip leading white space and take a sign: " -1" would pass a check
- * for '-' on the first byte and wrap to 2^64-1 in strtoull. Numbers here begin with a digit
- * (or, where allowed, one '-' and a digit). */
-static bool starts_like_number(const char *text, bool sign) {
-    if (sign && *text == '-') text++;
-    return isdigit((unsigned char)*text) || (sign && *text == '.');
-}
-
+/* Option values are read by the one syntax of engine/numbers.c: a number begins with a digit
+ * (or, where allowed, one '-' and a digit), and the value must end where the number does. */
 bool cli_parse_int(const char *name, const char *text, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (!starts_like_number(text, true) || *end != '\0' || errno) {
+    int64_t v;
+    number_read r = number_int(text, lo, hi, &v);
+    if (r == NUMBER_BAD || (int64_t)(long)v != v) {
         cli_error("--%s: '%s' is not a whole number", name, text);
         return false;
     }
-    if (v < lo || v > hi) {
-        cli_error("--%s: %ld is out of range (%ld..%ld)", name, v, lo, hi);
+    if (r == NUMBER_RANGE) {
+        cli_error("--%s: %lld is out of range (%ld..%ld)", name, (long long)v, lo, hi);
         return false;
     }
-    *out = v;
+    *out = (long)v;
     return true;
 }
 
 bool cli_parse_u64(const char *name, const char *text, uint64_t *out) {
-    char *end;
-    errno = 0;
-    if (!starts_like_number(text, false)) {
+    if (number_u64(text, out) != NUMBER_OK) {
         cli_error("--%s: '%s' is not a non-negative whole number", name, text);
         return false;
     }
-    unsigned long long v = strtoull(text, &end, 10);
-    if (*end != '\0' || errno) {
-        cli_error("--%s: '%s' is not a non-negative whole number", name, text);
-        return false;
-    }
-    *out = v;
     return true;
 }
 
 bool cli_parse_double(const char *name, const char *text, double lo, double hi, bool lo_open,
                       double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (!starts_like_number(text, true) || *end != '\0' || errno || !isfinite(v)) {
+    double v;
+    if (number_real(text, &v) != NUMBER_OK) {
         cli_error("--%s: '%s' is not a finite number", name, text);
         return false;
     }
@@ -144,23 +127,73 @@ bool cli_make_dirs(const char *who, const char *dir) {
     return false;
 }
 
-bool cli_output_clashes(const char *who, const char *out, const char *in) {
-    /* The same file under any name: a hard link, a symbolic link, "./x" for "x". */
+/* ---- a command's outputs (cli.h, cli_check_outputs) ---- */
+
+/* True, after one line, when output `out` already exists as the input `in` (under any name,
+ * hard or symbolic link, "./x" for "x"). */
+static bool output_is_input(const char *who, const cli_output *out, const char *in) {
     struct stat so, si;
-    if (stat(out, &so) != 0 || stat(in, &si) != 0) return false; /* a new file clashes with none */
+    if (stat(out->path, &so) != 0 || stat(in, &si) != 0) return false; /* a new file is none */
     if (so.st_dev != si.st_dev || so.st_ino != si.st_ino) return false;
-    cli_error("%s%s is the input %s: writing it would destroy what is being read", who, out, in);
+    cli_error("%s: --%s %s is the input %s: writing it would destroy what is being read", who,
+              out->option, out->path, in);
     return true;
+}
+
+/* Where `path` puts its file: the device and inode of its directory, and its last name (what
+ * the rename of atomic_commit replaces). False when the directory is not there. */
+static bool place_of(const char *path, struct stat *dir, const char **name) {
+    char d[FILE_PATH_LEN];
+    const char *slash = strrchr(path, '/');
+    *name = slash ? slash + 1 : path;
+    if (!slash) return stat(".", dir) == 0;
+    size_t len = (size_t)(slash - path);
+    if (len >= sizeof d) return false;
+    memcpy(d, path, len);
+    d[len] = '\0';
+    return stat(len ? d : "/", dir) == 0;
+}
+
+/* Whether outputs a and b would be one file: one that exists under both names (a hard or
+ * symbolic link, "./x" for "x"), or, not there yet, one name in one directory ("d/../x"). */
+static bool same_output(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    const char *na, *nb;
+    if (place_of(a, &sa, &na) && place_of(b, &sb, &nb))
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino && !strcmp(na, nb);
+    return !strcmp(a, b);
+}
+
+int cli_check_outputs(const char *who, const cli_output *outs, const char *const *inputs) {
+    for (int i = 0; outs[i].option; i++) {
+        if (!outs[i].path) continue;
+        for (int k = 0; inputs && inputs[k]; k++)
+            if (output_is_input(who, &outs[i], inputs[k])) return EXIT_USAGE;
+        for (int j = 0; j < i; j++)
+            if (outs[j].path && same_output(outs[j].path, outs[i].path)) {
+                cli_error("%s: --%s %s and --%s %s are one file: each output needs its own", who,
+                          outs[j].option, outs[j].path, outs[i].option, outs[i].path);
+                return EXIT_USAGE;
+            }
+    }
+    for (int i = 0; outs[i].option; i++) {
+        qkv_status s = outs[i].path ? io_check_writable(outs[i].path) : QKV_OK;
+        if (s != QKV_OK) {
+            cli_error("%s: --%s: %s", who, outs[i].option, qkv_last_error());
+            return cli_exit_for(s);
+        }
+    }
+    return EXIT_OK;
 }
 
 bool cli_default_threads(long *threads) {
     *threads = 0;
     const char *omp = getenv("OMP_NUM_THREADS"), *slurm = getenv("SLURM_CPUS_PER_TASK");
     if ((omp && *omp) || !slurm || !*slurm) return true; /* OpenMP reads its own variable */
-    char *end;
-    errno = 0;
-    long n = strtol(slurm, &end, 10);
-    if (*end != '\0' || errno || n < 1 || n > QKV_MAX_THREADS) {
+    int64_t n;
+    if (number_int(slurm, 1, QKV_MAX_THREADS, &n) != NUMBER_OK) {
         cli_error("SLURM_CPUS_PER_TASK is '%s', not a number of threads (1..%d)", slurm,
                   QKV_MAX_THREADS);
         return false;

@@ -56,4 +56,24 @@ double memory_limit(const char **what);
 /* Lowers the limit for this process (0: no own limit): the fuzz targets and tests use it. */
 void memory_limit_set(double bytes);
 
+/* ---- numbers in text (numbers.c): the one syntax every reader of qkv holds a number to ----
+ * Options, lists of heads and tokens, a sweep's grid, a model file's metadata: a number begins
+ * with a digit, or with one '-' and a digit where a sign may stand (number_int, number_real).
+ *   whole: digits                                       ("12", "007"; "-3" for number_int)
+ *   real:  digits, then optionally '.' and digits, then optionally e or E, a sign and digits
+ *          ("0.5", "1.", "1e-3"; not ".5", "+1", " 1", "1 ", "0x10", "inf", "nan")
+ * The text must end where the number does. A value too large for its type, or a real that
+ * overflows or underflows (1e999, 1e-999), is not a number either: NUMBER_BAD. */
+typedef enum {
+    NUMBER_OK,
+    NUMBER_BAD,   /* not a number of this syntax (or beyond what the type holds) */
+    NUMBER_RANGE, /* a number outside lo..hi: *out holds it, for the message */
+} number_read;
+/* An optional '-', then digits: a whole number in lo..hi. */
+number_read number_int(const char *text, int64_t lo, int64_t hi, int64_t *out);
+/* Digits only: a whole number of 0..2^64-1. */
+number_read number_u64(const char *text, uint64_t *out);
+/* A real number as above (an optional '-' first), finite. */
+number_read number_real(const char *text, double *out);
+
 #endif

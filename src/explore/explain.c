@@ -1,5 +1,6 @@
 /* explain.c - ablation, patching and attribution over qkv_model_forward_probe (explain.h). */
 #include "explore/explain.h"
+#include "engine/engine.h"
 #include "io/io.h"
 
 #include <math.h>
@@ -16,12 +17,10 @@ explain_set explain_heldout(const trainer *t) {
 
 /* ---- the words a user types ---- */
 
-/* A whole decimal number in [0, n), or -1. */
+/* A whole number in [0, n) (digits only: engine/numbers.c), or -1. */
 static long parse_id(const char *w, long n) {
-    if (*w < '0' || *w > '9' || strlen(w) > 9) return -1;
-    char *end;
-    long v = strtol(w, &end, 10);
-    return *end == '\0' && v < n ? v : -1;
+    uint64_t v;
+    return number_u64(w, &v) == NUMBER_OK && v < (uint64_t)n ? (long)v : -1;
 }
 
 /* A token id from a word: a data file's token string, or a task's id or label; -1 if none. */

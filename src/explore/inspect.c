@@ -16,12 +16,10 @@ void inspect_token_label(const inspection *in, int32_t t, char *buf, size_t len)
     else qkv_task_token_label(&in->t.cfg.task, t, buf, len);
 }
 
-/* A whole decimal number in [0, n), or -1. */
+/* A whole number in [0, n) (digits only: engine/numbers.c), or -1. */
 static long parse_id(const char *w, long n) {
-    if (*w < '0' || *w > '9' || strlen(w) > 9) return -1;
-    char *end;
-    long v = strtol(w, &end, 10);
-    return *end == '\0' && v < n ? v : -1;
+    uint64_t v;
+    return number_u64(w, &v) == NUMBER_OK && v < (uint64_t)n ? (long)v : -1;
 }
 
 /* The built-in token whose label is w (s3, k2:v1, ?k2, |), or -1. */

@@ -179,13 +179,12 @@ bool io_is_protected(const char *path) { return protected_input(path) != NULL; }
 
 /* ---- writing ---- */
 
-qkv_status atomic_open(atomic_file *af, const char *path) {
-    memset(af, 0, sizeof *af);
+/* What atomic_open checks of `path` before it creates anything. */
+static qkv_status check_target(const char *path) {
     size_t len = strlen(path);
-    if (len >= sizeof af->path) return qkv_fail(QKV_ERR_IO, "%s: path too long", path);
+    if (len >= FILE_PATH_LEN) return qkv_fail(QKV_ERR_IO, "%s: path too long", path);
     if (len == 0 || path[len - 1] == '/')
         return qkv_fail(QKV_ERR_IO, "cannot write '%s': not a file name", path);
-    snprintf(af->path, sizeof af->path, "%s", path);
     /* The rename would put a file in the place of a device, a FIFO or a directory (as root,
      * /dev/null itself): only a regular file, or a symbolic link (the link is replaced, never
      * what it points to), is ever replaced. */
@@ -196,6 +195,14 @@ qkv_status atomic_open(atomic_file *af, const char *path) {
     struct stat sb;
     if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))
         return qkv_fail(QKV_ERR_IO, "cannot write %s: it exists and is not a regular file", path);
+    return QKV_OK;
+}
+
+qkv_status atomic_open(atomic_file *af, const char *path) {
+    memset(af, 0, sizeof *af);
+    qkv_status s = check_target(path);
+    if (s != QKV_OK) return s;
+    snprintf(af->path, sizeof af->path, "%s", path);
     int fd = -1, err = 0;
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
         snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld.%d", path, (long)getpid(), attempt);
@@ -218,6 +225,24 @@ qkv_status atomic_open(atomic_file *af, const char *path) {
         return qkv_fail(QKV_ERR_NOMEM, "cannot write %s: %s", path, strerror(err));
     }
     io_event();
+    return QKV_OK;
+}
+
+qkv_status io_check_writable(const char *path) {
+    qkv_status s = check_target(path);
+    if (s != QKV_OK) return s;
+    /* the temporary's directory must be there, and this process allowed to add to it (a
+     * read-only file system says so too); asked without creating anything in it */
+    char dir[FILE_PATH_LEN];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    if (!dir[0]) snprintf(dir, sizeof dir, "/");
+    struct stat sb;
+    int err = stat(dir, &sb) != 0                                      ? errno
+              : !S_ISDIR(sb.st_mode)                                   ? ENOTDIR
+              : faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0 ? errno
+                                                                       : 0;
+    if (err) return qkv_fail(QKV_ERR_IO, "cannot write %s: %s", path, strerror(err));
     return QKV_OK;
 }
 

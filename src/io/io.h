@@ -27,6 +27,11 @@ qkv_status atomic_open(atomic_file *af, const char *path);
 qkv_status atomic_commit(atomic_file *af);
 /* Gives up: closes and removes the temporary file. */
 void atomic_abort(atomic_file *af);
+/* Whether atomic_open could write `path`, asked without creating anything: its checks (a
+ * file name, not an input, no device, FIFO or directory in its place), then whether its
+ * directory is there and this process may add to it. A command checks every output this way
+ * before it writes any (cli_check_outputs), so that a refused one changes no file. */
+qkv_status io_check_writable(const char *path);
 
 /* A checkpoint's files, replaced together (rundir.c): from io_keep_begin on, each rename of
  * atomic_commit keeps the file it replaces (a hard link under a temporary's name) until

@@ -2,6 +2,7 @@
  * DIR/sweep.md, and one metric against a grid option into DIR/sweep_plot.dat, the data of
  * scripts/sweep.gp (sweep.h). */
 #include "sweep/sweep.h"
+#include "engine/engine.h"
 #include "io/io.h"
 
 #include <ctype.h>
@@ -110,11 +111,11 @@ static int find_param(const sweep *sw, const char *name) {
 static const char *const collect_outputs[] = {"sweep.csv", "sweep.md", "sweep_plot.dat",
                                               "sweep.png", "sweep.svg", NULL};
 
-/* A value as a number, or NaN when it is not one (a text option, or an odd value). */
+/* A value as a number (engine/numbers.c), or NaN when it is not one (a text option, or an
+ * odd value). */
 static double number_of(const char *text) {
-    char *end = NULL;
-    double v = strtod(text, &end);
-    return end != text && !*end && isfinite(v) ? v : NAN;
+    double v;
+    return number_real(text, &v) == NUMBER_OK ? v : NAN;
 }
 
 static bool all_numbers(const sweep_param *p) {
@@ -200,8 +201,6 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
         sweep_free(&sw);
         return code;
     }
-    /* what a killed --collect left: its temporaries, if their process is gone */
-    io_remove_stale_temporaries(dir, collect_outputs);
     /* the axes; by default x is the grid's first option whose values are numbers */
     bool x_is_dk = x_name && !strcmp(x_name, "d_k");
     int xp = x_name && !x_is_dk ? find_param(&sw, x_name) : -1, lp = -1;
@@ -248,8 +247,13 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
         sweep_cell_name(&sw, c, name, sizeof name);
         cell->name = strdup(name);
         char *cell_dir = sweep_path_join(dir, name);
-        bool done = cell_dir && sweep_cell_done(cell_dir, &cell->summary);
+        /* a cell never run is "missing"; a summary there but corrupt stops the collect before
+         * anything is written (exit 4, naming it): its run is not known to have failed */
+        code = cell_dir ? sweep_cell_summary(cell_dir, &cell->summary)
+                        : qkv_fail(QKV_ERR_NOMEM, "out of memory");
         free(cell_dir);
+        if (code != QKV_OK) break;
+        bool done = sweep_summary_done(cell->summary);
         const cJSON *status = cJSON_GetObjectItemCaseSensitive(cell->summary, "status");
         const char *said = cJSON_IsString(status) ? status->valuestring : "";
         cell->status = done ? "done" : !cell->summary ? "missing"
@@ -287,6 +291,8 @@ sweep_status sweep_collect(const char *dir, const char *x_name, const char *line
         plotted += isfinite(cell->x) && isfinite(cell->y);
     }
     if (code == QKV_ERR_NOMEM) qkv_fail(code, "out of memory");
+    /* what a killed --collect left: its temporaries, if their process is gone */
+    if (code == QKV_OK) io_remove_stale_temporaries(dir, collect_outputs);
     if (code == QKV_OK) code = write_table_files(&sw, cells);
     out->tables = code == QKV_OK;
 

@@ -1,6 +1,7 @@
 /* grid.c - a sweep's grid: its options and values, its cells' names and train arguments,
  * and sweep.json, which records the grid in the sweep directory (sweep.h). */
 #include "sweep/sweep.h"
+#include "engine/engine.h"
 #include "io/io.h"
 
 #include <ctype.h>
@@ -33,6 +34,20 @@ static void safe_name(const char *value, char *out, size_t len) {
 }
 
 /* ---- the grid ---- */
+
+/* Whether two values of a number option are one number, however written ("1" and "01", "0.1"
+ * and "1e-1", "0" and "-0"): the same run twice, which an average would count twice. Whole
+ * numbers are compared exactly (a seed has 64 bits), others as doubles. */
+static bool same_number(const char *a, const char *b) {
+    uint64_t ua, ub;
+    int64_t ia, ib;
+    double da, db;
+    if (number_u64(a, &ua) == NUMBER_OK && number_u64(b, &ub) == NUMBER_OK) return ua == ub;
+    if (number_int(a, INT64_MIN, INT64_MAX, &ia) == NUMBER_OK &&
+        number_int(b, INT64_MIN, INT64_MAX, &ib) == NUMBER_OK)
+        return ia == ib;
+    return number_real(a, &da) == NUMBER_OK && number_real(b, &db) == NUMBER_OK && da == db;
+}
 
 /* Adds NAME=V1,V2,... (one token of a grid); QKV_ERR_VALUE names `where` (--grid, or the
  * file). */
@@ -90,7 +105,13 @@ static qkv_status add_param(sweep *sw, const char *token, const char *where) {
         for (int i = 0; i < p->n && code == QKV_OK; i++) {
             char other[256];
             safe_name(p->values[i], other, sizeof other);
-            if (!strcmp(other, safe)) {
+            if (p->kind == SWEEP_OPT_NUMBER && strcmp(p->values[i], value) &&
+                same_number(p->values[i], value)) {
+                code = qkv_fail(QKV_ERR_VALUE,
+                                "sweep: %s: %s values '%s' and '%s' are the same number: one "
+                                "run, given twice",
+                                where, p->name, p->values[i], value);
+            } else if (!strcmp(other, safe)) {
                 code = qkv_fail(
                     QKV_ERR_VALUE,
                     strcmp(p->values[i], value)
@@ -151,6 +172,11 @@ char *sweep_read_text(const char *path, const char *what, qkv_status *status) {
         return NULL;
     }
     fclose(f);
+    if (memchr(text, '\0', n)) { /* a file cut short by a crash can end in zeros */
+        *status = qkv_fail(QKV_ERR_FORMAT, "sweep: %s holds a NUL byte: not %s", path, what);
+        free(text);
+        return NULL;
+    }
     text[n] = '\0';
     return text;
 }
@@ -279,10 +305,11 @@ static cJSON *read_json(const char *path, bool missing_ok, qkv_status *status) {
     if (missing_ok && access(path, F_OK) != 0) return NULL;
     char *text = sweep_read_text(path, "a JSON file", status);
     if (!text) return NULL;
-    cJSON *j = cJSON_Parse(text);
+    cJSON *j = cJSON_ParseWithOpts(text, NULL, true); /* nothing after the object */
     free(text);
     if (!cJSON_IsObject(j)) {
-        *status = qkv_fail(QKV_ERR_FORMAT, "sweep: %s is not a JSON object", path);
+        *status = qkv_fail(QKV_ERR_FORMAT, "sweep: %s is not a JSON object (corrupt, or cut "
+                           "short)", path);
         cJSON_Delete(j);
         return NULL;
     }
@@ -340,15 +367,34 @@ qkv_status sweep_write_json(const sweep *sw) {
     return code;
 }
 
-bool sweep_cell_done(const char *cell_dir, cJSON **summary) {
+qkv_status sweep_cell_summary(const char *cell_dir, cJSON **summary) {
+    *summary = NULL;
     char *path = sweep_path_join(cell_dir, "summary.json");
+    if (!path) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
     qkv_status code = QKV_OK;
-    cJSON *j = path ? read_json(path, true, &code) : NULL;
+    cJSON *j = read_json(path, true, &code);
+    if (j && !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "status"))) {
+        code = qkv_fail(QKV_ERR_FORMAT, "sweep: %s is not a qkv summary: it has no \"status\"",
+                        path);
+        cJSON_Delete(j);
+        j = NULL;
+    }
     free(path);
-    const cJSON *status = cJSON_GetObjectItemCaseSensitive(j, "status");
-    const cJSON *exit_status = cJSON_GetObjectItemCaseSensitive(j, "exit_status");
-    bool done = cJSON_IsString(status) && !strcmp(status->valuestring, "done") &&
-                cJSON_IsNumber(exit_status) && exit_status->valuedouble == 0;
+    *summary = j;
+    return code;
+}
+
+bool sweep_summary_done(const cJSON *summary) {
+    const cJSON *status = cJSON_GetObjectItemCaseSensitive(summary, "status");
+    const cJSON *exit_status = cJSON_GetObjectItemCaseSensitive(summary, "exit_status");
+    return cJSON_IsString(status) && !strcmp(status->valuestring, "done") &&
+           cJSON_IsNumber(exit_status) && exit_status->valuedouble == 0;
+}
+
+bool sweep_cell_done(const char *cell_dir, cJSON **summary) {
+    cJSON *j = NULL;
+    sweep_cell_summary(cell_dir, &j); /* a summary that cannot be read is no finished run */
+    bool done = sweep_summary_done(j);
     if (summary) *summary = j;
     else cJSON_Delete(j);
     return done;

@@ -33,8 +33,9 @@ enum {
     SWEEP_NOT_STARTED = -2, /* a cell could not start; SWEEP_CELL_NOT_STARTED said why */
 };
 
-/* What a train option takes, as the front end that runs the cells knows it. */
-typedef enum { SWEEP_OPT_UNKNOWN, SWEEP_OPT_FLAG, SWEEP_OPT_VALUE } sweep_opt_kind;
+/* What a train option takes, as the front end that runs the cells knows it: nothing (a flag),
+ * text, or a number (whose values are compared as numbers: "1" and "01" are one value). */
+typedef enum { SWEEP_OPT_UNKNOWN, SWEEP_OPT_FLAG, SWEEP_OPT_VALUE, SWEEP_OPT_NUMBER } sweep_opt_kind;
 typedef sweep_opt_kind (*sweep_option_kind)(const char *name);
 
 typedef struct {
@@ -79,8 +80,17 @@ char *sweep_path_join(const char *dir, const char *name);
 qkv_status sweep_write_json(const sweep *sw);
 /* Reads DIR/sweep.json back into a sweep (its grid; cells are rebuilt from it). */
 qkv_status sweep_load(sweep *sw, const char *dir, sweep_option_kind option_kind);
-/* True when CELL_DIR/summary.json says the run finished with exit status 0; its JSON into
- * *summary (the caller deletes it) when summary is not NULL. */
+/* CELL_DIR/summary.json into *summary (the caller deletes it): QKV_OK, with NULL when there
+ * is none (the cell never ran); else, naming the file, QKV_ERR_FORMAT when it is there but is
+ * not a whole summary (not one JSON object, as a file cut short; no "status"), or QKV_ERR_IO
+ * when it cannot be read (a FIFO, a directory). A running cell's summary is whole: qkv train
+ * replaces it by a rename. */
+qkv_status sweep_cell_summary(const char *cell_dir, cJSON **summary);
+/* Whether a summary says its run finished with exit status 0. */
+bool sweep_summary_done(const cJSON *summary);
+/* True when CELL_DIR/summary.json says the run finished with exit status 0 (one that cannot
+ * be read is no finished run: it runs again); its JSON into *summary (the caller deletes it)
+ * when summary is not NULL. */
 bool sweep_cell_done(const char *cell_dir, cJSON **summary);
 
 /* ---- jobs.c: running the cells here, or writing them out ---- */

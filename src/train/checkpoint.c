@@ -6,7 +6,6 @@
 #include "engine/engine.h"
 #include "io/io.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -89,7 +88,7 @@ static qkv_status read_field(const config_field *f, const qkv_st *st, const char
     const char *text = qkv_st_meta(st, f->key);
     if (!text) text = f->absent;
     if (!text) return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is missing", path, f->key);
-    char *at = (char *)c + f->offset, *end;
+    char *at = (char *)c + f->offset;
     if (f->kind == FIELD_WORD) {
         for (int i = 0; f->words[i]; i++) {
             if (strcmp(text, f->words[i])) continue;
@@ -104,23 +103,28 @@ static qkv_status read_field(const config_field *f, const qkv_st *st, const char
         return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not one of qkv's values (%s)", path,
                         f->key, list);
     }
+    /* numbers by the one syntax of engine/numbers.c: no "+4", " 4", "0x4" or "4.0" */
     if (f->kind == FIELD_U64) {
-        errno = 0;
-        uint64_t v = strtoull(text, &end, 10);
-        if (*text < '0' || *text > '9' || *end || errno == ERANGE)
+        if (number_u64(text, (uint64_t *)at) != NUMBER_OK)
             return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not a number of 0..2^64-1",
                             path, f->key);
-        *(uint64_t *)at = v;
         return QKV_OK;
     }
-    double v = strtod(text, &end);
-    if (*text == '\0' || *end != '\0' || !(v >= f->lo && v <= f->hi))
+    double v = 0;
+    int64_t whole = 0;
+    number_read r = f->kind == FIELD_DOUBLE
+                        ? number_real(text, &v)
+                        : number_int(text, (int64_t)f->lo, (int64_t)f->hi, &whole);
+    if (r == NUMBER_BAD && f->kind != FIELD_DOUBLE && number_real(text, &v) == NUMBER_OK)
+        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not a whole number", path, f->key);
+    if (r == NUMBER_BAD)
+        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not a number ('%.40s')", path,
+                        f->key, text);
+    if (r == NUMBER_RANGE || (f->kind == FIELD_DOUBLE && !(v >= f->lo && v <= f->hi)))
         return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is out of range (%g..%g)", path,
                         f->key, f->lo, f->hi);
-    if (f->kind != FIELD_DOUBLE && v != floor(v))
-        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not a whole number", path, f->key);
-    if (f->kind == FIELD_INT) *(int *)at = (int)v;
-    else if (f->kind == FIELD_INT64) *(int64_t *)at = (int64_t)v;
+    if (f->kind == FIELD_INT) *(int *)at = (int)whole;
+    else if (f->kind == FIELD_INT64) *(int64_t *)at = whole;
     else *(double *)at = v;
     return QKV_OK;
 }
@@ -246,16 +250,30 @@ qkv_status trainer_save(const trainer *t, const char *path) {
     return s;
 }
 
-/* Reads metadata value `key` as a number within [lo, hi]. */
-static qkv_status meta_number(const qkv_st *st, const char *path, const char *key, double lo,
-                              double hi, double *out) {
-    const char *s = qkv_st_meta(st, key);
-    char *end;
-    double v = s ? strtod(s, &end) : 0;
-    if (!s || *s == '\0' || *end != '\0' || !(v >= lo && v <= hi))
-        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is %s", path, key,
-                        s ? "out of range" : "missing");
+/* The 64-bit word written as 16 hexadecimal digits at text (as "%016" PRIx64 writes it: no
+ * sign, space or 0x, which strtoull would take); false if those 16 characters are not. */
+static bool hex_word(const char *text, uint64_t *out) {
+    uint64_t v = 0;
+    for (int i = 0; i < 16; i++) {
+        char c = text[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return false;
+        v = v << 4 | (uint64_t)d;
+    }
     *out = v;
+    return true;
+}
+
+/* Reads metadata value `key` as a whole number within [lo, hi] (engine/numbers.c). */
+static qkv_status meta_whole(const qkv_st *st, const char *path, const char *key, int64_t lo,
+                             int64_t hi, int64_t *out) {
+    const char *s = qkv_st_meta(st, key);
+    if (!s) return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is missing", path, key);
+    number_read r = number_int(s, lo, hi, out);
+    if (r != NUMBER_OK)
+        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is %s", path, key,
+                        r == NUMBER_RANGE ? "out of range" : "not a whole number");
     return QKV_OK;
 }
 
@@ -305,10 +323,9 @@ static qkv_status read_config(const qkv_st *st, const char *path, train_config *
     if (!strcmp(task, "data")) { /* the examples are read again, and must be the same */
         const char *data = qkv_st_meta(st, "data"), *held = qkv_st_meta(st, "heldout");
         const char *sum = qkv_st_meta(st, "data_checksum");
-        char *end = NULL;
         if (!data || !held || !sum || strlen(data) >= sizeof c->data_path ||
             strlen(held) >= sizeof c->heldout_path || strlen(sum) != 16 ||
-            ((void)(c->data_checksum = strtoull(sum, &end, 16)), *end))
+            !hex_word(sum, &c->data_checksum))
             return qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'data', 'heldout' or 'data_checksum' is "
                             "missing or wrong", path);
         snprintf(c->data_path, sizeof c->data_path, "%s", data);
@@ -388,22 +405,18 @@ qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, in
         if (s == QKV_OK && o->v[i]) s = read_widened(st, name, o->v[i], widen, tmp);
     }
     qkv_ctx_free(tmp);
-    double step = 0;
-    if (s == QKV_OK) s = meta_number(st, path, "step", 0, 1e15, &step);
-    o->step = (int64_t)step;
+    int64_t step = 0;
+    if (s == QKV_OK) s = meta_whole(st, path, "step", 0, (int64_t)1e15, &step);
+    o->step = step;
     const char *rng = qkv_st_meta(st, "data_rng"); /* 64 characters (read_config) */
     for (int i = 0; i < 4 && s == QKV_OK; i++) {
-        char word[17];
-        memcpy(word, rng + 16 * i, 16);
-        word[16] = '\0';
-        char *end;
-        t->data_rng.s[i] = strtoull(word, &end, 16);
-        if (*end) s = qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'data_rng' is not hexadecimal", path);
+        if (!hex_word(rng + 16 * i, &t->data_rng.s[i]))
+            s = qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'data_rng' is not hexadecimal", path);
     }
-    double rows = -1;
+    int64_t rows = -1;
     if (s == QKV_OK && qkv_st_meta(st, "metrics_rows"))
-        s = meta_number(st, path, "metrics_rows", 0, 1e15, &rows);
-    t->metrics_rows = (int64_t)rows;
+        s = meta_whole(st, path, "metrics_rows", 0, (int64_t)1e15, &rows);
+    t->metrics_rows = rows;
     if (s == QKV_OK && (s = trainer_check_state(t, QKV_ERR_FORMAT)) != QKV_OK)
         s = qkv_fail(s, "%s: %s", path, qkv_last_error());
     if (s != QKV_OK) trainer_free(t);
@@ -417,11 +430,11 @@ qkv_status qkv_model_load(qkv_model *m, qkv_task *task, const char *path) {
     if (s != QKV_OK) return s;
     train_config c;
     qkv_dtype file_dtype;
-    double target_len = 0;
+    int64_t target_len = 0;
     s = read_config(st, path, &c, &file_dtype);
     /* a data file's model: its output length, which trainer_load takes from the file itself */
     if (s == QKV_OK && c.task.kind == QKV_TASK_DATA &&
-        (s = meta_number(st, path, "target_len", 0, 65536, &target_len)) == QKV_OK) {
+        (s = meta_whole(st, path, "target_len", 0, 65536, &target_len)) == QKV_OK) {
         c.model.target_len = (int)target_len;
         c.task.target_len = (int)target_len;
     }
