@@ -435,8 +435,12 @@ QKV_API void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, i
 /* The targets of any input tokens[T] (not only one the task draws), as qkv_task_sample gives
  * them: into targets[T] (targets[T/2] for translate), -1 where a position carries none
  * (induction: none before the first token comes back; lookup: none unless the last token
- * queries a key of the pairs). */
-QKV_API void qkv_task_targets(const qkv_task *task, const int32_t *tokens, int32_t *targets);
+ * queries a key of the pairs). QKV_ERR_VALUE, naming the position and the token ("position
+ * 1 holds 'w1', a target word: ..."), when a token leaves a target undefined: a token outside
+ * 0..vocab-1; translate: a target word in the input, which holds source words; recall: a
+ * query of a key no pair holds; recall and lookup: a query of a key two pairs give different
+ * values. targets is then not written. */
+QKV_API qkv_status qkv_task_targets(const qkv_task *task, const int32_t *tokens, int32_t *targets);
 QKV_API bool qkv_task_is_heldout(const qkv_task *task, const int32_t *tokens); /* tokens[T] */
 /* ideal[i*T + j] = 1 where query i ideally attends to key j, else 0 (rows without a target
  * are all 0); `ideal` is the caller's array of T*T bytes. */

@@ -108,6 +108,14 @@ setup() { # DIR
     rm data/gone.tsv datagone/data/train.tsv
     $QKV train --task translate --seq-len 4 --vocab 16 --d-model 4 --steps 5 --quiet --out trun \
         >setup.txt 2>&1 || { echo "bad_inputs: cannot train trun:"; cat setup.txt; exit 1; }
+    # An encoder-decoder of a data file (xrun: outputs of another length than the inputs), and
+    # lines that break training's rules for it or for datarun; a translate input holding a
+    # target word where a source word should be (its target is undefined)
+    printf 'a b c\tb a\nc a\ta c b\nb b a\ta\n' >data/half.tsv
+    $QKV train --data data/half.tsv --heldout data/half.tsv --d-model 4 --steps 1 --quiet \
+        --out xrun >setup.txt 2>&1 || { echo "bad_inputs: cannot train xrun:"; cat setup.txt; exit 1; }
+    printf 'a b\tb\n\tb a\n' >data/empty_input_cross.tsv
+    printf 's0 s1 s2 s3\ns0 w1 s2 s3\n' >data/translate_target_word.txt
     rm setup.txt
     # Outputs that already hold something (a refused command must leave them), a link to one;
     # config files whose numbers a whole-number option cannot take
@@ -129,8 +137,8 @@ setup() { # DIR
     mkdir -p stdir/scaling.png               # and where study --scaling draws its figure
     rm setup.txt
     # Files no qkv writes, made from run/model.safetensors: a negative Adam second moment (one
-    # flipped sign bit), metadata words qkv does not know, and sparse files of 66 GB whose
-    # header tells the truth, or lies, about their size.
+    # flipped sign bit), metadata words qkv does not know, sparse files of 66 GB whose header
+    # tells the truth, or lies, about their size, and a model whose forward overflows.
     python3 - <<'PY' || exit 1
 import json, struct
 def read(path):
@@ -158,7 +166,13 @@ def sparse(path, described, held):
     write(path, h, b'', 8 + hlen + held)
 sparse('sparse.safetensors', 66 * 10**9, 66 * 10**9)
 sparse('sparse_lie.safetensors', 1024, 66 * 10**9)
+# huge.safetensors: run's model with token 4's embedding 3e38, finite (so it loads) but too
+# large for the forward: an input holding token 4 gets logits that are not finite
+at = header['tok_emb']['data_offsets'][0] + 4 * 4 * 4  # row 4 of (vocab 8, d_model 4)
+huge = bytearray(data); huge[at:at + 16] = struct.pack('<4f', *[3e38] * 4)
+write('huge.safetensors', header, bytes(huge))
 PY
+    printf '1 2 3 1\n1 2 3 4\n' >data/copy_token4.txt
 }
 
 # Every path with its type, size, mode and modification time, and every file's checksum (the

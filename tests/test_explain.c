@@ -285,7 +285,7 @@ START_TEST(test_induction_targets) {
         const int32_t seg[8] = {6, 12, 11, 9, 3, 1, 14, 2}, other[8] = {0, 4, 5, 7, 8, 10, 13, 15};
         for (int i = 0; i < 16; i++) clean.tokens[i] = seg[i % 8];
         clean.n = clean.len = 16;
-        qkv_task_targets(&t.cfg.task, clean.tokens, clean.targets);
+        ck_assert_int_eq(qkv_task_targets(&t.cfg.task, clean.tokens, clean.targets), QKV_OK);
         corrupt = clean;
         for (int i = 0; i < 8; i++) corrupt.tokens[i] = other[i];
         patch_result r = {.position = explain_default_position(&t, &clean), .answer = seg[7],

@@ -455,6 +455,103 @@ START_TEST(test_new_task_init_rejects) {
 }
 END_TEST
 
+/* qkv_task_targets of any input: a drawn sequence's targets are qkv_task_sample's, and a token
+ * for which the task defines no target is refused, naming its position and the token, never
+ * answered with a target made up (translate read its dictionary past the words it filled). */
+/* recall: the pair (of P) whose key is `key`, or -1. */
+static int recall_pair_of(const int32_t *x, int P, int32_t key) {
+    for (int p = 0; p < P; p++)
+        if (x[2 * p] == key) return p;
+    return -1;
+}
+
+static void expect_refused(const qkv_task *task, const int32_t *x, const char *fragment) {
+    int32_t y[MAX_T];
+    ck_assert_int_eq(qkv_task_targets(task, x, y), QKV_ERR_VALUE);
+    ck_assert_msg(strstr(qkv_last_error(), fragment), "%s: '%s' lacks '%s'",
+                  qkv_task_name(task->kind), qkv_last_error(), fragment);
+}
+
+START_TEST(test_targets_of_any_input) {
+    const char *name = all_tasks[_i].name;
+    const int T = all_tasks[_i].seq_len;
+    qkv_task task;
+    ck_assert_int_eq(qkv_task_init(&task, name, T, 0), QKV_OK);
+    const int V = task.vocab, To = task.target_len ? task.target_len : T;
+    qkv_rng rng = qkv_rng_seed(3);
+    int32_t x[MAX_T], y[MAX_T], again[MAX_T];
+    for (int n = 0; n < 200; n++) {
+        qkv_task_sample(&task, &rng, n % 2, x, y);
+        ck_assert_int_eq(qkv_task_targets(&task, x, again), QKV_OK);
+        ck_assert_mem_eq(again, y, (size_t)To * sizeof *y);
+    }
+    int32_t bad[MAX_T];
+    memcpy(bad, x, sizeof bad);
+    bad[2] = V; /* past the vocabulary, in every task */
+    expect_refused(&task, bad, "position 2 holds token");
+    if (task.kind == QKV_TASK_TRANSLATE) /* a target word, where a target is read or not */
+        for (int at = 0; at < 2; at++) {
+            memcpy(bad, x, sizeof bad);
+            bad[at] = V / 2 + 1;
+            char fragment[64];
+            snprintf(fragment, sizeof fragment, "position %d holds 'w1', a target word", at);
+            expect_refused(&task, bad, fragment);
+        }
+    if (task.kind == QKV_TASK_RECALL) {
+        int P = task.n_pairs, q = 2 * P; /* the first query */
+        memcpy(bad, x, sizeof bad);
+        for (int key = 0; key < task.n_keys; key++) { /* a key none of the pairs holds */
+            bool held = false;
+            for (int p = 0; p < P; p++) held |= x[2 * p] == key;
+            if (!held) bad[q] = key;
+        }
+        expect_refused(&task, bad, "a query of a key that none of the 5 pairs");
+        memcpy(bad, x, sizeof bad); /* the queried key in a second pair, with another value */
+        int first = recall_pair_of(x, P, x[q]), other = first == 0 ? 1 : 0;
+        bad[2 * other] = x[q];
+        bad[2 * other + 1] = x[2 * first + 1] == V - 1 ? V - 2 : V - 1;
+        expect_refused(&task, bad, "two pairs give different values");
+        bad[2 * other + 1] = x[2 * first + 1]; /* the same value twice: one target */
+        ck_assert_int_eq(qkv_task_targets(&task, bad, y), QKV_OK);
+        ck_assert_int_eq(y[q], x[2 * first + 1]);
+    }
+    if (task.kind == QKV_TASK_LOOKUP) {
+        int K = task.n_keys, Vn = task.n_values, key = x[T - 1] - K * Vn, pair = 0;
+        while (x[pair] / Vn != key) pair++;
+        memcpy(bad, x, sizeof bad); /* the queried key twice, with two values */
+        int other = pair == 0 ? 1 : 0;
+        bad[other] = key * Vn + (x[pair] % Vn + 1) % Vn;
+        expect_refused(&task, bad, "position 7 holds '?k");
+        bad[other] = x[pair]; /* the same pair twice: one target */
+        ck_assert_int_eq(qkv_task_targets(&task, bad, y), QKV_OK);
+        ck_assert_int_eq(y[T - 1], x[pair] % Vn);
+        bad[T - 1] = x[0]; /* a pair where the query should be: no target, as documented */
+        ck_assert_int_eq(qkv_task_targets(&task, bad, y), QKV_OK);
+        ck_assert_int_eq(y[T - 1], -1);
+    }
+}
+END_TEST
+
+/* lookup with a vocabulary one token past its keys' queries: that token ("?k7") queries a key
+ * no pair can hold, and a query token standing among the pairs is no pair of it. */
+START_TEST(test_lookup_query_of_no_key) {
+    enum { T = 8 };
+    qkv_task task;
+    ck_assert_int_eq(qkv_task_init(&task, "lookup", T, 36), QKV_OK);
+    int K = task.n_keys, Vn = task.n_values;
+    ck_assert_int_eq(K * Vn + K, 35);
+    int32_t x[T] = {K * Vn, 1 * Vn, 2 * Vn, 3 * Vn, 4 * Vn, 5 * Vn, 6 * Vn, 35}, y[T];
+    char label[32];
+    qkv_task_token_label(&task, 35, label, sizeof label);
+    ck_assert_str_eq(label, "?k7");
+    ck_assert_int_eq(qkv_task_targets(&task, x, y), QKV_OK);
+    for (int i = 0; i < T; i++) ck_assert_int_eq(y[i], -1);
+    uint8_t ideal[T * T];
+    qkv_task_ideal(&task, x, ideal);
+    for (int i = 0; i < T * T; i++) ck_assert_int_eq(ideal[i], 0);
+}
+END_TEST
+
 static Suite *tasks_suite(void) {
     Suite *s = suite_create("tasks");
     TCase *tc = tcase_create("tasks");
@@ -465,6 +562,8 @@ static Suite *tasks_suite(void) {
     tcase_add_loop_test(tc, test_structured_targets, 0, 3);
     tcase_add_test(tc, test_task_init_rejects);
     tcase_add_test(tc, test_new_task_init_rejects);
+    tcase_add_loop_test(tc, test_targets_of_any_input, 0, N_TASKS);
+    tcase_add_test(tc, test_lookup_query_of_no_key);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,10 +13,10 @@ void eval_file_free(eval_file *f) {
     f->x = f->y = f->len = NULL, f->line = NULL;
 }
 
-/* Splits `side` at spaces into token ids (classes: "_" is -1, no target); at most `most`.
- * The count, or -1 with the error set (naming the file, the line and the word). */
-static int read_side(const trainer *t, const char *path, int64_t line, const char *what,
-                     char *side, int most, bool classes, int32_t *out) {
+/* A task model's line: its input tokens (ids or labels) split at spaces into `out`, at most
+ * `most`. The count, or -1 with the error set (naming the file, the line and the word). */
+static int read_task_input(const trainer *t, const char *path, int64_t line, char *side,
+                           int most, int32_t *out) {
     int n = 0;
     for (char *p = side;;) {
         p += strspn(p, " ");
@@ -25,15 +25,14 @@ static int read_side(const trainer *t, const char *path, int64_t line, const cha
         char save = p[len];
         p[len] = '\0';
         if (n >= most) {
-            qkv_fail(QKV_ERR_FORMAT, "%s line %lld: more than %d %s tokens: the model reads at "
-                     "most %d", path, (long long)line, most, what, most);
+            qkv_fail(QKV_ERR_FORMAT, "%s line %lld: more than %d input tokens: the model reads "
+                     "at most %d", path, (long long)line, most, most);
             return -1;
         }
-        bool none = classes && !strcmp(p, "_");
-        int id = none ? -1 : classes ? explain_read_class(t, what, p) : explain_read_token(t, p);
-        if (id < 0 && !none) {
-            qkv_fail(QKV_ERR_FORMAT, "%s line %lld: unknown token '%.40s' (%s token %d): the "
-                     "model does not know it", path, (long long)line, p, what, n + 1);
+        int id = explain_read_token(t, p);
+        if (id < 0) {
+            qkv_fail(QKV_ERR_FORMAT, "%s line %lld: unknown token '%.40s' (input token %d): the "
+                     "model does not know it", path, (long long)line, p, n + 1);
             return -1;
         }
         out[n++] = id;
@@ -66,66 +65,53 @@ qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path) {
     qkv_status s = io_fopen_regular(path, &in);
     if (s != QKV_OK) return s;
     int T = t->model.cfg.seq_len, To = t->target_len;
-    bool cross = t->model.cfg.target_len > 0;
     char *buf = NULL;
     size_t bufcap = 0, cap = 0;
     ssize_t got;
     int64_t line = 0;
-    int32_t *tmp = malloc(sizeof(int32_t) * (size_t)(T > To ? T : To));
-    if (!tmp) s = qkv_fail(QKV_ERR_NOMEM, "out of memory");
     while (s == QKV_OK && (got = getline(&buf, &bufcap, in)) >= 0) {
         line++;
-        if ((size_t)got != strlen(buf)) {
+        size_t len = strlen(buf);
+        if ((size_t)got != len) {
             s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: a NUL byte", path, (long long)line);
             break;
         }
-        buf[strcspn(buf, "\r\n")] = '\0';
+        if (len && buf[len - 1] == '\n') buf[--len] = '\0'; /* the line's end, as training's */
+        if (len && buf[len - 1] == '\r') buf[--len] = '\0';
         if (line == 1 && !strncmp(buf, "\xef\xbb\xbf", 3)) /* a UTF-8 byte-order mark */
-            memmove(buf, buf + 3, strlen(buf + 3) + 1);
+            memmove(buf, buf + 3, (len -= 3) + 1);
         if (!buf[strspn(buf, " ")]) continue; /* spaces only */
-        char *tab = strchr(buf, '\t');
-        if (t->data && (!tab || strchr(tab + 1, '\t'))) {
-            s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: %s (input tokens, a tab, output tokens)",
-                         path, (long long)line, tab ? "more than one tab" : "no tab");
-            break;
-        }
-        if (!t->data && tab) {
-            s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: a tab: a %s model's examples are lines "
-                         "of input tokens only (the task gives the targets)", path,
-                         (long long)line, qkv_task_name(t->cfg.task.kind));
-            break;
-        }
-        if (tab) *tab = '\0';
         if ((s = grow(f, &cap, T, To)) != QKV_OK) break;
         int32_t *x = f->x + (size_t)f->n * T, *y = f->y + (size_t)f->n * To;
-        int n = read_side(t, path, line, "input", buf, T, false, x);
-        if (n < 0) {
-            s = QKV_ERR_FORMAT;
-            break;
-        }
-        if (!t->data && n != T) {
-            s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: %d input tokens; the model reads exactly "
-                         "%d", path, (long long)line, n, T);
-            break;
-        }
-        for (int i = n; i < T; i++) x[i] = DATA_PAD;
         for (int i = 0; i < To; i++) y[i] = -1;
-        if (t->data) {
-            int m = read_side(t, path, line, "output", tab + 1, To, true, tmp);
-            if (m < 0) {
+        int n;
+        if (t->data) { /* a data file's model: its lines read as training reads a --heldout file */
+            int counts[2];
+            const int most[2] = {T, To};
+            s = dataset_read_line(t->data, true, path, line, buf, len, most, x, y, counts);
+            if (s != QKV_OK) break;
+            n = counts[0];
+        } else {
+            if (strchr(buf, '\t')) {
+                s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: a tab: a %s model's examples are "
+                             "lines of input tokens only (the task gives the targets)", path,
+                             (long long)line, qkv_task_name(t->cfg.task.kind));
+                break;
+            }
+            if ((n = read_task_input(t, path, line, buf, T, x)) < 0) {
                 s = QKV_ERR_FORMAT;
                 break;
             }
-            if (m == 0 || (!cross && m != n)) {
-                s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: %d input and %d output tokens; the "
-                             "model reads %s", path, (long long)line, n, m,
-                             cross ? "1 or more outputs" : "as many outputs as inputs");
+            if (n != T) {
+                s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: %d input tokens; the model reads "
+                             "exactly %d", path, (long long)line, n, T);
                 break;
             }
-            memcpy(y, tmp, sizeof *y * (size_t)m);
-        } else {
-            qkv_task_targets(&t->cfg.task, x, y);
+            char where[FILE_PATH_LEN + 40];
+            snprintf(where, sizeof where, "%s line %lld", path, (long long)line);
+            if ((s = explain_task_targets(t, QKV_ERR_FORMAT, where, x, y)) != QKV_OK) break;
         }
+        for (int i = n; i < T; i++) x[i] = DATA_PAD;
         f->len[f->n] = n;
         f->line[f->n++] = line;
     }
@@ -137,7 +123,6 @@ qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path) {
         s = qkv_fail(QKV_ERR_FORMAT, "%s: every output token is '_': no example has a target "
                      "to score", path);
     free(buf);
-    free(tmp);
     fclose(in);
     return s;
 }
@@ -221,6 +206,9 @@ qkv_status eval_data_run(trainer *t, const eval_file *f, FILE *per_example,
         qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx,
                                                      f->x + (size_t)start * T,
                                                      lengths ? lengths + start : NULL, B, &probe);
+        qkv_status s = explain_check_scored_logits(t, logits, f->y + (size_t)start * To, start,
+                                                   NULL, 0);
+        if (s != QKV_OK) return qkv_fail(s, "eval: %s", qkv_last_error());
         for (int b = 0; b < B; b++) {
             int e = start + b, queries = c->target_len ? To : f->len[e];
             const int32_t *y = f->y + (size_t)e * To;

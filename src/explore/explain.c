@@ -4,6 +4,7 @@
 #include "io/io.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +64,14 @@ qkv_status explain_read_input(const trainer *t, const char *option, const char *
     for (int i = n; i < T; i++) in->tokens[i] = DATA_PAD;
     in->n = in->len = n;
     for (int i = 0; i < t->target_len; i++) in->targets[i] = -1;
-    if (!t->data) qkv_task_targets(&t->cfg.task, in->tokens, in->targets);
-    return QKV_OK;
+    return t->data ? QKV_OK : explain_task_targets(t, QKV_ERR_VALUE, option, in->tokens,
+                                                   in->targets);
+}
+
+qkv_status explain_task_targets(const trainer *t, qkv_status status, const char *where,
+                                const int32_t *x, int32_t *y) {
+    if (qkv_task_targets(&t->cfg.task, x, y) == QKV_OK) return QKV_OK;
+    return qkv_fail(status, "%s: %s", where, qkv_last_error());
 }
 
 int explain_read_token(const trainer *t, const char *word) {
@@ -119,6 +126,36 @@ qkv_status explain_check_position(const trainer *t, const explain_input *in, int
                     "predicts nothing there)", i);
 }
 
+/* ---- numbers a metric is made of: finite, or refused saying which and where ---- */
+
+/* QKV_OK when v is finite; else QKV_ERR_NUMERIC with the line "<what> is not finite (NaN):
+ * ...", `what` (printf-style) naming the number and the run it comes from. Every analysis's
+ * metric (patch's logit difference and attributions, attribute's logit and parts, ablate's
+ * losses) is checked here before it is used or reported. */
+static qkv_status check_finite(double v, const char *what, ...) __attribute__((format(printf, 2, 3)));
+static qkv_status check_finite(double v, const char *what, ...) {
+    if (isfinite(v)) return QKV_OK;
+    char where[600];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(where, sizeof where, what, ap);
+    va_end(ap);
+    return qkv_fail(QKV_ERR_NUMERIC, "%s is not finite (%s): the model's forward overflows "
+                    "(weights too large for its numbers)", where,
+                    isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf");
+}
+
+/* The logit of `token` at query position i of batch row b of logits (B, To, V), checked by
+ * check_finite, `run` saying which run it is of ("the clean run"). */
+static qkv_status check_logit(const trainer *t, const qkv_tensor *logits, int b, int i,
+                              int token, const char *run) {
+    int64_t To = logits->shape[1], V = logits->shape[2];
+    char label[32];
+    trainer_token_label(t, token, label, sizeof label);
+    return check_finite(qkv_get(logits, ((int64_t)b * To + i) * V + token),
+                        "the logit of '%s' at position %d in %s", label, i, run);
+}
+
 /* ---- scoring a set of examples ---- */
 
 /* A fresh context that records a graph (the trainer's eval context is no-grad). */
@@ -141,6 +178,33 @@ static void count_hits(const qkv_tensor *logits, const int32_t *y, int64_t *hits
     }
 }
 
+/* How a scored run's heads are edited, for a message: "with head 1.2 removed". */
+static const char *edits_text(const qkv_head_edit *edits, int n_edits, char *buf, size_t len) {
+    if (n_edits == 0) snprintf(buf, len, "%s", "");
+    else if (n_edits == 1) snprintf(buf, len, "with head %d.%d removed", edits[0].layer + 1,
+                                    edits[0].head + 1);
+    else snprintf(buf, len, "with the %d heads removed together", n_edits);
+    return buf;
+}
+
+qkv_status explain_check_scored_logits(const trainer *t, const qkv_tensor *logits,
+                                      const int32_t *y, int first, const qkv_head_edit *edits,
+                                      int n_edits) {
+    int64_t B = logits->shape[0], To = logits->shape[1], V = logits->shape[2];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < To; i++) {
+            if (y[b * To + i] < 0) continue;
+            for (int64_t j = 0; j < V; j++) {
+                if (isfinite(qkv_get(logits, (b * To + i) * V + j))) continue;
+                char run[96], edited[64];
+                snprintf(run, sizeof run, "example %lld%s%s", (long long)(first + b + 1),
+                         n_edits ? " " : "", edits_text(edits, n_edits, edited, sizeof edited));
+                return check_logit(t, logits, (int)b, (int)i, (int)j, run);
+            }
+        }
+    return QKV_OK;
+}
+
 qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_edit *edits,
                              int n_edits, explain_score *out) {
     int T = t->model.cfg.seq_len, To = t->target_len;
@@ -154,12 +218,19 @@ qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_
         qkv_tensor *logits = qkv_model_forward_probe(
             &t->model, t->eval_ctx, set->x + (size_t)start * T, set->len ? set->len + start : NULL,
             B, &probe);
+        qkv_status s = explain_check_scored_logits(t, logits, y, start, edits, n_edits);
+        if (s != QKV_OK) return s;
         int64_t before = counted;
         count_hits(logits, y, &hits, &counted);
         if (counted == before) continue;
         qkv_tensor *targets = qkv_from_array(t->eval_ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
-        loss_sum += qkv_get(qkv_cross_entropy(t->eval_ctx, logits, targets, -1), 0) *
-                    (double)(counted - before);
+        double loss = qkv_get(qkv_cross_entropy(t->eval_ctx, logits, targets, -1), 0);
+        char edited[64];
+        if ((s = check_finite(loss, "the loss of examples %d..%d%s%s", start + 1, start + B,
+                              n_edits ? " " : "",
+                              edits_text(edits, n_edits, edited, sizeof edited))) != QKV_OK)
+            return s;
+        loss_sum += loss * (double)(counted - before);
     }
     *out = (explain_score){.loss = counted ? loss_sum / (double)counted : 0,
                            .accuracy = counted ? (double)hits / (double)counted : 0,
@@ -227,6 +298,7 @@ qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_reque
     for (int i = 0; s == QKV_OK && i < r->n_heads; i++)
         s = explain_score_set(t, set, &all[i], 1, &r->each[i]);
     if (s == QKV_OK && rq->together) s = explain_score_set(t, set, all, r->n_heads, &r->together);
+    if (s == QKV_ERR_NUMERIC) qkv_fail(s, "ablate: %s", qkv_last_error());
     free(all);
     qkv_ctx_free(keep);
     return s;
@@ -234,9 +306,15 @@ qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_reque
 
 /* ---- patching ---- */
 
-static double metric_of(const qkv_tensor *logits, int position, int answer, int wrong) {
-    int64_t V = logits->shape[2], row = (int64_t)position * V;
-    return qkv_get(logits, row + answer) - qkv_get(logits, row + wrong);
+/* The metric logit[answer] - logit[wrong] at r's position of a run's logits (1, To, V) into
+ * *m, after check_logit of both logits (`run` names the run). */
+static qkv_status metric_of(const trainer *t, const qkv_tensor *logits, const patch_result *r,
+                            const char *run, double *m) {
+    int64_t V = logits->shape[2], row = (int64_t)r->position * V;
+    qkv_status s = check_logit(t, logits, 0, r->position, r->answer, run);
+    if (s == QKV_OK) s = check_logit(t, logits, 0, r->position, r->wrong, run);
+    *m = qkv_get(logits, row + r->answer) - qkv_get(logits, row + r->wrong);
+    return s == QKV_OK ? check_finite(*m, "the metric (logit difference) in %s", run) : s;
 }
 
 /* z[l] copied into keep, (1, H, To, Dk) each, for later runs to read. */
@@ -279,18 +357,20 @@ qkv_status explain_patch(trainer *t, const explain_input *clean, const explain_i
     qkv_probe probe = {0};
     qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx, clean->tokens, clen, 1,
                                                  &probe);
-    r->clean = metric_of(logits, r->position, r->answer, r->wrong);
+    qkv_status s = metric_of(t, logits, r, "the clean run", &r->clean);
     keep_z(keep, &probe, L, z_clean);
     /* the corrupted run, recorded: d metric / d z from one backward pass */
     qkv_probe cp = {0};
     logits = qkv_model_forward_probe(&t->model, g, corrupt->tokens, xlen, 1, &cp);
-    r->corrupt = metric_of(logits, r->position, r->answer, r->wrong);
+    if (s == QKV_OK) s = metric_of(t, logits, r, "the corrupted run", &r->corrupt);
     keep_z(keep, &cp, L, z_corrupt);
     double diff = r->clean - r->corrupt;
-    if (!(fabs(diff) > 0)) {
+    if (s == QKV_OK && !(fabs(diff) > 0))
+        s = qkv_fail(QKV_ERR_VALUE, "the clean and the corrupted input give the same "
+                     "logit difference (%g): there is nothing to recover", r->clean);
+    if (s != QKV_OK) {
         qkv_ctx_free(keep), qkv_ctx_free(g);
-        return qkv_fail(QKV_ERR_VALUE, "the clean and the corrupted input give the same "
-                        "logit difference (%g): there is nothing to recover", r->clean);
+        return s;
     }
     if (r->attribution) {
         qkv_tensor *pick = qkv_zeros(g, c->dtype, 3, (int64_t[]){1, To, V});
@@ -305,19 +385,26 @@ qkv_status explain_patch(trainer *t, const explain_input *clean, const explain_i
         return qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
     }
     int k = 0;
-    for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++)
-            for (int p = 0; p < positions; p++, k++) {
+    for (int l = 0; l < L && s == QKV_OK; l++)
+        for (int h = 0; h < H && s == QKV_OK; h++)
+            for (int p = 0; p < positions && s == QKV_OK; p++, k++) {
                 patch_row *row = &r->rows[k];
                 *row = (patch_row){l, h, r->over_positions ? p : -1, NAN, NAN};
+                char head[48], run[96]; /* "head 1.2" or "head 1.2 at position 3" */
+                snprintf(head, sizeof head, "head %d.%d", l + 1, h + 1);
+                if (row->position >= 0)
+                    snprintf(head + strlen(head), sizeof head - strlen(head), " at position %d", p);
+                snprintf(run, sizeof run, "the corrupted run with the clean output of %s patched "
+                         "in", head);
                 if (r->exact) {
                     qkv_head_edit e = {QKV_HEAD_REPLACE, l, h, row->position, z_clean[l]};
                     qkv_ctx_reset(t->eval_ctx);
                     qkv_probe pp = {.edits = &e, .n_edits = 1};
                     qkv_tensor *pl = qkv_model_forward_probe(&t->model, t->eval_ctx,
                                                              corrupt->tokens, xlen, 1, &pp);
-                    row->exact = (metric_of(pl, r->position, r->answer, r->wrong) - r->corrupt) /
-                                 diff;
+                    double m;
+                    if ((s = metric_of(t, pl, r, run, &m)) != QKV_OK) break;
+                    row->exact = (m - r->corrupt) / diff;
                 }
                 if (r->attribution) {
                     double a = 0;
@@ -329,12 +416,14 @@ qkv_status explain_patch(trainer *t, const explain_input *clean, const explain_i
                                  qkv_grad_get(cp.z[l], at);
                         }
                     row->attribution = a / diff;
+                    s = check_finite(a, "the attribution of %s (d metric / d z from the "
+                                     "corrupted run's backward pass)", head);
                 }
             }
-    if (r->exact && r->attribution) r->agreement = pearson(r->rows, r->n_rows);
+    if (s == QKV_OK && r->exact && r->attribution) r->agreement = pearson(r->rows, r->n_rows);
     qkv_ctx_free(keep);
     qkv_ctx_free(g);
-    return QKV_OK;
+    return s;
 }
 
 void explain_patch_free(patch_result *r) {
@@ -360,6 +449,10 @@ qkv_status explain_attribute(trainer *t, const explain_input *in, int position, 
             if (qkv_get(logits, row + j) > qkv_get(logits, row + token)) token = j;
     }
     r->position = position, r->token = token, r->logit = qkv_get(logits, row + token);
+    qkv_status s = check_logit(t, logits, 0, position, token, "the run of the input");
+    if (s != QKV_OK) return s;
+    char label[32];
+    trainer_token_label(t, token, label, sizeof label);
     const qkv_tensor *hw = t->model.head_w; /* (C, V) */
     if (c->residual) {
         dla_part *p = &r->parts[r->n_parts++];
@@ -390,8 +483,12 @@ qkv_status explain_attribute(trainer *t, const explain_input *in, int position, 
     }
     free(u);
     r->parts[r->n_parts++] = (dla_part){"bias", -1, -1, qkv_get(t->model.head_b, token)};
-    for (int i = 0; i < r->n_parts; i++) r->sum += r->parts[i].value;
-    return QKV_OK;
+    for (int i = 0; i < r->n_parts && s == QKV_OK; i++) {
+        r->sum += r->parts[i].value;
+        s = check_finite(r->parts[i].value, "the part '%s' of the logit of '%s' at position %d",
+                         r->parts[i].name, label, position);
+    }
+    return s;
 }
 
 /* ---- JSON ---- */

@@ -39,6 +39,12 @@ typedef struct {
  * cannot read (a task's exactly T, a data file's 1..T). */
 qkv_status explain_read_input(const trainer *t, const char *option, const char *text,
                               explain_input *in);
+/* The targets y of a task model's input x (qkv_task_targets), or `status` with the line
+ * "WHERE: position 1 holds 'w1', a target word: ..." when the task defines no target for a
+ * token of x: every command that reads a task's input refuses it here (WHERE: the option,
+ * or "FILE line N"). */
+qkv_status explain_task_targets(const trainer *t, qkv_status status, const char *where,
+                                const int32_t *x, int32_t *y);
 /* An input token named by `word` (an id, a label, a data file's token string), or -1. */
 int explain_read_token(const trainer *t, const char *word);
 /* A class (output token) named by `word` (an id, a label, a data file's token string), or
@@ -74,12 +80,21 @@ typedef struct {
 } ablate_result;
 
 /* Scores the examples with each head removed in turn (and all at once). QKV_ERR_NOMEM when
- * a batch's step does not fit. */
+ * a batch's step does not fit; QKV_ERR_NUMERIC ("ablate: the logit of ... in example 3 with
+ * head 1.2 removed is not finite") when a logit or a loss it scores is not. */
 qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_request *rq,
                           ablate_result *r);
-/* Loss and accuracy of the examples under `edits` (n_edits 0: the model as it is). */
+/* Loss and accuracy of the examples under `edits` (n_edits 0: the model as it is);
+ * QKV_ERR_NUMERIC when a logit or a loss is not finite. */
 qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_edit *edits,
                              int n_edits, explain_score *out);
+
+/* QKV_ERR_NUMERIC, naming the example (from first + 1), the position and the token, when a
+ * logit that a loss reads (every logit of a row with a target of y (B, To)) in batch logits
+ * (B, To, V) is not finite; the run under `edits` ("with head 1.2 removed"). */
+qkv_status explain_check_scored_logits(const trainer *t, const qkv_tensor *logits,
+                                       const int32_t *y, int first, const qkv_head_edit *edits,
+                                       int n_edits);
 
 /* ---- patching: the clean run's head output copied into the corrupted run ---- */
 typedef struct {
@@ -100,7 +115,9 @@ typedef struct {
 /* Runs clean and corrupt, then each head (and position) patched: exactly, one forward each,
  * and by attribution, (z_clean - z_corrupt) · d metric / d z from one backward pass on the
  * corrupted input, each divided by clean - corrupt. QKV_ERR_VALUE when clean and corrupt
- * give the same metric (nothing to recover). */
+ * give the same metric (nothing to recover); QKV_ERR_NUMERIC when a logit the metric reads (in
+ * the clean, the corrupted or a patched run) or an attribution is not finite, the line naming
+ * it, its run and its position. */
 qkv_status explain_patch(trainer *t, const explain_input *clean, const explain_input *corrupt,
                          patch_result *r);
 void explain_patch_free(patch_result *r);
@@ -122,7 +139,8 @@ typedef struct {
 
 /* The logit of `token` (-1: the predicted one) at query `position`, split exactly into the
  * stream's embedding part (with the residual stream), each head's z · W_O · head.w part (every
- * layer with the residual stream, else the last layer's), and head.b, all in double. */
+ * layer with the residual stream, else the last layer's), and head.b, all in double.
+ * QKV_ERR_NUMERIC when the logit or a part is not finite. */
 qkv_status explain_attribute(trainer *t, const explain_input *in, int position, int token,
                              dla_result *r);
 

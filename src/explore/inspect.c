@@ -1,5 +1,6 @@
 /* inspect.c - one input through a saved model, every part of every head kept (inspect.h). */
 #include "explore/inspect.h"
+#include "explore/explain.h" /* explain_task_targets */
 #include "engine/engine.h" /* memory_limit */
 #include "train/checkpoint.h"
 
@@ -180,6 +181,11 @@ static qkv_status read_words(inspection *in, const char *input, const char *targ
         if (!parse_words(in, "--input", input, in->model_T, in->model_T, "its --seq-len",
                          input_token, 0, expect, in->tokens, &in->T))
             return QKV_ERR_VALUE;
+        /* an input the task defines a target for, as every command reads a task's input */
+        int32_t task_targets[INSPECT_MAX_TOKENS];
+        qkv_status s = explain_task_targets(&in->t, QKV_ERR_VALUE, "inspect: --input",
+                                            in->tokens, task_targets);
+        if (s != QKV_OK) return s;
     }
     in->Tq = in->cross ? To : in->T;
     for (int i = 0; i < To; i++) in->targets[i] = -1;

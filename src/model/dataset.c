@@ -152,6 +152,82 @@ typedef struct {
     int count;
 } examples;
 
+qkv_status dataset_read_line(dataset *d, bool fixed, const char *path, int64_t line_no,
+                             const char *line, size_t len, const int most[2], int32_t *in,
+                             int32_t *out, int counts[2]) {
+    const char *end = line + len;
+    counts[0] = counts[1] = 0;
+    bool blank = true;
+    for (size_t i = 0; i < len; i++) blank &= line[i] == ' ';
+    if (blank) return QKV_OK; /* empty lines are skipped */
+    const char *tab = memchr(line, '\t', len);
+    if (!tab)
+        return qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": no tab between the input and the "
+                        "output tokens", path, line_no);
+    if (memchr(tab + 1, '\t', (size_t)(end - tab - 1)))
+        return qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": more than one tab (one example a "
+                        "line: input tokens, a tab, output tokens)", path, line_no);
+    for (int side = 0; side < 2; side++) {
+        const char *p = side ? tab + 1 : line, *stop = side ? end : tab;
+        const char *what = side ? "output" : "input";
+        while (p < stop) {
+            while (p < stop && (*p == ' ' || *p == '\v' || *p == '\f')) p++;
+            const char *q = p;
+            while (q < stop && *q != ' ' && *q != '\v' && *q != '\f') q++;
+            if (q == p) break;
+            int32_t id = -1;
+            int shown = (int)(q - p > 40 ? 40 : q - p);
+            long bad = utf8_invalid_at((const unsigned char *)p, (size_t)(q - p));
+            if (bad >= 0)
+                return qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": %s token %d is not valid "
+                                "UTF-8 (byte 0x%02x at its byte %ld)", path, line_no, what,
+                                counts[side] + 1, (unsigned char)p[bad], bad + 1);
+            if (counts[side] >= most[side])
+                return qkv_fail(QKV_ERR_FORMAT, most[side] < DATA_MAX_LEN
+                                ? "%s line %" PRId64 ": more than %d %s tokens: the model reads "
+                                  "at most %d (the longest of its examples)"
+                                : "%s line %" PRId64 ": more than %d %s tokens (the most a side "
+                                  "may hold: %d)", path, line_no, most[side], what, most[side]);
+            if (side == 1 && q - p == 1 && *p == '_') {
+                id = -1; /* no target here */
+            } else if (fixed) {
+                uint64_t h = token_hash(p, (size_t)(q - p));
+                id = d->slots ? vocab_find(d, p, (size_t)(q - p), h) : -1;
+                if (id < 0)
+                    return qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": unknown token '%.*s' "
+                                    "(%s token %d, not in %s)", path, line_no, shown, p, what,
+                                    counts[side] + 1, d->path);
+            } else {
+                qkv_status s = vocab_add(d, p, (size_t)(q - p), &id);
+                if (s != QKV_OK) return s;
+                if (d->vocab > QKV_MAX_VOCAB) /* with the padding */
+                    return qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": more than %d distinct "
+                                    "tokens; a model's vocabulary holds at most %d (with the "
+                                    "padding)", path, line_no, QKV_MAX_VOCAB - 1, QKV_MAX_VOCAB);
+            }
+            (side ? out : in)[counts[side]++] = id;
+            p = q;
+        }
+    }
+    if (!counts[0] || !counts[1])
+        return qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": the %s side is empty", path,
+                        line_no, counts[0] ? "output" : "input");
+    /* one length rule for the whole run: outputs as long as inputs, or never */
+    bool same = counts[0] == counts[1];
+    if (d->rule_line == 0) {
+        d->rule_line = line_no;
+        d->cross = !same;
+        snprintf(d->rule_path, sizeof d->rule_path, "%s", path);
+    } else if (same == d->cross) {
+        return qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": %d input and %d output tokens, "
+                        "but %s line %" PRId64 " has outputs %s its inputs: every example must "
+                        "follow one rule (same length, or an encoder-decoder)", path, line_no,
+                        counts[0], counts[1], d->rule_path, d->rule_line,
+                        d->cross ? "of another length than" : "as long as");
+    }
+    return QKV_OK;
+}
+
 static qkv_status parse_file(dataset *d, const char *path, bool fixed, bool split, examples *ex) {
     char *text = NULL;
     size_t size = 0;
@@ -161,6 +237,9 @@ static qkv_status parse_file(dataset *d, const char *path, bool fixed, bool spli
         free(text);
         return qkv_fail(QKV_ERR_FORMAT, "%s: a NUL byte: not a text file of examples", path);
     }
+    int32_t *sides = malloc(2 * DATA_MAX_LEN * sizeof *sides); /* one line's input, output */
+    if (!sides) s = qkv_fail(QKV_ERR_NOMEM, "out of memory reading examples");
+    const int most[2] = {DATA_MAX_LEN, DATA_MAX_LEN};
     int64_t line_no = 0;
     char *start = text;
     if (size >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) start += 3; /* a UTF-8 byte-order mark */
@@ -171,92 +250,23 @@ static qkv_status parse_file(dataset *d, const char *path, bool fixed, bool spli
         line_no++;
         if (end > line && end[-1] == '\r') end--;
         size_t len = (size_t)(end - line);
-        bool blank = true;
-        for (size_t i = 0; i < len; i++) blank &= line[i] == ' ';
-        if (blank) { /* empty lines are skipped */
-            line = next;
-            continue;
+        int counts[2];
+        s = dataset_read_line(d, fixed, path, line_no, line, len, most, sides,
+                              sides + DATA_MAX_LEN, counts);
+        if (s == QKV_OK && counts[0] > 0) { /* an example (a blank line has no side) */
+            for (int side = 0; side < 2 && s == QKV_OK; side++)
+                for (int i = 0; i < counts[side] && s == QKV_OK; i++)
+                    s = ids_push(&ex->ids, sides[side * DATA_MAX_LEN + i]);
+            if (s == QKV_OK) s = ids_push(&ex->lens, counts[0]);
+            if (s == QKV_OK) s = ids_push(&ex->lens, counts[1]);
+            bool held = split && heldout_picks(heldout_hash_finish(heldout_hash_bytes(
+                                     HELDOUT_HASH_START, (const unsigned char *)line, len)));
+            if (s == QKV_OK) s = ids_push(&ex->held, held);
+            if (s == QKV_OK) ex->count++;
         }
-        char *tab = memchr(line, '\t', len);
-        if (!tab) {
-            s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": no tab between the input and the "
-                         "output tokens", path, line_no);
-            break;
-        }
-        if (memchr(tab + 1, '\t', (size_t)(end - tab - 1))) {
-            s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": more than one tab (one example a "
-                         "line: input tokens, a tab, output tokens)", path, line_no);
-            break;
-        }
-        int counts[2] = {0, 0};
-        for (int side = 0; side < 2 && s == QKV_OK; side++) {
-            const char *p = side ? tab + 1 : line, *stop = side ? end : tab;
-            while (p < stop && s == QKV_OK) {
-                while (p < stop && (*p == ' ' || *p == '\v' || *p == '\f')) p++;
-                const char *q = p;
-                while (q < stop && *q != ' ' && *q != '\v' && *q != '\f') q++;
-                if (q == p) break;
-                int32_t id = -1;
-                long bad = utf8_invalid_at((const unsigned char *)p, (size_t)(q - p));
-                if (bad >= 0) {
-                    s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": %s token %d is not "
-                                 "valid UTF-8 (byte 0x%02x at its byte %ld)", path, line_no,
-                                 side ? "output" : "input", counts[side] + 1,
-                                 (unsigned char)p[bad], bad + 1);
-                    break;
-                }
-                if (side == 1 && q - p == 1 && *p == '_') {
-                    id = -1; /* no target here */
-                } else if (fixed) {
-                    uint64_t h = token_hash(p, (size_t)(q - p));
-                    id = d->slots ? vocab_find(d, p, (size_t)(q - p), h) : -1;
-                    if (id < 0)
-                        s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": unknown token '%.*s' "
-                                     "(not in %s)", path, line_no, (int)(q - p > 40 ? 40 : q - p),
-                                     p, d->path);
-                } else {
-                    s = vocab_add(d, p, (size_t)(q - p), &id);
-                    if (s == QKV_OK && d->vocab > QKV_MAX_VOCAB) /* with the padding */
-                        s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": more than %d "
-                                     "distinct tokens; a model's vocabulary holds at most %d "
-                                     "(with the padding)", path, line_no, QKV_MAX_VOCAB - 1,
-                                     QKV_MAX_VOCAB);
-                }
-                if (s == QKV_OK && ++counts[side] > DATA_MAX_LEN)
-                    s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": more than %d tokens on "
-                                 "one side", path, line_no, DATA_MAX_LEN);
-                if (s == QKV_OK) s = ids_push(&ex->ids, id);
-                p = q;
-            }
-        }
-        if (s != QKV_OK) break;
-        if (!counts[0] || !counts[1]) {
-            s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": the %s side is empty", path,
-                         line_no, counts[0] ? "output" : "input");
-            break;
-        }
-        /* one length rule for the whole run: outputs as long as inputs, or never */
-        bool same = counts[0] == counts[1];
-        if (d->rule_line == 0) {
-            d->rule_line = line_no;
-            d->cross = !same;
-            snprintf(d->rule_path, sizeof d->rule_path, "%s", path);
-        } else if (same == d->cross) {
-            s = qkv_fail(QKV_ERR_FORMAT, "%s line %" PRId64 ": %d input and %d output tokens, "
-                         "but %s line %" PRId64 " has outputs %s its inputs: every example "
-                         "must follow one rule (same length, or an encoder-decoder)", path,
-                         line_no, counts[0], counts[1], d->rule_path, d->rule_line,
-                         d->cross ? "of another length than" : "as long as");
-            break;
-        }
-        if ((s = ids_push(&ex->lens, counts[0])) || (s = ids_push(&ex->lens, counts[1])))
-            break;
-        bool held = split && heldout_picks(heldout_hash_finish(heldout_hash_bytes(
-                                 HELDOUT_HASH_START, (const unsigned char *)line, len)));
-        if ((s = ids_push(&ex->held, held)) != QKV_OK) break;
-        ex->count++;
         line = next;
     }
+    free(sides);
     free(text);
     if (s == QKV_OK && ex->count == 0)
         s = qkv_fail(QKV_ERR_FORMAT, "%s holds no examples", path);

@@ -34,6 +34,18 @@ typedef struct {
  * held-out file, mixed length rules, or a file too large for memory. */
 qkv_status dataset_load(dataset *d, const char *path, const char *heldout_path);
 void dataset_free(dataset *d);
+/* One line of a file of examples (line[0..len), without its newline), read by the rules of
+ * training, the one place they live: an input side, a tab and an output side, tokens of
+ * valid UTF-8 split at spaces (and \v, \f), `_` on the output side for no target, neither
+ * side empty, at most most[0] input and most[1] output tokens, and d's length rule (outputs
+ * as long as inputs, or an encoder-decoder's never). Each token's id into in[] and out[]
+ * (-1 for `_`): with `fixed`, a token d's vocabulary lacks is an error (a --heldout file, a
+ * trained model's examples); else it is added to d. counts[0], counts[1]: the two sides'
+ * lengths, both 0 for a line of spaces only (skipped). QKV_ERR_FORMAT naming `path`, line_no
+ * and the culprit; QKV_ERR_NOMEM. */
+qkv_status dataset_read_line(dataset *d, bool fixed, const char *path, int64_t line_no,
+                             const char *line, size_t len, const int most[2], int32_t *in,
+                             int32_t *out, int counts[2]);
 /* The checksum dataset_load gives the files `path` and `heldout_path` (NULL: none). A file
  * that cannot be read adds nothing to it. */
 uint64_t dataset_checksum(const char *path, const char *heldout_path);

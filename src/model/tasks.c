@@ -3,6 +3,7 @@
 #include "model/model.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -263,20 +264,72 @@ static int induction_segment(const qkv_task *task, const int32_t *x) {
     return n;
 }
 
-/* recall: the position of the value paired with the key at query position i. */
+/* recall: the position of the value paired with the key at query position i (the first
+ * pair that holds the key), or -1 if no pair holds it. */
 static int recall_value_at(const qkv_task *task, const int32_t *x, int i) {
     for (int p = 0; p < task->n_pairs; p++)
         if (x[2 * p] == x[i]) return 2 * p + 1;
-    return 1; /* not reached: every query names a key of the pairs */
+    return -1;
 }
 
-void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, int32_t *x, int32_t *y) {
-    do draw_tokens(task, rng, x);
-    while (qkv_task_is_heldout(task, x) != heldout);
-    qkv_task_targets(task, x, y);
+/* lookup: whether `token` is a pair of key `key` (a query token is no pair). */
+static bool lookup_pair_of(const qkv_task *task, int32_t token, int key) {
+    return token < task->n_keys * task->n_values && token / task->n_values == key;
 }
 
-void qkv_task_targets(const qkv_task *task, const int32_t *x, int32_t *y) {
+/* The token at position i of x leaves a target undefined: QKV_ERR_VALUE naming it. */
+static qkv_status no_target(const qkv_task *task, const int32_t *x, int i, const char *why, ...)
+    __attribute__((format(printf, 4, 5)));
+static qkv_status no_target(const qkv_task *task, const int32_t *x, int i, const char *why, ...) {
+    char label[32], reason[400];
+    qkv_task_token_label(task, x[i], label, sizeof label);
+    va_list ap;
+    va_start(ap, why);
+    vsnprintf(reason, sizeof reason, why, ap);
+    va_end(ap);
+    return qkv_fail(QKV_ERR_VALUE, "position %d holds '%s', %s", i, label, reason);
+}
+
+/* The first token of x[T] for which the task defines no target, refused by no_target; QKV_OK
+ * when every target is defined. */
+static qkv_status check_targets_defined(const qkv_task *task, const int32_t *x) {
+    int T = task->seq_len, V = task->vocab;
+    for (int i = 0; i < T; i++)
+        if (x[i] < 0 || x[i] >= V)
+            return qkv_fail(QKV_ERR_VALUE, "position %d holds token %d, which is not a token of "
+                            "%s (0..%d)", i, (int)x[i], qkv_task_name(task->kind), V - 1);
+    if (task->kind == QKV_TASK_TRANSLATE) /* target i translates source position 2i+1 */
+        for (int i = 0; i < T; i++)
+            if (x[i] >= V / 2)
+                return no_target(task, x, i, "a target word: translate's input holds source "
+                                 "words (s0..s%d), whose translations are the targets", V / 2 - 1);
+    if (task->kind == QKV_TASK_RECALL) /* every query names one key of the pairs, one value */
+        for (int i = 2 * task->n_pairs; i < T; i++) {
+            int at = recall_value_at(task, x, i);
+            if (at < 0)
+                return no_target(task, x, i, "a query of a key that none of the %d pairs before "
+                                 "position %d holds: recall's target is the queried key's "
+                                 "value", task->n_pairs, 2 * task->n_pairs);
+            for (int p = at + 2; p < 2 * task->n_pairs; p += 2) /* later value positions */
+                if (x[p - 1] == x[i] && x[p] != x[at])
+                    return no_target(task, x, i, "a query of a key that two pairs give "
+                                     "different values (positions %d and %d)", at, p);
+        }
+    if (task->kind == QKV_TASK_LOOKUP) { /* the query's key has one value among the pairs */
+        int key = x[T - 1] - task->n_keys * task->n_values, at = -1;
+        for (int j = 0; j < T - 1 && key >= 0; j++) {
+            if (!lookup_pair_of(task, x[j], key)) continue;
+            if (at >= 0 && x[j] % task->n_values != x[at] % task->n_values)
+                return no_target(task, x, T - 1, "a query of a key that two pairs give "
+                                 "different values (positions %d and %d)", at, j);
+            at = at < 0 ? j : at;
+        }
+    }
+    return QKV_OK;
+}
+
+/* The targets of x, every one of them defined (check_targets_defined). */
+static void fill_targets(const qkv_task *task, const int32_t *x, int32_t *y) {
     int T = task->seq_len;
     if (task->kind == QKV_TASK_TRANSLATE) { /* T/2 targets */
         for (int i = 0; i < task->target_len; i++)
@@ -298,7 +351,7 @@ void qkv_task_targets(const qkv_task *task, const int32_t *x, int32_t *y) {
     if (task->kind == QKV_TASK_LOOKUP) {
         int key = x[T - 1] - task->n_keys * task->n_values;
         for (int i = 0; i < T - 1; i++)
-            if (x[i] / task->n_values == key) y[T - 1] = x[i] % task->n_values;
+            if (lookup_pair_of(task, x[i], key)) y[T - 1] = x[i] % task->n_values;
     }
     if (task->kind == QKV_TASK_INDUCTION) {
         int n = induction_segment(task, x);
@@ -308,6 +361,18 @@ void qkv_task_targets(const qkv_task *task, const int32_t *x, int32_t *y) {
         for (int i = 2 * task->n_pairs; i < T; i++) y[i] = x[recall_value_at(task, x, i)];
     if (task->kind == QKV_TASK_SORT) /* the separator and each output but the last: the next */
         for (int i = (T - 1) / 2; i < T - 1; i++) y[i] = x[i + 1];
+}
+
+qkv_status qkv_task_targets(const qkv_task *task, const int32_t *x, int32_t *y) {
+    qkv_status s = check_targets_defined(task, x);
+    if (s == QKV_OK) fill_targets(task, x, y);
+    return s;
+}
+
+void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, int32_t *x, int32_t *y) {
+    do draw_tokens(task, rng, x);
+    while (qkv_task_is_heldout(task, x) != heldout);
+    fill_targets(task, x, y); /* a drawn sequence's targets are all defined */
 }
 
 void qkv_task_ideal(const qkv_task *task, const int32_t *x, uint8_t *ideal) {
@@ -326,7 +391,7 @@ void qkv_task_ideal(const qkv_task *task, const int32_t *x, uint8_t *ideal) {
         case QKV_TASK_LOOKUP:
             if (i == T - 1) {
                 int key = x[T - 1] - task->n_keys * task->n_values;
-                for (int j = 0; j < T - 1; j++) row[j] = x[j] / task->n_values == key;
+                for (int j = 0; j < T - 1; j++) row[j] = lookup_pair_of(task, x[j], key);
             }
             break;
         case QKV_TASK_MAX:
@@ -344,7 +409,7 @@ void qkv_task_ideal(const qkv_task *task, const int32_t *x, uint8_t *ideal) {
     }
     if (task->kind == QKV_TASK_RECALL) /* the value paired with the queried key */
         for (int i = 2 * task->n_pairs; i < T; i++)
-            ideal[(size_t)i * T + recall_value_at(task, x, i)] = 1;
+            for (int at = recall_value_at(task, x, i); at >= 0; at = -1) ideal[(size_t)i * T + at] = 1;
     if (task->kind == QKV_TASK_SORT) /* the input position holding the next larger token */
         for (int i = (T - 1) / 2; i < T - 1; i++)
             for (int j = 0; j < (T - 1) / 2; j++) ideal[(size_t)i * T + j] = x[j] == x[i + 1];
