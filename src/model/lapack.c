@@ -10,7 +10,8 @@
  * the memory to load it is missing, QKV_ERR_IO when it cannot be found.
  *
  * The library is QKV_LAPACK_SONAME (CMakeLists.txt: the SONAME of pkg-config's lapack), found
- * as the dynamic loader finds any library (LD_LIBRARY_PATH, the system's alternatives). */
+ * as the dynamic loader finds any library (LD_LIBRARY_PATH, the system's alternatives). It is
+ * loaded once (pthread_once); while it loads, the process's OPENBLAS_NUM_THREADS is "1". */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include "model/model.h"
 
