@@ -611,7 +611,10 @@ QKV_API qkv_status qkv_head_circuits(const qkv_model *m, int layer, int head, do
                                      double *qk_pos, double *ov);
 /* Every head's copying score, (L, H) into scores: Σ Re λ / Σ |λ| over the eigenvalues of its
  * OV circuit (1 for a head that copies, -1 for one that writes the opposite); NaN where every
- * eigenvalue is 0. QKV_ERR_NUMERIC if LAPACK's eigenvalues do not converge. */
+ * eigenvalue is 0. QKV_ERR_NUMERIC if LAPACK's eigenvalues do not converge. libqkv links no
+ * LAPACK: the first call loads it (dlopen; OPENBLAS_NUM_THREADS is 1 while it loads, then
+ * put back), QKV_ERR_IO when it cannot be found, QKV_ERR_NOMEM when there is no memory to
+ * load it or for OpenBLAS's workspace. */
 QKV_API qkv_status qkv_copying_scores(const qkv_model *m, double *scores);
 /* Composition scores between heads of consecutive layers, (L-1, 3, H, H) into scores, at
  * [l][kind][h1][h2] for head h1 of layer l and head h2 of layer l+1: ‖A·B‖ / (‖A‖ ‖B‖)

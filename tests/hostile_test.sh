@@ -17,15 +17,18 @@
 #   8. A directory holding another run is refused; --force clears that run's files only.
 #   9. No reader blocks on a FIFO (--config, --grid-file, sweep.json, a cell's summary.json).
 #  10. A sweep cell's log and directory are never used through a planted link.
-#  11. summary.json says "interrupted" after SIGINT; resuming a finished run keeps its loss.
-#  12. A sweep killed with SIGKILL takes its cells with it.
+#  11. summary.json says "interrupted" after SIGINT; resuming a finished run changes no file,
+#      and a resume that trains no step keeps the run's loss whole.
+#  12. A sweep killed with SIGKILL takes its cells with it, and run again at once it ends with
+#      the bits of a sweep never killed.
 #  13. A resume whose model (or a map) cannot be written leaves metrics.csv, metrics.jsonl, the
 #      maps and the snapshots as they were: no record moves ahead of the model on disk.
 #  14. A data file's byte-order mark is dropped; a million distinct tokens is the file's error.
 #  15. The page reads metrics.csv lines of any length.
 #  16. sweep --collect writes its tables over a text x axis or an odd value, names the cells
 #      the figure leaves out, and removes the temporaries a killed --collect left.
-#  17. study --out on a full disk: one line, no table on stdout.
+#  17. study --out on a full disk: one line, no table on stdout; a sweep on a full disk leaves
+#      no --out of its making.
 # A model trained before all of this still evaluates to the same line at the end.
 # Exits 77 (skipped) without gnuplot.
 set -u
@@ -223,22 +226,61 @@ s = json.load(open(sys.argv[1] + "/summary.json"))
 assert s["status"] == "interrupted" and s["exit_status"] == 7, s
 assert s["model_step"] is not None and s["model_step"] % 20 == 0, s
 PYEOF
-run 0 "a finished run" train "${SMALL[@]}" --out fin
-run 0 "resuming the finished run" train --resume fin --quiet
-"$PYTHON" - fin <<'PYEOF' && ok || fail "resuming a finished run zeroed its loss: $(cat fin/summary.json)"
+# A finished run resumed changes no file, however it is resumed (--threads, --json, --quiet);
+# one that trains no step elsewhere (into another directory, or after a kill left summary.json
+# "running" at the last step) keeps the run's loss whole, not metrics.csv's 6 digits.
+run 0 "a finished run" train "${SMALL[@]}" --snapshot-every 5 --out fin
+cp fin/summary.json fin.summary.json
+sums() { (cd "$1" && find . -type f | LC_ALL=C sort | xargs cksum); }
+sums fin >fin.sums
+for opts in "--quiet" "--threads 2 --json" "--steps 20"; do
+    # shellcheck disable=SC2086
+    run 0 "resuming the finished run ($opts)" train --resume fin $opts
+    sums fin | diff fin.sums - >diff.txt && ok ||
+        fail "resuming the finished run ($opts) changed: $(tr '\n' ' ' <diff.txt | head -c 300)"
+done
+run 0 "the finished run resumed into another directory" train --resume fin --out fin2 --quiet
+cp -r fin fin3 && sed -i 's/"status":[[:space:]]*"done"/"status": "running"/' fin3/summary.json
+run 0 "a run killed after its last checkpoint" train --resume fin3 --quiet
+"$PYTHON" - fin.summary.json fin2 fin3 <<'PYEOF' && ok || fail "a run that trains no step changed its loss: $(grep -h '"loss"' fin*/summary.json)"
 import json, sys
-m = json.load(open(sys.argv[1] + "/summary.json"))["metrics"]
-assert m["loss"] != 0 and m["train_acc"] != 0, m
+want = json.load(open(sys.argv[1]))["metrics"]
+assert want["loss"] != 0 and want["train_acc"] != 0, want
+for d in sys.argv[2:]:
+    s = json.load(open(d + "/summary.json"))
+    assert s["status"] == "done", (d, s["status"])
+    for k in ("loss", "train_acc"):
+        assert s["metrics"][k] == want[k], (d, k, s["metrics"][k], want[k])
 PYEOF
 
-# ---- 12. a sweep killed with SIGKILL takes its cells with it ----
-"$QKV" sweep --grid 'seed=1,2' --out killed --jobs 2 --quiet -- "${SMALL[@]}" --steps 100000000 \
-    --save-every 1000 >out.txt 2>err.txt &
+# ---- 12. a sweep killed with SIGKILL takes its cells with it; run again at once, it ends
+# with the bits of a sweep never killed ----
+SWEEP=(--grid 'seed=1,2' --jobs 2 --quiet -- "${SMALL[@]}" --steps 6000 --save-every 500)
+run 0 "a sweep never killed" sweep --out whole "${SWEEP[@]}"
+"$QKV" sweep --out killed "${SWEEP[@]}" >out.txt 2>err.txt &
 bg=$!
-for _ in $(seq 200); do [ -e killed/seed=1/summary.json ] && [ -e killed/seed=2/summary.json ] && break; sleep 0.05; done
+for _ in $(seq 400); do [ -e killed/seed=1/model.safetensors ] && [ -e killed/seed=2/model.safetensors ] && break; sleep 0.01; done
+cells=$(pgrep -P "$bg" | tr '\n' ' ')
+[ -n "$cells" ] && ok || fail "the sweep to kill had no cell running (it ended too soon?)"
+# The cells are held (SIGSTOP) while their sweep dies and for half a second into the run
+# again: their SIGTERM waits, as it waits for a checkpoint being written, and the new run
+# finds them still writing.
+# shellcheck disable=SC2086
+kill -STOP $cells
 kill -KILL "$bg"; wait "$bg" 2>/dev/null; bg=
-for _ in $(seq 100); do pgrep -f "killed/seed=" >/dev/null || break; sleep 0.05; done
-pgrep -f "$W/killed/seed=\|killed/seed=" >/dev/null && fail "the cells outlived their sweep" || ok
+# shellcheck disable=SC2086
+(sleep 0.5; kill -CONT $cells) &
+run 0 "the killed sweep run again at once" sweep --out killed "${SWEEP[@]}"
+wait
+for pid in $cells; do # gone, or another process by now: never a qkv train of the killed sweep
+    grep -qs 'killed/seed=' "/proc/$pid/cmdline" && fail "cell $pid outlived its sweep" || ok
+done
+for seed in 1 2; do
+    for f in model.safetensors metrics.csv metrics.jsonl; do
+        cmp -s "whole/seed=$seed/$f" "killed/seed=$seed/$f" && ok ||
+            fail "killed and run again: seed=$seed/$f differs from the sweep never killed"
+    done
+done
 
 # ---- 13. a model that cannot be written: no record moves ahead of it ----
 # QKV_TEST_FAIL_WRITE=NAME makes the rename of NAME fail as over an immutable file (EPERM).
@@ -320,6 +362,23 @@ mkdir -p full
 [ "$(wc -l <out.txt)" = 1 ] && grep -q '^qkv: study: cannot write full/scaling.dat: File too large$' out.txt &&
     ok || fail "study on a full disk: $(head -c 300 out.txt)"
 no_temporaries "study on a full disk"
+# a sweep on a full disk leaves no --out it made, empty or half-made; one that was there stays
+for how in "--emit parallel" "--emit slurm" "--jobs 1"; do
+    # shellcheck disable=SC2086
+    (ulimit -f 0 && exec "$QKV" sweep --grid 'seed=1,2' --out newsweep/grid $how -- --steps 2) 2>&1 |
+        cat >out.txt
+    [ "$(wc -l <out.txt)" = 1 ] && grep -q '^qkv: sweep: cannot write newsweep/grid/sweep.json: File too large$' out.txt &&
+        ok || fail "sweep $how on a full disk: $(head -c 300 out.txt)"
+    [ ! -e newsweep ] && ok || fail "sweep $how on a full disk left $(find newsweep | tr '\n' ' ')"
+done
+grid=$(seq -s, 1 40) # sweep.json fits in a block (ulimit -f 1), the script does not
+(ulimit -f 1 && exec "$QKV" sweep --grid "seed=$grid" --out newsweep --emit parallel) 2>&1 | cat >out.txt
+grep -q '^qkv: sweep: cannot write newsweep/jobs.txt: File too large$' out.txt && ok ||
+    fail "sweep --emit on a disk that fills up: $(head -c 300 out.txt)"
+[ ! -e newsweep ] && ok || fail "sweep --emit on a disk that fills up left $(find newsweep | tr '\n' ' ')"
+(ulimit -f 0 && exec "$QKV" sweep --grid 'seed=1,2' --out full --emit parallel) >/dev/null 2>&1
+[ -d full ] && ok || fail "a sweep that failed removed the --out that was there before it"
+no_temporaries "sweep on a full disk"
 
 "$QKV" eval --model good >good_after.txt
 cmp -s good_before.txt good_after.txt && ok || fail "the good model evaluates differently now"

@@ -182,8 +182,10 @@ int cli_gnuplot(const char *script, const char *dir, const char *out, const char
 /* guard.c: signals and limits. cli_guard_install (main() calls it) makes SIGINT, SIGTERM and
  * SIGHUP remove the temporaries being written and exit EXIT_INTERRUPTED with one line, and
  * makes a write past `ulimit -f` fail with EFBIG instead of killing qkv. The note, if set,
- * follows that line ("the run in DIR keeps step 40"). */
-void cli_guard_install(void);
+ * follows that line ("the run in DIR keeps step 40"). Under an address-space limit it first
+ * grows the main thread's stack to what qkv may need (where a later growth would be SIGSEGV):
+ * EXIT_NOMEM with one line when the limit leaves no room for it, else EXIT_OK. */
+int cli_guard_install(void);
 void cli_set_interrupt_note(const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 1, 2)))

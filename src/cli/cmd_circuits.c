@@ -44,9 +44,9 @@ static int circuits_parse(int argc, char **argv, circuits_args *a) {
         .options = options,
         .column = 22,
         .epilog = "\n"
-                  "Exit codes: 0 done, 2 bad option or --out naming the model, 3 the model cannot be read\n"
-                  "or FILE written, 4 the model file is corrupt, 5 the eigenvalues did not converge, 6 out\n"
-                  "of memory.\n",
+                  "Exit codes: 0 done, 2 bad option or --out naming the model, 3 the model cannot be read,\n"
+                  "FILE written or LAPACK loaded, 4 the model file is corrupt, 5 the eigenvalues did not\n"
+                  "converge, 6 out of memory.\n",
         .operands = true};
     int first;
     int code = cli_parse_options(&cmd, argc, argv, &first);

@@ -113,6 +113,12 @@ static int run_here(const sweep *sw, long jobs, bool quiet) {
     if (!quiet)
         printf("sweep: %ld cells run, %ld failed; tabulate and plot with: qkv sweep --collect %s\n",
                p.finished, p.failed, sw->dir);
+    if (p.failed && p.failed_nomem == p.failed) { /* the sweep's own lack of memory */
+        cli_error("sweep: %ld of %ld cells ran out of memory (each one's train.log says how); "
+                  "run the same command again, with more memory, to retry them", p.failed,
+                  p.to_run);
+        return EXIT_NOMEM;
+    }
     if (p.failed) {
         cli_error("sweep: %ld of %ld cells failed (each one's train.log says why); run the same "
                   "command again to retry them", p.failed, p.to_run);
@@ -279,7 +285,8 @@ int cmd_sweep(int argc, char **argv, bool parse_only) {
         .column = 22,
         .epilog = "\n"
                   "Exit codes: 0 done, 1 a cell failed or gnuplot is missing or failed, 2 bad grid or option,\n"
-                  "3 a file or directory cannot be read or written, 4 a sweep.json or summary.json is corrupt.\n",
+                  "3 a file or directory cannot be read or written, 4 a sweep.json or summary.json is corrupt,\n"
+                  "6 out of memory (every cell that failed ran out of it).\n",
         .operands = true,
         .stop_at_operand = true}; /* everything after -- is train's */
     int rest; /* argv[rest]: the first argument that is not sweep's */
@@ -345,7 +352,12 @@ int cmd_sweep(int argc, char **argv, bool parse_only) {
         sweep_free(&sw);
         return code == EXIT_OK ? CLI_RUN : code;
     }
-    if (!cli_make_dirs("sweep: ", a.out)) code = EXIT_IO;
+    char created[SWEEP_DIR_MAX + 1]; /* the first directory this sweep made, or "" */
+    qkv_status made = io_make_dirs_noting(a.out, created, sizeof created);
+    if (made != QKV_OK) {
+        cli_error("sweep: %s", qkv_last_error());
+        code = cli_exit_for(made);
+    }
     if (code == EXIT_OK) code = sweep_exit(sweep_write_json(&sw));
     if (code == EXIT_OK) {
         long jobs = a.jobs;
@@ -355,6 +367,12 @@ int cmd_sweep(int argc, char **argv, bool parse_only) {
         }
         code = a.emit ? emit(&sw, a.emit, a.quiet) : run_here(&sw, jobs, a.quiet);
     }
+    /* A sweep that fails leaves no empty or half-made --out of its own making: sweep.json and
+     * the script go, with the directories it made, unless a cell ran there (its directory
+     * says how it ended, and the next run of the sweep goes on from it). */
+    if (code != EXIT_OK && made == QKV_OK)
+        io_unmake_dirs(a.out, created,
+                       (const char *const[]){"sweep.json", "jobs.txt", "sweep.sbatch", NULL});
     sweep_free(&sw);
     return code;
 }

@@ -52,6 +52,14 @@ qkv_status io_make_subdir(const char *dir, const char *sub, char *out, size_t le
 /* Creates DIR and its missing parents, like mkdir -p; QKV_ERR_IO if one cannot be made or
  * DIR is something else than a directory. */
 qkv_status io_make_dirs(const char *dir);
+/* The same, naming in `created` (len bytes) the first directory it made: "" when DIR was
+ * there. A failure removes what it made. */
+qkv_status io_make_dirs_noting(const char *dir, char *created, size_t len);
+/* Undoes io_make_dirs_noting for a maker that failed, so that no empty or half-made output
+ * directory is left: the files `names` (NULL-terminated; NULL: none) in DIR, if DIR holds
+ * nothing else, then DIR and its parents up to `created`, deepest first, each if empty.
+ * Nothing when `created` is "". */
+void io_unmake_dirs(const char *dir, const char *created, const char *const *names);
 
 /* Opens `path` for reading only if it is a regular file, without blocking (a FIFO or a
  * device is refused at once, QKV_ERR_IO); its size into *size. */

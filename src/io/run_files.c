@@ -178,6 +178,36 @@ static void set_signal_record(const run_files *rf, int64_t step, double last_los
     free(text);
 }
 
+#define MAX_SUMMARY_BYTES (1 << 20) /* a summary.json larger than this is not read back */
+
+bool run_files_done(const char *dir, int64_t step) {
+    char path[RUN_PATH_LEN];
+    if (snprintf(path, sizeof path, "%s/summary.json", dir) >= (int)sizeof path) return false;
+    FILE *f = NULL;
+    if (io_fopen_regular(path, &f) != QKV_OK) return false;
+    char *text = malloc(MAX_SUMMARY_BYTES);
+    size_t n = text ? fread(text, 1, MAX_SUMMARY_BYTES, f) : 0;
+    fclose(f);
+    cJSON *j = n > 0 && n < MAX_SUMMARY_BYTES ? cJSON_ParseWithLength(text, n) : NULL;
+    free(text);
+    const cJSON *status = cJSON_GetObjectItemCaseSensitive(j, "status");
+    const cJSON *exit_status = cJSON_GetObjectItemCaseSensitive(j, "exit_status");
+    const cJSON *at = cJSON_GetObjectItemCaseSensitive(j, "step");
+    const cJSON *model_step = cJSON_GetObjectItemCaseSensitive(j, "model_step");
+    bool done = cJSON_IsString(status) && !strcmp(status->valuestring, "done") &&
+                cJSON_IsNumber(exit_status) && exit_status->valuedouble == 0 &&
+                cJSON_IsNumber(at) && at->valuedouble == (double)step &&
+                cJSON_IsNumber(model_step) && model_step->valuedouble == (double)step;
+    cJSON_Delete(j);
+    return done;
+}
+
+/* The number `key` of a metrics.jsonl row, or `otherwise` when it has none. */
+static double row_number(const cJSON *row, const char *key, double otherwise) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(row, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : otherwise;
+}
+
 static qkv_status begin(run_files *rf, const char *dir, const char *from_dir, int64_t step,
                         const metrics_row *kept, int nkept) {
     rf->start = run_files_now();
@@ -198,6 +228,13 @@ static qkv_status begin(run_files *rf, const char *dir, const char *from_dir, in
     char path[RUN_PATH_LEN];
     snprintf(path, sizeof path, "%s/metrics.jsonl", from_dir);
     cJSON *old = nkept > 0 ? read_jsonl(path) : NULL;
+    /* A run that trains no step ends with the last kept row's loss and accuracy: from its
+     * metrics.jsonl line, which holds them whole, rather than metrics.csv's 6 digits. */
+    const cJSON *last = nkept > 0 && old ? find_step(old, kept[nkept - 1].step) : NULL;
+    if (last) {
+        rf->kept_loss = row_number(last, "loss", rf->kept_loss);
+        rf->kept_train_acc = row_number(last, "train_acc", rf->kept_train_acc);
+    }
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
     atomic_file af;
     if ((s = atomic_open(&af, path)) != QKV_OK) {

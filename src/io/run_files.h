@@ -6,6 +6,7 @@
 #include "io/metrics.h"
 #include "io/paths.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -43,6 +44,9 @@ typedef struct {
  * (io/atomic.c). On failure there is nothing to end; else end with run_files_end. */
 qkv_status run_files_begin(run_files *rf, const char *dir, const char *from_dir,
                            struct cJSON *config, int64_t step, const metrics_row *kept, int nkept);
+/* Whether DIR/summary.json says that the run ended normally ("done", exit status 0) with its
+ * model at `step`: a finished run, whose files a resume with no step left must not touch. */
+bool run_files_done(const char *dir, int64_t step);
 /* Appends one evaluation to metrics.jsonl and flushes it, so that a reader following the
  * file sees each row as soon as it is written; the summary's metrics will be e's. */
 void run_files_row(run_files *rf, const metrics_row *row, const run_evaluation *e);

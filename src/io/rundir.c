@@ -76,24 +76,66 @@ void io_remove_stale_temporaries(const char *dir, const char *const *names) {
     if (d) closedir(d);
 }
 
-qkv_status io_make_dirs(const char *dir) {
+qkv_status io_make_dirs_noting(const char *dir, char *created, size_t len) {
+    if (len > 0) created[0] = '\0';
     char path[SYSTEM_PATH_LEN];
     if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
         return qkv_fail(QKV_ERR_IO, "%.60s...: path too long", dir);
+    if (!*dir) return qkv_fail(QKV_ERR_IO, "cannot create '': an empty name");
     /* each parent in turn, then the directory itself */
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return qkv_fail(QKV_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-        *p = '/';
+    size_t n = strlen(path);
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0') continue;
+        char c = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0777) == 0) {
+            if (len > 0 && !created[0]) snprintf(created, len, "%s", path);
+        } else if (errno != EEXIST) {
+            int err = errno;
+            if (len > 0) {
+                io_unmake_dirs(dir, created, NULL);
+                created[0] = '\0';
+            }
+            return qkv_fail(QKV_ERR_IO, "cannot create %s: %s", path, strerror(err));
+        }
+        path[i] = c;
     }
-    if (mkdir(path, 0777) != 0 && errno != EEXIST)
-        return qkv_fail(QKV_ERR_IO, "cannot create %s: %s", dir, strerror(errno));
     struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return qkv_fail(QKV_ERR_IO, "%s exists and is not a directory", dir);
     return QKV_OK;
+}
+
+qkv_status io_make_dirs(const char *dir) { return io_make_dirs_noting(dir, NULL, 0); }
+
+void io_unmake_dirs(const char *dir, const char *created, const char *const *names) {
+    if (!created || !*created) return;
+    char path[SYSTEM_PATH_LEN + 64];
+    if (names) { /* only when nothing else is in DIR: what is there then is all the maker's */
+        DIR *d = opendir(dir);
+        bool others = false;
+        for (struct dirent *e; d && (e = readdir(d)) && !others;) {
+            bool known = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+            for (const char *const *n = names; *n && !known; n++) known = !strcmp(e->d_name, *n);
+            others = !known;
+        }
+        if (d) closedir(d);
+        if (others) return;
+        for (const char *const *n = names; *n; n++) {
+            snprintf(path, sizeof path, "%s/%s", dir, *n);
+            struct stat sb;
+            if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode)) unlink(path);
+        }
+    }
+    /* DIR, then each parent up to the first directory created, while empty: deepest first
+     * (one not made yet, by a maker that failed on the way, is passed over) */
+    snprintf(path, sizeof path, "%s", dir);
+    size_t keep = strlen(created);
+    while (strlen(path) >= keep && (rmdir(path) == 0 || errno == ENOENT)) {
+        char *slash = strrchr(path, '/');
+        if (!slash) break;
+        *slash = '\0';
+    }
 }
 
 qkv_status rundir_open(rundir *rd, const char *dir) {
@@ -101,29 +143,12 @@ qkv_status rundir_open(rundir *rd, const char *dir) {
     rd->lock_fd = -1;
     if ((size_t)snprintf(rd->dir, sizeof rd->dir, "%s", dir) >= sizeof rd->dir)
         return qkv_fail(QKV_ERR_IO, "%s: path too long", dir);
-    if (!*dir) return qkv_fail(QKV_ERR_IO, "cannot create '': an empty name");
     /* Like mkdir -p. The first directory this call creates is remembered: a run that fails
      * before its first commit removes what it created, and leaves no empty --out behind. */
-    char path[sizeof rd->dir];
-    snprintf(path, sizeof path, "%s", dir);
-    size_t len = strlen(path);
-    for (size_t i = 1; i <= len; i++) {
-        if (path[i] != '/' && path[i] != '\0') continue;
-        char c = path[i];
-        path[i] = '\0';
-        if (mkdir(path, 0777) == 0) {
-            if (!rd->created[0]) snprintf(rd->created, sizeof rd->created, "%s", path);
-        } else if (errno != EEXIST) {
-            int err = errno;
-            rundir_close(rd);
-            return qkv_fail(QKV_ERR_IO, "cannot create %s: %s", path, strerror(err));
-        }
-        path[i] = c;
-    }
-    struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    qkv_status s = io_make_dirs_noting(dir, rd->created, sizeof rd->created);
+    if (s != QKV_OK) {
         rundir_close(rd);
-        return qkv_fail(QKV_ERR_IO, "%s exists and is not a directory", dir);
+        return s;
     }
     rd->lock_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (rd->lock_fd < 0 || flock(rd->lock_fd, LOCK_EX | LOCK_NB) != 0) {
@@ -138,6 +163,7 @@ qkv_status rundir_open(rundir *rd, const char *dir) {
     }
     /* Subdirectories that exist must be real ones, checked before anything is written: a
      * symbolic link there would lead the run's writes out of the directory. */
+    struct stat sb;
     for (size_t i = 1; i < sizeof run_subdirs / sizeof run_subdirs[0]; i++) {
         char sub[RUN_FILE_PATH_LEN];
         snprintf(sub, sizeof sub, "%s/%s", dir, run_subdirs[i]);
@@ -265,13 +291,7 @@ void rundir_close(rundir *rd) {
             snprintf(path, sizeof path, *run_subdirs[i] ? "%s/%s" : "%s", rd->dir, run_subdirs[i]);
             remove_files(path, i == 0 ? "summary.json" : NULL, i > 0);
         }
-        snprintf(path, sizeof path, "%s", rd->dir);
-        size_t keep = strlen(rd->created);
-        while (strlen(path) >= keep && rmdir(path) == 0) {
-            char *slash = strrchr(path, '/');
-            if (!slash) break;
-            *slash = '\0';
-        }
+        io_unmake_dirs(rd->dir, rd->created, NULL);
     }
     if (rd->lock_fd >= 0) close(rd->lock_fd); /* releases the lock */
     rd->lock_fd = -1;

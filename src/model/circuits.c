@@ -8,13 +8,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* LAPACK's eigenvalues of a general matrix (column-major; the trailing lengths are those of
- * the two one-letter strings, as Fortran passes them). */
-extern void dgeev_(const char *jobvl, const char *jobvr, const int *n, double *a, const int *lda,
-                   double *wr, double *wi, double *vl, const int *ldvl, double *vr,
-                   const int *ldvr, double *work, const int *lwork, int *info, size_t jobvl_len,
-                   size_t jobvr_len);
-
 /* The weights of one head, in double: w_q, w_k, w_v (C, Dk), the head's columns of W_Q, W_K,
  * W_V; w_o (Dk, C), its rows of W_O. */
 typedef struct {
@@ -125,14 +118,18 @@ qkv_status qkv_head_circuits(const qkv_model *m, int layer, int head, double *qk
  * eigenvalue is 0. */
 static qkv_status copying_score(double *a, int n, double *score) {
     double *wr = malloc((size_t)n * sizeof *wr), *wi = malloc((size_t)n * sizeof *wi);
-    int lwork = 8 * n, info = 0, one = 1;
-    double *work = malloc((size_t)lwork * sizeof *work), unused = 0;
+    int lwork = 8 * n, info = 0;
+    double *work = malloc((size_t)lwork * sizeof *work);
     if (!wr || !wi || !work) {
         free(wr), free(wi), free(work);
         return qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits");
     }
     /* a is row-major, LAPACK reads it as aᵀ: the same eigenvalues */
-    dgeev_("N", "N", &n, a, &n, wr, wi, &unused, &one, &unused, &one, work, &lwork, &info, 1, 1);
+    qkv_status s = lapack_dgeev(n, a, wr, wi, work, lwork, &info);
+    if (s != QKV_OK) {
+        free(wr), free(wi), free(work);
+        return s;
+    }
     double re = 0, abs = 0;
     for (int i = 0; i < n; i++) {
         re += wr[i];

@@ -13,6 +13,14 @@
  * step gives one to each shard of its batch, so that shards run backward side by side. */
 qkv_status model_replica(qkv_model *r, const qkv_model *m);
 
+/* LAPACK's dgeev without eigenvectors (lapack.c, which loads LAPACK the first time): the
+ * eigenvalues wr + i wi of the (n, n) column-major matrix a (overwritten), work (lwork
+ * doubles) its workspace, *info dgeev's. Fails, calling nothing, with QKV_ERR_NOMEM when
+ * there is no memory to load LAPACK or for OpenBLAS's buffer, and QKV_ERR_IO when LAPACK
+ * cannot be loaded. */
+qkv_status lapack_dgeev(int n, double *a, double *wr, double *wi, double *work, int lwork,
+                        int *info);
+
 /* ---- the held-out split (tasks.c): one example in HELDOUT_SHARE is held out, chosen by a
  * hash of its bytes, the same on every machine: a task's tokens as little-endian bytes, a
  * data file's line as written ---- */

@@ -127,14 +127,22 @@ plot_status plotter_run(plotter *p, const char *dir, const char *script, const c
     if (!ok) {
         char msg[512];
         last_line(log, msg, sizeof msg);
+        /* gnuplot, or the dynamic loader before it, out of the memory qkv's limit (ulimit -v,
+         * which gnuplot inherits) leaves: qkv's own lack of memory, exit 6 */
+        bool memory = waited && (strstr(msg, "failed to map segment") ||
+                                 strstr(msg, "annot allocate memory") ||
+                                 strstr(msg, "ut of memory"));
         if (!waited)
             qkv_fail(QKV_ERR_IO, "plot: cannot run %s: %s", p->gnuplot, strerror(errno));
+        else if (memory)
+            qkv_fail(QKV_ERR_NOMEM, "plot: out of memory: gnuplot could not run %s: %s", script,
+                     msg);
         else
             qkv_fail(QKV_ERR_IO, "plot: gnuplot failed on %s: %s", script,
                      *msg ? msg : "no image was written");
         fclose(log);
         atomic_abort(&image);
-        return PLOT_GNUPLOT_FAILED;
+        return memory ? QKV_ERR_NOMEM : PLOT_GNUPLOT_FAILED;
     }
     fclose(log);
     if ((s = atomic_commit(&image)) != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());

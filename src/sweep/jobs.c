@@ -12,15 +12,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#define EXIT_INTERRUPTED_CELL 7 /* qkv's exit code for a run stopped by a signal */
+#define EXIT_NOMEM_CELL 6       /* qkv's exit codes: out of memory, */
+#define EXIT_INTERRUPTED_CELL 7 /* and a run stopped by a signal */
 
 static volatile sig_atomic_t interrupted;
 static void on_signal(int sig) { interrupted = sig; }
+
+/* How long a cell locked by another qkv run is waited for (ms) before it is reported. */
+#define CELL_LOCK_WAIT_MS 10000
+
+/* Whether another qkv run still writes the cell `dir` after waiting for it: a cell of a
+ * killed sweep stops at its SIGTERM (PR_SET_PDEATHSIG, below) once the checkpoint it is
+ * writing is whole, which takes a moment; the sweep run again at once waits for that. */
+static bool cell_still_locked(const char *dir) {
+    for (long waited = 0; io_dir_locked(dir); waited += 20) {
+        if (waited >= CELL_LOCK_WAIT_MS || interrupted) return true;
+        nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000L}, NULL);
+    }
+    return false;
+}
 
 typedef struct {
     pid_t pid;
@@ -33,8 +51,9 @@ static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *di
     const char **v;
     int n;
     /* The cell is a directory of the sweep's own, never a link planted in its place (it
-     * would send the cell's run elsewhere); one that another qkv run is writing (a cell of a
-     * killed sweep still finishing, another sweep) is left alone, its log untouched. */
+     * would send the cell's run elsewhere); one that another qkv run is writing (another
+     * sweep's, or a cell of a killed sweep that has not stopped within the wait) is left
+     * alone, its log untouched. */
     char made[SYSTEM_PATH_LEN];
     const char *slash = strrchr(dir, '/');
     char parent[SYSTEM_PATH_LEN];
@@ -44,7 +63,7 @@ static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *di
         qkv_fail(QKV_ERR_IO, "sweep: %s", qkv_last_error());
         return -1;
     }
-    if (io_dir_locked(dir)) {
+    if (cell_still_locked(dir)) {
         qkv_fail(QKV_ERR_IO, "sweep: %s is being written by another qkv run", dir);
         return -1;
     }
@@ -85,14 +104,25 @@ static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *di
     pid_t parent_pid = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+#ifdef PR_SET_PDEATHSIG
         /* The cell ends with the sweep, however the sweep ends (SIGKILL too): SIGTERM, which
-         * leaves its summary.json "interrupted" at the step on disk. */
+         * leaves its summary.json "interrupted" at the step on disk. (Linux; elsewhere a
+         * killed sweep's cells run on, and the sweep run again waits for them.) */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent_pid) _exit(EXIT_INTERRUPTED_CELL); /* it died before that */
+#else
+        (void)parent_pid;
+#endif
         dup2(fd, STDOUT_FILENO);
         dup2(fd, STDERR_FILENO);
         close(fd);
         execv(exe, (char *const *)args);
+        if (errno == ENOMEM) { /* no room for the new program: said in the cell's log */
+            static const char line[] = "qkv: out of memory starting qkv train\n";
+            ssize_t w = write(STDERR_FILENO, line, sizeof line - 1);
+            (void)w;
+            _exit(EXIT_NOMEM_CELL);
+        }
         _exit(127);
     }
     close(fd);
@@ -174,6 +204,7 @@ sweep_status sweep_run_here(const sweep *sw, long jobs, sweep_report report, voi
             p->finished++;
             bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
             if (!ok) p->failed++;
+            if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_NOMEM_CELL) p->failed_nomem++;
             report(SWEEP_CELL_ENDED, sw, p, run[j].cell, run[j].dir, status, user);
             free(run[j].dir);
             run[j] = (running_cell){0};

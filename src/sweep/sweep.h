@@ -97,6 +97,7 @@ bool sweep_cell_done(const char *cell_dir, cJSON **summary);
 typedef struct {
     long cells, done_before, to_run, at_once; /* the plan */
     long finished, failed;                    /* so far */
+    long failed_nomem;                        /* of the failed: out of memory (exit 6) */
 } sweep_progress;
 typedef enum {
     SWEEP_PLANNED,          /* before the first cell starts */

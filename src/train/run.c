@@ -310,7 +310,11 @@ static qkv_status begin(training_run *run, trainer *t, run_progress progress, vo
         rundir_trim_snapshots(&run->dir, run->start_step);
         if (run->dir.committed && progress) progress(RUN_COMMITTED, run, t, user);
     }
-    if (o->out_dir) {
+    /* A finished run resumed in its own directory with no step left: the run is evaluated
+     * and reported, and no file is written; summary.json keeps its wall time and loss. */
+    bool finished = run->dir.committed && t->optim.step >= t->cfg.steps &&
+                    run_files_done(o->out_dir, t->optim.step);
+    if (o->out_dir && !finished) {
         s = run_files_begin(&run->files, o->out_dir, o->resume_dir ? o->resume_dir : o->out_dir,
                             run_config_json(t, o), t->optim.step, run->metrics.rows,
                             run->metrics.n);

@@ -4,9 +4,10 @@
  * One layer of causal self-attention, B=2 sequences of T=5 tokens of width C=8, learns by SGD
  * to map a fixed input to a fixed target: the loss must fall. Along the way it checks a
  * gradient against a finite difference, the fused and the composed attention against each
- * other, the error path of the file API, and a safetensors round trip (which needs libcjson,
- * so a static link without it fails here). Usage: consumer [DIR] (DIR for the file; default
- * the current directory). Exit status 0 when every check passed. */
+ * other, the error path of the file API, a safetensors round trip (which needs libcjson,
+ * so a static link without it fails here), and a copying score (LAPACK, which libqkv loads
+ * itself). Usage: consumer [DIR] (DIR for the file; default the current directory). Exit
+ * status 0 when every check passed. */
 #include <qkv.h>
 
 #include <math.h>
@@ -128,6 +129,22 @@ int main(int argc, char **argv) {
             qkv_st_free(st);
         }
         remove(path);
+    }
+
+    /* A model's copying score: its eigenvalues come from LAPACK, which libqkv loads (dlopen)
+     * only now; this program links no LAPACK, static or shared. */
+    qkv_model model;
+    qkv_model_config mc = {.vocab = 8, .seq_len = 4, .d_model = 8, .heads = 1, .layers = 1,
+                           .residual = true, .init_scale = 1, .dtype = QKV_F32};
+    s = qkv_model_init(&model, &mc, 3);
+    CHECK(s == QKV_OK, "a model: %s", qkv_last_error());
+    if (s == QKV_OK) {
+        double score = 2;
+        s = qkv_copying_scores(&model, &score);
+        CHECK(s == QKV_OK, "the copying score: %s", qkv_last_error());
+        CHECK(s != QKV_OK || (score >= -1 && score <= 1), "a copying score of %g", score);
+        printf("copying score of a random head: %.4f\n", score);
+        qkv_model_free(&model);
     }
 
     qkv_ctx_free(step);

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# ulimit_test.sh QKV - every command under an address-space limit (ulimit -v) from 8 MB to
+# 256 MB either works (exit 0) or exits 6 with its one `qkv:` line, within seconds: never a
+# hang, a crash, or the dynamic loader's exit 127 before main (docs/errors.md, "Memory
+# limits"). qkv links no LAPACK (ldd, where it runs: readelf's NEEDED otherwise): circuits
+# loads it when it needs it, and says so in one line when it cannot.
+#
+# The limits cross every threshold seen: the loader (about 7 MB), qkv's stack at start
+# (1 MB beyond that), training's set-up, the threads' stacks, LAPACK's 30 MB (OpenBLAS) and its
+# buffer of 128 MiB (from 75 x 75 matrices on), gnuplot's libraries (90 MB). Not under a
+# sanitizer: AddressSanitizer's shadow memory alone is terabytes of address space.
+set -u
+QKV=${1:?usage: ulimit_test.sh path/to/qkv}
+[ "$QKV" = "${QKV#/}" ] && QKV=$PWD/$QKV
+W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_ulimit.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+cd "$W" || exit 1
+failures=0 checks=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { checks=$((checks + 1)); }
+
+# ---- LAPACK is no part of qkv's start-up ----
+if command -v ldd >/dev/null && ldd "$QKV" >ldd.txt 2>&1; then
+    grep -Ei 'lapack|blas|gfortran' ldd.txt && fail "qkv loads LAPACK or a BLAS at start-up" || ok
+elif command -v readelf >/dev/null; then
+    readelf -d "$QKV" >needed.txt 2>&1 || fail "readelf -d $QKV"
+    grep NEEDED needed.txt | grep -Ei 'lapack|blas|gfortran' && fail "qkv links LAPACK or a BLAS" || ok
+fi
+
+# one_line NAME: the command's stderr (err.txt) is exactly one line, starting "qkv: "
+one_line() {
+    [ "$(wc -l <err.txt)" = 1 ] && grep -q '^qkv: ' err.txt && ok ||
+        fail "$1: stderr is not one qkv: line: $(head -c 300 err.txt)"
+}
+
+# A model of two layers of two heads, and one whose head is 80 wide (OpenBLAS's blocked
+# eigenvalues, from 75 on).
+SMALL=(--task copy --seq-len 4 --vocab 8 --batch 8 --quiet)
+"$QKV" train "${SMALL[@]}" --threads 1 --d-model 8 --heads 2 --layers 2 --steps 6 --eval-every 3 --out m \
+    >/dev/null 2>err.txt || { echo "ulimit_test: cannot train the model: $(cat err.txt)"; exit 1; }
+"$QKV" train "${SMALL[@]}" --threads 1 --d-model 80 --steps 1 --out wide >/dev/null 2>err.txt ||
+    { echo "ulimit_test: cannot train the wide model: $(cat err.txt)"; exit 1; }
+
+# LAPACK that cannot be loaded: circuits says so in one line (exit 3); other commands never
+# load it.
+QKV_TEST_LAPACK=libqkv-no-such-lapack.so "$QKV" circuits m >out.txt 2>err.txt
+rc=$?
+[ "$rc" = 3 ] && ok || fail "circuits without LAPACK: exit $rc, expected 3"
+one_line "circuits without LAPACK"
+grep -q 'cannot load LAPACK' err.txt && ok || fail "circuits without LAPACK: $(cat err.txt)"
+[ -s out.txt ] && fail "circuits without LAPACK printed: $(head -n 3 out.txt)" || ok
+QKV_TEST_LAPACK=libqkv-no-such-lapack.so "$QKV" eval --model m >/dev/null 2>err.txt &&
+    ok || fail "eval needs LAPACK: $(cat err.txt)"
+
+if ! (ulimit -v 400000 && exec "$QKV" --version) >/dev/null 2>&1; then
+    echo "ulimit_test: qkv cannot start under ulimit -v 400000 (a sanitizer build): the limits are skipped"
+    [ "$failures" = 0 ] || exit 1
+    exit 0
+fi
+
+# The commands: each reads m (or a copy of it, p, for those that write into it) and writes
+# under o.
+COMMANDS=(
+    "--version"
+    "train ${SMALL[*]} --d-model 8 --steps 3 --threads 1 --out o"
+    "train ${SMALL[*]} --d-model 8 --steps 3 --threads 2"
+    "eval --model m"
+    "circuits m"
+    "circuits wide --json"
+    "inspect --model m --input '1 2 3 4'"
+    "attribute m --input '1 2 3 4'"
+    "patch m --clean '1 2 3 4' --corrupt '5 6 7 0' --answer 4 --wrong 0"
+    "grads --model m --out o.safetensors"
+    "plot p --format html"
+    "study softmax --vector 4,-1,2.1"
+    "sweep --grid lr=0.01,0.02 --out o --jobs 1 -- ${SMALL[*]} --d-model 4 --steps 2"
+    "sweep --grid lr=0.01,0.02 --out o --emit parallel"
+)
+command -v gnuplot >/dev/null && COMMANDS+=("plot p --format svg")
+LIMITS=(8 12 16 24 32 48 64 96 128 192 256)
+
+for cmd in "${COMMANDS[@]}"; do
+    codes=""
+    for mb in "${LIMITS[@]}"; do
+        rm -rf o o.safetensors p && cp -r m p
+        start=$(date +%s%N)
+        (ulimit -v $((mb * 1024)) && eval "exec timeout -k 2 20 \"\$QKV\" $cmd") >out.txt 2>err.txt
+        rc=$?
+        ms=$((($(date +%s%N) - start) / 1000000))
+        codes+=" $mb:$rc"
+        case $rc in
+        0) ok ;;
+        6) one_line "qkv $cmd under ulimit -v ${mb} MB" ;;
+        124) fail "qkv $cmd under ulimit -v ${mb} MB hangs (killed after 20 s)" ;;
+        *) fail "qkv $cmd under ulimit -v ${mb} MB: exit $rc, expected 0 or 6: $(head -c 300 err.txt)" ;;
+        esac
+        [ "$ms" -lt 5000 ] && ok || fail "qkv $cmd under ulimit -v ${mb} MB took $ms ms"
+    done
+    echo "qkv $cmd, exit codes by MB:$codes"
+done
+
+if [ "$failures" -gt 0 ]; then
+    echo "ulimit_test: $failures of $((checks + failures)) checks failed"
+    exit 1
+fi
+echo "ulimit_test: $checks checks passed"
