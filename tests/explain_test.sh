@@ -120,5 +120,46 @@ refuse 4 "line 1: 3 input tokens; the model reads exactly 16" eval m --data shor
 cmp -s per.jsonl per.before && ok "a refused --per-example leaves the old file" ||
     fail "a refused eval changed per.jsonl"
 
+# tokens named losslessly: a data model whose tokens are é, ü and two long tokens that share
+# their first 30 bytes; every JSON output carries each token whole (UTF-8), never a label
+long=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
+"$PY" - "$long" <<'PYEOF'
+import random, sys
+random.seed(1)
+toks = ['é', 'ü', sys.argv[1] + 'x1', sys.argv[1] + 'x2', 'cat', 'dog']
+with open('words.tsv', 'w') as f:
+    for _ in range(40):
+        xs = [random.choice(toks) for _ in range(4)]
+        f.write(' '.join(xs) + '\t' + ' '.join(reversed(xs)) + '\n')
+PYEOF
+words="é ü ${long}x1 ${long}x2"
+printf '%s\t%s\n' "$words" "${long}x2 ${long}x1 ü é" >words_in.tsv
+if "$QKV" train --data words.tsv --heldout words.tsv --d-model 8 --steps 5 --threads 1 --quiet \
+       --out u >/dev/null &&
+    "$QKV" eval u --data words_in.tsv --per-example u_per.jsonl >/dev/null &&
+    "$QKV" patch u --clean "$words" --corrupt "ü é ${long}x2 ${long}x1" --answer "${long}x1" \
+        --wrong "${long}x2" --json >u_patch.json &&
+    "$QKV" attribute u --input "$words" --json >u_attr.json &&
+    "$QKV" circuits u --json >u_circ.json &&
+    "$QKV" inspect --model u --input "$words" --json >u_insp.json &&
+    "$PY" - "$long" <<'PYEOF'
+import json, sys
+L = sys.argv[1]
+words = ['é', 'ü', L + 'x1', L + 'x2']
+per = json.loads(open('u_per.jsonl').readline())
+assert per['input'] == words and per['targets'] == words[::-1], per
+assert set(per['predictions']) <= set(words + ['cat', 'dog', '<pad>']), per
+patch = json.load(open('u_patch.json'))
+assert patch['tokens'] == words and patch['answer'] == L + 'x1' and patch['wrong'] == L + 'x2'
+assert patch['positions'] == ['%d:%s' % (i, w) for i, w in enumerate(words)], patch['positions']
+attr = json.load(open('u_attr.json'))
+assert attr['tokens'] == words and attr['token'] in words + ['cat', 'dog', '<pad>'], attr
+vocab = json.load(open('u_circ.json'))['vocab']
+assert set(words) <= set(vocab) and len(set(vocab)) == len(vocab), vocab
+insp = json.load(open('u_insp.json'))
+assert insp['labels'] == ['%d:%s' % (i, w) for i, w in enumerate(words)], insp['labels']
+PYEOF
+then ok "JSON names é, ü and two long tokens whole"; else fail "a JSON output shortened or mangled a token"; fi
+
 [ "$failures" -eq 0 ] && echo "explain_test: all passed" || echo "explain_test: $failures failed"
 [ "$failures" -eq 0 ]

@@ -3,6 +3,7 @@
  * (the numbers come from src/model/circuits.c; docs/explain.md defines them). */
 #include "cli.h"
 #include "explain_cli.h"
+#include "explore/explain.h"
 #include "io/io.h"
 #include "train/checkpoint.h"
 
@@ -72,9 +73,8 @@ static void add_labels(cJSON *j, const char *key, const trainer *t, int n, bool 
     cJSON *a = cJSON_AddArrayToObject(j, key);
     for (int i = 0; a && i < n; i++) {
         char label[64];
-        if (tokens) trainer_token_label(t, i, label, sizeof label);
-        else snprintf(label, sizeof label, "%d", i);
-        cJSON_AddItemToArray(a, cJSON_CreateString(label));
+        snprintf(label, sizeof label, "%d", i);
+        cJSON_AddItemToArray(a, tokens ? explain_token_json(t, i) : cJSON_CreateString(label));
     }
 }
 

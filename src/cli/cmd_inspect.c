@@ -223,14 +223,19 @@ static void print_text(const inspection *in, bool full) {
 
 /* ---- JSON ---- */
 
-static void json_string(const char *s) {
-    putchar('"');
+/* s as the inside of a JSON string (UTF-8 passes through whole). */
+static void json_chars(const char *s) {
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
         if (ch == '"' || ch == '\\') printf("\\%c", ch);
         else if (ch < 0x20 || ch == '<') printf("\\u%04x", ch); /* '<': safe inside HTML too */
         else putchar(ch);
     }
+}
+
+static void json_string(const char *s) {
+    putchar('"');
+    json_chars(s);
     putchar('"');
 }
 
@@ -256,11 +261,16 @@ static void json_matrix(const inspection *in, const part *p, const qkv_tensor *x
     putchar(']');
 }
 
-static void json_labels(const char *key, char (*labels)[40], int n) {
+/* The positions' labels, "3:tok", each token whole (the terminal's tables shorten them):
+ * keys by their input token; queries (queries) of a decoder by inspect_query_class's class. */
+static void json_labels(const char *key, const inspection *in, int n, bool queries) {
     printf(",\"%s\":[", key);
     for (int i = 0; i < n; i++) {
-        if (i) putchar(',');
-        json_string(labels[i]);
+        char buf[32];
+        printf("%s\"%d:", i ? "," : "", i);
+        if (queries && in->cross) json_chars(inspect_class_text(in, inspect_query_class(in, i), buf, sizeof buf));
+        else json_chars(trainer_token_text(&in->t, in->tokens[i], buf, sizeof buf));
+        putchar('"');
     }
     putchar(']');
 }
@@ -282,15 +292,14 @@ static void print_json(const inspection *in) {
     fputs(",\"tokens\":[", stdout);
     for (int i = 0; i < in->T; i++) printf("%s%d", i ? "," : "", in->tokens[i]);
     putchar(']');
-    json_labels("labels", in->klabels, in->T);
-    json_labels("query_labels", in->qlabels, in->Tq);
+    json_labels("labels", in, in->T, false);
+    json_labels("query_labels", in, in->Tq, true);
     fputs(",\"predictions\":[", stdout);
     for (int i = 0; i < in->Tq; i++) {
         double prob;
         int best = inspect_predict(in, i, &prob);
-        inspect_class_label(in, best, buf, sizeof buf);
         printf("%s{\"class\":%d,\"label\":", i ? "," : "", best);
-        json_string(buf);
+        json_string(inspect_class_text(in, best, buf, sizeof buf));
         printf(",\"probability\":%.6g}", prob);
     }
     putchar(']');

@@ -140,11 +140,7 @@ static void write_example(const trainer *t, const eval_file *f, int e, const qkv
     cJSON *o = cJSON_CreateObject(), *in = cJSON_AddArrayToObject(o, "input");
     cJSON_AddNumberToObject(o, "example", e + 1);
     cJSON_AddNumberToObject(o, "line", (double)f->line[e]);
-    char label[32];
-    for (int i = 0; i < f->len[e]; i++) {
-        trainer_token_label(t, x[i], label, sizeof label);
-        cJSON_AddItemToArray(in, cJSON_CreateString(label));
-    }
+    for (int i = 0; i < f->len[e]; i++) cJSON_AddItemToArray(in, explain_token_json(t, x[i]));
     cJSON *tg = cJSON_AddArrayToObject(o, "targets");
     cJSON *pr = cJSON_AddArrayToObject(o, "predictions");
     cJSON *pb = cJSON_AddArrayToObject(o, "probabilities");
@@ -158,15 +154,13 @@ static void write_example(const trainer *t, const eval_file *f, int e, const qkv
             if (qkv_get(logits, row + j) > qkv_get(logits, row + best)) best = j;
         max = qkv_get(logits, row + best);
         for (int j = 0; j < V; j++) z += exp(qkv_get(logits, row + j) - max);
-        trainer_token_label(t, best, label, sizeof label);
-        cJSON_AddItemToArray(pr, cJSON_CreateString(label));
+        cJSON_AddItemToArray(pr, explain_token_json(t, best));
         cJSON_AddItemToArray(pb, cJSON_CreateNumber(1.0 / z));
         if (y[i] < 0) {
             cJSON_AddItemToArray(tg, cJSON_CreateNull());
             cJSON_AddItemToArray(ok, cJSON_CreateNull());
         } else {
-            trainer_token_label(t, y[i], label, sizeof label);
-            cJSON_AddItemToArray(tg, cJSON_CreateString(label));
+            cJSON_AddItemToArray(tg, explain_token_json(t, y[i]));
             cJSON_AddItemToArray(ok, cJSON_CreateBool(best == y[i]));
             right += best == y[i], counted++;
         }

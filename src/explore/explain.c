@@ -508,22 +508,35 @@ static void head_name(int layer, int head, char *buf, size_t len) {
     snprintf(buf, len, "%d.%d", layer + 1, head + 1);
 }
 
+/* Tokens as JSON names them: each token itself, never shortened (a table may shorten it;
+ * two tokens that share a long prefix stay two names). */
+cJSON *explain_token_json(const trainer *t, int32_t token) {
+    char label[32];
+    return cJSON_CreateString(trainer_token_text(t, token, label, sizeof label));
+}
+
 static cJSON *token_labels(const trainer *t, const explain_input *in) {
     cJSON *a = cJSON_CreateArray();
-    char label[32];
-    for (int i = 0; i < in->n; i++) {
-        trainer_token_label(t, in->tokens[i], label, sizeof label);
-        cJSON_AddItemToArray(a, cJSON_CreateString(label));
-    }
+    for (int i = 0; i < in->n; i++) cJSON_AddItemToArray(a, explain_token_json(t, in->tokens[i]));
     return a;
 }
 
+/* "3:tok" (a decoder's position: "3"), with the token whole. */
 static cJSON *position_labels(const trainer *t, const explain_input *in) {
     cJSON *a = cJSON_CreateArray();
-    char label[48];
     for (int i = 0; i < query_positions(t, in); i++) {
-        explain_position_label(t, in, i, label, sizeof label);
-        cJSON_AddItemToArray(a, cJSON_CreateString(label));
+        char number[16], label[32];
+        snprintf(number, sizeof number, "%d", i);
+        if (t->model.cfg.target_len) {
+            cJSON_AddItemToArray(a, cJSON_CreateString(number));
+            continue;
+        }
+        const char *text = trainer_token_text(t, in->tokens[i], label, sizeof label);
+        size_t n = strlen(number) + 1 + strlen(text) + 1;
+        char *both = malloc(n);
+        if (both) snprintf(both, n, "%s:%s", number, text);
+        cJSON_AddItemToArray(a, both ? cJSON_CreateString(both) : NULL);
+        free(both);
     }
     return a;
 }
@@ -574,19 +587,13 @@ cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const abl
     return o;
 }
 
-static cJSON *class_json(const trainer *t, int c) {
-    char label[32];
-    trainer_token_label(t, c, label, sizeof label);
-    return cJSON_CreateString(label);
-}
-
 cJSON *explain_patch_json(const trainer *t, const explain_input *clean,
                           const explain_input *corrupt, const patch_result *r) {
     cJSON *o = explain_json_header(t, "patch", clean);
     cJSON_AddItemToObject(o, "corrupt_tokens", token_labels(t, corrupt));
     cJSON_AddNumberToObject(o, "position", r->position);
-    cJSON_AddItemToObject(o, "answer", class_json(t, r->answer));
-    cJSON_AddItemToObject(o, "wrong", class_json(t, r->wrong));
+    cJSON_AddItemToObject(o, "answer", explain_token_json(t, r->answer));
+    cJSON_AddItemToObject(o, "wrong", explain_token_json(t, r->wrong));
     cJSON_AddStringToObject(o, "over", r->over_positions ? "head-position" : "head");
     cJSON_AddStringToObject(o, "method", r->exact && r->attribution ? "both"
                                          : r->exact                  ? "exact"
@@ -612,7 +619,7 @@ cJSON *explain_patch_json(const trainer *t, const explain_input *clean,
 cJSON *explain_attribute_json(const trainer *t, const explain_input *in, const dla_result *r) {
     cJSON *o = explain_json_header(t, "attribute", in);
     cJSON_AddNumberToObject(o, "position", r->position);
-    cJSON_AddItemToObject(o, "token", class_json(t, r->token));
+    cJSON_AddItemToObject(o, "token", explain_token_json(t, r->token));
     add_number(o, "logit", r->logit);
     cJSON *parts = cJSON_AddArrayToObject(o, "parts");
     for (int i = 0; i < r->n_parts; i++) {

@@ -148,6 +148,9 @@ qkv_status explain_attribute(trainer *t, const explain_input *in, int position, 
 /* What every object holds first: command, task, dtype, layers, heads_per_layer, heads (the
  * same number, but in ablate, whose "heads" is its list), and for an input tokens and
  * positions. */
+/* A token as every JSON output names it: the token itself (a data file's UTF-8 string, whole,
+ * or a task's label), never shortened. */
+cJSON *explain_token_json(const trainer *t, int32_t token);
 cJSON *explain_json_header(const trainer *t, const char *command, const explain_input *in);
 cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const ablate_result *r,
                            const char *data_path);

@@ -56,11 +56,19 @@ static long target_class(const inspection *in, const char *w) {
 
 /* How a predicted class reads: lookup's classes are values (v1), the other tasks' tokens. */
 void inspect_class_label(const inspection *in, int c, char *buf, size_t len) {
+    char text[32];
+    if (in->t.data && c >= 0) dataset_label(in->t.data, c, buf, len); /* printable, short */
+    else snprintf(buf, len, "%s", inspect_class_text(in, c, text, sizeof text));
+}
+
+const char *inspect_class_text(const inspection *in, int c, char *buf, size_t len) {
     const qkv_task *task = &in->t.cfg.task;
-    if (!in->t.data && task->kind == QKV_TASK_LOOKUP && c < task->n_values)
+    if (c < 0) return "_";
+    if (!in->t.data && task->kind == QKV_TASK_LOOKUP && c < task->n_values) {
         snprintf(buf, len, "v%d", c);
-    else
-        inspect_token_label(in, c, buf, len);
+        return buf;
+    }
+    return trainer_token_text(&in->t, c, buf, len);
 }
 
 /* Splits `text` at spaces into words, each turned into a number by `convert` (bad: below
@@ -219,6 +227,11 @@ int inspect_predict(const inspection *in, int i, double *prob) {
     return best;
 }
 
+int inspect_query_class(const inspection *in, int i) {
+    double prob;
+    return in->loss ? in->targets[i] : inspect_predict(in, i, &prob);
+}
+
 qkv_status inspection_run(inspection *in, const char *model_path, const char *input,
                           const char *target) {
     memset(in, 0, sizeof *in);
@@ -264,13 +277,7 @@ qkv_status inspection_run(inspection *in, const char *model_path, const char *in
             memcpy(in->qlabels[i], in->klabels[i], sizeof in->qlabels[i]);
             continue;
         }
-        /* a decoder position: by its target, as a run's attention/ files; else its prediction */
-        if (target && in->targets[i] < 0) snprintf(tok, sizeof tok, "_");
-        else if (target) inspect_class_label(in, in->targets[i], tok, sizeof tok);
-        else {
-            double prob;
-            inspect_class_label(in, inspect_predict(in, i, &prob), tok, sizeof tok);
-        }
+        inspect_class_label(in, inspect_query_class(in, i), tok, sizeof tok);
         snprintf(in->qlabels[i], sizeof in->qlabels[i], "%d:%.28s", i, tok);
     }
     return QKV_OK;

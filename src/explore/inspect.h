@@ -75,5 +75,10 @@ int inspect_predict(const inspection *in, int i, double *prob);
  * classes are values, v1; the other tasks' are tokens). */
 void inspect_token_label(const inspection *in, int32_t t, char *buf, size_t len);
 void inspect_class_label(const inspection *in, int c, char *buf, size_t len);
+/* Class c whole, for JSON ("_" for none): a data file's token string, never shortened. */
+const char *inspect_class_text(const inspection *in, int c, char *buf, size_t len);
+/* The class that names decoder position i: its target when targets were given (-1: none),
+ * else the prediction. */
+int inspect_query_class(const inspection *in, int i);
 
 #endif

@@ -423,6 +423,10 @@ void dataset_label(const dataset *d, int32_t id, char *buf, size_t len) {
     if (len) buf[k < len ? k : len - 1] = '\0';
 }
 
+const char *dataset_token_text(const dataset *d, int32_t id) {
+    return id >= 0 && id < d->vocab ? d->token[id] : NULL;
+}
+
 int32_t dataset_token_id(const dataset *d, const char *tok) {
     size_t n = strlen(tok);
     if (!d->slots || n == 0) return -1;

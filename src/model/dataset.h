@@ -49,8 +49,11 @@ qkv_status dataset_read_line(dataset *d, bool fixed, const char *path, int64_t l
 /* The checksum dataset_load gives the files `path` and `heldout_path` (NULL: none). A file
  * that cannot be read adds nothing to it. */
 uint64_t dataset_checksum(const char *path, const char *heldout_path);
-/* A token's printable label (at most 24 bytes, non-printable bytes as '?'). */
+/* A token's printable label (at most 24 bytes, non-printable bytes as '?'): for tables and
+ * gnuplot's data files, which may shorten it. JSON takes dataset_token_text instead. */
 void dataset_label(const dataset *d, int32_t id, char *buf, size_t len);
+/* The token itself, as the data file spells it (UTF-8, whole), or NULL if id is no token. */
+const char *dataset_token_text(const dataset *d, int32_t id);
 /* The id of token string `tok` (1 .. vocab-1), or -1 when the vocabulary has no such token
  * (the padding, id 0, is never found: it is no string of the file). */
 int32_t dataset_token_id(const dataset *d, const char *tok);

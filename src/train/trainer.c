@@ -552,6 +552,15 @@ void trainer_token_label(const trainer *t, int32_t token, char *buf, size_t len)
         qkv_task_token_label(&t->cfg.task, token, buf, len);
 }
 
+const char *trainer_token_text(const trainer *t, int32_t token, char *buf, size_t len) {
+    if (!t->data) {
+        qkv_task_token_label(&t->cfg.task, token, buf, len);
+        return buf;
+    }
+    const char *text = dataset_token_text(t->data, token);
+    return text ? text : "?";
+}
+
 void trainer_attention_grads(trainer *t, int index, float *dA, float *dS) {
     const qkv_model_config *c = &t->model.cfg;
     int T = c->seq_len, To = t->target_len;

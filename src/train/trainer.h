@@ -139,6 +139,9 @@ void trainer_attention(trainer *t, int index, float *out /* (L, H, T, T) */);
 void trainer_predict(trainer *t, int index, int32_t *out);
 /* A token's label: the task's (qkv_task_token_label), or a data file's token string. */
 void trainer_token_label(const trainer *t, int32_t token, char *buf, size_t len);
+/* The token itself, for JSON, which never shortens a token: a data file's token string
+ * (UTF-8, whole; "?" for no token), or the task's label written into buf. */
+const char *trainer_token_text(const trainer *t, int32_t token, char *buf, size_t len);
 /* For held-out example `index`, one forward and backward pass of its cross-entropy loss: the
  * gradient of every layer's attention weights, dA, and of the scores that enter the softmax
  * (after scale and mask), dS, into dA and dS, each (L, H, T, T). Parameter gradients are left
