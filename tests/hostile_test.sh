@@ -253,9 +253,10 @@ for d in sys.argv[2:]:
         assert s["metrics"][k] == want[k], (d, k, s["metrics"][k], want[k])
 PYEOF
 
-# ---- 12. a sweep killed with SIGKILL takes its cells with it; run again at once, it ends
-# with the bits of a sweep never killed ----
-SWEEP=(--grid 'seed=1,2' --jobs 2 --quiet -- "${SMALL[@]}" --steps 6000 --save-every 500)
+# ---- 12. a sweep killed with SIGKILL takes its cells with it; run again at once, it resumes
+# them and ends with the bits of a sweep never killed ----
+LOUD=(--grid 'seed=1,2' --jobs 2 -- "${SMALL[@]}" --steps 6000 --save-every 500)
+SWEEP=(--quiet "${LOUD[@]}")
 run 0 "a sweep never killed" sweep --out whole "${SWEEP[@]}"
 "$QKV" sweep --out killed "${SWEEP[@]}" >out.txt 2>err.txt &
 bg=$!
@@ -270,7 +271,9 @@ kill -STOP $cells
 kill -KILL "$bg"; wait "$bg" 2>/dev/null; bg=
 # shellcheck disable=SC2086
 (sleep 0.5; kill -CONT $cells) &
-run 0 "the killed sweep run again at once" sweep --out killed "${SWEEP[@]}"
+run 0 "the killed sweep run again at once" sweep --out killed "${LOUD[@]}"
+grep -q "2 to run (2 resumed from their checkpoints)" out.txt && ok ||
+    fail "the killed sweep's cells were not resumed: $(head -c 300 out.txt)"
 wait
 for pid in $cells; do # gone, or another process by now: never a qkv train of the killed sweep
     grep -qs 'killed/seed=' "/proc/$pid/cmdline" && fail "cell $pid outlived its sweep" || ok

@@ -76,8 +76,11 @@ static void report(sweep_event event, const sweep *sw, const sweep_progress *p, 
     }
     if (quiet) return;
     if (event == SWEEP_PLANNED) {
-        printf("sweep: %ld cells in %s: %ld done before, %ld to run, %ld at a time\n", p->cells,
-               sw->dir, p->done_before, p->to_run, p->at_once);
+        char resumed[64] = "";
+        if (p->resumed)
+            snprintf(resumed, sizeof resumed, " (%ld resumed from their checkpoints)", p->resumed);
+        printf("sweep: %ld cells in %s: %ld done before, %ld to run%s, %ld at a time\n", p->cells,
+               sw->dir, p->done_before, p->to_run, resumed, p->at_once);
         fflush(stdout);
         return;
     }

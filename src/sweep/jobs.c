@@ -46,6 +46,23 @@ typedef struct {
     char *dir;
 } running_cell;
 
+/* Whether cell `dir` holds a run that an earlier try of this sweep left interrupted (a
+ * killed sweep's cell stops at its SIGTERM) with a checkpoint: it is resumed from there,
+ * which gives the bits of one run straight through, rather than trained again from step 0.
+ * sweep.json has already matched, so the checkpoint's config is the cell's. */
+static bool cell_resumable(const char *dir) {
+    cJSON *j = NULL;
+    sweep_cell_summary(dir, &j);
+    const cJSON *status = j ? cJSON_GetObjectItemCaseSensitive(j, "status") : NULL;
+    bool interrupted = cJSON_IsString(status) && !strcmp(status->valuestring, "interrupted");
+    cJSON_Delete(j);
+    char *model = interrupted ? sweep_path_join(dir, "model.safetensors") : NULL;
+    struct stat sb;
+    bool saved = model && lstat(model, &sb) == 0 && S_ISREG(sb.st_mode);
+    free(model);
+    return saved;
+}
+
 /* Starts `qkv train` for cell c into `dir`, its output in dir/train.log. */
 static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *dir) {
     const char **v;
@@ -67,7 +84,12 @@ static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *di
         qkv_fail(QKV_ERR_IO, "sweep: %s is being written by another qkv run", dir);
         return -1;
     }
-    if (!sweep_cell_words(sw, c, &v, &n)) {
+    bool resume = cell_resumable(dir);
+    if (resume) { /* "train --resume DIR" + 4 words below + NULL */
+        v = malloc(8 * sizeof *v);
+        if (v) v[0] = "train", v[1] = "--resume", v[2] = dir, n = 3;
+    }
+    if (resume ? !v : !sweep_cell_words(sw, c, &v, &n)) {
         qkv_fail(QKV_ERR_NOMEM, "out of memory");
         return -1;
     }
@@ -76,7 +98,8 @@ static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *di
     v[n++] = "--threads";
     v[n++] = "1";
     v[n++] = "--quiet";
-    v[n++] = "--force"; /* a cell not done is trained again, over what an earlier try left */
+    /* a cell neither done nor resumable is trained again, over what an earlier try left */
+    if (!resume) v[n++] = "--force";
     v[n] = NULL;
     char *log = sweep_path_join(dir, "train.log");
     int fd = -1;
@@ -148,17 +171,22 @@ sweep_status sweep_run_here(const sweep *sw, long jobs, sweep_report report, voi
         free(run);
         return qkv_fail(QKV_ERR_NOMEM, "out of memory");
     }
-    long ntodo = 0;
+    long ntodo = 0, n_resumed = 0;
     for (long c = 0; c < sw->ncells; c++) {
         char name[SWEEP_CELL_NAME_MAX + 64];
         sweep_cell_name(sw, c, name, sizeof name);
         char *dir = sweep_path_join(sw->dir, name);
-        if (!dir || !sweep_cell_done(dir, NULL)) todo[ntodo++] = c;
+        if (!dir || !sweep_cell_done(dir, NULL)) {
+            todo[ntodo++] = c;
+            /* a cell of a killed sweep that is still stopping is waited for here, so that the
+             * plan can say which cells resume */
+            if (dir && !cell_still_locked(dir)) n_resumed += cell_resumable(dir);
+        }
         free(dir);
     }
     sweep_progress *p = out;
     *p = (sweep_progress){.cells = sw->ncells, .done_before = sw->ncells - ntodo, .to_run = ntodo,
-                          .at_once = jobs < ntodo ? jobs : ntodo};
+                          .resumed = n_resumed, .at_once = jobs < ntodo ? jobs : ntodo};
     report(SWEEP_PLANNED, sw, p, -1, NULL, 0, user);
     struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term, old_hup;
     sigemptyset(&sa.sa_mask);

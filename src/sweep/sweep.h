@@ -96,6 +96,7 @@ bool sweep_cell_done(const char *cell_dir, cJSON **summary);
 /* ---- jobs.c: running the cells here, or writing them out ---- */
 typedef struct {
     long cells, done_before, to_run, at_once; /* the plan */
+    long resumed;                             /* of to_run: interrupted cells resumed */
     long finished, failed;                    /* so far */
     long failed_nomem;                        /* of the failed: out of memory (exit 6) */
 } sweep_progress;
