@@ -174,6 +174,12 @@ static int eval_run(const eval_args *a) {
     double t0 = run_files_now();
     eval_result r = trainer_evaluate(&t);
     double seconds = run_files_now() - t0;
+    if (!isfinite(r.loss)) { /* a model whose forward overflows: no summary of NaNs */
+        cli_error("eval: the held-out loss is not finite (%s): the model's forward overflows "
+                  "(weights too large for its numbers)", isnan(r.loss) ? "NaN" : "Inf");
+        trainer_free(&t);
+        return EXIT_NUMERIC;
+    }
     if (json)
         cli_print_result_json(&t, r, NULL, t.optim.step, seconds, "eval", false);
     else {
