@@ -238,7 +238,9 @@ static inline profile_part profile_enter(profile_part p) {
     return profile_on ? profile_switch(p) : p;
 }
 void profile_start(void); /* clears the parts; the calling thread's timeline starts */
-void profile_stop(double seconds[PROFILE_PART_COUNT]); /* the seconds spent in each part */
+/* The seconds spent in each part, into seconds; returns their sum, the time from
+ * profile_start's clock reading to profile_stop's. */
+double profile_stop(double seconds[PROFILE_PART_COUNT]);
 const char *profile_part_name(profile_part p);          /* "products", ...; "?" if unknown */
 
 /* This thread's share [*lo, *hi) of n iterations dealt to threads 0 .. team−1 of the current

@@ -43,13 +43,14 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Only thread 0 of a team (the profiling thread itself, outside any region) keeps time. */
+/* The thread that called profile_start. It is thread 0 of every team it starts, so inside a
+ * region it is the one that keeps time; thread 0 of a team that another thread starts (a
+ * shard's thread) is not, which omp_get_thread_num() == 0 alone would let in, charging two
+ * timelines to one and racing on the counters. */
+static _Thread_local bool profiling_thread;
+
 static bool keeps_time(void) {
-#ifdef QKV_HAVE_OPENMP
-    return omp_get_thread_num() == 0;
-#else
-    return true;
-#endif
+    return profiling_thread;
 }
 
 profile_part profile_switch(profile_part p) {
@@ -62,13 +63,17 @@ profile_part profile_switch(profile_part p) {
 }
 
 void profile_start(void) {
+    profiling_thread = true;
     for (int i = 0; i < PROFILE_PART_COUNT; i++) spent[i] = 0;
     current = PROFILE_OTHER, since = now();
     profile_on = true;
 }
 
-void profile_stop(double seconds[PROFILE_PART_COUNT]) {
+double profile_stop(double seconds[PROFILE_PART_COUNT]) {
     profile_switch(PROFILE_OTHER);
     profile_on = false;
-    for (int i = 0; i < PROFILE_PART_COUNT; i++) seconds[i] = spent[i];
+    profiling_thread = false;
+    double total = 0;
+    for (int i = 0; i < PROFILE_PART_COUNT; i++) seconds[i] = spent[i], total += spent[i];
+    return total;
 }

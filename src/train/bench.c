@@ -97,14 +97,12 @@ qkv_status bench_workload_run(const bench_workload *w, qkv_dtype dtype, long rep
         .steps_timed = n,
         .last_loss = t.last_loss};
     if (profile) {
-        /* timed from just after profile_start: its first writes to the profile's counters may
-         * take a page fault (50 µs in a virtual machine, 1-2% of 5 tiny steps), which is no
-         * step's time */
+        /* the profile's own span: its parts add up to it, on the clock that timed them (a
+         * second clock read after profile_start also timed the first page faults of the
+         * profile's counters and the thread's TLS, 1-2% of 5 tiny steps on two threads) */
         profile_start();
-        double t0 = now_seconds();
         for (long i = 0; i < n; i++) trainer_update(&t);
-        profile_stop(out->profile);
-        out->profile_step = (now_seconds() - t0) / (double)n;
+        out->profile_step = profile_stop(out->profile) / (double)n;
         for (int p = 0; p < PROFILE_PART_COUNT; p++) out->profile[p] /= (double)n;
     }
     trainer_free(&t);
