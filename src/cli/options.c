@@ -39,9 +39,43 @@ static void getopt_reset(void) {
     opterr = 0;
 }
 
+/* The options of `cmd` whose names begin with the len bytes of `prefix`, as "; did you mean
+ * --steps?" or "; did you mean --seed, --seq-len or --steps?" into out; "" if none. */
+static void candidates(const cli_command *cmd, const char *prefix, int len, char *out, size_t size) {
+    const char *names[MAX_OPTIONS + 1];
+    size_t n = 0, used = 0;
+    for (int i = 0; cmd->options[i].kind != CLI_END; i++) {
+        const char *name = cmd->options[i].name;
+        if (name && len > 0 && !strncmp(name, prefix, (size_t)len) && n < MAX_OPTIONS) names[n++] = name;
+    }
+    out[0] = '\0';
+    for (size_t i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s--%s%s",
+                                 i == 0 ? "; did you mean " : i + 1 == n ? " or " : ", ", names[i],
+                                 i + 1 == n ? "?" : "");
+}
+
+/* Options are named whole. getopt_long also takes a unique prefix (--step for --steps, --head
+ * for --heads), which lets a typo run as another option, so a prefix is refused, naming the
+ * options it begins: one line, EXIT_USAGE; else CLI_RUN. The text read is argv[optind - 1],
+ * or argv[optind - 2] when the option's value was the next argument. */
+static int named_whole(const cli_command *cmd, const cli_option *o, char **argv) {
+    const char *text = takes_value(o) && optarg == argv[optind - 1] ? argv[optind - 2]
+                                                                     : argv[optind - 1];
+    if (strncmp(text, "--", 2)) return CLI_RUN; /* -h */
+    int len = (int)strcspn(text + 2, "=");
+    if ((size_t)len == strlen(o->name)) return CLI_RUN;
+    char list[512];
+    candidates(cmd, text + 2, len, list, sizeof list);
+    cli_error("%s: unknown option '--%.*s': options are named whole%s (see qkv %s --help)",
+              cmd->name, len, text + 2, list, cmd->name);
+    return EXIT_USAGE;
+}
+
 /* The one line for getopt_long's ':' (a value is missing) or '?' (an unknown, ambiguous or
  * misused option) in command `cmd`; returns EXIT_USAGE. */
-static int bad_option(const char *cmd, char **argv, int c) {
+static int bad_option(const cli_command *table, char **argv, int c) {
+    const char *cmd = table->name;
     /* glibc's optopt: 0 for an unknown or ambiguous long option, the option's value (>= 256,
      * see ROW_VALUE) for a long option given a value it does not take, else the letter of
      * an unknown short option. A long option is the argument just consumed. */
@@ -55,8 +89,11 @@ static int bad_option(const char *cmd, char **argv, int c) {
         cli_error(isgraph((unsigned char)optopt) ? "%s: unknown option '-%c' (see qkv %s --help)"
                                                  : "%s: unknown option '-\\x%02x' (see qkv %s --help)",
                   cmd, (unsigned char)optopt, cmd);
-    else
-        cli_error("%s: unknown option '%.*s' (see qkv %s --help)", cmd, len, arg, cmd);
+    else {
+        char list[512] = "";
+        if (!strncmp(arg, "--", 2)) candidates(table, arg + 2, len - 2, list, sizeof list);
+        cli_error("%s: unknown option '%.*s'%s (see qkv %s --help)", cmd, len, arg, list, cmd);
+    }
     return EXIT_USAGE;
 }
 
@@ -107,8 +144,9 @@ int cli_parse_options(const cli_command *cmd, int argc, char **argv, int *first_
     getopt_reset();
     for (int c; (c = getopt_long(argc, argv, shorts, longs, NULL)) != -1;) {
         if (c == 'h') c = ROW_VALUE(cli_option_row(cmd, "help"));
-        if (c < ROW_VALUE(0) || c >= ROW_VALUE(rows)) return bad_option(cmd->name, argv, c);
+        if (c < ROW_VALUE(0) || c >= ROW_VALUE(rows)) return bad_option(cmd, argv, c);
         cli_option *o = &cmd->options[c - ROW_VALUE(0)];
+        if (named_whole(cmd, o, argv) != CLI_RUN) return EXIT_USAGE;
         if (o->kind == CLI_HELP) {
             cli_print_usage(cmd, stdout);
             return EXIT_OK;
