@@ -1,5 +1,6 @@
 /* cmd_grads.c - `qkv grads`: one batch and the gradient of every parameter, for study. */
 #include "cli.h"
+#include "explain_cli.h"
 #include "io/io.h"
 #include "train/checkpoint.h"
 #include "train/grads.h"
@@ -33,18 +34,22 @@ static int grads_parse(int argc, char **argv, grads_args *a) {
         {0}};
     const cli_command cmd = {
         .name = "grads",
-        .usage = "usage: qkv grads --model FILE --out FILE [options]\n"
+        .usage = "usage: qkv grads DIR --out FILE [options]   (or --model FILE)\n"
                  "Draws one training batch of the model's task (or of its --data file), runs forward and\n"
                  "backward, and writes the batch (tokens, targets; lengths of a data file's padded inputs),\n"
                  "the loss, the logits and the gradient of every parameter (grad.<name>) to a safetensors\n"
                  "file.\n"
                  "\n",
         .options = options,
-        .column = 17};
-    int code = cli_parse_options(&cmd, argc, argv, NULL);
+        .column = 17,
+        .operands = true};
+    int first;
+    int code = cli_parse_options(&cmd, argc, argv, &first);
     if (code != CLI_RUN) return code;
-    if (!a->model || !a->out) {
-        cli_error("grads: --model FILE and --out FILE are required");
+    if ((code = explain_cli_model("grads", a->model, argc, argv, first, &a->model)) != CLI_RUN)
+        return code;
+    if (!a->out) {
+        cli_error("grads: --out FILE is required");
         return EXIT_USAGE;
     }
     return CLI_RUN;

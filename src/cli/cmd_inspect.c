@@ -2,6 +2,7 @@
  * attention head computed (Q, K, V, the scores, the weights, the head's output) and, with a
  * target, the loss and the gradients that flow back through the head. */
 #include "cli.h"
+#include "explain_cli.h"
 #include "io/io.h"
 #include "explore/inspect.h"
 
@@ -47,7 +48,7 @@ static int inspect_parse(int argc, char **argv, inspect_args *a) {
         {0}};
     const cli_command cmd = {
         .name = "inspect",
-        .usage = "usage: qkv inspect --model DIR --input \"t1 t2 ...\" [options]\n"
+        .usage = "usage: qkv inspect DIR --input \"t1 t2 ...\" [options]   (or --model DIR)\n"
                  "Runs a saved model on one input and prints its predictions and, for every layer and head,\n"
                  "the weights A = softmax(S/sqrt(d_k) + M); with --full also Q, K, V, the scores S = Q K^T,\n"
                  "S/sqrt(d_k) and the head's output A V. In an encoder-decoder (translate, or a data file whose outputs have\n"
@@ -58,13 +59,13 @@ static int inspect_parse(int argc, char **argv, inspect_args *a) {
         .column = 22,
         .epilog = "\n"
                   "Exit codes: 0 done, 2 bad option or bad token, 3 the model (or its data file) cannot be\n"
-                  "read or FILE written, 4 the model file is corrupt, 6 out of memory.\n"};
-    int code = cli_parse_options(&cmd, argc, argv, NULL);
+                  "read or FILE written, 4 the model file is corrupt, 6 out of memory.\n",
+        .operands = true};
+    int first;
+    int code = cli_parse_options(&cmd, argc, argv, &first);
     if (code != CLI_RUN) return code;
-    if (!a->model) {
-        cli_error("inspect: --model DIR is required");
-        return EXIT_USAGE;
-    }
+    if ((code = explain_cli_model("inspect", a->model, argc, argv, first, &a->model)) != CLI_RUN)
+        return code;
     if (!a->input) {
         cli_error("inspect: --input \"t1 t2 ...\" is required");
         return EXIT_USAGE;

@@ -1,6 +1,7 @@
 /* cmd_study_precision.c - `qkv study precision`: one gradient of a trained model in f32 and in
  * f64, where the two part, and why (src/explore/precision_study.h). */
 #include "cli.h"
+#include "explain_cli.h"
 #include "io/paths.h"
 #include "explore/precision_study.h"
 
@@ -108,7 +109,7 @@ int study_precision(int argc, char **argv, bool parse_only) {
         {0}};
     const cli_command cmd = {
         .name = "study precision",
-        .usage = "usage: qkv study precision [options]\n"
+        .usage = "usage: qkv study precision [DIR] [options]   (or --model DIR)\n"
                  "Takes one batch through a trained model in f32 and in f64 and shows, parameter by\n"
                  "parameter, how far the f32 gradient is from the f64 one: for the composed attention\n"
                  "(computed as PyTorch's eager autograd does) and for the fused attention with each form of\n"
@@ -117,9 +118,15 @@ int study_precision(int argc, char **argv, bool parse_only) {
         .options = options,
         .column = 17,
         .epilog = "\n"
-                  "Exit codes: 0 done, 2 bad option or value, 3 or 4 the model cannot be read.\n"};
-    int code = cli_parse_options(&cmd, argc, argv, NULL);
+                  "Exit codes: 0 done, 2 bad option or value, 3 or 4 the model cannot be read.\n",
+        .operands = true};
+    int first;
+    int code = cli_parse_options(&cmd, argc, argv, &first);
     if (code != CLI_RUN) return code;
+    /* the model: DIR, --model, or neither (the default model) */
+    if (first < argc &&
+        (code = explain_cli_model("study precision", a.model, argc, argv, first, &a.model)) != CLI_RUN)
+        return code;
     a.form = form; /* the index in qkv_attention_forms(), -1 for all */
     return parse_only ? CLI_RUN : precision_run(&a);
 }
