@@ -193,9 +193,14 @@ static const char *check_circuits(const cJSON *j, const plot_source *src) {
     if (V < 1 || R < 1) return "vocab or query_labels is not a list of token names";
     const cJSON *heads = array_item(j, "heads"), *e;
     if (!heads) return "no heads";
+    /* each head of the model once: L x H flags, at most 8 x 8192 bytes */
+    bool seen[QKV_MAX_LAYERS * QKV_MAX_HEADS] = {false};
     int64_t n = 0;
     cJSON_ArrayForEach(e, heads) {
         if (++n > L * H || !model_head(e, src)) return "its heads are not the model's";
+        int64_t at = (LAYER(e) - 1) * H + HEAD(e) - 1;
+        if (seen[at]) return "its heads are not the model's";
+        seen[at] = true;
         if (!numbers_matrix(cJSON_GetObjectItemCaseSensitive(e, "qk"), R, V) ||
             !numbers_matrix(cJSON_GetObjectItemCaseSensitive(e, "ov"), V, V))
             return "a circuit is not a (query_labels, vocab) or (vocab, vocab) matrix of numbers";
