@@ -47,7 +47,8 @@ cJSON *plot_read_json(const char *dir, const char *name, qkv_status *s) {
     /* nothing after the object: cJSON wants the '\0' that ends the text inside its length,
      * and a '\0' in the file would end it early */
     text[size] = '\0';
-    cJSON *j = memchr(text, '\0', size) ? NULL : cJSON_ParseWithLengthOpts(text, size + 1, NULL, true);
+    cJSON *j = memchr(text, '\0', size) ? NULL
+                                         : cJSON_ParseWithLengthOpts(text, size + 1, NULL, true);
     free(text);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
@@ -354,7 +355,8 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
                     m.v[(int64_t)i * V + col] = value_of(c);
             }
             lab = vocab->child;
-            for (int c = 0; c < V; c++, lab = lab->next) clean_label(m.col_label[c], lab->valuestring);
+            for (int c = 0; c < V; c++, lab = lab->next)
+                clean_label(m.col_label[c], lab->valuestring);
             /* a data file's vocabulary starts with its padding token, which no example
              * attends to: no value (drawn grey), in its column and in its row */
             if (!strcmp(m.col_label[0], DAT_PAD_TOKEN)) {

@@ -21,7 +21,8 @@ void dat_free(dat_map *m) {
 static bool map_value(const char *t, double *v) {
     if (number_real(t, v) == NUMBER_OK) return true;
     if (!strcmp(t, "nan") || !strcmp(t, "-nan") || !strcmp(t, "NaN")) return *v = NAN, true;
-    if (!strcmp(t, "inf") || !strcmp(t, "-inf")) return *v = t[0] == '-' ? -INFINITY : INFINITY, true;
+    if (!strcmp(t, "inf") || !strcmp(t, "-inf"))
+        return *v = t[0] == '-' ? -INFINITY : INFINITY, true;
     return false;
 }
 

@@ -82,7 +82,9 @@ static plot_status read_model(const char *dir, char *task, size_t len, int *laye
      * loss of uniform logits over the vocabulary. */
     const char *v = qkv_st_meta(st, "vocab"), *n = qkv_st_meta(st, "seq_len");
     qkv_task chance_task;
-    if (t && v && n && qkv_task_init(&chance_task, t, meta_int(n, QKV_MAX_SEQ_LEN), meta_int(v, QKV_MAX_VOCAB)) == QKV_OK) {
+    if (t && v && n &&
+        qkv_task_init(&chance_task, t, meta_int(n, QKV_MAX_SEQ_LEN),
+                      meta_int(v, QKV_MAX_VOCAB)) == QKV_OK) {
         *chance_acc = qkv_task_chance(&chance_task);
         *chance_loss = log((double)chance_task.vocab);
     }
