@@ -173,6 +173,50 @@ huge = bytearray(data); huge[at:at + 16] = struct.pack('<4f', *[3e38] * 4)
 write('huge.safetensors', header, bytes(huge))
 PY
     printf '1 2 3 1\n1 2 3 4\n' >data/copy_token4.txt
+    # Analysis files qkv plot must refuse, each in a directory beside run's model (one layer,
+    # one head, vocabulary 8; hard links to run's files): counts that overflow, disagree with
+    # the arrays or the model, are negative, fractions or strings; rows and cells of the
+    # wrong size or type; trailing bytes. an_<case>/<file>.
+    python3 - <<'PY' || exit 1
+import json, os, shutil
+def tree(name):
+    shutil.copytree('run', name, copy_function=os.link)
+    return name
+V = [str(i) for i in range(8)]
+square = [[0.5] * 8 for _ in range(8)]
+head = {'layer': 1, 'head': 1, 'copying_score': 0.5, 'qk': square, 'ov': square}
+good = {'command': 'circuits', 'layers': 1, 'heads_per_layer': 1, 'vocab': V,
+        'query_labels': V, 'heads': [head], 'composition': []}
+def circuits(case, text=None, **change):
+    j = dict(good, **change)
+    with open(tree('an_' + case) + '/circuits.json', 'w') as f:
+        f.write(text if text is not None else json.dumps(j))
+comp = lambda a, b: [{'from': a, 'to': b, 'kind': 'q', 'score': 1}]
+circuits('overflow', layers=65537, heads_per_layer=65536, vocab=['0'], query_labels=['0'],
+         heads=[], composition=comp('30000.65536', '30001.65536')) # (L - 1) H wraps to 0
+circuits('claims_heads', layers=2, heads_per_layer=2000, heads=[],
+         composition=comp('1.2000', '2.2000'))
+circuits('too_many_heads', heads=[head, head])
+circuits('too_few_heads', heads=[])
+circuits('negative', heads_per_layer=-1)
+circuits('fraction', heads_per_layer=1.5)
+circuits('string_count', heads_per_layer='1')
+circuits('vocab_count', vocab=1000000)
+circuits('vocab_longer', vocab=[str(i) for i in range(2000)])
+circuits('short_row', heads=[dict(head, ov=square[:7] + [[0.5] * 7])])
+circuits('cell_string', heads=[dict(head, qk=[['x'] * 8] + square[1:])])
+circuits('composition_one_layer', composition=comp('1.1', '2.1'))
+circuits('trailing', text=json.dumps(good) + ' x')
+def other(case, name, j):
+    with open(tree('an_' + case) + '/' + name, 'w') as f:
+        json.dump(dict({'layers': 1, 'heads_per_layer': 1}, **j), f)
+other('ablate_head', 'ablate.json',
+      {'baseline': {'loss': 2}, 'heads': [{'layer': 1, 'head': 2000, 'loss': 2}]})
+other('patch_position', 'patch.json', {'positions': ['0:1', '1:2', '2:3', '3:4'], 'results': [
+      {'layer': 1, 'head': 1, 'position': 60000, 'exact': 0.5, 'attribution': 0.5}]})
+other('attribute_head', 'attribute.json',
+      {'logit': 1, 'parts': [{'name': '1.9', 'layer': 1, 'head': 9, 'value': 1}]})
+PY
 }
 
 # Every path with its type, size, mode and modification time, and every file's checksum (the

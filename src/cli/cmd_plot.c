@@ -63,7 +63,8 @@ static int plot_parse(int argc, char **argv, plot_args *a) {
         .epilog = "\n"
                   "Exit codes: 0 plotted, 1 gnuplot is not on PATH (the data files are untouched) or it\n"
                   "failed, 2 bad option, 3 DIR or one of its data files cannot be read, 4 the model file\n"
-                  "is corrupt, 6 out of memory (gnuplot's too, under ulimit -v).\n",
+                  "is corrupt, or an analysis file is not what its command writes for that model\n"
+                  "(nothing drawn), 6 out of memory (gnuplot's too, under ulimit -v).\n",
         .operands = true};
     int dir;
     int code = cli_parse_options(&cmd, argc, argv, &dir);

@@ -5,6 +5,7 @@
  * attribute.json (the logit's parts, as bars). Each JSON file is turned into plain text
  * matrices under DIR/plots/ (labelled rows and columns, as the attention maps are), which
  * matrix.gp and bars.gp draw; so the pictures can be redrawn from those files by hand. */
+#include "engine/engine.h"
 #include "io/io.h"
 #include "plot/plot.h"
 
@@ -43,7 +44,11 @@ cJSON *plot_read_json(const char *dir, const char *name, qkv_status *s) {
                   : qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
         return NULL;
     }
-    cJSON *j = cJSON_ParseWithLength(text, size);
+    /* nothing after the object: cJSON wants the '\0' that ends the text inside its length,
+     * and a '\0' in the file would end it early */
+    text[size] = '\0';
+    cJSON *j = memchr(text, '\0', size) ? NULL
+                                         : cJSON_ParseWithLengthOpts(text, size + 1, NULL, true);
     free(text);
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
@@ -114,14 +119,187 @@ static double number(const cJSON *o, const char *key) {
     return cJSON_IsNumber(n) ? n->valuedouble : NAN;
 }
 
-static int whole(const cJSON *o, const char *key) {
-    double v = number(o, key);
-    return isfinite(v) && v >= 0 && v < 1e6 ? (int)v : -1;
-}
-
 /* The format's error for a file that is JSON but not what its command writes. */
 static qkv_status not_like(const char *dir, const char *name, const char *why) {
     return qkv_fail(QKV_ERR_FORMAT, "plot: %s/%s: %s", dir, name, why);
+}
+
+/* The member `key` of o as a whole number in lo..hi (lo >= 0); -1 when it is missing, not a
+ * whole number (1.5, "1", true) or out of range. */
+static int64_t whole_in(const cJSON *o, const char *key, int64_t lo, int64_t hi) {
+    double v = number(o, key);
+    return isfinite(v) && v == floor(v) && v >= (double)lo && v <= (double)hi ? (int64_t)v : -1;
+}
+
+/* ---- the checks of an analysis file against its own content and the run's model ----
+ * Every count a file states is checked against the arrays it holds and against the model of
+ * the run it sits in (layers, heads per layer), before anything is drawn: so no .dat is
+ * larger than the file and the model allow, arithmetic on the counts is in int64_t within
+ * qkv's limits, and each check walks its arrays once (linear in the file's size). */
+
+static bool number_or_null(const cJSON *c) { return cJSON_IsNumber(c) || cJSON_IsNull(c); }
+
+/* The length of array a if it holds only strings and at most `most` of them, else -1. */
+static int64_t strings(const cJSON *a, int64_t most) {
+    if (!cJSON_IsArray(a)) return -1;
+    int64_t n = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, a) if (!cJSON_IsString(c) || ++n > most) return -1;
+    return n;
+}
+
+/* Whether a is an array of `rows` arrays of `cols` numbers (null standing for a NaN). */
+static bool numbers_matrix(const cJSON *a, int64_t rows, int64_t cols) {
+    if (!cJSON_IsArray(a)) return false;
+    int64_t r = 0;
+    const cJSON *row, *c;
+    cJSON_ArrayForEach(row, a) {
+        if (++r > rows || !cJSON_IsArray(row)) return false;
+        int64_t n = 0;
+        cJSON_ArrayForEach(c, row) if (++n > cols || !number_or_null(c)) return false;
+        if (n != cols) return false;
+    }
+    return r == rows;
+}
+
+/* "L.H" (as head_name writes it) with 1 <= L <= layers, 1 <= H <= heads, read strictly. */
+static bool head_label(const cJSON *c, int64_t layers, int64_t heads, int *l, int *h) {
+    if (!cJSON_IsString(c)) return false;
+    const char *dot = strchr(c->valuestring, '.');
+    char first[24];
+    if (!dot || dot - c->valuestring >= (ptrdiff_t)sizeof first) return false;
+    snprintf(first, sizeof first, "%.*s", (int)(dot - c->valuestring), c->valuestring);
+    int64_t a, b;
+    if (number_int(first, 1, layers, &a) != NUMBER_OK ||
+        number_int(dot + 1, 1, heads, &b) != NUMBER_OK)
+        return false;
+    *l = (int)a, *h = (int)b;
+    return true;
+}
+
+/* Whether entry e names a head of the model: "layer" in 1..L and "head" in 1..H. */
+static bool model_head(const cJSON *e, const plot_source *src) {
+    return whole_in(e, "layer", 1, src->layers) > 0 && whole_in(e, "head", 1, src->heads) > 0;
+}
+
+/* An entry's layer, head and position once checked (-1: none, as patch's position null). */
+#define LAYER(e) whole_in(e, "layer", 1, QKV_MAX_LAYERS)
+#define HEAD(e) whole_in(e, "head", 1, QKV_MAX_HEADS)
+#define POSITION(e) whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1)
+
+static const char *check_circuits(const cJSON *j, const plot_source *src) {
+    int64_t L = src->layers, H = src->heads;
+    int64_t V = strings(array_item(j, "vocab"), QKV_MAX_VOCAB);
+    int64_t R = strings(array_item(j, "query_labels"), QKV_MAX_VOCAB);
+    if (V < 1 || R < 1) return "vocab or query_labels is not a list of token names";
+    const cJSON *heads = array_item(j, "heads"), *e;
+    if (!heads) return "no heads";
+    /* each head of the model once: L x H flags, at most 8 x 8192 bytes */
+    bool seen[QKV_MAX_LAYERS * QKV_MAX_HEADS] = {false};
+    int64_t n = 0;
+    cJSON_ArrayForEach(e, heads) {
+        if (++n > L * H || !model_head(e, src)) return "its heads are not the model's";
+        int64_t at = (LAYER(e) - 1) * H + HEAD(e) - 1;
+        if (seen[at]) return "its heads are not the model's";
+        seen[at] = true;
+        if (!numbers_matrix(cJSON_GetObjectItemCaseSensitive(e, "qk"), R, V) ||
+            !numbers_matrix(cJSON_GetObjectItemCaseSensitive(e, "ov"), V, V))
+            return "a circuit is not a (query_labels, vocab) or (vocab, vocab) matrix of numbers";
+        if (!number_or_null(cJSON_GetObjectItemCaseSensitive(e, "copying_score")))
+            return "a copying_score is not a number";
+    }
+    if (n != L * H) return "its heads are not the model's";
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(j, "composition");
+    if (!comp) return NULL;
+    if (!cJSON_IsArray(comp)) return "composition is not a list";
+    /* none, or each pair of heads of consecutive layers once per kind (Q only in an
+     * encoder-decoder): the matrices drawn, (L - 1) H by (L - 1) H, are then at most L - 1
+     * times as many numbers as the file holds */
+    bool decoder = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "encoder_decoder"));
+    int64_t want = (decoder ? 1 : 3) * (L - 1) * H * H;
+    n = 0;
+    cJSON_ArrayForEach(e, comp) {
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(e, "kind");
+        int la, ha, lb, hb;
+        if (++n > 3 * (L - 1) * H * H || !cJSON_IsString(kind) ||
+            strlen(kind->valuestring) != 1 || !strchr("qkv", kind->valuestring[0]) ||
+            !head_label(cJSON_GetObjectItemCaseSensitive(e, "from"), L - 1, H, &la, &ha) ||
+            !head_label(cJSON_GetObjectItemCaseSensitive(e, "to"), L, H, &lb, &hb) ||
+            lb != la + 1 || !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "score")))
+            return "a composition score is not of two heads of consecutive layers of the model";
+    }
+    return n == 0 || n == want ? NULL : "composition does not score every pair of heads";
+}
+
+static const char *check_ablate(const cJSON *j, const plot_source *src) {
+    const cJSON *heads = array_item(j, "heads"), *e;
+    if (!heads || !isfinite(number(cJSON_GetObjectItemCaseSensitive(j, "baseline"), "loss")))
+        return "no baseline loss or heads";
+    int64_t n = 0;
+    cJSON_ArrayForEach(e, heads)
+        if (++n > (int64_t)src->layers * src->heads || !model_head(e, src) ||
+            !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "loss")))
+            return "its heads are not the model's";
+    return NULL;
+}
+
+static const char *check_patch(const cJSON *j, const plot_source *src) {
+    const cJSON *results = array_item(j, "results"), *e;
+    if (!results) return "no results";
+    /* positions index the input's, which the file lists */
+    int64_t T = strings(array_item(j, "positions"), QKV_MAX_SEQ_LEN), n = 0;
+    T = T > 0 ? T : 0;
+    cJSON_ArrayForEach(e, results) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "position");
+        if (++n > (int64_t)src->layers * src->heads * (T > 0 ? T : 1) || !model_head(e, src) ||
+            !(cJSON_IsNull(t) || !t || whole_in(e, "position", 0, T - 1) >= 0) ||
+            !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "exact")) ||
+            !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "attribution")))
+            return "a result is not of a head of the model and a position of its input";
+    }
+    return NULL;
+}
+
+static const char *check_attribute(const cJSON *j, const plot_source *src) {
+    const cJSON *parts = array_item(j, "parts"), *e;
+    if (!parts) return "no parts";
+    cJSON_ArrayForEach(e, parts) {
+        const cJSON *l = cJSON_GetObjectItemCaseSensitive(e, "layer");
+        bool head = l && !cJSON_IsNull(l);
+        if ((head && !model_head(e, src)) ||
+            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "name")) ||
+            !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "value")))
+            return "a part is not a named value, or not of a head of the model";
+    }
+    return NULL;
+}
+
+qkv_status plot_read_analysis(const char *dir, const char *name, const plot_source *src,
+                              cJSON **out) {
+    static const struct {
+        const char *file;
+        const char *(*check)(const cJSON *, const plot_source *);
+    } kinds[] = {{"circuits.json", check_circuits},
+                 {"ablate.json", check_ablate},
+                 {"patch.json", check_patch},
+                 {"attribute.json", check_attribute}};
+    qkv_status s;
+    *out = plot_read_json(dir, name, &s);
+    if (!*out) return s;
+    /* the counts it states, where it states them (its entries are checked either way) */
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(*out, "layers");
+    const cJSON *per_layer = cJSON_GetObjectItemCaseSensitive(*out, "heads_per_layer");
+    const char *why = "not a file of qkv's analysis commands";
+    if ((layers && whole_in(*out, "layers", 1, QKV_MAX_LAYERS) != src->layers) ||
+        (per_layer && whole_in(*out, "heads_per_layer", 1, QKV_MAX_HEADS) != src->heads))
+        why = "its layers and heads_per_layer are not those of the model beside it";
+    else
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+            if (!strcmp(name, kinds[i].file)) why = kinds[i].check(*out, src);
+    if (!why) return QKV_OK;
+    cJSON_Delete(*out);
+    *out = NULL;
+    return not_like(dir, name, why);
 }
 
 /* The length of m's longest label, rows or columns. */
@@ -144,46 +322,41 @@ static plot_status draw_matrix(plotter *p, const char *dir, const char *data, co
                        (const char *[]){data, title, xlabel, ylabel, cblabel, mode, values});
 }
 
-/* circuits.json: each head's QK and OV circuits, and the composition scores of each kind. */
+/* A JSON number, NaN for null (what cJSON writes for a value that is not finite). */
+static double value_of(const cJSON *c) { return cJSON_IsNumber(c) ? c->valuedouble : NAN; }
+
+/* circuits.json (checked by check_circuits): each head's QK and OV circuits, and the
+ * composition scores of each kind. Every array is walked once, in order. */
 static plot_status plot_circuits(plotter *p, const char *dir, const char *format,
-                                 const cJSON *j) {
-    static const char name[] = "circuits.json";
-    const cJSON *vocab = array_item(j, "vocab");
-    const cJSON *qrows = array_item(j, "query_labels");
+                                 const cJSON *j, const plot_source *src) {
+    const cJSON *vocab = array_item(j, "vocab"), *qrows = array_item(j, "query_labels");
     const cJSON *heads = array_item(j, "heads");
-    int V = cJSON_GetArraySize(vocab), R = cJSON_GetArraySize(qrows);
-    int H = whole(j, "heads_per_layer");
-    if (!cJSON_IsArray(vocab) || !cJSON_IsArray(qrows) || !cJSON_IsArray(heads) || V < 1 ||
-        R < 1 || H < 1)
-        return not_like(dir, name, "no vocab, query_labels, heads_per_layer or heads");
+    int V = cJSON_GetArraySize(vocab), R = cJSON_GetArraySize(qrows), H = src->heads,
+        L = src->layers;
     bool decoder = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "encoder_decoder"));
     plot_status code = QKV_OK;
     const cJSON *head;
     cJSON_ArrayForEach(head, heads) {
-        int l = whole(head, "layer"), h = whole(head, "head");
-        if (l < 1 || h < 1) return not_like(dir, name, "a head without its layer and head");
+        int l = (int)whole_in(head, "layer", 1, L), h = (int)whole_in(head, "head", 1, H);
         static const char *const kinds[] = {"qk", "ov"};
         for (int k = 0; k < 2 && code == QKV_OK; k++) {
             const cJSON *rows = cJSON_GetObjectItemCaseSensitive(head, kinds[k]);
             int nr = k == 0 ? R : V;
-            if (cJSON_GetArraySize(rows) != nr)
-                return not_like(dir, name, "a circuit of another size");
             matrix m;
             if (!matrix_new(&m, nr, V)) {
                 matrix_free(&m);
                 return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
             }
-            for (int i = 0; i < nr; i++) {
-                const cJSON *lab = cJSON_GetArrayItem(k == 0 ? qrows : vocab, i);
-                clean_label(m.row_label[i], cJSON_IsString(lab) ? lab->valuestring : NULL);
-                const cJSON *row = cJSON_GetArrayItem(rows, i);
-                for (int c = 0; c < V && cJSON_GetArraySize(row) == V; c++)
-                    m.v[(int64_t)i * V + c] = cJSON_GetArrayItem(row, c)->valuedouble;
+            const cJSON *lab = (k == 0 ? qrows : vocab)->child, *row = rows->child;
+            for (int i = 0; i < nr; i++, lab = lab->next, row = row->next) {
+                clean_label(m.row_label[i], lab->valuestring);
+                const cJSON *c = row->child;
+                for (int col = 0; col < V; col++, c = c->next)
+                    m.v[(int64_t)i * V + col] = value_of(c);
             }
-            for (int c = 0; c < V; c++) {
-                const cJSON *lab = cJSON_GetArrayItem(vocab, c);
-                clean_label(m.col_label[c], cJSON_IsString(lab) ? lab->valuestring : NULL);
-            }
+            lab = vocab->child;
+            for (int c = 0; c < V; c++, lab = lab->next)
+                clean_label(m.col_label[c], lab->valuestring);
             /* a data file's vocabulary starts with its padding token, which no example
              * attends to: no value (drawn grey), in its column and in its row */
             if (!strcmp(m.col_label[0], DAT_PAD_TOKEN)) {
@@ -220,12 +393,11 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
     }
     /* composition: one matrix per kind, heads of layer L (rows) by heads of layer L+1 */
     const cJSON *comp = array_item(j, "composition");
-    int L = whole(j, "layers");
     if (!cJSON_IsArray(comp) || cJSON_GetArraySize(comp) == 0 || L < 2) return code;
     static const char kinds[] = "qkv";
     for (int k = 0; k < 3 && code == QKV_OK; k++) {
         matrix m;
-        if (!matrix_new(&m, (L - 1) * H, (L - 1) * H)) {
+        if (!matrix_new(&m, (L - 1) * H, (L - 1) * H)) { /* L <= 8, H heads of the model */
             matrix_free(&m);
             return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
         }
@@ -237,18 +409,13 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
         const cJSON *e;
         cJSON_ArrayForEach(e, comp) {
             const cJSON *kind = cJSON_GetObjectItemCaseSensitive(e, "kind");
-            const cJSON *from = cJSON_GetObjectItemCaseSensitive(e, "from");
-            const cJSON *to = cJSON_GetObjectItemCaseSensitive(e, "to");
-            int la, ha, lb, hb;
-            if (!cJSON_IsString(kind) || kind->valuestring[0] != kinds[k] ||
-                !cJSON_IsString(from) ||
-                !cJSON_IsString(to) || sscanf(from->valuestring, "%d.%d", &la, &ha) != 2 ||
-                sscanf(to->valuestring, "%d.%d", &lb, &hb) != 2)
-                continue;
-            if (la < 1 || la >= L || lb != la + 1 || ha < 1 || ha > H || hb < 1 || hb > H) continue;
+            int la, ha, lb, hb; /* checked: la + 1 = lb <= L, heads <= H */
+            if (kind->valuestring[0] != kinds[k]) continue;
+            head_label(cJSON_GetObjectItemCaseSensitive(e, "from"), L - 1, H, &la, &ha);
+            head_label(cJSON_GetObjectItemCaseSensitive(e, "to"), L, H, &lb, &hb);
             /* rows: (la, ha); columns: (lb, hb); only consecutive layers have a score */
             int64_t at = (int64_t)((la - 1) * H + ha - 1) * m.cols + (lb - 2) * H + hb - 1;
-            m.v[at] = number(e, "score");
+            m.v[at] = value_of(cJSON_GetObjectItemCaseSensitive(e, "score"));
             found++;
         }
         char data[64], out[64], title[160];
@@ -266,17 +433,15 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
 }
 
 /* ablate.json: the loss increase of each head removed, as a grid of layers by heads. */
-static plot_status plot_ablate(plotter *p, const char *dir, const char *format, const cJSON *j) {
-    const cJSON *heads = array_item(j, "heads");
+static plot_status plot_ablate(plotter *p, const char *dir, const char *format, const cJSON *j,
+                       const plot_source *src) {
+    (void)src; /* the file is checked against it */
+    const cJSON *heads = array_item(j, "heads"); /* checked by check_ablate */
     double base = number(cJSON_GetObjectItemCaseSensitive(j, "baseline"), "loss");
-    if (!cJSON_IsArray(heads) || !isfinite(base))
-        return not_like(dir, "ablate.json", "no baseline loss or heads");
     int L = 0, H = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, heads) {
-        int l = whole(e, "layer"), h = whole(e, "head");
-        if (l < 1 || h < 1 || l > QKV_MAX_LAYERS || h > QKV_MAX_HEADS)
-            return not_like(dir, "ablate.json", "a head without its layer and head");
+        int l = (int)LAYER(e), h = (int)HEAD(e);
         L = l > L ? l : L, H = h > H ? h : H;
     }
     if (L == 0) return QKV_OK;
@@ -288,7 +453,7 @@ static plot_status plot_ablate(plotter *p, const char *dir, const char *format, 
     for (int l = 0; l < L; l++) snprintf(m.row_label[l], LABEL_LEN, "layer_%d", l + 1);
     for (int h = 0; h < H; h++) snprintf(m.col_label[h], LABEL_LEN, "%d", h + 1);
     cJSON_ArrayForEach(e, heads)
-        m.v[(int64_t)(whole(e, "layer") - 1) * H + whole(e, "head") - 1] = number(e, "loss") - base;
+        m.v[(LAYER(e) - 1) * H + HEAD(e) - 1] = number(e, "loss") - base;
     plot_status code = matrix_write(&m, dir, "plots/ablate.dat",
                                     "ablation: loss increase (qkv ablate)");
     char title[160];
@@ -303,16 +468,15 @@ static plot_status plot_ablate(plotter *p, const char *dir, const char *format, 
 
 /* patch.json: the share recovered by patching each head (layer x head), or each head at each
  * position (head x position); the exact share where there is one, else the attribution. */
-static plot_status plot_patch(plotter *p, const char *dir, const char *format, const cJSON *j) {
-    const cJSON *results = array_item(j, "results");
-    if (!cJSON_IsArray(results)) return not_like(dir, "patch.json", "no results");
+static plot_status plot_patch(plotter *p, const char *dir, const char *format, const cJSON *j,
+                       const plot_source *src) {
+    (void)src; /* the file is checked against it */
+    const cJSON *results = array_item(j, "results"); /* checked by check_patch */
     int L = 0, H = 0, T = 0;
     bool positions = false;
     const cJSON *e;
     cJSON_ArrayForEach(e, results) {
-        int l = whole(e, "layer"), h = whole(e, "head"), t = whole(e, "position");
-        if (l < 1 || h < 1 || l > QKV_MAX_LAYERS || h > QKV_MAX_HEADS || t >= QKV_MAX_SEQ_LEN)
-            return not_like(dir, "patch.json", "a result without its layer and head");
+        int l = (int)LAYER(e), h = (int)HEAD(e), t = (int)POSITION(e);
         L = l > L ? l : L, H = h > H ? h : H;
         if (t >= 0) positions = true, T = t + 1 > T ? t + 1 : T;
     }
@@ -329,7 +493,7 @@ static plot_status plot_patch(plotter *p, const char *dir, const char *format, c
         snprintf(m.col_label[c], LABEL_LEN, "%d", positions ? c : c + 1);
     bool exact = false;
     cJSON_ArrayForEach(e, results) {
-        int l = whole(e, "layer") - 1, h = whole(e, "head") - 1, t = whole(e, "position");
+        int l = (int)LAYER(e) - 1, h = (int)HEAD(e) - 1, t = (int)POSITION(e);
         double v = number(e, "exact");
         exact |= isfinite(v);
         if (!isfinite(v)) v = number(e, "attribution");
@@ -350,9 +514,10 @@ static plot_status plot_patch(plotter *p, const char *dir, const char *format, c
 }
 
 /* attribute.json: the logit's parts as bars (embedding path, each head, bias). */
-static plot_status plot_attribute(plotter *p, const char *dir, const char *format, const cJSON *j) {
-    const cJSON *parts = array_item(j, "parts");
-    if (!cJSON_IsArray(parts)) return not_like(dir, "attribute.json", "no parts");
+static plot_status plot_attribute(plotter *p, const char *dir, const char *format, const cJSON *j,
+                       const plot_source *src) {
+    (void)src; /* the file is checked against it */
+    const cJSON *parts = array_item(j, "parts"); /* checked by check_attribute */
     char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/plots/attribute.dat", dir);
     atomic_file af;
@@ -362,7 +527,7 @@ static plot_status plot_attribute(plotter *p, const char *dir, const char *forma
     const cJSON *e;
     cJSON_ArrayForEach(e, parts) {
         char label[LABEL_LEN];
-        int l = whole(e, "layer"), h = whole(e, "head");
+        int l = (int)LAYER(e), h = (int)HEAD(e);
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
         if (l >= 1 && h >= 1) snprintf(label, sizeof label, "%d.%d", l, h);
         else clean_label(label, cJSON_IsString(name) ? name->valuestring : NULL);
@@ -379,21 +544,36 @@ static plot_status plot_attribute(plotter *p, const char *dir, const char *forma
                        (const char *[]){"plots/attribute.dat", title, "logit"});
 }
 
-plot_status plot_analysis(plotter *p, const char *dir, const char *format) {
-    static const struct {
-        const char *file;
-        plot_status (*draw)(plotter *, const char *, const char *, const cJSON *);
-    } files[] = {{"circuits.json", plot_circuits},
-                 {"ablate.json", plot_ablate},
-                 {"patch.json", plot_patch},
-                 {"attribute.json", plot_attribute}};
-    plot_status code = QKV_OK;
-    for (size_t i = 0; i < sizeof files / sizeof files[0] && code == QKV_OK; i++) {
-        qkv_status s;
-        cJSON *j = plot_read_json(dir, files[i].file, &s);
-        if (s != QKV_OK) return s;
-        if (j) code = files[i].draw(p, dir, format, j);
-        cJSON_Delete(j);
+/* The files drawn, in the order of PLOT_ANALYSIS_FILES. */
+static const struct {
+    const char *file;
+    plot_status (*draw)(plotter *, const char *, const char *, const cJSON *, const plot_source *);
+} analysis_files[PLOT_ANALYSIS_FILES] = {{"circuits.json", plot_circuits},
+                                         {"ablate.json", plot_ablate},
+                                         {"patch.json", plot_patch},
+                                         {"attribute.json", plot_attribute}};
+
+qkv_status plot_read_analyses(const char *dir, const plot_source *src,
+                              cJSON *j[PLOT_ANALYSIS_FILES]) {
+    for (int i = 0; i < PLOT_ANALYSIS_FILES; i++) j[i] = NULL;
+    for (int i = 0; i < PLOT_ANALYSIS_FILES; i++) {
+        qkv_status s = plot_read_analysis(dir, analysis_files[i].file, src, &j[i]);
+        if (s != QKV_OK) {
+            plot_free_analyses(j);
+            return s;
+        }
     }
+    return QKV_OK;
+}
+
+void plot_free_analyses(cJSON *j[PLOT_ANALYSIS_FILES]) {
+    for (int i = 0; i < PLOT_ANALYSIS_FILES; i++) cJSON_Delete(j[i]), j[i] = NULL;
+}
+
+plot_status plot_analysis(plotter *p, const char *dir, const char *format,
+                          const plot_source *src, cJSON *const j[PLOT_ANALYSIS_FILES]) {
+    plot_status code = QKV_OK;
+    for (int i = 0; i < PLOT_ANALYSIS_FILES && code == QKV_OK; i++)
+        if (j[i]) code = analysis_files[i].draw(p, dir, format, j[i], src);
     return code;
 }

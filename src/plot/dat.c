@@ -1,8 +1,10 @@
 /* dat.c - the attention maps of a run read back (attention/, gradients/, snapshots/: the
  * format of attention.gp), and which of their tokens are padding. */
+#include "engine/engine.h"
 #include "io/io.h"
 #include "plot/plot.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,16 @@ void dat_free(dat_map *m) {
     free(m->klabel);
     free(m->w);
     memset(m, 0, sizeof *m);
+}
+
+/* A value of a map: a number (number_real's syntax), or what printf's "%g" writes for one
+ * that is not finite. */
+static bool map_value(const char *t, double *v) {
+    if (number_real(t, v) == NUMBER_OK) return true;
+    if (!strcmp(t, "nan") || !strcmp(t, "-nan") || !strcmp(t, "NaN")) return *v = NAN, true;
+    if (!strcmp(t, "inf") || !strcmp(t, "-inf"))
+        return *v = t[0] == '-' ? -INFINITY : INFINITY, true;
+    return false;
 }
 
 /* Reads a .dat map: '#' comments, a header "query\key k1 k2 ...", then rows "q w w ...".
@@ -50,9 +62,9 @@ bool dat_read(const char *path, dat_map *m) {
         }
         snprintf(m->qlabel[m->nq], 40, "%s", tok ? tok : "");
         for (int j = 0; j < m->nk && ok; j++) {
-            char *t = strtok_r(NULL, " \t\r\n", &save), *end;
-            double v = t ? strtod(t, &end) : 0;
-            ok = t && *end == '\0';
+            char *t = strtok_r(NULL, " \t\r\n", &save);
+            double v;
+            ok = t && map_value(t, &v);
             if (ok) m->w[(size_t)m->nq * m->nk + j] = (float)v;
         }
         m->nq++;

@@ -9,6 +9,7 @@
  * keys are padding (dat_padding) goes with them, and so do the files of the analysis commands
  * (ablate.json, patch.json, attribute.json, circuits.json), as they are but for the
  * positional part of the QK circuits, which the page does not draw. */
+#include "engine/engine.h"
 #include "io/io.h"
 #include "plot/plot.h"
 
@@ -171,11 +172,11 @@ static void json_metrics(FILE *out, const char *dir) {
         char *p = line;
         for (int c = 0; c < ncols; c++) {
             size_t len = strcspn(p, ",");
-            char cell[64], *end;
+            char cell[64];
             snprintf(cell, sizeof cell, "%.*s", (int)(len < 63 ? len : 63), p);
-            double v = strtod(cell, &end);
+            double v;
             if (c) fputc(',', out);
-            if (*cell && *end == '\0') json_number(out, v, 7);
+            if (len < 63 && number_real(cell, &v) == NUMBER_OK) json_number(out, v, 7);
             else fputs("null", out);
             p += len;
             if (*p) p++;
@@ -213,30 +214,16 @@ static void json_safe(FILE *out, const cJSON *j) {
     free(text);
 }
 
-static bool has_array(const cJSON *o, const char *key) {
-    return cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(o, key));
-}
-
-/* Reads DIR/<name>.json of each analysis into j[] (NULL where there is none). A file that is
- * there but not what its command writes: QKV_ERR_FORMAT, naming it, as qkv plot does. */
-static qkv_status read_analyses(const char *dir, cJSON *j[N_ANALYSES]) {
+/* Reads DIR/<name>.json of each analysis into j[] (NULL where there is none), each checked
+ * as qkv plot checks it (plot_read_analysis): a bad one is QKV_ERR_FORMAT, naming it. */
+static qkv_status read_analyses(const char *dir, const plot_source *src, cJSON *j[N_ANALYSES]) {
     for (size_t i = 0; i < N_ANALYSES; i++) j[i] = NULL;
     for (size_t i = 0; i < N_ANALYSES; i++) {
         char name[32];
         snprintf(name, sizeof name, "%s.json", ANALYSES[i]);
-        qkv_status s;
-        j[i] = plot_read_json(dir, name, &s);
+        qkv_status s = plot_read_analysis(dir, name, src, &j[i]);
         if (s != QKV_OK) return s;
         if (!j[i]) continue;
-        bool ok = i == 0 ? has_array(j[i], "heads") &&
-                               cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j[i], "baseline"))
-                : i == 1 ? has_array(j[i], "results")
-                : i == 2 ? has_array(j[i], "parts")
-                         : has_array(j[i], "vocab") && has_array(j[i], "query_labels") &&
-                               has_array(j[i], "heads");
-        if (!ok)
-            return qkv_fail(QKV_ERR_FORMAT, "plot: %s/%s: not a file of qkv %s --out", dir, name,
-                            ANALYSES[i]);
         round_numbers(j[i]);
         if (i != 3) continue;
         /* the circuits: the positional part is left out; a vocabulary too large to draw, or
@@ -359,7 +346,7 @@ plot_status plot_page(const char *dir, const plot_source *src, plot_made *made) 
             dat_free(&m);
         }
     cJSON *analyses[N_ANALYSES];
-    qkv_status s = read_analyses(dir, analyses);
+    qkv_status s = read_analyses(dir, src, analyses);
     if (s != QKV_OK) {
         for (size_t i = 0; i < N_ANALYSES; i++) cJSON_Delete(analyses[i]);
         free(page);

@@ -93,14 +93,28 @@ bool dat_padding(const char *dir, const plot_source *src, dat_pad *pad);
 void dat_pad_free(dat_pad *pad);
 
 /* ---- analysis.c ---- */
-/* The pictures of the analysis files `dir` holds, each drawn only when present: circuits.json
- * (qkv circuits --out: QK and OV circuits per head, composition scores), ablate.json,
- * patch.json and attribute.json (qkv ablate, patch, attribute --out). Each is first written
- * as text matrices under DIR/plots/, then drawn by matrix.gp or bars.gp. A file that is not
- * what its command writes: QKV_ERR_FORMAT, naming it. */
-plot_status plot_analysis(plotter *p, const char *dir, const char *format);
-/* DIR/NAME parsed (a cJSON object), NULL when there is none (*s QKV_OK) or it cannot be read
- * or parsed (*s set, the error naming it). */
+/* The analysis files a run directory may hold: circuits.json (qkv circuits --out: QK and OV
+ * circuits per head, composition scores), ablate.json, patch.json and attribute.json (qkv
+ * ablate, patch, attribute --out). They are untrusted input: every count in one is checked
+ * against the arrays it holds and the model of the run (src: layers, heads per layer) before
+ * anything is drawn, and reading is linear in the file's size. */
+#define PLOT_ANALYSIS_FILES 4
+struct cJSON;
+/* DIR/NAME (one of the four) parsed and checked into *j: NULL with QKV_OK when there is none;
+ * QKV_ERR_FORMAT, naming it and what is wrong, when it is not what its command writes. */
+qkv_status plot_read_analysis(const char *dir, const char *name, const plot_source *src,
+                              struct cJSON **j);
+/* All four read and checked (plot_read_analysis), NULL where there is none; on an error none
+ * is kept. */
+qkv_status plot_read_analyses(const char *dir, const plot_source *src,
+                              struct cJSON *j[PLOT_ANALYSIS_FILES]);
+void plot_free_analyses(struct cJSON *j[PLOT_ANALYSIS_FILES]);
+/* The pictures of the files read by plot_read_analyses: each is first written as text
+ * matrices under DIR/plots/, then drawn by matrix.gp or bars.gp. */
+plot_status plot_analysis(plotter *p, const char *dir, const char *format,
+                          const plot_source *src, struct cJSON *const j[PLOT_ANALYSIS_FILES]);
+/* DIR/NAME parsed (a cJSON object, nothing after it), NULL when there is none (*s QKV_OK) or
+ * it cannot be read or parsed (*s set, the error naming it). */
 struct cJSON *plot_read_json(const char *dir, const char *name, qkv_status *s);
 
 /* ---- page.c ---- */

@@ -3,6 +3,7 @@
  * turned into a run's map files first. qkv writes the data (attention/, gradients/,
  * snapshots/, metrics.csv); gnuplot only reads it (gnuplot.c), so the plots can be redrawn,
  * restyled or made by hand from the same files. */
+#include "engine/engine.h"
 #include "io/io.h"
 #include "plot/plot.h"
 #include "train/trainer.h"
@@ -55,6 +56,13 @@ static bool metrics_has_column(const char *path, const char *name) {
     return found;
 }
 
+/* A whole number of a model's metadata (number_int's syntax) in 1..hi, or 0: missing, not a
+ * whole number ("1.5", "+2", " 3") or out of range, which the callers refuse. */
+static int meta_int(const char *text, int64_t hi) {
+    int64_t v;
+    return text && number_int(text, 1, hi, &v) == NUMBER_OK ? (int)v : 0;
+}
+
 /* Reads task, layers and heads from the model's metadata. */
 static plot_status read_model(const char *dir, char *task, size_t len, int *layers, int *heads,
                               bool *causal, bool *cross, double *chance_acc, double *chance_loss) {
@@ -66,15 +74,17 @@ static plot_status read_model(const char *dir, char *task, size_t len, int *laye
     if (s != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());
     const char *t = qkv_st_meta(st, "task"), *l = qkv_st_meta(st, "layers"),
                *h = qkv_st_meta(st, "heads");
-    *layers = l ? atoi(l) : 0;
-    *heads = h ? atoi(h) : 0;
+    *layers = meta_int(l, QKV_MAX_LAYERS);
+    *heads = meta_int(h, QKV_MAX_HEADS);
     const char *c = qkv_st_meta(st, "causal");
     *causal = c && !strcmp(c, "true");
     /* Chance: a uniform guess over the classes a target can take (qkv_task_chance), and the
      * loss of uniform logits over the vocabulary. */
     const char *v = qkv_st_meta(st, "vocab"), *n = qkv_st_meta(st, "seq_len");
     qkv_task chance_task;
-    if (t && v && n && qkv_task_init(&chance_task, t, atoi(n), atoi(v)) == QKV_OK) {
+    if (t && v && n &&
+        qkv_task_init(&chance_task, t, meta_int(n, QKV_MAX_SEQ_LEN),
+                      meta_int(v, QKV_MAX_VOCAB)) == QKV_OK) {
         *chance_acc = qkv_task_chance(&chance_task);
         *chance_loss = log((double)chance_task.vocab);
     }
@@ -147,7 +157,8 @@ static plot_status plot_inspect_file(const char *file, char *dir, size_t len, pl
     const char *causal = qkv_st_meta(st, "causal"), *q = qkv_st_meta(st, "queries");
     const char *qlab = qkv_st_meta(st, "query_labels");
     /* T keys, Tq queries: Tq = T in self-attention (and in files of before cross-attention) */
-    int L = l ? atoi(l) : 0, H = h ? atoi(h) : 0, T = t ? atoi(t) : 0, Tq = q ? atoi(q) : T;
+    int L = meta_int(l, QKV_MAX_LAYERS), H = meta_int(h, QKV_MAX_HEADS),
+        T = meta_int(t, QKV_MAX_TASK_SEQ_LEN), Tq = q ? meta_int(q, QKV_MAX_TASK_SEQ_LEN) : T;
     bool ok = fmt && !strcmp(fmt, "qkv-inspect") && task && strlen(task) < sizeof src->task &&
               L >= 1 && L <= QKV_MAX_LAYERS && H >= 1 && H <= QKV_MAX_HEADS && T >= 1 &&
               T <= QKV_MAX_TASK_SEQ_LEN && Tq >= 1 && Tq <= QKV_MAX_TASK_SEQ_LEN;
@@ -365,17 +376,27 @@ static plot_status plot_maps_drawn(plotter *p, const char *dir, const plot_sourc
  * or what plot_inspect_file wrote) into dir/plots/ with gnuplot. */
 static plot_status plot_maps(const char *dir, const plot_source *src, const char *format,
                              plot_made *made) {
+    /* the analysis files are checked before anything is drawn: a bad one, nothing written */
+    struct cJSON *analyses[PLOT_ANALYSIS_FILES] = {0};
     plot_status code;
+    if (!src->inspect && (code = plot_read_analyses(dir, src, analyses)) != QKV_OK) return code;
     plotter p;
-    if ((code = plotter_init(&p, dir)) != QKV_OK) return code;
+    if ((code = plotter_init(&p, dir)) != QKV_OK) {
+        plot_free_analyses(analyses);
+        return code;
+    }
     char plots[PLOT_PATH_LEN];
     qkv_status s = io_make_subdir(dir, "plots", plots, sizeof plots);
-    if (s != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());
-    char *tokens = tokens_arg(dir, src);
-    if (!tokens) return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
+    char *tokens = s == QKV_OK ? tokens_arg(dir, src) : NULL;
+    if (s != QKV_OK || !tokens) {
+        plot_free_analyses(analyses);
+        return s != QKV_OK ? qkv_fail(s, "plot: %s", qkv_last_error())
+                           : qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
+    }
     code = plot_maps_drawn(&p, dir, src, format, tokens);
     free(tokens);
-    if (code == QKV_OK && !src->inspect) code = plot_analysis(&p, dir, format);
+    if (code == QKV_OK) code = plot_analysis(&p, dir, format, src, analyses);
+    plot_free_analyses(analyses);
     made->images = p.written;
     snprintf(made->path, sizeof made->path, "%s", plots);
     return code;

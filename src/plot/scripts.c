@@ -1,6 +1,7 @@
 /* scripts.c - where the pictures of a run come from: the directory of qkv's scripts (the
  * gnuplot .gp files, the page template) and the steps a run kept snapshots of. The images
  * (plots.c) and the page (page.c) both read them. */
+#include "engine/engine.h"
 #include "plot/plot.h"
 
 #include <dirent.h>
@@ -66,11 +67,16 @@ int plot_snapshot_steps(const char *dir, int64_t **steps) {
     if (!d) return 0;
     int n = 0, cap = 0;
     for (struct dirent *e; (e = readdir(d));) {
+        /* "step<N>_layer1_head1.dat", N digits (number_int's syntax: no sign, no space) */
+        static const char prefix[] = "step", suffix[] = "_layer1_head1.dat";
+        const char *name = e->d_name, *end = strstr(name, suffix);
+        char digits[24];
         int64_t step;
-        int used = 0;
-        if (sscanf(e->d_name, "step%" SCNd64 "_layer1_head1.dat%n", &step, &used) != 1 ||
-            used == 0 || e->d_name[used] != '\0' || step < 0)
+        if (strncmp(name, prefix, 4) || !end || strcmp(end, suffix) ||
+            end - name - 4 >= (ptrdiff_t)sizeof digits)
             continue;
+        snprintf(digits, sizeof digits, "%.*s", (int)(end - name - 4), name + 4);
+        if (digits[0] == '-' || number_int(digits, 0, INT64_MAX, &step) != NUMBER_OK) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             int64_t *p = realloc(*steps, (size_t)cap * sizeof *p);
