@@ -126,7 +126,7 @@ long=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 "$PY" - "$long" <<'PYEOF'
 import random, sys
 random.seed(1)
-toks = ['é', 'ü', sys.argv[1] + 'x1', sys.argv[1] + 'x2', 'cat', 'dog']
+toks = ['é', 'ü', sys.argv[1] + 'x1', sys.argv[1] + 'x2', 'cat', 'é' * 30]
 with open('words.tsv', 'w') as f:
     for _ in range(40):
         xs = [random.choice(toks) for _ in range(4)]
@@ -148,18 +148,28 @@ L = sys.argv[1]
 words = ['é', 'ü', L + 'x1', L + 'x2']
 per = json.loads(open('u_per.jsonl').readline())
 assert per['input'] == words and per['targets'] == words[::-1], per
-assert set(per['predictions']) <= set(words + ['cat', 'dog', '<pad>']), per
+assert set(per['predictions']) <= set(words + ['cat', 'é' * 30, '<pad>']), per
 patch = json.load(open('u_patch.json'))
 assert patch['tokens'] == words and patch['answer'] == L + 'x1' and patch['wrong'] == L + 'x2'
 assert patch['positions'] == ['%d:%s' % (i, w) for i, w in enumerate(words)], patch['positions']
 attr = json.load(open('u_attr.json'))
-assert attr['tokens'] == words and attr['token'] in words + ['cat', 'dog', '<pad>'], attr
+assert attr['tokens'] == words and attr['token'] in words + ['cat', 'é' * 30, '<pad>'], attr
 vocab = json.load(open('u_circ.json'))['vocab']
-assert set(words) <= set(vocab) and len(set(vocab)) == len(vocab), vocab
+assert set(words + ['é' * 30]) <= set(vocab) and len(set(vocab)) == len(vocab), vocab
 insp = json.load(open('u_insp.json'))
 assert insp['labels'] == ['%d:%s' % (i, w) for i, w in enumerate(words)], insp['labels']
 PYEOF
 then ok "JSON names é, ü and two long tokens whole"; else fail "a JSON output shortened or mangled a token"; fi
+# gnuplot's labels may be shortened, but never inside a character: 30 é's (60 bytes) drawn
+if command -v gnuplot >/dev/null; then
+    if "$QKV" circuits u --out u/circuits.json >/dev/null && "$QKV" plot u >/dev/null &&
+        "$PY" -c "
+import glob
+files = glob.glob('u/plots/circuit_*.dat')
+assert files
+for f in files: open(f, 'rb').read().decode('utf-8')"; then
+        ok "plot's labels of long UTF-8 tokens stay UTF-8"; else fail "plot cut a label inside a character"; fi
+fi
 
 [ "$failures" -eq 0 ] && echo "explain_test: all passed" || echo "explain_test: $failures failed"
 [ "$failures" -eq 0 ]

@@ -60,6 +60,15 @@ cJSON *plot_read_json(const char *dir, const char *name, qkv_status *s) {
 /* A label gnuplot reads as one word: spaces and quotes become '_'. */
 static void clean_label(char *dst, const char *src) {
     snprintf(dst, LABEL_LEN, "%s", src && *src ? src : "_");
+    /* a token (whole in the JSON) cut to LABEL_LEN bytes ends at a character, not inside one:
+     * drop a last UTF-8 sequence the cut left incomplete */
+    size_t n = strlen(dst), start = n;
+    while (start > 0 && ((unsigned char)dst[start - 1] & 0xC0) == 0x80) start--;
+    if (start > 0 && (unsigned char)dst[start - 1] >= 0xC0) {
+        unsigned char lead = (unsigned char)dst[start - 1];
+        size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        if (n - (start - 1) < need) dst[start - 1] = '\0';
+    }
     for (char *p = dst; *p; p++)
         if (*p == ' ' || *p == '"' || *p == '\'' || *p == '#' || (unsigned char)*p < 32)
             *p = '_';
