@@ -41,6 +41,9 @@ SMALL=(--task copy --seq-len 4 --vocab 8 --batch 8 --quiet)
 "$QKV" train "${SMALL[@]}" --threads 1 --d-model 80 --steps 1 --out wide >/dev/null 2>err.txt ||
     { echo "ulimit_test: cannot train the wide model: $(cat err.txt)"; exit 1; }
 
+# 300 examples for eval --data and ablate --data: more than one analysis batch (256)
+for i in $(seq 1 300); do echo "$((i % 8)) $(((i / 8) % 8)) 3 $((i % 5))"; done >d.txt
+
 # LAPACK that cannot be loaded: circuits says so in one line (exit 3); other commands never
 # load it.
 QKV_TEST_LAPACK=libqkv-no-such-lapack.so "$QKV" circuits m >out.txt 2>err.txt
@@ -58,17 +61,22 @@ if ! (ulimit -v 400000 && exec "$QKV" --version) >/dev/null 2>&1; then
     exit 0
 fi
 
-# The commands: each reads m (or a copy of it, p, for those that write into it) and writes
-# under o.
+# The commands: each reads m (or a copy of it, p, for those that write into it) and d.txt,
+# and writes under o. The analysis commands (ablate, eval --data) score 256 sequences at a
+# time: their one memory check covers that batch.
 COMMANDS=(
     "--version"
     "train ${SMALL[*]} --d-model 8 --steps 3 --threads 1 --out o"
     "train ${SMALL[*]} --d-model 8 --steps 3 --threads 2"
     "eval --model m"
     "circuits m"
+    "circuits m --json"
     "circuits wide --json"
     "inspect --model m --input '1 2 3 4'"
     "attribute m --input '1 2 3 4'"
+    "ablate m"
+    "ablate m --data d.txt --mode mean --together"
+    "eval --model m --data d.txt --per-example o.jsonl"
     "patch m --clean '1 2 3 4' --corrupt '5 6 7 0' --answer 4 --wrong 0"
     "grads --model m --out o.safetensors"
     "plot p --format html"
@@ -78,6 +86,19 @@ COMMANDS=(
 )
 command -v gnuplot >/dev/null && COMMANDS+=("plot p --format svg")
 LIMITS=(8 12 16 24 32 48 64 96 128 192 256)
+
+# complete NAME CMD: what a command that exited 0 wrote is whole: every head's matrices in
+# circuits' JSON (m: 2 layers of 2 heads), a record for each of d.txt's 300 examples.
+complete() {
+    case $2 in
+    "circuits m --json")
+        [ "$(grep -o '"ov":' out.txt | wc -l)" = 4 ] && ok ||
+            fail "$1: exit 0 with $(grep -o '"ov":' out.txt | wc -l) of 4 heads' OV circuits" ;;
+    *--per-example*)
+        [ "$(wc -l <o.jsonl)" = 300 ] && ok ||
+            fail "$1: exit 0 with $(wc -l <o.jsonl) of 300 per-example records" ;;
+    esac
+}
 
 for cmd in "${COMMANDS[@]}"; do
     codes=""
@@ -89,7 +110,7 @@ for cmd in "${COMMANDS[@]}"; do
         ms=$((($(date +%s%N) - start) / 1000000))
         codes+=" $mb:$rc"
         case $rc in
-        0) ok ;;
+        0) ok && complete "qkv $cmd under ulimit -v ${mb} MB" "$cmd" ;;
         6) one_line "qkv $cmd under ulimit -v ${mb} MB" ;;
         124) fail "qkv $cmd under ulimit -v ${mb} MB hangs (killed after 20 s)" ;;
         *) fail "qkv $cmd under ulimit -v ${mb} MB: exit $rc, expected 0 or 6: $(head -c 300 err.txt)" ;;

@@ -86,7 +86,21 @@ typedef struct {
                                  files (RUN_DATA_COPY): the model's metadata names them */
 } trainer;
 
-#define EVAL_MAX_HEADS 64 /* heads scored per layer */
+#define EVAL_MAX_HEADS 64 /* heads that training's evaluation scores per layer (trainer_evaluate's
+                             head scores; the analysis commands cover every head) */
+
+/* The analysis commands (ablate, patch, attribute, eval --data) score ANALYSIS_BATCH
+ * sequences per forward, all in t->eval_ctx. */
+#define ANALYSIS_BATCH 256
+/* The one memory check of an analysis: a forward of min(n, ANALYSIS_BATCH) sequences (with
+ * its probes and, for `backward`, one sequence's gradients) against memory_limit, then
+ * t->eval_ctx reserved at that size, so that no analysis grows an arena past what was
+ * checked. QKV_ERR_NOMEM with the line "COMMAND: scoring N sequences at a time needs about X
+ * MiB, more than half of WHAT (Y MiB)" when it does not fit. */
+qkv_status trainer_analysis_reserve(trainer *t, int n, const char *command);
+/* An arena of `bytes` for an analysis's own tensors, checked as trainer_analysis_reserve
+ * checks: NULL with QKV_ERR_NOMEM set (the line begins "COMMAND: "; none for NULL). */
+qkv_ctx *trainer_analysis_ctx(double bytes, const char *command);
 
 typedef struct {
     double loss, accuracy, attention_mass;
