@@ -55,6 +55,22 @@ grep -q 'cannot load LAPACK' err.txt && ok || fail "circuits without LAPACK: $(c
 QKV_TEST_LAPACK=libqkv-no-such-lapack.so "$QKV" eval --model m >/dev/null 2>err.txt &&
     ok || fail "eval needs LAPACK: $(cat err.txt)"
 
+# A JSON that lost an item for lack of memory is never written or printed: QKV_TEST_FAIL_JSON_ALLOC=N
+# fails cJSON's Nth allocation. circuits' object, early (the vocabulary) and late (a matrix);
+# eval --data's per-example record (the object is built after the records).
+for n in 5 300; do
+    QKV_TEST_FAIL_JSON_ALLOC=$n "$QKV" circuits m --json >out.txt 2>err.txt
+    rc=$?
+    [ "$rc" = 6 ] && ok || fail "circuits --json, cJSON allocation $n failing: exit $rc, expected 6"
+    one_line "circuits --json, cJSON allocation $n failing"
+    [ -s out.txt ] && fail "circuits --json, cJSON allocation $n failing, printed $(head -c 200 out.txt)" || ok
+done
+QKV_TEST_FAIL_JSON_ALLOC=20 "$QKV" eval m --data d.txt --per-example ex.jsonl --out ev.json >out.txt 2>err.txt
+rc=$?
+[ "$rc" = 6 ] && ok || fail "eval --data --per-example, cJSON allocation 20 failing: exit $rc, expected 6"
+one_line "eval --data --per-example, cJSON allocation 20 failing"
+[ -e ex.jsonl ] || [ -e ev.json ] && fail "eval --data with a record lost wrote its files" || ok
+
 if ! (ulimit -v 400000 && exec "$QKV" --version) >/dev/null 2>&1; then
     echo "ulimit_test: qkv cannot start under ulimit -v 400000 (a sanitizer build): the limits are skipped"
     [ "$failures" = 0 ] || exit 1
