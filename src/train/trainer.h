@@ -92,11 +92,13 @@ typedef struct {
 /* The analysis commands (ablate, patch, attribute, eval --data) score ANALYSIS_BATCH
  * sequences per forward, all in t->eval_ctx. */
 #define ANALYSIS_BATCH 256
-/* The one memory check of an analysis: a forward of min(n, ANALYSIS_BATCH) sequences (with
- * its probes and, for `backward`, one sequence's gradients) against memory_limit, then
- * t->eval_ctx reserved at that size, so that no analysis grows an arena past what was
- * checked. QKV_ERR_NOMEM with the line "COMMAND: scoring N sequences at a time needs about X
- * MiB, more than half of WHAT (Y MiB)" when it does not fit. */
+/* The one memory check of an analysis: a whole step's estimate at min(n, ANALYSIS_BATCH)
+ * sequences (it bounds a forward with its probes and head edits) plus the parameters against
+ * half of memory_limit, then t->eval_ctx reserved at that size, so that no analysis grows an
+ * arena past what was checked (the arena's abort is never reached). QKV_ERR_NOMEM with the
+ * line "COMMAND: scoring N sequences at a time needs about X MiB, more than half of WHAT (Y
+ * MiB)", or "COMMAND: out of memory for scoring ..." when the reservation fails; COMMAND NULL:
+ * no prefix (the caller adds its own). */
 qkv_status trainer_analysis_reserve(trainer *t, int n, const char *command);
 /* An arena of `bytes` for an analysis's own tensors, checked as trainer_analysis_reserve
  * checks: NULL with QKV_ERR_NOMEM set (the line begins "COMMAND: "; none for NULL). */
