@@ -96,6 +96,28 @@ import json, sys
 assert json.load(sys.stdin)['head_scores'][0]['induction'] is None" &&
     ok "one layer: no induction score" || fail "one layer: an induction score: $(tail -n 2 one.txt)"
 
+# every head of a model with more heads per layer (72) than training's evaluation scores (64):
+# ablate lists each and takes --heads 1.70, attribute's parts add up to the logit, eval --data
+# gives each head's entropy
+"$QKV" train --task copy --seq-len 4 --vocab 8 --d-model 144 --heads 72 --steps 1 --batch 4 \
+    --threads 1 --out w72 --quiet 2>/dev/null || fail "cannot train the 72-head model"
+printf '1 2 3 4\n5 6 7 0\n' >w72.txt
+"$QKV" ablate w72 --json >ab.json && "$QKV" ablate w72 --heads 1.70 --json >ab70.json &&
+    "$QKV" attribute w72 --input '1 2 3 4' --json >at.json &&
+    "$QKV" eval w72 --data w72.txt --json >ev.json &&
+    "$PY" - <<'PY' && ok "72 heads: ablate, attribute and eval --data cover every head" || fail "72 heads: a head is missing"
+import json
+ab, ab70 = json.load(open("ab.json")), json.load(open("ab70.json"))
+at, ev = json.load(open("at.json")), json.load(open("ev.json"))
+assert [h["head"] for h in ab["heads"]] == list(range(1, 73)), len(ab["heads"])
+assert [(h["layer"], h["head"]) for h in ab70["heads"]] == [(1, 70)]
+heads = [p["name"] for p in at["parts"] if p["layer"] is not None]
+assert heads == ["1.%d" % h for h in range(1, 73)], heads
+assert abs(sum(p["value"] for p in at["parts"]) - at["logit"]) <= 1e-4 * (1 + abs(at["logit"]))
+assert [h["head"] for h in ev["head_scores"]] == list(range(1, 73)), len(ev["head_scores"])
+assert all(h["entropy"] is not None for h in ev["head_scores"])
+PY
+
 # refusals: one line, the documented exit code, nothing written
 refuse() { # CODE FRAGMENT ARGS...
     local code=$1 frag=$2

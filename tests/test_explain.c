@@ -4,6 +4,7 @@
  * run recovers the clean metric exactly, attribution equals exact patching where the metric is
  * linear in the patched head (the last layer), and on a trained induction model the targets
  * of issue 23. */
+#include "explore/eval_data.h"
 #include "explore/explain.h"
 #include "fixtures.h"
 #include "train/checkpoint.h"
@@ -121,6 +122,7 @@ START_TEST(test_dla_adds_up) {
                     worst = err > worst ? err : worst;
                     int heads = t.model.cfg.heads * (models[_i].residual ? t.model.cfg.layers : 1);
                     ck_assert_int_eq(r.n_parts, heads + 1 + models[_i].residual);
+                    explain_attribute_free(&r);
                 }
         }
         ck_assert_msg(worst <= tol, "%s %s: DLA sum off by %.3g relative (tolerance %g)",
@@ -143,12 +145,14 @@ START_TEST(test_ablating_nothing_changes_nothing) {
             for (int j = Dk; j < 2 * Dk; j++) qkv_set(wv, (int64_t)i * C + j, 0.0); /* head 2 */
         explain_set set = explain_heldout(&t);
         set.n = 100;
-        ablate_request rq = {.n_heads = 2, .heads = {{1, 1}, {1, 0}}};
+        explain_head heads[2] = {{1, 1}, {1, 0}};
+        ablate_request rq = {.n_heads = 2, .heads = heads};
         ablate_result r;
         ck_assert_int_eq(explain_ablate(&t, &set, &rq, &r), QKV_OK);
         ck_assert(r.each[0].loss == r.baseline.loss);
         ck_assert(r.each[0].accuracy == r.baseline.accuracy);
         ck_assert(r.each[1].loss != r.baseline.loss); /* the other head does matter */
+        explain_ablate_free(&r);
         trainer_free(&t);
 
         make_trainer(&t, "copy", 8, 16, 4, 1, false, FLOATS[d]);
@@ -161,6 +165,52 @@ START_TEST(test_ablating_nothing_changes_nothing) {
             ck_assert(qkv_get(logits, k) == qkv_get(t.model.head_b, k % V));
         trainer_free(&t);
     }
+}
+END_TEST
+
+/* The analysis covers every head of a model with more heads per layer than training's
+ * evaluation scores (EVAL_MAX_HEADS): 72 heads of width 2. Attribution has a part for each
+ * and they add up to the logit; ablation lists and removes each, the last too; eval --data
+ * gives every head's entropy. */
+START_TEST(test_every_head_of_a_wide_layer) {
+    enum { H = 72 };
+    ck_assert_int_gt(H, EVAL_MAX_HEADS);
+    trainer t;
+    make_trainer(&t, "copy", 4, 2 * H, H, 1, true, QKV_F64);
+    explain_input in;
+    heldout_input(&t, 0, &in);
+    dla_result d;
+    ck_assert_int_eq(explain_attribute(&t, &in, 3, -1, &d), QKV_OK);
+    ck_assert_int_eq(d.n_parts, H + 2); /* embed, every head, bias */
+    ck_assert_str_eq(d.parts[H].name, "1.72");
+    double scale = fabs(d.logit);
+    for (int k = 0; k < d.n_parts; k++) scale += fabs(d.parts[k].value);
+    ck_assert_msg(fabs(d.sum - d.logit) <= 1e-12 * scale, "parts %.17g, logit %.17g", d.sum,
+                  d.logit);
+    explain_attribute_free(&d);
+
+    explain_set set = explain_heldout(&t);
+    set.n = 3;
+    ablate_request rq = {0};
+    ablate_result r;
+    ck_assert_int_eq(explain_ablate(&t, &set, &rq, &r), QKV_OK);
+    ck_assert_int_eq(r.n_heads, H);
+    ck_assert_int_eq(r.heads[H - 1].head, H - 1);
+    ck_assert(r.each[H - 1].counted == r.baseline.counted);
+    explain_ablate_free(&r);
+
+    eval_file f = {.n = 3, .x = t.held_tokens, .y = t.held_targets};
+    int32_t len[3] = {4, 4, 4};
+    int64_t line[3] = {1, 2, 3};
+    f.len = len, f.line = line;
+    eval_data_result e;
+    ck_assert_int_eq(eval_data_run(&t, &f, NULL, &e), QKV_OK);
+    for (int h = 0; h < H; h++) ck_assert_msg(e.entropy[h] > 0, "head %d: no entropy", h + 1);
+    cJSON *j = eval_data_json(&t, &f, &e);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "head_scores")), H);
+    cJSON_Delete(j);
+    eval_data_result_free(&e);
+    trainer_free(&t);
 }
 END_TEST
 
@@ -269,7 +319,8 @@ START_TEST(test_induction_targets) {
     trainer_free(&t);
     for (int d = 0; d < 2; d++) {
         ck_assert_int_eq(trainer_load_as(&t, path, FLOATS[d]), QKV_OK);
-        ablate_request rq = {.together = true};
+        explain_head heads[2];
+        ablate_request rq = {.together = true, .heads = heads};
         for (int h = 0; h < 2; h++)
             if (ev.induction[1][h] >= 0.5) rq.heads[rq.n_heads++] = (explain_head){1, h};
         ck_assert_int_ge(rq.n_heads, 1);
@@ -278,6 +329,7 @@ START_TEST(test_induction_targets) {
         ck_assert_int_eq(explain_ablate(&t, &set, &rq, ar), QKV_OK);
         double drop = ar->baseline.accuracy - ar->together.accuracy;
         ck_assert_msg(drop >= 0.5, "ablating the induction heads drops accuracy by %.3f", drop);
+        explain_ablate_free(ar);
         free(ar);
         /* a segment of 8 and its repeat; the corrupted first half differs */
         explain_input clean, corrupt;
@@ -317,6 +369,7 @@ static Suite *explain_suite(void) {
     tcase_add_loop_test(tc, test_probe_is_the_forward, 0, NMODELS);
     tcase_add_loop_test(tc, test_dla_adds_up, 0, NMODELS);
     tcase_add_test(tc, test_ablating_nothing_changes_nothing);
+    tcase_add_test(tc, test_every_head_of_a_wide_layer);
     tcase_add_loop_test(tc, test_patching_everything_recovers_all, 0, NMODELS);
     tcase_add_loop_test(tc, test_attribution_is_exact_on_the_last_layer, 0, NMODELS);
     suite_add_tcase(s, tc);

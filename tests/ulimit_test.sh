@@ -41,6 +41,9 @@ SMALL=(--task copy --seq-len 4 --vocab 8 --batch 8 --quiet)
 "$QKV" train "${SMALL[@]}" --threads 1 --d-model 80 --steps 1 --out wide >/dev/null 2>err.txt ||
     { echo "ulimit_test: cannot train the wide model: $(cat err.txt)"; exit 1; }
 
+# 300 examples for eval --data and ablate --data: more than one analysis batch (256)
+for i in $(seq 1 300); do echo "$((i % 8)) $(((i / 8) % 8)) 3 $((i % 5))"; done >d.txt
+
 # LAPACK that cannot be loaded: circuits says so in one line (exit 3); other commands never
 # load it.
 QKV_TEST_LAPACK=libqkv-no-such-lapack.so "$QKV" circuits m >out.txt 2>err.txt
@@ -52,23 +55,44 @@ grep -q 'cannot load LAPACK' err.txt && ok || fail "circuits without LAPACK: $(c
 QKV_TEST_LAPACK=libqkv-no-such-lapack.so "$QKV" eval --model m >/dev/null 2>err.txt &&
     ok || fail "eval needs LAPACK: $(cat err.txt)"
 
+# A JSON that lost an item for lack of memory is never written or printed: QKV_TEST_FAIL_JSON_ALLOC=N
+# fails cJSON's Nth allocation. circuits' object, early (the vocabulary) and late (a matrix);
+# eval --data's per-example record (the object is built after the records).
+for n in 5 300; do
+    QKV_TEST_FAIL_JSON_ALLOC=$n "$QKV" circuits m --json >out.txt 2>err.txt
+    rc=$?
+    [ "$rc" = 6 ] && ok || fail "circuits --json, cJSON allocation $n failing: exit $rc, expected 6"
+    one_line "circuits --json, cJSON allocation $n failing"
+    [ -s out.txt ] && fail "circuits --json, cJSON allocation $n failing, printed $(head -c 200 out.txt)" || ok
+done
+QKV_TEST_FAIL_JSON_ALLOC=20 "$QKV" eval m --data d.txt --per-example ex.jsonl --out ev.json >out.txt 2>err.txt
+rc=$?
+[ "$rc" = 6 ] && ok || fail "eval --data --per-example, cJSON allocation 20 failing: exit $rc, expected 6"
+one_line "eval --data --per-example, cJSON allocation 20 failing"
+[ -e ex.jsonl ] || [ -e ev.json ] && fail "eval --data with a record lost wrote its files" || ok
+
 if ! (ulimit -v 400000 && exec "$QKV" --version) >/dev/null 2>&1; then
     echo "ulimit_test: qkv cannot start under ulimit -v 400000 (a sanitizer build): the limits are skipped"
     [ "$failures" = 0 ] || exit 1
     exit 0
 fi
 
-# The commands: each reads m (or a copy of it, p, for those that write into it) and writes
-# under o.
+# The commands: each reads m (or a copy of it, p, for those that write into it) and d.txt,
+# and writes under o. The analysis commands (ablate, eval --data) score 256 sequences at a
+# time: their one memory check covers that batch.
 COMMANDS=(
     "--version"
     "train ${SMALL[*]} --d-model 8 --steps 3 --threads 1 --out o"
     "train ${SMALL[*]} --d-model 8 --steps 3 --threads 2"
     "eval --model m"
     "circuits m"
+    "circuits m --json"
     "circuits wide --json"
     "inspect --model m --input '1 2 3 4'"
     "attribute m --input '1 2 3 4'"
+    "ablate m"
+    "ablate m --data d.txt --mode mean --together"
+    "eval --model m --data d.txt --per-example o.jsonl"
     "patch m --clean '1 2 3 4' --corrupt '5 6 7 0' --answer 4 --wrong 0"
     "grads --model m --out o.safetensors"
     "plot p --format html"
@@ -78,6 +102,19 @@ COMMANDS=(
 )
 command -v gnuplot >/dev/null && COMMANDS+=("plot p --format svg")
 LIMITS=(8 12 16 24 32 48 64 96 128 192 256)
+
+# complete NAME CMD: what a command that exited 0 wrote is whole: every head's matrices in
+# circuits' JSON (m: 2 layers of 2 heads), a record for each of d.txt's 300 examples.
+complete() {
+    case $2 in
+    "circuits m --json")
+        [ "$(grep -o '"ov":' out.txt | wc -l)" = 4 ] && ok ||
+            fail "$1: exit 0 with $(grep -o '"ov":' out.txt | wc -l) of 4 heads' OV circuits" ;;
+    *--per-example*)
+        [ "$(wc -l <o.jsonl)" = 300 ] && ok ||
+            fail "$1: exit 0 with $(wc -l <o.jsonl) of 300 per-example records" ;;
+    esac
+}
 
 for cmd in "${COMMANDS[@]}"; do
     codes=""
@@ -89,7 +126,7 @@ for cmd in "${COMMANDS[@]}"; do
         ms=$((($(date +%s%N) - start) / 1000000))
         codes+=" $mb:$rc"
         case $rc in
-        0) ok ;;
+        0) ok && complete "qkv $cmd under ulimit -v ${mb} MB" "$cmd" ;;
         6) one_line "qkv $cmd under ulimit -v ${mb} MB" ;;
         124) fail "qkv $cmd under ulimit -v ${mb} MB hangs (killed after 20 s)" ;;
         *) fail "qkv $cmd under ulimit -v ${mb} MB: exit $rc, expected 0 or 6: $(head -c 300 err.txt)" ;;

@@ -83,13 +83,9 @@ static bool add_head(const char *item, const qkv_model_config *c, unsigned char 
         return false;
     }
     int l = lv > INT_MAX ? 0 : (int)lv, h = hv > INT_MAX ? 0 : (int)hv; /* 0: none such */
-    if (l < 1 || l > c->layers || h < 1 || h > c->heads || h > EVAL_MAX_HEADS) {
+    if (l < 1 || l > c->layers || h < 1 || h > c->heads) {
         cli_error("--heads: head %s does not exist: the model has %d layer%s of %d head%s", item,
                   c->layers, c->layers == 1 ? "" : "s", c->heads, c->heads == 1 ? "" : "s");
-        return false;
-    }
-    if (rq->n_heads >= (int)(sizeof rq->heads / sizeof rq->heads[0])) {
-        cli_error("--heads: too many heads");
         return false;
     }
     if (seen[(size_t)(l - 1) * c->heads + (h - 1)]++) {
@@ -107,9 +103,11 @@ static bool parse_heads(const char *text, const trainer *t, ablate_request *rq) 
         cli_error("--heads: no head given");
         return false;
     }
+    /* each head at most once (a second listing is refused): at most every head */
     unsigned char *seen = calloc((size_t)c->layers * c->heads, 1);
+    rq->heads = malloc((size_t)c->layers * c->heads * sizeof *rq->heads);
     char *copy = strdup(text);
-    bool ok = seen && copy;
+    bool ok = seen && copy && rq->heads;
     if (!ok) cli_error("--heads: out of memory");
     /* every item between commas, the empty ones too ("1.1," and "1.1,,2.1" are refused) */
     for (char *item = copy, *next = NULL; ok && item; item = next) {
@@ -154,7 +152,7 @@ static int ablate_run(const ablate_args *a) {
     if (a->data) inputs[k++] = a->data;
     eval_file file = {0};
     ablate_request rq = {.mean = a->mode == 1, .together = a->together};
-    ablate_result *r = malloc(sizeof *r);
+    ablate_result *r = calloc(1, sizeof *r);
     code = cli_check_outputs("ablate", (cli_output[]){{"out", a->out}, {0}}, inputs);
     if (code == EXIT_OK && !r) {
         cli_error("ablate: out of memory");
@@ -177,12 +175,14 @@ static int ablate_run(const ablate_args *a) {
         if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
         else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
             if (!a->json) print_table(&t, &rq, r, a->data);
-            explain_cli_print(j, a->json, a->out);
+            code = explain_cli_print(j, a->json, a->out);
         }
         cJSON_Delete(j);
     }
     eval_file_free(&file);
+    if (r) explain_ablate_free(r);
     free(r);
+    free(rq.heads);
     trainer_free(&t);
     return code;
 }

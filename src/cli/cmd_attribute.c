@@ -79,7 +79,7 @@ static int attribute_run(const attribute_args *a) {
     if (code != EXIT_OK) return code;
     const char *inputs[] = {path, t.data ? t.data->path : NULL, NULL};
     explain_input *in = malloc(sizeof *in);
-    dla_result *r = malloc(sizeof *r);
+    dla_result *r = calloc(1, sizeof *r);
     qkv_status s = QKV_OK;
     if ((code = cli_check_outputs("attribute", (cli_output[]){{"out", a->out}, {0}}, inputs)) !=
         EXIT_OK)
@@ -107,7 +107,7 @@ static int attribute_run(const attribute_args *a) {
     if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
     else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
         if (!a->json) print_table(&t, in, r);
-        explain_cli_print(j, a->json, a->out);
+        code = explain_cli_print(j, a->json, a->out);
     }
     cJSON_Delete(j);
     goto done;
@@ -116,6 +116,7 @@ fail:
     code = cli_exit_for(s);
 done:
     free(in);
+    if (r) explain_attribute_free(r);
     free(r);
     trainer_free(&t);
     return code;

@@ -196,7 +196,7 @@ static int circuits_run(const circuits_args *a) {
     code = s == QKV_OK ? explain_cli_save(j, a->out) : EXIT_OK;
     if (s == QKV_OK && code == EXIT_OK) {
         if (!a->json) print_table(c, copying, composition);
-        explain_cli_print(j, a->json, a->out);
+        code = explain_cli_print(j, a->json, a->out);
     }
     cJSON_Delete(j);
     free(copying), free(composition);

@@ -91,14 +91,15 @@ static void print_data_result(const trainer *t, const eval_file *f, const eval_d
     printf("\n  %-6s %9s %11s %10s %10s\n", "head", "entropy", "prev-token", "duplicate",
            "induction");
     for (int l = 0; l < c->layers; l++)
-        for (int h = 0; h < c->heads && h < EVAL_MAX_HEADS; h++) {
+        for (int h = 0; h < c->heads; h++) {
             char name[32];
             snprintf(name, sizeof name, "%d.%d", l + 1, h + 1);
             printf("  %-6s", name);
-            print_score(10, r->entropy[l][h]);
-            print_score(12, r->heads.prev_token[l][h]);
-            print_score(11, r->heads.duplicate[l][h]);
-            print_score(11, r->heads.induction[l][h]);
+            bool scored = h < EVAL_MAX_HEADS; /* as eval_data_json: training scores so many */
+            print_score(10, r->entropy[l * c->heads + h]);
+            print_score(12, scored ? r->heads.prev_token[l][h] : NAN);
+            print_score(11, scored ? r->heads.duplicate[l][h] : NAN);
+            print_score(11, scored ? r->heads.induction[l][h] : NAN);
             putchar('\n');
         }
 }
@@ -146,7 +147,7 @@ static int eval_data(trainer *t, const eval_args *a, const char *path) {
         code = cli_exit_for(s);
     } else if ((code = save_both(j, a->out, &af)) == EXIT_OK) {
         if (!a->json) print_data_result(t, &f, &r);
-        explain_cli_print(j, a->json, a->out);
+        code = explain_cli_print(j, a->json, a->out);
     }
     cJSON_Delete(j);
     eval_data_result_free(&r);

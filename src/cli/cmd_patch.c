@@ -80,10 +80,17 @@ static int count_words(const char *text) {
     return n;
 }
 
-/* The most likely class at position i of input `in`. */
-static int predicted(trainer *t, const explain_input *in, int i) {
+/* The most likely class at position i of input `in`; -1 with *s set when the run fails. */
+static int predicted(trainer *t, const explain_input *in, int i, qkv_status *s) {
     dla_result r;
-    return explain_attribute(t, in, i, -1, &r) == QKV_OK ? r.token : 0;
+    qkv_status st = explain_attribute(t, in, i, -1, &r);
+    int token = r.token;
+    explain_attribute_free(&r);
+    if (st != QKV_OK) {
+        *s = st;
+        return -1;
+    }
+    return token;
 }
 
 static void print_table(const trainer *t, const explain_input *clean, const patch_result *r) {
@@ -150,11 +157,11 @@ static int patch_run(const patch_args *a) {
     }
     if ((s = explain_check_position(&t, &in[0], r.position)) != QKV_OK) goto fail;
     r.answer = a->answer ? explain_read_class(&t, "--answer", a->answer)
-                         : predicted(&t, &in[0], r.position);
+                         : predicted(&t, &in[0], r.position, &s);
     r.wrong = a->wrong ? explain_read_class(&t, "--wrong", a->wrong)
-                       : predicted(&t, &in[1], r.position);
+                       : predicted(&t, &in[1], r.position, &s);
     if (r.answer < 0 || r.wrong < 0) {
-        s = QKV_ERR_VALUE;
+        if (s == QKV_OK) s = QKV_ERR_VALUE; /* explain_read_class's */
         goto fail;
     }
     if (r.answer == r.wrong) {
@@ -170,7 +177,7 @@ static int patch_run(const patch_args *a) {
     if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
     else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
         if (!a->json) print_table(&t, &in[0], &r);
-        explain_cli_print(j, a->json, a->out);
+        code = explain_cli_print(j, a->json, a->out);
     }
     cJSON_Delete(j);
     goto done;

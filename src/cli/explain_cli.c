@@ -41,19 +41,46 @@ int explain_cli_load(const char *model, int dtype, long threads, trainer *t, cha
     return EXIT_OK;
 }
 
+static bool json_out_of_memory; /* a cJSON allocation failed (explain_cli_json_hooks) */
+static long json_fail_at;       /* test hook: the allocation that fails (1: the first); 0 none */
+
+static void *json_malloc(size_t bytes) {
+    static long count;
+    void *p = json_fail_at > 0 && ++count == json_fail_at ? NULL : malloc(bytes);
+    if (!p) json_out_of_memory = true;
+    return p;
+}
+
+void explain_cli_json_hooks(void) {
+    /* QKV_TEST_FAIL_JSON_ALLOC=N fails the Nth allocation of cJSON, as a lack of memory
+     * would (tests/ulimit_test.sh), as QKV_TEST_FAIL_WRITE fails a rename */
+    const char *at = getenv("QKV_TEST_FAIL_JSON_ALLOC");
+    json_fail_at = at ? strtol(at, NULL, 10) : 0;
+    cJSON_InitHooks(&(cJSON_Hooks){.malloc_fn = json_malloc, .free_fn = free});
+}
+
 int explain_cli_save(const cJSON *o, const char *out) {
+    if (json_out_of_memory) { /* an object, an item or a number of the JSON is missing */
+        cli_error("out of memory building the JSON output");
+        return EXIT_NOMEM;
+    }
     qkv_status s = out ? explain_write_json(o, out) : QKV_OK;
     if (s == QKV_OK) return EXIT_OK;
     cli_error("%s", qkv_last_error());
     return cli_exit_for(s);
 }
 
-void explain_cli_print(const cJSON *o, bool json, const char *out) {
+int explain_cli_print(const cJSON *o, bool json, const char *out) {
     if (json) {
         char *text = cJSON_PrintUnformatted(o);
-        if (text) printf("%s\n", text);
+        if (!text) {
+            cli_error("out of memory printing the JSON output");
+            return EXIT_NOMEM;
+        }
+        printf("%s\n", text);
         free(text);
     } else if (out) {
         printf("wrote %s\n", out);
     }
+    return EXIT_OK;
 }

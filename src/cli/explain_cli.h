@@ -21,7 +21,13 @@ int explain_cli_load(const char *model, int dtype, long threads, trainer *t, cha
  * EXIT_OK, or the exit code after one line (nothing else is printed then). */
 int explain_cli_save(const cJSON *o, const char *out);
 /* Then, with `json`, the object on stdout as one line; else "wrote OUT" when there is one
- * (after the command's table). */
-void explain_cli_print(const cJSON *o, bool json, const char *out);
+ * (after the command's table). EXIT_OK, or EXIT_NOMEM after one line when the text does not
+ * fit in memory (nothing printed). */
+int explain_cli_print(const cJSON *o, bool json, const char *out);
+/* cJSON allocates through qkv's hooks (set at start-up by main): a failed allocation of any
+ * JSON object, item or text is remembered, and explain_cli_save refuses an object built
+ * while one failed (an item that could not be added is missing from it): exit 6, nothing
+ * written. No JSON that qkv writes or prints is ever missing data. */
+void explain_cli_json_hooks(void);
 
 #endif

@@ -2,11 +2,11 @@
 #include "explore/eval_data.h"
 #include "io/io.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define BATCH 256 /* sequences scored in one forward: fewer, larger ops */
 
 void eval_file_free(eval_file *f) {
     free(f->x), free(f->y), free(f->len), free(f->line);
@@ -69,7 +69,8 @@ qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path) {
     size_t bufcap = 0, cap = 0;
     ssize_t got;
     int64_t line = 0;
-    while (s == QKV_OK && (got = getline(&buf, &bufcap, in)) >= 0) {
+    /* errno tells a line that did not fit in memory (ENOMEM) from the end of the file */
+    while (s == QKV_OK && (errno = 0, got = getline(&buf, &bufcap, in)) >= 0) {
         line++;
         size_t len = strlen(buf);
         if ((size_t)got != len) {
@@ -115,6 +116,9 @@ qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path) {
         f->len[f->n] = n;
         f->line[f->n++] = line;
     }
+    if (s == QKV_OK && got < 0 && errno == ENOMEM)
+        s = qkv_fail(QKV_ERR_NOMEM, "%s line %lld: out of memory reading the line", path,
+                     (long long)line + 1);
     if (s == QKV_OK && ferror(in)) s = qkv_fail(QKV_ERR_IO, "%s: read error", path);
     if (s == QKV_OK && f->n == 0) s = qkv_fail(QKV_ERR_FORMAT, "%s: no example in it", path);
     bool target = false; /* outputs all `_`: nothing to score */
@@ -128,8 +132,9 @@ qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path) {
 }
 
 void eval_data_result_free(eval_data_result *r) {
-    free(r->by_position), free(r->by_length);
+    free(r->by_position), free(r->by_length), free(r->entropy);
     r->by_position = r->by_length = NULL;
+    r->entropy = NULL;
 }
 
 /* One example's line of --per-example. */
@@ -177,11 +182,14 @@ qkv_status eval_data_run(trainer *t, const eval_file *f, FILE *per_example,
                          eval_data_result *r) {
     const qkv_model_config *c = &t->model.cfg;
     int T = c->seq_len, To = t->target_len, L = c->layers, H = c->heads, V = c->vocab;
-    int Hs = H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS;
     memset(r, 0, sizeof *r);
     r->by_position = calloc((size_t)To, sizeof *r->by_position);
     r->by_length = calloc((size_t)T + 1, sizeof *r->by_length);
-    if (!r->by_position || !r->by_length) return qkv_fail(QKV_ERR_NOMEM, "eval: out of memory");
+    r->entropy = calloc((size_t)L * H, sizeof *r->entropy);
+    if (!r->by_position || !r->by_length || !r->entropy)
+        return qkv_fail(QKV_ERR_NOMEM, "eval: out of memory");
+    qkv_status s = trainer_analysis_reserve(t, f->n, "eval");
+    if (s != QKV_OK) return s;
     const int32_t *lengths = t->data ? f->len : NULL;
     r->chance = qkv_task_chance(&t->cfg.task);
     /* loss, accuracy and the head scores, as training defines them, over the file: the
@@ -191,16 +199,15 @@ qkv_status eval_data_run(trainer *t, const eval_file *f, FILE *per_example,
     view.held_lengths = (int32_t *)lengths;
     r->heads = trainer_evaluate(&view);
     r->score = (explain_score){r->heads.loss, r->heads.accuracy, r->heads.counted};
-    double ent_sum[QKV_MAX_LAYERS][EVAL_MAX_HEADS] = {{0}};
     int64_t ent_rows = 0;
-    for (int start = 0; start < f->n; start += BATCH) {
-        int B = f->n - start < BATCH ? f->n - start : BATCH;
+    for (int start = 0; start < f->n; start += ANALYSIS_BATCH) {
+        int B = f->n - start < ANALYSIS_BATCH ? f->n - start : ANALYSIS_BATCH;
         qkv_ctx_reset(t->eval_ctx);
         qkv_probe probe = {0};
         qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx,
                                                      f->x + (size_t)start * T,
                                                      lengths ? lengths + start : NULL, B, &probe);
-        qkv_status s = explain_check_scored_logits(t, logits, f->y + (size_t)start * To, start,
+        s = explain_check_scored_logits(t, logits, f->y + (size_t)start * To, start,
                                                    NULL, 0);
         if (s != QKV_OK) return qkv_fail(s, "eval: %s", qkv_last_error());
         for (int b = 0; b < B; b++) {
@@ -220,7 +227,7 @@ qkv_status eval_data_run(trainer *t, const eval_file *f, FILE *per_example,
             r->by_length[f->len[e]].hits += hits;
             r->by_length[f->len[e]].counted += counted;
             for (int l = 0; l < L; l++)
-                for (int h = 0; h < Hs; h++)
+                for (int h = 0; h < H; h++)
                     for (int i = 0; i < queries; i++) {
                         double ent = 0;
                         int64_t row = (((int64_t)b * H + h) * To + i) * T;
@@ -228,14 +235,13 @@ qkv_status eval_data_run(trainer *t, const eval_file *f, FILE *per_example,
                             double a = qkv_get(probe.attn[l], row + j);
                             if (a > 0) ent -= a * log(a);
                         }
-                        ent_sum[l][h] += ent;
+                        r->entropy[l * H + h] += ent; /* summed here, averaged below */
                     }
             ent_rows += queries;
             if (per_example) write_example(t, f, e, logits, b, per_example);
         }
     }
-    for (int l = 0; l < L; l++)
-        for (int h = 0; h < Hs; h++) r->entropy[l][h] = ent_rows ? ent_sum[l][h] / ent_rows : 0;
+    for (int k = 0; k < L * H; k++) r->entropy[k] = ent_rows ? r->entropy[k] / ent_rows : 0;
     return QKV_OK;
 }
 
@@ -273,14 +279,17 @@ cJSON *eval_data_json(const trainer *t, const eval_file *f, const eval_data_resu
     }
     cJSON *hs = cJSON_AddArrayToObject(o, "head_scores");
     for (int l = 0; l < c->layers; l++)
-        for (int h = 0; h < c->heads && h < EVAL_MAX_HEADS; h++) {
+        for (int h = 0; h < c->heads; h++) {
+            /* training's evaluation scores the first EVAL_MAX_HEADS heads of a layer: a later
+             * head's prev_token, duplicate and induction are null (docs/explain.md) */
+            bool scored = h < EVAL_MAX_HEADS;
             cJSON *x = cJSON_CreateObject();
             cJSON_AddNumberToObject(x, "layer", l + 1);
             cJSON_AddNumberToObject(x, "head", h + 1);
-            add_number(x, "entropy", r->entropy[l][h]);
-            add_number(x, "prev_token", r->heads.prev_token[l][h]);
-            add_number(x, "duplicate", r->heads.duplicate[l][h]);
-            add_number(x, "induction", r->heads.induction[l][h]);
+            add_number(x, "entropy", r->entropy[l * c->heads + h]);
+            add_number(x, "prev_token", scored ? r->heads.prev_token[l][h] : NAN);
+            add_number(x, "duplicate", scored ? r->heads.duplicate[l][h] : NAN);
+            add_number(x, "induction", scored ? r->heads.induction[l][h] : NAN);
             cJSON_AddItemToArray(hs, x);
         }
     return o;

@@ -34,7 +34,8 @@ typedef struct {
     explain_score score;                 /* loss, accuracy, positions counted */
     double chance;
     eval_result heads;                   /* the head scores over the file (trainer_evaluate) */
-    double entropy[QKV_MAX_LAYERS][EVAL_MAX_HEADS]; /* mean attention entropy per query row, nats */
+    double *entropy;                     /* (layers, heads): every head's mean attention
+                                            entropy per query row, nats */
     eval_count *by_position;             /* (To) */
     eval_count *by_length;               /* (T + 1): by the example's input length */
 } eval_data_result;

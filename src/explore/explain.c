@@ -9,8 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define BATCH 256 /* sequences scored in one forward: fewer, larger ops */
-
 explain_set explain_heldout(const trainer *t) {
     return (explain_set){.n = t->n_held, .x = t->held_tokens, .y = t->held_targets,
                          .len = t->held_lengths};
@@ -158,9 +156,17 @@ static qkv_status check_logit(const trainer *t, const qkv_tensor *logits, int b,
 
 /* ---- scoring a set of examples ---- */
 
-/* A fresh context that records a graph (the trainer's eval context is no-grad). */
-static qkv_ctx *graph_ctx(void) {
-    return qkv_ctx_new(0);
+/* A fresh context that records a graph of one sequence, forward and backward (the trainer's
+ * eval context is no-grad), checked against the memory limit; NULL with QKV_ERR_NOMEM set. */
+static qkv_ctx *graph_ctx(const trainer *t, const char *command) {
+    return trainer_analysis_ctx(qkv_model_step_bytes(&t->model.cfg, 1), command);
+}
+
+/* Bytes of L tensors (1, H, To, Dk) of the model's numbers: the head outputs an analysis
+ * keeps (means, clean and corrupted runs), with each tensor's header and alignment. */
+static double head_outputs_bytes(const trainer *t) {
+    const qkv_model_config *c = &t->model.cfg;
+    return (double)c->layers * ((double)c->d_model * t->target_len * qkv_dtype_size(c->dtype) + 1024);
 }
 
 /* Batch b's logits (B, To, V) against targets y (B, To): argmax hits and counted positions
@@ -210,8 +216,8 @@ qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_
     int T = t->model.cfg.seq_len, To = t->target_len;
     double loss_sum = 0;
     int64_t hits = 0, counted = 0;
-    for (int start = 0; start < set->n; start += BATCH) {
-        int B = set->n - start < BATCH ? set->n - start : BATCH;
+    for (int start = 0; start < set->n; start += ANALYSIS_BATCH) {
+        int B = set->n - start < ANALYSIS_BATCH ? set->n - start : ANALYSIS_BATCH;
         const int32_t *y = set->y + (size_t)start * To;
         qkv_ctx_reset(t->eval_ctx);
         qkv_probe probe = {.edits = edits, .n_edits = n_edits};
@@ -246,8 +252,8 @@ static qkv_status head_means(trainer *t, const explain_set *set, qkv_ctx *keep,
     int64_t per = (int64_t)H * To * Dk;
     double *sum = calloc((size_t)(c->layers * per), sizeof *sum);
     if (!sum) return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for the heads' means");
-    for (int start = 0; start < set->n; start += BATCH) {
-        int B = set->n - start < BATCH ? set->n - start : BATCH;
+    for (int start = 0; start < set->n; start += ANALYSIS_BATCH) {
+        int B = set->n - start < ANALYSIS_BATCH ? set->n - start : ANALYSIS_BATCH;
         qkv_ctx_reset(t->eval_ctx);
         qkv_probe probe = {0};
         qkv_model_forward_probe(&t->model, t->eval_ctx, set->x + (size_t)start * T,
@@ -270,18 +276,26 @@ qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_reque
                           ablate_result *r) {
     const qkv_model_config *c = &t->model.cfg;
     memset(r, 0, sizeof *r);
+    /* every head of every layer when none is listed */
+    int n = rq->n_heads ? rq->n_heads : c->layers * c->heads;
+    r->heads = malloc((size_t)n * sizeof *r->heads);
+    r->each = calloc((size_t)n, sizeof *r->each);
+    if (!r->heads || !r->each) {
+        explain_ablate_free(r);
+        return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for %d heads' scores", n);
+    }
     if (rq->n_heads) {
         r->n_heads = rq->n_heads;
         memcpy(r->heads, rq->heads, sizeof r->heads[0] * (size_t)rq->n_heads);
     } else {
         for (int l = 0; l < c->layers; l++)
-            for (int h = 0; h < c->heads && h < EVAL_MAX_HEADS; h++)
-                r->heads[r->n_heads++] = (explain_head){l, h};
+            for (int h = 0; h < c->heads; h++) r->heads[r->n_heads++] = (explain_head){l, h};
     }
-    qkv_ctx *keep = qkv_ctx_new(0);
-    if (!keep) return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory");
+    qkv_status s = trainer_analysis_reserve(t, set->n, "ablate");
+    qkv_ctx *keep = s == QKV_OK ? trainer_analysis_ctx(head_outputs_bytes(t), "ablate") : NULL;
+    if (!keep) return s != QKV_OK ? s : QKV_ERR_NOMEM;
     qkv_tensor *means[QKV_MAX_LAYERS] = {0};
-    qkv_status s = rq->mean ? head_means(t, set, keep, means) : QKV_OK;
+    s = rq->mean ? head_means(t, set, keep, means) : QKV_OK;
     qkv_head_edit *all = calloc((size_t)r->n_heads, sizeof *all);
     if (s == QKV_OK && !all) s = qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory");
     if (s != QKV_OK) {
@@ -302,6 +316,13 @@ qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_reque
     free(all);
     qkv_ctx_free(keep);
     return s;
+}
+
+void explain_ablate_free(ablate_result *r) {
+    free(r->heads);
+    free(r->each);
+    r->heads = NULL;
+    r->each = NULL;
 }
 
 /* ---- patching ---- */
@@ -346,10 +367,13 @@ qkv_status explain_patch(trainer *t, const explain_input *clean, const explain_i
     int positions = r->over_positions ? query_positions(t, clean) : 1;
     r->rows = NULL;
     r->agreement = NAN;
-    qkv_ctx *keep = qkv_ctx_new(0), *g = graph_ctx();
+    qkv_status s = trainer_analysis_reserve(t, 1, NULL);
+    if (s != QKV_OK) return s;
+    qkv_ctx *keep = trainer_analysis_ctx(2 * head_outputs_bytes(t), NULL);
+    qkv_ctx *g = keep ? graph_ctx(t, NULL) : NULL;
     if (!keep || !g) {
-        qkv_ctx_free(keep), qkv_ctx_free(g);
-        return qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
+        qkv_ctx_free(keep);
+        return QKV_ERR_NOMEM;
     }
     qkv_tensor *z_clean[QKV_MAX_LAYERS], *z_corrupt[QKV_MAX_LAYERS];
     const int32_t *clen = t->data ? &clean->len : NULL, *xlen = t->data ? &corrupt->len : NULL;
@@ -357,7 +381,7 @@ qkv_status explain_patch(trainer *t, const explain_input *clean, const explain_i
     qkv_probe probe = {0};
     qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx, clean->tokens, clen, 1,
                                                  &probe);
-    qkv_status s = metric_of(t, logits, r, "the clean run", &r->clean);
+    s = metric_of(t, logits, r, "the clean run", &r->clean);
     keep_z(keep, &probe, L, z_clean);
     /* the corrupted run, recorded: d metric / d z from one backward pass */
     qkv_probe cp = {0};
@@ -438,6 +462,13 @@ qkv_status explain_attribute(trainer *t, const explain_input *in, int position, 
     const qkv_model_config *c = &t->model.cfg;
     int L = c->layers, H = c->heads, To = t->target_len, C = c->d_model, Dk = C / H, V = c->vocab;
     memset(r, 0, sizeof *r);
+    /* embed, each head of the layers that reach the logit, bias */
+    int max_parts = (c->residual ? L : 1) * H + 2;
+    r->parts = calloc((size_t)max_parts, sizeof *r->parts);
+    if (!r->parts)
+        return qkv_fail(QKV_ERR_NOMEM, "attribute: out of memory for %d parts", max_parts);
+    qkv_status s = trainer_analysis_reserve(t, 1, NULL);
+    if (s != QKV_OK) return s;
     qkv_ctx_reset(t->eval_ctx);
     qkv_probe probe = {0};
     qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx, in->tokens,
@@ -449,7 +480,7 @@ qkv_status explain_attribute(trainer *t, const explain_input *in, int position, 
             if (qkv_get(logits, row + j) > qkv_get(logits, row + token)) token = j;
     }
     r->position = position, r->token = token, r->logit = qkv_get(logits, row + token);
-    qkv_status s = check_logit(t, logits, 0, position, token, "the run of the input");
+    s = check_logit(t, logits, 0, position, token, "the run of the input");
     if (s != QKV_OK) return s;
     char label[32];
     trainer_token_label(t, token, label, sizeof label);
@@ -472,7 +503,7 @@ qkv_status explain_attribute(trainer *t, const explain_input *in, int position, 
             for (int k = 0; k < C; k++)
                 u[j] += qkv_get(wo, (int64_t)j * C + k) * qkv_get(hw, (int64_t)k * V + token);
         }
-        for (int h = 0; h < H && h < EVAL_MAX_HEADS; h++) {
+        for (int h = 0; h < H; h++) {
             dla_part *p = &r->parts[r->n_parts++];
             *p = (dla_part){"", l, h, 0};
             snprintf(p->name, sizeof p->name, "%d.%d", l + 1, h + 1);
@@ -489,6 +520,11 @@ qkv_status explain_attribute(trainer *t, const explain_input *in, int position, 
                          r->parts[i].name, label, position);
     }
     return s;
+}
+
+void explain_attribute_free(dla_result *r) {
+    free(r->parts);
+    r->parts = NULL;
 }
 
 /* ---- JSON ---- */

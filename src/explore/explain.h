@@ -67,15 +67,15 @@ typedef struct {
 typedef struct {
     bool mean;                /* QKV_HEAD_MEAN over the examples; else QKV_HEAD_ZERO */
     int n_heads;              /* the heads to remove one at a time (every head when 0) */
-    explain_head heads[QKV_MAX_LAYERS * EVAL_MAX_HEADS];
+    explain_head *heads;      /* (n_heads), the caller's */
     bool together;            /* also every listed head at once */
 } ablate_request;
 
 typedef struct {
     explain_score baseline;
-    int n_heads;
-    explain_head heads[QKV_MAX_LAYERS * EVAL_MAX_HEADS];
-    explain_score each[QKV_MAX_LAYERS * EVAL_MAX_HEADS];
+    int n_heads;              /* every head of the model when the request lists none */
+    explain_head *heads;      /* (n_heads), malloc'd: explain_ablate_free */
+    explain_score *each;      /* (n_heads) */
     explain_score together;   /* when asked */
 } ablate_result;
 
@@ -84,6 +84,7 @@ typedef struct {
  * head 1.2 removed is not finite") when a logit or a loss it scores is not. */
 qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_request *rq,
                           ablate_result *r);
+void explain_ablate_free(ablate_result *r);
 /* Loss and accuracy of the examples under `edits` (n_edits 0: the model as it is);
  * QKV_ERR_NUMERIC when a logit or a loss is not finite. */
 qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_edit *edits,
@@ -123,7 +124,6 @@ qkv_status explain_patch(trainer *t, const explain_input *clean, const explain_i
 void explain_patch_free(patch_result *r);
 
 /* ---- direct logit attribution ---- */
-#define DLA_MAX_PARTS (QKV_MAX_LAYERS * EVAL_MAX_HEADS + 2)
 typedef struct {
     char name[32];   /* "embed", "L.H" (from 1), "bias" */
     int layer, head; /* 0-based; -1 for embed and bias */
@@ -134,7 +134,8 @@ typedef struct {
     int position, token;
     double logit, sum; /* the model's logit, and the sum of the parts */
     int n_parts;
-    dla_part parts[DLA_MAX_PARTS];
+    dla_part *parts;   /* embed (with the residual stream), every head, bias; malloc'd:
+                          explain_attribute_free */
 } dla_result;
 
 /* The logit of `token` (-1: the predicted one) at query `position`, split exactly into the
@@ -143,6 +144,7 @@ typedef struct {
  * QKV_ERR_NUMERIC when the logit or a part is not finite. */
 qkv_status explain_attribute(trainer *t, const explain_input *in, int position, int token,
                              dla_result *r);
+void explain_attribute_free(dla_result *r);
 
 /* ---- the JSON objects (docs/explain.md) ---- */
 /* What every object holds first: command, task, dtype, layers, heads_per_layer, heads (the

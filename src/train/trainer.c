@@ -458,6 +458,48 @@ static bool task_has_ideal(const qkv_task *task) {
     return task->kind != QKV_TASK_DATA; /* every built-in task defines one */
 }
 
+/* QKV_ERR_NOMEM for an analysis: `what_for` needs `need` bytes, more than half the limit
+ * (`over`), or a malloc of it failed. `command` prefixes the line ("ablate: "), or NULL. */
+static qkv_status analysis_nomem(const char *command, const char *what_for, double need,
+                                 bool over) {
+    const char *what;
+    double have = memory_limit(&what);
+    const char *prefix = command ? command : "", *colon = command ? ": " : "";
+    if (over)
+        return qkv_fail(QKV_ERR_NOMEM, "%s%s%s needs about %.1f MiB, more than half of %s "
+                        "(%.1f MiB)", prefix, colon, what_for, need / (1 << 20), what,
+                        have / (1 << 20));
+    return qkv_fail(QKV_ERR_NOMEM, "%s%sout of memory for %s (about %.1f MiB, under %s of "
+                    "%.1f MiB)", prefix, colon, what_for, need / (1 << 20), what,
+                    have / (1 << 20));
+}
+
+qkv_ctx *trainer_analysis_ctx(double bytes, const char *command) {
+    bytes += 1 << 20; /* the arena's own slack, as training's step arenas */
+    bool over = bytes > memory_limit(NULL) / 2;
+    qkv_ctx *ctx = over ? NULL : qkv_ctx_new((size_t)bytes);
+    if (!ctx) analysis_nomem(command, "its working memory", bytes, over);
+    return ctx;
+}
+
+qkv_status trainer_analysis_reserve(trainer *t, int n, const char *command) {
+    int B = n < 1 ? 1 : n < ANALYSIS_BATCH ? n : ANALYSIS_BATCH;
+    /* a whole step's estimate (forward and backward) bounds a forward with its probes and
+     * the edits' copies, and with the parameters (already allocated) is checked as training
+     * checks a step */
+    double step = qkv_model_step_bytes(&t->model.cfg, B) + (1 << 20);
+    double need = step + qkv_model_param_bytes(&t->model.cfg);
+    char what_for[96];
+    snprintf(what_for, sizeof what_for, "scoring %d sequence%s at a time", B, B == 1 ? "" : "s");
+    if (need > memory_limit(NULL) / 2) return analysis_nomem(command, what_for, need, true);
+    qkv_ctx *ctx = qkv_ctx_new((size_t)step);
+    if (!ctx) return analysis_nomem(command, what_for, need, false);
+    qkv_ctx_set_no_grad(ctx, qkv_ctx_no_grad(t->eval_ctx));
+    qkv_ctx_free(t->eval_ctx);
+    t->eval_ctx = ctx;
+    return QKV_OK;
+}
+
 eval_result trainer_evaluate(trainer *t) {
     const qkv_task *task = &t->cfg.task;
     int T = task->seq_len, H = t->model.cfg.heads, L = t->model.cfg.layers;

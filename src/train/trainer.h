@@ -86,7 +86,23 @@ typedef struct {
                                  files (RUN_DATA_COPY): the model's metadata names them */
 } trainer;
 
-#define EVAL_MAX_HEADS 64 /* heads scored per layer */
+#define EVAL_MAX_HEADS 64 /* heads that training's evaluation scores per layer (trainer_evaluate's
+                             head scores; the analysis commands cover every head) */
+
+/* The analysis commands (ablate, patch, attribute, eval --data) score ANALYSIS_BATCH
+ * sequences per forward, all in t->eval_ctx. */
+#define ANALYSIS_BATCH 256
+/* The one memory check of an analysis: a whole step's estimate at min(n, ANALYSIS_BATCH)
+ * sequences (it bounds a forward with its probes and head edits) plus the parameters against
+ * half of memory_limit, then t->eval_ctx reserved at that size, so that no analysis grows an
+ * arena past what was checked (the arena's abort is never reached). QKV_ERR_NOMEM with the
+ * line "COMMAND: scoring N sequences at a time needs about X MiB, more than half of WHAT (Y
+ * MiB)", or "COMMAND: out of memory for scoring ..." when the reservation fails; COMMAND NULL:
+ * no prefix (the caller adds its own). */
+qkv_status trainer_analysis_reserve(trainer *t, int n, const char *command);
+/* An arena of `bytes` for an analysis's own tensors, checked as trainer_analysis_reserve
+ * checks: NULL with QKV_ERR_NOMEM set (the line begins "COMMAND: "; none for NULL). */
+qkv_ctx *trainer_analysis_ctx(double bytes, const char *command);
 
 typedef struct {
     double loss, accuracy, attention_mass;
