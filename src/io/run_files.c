@@ -66,25 +66,39 @@ static bool write_line(FILE *f, const cJSON *j) {
 }
 
 /* Reads the old metrics.jsonl: every whole line that parses as an object with a "step" (a
- * line cut short by a crash does not). Returns the parsed lines as a JSON array, or NULL. */
-static cJSON *read_jsonl(const char *path) {
+ * line cut short by a crash does not), as a JSON array into *rows (NULL when there is no file:
+ * every row then comes from metrics.csv). A read that fails (no memory for a line, an I/O
+ * error) is QKV_ERR_NOMEM or QKV_ERR_IO, never the end of the file: the rows after it would
+ * be rebuilt from metrics.csv's 6 digits. */
+static qkv_status read_jsonl(const char *path, cJSON **rows) {
+    *rows = NULL;
     FILE *f = NULL;
-    if (io_fopen_regular(path, &f) != QKV_OK) return NULL;
-    cJSON *rows = cJSON_CreateArray();
+    if (io_fopen_regular(path, &f) != QKV_OK) return QKV_OK;
+    cJSON *all = cJSON_CreateArray();
     char *line = NULL;
     size_t cap = 0, total = 0;
-    ssize_t n;
-    while (rows && (n = getline(&line, &cap, f)) > 0 && (total += (size_t)n) <= MAX_JSONL_BYTES) {
+    ssize_t n = 0;
+    while (all && (errno = 0, n = getline(&line, &cap, f)) > 0 &&
+           (total += (size_t)n) <= MAX_JSONL_BYTES) {
         if (line[n - 1] != '\n') break; /* the last line, unfinished */
         cJSON *j = cJSON_ParseWithLength(line, (size_t)n);
         if (j && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "step")))
-            cJSON_AddItemToArray(rows, j);
+            cJSON_AddItemToArray(all, j);
         else
             cJSON_Delete(j);
     }
+    int err = errno;
+    bool failed = !all || (n < 0 && (err == ENOMEM || ferror(f)));
     free(line);
     fclose(f);
-    return rows;
+    if (failed) {
+        cJSON_Delete(all);
+        return !all || err == ENOMEM ? qkv_fail(QKV_ERR_NOMEM, "out of memory reading %s", path)
+                                     : qkv_fail(QKV_ERR_IO, "cannot read %s: %s", path,
+                                                err ? strerror(err) : "a read failed");
+    }
+    *rows = all;
+    return QKV_OK;
 }
 
 static const cJSON *find_step(const cJSON *rows, int64_t step) {
@@ -227,7 +241,8 @@ static qkv_status begin(run_files *rf, const char *dir, const char *from_dir, in
     /* metrics.jsonl as metrics.csv holds it: the rows up to the step this run starts from. */
     char path[RUN_PATH_LEN];
     snprintf(path, sizeof path, "%s/metrics.jsonl", from_dir);
-    cJSON *old = nkept > 0 ? read_jsonl(path) : NULL;
+    cJSON *old = NULL;
+    if (nkept > 0 && (s = read_jsonl(path, &old)) != QKV_OK) return s;
     /* A run that trains no step ends with the last kept row's loss and accuracy: from its
      * metrics.jsonl line, which holds them whole, rather than metrics.csv's 6 digits. */
     const cJSON *last = nkept > 0 && old ? find_step(old, kept[nkept - 1].step) : NULL;
