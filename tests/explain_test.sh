@@ -117,6 +117,8 @@ assert abs(sum(p["value"] for p in at["parts"]) - at["logit"]) <= 1e-4 * (1 + ab
 assert [h["head"] for h in ev["head_scores"]] == list(range(1, 73)), len(ev["head_scores"])
 assert all(h["entropy"] is not None for h in ev["head_scores"])
 PY
+"$QKV" eval w72 2>/dev/null | grep -q '^  (the attention mass and head scores above are of the first 64 heads of each layer.s 72;' &&
+    ok "72 heads: eval says its head scores stop at 64" || fail "72 heads: eval's summary hides its 64-head limit"
 
 # refusals: one line, the documented exit code, nothing written
 refuse() { # CODE FRAGMENT ARGS...

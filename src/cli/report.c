@@ -109,6 +109,10 @@ void cli_print_summary(const trainer *t, const eval_result *r, const char *tail,
         }
         if (*sep == ',') putchar('\n');
     }
+    if (c->heads > EVAL_MAX_HEADS) /* said, never a silent limit */
+        printf("  (the attention mass and head scores above are of the first %d heads of each "
+               "layer's %d; qkv ablate, attribute and eval --data cover every head)\n",
+               EVAL_MAX_HEADS, c->heads);
 }
 
 void cli_print_hint(const trainer *t, const eval_result *r, const metrics_table *m, bool brief) {
