@@ -85,8 +85,8 @@ static pid_t start_cell(const sweep *sw, const char *exe, long c, const char *di
         return -1;
     }
     bool resume = cell_resumable(dir);
-    if (resume) { /* "train --resume DIR" + 4 words below + NULL */
-        v = malloc(8 * sizeof *v);
+    if (resume) { /* "train --resume DIR", the 5 words below (not --force), the NULL */
+        v = malloc((3 + 5 + 1) * sizeof *v);
         if (v) v[0] = "train", v[1] = "--resume", v[2] = dir, n = 3;
     }
     if (resume ? !v : !sweep_cell_words(sw, c, &v, &n)) {
