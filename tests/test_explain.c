@@ -79,7 +79,7 @@ START_TEST(test_probe_is_the_forward) {
         qkv_tensor *want = qkv_model_forward_padded(&t.model, ctx, t.held_tokens, NULL, 4, attn);
         qkv_probe probe = {0};
         qkv_tensor *got = qkv_model_forward_probe(&t.model, ctx, t.held_tokens, NULL, 4, &probe);
-        qkv_head_edit keep = {QKV_HEAD_KEEP, c->layers - 1, 1, -1, NULL};
+        qkv_head_edit keep = {.kind = QKV_HEAD_KEEP, .layer = c->layers - 1, .head = 1, .position = -1};
         qkv_probe kp = {.edits = &keep, .n_edits = 1};
         qkv_tensor *kept = qkv_model_forward_probe(&t.model, ctx, t.held_tokens, NULL, 4, &kp);
         ck_assert_int_eq(got->size, want->size);
@@ -157,7 +157,7 @@ START_TEST(test_ablating_nothing_changes_nothing) {
 
         make_trainer(&t, "copy", 8, 16, 4, 1, false, FLOATS[d]);
         qkv_head_edit all[4];
-        for (int h = 0; h < 4; h++) all[h] = (qkv_head_edit){QKV_HEAD_ZERO, 0, h, -1, NULL};
+        for (int h = 0; h < 4; h++) all[h] = (qkv_head_edit){.kind = QKV_HEAD_ZERO, .head = h, .position = -1};
         qkv_probe probe = {.edits = all, .n_edits = 4};
         qkv_tensor *logits = qkv_model_forward_probe(&t.model, ctx, t.held_tokens, NULL, 2, &probe);
         int64_t V = logits->shape[2];
@@ -240,8 +240,8 @@ START_TEST(test_patching_everything_recovers_all) {
         int n = 0;
         for (int l = 0; l < c->layers; l++)
             for (int h = 0; h < c->heads; h++, n++) {
-                to_clean[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, cp.z[l]};
-                to_self[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, xp.z[l]};
+                to_clean[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, cp.z[l], QKV_SITE_Z, -1};
+                to_self[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, xp.z[l], QKV_SITE_Z, -1};
             }
         qkv_probe pc = {.edits = to_clean, .n_edits = n}, ps = {.edits = to_self, .n_edits = n};
         qkv_tensor *patched = qkv_model_forward_probe(&t.model, ctx, corrupt.tokens, NULL, 1, &pc);

@@ -421,7 +421,7 @@ qkv_status explain_patch(trainer *t, const explain_input *clean, const explain_i
                 snprintf(run, sizeof run, "the corrupted run with the clean output of %s patched "
                          "in", head);
                 if (r->exact) {
-                    qkv_head_edit e = {QKV_HEAD_REPLACE, l, h, row->position, z_clean[l]};
+                    qkv_head_edit e = {QKV_HEAD_REPLACE, l, h, row->position, z_clean[l], QKV_SITE_Z, -1};
                     qkv_ctx_reset(t->eval_ctx);
                     qkv_probe pp = {.edits = &e, .n_edits = 1};
                     qkv_tensor *pl = qkv_model_forward_probe(&t->model, t->eval_ctx,
