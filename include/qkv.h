@@ -276,6 +276,9 @@ QKV_API qkv_tensor *qkv_param(qkv_ctx *ctx, qkv_tensor *t);
  * (rounded to the dtype); for tests and printing. qkv_grad_get reads the gradient, or 0 when
  * the tensor has none. */
 QKV_API double qkv_get(const qkv_tensor *t, int64_t i);
+/* The index (from 0) of the largest of x[offset .. offset + n), the first of equal largest:
+ * the prediction of a row of logits, everywhere qkv predicts (accuracy, examples, analyses). */
+QKV_API int64_t qkv_argmax(const qkv_tensor *x, int64_t offset, int64_t n);
 QKV_API void qkv_set(qkv_tensor *t, int64_t i, double value);
 QKV_API double qkv_grad_get(const qkv_tensor *t, int64_t i);
 /* Prints label (or "tensor"), dtype, shape, op and values to `out` (at most `max_values`;

@@ -218,9 +218,7 @@ static qkv_status read_words(inspection *in, const char *input, const char *targ
 
 int inspect_predict(const inspection *in, int i, double *prob) {
     int64_t row = (int64_t)i * in->V;
-    int best = 0;
-    for (int j = 1; j < in->V; j++)
-        if (qkv_get(in->logits, row + j) > qkv_get(in->logits, row + best)) best = j;
+    int best = (int)qkv_argmax(in->logits, row, in->V);
     double top = qkv_get(in->logits, row + best), sum = 0;
     for (int j = 0; j < in->V; j++) sum += exp(qkv_get(in->logits, row + j) - top);
     *prob = 1 / sum;
