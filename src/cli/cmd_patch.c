@@ -270,7 +270,10 @@ static int patch_run(const patch_args *a) {
     char path[RUN_PATH_LEN];
     int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
     if (code != EXIT_OK) return code;
-    const char *inputs[] = {path, t.data ? t.data->path : NULL, a->pairs, NULL};
+    const char *inputs[4] = {path}; /* NULL-ended: no hole */
+    int n_inputs = 1;
+    if (t.data) inputs[n_inputs++] = t.data->path;
+    if (a->pairs) inputs[n_inputs++] = a->pairs;
     explain_input *in = a->clean ? malloc(2 * sizeof *in) : NULL;
     pair_set pairs = {0};
     patch_result r = {.site = (qkv_site)a->site, .over = (explain_over)a->over,

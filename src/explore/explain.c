@@ -345,18 +345,20 @@ explain_over explain_default_over(qkv_site site) {
 }
 
 qkv_status explain_check_site(const trainer *t, qkv_site site, explain_over over) {
+    if (!over_applies(site, over)) {
+        char can[96] = "";
+        for (int o = 0; explain_over_names[o]; o++)
+            if (over_applies(site, (explain_over)o))
+                snprintf(can + strlen(can), sizeof can - strlen(can), "%s%s", *can ? ", " : "",
+                         explain_over_names[o]);
+        return qkv_fail(QKV_ERR_VALUE, "--over %s does not apply to --site %s; it takes %s",
+                        explain_over_names[over], explain_site_names[site], can);
+    }
     if (stream_site(site) && !t->model.cfg.residual)
         return qkv_fail(QKV_ERR_VALUE, "--site %s: the model has no residual stream (it was "
                         "trained with --no-residual); its sites are z, q, k, v and pattern",
                         explain_site_names[site]);
-    if (over_applies(site, over)) return QKV_OK;
-    char can[96] = "";
-    for (int o = 0; explain_over_names[o]; o++)
-        if (over_applies(site, (explain_over)o))
-            snprintf(can + strlen(can), sizeof can - strlen(can), "%s%s", *can ? ", " : "",
-                     explain_over_names[o]);
-    return qkv_fail(QKV_ERR_VALUE, "--over %s does not apply to --site %s; it takes %s",
-                    explain_over_names[over], explain_site_names[site], can);
+    return QKV_OK;
 }
 
 qkv_status explain_spots(const trainer *t, qkv_site site, explain_over over, int positions,
