@@ -211,8 +211,8 @@ START_TEST(test_every_head_of_a_wide_layer) {
     ablate_request rq = {0};
     ablate_result r;
     ck_assert_int_eq(explain_ablate(&t, &set, &rq, &r), QKV_OK);
-    ck_assert_int_eq(r.n_heads, H);
-    ck_assert_int_eq(r.heads[H - 1].head, H - 1);
+    ck_assert_int_eq(r.n, H);
+    ck_assert_int_eq(r.spots[H - 1].head, H - 1);
     ck_assert(r.each[H - 1].counted == r.baseline.counted);
     explain_ablate_free(&r);
 

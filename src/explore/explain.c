@@ -154,168 +154,6 @@ static qkv_status check_logit(const trainer *t, const qkv_tensor *logits, int b,
                         "the logit of '%s' at position %d in %s", label, i, run);
 }
 
-/* ---- scoring a set of examples ---- */
-
-/* Bytes of L tensors (1, H, To, Dk) of the model's numbers: the head outputs an analysis
- * keeps (means, clean and corrupted runs), with each tensor's header and alignment. */
-static double head_outputs_bytes(const trainer *t) {
-    const qkv_model_config *c = &t->model.cfg;
-    return (double)c->layers * ((double)c->d_model * t->target_len * qkv_dtype_size(c->dtype) + 1024);
-}
-
-/* Batch b's logits (B, To, V) against targets y (B, To): argmax hits and counted positions
- * (the first of equal largest, as training's accuracy). */
-static void count_hits(const qkv_tensor *logits, const int32_t *y, int64_t *hits,
-                       int64_t *counted) {
-    int64_t rows = logits->shape[0] * logits->shape[1], V = logits->shape[2];
-    for (int64_t r = 0; r < rows; r++) {
-        if (y[r] < 0) continue;
-        *hits += qkv_argmax(logits, r * V, V) == y[r];
-        (*counted)++;
-    }
-}
-
-/* How a scored run's heads are edited, for a message: "with head 1.2 removed". */
-static const char *edits_text(const qkv_head_edit *edits, int n_edits, char *buf, size_t len) {
-    if (n_edits == 0) snprintf(buf, len, "%s", "");
-    else if (n_edits == 1) snprintf(buf, len, "with head %d.%d removed", edits[0].layer + 1,
-                                    edits[0].head + 1);
-    else snprintf(buf, len, "with the %d heads removed together", n_edits);
-    return buf;
-}
-
-qkv_status explain_check_scored_logits(const trainer *t, const qkv_tensor *logits,
-                                      const int32_t *y, int first, const qkv_head_edit *edits,
-                                      int n_edits) {
-    int64_t B = logits->shape[0], To = logits->shape[1], V = logits->shape[2];
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t i = 0; i < To; i++) {
-            if (y[b * To + i] < 0) continue;
-            for (int64_t j = 0; j < V; j++) {
-                if (isfinite(qkv_get(logits, (b * To + i) * V + j))) continue;
-                char run[96], edited[64];
-                snprintf(run, sizeof run, "example %lld%s%s", (long long)(first + b + 1),
-                         n_edits ? " " : "", edits_text(edits, n_edits, edited, sizeof edited));
-                return check_logit(t, logits, (int)b, (int)i, (int)j, run);
-            }
-        }
-    return QKV_OK;
-}
-
-qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_edit *edits,
-                             int n_edits, explain_score *out) {
-    int T = t->model.cfg.seq_len, To = t->target_len;
-    double loss_sum = 0;
-    int64_t hits = 0, counted = 0;
-    for (int start = 0; start < set->n; start += ANALYSIS_BATCH) {
-        int B = set->n - start < ANALYSIS_BATCH ? set->n - start : ANALYSIS_BATCH;
-        const int32_t *y = set->y + (size_t)start * To;
-        qkv_ctx_reset(t->eval_ctx);
-        qkv_probe probe = {.edits = edits, .n_edits = n_edits};
-        qkv_tensor *logits = qkv_model_forward_probe(
-            &t->model, t->eval_ctx, set->x + (size_t)start * T, set->len ? set->len + start : NULL,
-            B, &probe);
-        qkv_status s = explain_check_scored_logits(t, logits, y, start, edits, n_edits);
-        if (s != QKV_OK) return s;
-        int64_t before = counted;
-        count_hits(logits, y, &hits, &counted);
-        if (counted == before) continue;
-        qkv_tensor *targets = qkv_from_array(t->eval_ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
-        double loss = qkv_get(qkv_cross_entropy(t->eval_ctx, logits, targets, -1), 0);
-        char edited[64];
-        if ((s = check_finite(loss, "the loss of examples %d..%d%s%s", start + 1, start + B,
-                              n_edits ? " " : "",
-                              edits_text(edits, n_edits, edited, sizeof edited))) != QKV_OK)
-            return s;
-        loss_sum += loss * (double)(counted - before);
-    }
-    *out = (explain_score){.loss = counted ? loss_sum / (double)counted : 0,
-                           .accuracy = counted ? (double)hits / (double)counted : 0,
-                           .counted = counted};
-    return QKV_OK;
-}
-
-/* means[l]: layer l's head outputs averaged over the examples, (1, H, To, Dk) in params. */
-static qkv_status head_means(trainer *t, const explain_set *set, qkv_ctx *keep,
-                             qkv_tensor **means) {
-    const qkv_model_config *c = &t->model.cfg;
-    int T = c->seq_len, To = t->target_len, H = c->heads, Dk = c->d_model / H;
-    int64_t per = (int64_t)H * To * Dk;
-    double *sum = calloc((size_t)(c->layers * per), sizeof *sum);
-    if (!sum) return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for the heads' means");
-    for (int start = 0; start < set->n; start += ANALYSIS_BATCH) {
-        int B = set->n - start < ANALYSIS_BATCH ? set->n - start : ANALYSIS_BATCH;
-        qkv_ctx_reset(t->eval_ctx);
-        qkv_probe probe = {0};
-        qkv_model_forward_probe(&t->model, t->eval_ctx, set->x + (size_t)start * T,
-                                set->len ? set->len + start : NULL, B, &probe);
-        for (int l = 0; l < c->layers; l++)
-            for (int b = 0; b < B; b++)
-                for (int64_t k = 0; k < per; k++)
-                    sum[l * per + k] += qkv_get(probe.z[l], b * per + k);
-    }
-    for (int l = 0; l < c->layers; l++) {
-        means[l] = qkv_new(keep, c->dtype, 4, (int64_t[]){1, H, To, Dk});
-        for (int64_t k = 0; k < per; k++)
-            qkv_set(means[l], k, set->n ? sum[l * per + k] / set->n : 0);
-    }
-    free(sum);
-    return QKV_OK;
-}
-
-qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_request *rq,
-                          ablate_result *r) {
-    const qkv_model_config *c = &t->model.cfg;
-    memset(r, 0, sizeof *r);
-    /* every head of every layer when none is listed */
-    int n = rq->n_heads ? rq->n_heads : c->layers * c->heads;
-    r->heads = malloc((size_t)n * sizeof *r->heads);
-    r->each = calloc((size_t)n, sizeof *r->each);
-    if (!r->heads || !r->each) {
-        explain_ablate_free(r);
-        return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for %d heads' scores", n);
-    }
-    if (rq->n_heads) {
-        r->n_heads = rq->n_heads;
-        memcpy(r->heads, rq->heads, sizeof r->heads[0] * (size_t)rq->n_heads);
-    } else {
-        for (int l = 0; l < c->layers; l++)
-            for (int h = 0; h < c->heads; h++) r->heads[r->n_heads++] = (explain_head){l, h};
-    }
-    qkv_status s = trainer_analysis_reserve(t, set->n, "ablate");
-    qkv_ctx *keep = s == QKV_OK ? trainer_analysis_ctx(head_outputs_bytes(t), "ablate") : NULL;
-    if (!keep) return s != QKV_OK ? s : QKV_ERR_NOMEM;
-    qkv_tensor *means[QKV_MAX_LAYERS] = {0};
-    s = rq->mean ? head_means(t, set, keep, means) : QKV_OK;
-    qkv_head_edit *all = calloc((size_t)r->n_heads, sizeof *all);
-    if (s == QKV_OK && !all) s = qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory");
-    if (s != QKV_OK) {
-        free(all);
-        qkv_ctx_free(keep);
-        return s;
-    }
-    for (int i = 0; i < r->n_heads; i++) {
-        int l = r->heads[i].layer;
-        all[i] = (qkv_head_edit){.kind = rq->mean ? QKV_HEAD_MEAN : QKV_HEAD_ZERO, .layer = l,
-                                 .head = r->heads[i].head, .position = -1, .value = means[l]};
-    }
-    s = explain_score_set(t, set, NULL, 0, &r->baseline);
-    for (int i = 0; s == QKV_OK && i < r->n_heads; i++)
-        s = explain_score_set(t, set, &all[i], 1, &r->each[i]);
-    if (s == QKV_OK && rq->together) s = explain_score_set(t, set, all, r->n_heads, &r->together);
-    if (s == QKV_ERR_NUMERIC) qkv_fail(s, "ablate: %s", qkv_last_error());
-    free(all);
-    qkv_ctx_free(keep);
-    return s;
-}
-
-void explain_ablate_free(ablate_result *r) {
-    free(r->heads);
-    free(r->each);
-    r->heads = NULL;
-    r->each = NULL;
-}
-
 /* ---- hook points ---- */
 
 const char *const explain_site_names[] = {"z", "q", "k", "v", "pattern", "resid-pre",
@@ -424,6 +262,201 @@ static double spot_dot(const explain_spot *s, const qkv_tensor *a, const qkv_ten
             sum += (qkv_get(a, at) - qkv_get(b, at)) * qkv_grad_get(graph, at);
         }
     return sum;
+}
+
+/* Bytes of layers tensors of `site` for B sequences, with their headers. */
+static double site_bytes(const trainer *t, qkv_site site, int B) {
+    const qkv_model_config *c = &t->model.cfg;
+    double To = t->target_len, T = c->seq_len, C = c->d_model;
+    double per = site == QKV_SITE_K || site == QKV_SITE_V ? T * C
+                 : site == QKV_SITE_PATTERN                ? c->heads * To * T
+                                                          : To * C;
+    return (double)c->layers * (B * per * qkv_dtype_size(c->dtype) + 1024);
+}
+
+/* ---- scoring a set of examples ---- */
+
+/* Batch b's logits (B, To, V) against targets y (B, To): argmax hits and counted positions
+ * (the first of equal largest, as training's accuracy). */
+static void count_hits(const qkv_tensor *logits, const int32_t *y, int64_t *hits,
+                       int64_t *counted) {
+    int64_t rows = logits->shape[0] * logits->shape[1], V = logits->shape[2];
+    for (int64_t r = 0; r < rows; r++) {
+        if (y[r] < 0) continue;
+        *hits += qkv_argmax(logits, r * V, V) == y[r];
+        (*counted)++;
+    }
+}
+
+/* How a scored run is edited, for a message: "with head 1.2's output removed". */
+static const char *edits_text(const qkv_head_edit *edits, int n_edits, char *buf, size_t len) {
+    if (n_edits == 0) {
+        snprintf(buf, len, "%s", "");
+    } else if (n_edits == 1) {
+        const qkv_head_edit *e = &edits[0];
+        bool keys = e->site == QKV_SITE_K || e->site == QKV_SITE_V;
+        explain_spot s = {e->site, e->layer, e->head, keys ? -1 : e->position,
+                          keys ? e->position : e->key_position};
+        if (e->site == QKV_SITE_RESID_PRE || e->site == QKV_SITE_RESID_POST) s.head = -1;
+        char what[128];
+        explain_spot_text(&s, what, sizeof what);
+        snprintf(buf, len, "with %s removed", what);
+    } else {
+        snprintf(buf, len, "with the %d listed removed together", n_edits);
+    }
+    return buf;
+}
+
+qkv_status explain_check_scored_logits(const trainer *t, const qkv_tensor *logits,
+                                      const int32_t *y, int first, const qkv_head_edit *edits,
+                                      int n_edits) {
+    int64_t B = logits->shape[0], To = logits->shape[1], V = logits->shape[2];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < To; i++) {
+            if (y[b * To + i] < 0) continue;
+            for (int64_t j = 0; j < V; j++) {
+                if (isfinite(qkv_get(logits, (b * To + i) * V + j))) continue;
+                char run[256], edited[160];
+                snprintf(run, sizeof run, "example %lld%s%s", (long long)(first + b + 1),
+                         n_edits ? " " : "", edits_text(edits, n_edits, edited, sizeof edited));
+                return check_logit(t, logits, (int)b, (int)i, (int)j, run);
+            }
+        }
+    return QKV_OK;
+}
+
+qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_edit *edits,
+                             int n_edits, explain_score *out) {
+    int T = t->model.cfg.seq_len, To = t->target_len;
+    double loss_sum = 0;
+    int64_t hits = 0, counted = 0;
+    for (int start = 0; start < set->n; start += ANALYSIS_BATCH) {
+        int B = set->n - start < ANALYSIS_BATCH ? set->n - start : ANALYSIS_BATCH;
+        const int32_t *y = set->y + (size_t)start * To;
+        qkv_ctx_reset(t->eval_ctx);
+        qkv_probe probe = {.edits = edits, .n_edits = n_edits};
+        qkv_tensor *logits = qkv_model_forward_probe(
+            &t->model, t->eval_ctx, set->x + (size_t)start * T, set->len ? set->len + start : NULL,
+            B, &probe);
+        qkv_status s = explain_check_scored_logits(t, logits, y, start, edits, n_edits);
+        if (s != QKV_OK) return s;
+        int64_t before = counted;
+        count_hits(logits, y, &hits, &counted);
+        if (counted == before) continue;
+        qkv_tensor *targets = qkv_from_array(t->eval_ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
+        double loss = qkv_get(qkv_cross_entropy(t->eval_ctx, logits, targets, -1), 0);
+        char edited[160];
+        if ((s = check_finite(loss, "the loss of examples %d..%d%s%s", start + 1, start + B,
+                              n_edits ? " " : "",
+                              edits_text(edits, n_edits, edited, sizeof edited))) != QKV_OK)
+            return s;
+        loss_sum += loss * (double)(counted - before);
+    }
+    *out = (explain_score){.loss = counted ? loss_sum / (double)counted : 0,
+                           .accuracy = counted ? (double)hits / (double)counted : 0,
+                           .counted = counted};
+    return QKV_OK;
+}
+
+/* means[l]: layer l's tensor of `site` averaged over the examples, (1, ...) in keep. */
+static qkv_status site_means(trainer *t, const explain_set *set, qkv_site site, qkv_ctx *keep,
+                             qkv_tensor **means) {
+    const qkv_model_config *c = &t->model.cfg;
+    int T = c->seq_len;
+    double *sum = NULL;
+    int64_t per = 0;
+    for (int start = 0; start < set->n; start += ANALYSIS_BATCH) {
+        int B = set->n - start < ANALYSIS_BATCH ? set->n - start : ANALYSIS_BATCH;
+        qkv_ctx_reset(t->eval_ctx);
+        qkv_probe probe = {0};
+        qkv_model_forward_probe(&t->model, t->eval_ctx, set->x + (size_t)start * T,
+                                set->len ? set->len + start : NULL, B, &probe);
+        for (int l = 0; l < c->layers; l++) {
+            const qkv_tensor *x = qkv_probe_site(&probe, site, l);
+            if (!sum) {
+                per = x->size / x->shape[0];
+                sum = calloc((size_t)(c->layers * per), sizeof *sum);
+                if (!sum) return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for the means");
+                for (int k = 0; k < c->layers; k++) {
+                    int64_t shape[4];
+                    memcpy(shape, x->shape, sizeof shape);
+                    shape[0] = 1;
+                    means[k] = qkv_new(keep, c->dtype, x->ndim, shape);
+                }
+            }
+            for (int b = 0; b < B; b++)
+                for (int64_t k = 0; k < per; k++) sum[l * per + k] += qkv_get(x, b * per + k);
+        }
+    }
+    for (int l = 0; sum && l < c->layers; l++)
+        for (int64_t k = 0; k < per; k++)
+            qkv_set(means[l], k, set->n ? sum[l * per + k] / set->n : 0);
+    free(sum);
+    return QKV_OK;
+}
+
+/* The spots of the request: every one of its site and over, or only the listed heads', in
+ * the list's order. */
+static qkv_status ablate_spots(const trainer *t, const ablate_request *rq, ablate_result *r) {
+    explain_spot *all;
+    int n;
+    qkv_status s = explain_spots(t, rq->site, rq->over, t->target_len, t->model.cfg.seq_len,
+                                 &all, &n);
+    if (s != QKV_OK) return s;
+    if (!rq->n_heads) {
+        r->spots = all, r->n = n;
+    } else {
+        r->spots = malloc((size_t)n * sizeof *r->spots);
+        for (int i = 0; r->spots && i < rq->n_heads; i++)
+            for (int k = 0; k < n; k++)
+                if (all[k].layer == rq->heads[i].layer && all[k].head == rq->heads[i].head)
+                    r->spots[r->n++] = all[k];
+        free(all);
+    }
+    r->each = calloc((size_t)(r->n ? r->n : 1), sizeof *r->each);
+    if (!r->spots || !r->each)
+        return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for %d scores", n);
+    return QKV_OK;
+}
+
+qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_request *rq,
+                          ablate_result *r) {
+    const qkv_model_config *c = &t->model.cfg;
+    memset(r, 0, sizeof *r);
+    qkv_status s = ablate_spots(t, rq, r);
+    if (s != QKV_OK) return s;
+    s = trainer_analysis_reserve(t, set->n, "ablate");
+    qkv_ctx *keep = s == QKV_OK ? trainer_analysis_ctx(site_bytes(t, rq->site, 1), "ablate")
+                                : NULL;
+    if (!keep) return s != QKV_OK ? s : QKV_ERR_NOMEM;
+    qkv_tensor *means[QKV_MAX_LAYERS] = {0};
+    s = rq->mean ? site_means(t, set, rq->site, keep, means) : QKV_OK;
+    qkv_head_edit *all = calloc((size_t)(r->n ? r->n : 1), sizeof *all);
+    if (s == QKV_OK && !all) s = qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory");
+    if (s != QKV_OK) {
+        free(all);
+        qkv_ctx_free(keep);
+        return s;
+    }
+    for (int i = 0; i < r->n; i++)
+        all[i] = spot_edit(&r->spots[i], rq->mean ? QKV_HEAD_MEAN : QKV_HEAD_ZERO,
+                           means[r->spots[i].layer]);
+    s = explain_score_set(t, set, NULL, 0, &r->baseline);
+    for (int i = 0; s == QKV_OK && i < r->n; i++)
+        s = explain_score_set(t, set, &all[i], 1, &r->each[i]);
+    if (s == QKV_OK && rq->together) s = explain_score_set(t, set, all, r->n, &r->together);
+    if (s == QKV_ERR_NUMERIC) qkv_fail(s, "ablate: %s", qkv_last_error());
+    free(all);
+    qkv_ctx_free(keep);
+    (void)c;
+    return s;
+}
+
+void explain_ablate_free(ablate_result *r) {
+    free(r->spots);
+    free(r->each);
+    r->spots = NULL;
+    r->each = NULL;
 }
 
 /* ---- patching ---- */
@@ -652,16 +685,6 @@ static qkv_status patch_paths(trainer *t, const patch_pairs *pairs, int first, i
     }
     free(edits), free(u), free(m2);
     return s;
-}
-
-/* Bytes of layers tensors of `site` for B sequences, with their headers. */
-static double site_bytes(const trainer *t, qkv_site site, int B) {
-    const qkv_model_config *c = &t->model.cfg;
-    double To = t->target_len, T = c->seq_len, C = c->d_model;
-    double per = site == QKV_SITE_K || site == QKV_SITE_V ? T * C
-                 : site == QKV_SITE_PATTERN                ? c->heads * To * T
-                                                          : To * C;
-    return (double)c->layers * (B * per * qkv_dtype_size(c->dtype) + 1024);
 }
 
 static void batch_free(patch_batch *pb) {
@@ -992,36 +1015,6 @@ cJSON *explain_json_header(const trainer *t, const char *command, const explain_
     return o;
 }
 
-cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const ablate_result *r,
-                           const char *data_path) {
-    cJSON *o = explain_json_header(t, "ablate", NULL);
-    cJSON_AddStringToObject(o, "mode", rq->mean ? "mean" : "zero");
-    if (data_path) cJSON_AddStringToObject(o, "data", data_path);
-    else cJSON_AddNullToObject(o, "data");
-    cJSON_AddNumberToObject(o, "examples", (double)r->baseline.counted);
-    cJSON *b = cJSON_AddObjectToObject(o, "baseline");
-    add_score(b, &r->baseline);
-    cJSON *heads = cJSON_AddArrayToObject(o, "heads");
-    for (int i = 0; i < r->n_heads; i++) {
-        cJSON *h = cJSON_CreateObject();
-        cJSON_AddNumberToObject(h, "layer", r->heads[i].layer + 1);
-        cJSON_AddNumberToObject(h, "head", r->heads[i].head + 1);
-        add_score(h, &r->each[i]);
-        cJSON_AddItemToArray(heads, h);
-    }
-    if (rq->together) {
-        cJSON *tg = cJSON_AddObjectToObject(o, "together");
-        cJSON *names = cJSON_AddArrayToObject(tg, "heads");
-        char name[32];
-        for (int i = 0; i < r->n_heads; i++) {
-            head_name(r->heads[i].layer, r->heads[i].head, name, sizeof name);
-            cJSON_AddItemToArray(names, cJSON_CreateString(name));
-        }
-        add_score(tg, &r->together);
-    }
-    return o;
-}
-
 /* A spot's fields in a JSON row: site, layer, head (null for the stream's), position and
  * key_position (null where every one, or none, is edited). */
 static void add_spot(cJSON *x, const explain_spot *s) {
@@ -1033,6 +1026,39 @@ static void add_spot(cJSON *x, const explain_spot *s) {
     else cJSON_AddNumberToObject(x, "position", s->position);
     if (s->key_position < 0) cJSON_AddNullToObject(x, "key_position");
     else cJSON_AddNumberToObject(x, "key_position", s->key_position);
+}
+
+cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const ablate_result *r,
+                           const char *data_path) {
+    cJSON *o = explain_json_header(t, "ablate", NULL);
+    cJSON_AddStringToObject(o, "mode", rq->mean ? "mean" : "zero");
+    cJSON_AddStringToObject(o, "site", explain_site_names[rq->site]);
+    cJSON_AddStringToObject(o, "over", explain_over_names[rq->over]);
+    if (data_path) cJSON_AddStringToObject(o, "data", data_path);
+    else cJSON_AddNullToObject(o, "data");
+    cJSON_AddNumberToObject(o, "examples", (double)r->baseline.counted);
+    cJSON *b = cJSON_AddObjectToObject(o, "baseline");
+    add_score(b, &r->baseline);
+    cJSON *heads = cJSON_AddArrayToObject(o, "heads");
+    for (int i = 0; i < r->n; i++) {
+        cJSON *h = cJSON_CreateObject();
+        add_spot(h, &r->spots[i]);
+        add_score(h, &r->each[i]);
+        cJSON_AddItemToArray(heads, h);
+    }
+    if (rq->together) {
+        cJSON *tg = cJSON_AddObjectToObject(o, "together");
+        cJSON *names = cJSON_AddArrayToObject(tg, "heads");
+        char name[32];
+        for (int i = 0; i < r->n; i++) {
+            const explain_spot *s = &r->spots[i];
+            if (s->head < 0) snprintf(name, sizeof name, "%d", s->layer + 1);
+            else head_name(s->layer, s->head, name, sizeof name);
+            cJSON_AddItemToArray(names, cJSON_CreateString(name));
+        }
+        add_score(tg, &r->together);
+    }
+    return o;
 }
 
 /* A path's fields: sender "L.H", receiver "L.H" or "logits", via "q", "k", "v" or null. */

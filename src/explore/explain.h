@@ -59,44 +59,6 @@ int explain_default_position(const trainer *t, const explain_input *in);
 /* Whether query position i carries a target (QKV_ERR_VALUE, naming --position, if not). */
 qkv_status explain_check_position(const trainer *t, const explain_input *in, int i);
 
-/* ---- ablation: a head's output removed (zero, or its mean over the examples) ---- */
-typedef struct {
-    int layer, head;
-} explain_head;
-
-typedef struct {
-    bool mean;                /* QKV_HEAD_MEAN over the examples; else QKV_HEAD_ZERO */
-    int n_heads;              /* the heads to remove one at a time (every head when 0) */
-    explain_head *heads;      /* (n_heads), the caller's */
-    bool together;            /* also every listed head at once */
-} ablate_request;
-
-typedef struct {
-    explain_score baseline;
-    int n_heads;              /* every head of the model when the request lists none */
-    explain_head *heads;      /* (n_heads), malloc'd: explain_ablate_free */
-    explain_score *each;      /* (n_heads) */
-    explain_score together;   /* when asked */
-} ablate_result;
-
-/* Scores the examples with each head removed in turn (and all at once). QKV_ERR_NOMEM when
- * a batch's step does not fit; QKV_ERR_NUMERIC ("ablate: the logit of ... in example 3 with
- * head 1.2 removed is not finite") when a logit or a loss it scores is not. */
-qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_request *rq,
-                          ablate_result *r);
-void explain_ablate_free(ablate_result *r);
-/* Loss and accuracy of the examples under `edits` (n_edits 0: the model as it is);
- * QKV_ERR_NUMERIC when a logit or a loss is not finite. */
-qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_edit *edits,
-                             int n_edits, explain_score *out);
-
-/* QKV_ERR_NUMERIC, naming the example (from first + 1), the position and the token, when a
- * logit that a loss reads (every logit of a row with a target of y (B, To)) in batch logits
- * (B, To, V) is not finite; the run under `edits` ("with head 1.2 removed"). */
-qkv_status explain_check_scored_logits(const trainer *t, const qkv_tensor *logits,
-                                       const int32_t *y, int first, const qkv_head_edit *edits,
-                                       int n_edits);
-
 /* ---- hook points: the part of the forward an analysis edits ---- */
 typedef enum {
     EXPLAIN_OVER_HEAD,           /* a head's site at every position */
@@ -130,6 +92,47 @@ qkv_status explain_spots(const trainer *t, qkv_site site, explain_over over, int
                          int keys, explain_spot **spots, int *n);
 /* "head 1.2's q at position 3", "the stream entering layer 2 at position 3", for messages. */
 void explain_spot_text(const explain_spot *s, char *buf, size_t len);
+
+/* ---- ablation: a head's output removed (zero, or its mean over the examples) ---- */
+typedef struct {
+    int layer, head;
+} explain_head;
+
+typedef struct {
+    bool mean;                /* QKV_HEAD_MEAN over the examples; else QKV_HEAD_ZERO */
+    qkv_site site;            /* what is removed (z: a head's output) */
+    explain_over over;        /* at every position, or one at a time */
+    int n_heads;              /* only these heads' spots (every head's when 0) */
+    explain_head *heads;      /* (n_heads), the caller's */
+    bool together;            /* also every spot at once */
+} ablate_request;
+
+typedef struct {
+    explain_score baseline;
+    int n;                    /* the spots removed one at a time */
+    explain_spot *spots;      /* (n), malloc'd: explain_ablate_free */
+    explain_score *each;      /* (n) */
+    explain_score together;   /* when asked */
+} ablate_result;
+
+/* Scores the examples with each spot of the site removed in turn (and all at once): set to 0,
+ * or to its mean over the examples. QKV_ERR_NOMEM when a batch's step does not fit;
+ * QKV_ERR_NUMERIC ("ablate: the logit of ... in example 3 with head 1.2's output removed is
+ * not finite") when a logit or a loss it scores is not. */
+qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_request *rq,
+                          ablate_result *r);
+void explain_ablate_free(ablate_result *r);
+/* Loss and accuracy of the examples under `edits` (n_edits 0: the model as it is);
+ * QKV_ERR_NUMERIC when a logit or a loss is not finite. */
+qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_edit *edits,
+                             int n_edits, explain_score *out);
+
+/* QKV_ERR_NUMERIC, naming the example (from first + 1), the position and the token, when a
+ * logit that a loss reads (every logit of a row with a target of y (B, To)) in batch logits
+ * (B, To, V) is not finite; the run under `edits` ("with head 1.2 removed"). */
+qkv_status explain_check_scored_logits(const trainer *t, const qkv_tensor *logits,
+                                       const int32_t *y, int first, const qkv_head_edit *edits,
+                                       int n_edits);
 
 /* ---- patching: a clean run's part copied into the corrupted run ---- */
 
