@@ -36,34 +36,101 @@ static long word_token(const trainer *t, const char *w) {
     return -1;
 }
 
-qkv_status explain_read_input(const trainer *t, const char *option, const char *text,
-                              explain_input *in) {
-    memset(in, 0, sizeof *in);
-    int T = t->model.cfg.seq_len, n = 0;
-    char word[256];
+/* Query positions: the input's (its typed tokens for a data file), or the decoder's. */
+static int query_positions(const trainer *t, const explain_input *in) {
+    return t->model.cfg.target_len ? t->target_len : in->n;
+}
+
+/* A class (an output token) from a word: a token, or (lookup) a value v<N>; -1 if none. */
+static long class_id(const trainer *t, const char *w) {
+    long id = word_token(t, w);
+    const qkv_task *task = &t->cfg.task;
+    if (id < 0 && !t->data && task->kind == QKV_TASK_LOOKUP && w[0] == 'v')
+        id = parse_id(w + 1, task->n_values);
+    return id >= 0 && id < t->model.cfg.vocab ? id : -1;
+}
+
+/* What a word of an input (or, with classes, of a list of targets) must be, for a message:
+ * "a token of copy (an id 0..7)", "a class of copy (0..7, or _ for none)". */
+static void expectation(const trainer *t, bool classes, char *buf, size_t len) {
+    const qkv_task *task = &t->cfg.task;
+    const char *name = qkv_task_name(task->kind);
+    char example[32] = "";
+    if (t->data) {
+        snprintf(buf, len, classes ? "a token of the model's vocabulary (or _ for none)"
+                                   : "a token of the model's vocabulary (the token strings of "
+                                     "%.60s)", t->data->path);
+    } else if (classes) {
+        snprintf(buf, len, "a class of %s (0..%d%s, or _ for none)", name, t->model.cfg.vocab - 1,
+                 task->kind == QKV_TASK_LOOKUP ? ", or a value such as v1" : "");
+    } else {
+        qkv_task_token_label(task, 0, example, sizeof example);
+        bool labels = strcmp(example, "0") != 0;
+        snprintf(buf, len, "a token of %s (an id 0..%d%s%s%s)", name, task->vocab - 1,
+                 labels ? ", or a label such as " : "", labels ? example : "",
+                 task->kind == QKV_TASK_LOOKUP ? ", ?k0" : "");
+    }
+}
+
+/* The words of `text` (split at spaces and tabs): input tokens, or with `classes` output
+ * classes ("_": none, -1), between least and most of them (`limit` says why), into out and
+ * their count into *n. QKV_ERR_VALUE naming the option and the culprit. */
+static qkv_status read_words(const trainer *t, const char *option, const char *text, bool classes,
+                             int least, int most, const char *limit, int32_t *out, int *n_out) {
+    char word[256], expect[160];
+    int n = 0;
     for (const char *p = text;;) {
         p += strspn(p, " \t");
         if (!*p) break;
         size_t len = strcspn(p, " \t");
-        if (n >= T)
-            return qkv_fail(QKV_ERR_VALUE, "%s has more than %d tokens: the model reads at most "
-                            "%d (its --seq-len)", option, T, T);
+        if (n >= most)
+            return qkv_fail(QKV_ERR_VALUE, "%s has more than %d tokens; the model reads %s %d "
+                            "(%s)", option, most, least == most ? "exactly" : "at most", most,
+                            limit);
         snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), p);
-        long id = len < sizeof word ? word_token(t, word) : -1;
-        if (id < 0)
-            return qkv_fail(QKV_ERR_VALUE, "%s: '%.40s' (token %d) is not a token the model "
-                            "knows", option, word, n);
-        in->tokens[n++] = (int32_t)id;
+        long id = -2;
+        if (len < sizeof word && classes && !strcmp(word, "_")) id = -1;
+        else if (len < sizeof word && classes) id = class_id(t, word) >= 0 ? class_id(t, word) : -2;
+        else if (len < sizeof word) id = word_token(t, word);
+        if (id < (classes ? -1 : 0)) {
+            expectation(t, classes, expect, sizeof expect);
+            return qkv_fail(QKV_ERR_VALUE, "%s: '%.*s' (token %d) is not %s", option,
+                            (int)(len < 40 ? len : 40), p, n, expect);
+        }
+        out[n++] = (int32_t)id;
         p += len;
     }
-    if (n == 0 || (!t->data && n != T))
-        return qkv_fail(QKV_ERR_VALUE, "%s has %d token%s; the model reads %s %d", option, n,
-                        n == 1 ? "" : "s", t->data ? "at least" : "exactly", t->data ? 1 : T);
+    if (n < least)
+        return qkv_fail(QKV_ERR_VALUE, "%s has %d token%s; the model reads %s %d (%s)", option, n,
+                        n == 1 ? "" : "s", least == most ? "exactly" : "at least", least, limit);
+    *n_out = n;
+    return QKV_OK;
+}
+
+qkv_status explain_read_input(const trainer *t, const char *option, const char *text,
+                              explain_input *in) {
+    memset(in, 0, sizeof *in);
+    int T = t->model.cfg.seq_len, n;
+    qkv_status s = read_words(t, option, text, false, t->data ? 1 : T, T,
+                              t->data ? "the longest input of its data file" : "its --seq-len",
+                              in->tokens, &n);
+    if (s != QKV_OK) return s;
     for (int i = n; i < T; i++) in->tokens[i] = DATA_PAD;
     in->n = in->len = n;
     for (int i = 0; i < t->target_len; i++) in->targets[i] = -1;
     return t->data ? QKV_OK : explain_task_targets(t, QKV_ERR_VALUE, option, in->tokens,
                                                    in->targets);
+}
+
+qkv_status explain_read_targets(const trainer *t, const char *option, const char *text,
+                                explain_input *in) {
+    bool cross = t->model.cfg.target_len > 0;
+    int most = query_positions(t, in), least = cross && t->data ? 1 : most, n;
+    for (int i = 0; i < t->target_len; i++) in->targets[i] = -1;
+    return read_words(t, option, text, true, least, most,
+                      cross ? "its decoder positions" : t->data ? "one per input token"
+                                                                : "its --seq-len",
+                      in->targets, &n);
 }
 
 qkv_status explain_task_targets(const trainer *t, qkv_status status, const char *where,
@@ -77,20 +144,12 @@ int explain_read_token(const trainer *t, const char *word) {
 }
 
 int explain_read_class(const trainer *t, const char *option, const char *word) {
-    long id = word_token(t, word);
-    const qkv_task *task = &t->cfg.task;
-    if (id < 0 && !t->data && task->kind == QKV_TASK_LOOKUP && word[0] == 'v')
-        id = parse_id(word + 1, task->n_values);
-    if (id < 0 || id >= t->model.cfg.vocab) {
+    long id = class_id(t, word);
+    if (id < 0) {
         qkv_fail(QKV_ERR_VALUE, "%s: '%.40s' is not a token the model can predict", option, word);
         return -1;
     }
     return (int)id;
-}
-
-/* Query positions: the input's (its typed tokens for a data file), or the decoder's. */
-static int query_positions(const trainer *t, const explain_input *in) {
-    return t->model.cfg.target_len ? t->target_len : in->n;
 }
 
 void explain_position_label(const trainer *t, const explain_input *in, int i, char *buf,

@@ -39,6 +39,11 @@ typedef struct {
  * cannot read (a task's exactly T, a data file's 1..T). */
 qkv_status explain_read_input(const trainer *t, const char *option, const char *text,
                               explain_input *in);
+/* Reads `text` as the targets of `in` (read first): a class per query position ("_" for
+ * none): exactly one per query position, or for a data file's encoder-decoder 1..To.
+ * QKV_ERR_VALUE naming `option` and the culprit. */
+qkv_status explain_read_targets(const trainer *t, const char *option, const char *text,
+                                explain_input *in);
 /* The targets y of a task model's input x (qkv_task_targets), or `status` with the line
  * "WHERE: position 1 holds 'w1', a target word: ..." when the task defines no target for a
  * token of x: every command that reads a task's input refuses it here (WHERE: the option,
