@@ -93,7 +93,7 @@ if cmp -s "$page" "$tmp/page.new"; then
     exit 0
 fi
 if [ "$mode" = --check ]; then
-    for name in "${missing[@]+"${missing[@]}"}"; do echo "man_page: $page has no section for qkv $name"; done
+    for name in "${missing[@]+"${missing[@]}"}"; do echo "man_page: $page has no generated list of options for qkv $name (--write adds a section for it)"; done
     diff -u "$page" "$tmp/page.new" | sed "s|$tmp/page.new|$page (as qkv's --help gives it)|"
     echo "man_page: $page differs from what qkv's option tables give (scripts/man_page.sh --write)"
     exit 1
