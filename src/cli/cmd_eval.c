@@ -125,7 +125,10 @@ static int eval_data(trainer *t, const eval_args *a, const char *path) {
         cli_error("%s", qkv_last_error());
         code = cli_exit_for(s);
     } else if ((code = explain_cli_save_both(j, a->out, &af)) == EXIT_OK) {
-        if (!a->json) print_data_result(t, &f, &r);
+        if (!a->json) {
+            print_data_result(t, &f, &r);
+            cli_print_hint(t, &r.heads, NULL, false); /* as plain eval's, over the file */
+        }
         code = explain_cli_print(j, a->json, a->out);
     }
     cJSON_Delete(j);

@@ -1,6 +1,7 @@
 /* eval_data.c - a saved model on a new file of examples (eval_data.h). */
 #include "explore/eval_data.h"
 #include "io/io.h"
+#include "train/hints.h"
 
 #include <errno.h>
 #include <math.h>
@@ -287,5 +288,11 @@ cJSON *eval_data_json(const trainer *t, const eval_file *f, const eval_data_resu
             add_number(x, "induction", scored ? r->heads.induction[l][h] : NAN);
             cJSON_AddItemToArray(hs, x);
         }
+    /* the hint plain eval gives, from the numbers over the file (null when none is due) */
+    char hint[512];
+    if (train_hint(t, &r->heads, NULL, hint, sizeof hint) != HINT_NONE)
+        cJSON_AddStringToObject(o, "hint", hint + strlen("hint: "));
+    else
+        cJSON_AddNullToObject(o, "hint");
     return o;
 }
