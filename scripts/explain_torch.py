@@ -5,9 +5,23 @@ Reads a model.safetensors (through scripts/model_torch.py's reader) and the JSON
 `qkv ablate --json`, `qkv patch --json` and `qkv attribute --json` print (docs/explain.md),
 recomputes every number of them in float64 from the model file alone, and compares:
 
-  ablate     baseline and each head's loss and accuracy (zero or mean), and `together`
-  patch      the clean and corrupted metric, each head's exact and attribution share
-             (attribution from torch autograd on the corrupted run), the agreement
+  ablate     baseline and each row's loss and accuracy, and `together`: the row's site (z, q,
+             k, v, pattern, resid-pre, resid-post) of its head, at its position and key
+             position (all where null), set to 0 or to its mean over the examples
+  patch      the clean and corrupted metric; each row's exact share (the corrupted run with
+             the row's entries of its site taken from the clean run) and attribution share
+             (torch autograd on the corrupted run: the sum over those entries of (clean -
+             corrupt) * d metric/d site); the agreement
+  patch      --path: each path S -> R's exact share, by the three passes (pass 2: the
+             corrupted run with every head's z frozen at its corrupted value but S's, which
+             is clean, recording R's q/k/v; pass 3: the corrupted run with only head R's slice
+             of that input replaced; for the logits, pass 2's metric), and its attribution
+             (autograd: the receiver's input recorded minus corrupted, dotted with d metric/d
+             that input; for the logits, the final stream's); the agreement; the list of paths
+  pairs      a patch over a pairs file (--pairs-patch): each pair's position (the clean input's
+             last with a target), answer and wrong token (the file's, else the clean and the
+             corrupted prediction); the shares of the means over the pairs; and each pair's
+             own clean, corrupt, patched metric and shares in the --per-pair file
   attribute  the logit and every part (embed, each head, bias), and their sum
 
 Each number x of qkv against torch's y must satisfy |x - y| <= tol * max(1, scale), with tol
@@ -15,10 +29,11 @@ Each number x of qkv against torch's y must satisfy |x - y| <= tol * max(1, scal
 which widens it exactly) and 1e-6 where it ran in f32. The scale is |y|, except for what is a
 difference: a metric logit[answer] - logit[wrong] scales with |logit[answer]| + |logit[wrong]|
 (its rounding is the logits'), and a share with the sizes of the terms it is made of over
-|clean - corrupt|. Self-attention models of a
+|clean - corrupt|. An agreement (a correlation) is recomputed from qkv's own columns. Self-attention models of a
 built-in task whose tokens read as their ids (copy, reverse, shift, max, induction).
 
-usage: explain_torch.py MODEL [--ablate A.json --data FILE] [--patch P.json]
+usage: explain_torch.py MODEL [--ablate A.json ... --data FILE] [--patch P.json ...]
+                              [--pairs-patch P.json PAIRS PER_PAIR.jsonl ...]
                               [--attribute D.json]
 Exit status: 0 all match (or torch is missing: "explain_torch: skipping: ..."), 1 a mismatch,
 2 a file could not be read or is not what it should be.
@@ -41,41 +56,64 @@ except SystemExit:  # model_torch exits 0 when torch is missing
     print("explain_torch: skipping: PyTorch is missing")
     sys.exit(0)
 
+SITES = ("z", "q", "k", "v", "pattern", "resid-pre", "resid-post")
+STREAM = ("resid-pre", "resid-post")
+
 
 def die(msg):
     print("explain_torch: error: %s" % msg, file=sys.stderr)
     sys.exit(2)
 
 
+def entries(site, head, row, col):
+    """The index of an edit's entries in a site's tensor: a head's site is (B, H, rows, W), the
+    stream's (B, T, C); row and col None for every one."""
+    r = slice(None) if row is None else slice(row, row + 1)
+    if site in STREAM:
+        return (slice(None), r, slice(None))
+    return (slice(None), slice(head, head + 1), r,
+            slice(None) if col is None else slice(col, col + 1))
+
+
 def forward(model, p, tokens, edits=(), keep_grad=False):
-    """tokens (B, T) -> logits (B, T, V), z[l] (B, H, T, dk), stream[0] (B, T, C).
-    edits: (layer, head, position or None, value (B or 1, H, T, dk) or None for zero)."""
+    """tokens (B, T) -> logits (B, T, V) and sites {(site, layer): tensor}: each layer's stream
+    entering it (resid-pre, (B, T, C)), each head's q, k, v, z (B, H, T, dk) and attention
+    weights (pattern, (B, H, T, T)), the stream leaving it (resid-post), as the run computed
+    them after the edits. edits: (site, layer, head or None, row or None, col or None, value);
+    value None sets the entries to 0, else a (B or 1, ...) tensor of the site's shape gives
+    them. keep_grad: every site keeps its gradient."""
     B, T, C, H = tokens.shape[0], model.T, model.C, model.H
     dk = C // H
+    sites = {}
+
+    def hook(site, l, t):
+        for (es, el, eh, er, ec, val) in edits:
+            if es == site and el == l:
+                at = entries(site, eh, er, ec)
+                t = t.clone()
+                t[at] = 0 if val is None else val.expand_as(t)[at]
+        if keep_grad and t.requires_grad:
+            t.retain_grad()
+        sites[(site, l)] = t
+        return t
+
     x = p["tok_emb"][tokens] + p["pos_emb"]
-    stream0 = x
     mask = torch.zeros(T, T, dtype=x.dtype)
     if model.causal:
         mask = mask.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
-    zs = []
     for l in range(model.L):
+        x = hook("resid-pre", l, x)
+
         def heads(w):
             return (x @ p["attn.%d.%s" % (l, w)]).view(B, T, H, dk).transpose(1, 2)
-        q, k, v = heads("w_q"), heads("w_k"), heads("w_v")
-        a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dk) + mask, dim=-1)
-        z = a @ v
-        for (el, eh, ep, val) in edits:
-            if el != l:
-                continue
-            z = z.clone()
-            pos = slice(None) if ep is None else slice(ep, ep + 1)
-            z[:, eh, pos, :] = 0 if val is None else val.expand(B, -1, -1, -1)[:, eh, pos, :]
-        if keep_grad:
-            z.retain_grad()
-        zs.append(z)
+        q = hook("q", l, heads("w_q"))
+        k = hook("k", l, heads("w_k"))
+        v = hook("v", l, heads("w_v"))
+        a = hook("pattern", l, torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dk) + mask, -1))
+        z = hook("z", l, a @ v)
         y = z.transpose(1, 2).reshape(B, T, C) @ p["attn.%d.w_o" % l]
-        x = x + y if model.residual else y
-    return x @ p["head.w"] + p["head.b"], zs, stream0
+        x = hook("resid-post", l, x + y if model.residual else y)
+    return x @ p["head.w"] + p["head.b"], sites
 
 
 def induction_targets(s):
@@ -109,10 +147,39 @@ class Checker:
             self.failures.append("%s: qkv %.12g, torch %.12g (error %.3g > %g)" % (
                 what, got, want, err, self.tol))
 
+    def same(self, what, got, want):
+        """Something that is not a number: equal, or a failure."""
+        self.count += 1
+        if got != want:
+            self.failures.append("%s: qkv %r, torch %r" % (what, got, want))
+
+
+def spot_of(r, ck):
+    """A JSON row's (site, layer, head, row, col), 0-based: the rows of k and v are key
+    positions, of the others query positions; the pattern's columns are key positions."""
+    site = r["site"]
+    if site not in SITES:
+        ck.same("row %r: site" % r, site, "one of %s" % (SITES,))
+        return None
+    stream, keys = site in STREAM, site in ("k", "v")
+    name = "%s %d%s%s%s" % (site, r["layer"], "" if stream else ".%d" % r["head"],
+                            "" if r["position"] is None else " @%d" % r["position"],
+                            "" if r["key_position"] is None else " key %d" % r["key_position"])
+    # the fields a site has: no head on the stream, no query position for k and v, a key
+    # position only for k, v and the pattern
+    ck.same(name + ": head given", r["head"] is not None, not stream)
+    if keys:
+        ck.same(name + ": position", r["position"], None)
+    if site not in ("k", "v", "pattern"):
+        ck.same(name + ": key_position", r["key_position"], None)
+    row = r["key_position"] if keys else r["position"]
+    col = r["key_position"] if site == "pattern" else None
+    return name, (site, r["layer"] - 1, None if stream else r["head"] - 1, row, col)
+
 
 def score(model, p, tokens, targets, edits=()):
     with torch.no_grad():
-        logits, _, _ = forward(model, p, tokens, edits)
+        logits, _ = forward(model, p, tokens, edits)
     y = targets.reshape(-1)
     flat = logits.reshape(-1, model.V)
     keep = y != -1
@@ -121,85 +188,253 @@ def score(model, p, tokens, targets, edits=()):
     return loss, acc
 
 
-def check_ablate(model, p, js, data_path, ck):
+def read_rows(path):
     rows = []
-    with open(data_path) as f:
+    with open(path) as f:
         for line in f:
             if line.strip():
                 rows.append([int(w) for w in line.split()])
+    return rows
+
+
+def check_ablate(model, p, js, data_path, ck):
+    rows = read_rows(data_path)
     tokens = torch.tensor(rows)
     targets = torch.tensor(targets_of(model, rows))
     means = None
     if js["mode"] == "mean":
         with torch.no_grad():
-            _, zs, _ = forward(model, p, tokens)
-        means = [z.mean(0, keepdim=True) for z in zs]
-    def edit(h):
-        l = h["layer"] - 1
-        return (l, h["head"] - 1, None, None if means is None else means[l])
+            _, sites = forward(model, p, tokens)
+        means = {key: t.mean(0, keepdim=True) for key, t in sites.items()}
+    pre = "ablate %s" % js["mode"]
     loss, acc = score(model, p, tokens, targets)
-    ck.check("ablate baseline loss", js["baseline"]["loss"], loss)
-    ck.check("ablate baseline accuracy", js["baseline"]["accuracy"], acc)
+    ck.check(pre + " baseline loss", js["baseline"]["loss"], loss)
+    ck.check(pre + " baseline accuracy", js["baseline"]["accuracy"], acc)
+    edits = []
     for h in js["heads"]:
-        loss, acc = score(model, p, tokens, targets, [edit(h)])
-        ck.check("ablate %d.%d loss" % (h["layer"], h["head"]), h["loss"], loss)
-        ck.check("ablate %d.%d accuracy" % (h["layer"], h["head"]), h["accuracy"], acc)
+        got = spot_of(h, ck)
+        if got is None:
+            continue
+        name, (site, l, hd, row, col) = got
+        if "site" in js:
+            ck.same("%s %s: the JSON's site" % (pre, name), site, js["site"])
+        e = (site, l, hd, row, col, None if means is None else means[(site, l)])
+        edits.append(e)
+        loss, acc = score(model, p, tokens, targets, [e])
+        ck.check("%s %s loss" % (pre, name), h["loss"], loss)
+        ck.check("%s %s accuracy" % (pre, name), h["accuracy"], acc)
     if "together" in js:
-        edits = [edit({"layer": int(n.split(".")[0]), "head": int(n.split(".")[1])})
-                 for n in js["together"]["heads"]]
+        ck.same(pre + " together: its list", len(js["together"]["heads"]), len(js["heads"]))
         loss, acc = score(model, p, tokens, targets, edits)
-        ck.check("ablate together loss", js["together"]["loss"], loss)
-        ck.check("ablate together accuracy", js["together"]["accuracy"], acc)
+        ck.check(pre + " together loss", js["together"]["loss"], loss)
+        ck.check(pre + " together accuracy", js["together"]["accuracy"], acc)
 
 
-def check_patch(model, p, js, ck):
-    clean = torch.tensor([[int(w) for w in js["tokens"]]])
-    corrupt = torch.tensor([[int(w) for w in js["corrupt_tokens"]]])
-    pos, ans, wr = js["position"], int(js["answer"]), int(js["wrong"])
-    def metric(logits):
-        return logits[0, pos, ans] - logits[0, pos, wr]
-    def size(logits):  # what a metric's rounding scales with: the two logits it subtracts
-        return abs(logits[0, pos, ans].item()) + abs(logits[0, pos, wr].item())
+def metric(logits, pos, ans, wr):
+    """Each pair's logit[answer] - logit[wrong] at its position, (n,), and what its rounding
+    scales with: |logit[answer]| + |logit[wrong]|."""
+    i = torch.arange(logits.shape[0])
+    a, w = logits[i, pos, ans], logits[i, pos, wr]
+    return a - w, a.detach().abs() + w.detach().abs()
+
+
+def expected_spots(model, site, over):
+    """The rows qkv patch lists for --site and --over: (site, layer, head, position,
+    key_position), 1-based layer and head, None where it does not apply."""
+    heads = [None] if site in STREAM else range(1, model.H + 1)
+    per = [None] if over == "head" else range(model.T)
+    return [(site, l, h, None if over == "key-position" else i,
+             i if over == "key-position" else None)
+            for l in range(1, model.L + 1) for h in heads for i in per]
+
+
+def expected_paths(model):
+    """(sender, receiver, via) of every path: S to each head of a later layer (with the
+    residual stream; else of the next layer) by q, k and v, and to the logits (every S with
+    the residual stream; else the last layer's)."""
+    out = []
+    for ls in range(model.L):
+        for hs in range(model.H):
+            for lr in range(ls + 1, model.L if model.residual else min(ls + 2, model.L)):
+                for hr in range(model.H):
+                    for via in ("q", "k", "v"):
+                        out.append(("%d.%d" % (ls + 1, hs + 1), "%d.%d" % (lr + 1, hr + 1), via))
+            if model.residual or ls == model.L - 1:
+                out.append(("%d.%d" % (ls + 1, hs + 1), "logits", None))
+    return out
+
+
+def read_pairs(model, p, path):
+    """A pairs file: clean, corrupt, and (n,) position, answer and wrong of each pair."""
+    clean, corrupt, given = [], [], []
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            fields = line.rstrip("\r\n").split("\t")
+            clean.append([int(w) for w in fields[0].split()])
+            corrupt.append([int(w) for w in fields[1].split()])
+            given.append([int(w) for w in fields[2:]])
+    targets = targets_of(model, clean)
+    pos = [max(i for i, y in enumerate(ys) if y >= 0) for ys in targets]
     with torch.no_grad():
-        cl, zc, _ = forward(model, p, clean)
-    xl, zx, _ = forward(model, {n: t.clone().requires_grad_(True) for n, t in p.items()},
-                        corrupt, keep_grad=True)
-    m_clean, m_corrupt = metric(cl).item(), metric(xl).item()
-    metric(xl).backward()
-    ck.check("patch clean", js["clean"], m_clean, size(cl))
-    ck.check("patch corrupt", js["corrupt"], m_corrupt, size(xl))
-    diff = m_clean - m_corrupt
-    for r in js["results"]:
-        l, h, at = r["layer"] - 1, r["head"] - 1, r["position"]
-        name = "patch %d.%d%s" % (r["layer"], r["head"], "" if at is None else " @%d" % at)
+        cl, _ = forward(model, p, torch.tensor(clean))
+        xl, _ = forward(model, p, torch.tensor(corrupt))
+    ans = [g[0] if len(g) > 0 else int(cl[i, pos[i]].argmax()) for i, g in enumerate(given)]
+    wr = [g[1] if len(g) > 1 else int(xl[i, pos[i]].argmax()) for i, g in enumerate(given)]
+    return clean, corrupt, pos, ans, wr
+
+
+def pearson(xs, ys):
+    pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
+    n = len(pts)
+    if n < 2:
+        return None
+    sx, sy = sum(x for x, _ in pts), sum(y for _, y in pts)
+    vx = sum(x * x for x, _ in pts) - sx * sx / n
+    vy = sum(y * y for _, y in pts) - sy * sy / n
+    cov = sum(x * y for x, y in pts) - sx * sy / n
+    return cov / math.sqrt(vx * vy) if vx > 0 and vy > 0 else None
+
+
+def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
+    if pairs_file is None:
+        clean = [[int(w) for w in js["tokens"]]]
+        corrupt = [[int(w) for w in js["corrupt_tokens"]]]
+        pos, ans, wr = [js["position"]], [int(js["answer"])], [int(js["wrong"])]
+    else:
+        clean, corrupt, pos, ans, wr = read_pairs(model, p, pairs_file)
+        ck.same("patch pairs", js["pairs"], len(clean))
+        ck.same("patch the first pair's position, answer, wrong",
+                (js["position"], int(js["answer"]), int(js["wrong"])), (pos[0], ans[0], wr[0]))
+    n = len(clean)
+    clean, corrupt = torch.tensor(clean), torch.tensor(corrupt)
+    pos, ans, wr = torch.tensor(pos), torch.tensor(ans), torch.tensor(wr)
+    with torch.no_grad():
+        cl, sc = forward(model, p, clean)
+    xl, sx = forward(model, {k: t.clone().requires_grad_(True) for k, t in p.items()},
+                     corrupt, keep_grad=True)
+    m_x, size_x = metric(xl, pos, ans, wr)
+    m_x.sum().backward()  # each pair's gradient: the pairs do not mix
+    m_x = m_x.detach()
+    sxd = {key: t.detach() for key, t in sx.items()}
+    m_c, size_c = metric(cl, pos, ans, wr)
+
+    def patched(edits):
+        with torch.no_grad():
+            pl, ps = forward(model, p, corrupt, edits)
+        return metric(pl, pos, ans, wr), ps
+
+    def change(delta, grad):  # per pair: sum of delta * grad, and of its terms' sizes
+        terms = (delta * grad).reshape(n, -1)
+        return terms.sum(1), terms.abs().sum(1)
+
+    items = []  # (name, JSON row, patched (n,), its size (n,), change (n,), its size (n,))
+    if js.get("path"):
+        got = [(q["sender"], q["receiver"], q["via"]) for q in js["paths"]]
+        ck.same("patch --path: the paths", sorted(got, key=str), sorted(expected_paths(model), key=str))
+        frozen = {}
+        for q in js["paths"]:
+            ls, hs = (int(w) - 1 for w in q["sender"].split("."))
+            if (ls, hs) not in frozen:  # pass 2: every head's z corrupted but S's, clean
+                frozen[(ls, hs)] = patched([
+                    ("z", l, h, None, None, (sc if (l, h) == (ls, hs) else sxd)[("z", l)])
+                    for l in range(model.L) for h in range(model.H)])
+            (m2, size2), rec = frozen[(ls, hs)]
+            name = "path %s -> %s%s" % (q["sender"], q["receiver"],
+                                        "" if q["via"] is None else " by " + q["via"])
+            if q["receiver"] == "logits":
+                final = ("resid-post", model.L - 1)
+                ch, chs = change(rec[final] - sxd[final], sx[final].grad)
+                items.append((name, q, m2, size2, ch, chs))
+                continue
+            lr, hr = (int(w) - 1 for w in q["receiver"].split("."))
+            key, at = (q["via"], lr), entries(q["via"], hr, None, None)
+            (m3, size3), _ = patched([(q["via"], lr, hr, None, None, rec[key])])  # pass 3
+            ch, chs = change((rec[key] - sxd[key])[at], sx[key].grad[at])
+            items.append((name, q, m3, size3, ch, chs))
+        rows = js["paths"]
+    else:
+        got = [(r["site"], r["layer"], r["head"], r["position"], r["key_position"])
+               for r in js["results"]]
+        ck.same("patch --site %s --over %s: the rows" % (js["site"], js["over"]),
+                sorted(got, key=str), sorted(expected_spots(model, js["site"], js["over"]), key=str))
+        for r in js["results"]:
+            spot = spot_of(r, ck)
+            if spot is None:
+                continue
+            name, (site, l, h, row, col) = spot
+            key, at = (site, l), entries(site, h, row, col)
+            mp, sp = patched([(site, l, h, row, col, sc[key])])[0]
+            ch, chs = change((sc[key] - sxd[key])[at], sx[key].grad[at])
+            items.append((name, r, mp, sp, ch, chs))
+        rows = js["results"]
+    # the means over the pairs: shares of the mean difference
+    mc, mx = m_c.mean().item(), m_x.mean().item()
+    diff = mc - mx
+    ck.check("patch clean", js["clean"], mc, size_c.mean().item())
+    ck.check("patch corrupt", js["corrupt"], mx, size_x.mean().item())
+    exact, attribution = [], []
+    for (name, r, mp, sp, ch, chs) in items:
+        exact.append((mp.mean().item() - mx) / diff)
+        attribution.append(ch.mean().item() / diff)
         if r["exact"] is not None:
-            with torch.no_grad():
-                pl, _, _ = forward(model, p, corrupt, [(l, h, at, zc[l])])
-            ck.check(name + " exact", r["exact"], (metric(pl).item() - m_corrupt) / diff,
-                     (size(pl) + size(xl)) / abs(diff))
+            ck.check("patch %s exact" % name, r["exact"], exact[-1],
+                     (sp.mean().item() + size_x.mean().item()) / abs(diff))
         if r["attribution"] is not None:
-            sl = slice(None) if at is None else slice(at, at + 1)
-            delta = (zc[l] - zx[l].detach())[0, h, sl, :]
-            terms = delta * zx[l].grad[0, h, sl, :]
-            ck.check(name + " attribution", r["attribution"], terms.sum().item() / diff,
-                     terms.abs().sum().item() / abs(diff))
+            ck.check("patch %s attribution" % name, r["attribution"], attribution[-1],
+                     chs.mean().item() / abs(diff))
+    if js.get("method") == "both":
+        # the agreement is the correlation of qkv's own columns (a correlation of numbers
+        # rounded in f32 can move by more than they do)
+        want = pearson([r["exact"] for r in rows], [r["attribution"] for r in rows])
+        ck.check("patch agreement", js["agreement"], want)
+    if per_pair_file is None:
+        return
+    try:
+        with open(per_pair_file) as f:
+            lines = [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError) as e:
+        die("%s: %s" % (per_pair_file, e))
+    ck.same("per-pair lines", len(lines), n)
+    field = "paths" if js.get("path") else "results"
+    ident = ("sender", "receiver", "via") if js.get("path") else (
+        "site", "layer", "head", "position", "key_position")
+    for i, o in enumerate(lines[:n]):
+        pre = "pair %d" % (i + 1)
+        ck.same(pre + ": its number", o.get("pair"), i + 1)
+        ck.check(pre + " clean", o["clean"], m_c[i].item(), size_c[i].item())
+        ck.check(pre + " corrupt", o["corrupt"], m_x[i].item(), size_x[i].item())
+        d = m_c[i].item() - m_x[i].item()
+        ck.same(pre + ": rows", len(o[field]), len(items))
+        for x, (name, r, mp, sp, ch, chs) in zip(o[field], items):
+            ck.same("%s %s: its row" % (pre, name), [x[k] for k in ident], [r[k] for k in ident])
+            ck.check("%s %s patched" % (pre, name), x["patched"], mp[i].item(), sp[i].item())
+            if d == 0:  # a pair whose metrics are equal has no share of its own
+                ck.same("%s %s shares" % (pre, name), (x["exact"], x["attribution"]), (None, None))
+                continue
+            ck.check("%s %s exact" % (pre, name), x["exact"], (mp[i].item() - m_x[i].item()) / d,
+                     (sp[i].item() + size_x[i].item()) / abs(d))
+            ck.check("%s %s attribution" % (pre, name), x["attribution"], ch[i].item() / d,
+                     chs[i].item() / abs(d))
 
 
 def check_attribute(model, p, js, ck):
     tokens = torch.tensor([[int(w) for w in js["tokens"]]])
     pos, tok = js["position"], int(js["token"])
     with torch.no_grad():
-        logits, zs, s0 = forward(model, p, tokens)
+        logits, sites = forward(model, p, tokens)
     ck.check("attribute logit", js["logit"], logits[0, pos, tok].item())
     C, H = model.C, model.H
     dk = C // H
     want = {"bias": p["head.b"][tok].item()}
     if model.residual:
-        want["embed"] = (s0[0, pos] @ p["head.w"][:, tok]).item()
+        want["embed"] = (sites[("resid-pre", 0)][0, pos] @ p["head.w"][:, tok]).item()
     for l in range(0 if model.residual else model.L - 1, model.L):
         u = p["attn.%d.w_o" % l] @ p["head.w"][:, tok]
         for h in range(H):
-            want["%d.%d" % (l + 1, h + 1)] = (zs[l][0, h, pos] @ u[h * dk:(h + 1) * dk]).item()
+            want["%d.%d" % (l + 1, h + 1)] = (sites[("z", l)][0, h, pos] @
+                                              u[h * dk:(h + 1) * dk]).item()
     names = [q["name"] for q in js["parts"]]
     if sorted(names) != sorted(want):
         ck.failures.append("attribute parts %s, torch's %s" % (names, sorted(want)))
@@ -209,13 +444,26 @@ def check_attribute(model, p, js, ck):
     ck.check("attribute sum", js["sum"], sum(want.values()))
 
 
+def load_json(file, kind):
+    try:
+        with open(file) as f:
+            js = json.load(f)
+    except (OSError, ValueError) as e:
+        die("%s: %s" % (file, e))
+    if js.get("command") != kind:
+        die("%s: not the JSON of qkv %s" % (file, kind))
+    return js
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")
-    ap.add_argument("--ablate")
+    ap.add_argument("--ablate", action="append", default=[])
     ap.add_argument("--data")
-    ap.add_argument("--patch")
-    ap.add_argument("--attribute")
+    ap.add_argument("--patch", action="append", default=[])
+    ap.add_argument("--pairs-patch", nargs=3, action="append", default=[],
+                    metavar=("P.json", "PAIRS", "PER_PAIR.jsonl"))
+    ap.add_argument("--attribute", action="append", default=[])
     args = ap.parse_args()
     path = args.model
     if os.path.isdir(path):
@@ -223,32 +471,32 @@ def main():
     tensors, meta = mt.load_safetensors(path)
     model = mt.Model(tensors, meta, path)
     p = {n: t.to(torch.float64) for n, t in model.params.items()}
+    if args.ablate and not args.data:
+        die("--ablate needs --data FILE (the examples qkv ablate --data scored)")
+    jobs = [("ablate", f, ()) for f in args.ablate] + [("patch", f, ()) for f in args.patch]
+    jobs += [("patch", f, (pairs, per)) for f, pairs, per in args.pairs_patch]
+    jobs += [("attribute", f, ()) for f in args.attribute]
     checks = []
-    for kind, file in (("ablate", args.ablate), ("patch", args.patch),
-                       ("attribute", args.attribute)):
-        if not file:
-            continue
-        try:
-            with open(file) as f:
-                js = json.load(f)
-        except (OSError, ValueError) as e:
-            die("%s: %s" % (file, e))
-        if js.get("command") != kind:
-            die("%s: not the JSON of qkv %s" % (file, kind))
+    for kind, file, extra in jobs:
+        js = load_json(file, kind)
         ck = Checker(1e-9 if js["dtype"] == "f64" else 1e-6)
         if kind == "ablate":
-            if not args.data:
-                die("--ablate needs --data FILE (the examples qkv ablate --data scored)")
             check_ablate(model, p, js, args.data, ck)
+            what = "ablate %s %s %s" % (js["mode"], js.get("site", "z"), js.get("over", "head"))
         elif kind == "patch":
-            check_patch(model, p, js, ck)
+            check_patch(model, p, js, ck, *extra)
+            what = "patch %s" % ("--path" if js.get("path") else
+                                 "%s %s" % (js.get("site", "z"), js.get("over", "head")))
+            if extra:
+                what += " (%d pairs)" % js["pairs"]
         else:
             check_attribute(model, p, js, ck)
-        checks.append((kind, js["dtype"], ck))
+            what = "attribute"
+        checks.append((what, js["dtype"], ck))
     failed = 0
-    for kind, dtype, ck in checks:
-        print("explain_torch: %-9s %s: %d numbers, worst error %.3g (tol %g): %s" % (
-            kind, dtype, ck.count, ck.worst, ck.tol, "FAIL" if ck.failures else "ok"))
+    for what, dtype, ck in checks:
+        print("explain_torch: %-32s %s: %4d numbers, worst error %.3g (tol %g): %s" % (
+            what, dtype, ck.count, ck.worst, ck.tol, "FAIL" if ck.failures else "ok"))
         for f in ck.failures:
             print("explain_torch: mismatch: %s" % f, file=sys.stderr)
         failed += len(ck.failures)
