@@ -29,8 +29,10 @@ Each number x of qkv against torch's y must satisfy |x - y| <= tol * max(1, scal
 which widens it exactly) and 1e-6 where it ran in f32. The scale is |y|, except for what is a
 difference: a metric logit[answer] - logit[wrong] scales with |logit[answer]| + |logit[wrong]|
 (its rounding is the logits'), and a share with the sizes of the terms it is made of over
-|clean - corrupt|. An agreement (a correlation) is recomputed from qkv's own columns. Self-attention models of a
-built-in task whose tokens read as their ids (copy, reverse, shift, max, induction).
+|clean - corrupt|. An agreement (a correlation) is recomputed from qkv's own columns, which
+are each checked. Rows and paths are checked to be the ones --site, --over and --path list.
+Self-attention models of a built-in task whose tokens read as their ids (copy, reverse,
+shift, max, induction).
 
 usage: explain_torch.py MODEL [--ablate A.json ... --data FILE] [--patch P.json ...]
                               [--pairs-patch P.json PAIRS PER_PAIR.jsonl ...]
