@@ -1,6 +1,8 @@
 /* test_hints.c - the hints and phase changes of src/train/hints.c: each hint's text on a case
  * that triggers it and on one that must not, the causal mask's hidden share, the phase changes
- * of made-up metrics, and the report's fields. Runs are kept to a few hundred steps. */
+ * of made-up metrics and the three signals an induction phase change needs, the report's
+ * fields, and the induction model's phase change seen three ways. Runs are kept to a few
+ * hundred steps. */
 #include "qkv.h"
 #include "train/hints.h"
 #include "train/options.h"
@@ -338,6 +340,20 @@ static int induction_phase_changes(long layers, long steps, uint64_t seed, phase
     for (int i = 0; i < n && i < 16; i++)
         if (all[i].score == SCORE_INDUCTION && found < 8) c[found++] = all[i];
     *interval = run.options.eval_every;
+    /* summary.json's report lists them with their signals */
+    cJSON *j = train_report_json(&t, &run.last, &run.metrics), *p;
+    int listed = 0;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(j, "phase_changes")) {
+        if (strcmp(cJSON_GetObjectItem(p, "score")->valuestring, "induction")) continue;
+        const cJSON *sig = cJSON_GetObjectItem(p, "signals");
+        ck_assert_int_lt(listed, found);
+        ck_assert(cJSON_GetObjectItem(sig, "score_step")->valuedouble == c[listed].score_step &&
+                  cJSON_GetObjectItem(sig, "icl_step")->valuedouble == c[listed].icl_step &&
+                  cJSON_GetObjectItem(sig, "loss_step")->valuedouble == c[listed].loss_step);
+        listed++;
+    }
+    ck_assert_int_eq(listed, found);
+    cJSON_Delete(j);
     trainer_run_end(&run, &t, 0, NULL);
     trainer_free(&t);
     return found;
