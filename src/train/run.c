@@ -342,7 +342,8 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
     run->start_step = run->saved_step = t->optim.step;
     run->last_step = -1;
     metrics_init(&run->metrics, t->model.cfg.layers, scored_heads(t));
-    if (trainer_has_icl(t)) metrics_add_icl_column(&run->metrics); /* the in-context score: eval_result's icl_score */
+    if (trainer_has_icl(t)) /* the in-context score: eval_result's icl_score */
+        metrics_add_icl_column(&run->metrics);
     const char *dir = o->out_dir;
     s = begin(run, t, progress, user);
     if (s != QKV_OK) return s;

@@ -123,7 +123,7 @@ typedef struct {
      * row (of the real tokens: padding has none): 0 for a head that looks at one key, log n
      * for one spread evenly over n. */
     double entropy[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
-    /* The induction task's in-context score (trainer_icl_score): the held-out loss where the
+    /* The induction task's in-context score (trainer_icl_add): the held-out loss where the
      * context holds the next token minus where it cannot; NaN for every other task. */
     double icl_score;
 } eval_result;
