@@ -97,6 +97,7 @@ static metrics_row new_row(const training_run *run, const trainer *t, const eval
             out[k++] = self_attention ? r->induction[l][h] : NAN;
         }
     if (out) head_columns(t, r, m, out + m->first_head_column);
+    if (out && m->icl_column >= 0) out[m->icl_column] = r->icl_score;
     return (metrics_row){step, t->last_loss, t->last_train_acc, r->accuracy, lr, r->loss, out};
 }
 
@@ -341,6 +342,8 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
     run->start_step = run->saved_step = t->optim.step;
     run->last_step = -1;
     metrics_init(&run->metrics, t->model.cfg.layers, scored_heads(t));
+    if (trainer_has_icl(t)) /* the in-context score: eval_result's icl_score */
+        metrics_add_icl_column(&run->metrics);
     const char *dir = o->out_dir;
     s = begin(run, t, progress, user);
     if (s != QKV_OK) return s;

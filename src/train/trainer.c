@@ -449,6 +449,45 @@ static void add_attention(trainer *t, qkv_tensor *const *attn, int b, const int3
     }
 }
 
+/* -log softmax(logits' row r)[target], in double: one position's cross-entropy. */
+static double position_loss(const qkv_tensor *logits, int64_t r, int32_t target) {
+    int64_t V = logits->shape[2];
+    double top = -INFINITY, z = 0, at = 0;
+    QKV_TYPED(logits->dtype,
+        const T *row = (const T *)logits->data + r * V;
+        for (int64_t j = 0; j < V; j++) top = (double)row[j] > top ? (double)row[j] : top;
+        for (int64_t j = 0; j < V; j++) z += exp((double)row[j] - top);
+        at = (double)row[target];);
+    return top + log(z) - at;
+}
+
+void trainer_icl_add(const qkv_tensor *logits, const int32_t *x, const int32_t *y, int B, int T,
+                     double sums[4]) {
+    for (int b = 0; b < B; b++) {
+        const int32_t *xb = x + (size_t)b * T, *yb = y + (size_t)b * T;
+        int n = 0; /* the first target: the repeat begins there */
+        while (n < T && yb[n] < 0) n++;
+        for (int i = 0; i + 1 < T; i++) {
+            int64_t row = (int64_t)b * T + i;
+            if (yb[i] >= 0) { /* late: the repeat */
+                sums[0] += position_loss(logits, row, yb[i]);
+                sums[1]++;
+            } else if (i + 1 < n) { /* early: the first copy, its next token new */
+                sums[2] += position_loss(logits, row, xb[i + 1]);
+                sums[3]++;
+            }
+        }
+    }
+}
+
+bool trainer_has_icl(const trainer *t) {
+    return t->cfg.task.kind == QKV_TASK_INDUCTION && !t->model.cfg.target_len;
+}
+
+double trainer_icl_of(const double sums[4]) {
+    return sums[1] > 0 && sums[3] > 0 ? sums[0] / sums[1] - sums[2] / sums[3] : NAN;
+}
+
 static bool task_has_ideal(const qkv_task *task) {
     return task->kind != QKV_TASK_DATA; /* every built-in task defines one */
 }
@@ -503,6 +542,8 @@ eval_result trainer_evaluate(trainer *t) {
     int64_t correct = 0, counted = 0;
     attention_sums sums = {0}, *sum = &sums; /* 20 KiB on the stack: evaluation allocates nothing */
     int To = t->target_len;
+    bool icl = trainer_has_icl(t); /* the layout of the task's sequences defines it */
+    double icl_sums[4] = {0};
     for (int start = 0; start < t->n_held; start += EVAL_BATCH) {
         int B = t->n_held - start < EVAL_BATCH ? t->n_held - start : EVAL_BATCH;
         const int32_t *x = t->held_tokens + (size_t)start * T, *y = t->held_targets + (size_t)start * To;
@@ -515,6 +556,7 @@ eval_result trainer_evaluate(trainer *t) {
         int64_t n = count_correct(logits, y, &correct);
         loss_sum += qkv_get(loss, 0) * (double)n;
         counted += n;
+        if (icl) trainer_icl_add(logits, x, y, B, T, icl_sums);
         for (int b = 0; b < B; b++) {
             add_attention(t, attn, b, x + b * T, len ? len[b] : T, sum);
             add_entropy(t, attn, b, len ? len[b] : T, sum);
@@ -522,7 +564,8 @@ eval_result trainer_evaluate(trainer *t) {
     }
     eval_result r = {.loss = counted ? loss_sum / (double)counted : 0,
                      .accuracy = counted ? (double)correct / (double)counted : 0,
-                     .correct = correct, .counted = counted, .has_ideal = task_has_ideal(task)};
+                     .correct = correct, .counted = counted, .has_ideal = task_has_ideal(task),
+                     .icl_score = icl ? trainer_icl_of(icl_sums) : NAN};
 #define MEAN(s, n) ((n) ? (s) / (double)(n) : 0)
 #define SCORE(s, n) ((n) ? (s) / (double)(n) : NAN)
     for (int l = 0; l < L; l++) {

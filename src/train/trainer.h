@@ -123,6 +123,9 @@ typedef struct {
      * row (of the real tokens: padding has none): 0 for a head that looks at one key, log n
      * for one spread evenly over n. */
     double entropy[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
+    /* The induction task's in-context score (trainer_icl_add): the held-out loss where the
+     * context holds the next token minus where it cannot; NaN for every other task. */
+    double icl_score;
 } eval_result;
 
 /* The one check of a train config: batch and lr within their limits, the model fitting the
@@ -148,6 +151,22 @@ qkv_status trainer_step(trainer *t);
 qkv_status trainer_update(trainer *t);
 /* Loss, token accuracy and attention mass on the held-out set. */
 eval_result trainer_evaluate(trainer *t);
+/* The in-context score of the induction task, over held-out sequences x (B, T) with targets
+ * y (B, T) and the model's logits (B, T, V): the mean loss at the late positions minus the
+ * mean at the early ones, in nats. A sequence is a segment of n distinct tokens repeated to
+ * the end, and its targets are the positions n .. T-2 (the repeat: each predicts the token
+ * after it, which the context holds). Late: those positions, against their targets. Early:
+ * positions 0 .. n-2 of the first copy, against the next token, which is new there, so no
+ * context can tell it (training never scores them). Near 0 for an untrained model; it falls
+ * steeply when the model learns to copy from context, which is when an induction head forms.
+ * Adds into sums[4]: late loss, late count, early loss, early count (score: see
+ * trainer_icl_of). */
+void trainer_icl_add(const qkv_tensor *logits, const int32_t *x, const int32_t *y, int B, int T,
+                     double sums[4]);
+/* Whether t's evaluations measure the in-context score: the induction task's (self-attention). */
+bool trainer_has_icl(const trainer *t);
+/* The in-context score of the sums of trainer_icl_add: NaN when a side has no position. */
+double trainer_icl_of(const double sums[4]);
 /* The attention weights of layer l for held-out example `index`: (H, T, T) into out. */
 void trainer_attention(trainer *t, int index, float *out /* (L, H, T, T) */);
 /* The model's prediction for held-out example `index`: the most likely token at each of its
