@@ -93,6 +93,10 @@ static int query_positions(const trainer *t, const explain_input *in) {
     return t->model.cfg.target_len ? t->target_len : in->n;
 }
 
+int explain_query_positions(const trainer *t, const explain_input *in) {
+    return query_positions(t, in);
+}
+
 void explain_position_label(const trainer *t, const explain_input *in, int i, char *buf,
                             size_t len) {
     char tok[32];
