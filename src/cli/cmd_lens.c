@@ -24,8 +24,7 @@ static int lens_parse(int argc, char **argv, lens_args *a) {
          .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
         {"input", CLI_STRING, &a->input, .arg = "\"...\"", .help = "the input's tokens"},
         {"top", CLI_INT, &a->top, 1, LENS_MAX_TOP, .arg = "K",
-         .help = "tokens listed at each layer and position, most probable first (default 5; "
-                 "at most the model's vocabulary)"},
+         .help = "tokens listed per layer and position (default 5; at most the vocabulary)"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
          .help = "f32 or f64 (default: the model's own)"},
         {"threads", CLI_INT, &a->threads, 1, QKV_MAX_THREADS, .arg = "N", .help = "OpenMP threads"},
