@@ -13,7 +13,8 @@ recomputes every number of them in float64 from the model file alone, and compar
   lens       at every layer boundary and position, the probability of each listed token
              (softmax of the stream after that layer times head.w, plus head.b), that no token
              left out is more probable, the final prediction's rank; at every position the
-             final prediction (the model's argmax), its logit and every part of it
+             final prediction (the model's argmax), its logit and every part of it (a part's
+             scale: the sum of the absolute values of the products it adds up)
 
 Each number x of qkv against torch's y must satisfy |x - y| <= tol * max(1, scale), with tol
 1e-9 where qkv ran in f64 (the JSON's "dtype": an f64 model, or an f32 model with --dtype f64,
@@ -195,17 +196,24 @@ def check_patch(model, p, js, ck):
                      terms.abs().sum().item() / abs(diff))
 
 
-def parts_of(model, p, zs, s0, pos, tok):
-    """The logit of tok at pos split as qkv attribute splits it: {name: value}."""
+def parts_of(model, p, zs, s0, pos, tok, sizes=None):
+    """The logit of tok at pos split as qkv attribute splits it: {name: value}. sizes, a dict,
+    receives each part's scale: the sum of the absolute values of the products it adds up
+    (what its rounding scales with, where the products cancel)."""
     C, H = model.C, model.H
     dk = C // H
     want = {"bias": p["head.b"][tok].item()}
+    sizes = {} if sizes is None else sizes
+    sizes["bias"] = abs(want["bias"])
     if model.residual:
         want["embed"] = (s0[0, pos] @ p["head.w"][:, tok]).item()
+        sizes["embed"] = (s0[0, pos].abs() @ p["head.w"][:, tok].abs()).item()
     for l in range(0 if model.residual else model.L - 1, model.L):
         u = p["attn.%d.w_o" % l] @ p["head.w"][:, tok]
         for h in range(H):
-            want["%d.%d" % (l + 1, h + 1)] = (zs[l][0, h, pos] @ u[h * dk:(h + 1) * dk]).item()
+            z, uh = zs[l][0, h, pos], u[h * dk:(h + 1) * dk]
+            want["%d.%d" % (l + 1, h + 1)] = (z @ uh).item()
+            sizes["%d.%d" % (l + 1, h + 1)] = (z.abs() @ uh.abs()).item()
     return want
 
 
@@ -241,13 +249,15 @@ def check_lens(model, p, js, ck):
         # the final prediction is the model's argmax (a token within rounding of it may stand)
         ck.check("lens final prediction at %d" % pos, row[tok].item(), row.max().item())
         ck.check("lens logit at %d" % pos, d["logit"], row[tok].item())
-        want = parts_of(model, p, zs, s0, pos, tok)
+        sizes = {}
+        want = parts_of(model, p, zs, s0, pos, tok, sizes)
         names = [q["name"] for q in d["parts"]]
         if sorted(names) != sorted(want):
             ck.failures.append("lens parts at %d: %s, torch's %s" % (pos, names, sorted(want)))
         for q in d["parts"]:
-            if q["name"] in want:
-                ck.check("lens part %s at %d" % (q["name"], pos), q["value"], want[q["name"]])
+            if q["name"] in want:  # a part scales with the products it adds up
+                ck.check("lens part %s at %d" % (q["name"], pos), q["value"], want[q["name"]],
+                         max(abs(want[q["name"]]), sizes[q["name"]]))
     for b in js["layers"]:
         lens_logits = streams[b["after"]][0] @ p["head.w"] + p["head.b"]  # (T, V)
         probs = torch.softmax(lens_logits, dim=-1)
