@@ -329,6 +329,14 @@ def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions, lens
     want_values = ["%s: %s" % (q["name"], "%.4g" % q["value"]) for q in lens["decomposition"][0]["parts"]]
     if [v.split(":")[0] for v in values] != [w.split(":")[0] for w in want_values]:
         fail(f"{name}: the lens parts of position 0 are {values}, not {want_values}")
+    clipped = wd.run("""const out = [];
+        for (const id of ['svg-lens', 'svg-lens-parts']) {
+          const s = document.getElementById(id), t = s.querySelector('text.title');
+          if (t.getBoundingClientRect().right > s.getBoundingClientRect().right + 1) out.push(id);
+        }
+        return out;""")
+    if clipped:
+        fail(f"{name}: the titles of {clipped} are clipped")
     bar = [k for k, q in enumerate(lens["decomposition"][0]["parts"]) if q["name"] == f"{layers}.1"][0]
     wd.click(f'#svg-lens-parts rect.bar[data-k="{bar}"]')
     head = wd.run("return document.getElementById('head-title').textContent")
