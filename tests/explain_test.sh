@@ -122,6 +122,16 @@ import json, sys
 assert json.load(sys.stdin)['head_scores'][0]['induction'] is None" &&
     ok "one layer: no induction score" || fail "one layer: an induction score: $(tail -n 2 one.txt)"
 
+# a vocabulary smaller than lens's default --top (5): a, b, c and the padding token, all listed
+printf 'a b c\tb a c\nc a\ta c\nb b a\ta b b\n' >abc.tsv
+"$QKV" train --data abc.tsv --heldout abc.tsv --d-model 4 --steps 1 --threads 1 --quiet --out abc \
+    >/dev/null 2>&1 && "$QKV" lens abc --input "a b" --json >abc.json && "$PY" -c "
+import json
+js = json.load(open('abc.json'))
+assert all(len(c['top']) == 4 for b in js['layers'] for c in b['positions']), js['layers'][0]
+assert {t['token'] for t in js['layers'][0]['positions'][0]['top']} == {'a', 'b', 'c', '<pad>'}" &&
+    ok "lens lists the whole of a 4-token vocabulary by default" || fail "lens on a 4-token vocabulary"
+
 # every head of a model with more heads per layer (72) than training's evaluation scores (64):
 # ablate lists each and takes --heads 1.70, attribute's parts add up to the logit, eval --data
 # gives each head's entropy

@@ -18,13 +18,13 @@ typedef struct {
 } lens_args;
 
 static int lens_parse(int argc, char **argv, lens_args *a) {
-    *a = (lens_args){.dtype = TRAIN_DTYPE_OF_FILE, .top = 5};
+    *a = (lens_args){.dtype = TRAIN_DTYPE_OF_FILE}; /* top 0: LENS_DEFAULT_TOP */
     cli_option options[] = {
         {"model", CLI_STRING, &a->model, .arg = "FILE",
          .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
         {"input", CLI_STRING, &a->input, .arg = "\"...\"", .help = "the input's tokens"},
         {"top", CLI_INT, &a->top, 1, LENS_MAX_TOP, .arg = "K",
-         .help = "tokens listed per layer and position (default 5; at most the vocabulary)"},
+         .help = "tokens listed per layer and position (default 5, or the vocabulary if smaller)"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
          .help = "f32 or f64 (default: the model's own)"},
         {"threads", CLI_INT, &a->threads, 1, QKV_MAX_THREADS, .arg = "N", .help = "OpenMP threads"},
@@ -120,7 +120,9 @@ static int lens_command(const lens_args *a) {
         goto done;
     }
     if ((s = explain_read_input(&t, "--input", a->input, in)) != QKV_OK) goto fail;
-    if ((s = lens_run(&t, in, (int)a->top, r)) != QKV_OK) goto fail;
+    int vocab = t.model.cfg.vocab;
+    int top = a->top ? (int)a->top : vocab < LENS_DEFAULT_TOP ? vocab : LENS_DEFAULT_TOP;
+    if ((s = lens_run(&t, in, top, r)) != QKV_OK) goto fail;
     cJSON *j = lens_json(&t, in, r);
     if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
     else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {

@@ -7,7 +7,8 @@
 
 #include "explore/explain.h"
 
-#define LENS_MAX_TOP 100 /* the most tokens a cell lists (--top) */
+#define LENS_MAX_TOP 100   /* the most tokens a cell lists (--top) */
+#define LENS_DEFAULT_TOP 5 /* or the vocabulary, if smaller */
 
 typedef struct {
     int boundaries;          /* layers + 1: after 0 (the stream entering layer 1), .., after L */
