@@ -14,11 +14,13 @@ writes their pages, and drives headless Chromium through chromedriver's W3C WebD
   - a screenshot is not blank (many distinct colours);
   - for translate and the data file, the map is n_q x n_k with the run's query and key labels,
     in the page's data and in the head view;
-  - with the files of qkv ablate, patch (by head and by head and position), attribute and
-    circuits --out in the run (the 2 x 2 reverse run), the analysis views draw one cell per
-    head (ablation, patching), per head and position, one bar per part, a V x V OV and an
-    R x V QK circuit, (L-1)H x (L-1)H composition scores; a click on a head in a view selects
-    it and redraws the circuits for it; the save buttons give a PNG (its pixels drawn) and a
+  - with the files of qkv ablate, patch (by head and by head and position), attribute,
+    circuits and lens --out in the run (the 2 x 2 reverse run), the analysis views draw one
+    cell per head (ablation, patching), per head and position, one bar per part, a V x V OV
+    and an R x V QK circuit, (L-1)H x (L-1)H composition scores, (L+1) x positions lens cells
+    (each its top token and probability, as lens.json says) and the parts of one position's
+    final logit; a click on a head in a view selects it and redraws the circuits for it, a
+    click on a lens position shows its parts; the save buttons give a PNG (its pixels drawn) and a
     well-formed SVG holding the view's cells; no two labels of a view overlap and none is
     clipped, there and in crowded views (128 positions of long labels, 130 bars);
   - on a padded data file (self-attention, examples of 2 to 7 tokens), the padding queries and
@@ -273,7 +275,7 @@ def png_size(png):
     return struct.unpack(">II", png[16:24])
 
 
-def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions):
+def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions, lens):
     """The analysis views of a run holding ablate.json, patch.json (by head and position),
     attribute.json and circuits.json: their cells, a click on a head, the save buttons."""
     wd.run("window.qkv.select(0, 0);")
@@ -282,11 +284,13 @@ def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions):
              " attribute: n('attribute', 'rect.bar'), qk: n('circuit-qk', 'rect.hcell'),"
              " ov: n('circuit-ov', 'rect.hcell'), q: n('composition-q', 'rect.hcell'),"
              " k: n('composition-k', 'rect.hcell'), v: n('composition-v', 'rect.hcell'),"
+             " lens: n('lens', 'rect.hcell'), lensParts: n('lens-parts', 'rect.bar'),"
              " hidden: document.getElementById('analysis-section').hidden};")
     got = wd.run(count)
     c = (layers - 1) * heads
     want = {"ablate": layers * heads, "patch": layers * heads * positions, "attribute": len(parts),
             "qk": qrows * vocab, "ov": vocab * vocab, "q": c * c, "k": c * c, "v": c * c,
+            "lens": (layers + 1) * positions, "lensParts": len(lens["decomposition"][-1]["parts"]),
             "hidden": False}
     if got != want:
         fail(f"{name}: the analysis views have {got}, not {want}")
@@ -310,8 +314,37 @@ def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions):
     head = wd.run("return document.getElementById('head-title').textContent")
     if head != f"layer {layers}, head 1":
         fail(f"{name}: a click on the bar of head {layers}.1 selected {head!r}")
+    # the lens: each cell shows its top token and probability, as lens.json says; a click on
+    # position 0 shows its parts, and a click on the bar of head (layers).1 selects that head
+    shown = wd.run("return [...document.querySelectorAll('#svg-lens text.celltext')].map(t => t.textContent)")
+    want_text = [x for b in lens["layers"] for p in b["positions"]
+                 for x in (p["top"][0]["token"], "%.2f" % float("%.4g" % p["top"][0]["prob"]))]
+    if shown != want_text:
+        fail(f"{name}: the lens cells show {shown[:8]}.., not {want_text[:8]}..")
+    wd.click('#svg-lens rect.hcell[data-i="0"][data-j="0"]')
+    title = wd.run("return document.querySelector('#svg-lens-parts text.title').textContent")
+    if not title.startswith("position %s:" % lens["positions"][0]):
+        fail(f"{name}: a click on lens position 0 shows the parts titled {title!r}")
+    values = wd.run("return [...document.querySelectorAll('#svg-lens-parts rect.bar title')].map(t => t.textContent)")
+    want_values = ["%s: %s" % (q["name"], "%.4g" % q["value"]) for q in lens["decomposition"][0]["parts"]]
+    if [v.split(":")[0] for v in values] != [w.split(":")[0] for w in want_values]:
+        fail(f"{name}: the lens parts of position 0 are {values}, not {want_values}")
+    clipped = wd.run("""const out = [];
+        for (const id of ['svg-lens', 'svg-lens-parts']) {
+          const s = document.getElementById(id), t = s.querySelector('text.title');
+          if (t.getBoundingClientRect().right > s.getBoundingClientRect().right + 1) out.push(id);
+        }
+        return out;""")
+    if clipped:
+        fail(f"{name}: the titles of {clipped} are clipped")
+    bar = [k for k, q in enumerate(lens["decomposition"][0]["parts"]) if q["name"] == f"{layers}.1"][0]
+    wd.click(f'#svg-lens-parts rect.bar[data-k="{bar}"]')
+    head = wd.run("return document.getElementById('head-title').textContent")
+    if head != f"layer {layers}, head 1":
+        fail(f"{name}: a click on the lens bar of head {layers}.1 selected {head!r}")
     # the save buttons: a PNG of the drawn view (twice its size), a well-formed SVG of it
-    for view, cells in (("ablate", want["ablate"]), ("circuit-ov", want["ov"]), ("attribute", 0)):
+    for view, cells in (("ablate", want["ablate"]), ("circuit-ov", want["ov"]), ("attribute", 0),
+                        ("lens", want["lens"]), ("lens-parts", 0)):
         size = wd.run(f"const s = document.getElementById('svg-{view}'); return [Number(s.getAttribute('width')), Number(s.getAttribute('height'))];")
         got = saved_file(wd, f"#save-{view}-png")
         if not got:
@@ -477,6 +510,7 @@ def main():
                 clean = [k.split(":", 1)[1] for k in f.readlines()[1].split()[1:]]
             corrupt = [str((int(clean[0]) + 1) % 10)] + clean[1:]  # another last answer
             for cmd in (["ablate", "--model", d], ["attribute", "--model", d, "--input", " ".join(clean)],
+                        ["lens", "--model", d, "--input", " ".join(clean)],
                         ["patch", "--model", d, "--clean", " ".join(clean), "--corrupt",
                          " ".join(corrupt), "--over", "head-position"]):
                 subprocess.run([QKV, *cmd, "--out", os.path.join(d, cmd[0] + ".json")], check=True,
@@ -556,7 +590,8 @@ def main():
                 circuits = json.load(open(os.path.join(d, "circuits.json")))
                 positions = len(open(os.path.join(d, "attention", "layer1_head1.dat")).readlines()[1].split()) - 1
                 check_analysis(wd, page[1], 2, 2, parts, len(circuits["vocab"]),
-                               len(circuits["query_labels"]), positions)
+                               len(circuits["query_labels"]), positions,
+                               json.load(open(os.path.join(d, "lens.json"))))
             if page[1] == "padded":
                 d = os.path.join(tmp, "padded")
                 circuits = json.load(open(os.path.join(d, "circuits.json")))

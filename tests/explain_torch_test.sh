@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# explain_torch_test.sh - PyTorch recomputes qkv ablate, patch and attribute from the model
-# file alone (scripts/explain_torch.py): f32 to 1e-6, f64 to 1e-9; and the check can fail.
+# explain_torch_test.sh - PyTorch recomputes qkv ablate, patch, attribute and lens from the
+# model file alone (scripts/explain_torch.py): f32 to 1e-6, f64 to 1e-9; and the check can fail.
 #
 # usage: tests/explain_torch_test.sh path/to/qkv path/to/python-with-torch scripts/explain_torch.py
 set -u
@@ -39,15 +39,18 @@ for opts in "--task induction --d-model 32 --steps 150" \
            "$QKV" patch "$W/m$i" --clean "$clean" --corrupt "$corrupt" --over head-position \
                --answer 9 --wrong 4 --dtype $dt --out "$o.patch.json" >/dev/null &&
            "$QKV" attribute "$W/m$i" --input "$clean" --dtype $dt --out "$o.attribute.json" \
+               >/dev/null &&
+           "$QKV" lens "$W/m$i" --input "$clean" --top 4 --dtype $dt --out "$o.lens.json" \
                >/dev/null; then
             if "$PY" "$SCRIPT" "$W/m$i" --ablate "$o.ablate.json" --data "$W/data.txt" \
-                   --patch "$o.patch.json" --attribute "$o.attribute.json" >"$o.txt" 2>&1; then
+                   --patch "$o.patch.json" --attribute "$o.attribute.json" \
+                   --lens "$o.lens.json" >"$o.txt" 2>&1; then
                 echo "ok: $opts in $dt"; cat "$o.txt"
             else
                 fail "PyTorch disagrees with qkv on $opts in $dt:"; cat "$o.txt"
             fi
         else
-            fail "qkv ablate, patch or attribute on $opts in $dt"
+            fail "qkv ablate, patch, attribute or lens on $opts in $dt"
         fi
     done
 done
@@ -57,8 +60,11 @@ nudge() { # SRC DST FIELD-PATH DELTA
 import json, sys
 src, dst, field, delta = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 js = json.load(open(src))
-key, index, leaf = field.split("/")
-js[key][int(index)][leaf] += delta
+*path, leaf = field.split("/")
+at = js
+for key in path:  # a list's index, or an object's key
+    at = at[int(key)] if isinstance(at, list) else at[key]
+at[leaf] += delta
 json.dump(js, open(dst, "w"))
 PYEOF
 }
@@ -70,6 +76,14 @@ nudge "$W/m1.f32.attribute.json" "$W/bad_attribute.json" parts/1/value 1e-5
 "$PY" "$SCRIPT" "$W/m1" --attribute "$W/bad_attribute.json" >/dev/null 2>&1
 rc=$?
 [ "$rc" = 1 ] && echo "ok: a DLA part nudged by 1e-5 in f32 is caught" || fail "a nudged part: exit $rc"
+nudge "$W/m2.f64.lens.json" "$W/bad_lens.json" layers/1/positions/5/top/1/prob 1e-8
+"$PY" "$SCRIPT" "$W/m2" --lens "$W/bad_lens.json" >/dev/null 2>&1
+rc=$?
+[ "$rc" = 1 ] && echo "ok: a lens probability nudged by 1e-8 in f64 is caught" || fail "a nudged lens probability: exit $rc"
+nudge "$W/m1.f32.lens.json" "$W/bad_lens_part.json" decomposition/7/parts/2/value 1e-5
+"$PY" "$SCRIPT" "$W/m1" --lens "$W/bad_lens_part.json" >/dev/null 2>&1
+rc=$?
+[ "$rc" = 1 ] && echo "ok: a lens part nudged by 1e-5 in f32 is caught" || fail "a nudged lens part: exit $rc"
 
 [ "$failures" -eq 0 ] && echo "explain_torch_test: all passed" || echo "explain_torch_test: $failures failed"
 [ "$failures" -eq 0 ]

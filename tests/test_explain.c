@@ -6,6 +6,7 @@
  * of issue 23. */
 #include "explore/eval_data.h"
 #include "explore/explain.h"
+#include "explore/lens.h"
 #include "fixtures.h"
 #include "train/checkpoint.h"
 
@@ -562,6 +563,88 @@ START_TEST(test_induction_targets) {
 }
 END_TEST
 
+
+/* The logit lens in f64, against the model's own forward: the stream after the last layer
+ * read through the vocabulary head is the model's logits, and the final prediction's parts
+ * add up to its logit, each to 1e-12 (relative to the logit's size, at least 1); with the
+ * residual stream, the lens's logit of that token after layer b is the embedding part, the
+ * parts of the heads of layers 1..b and the bias. The last row ranks the final prediction
+ * first, with the model's softmax probability. */
+START_TEST(test_lens_identities) {
+    trainer t;
+    make_model(&t, _i, QKV_F64);
+    const qkv_model_config *c = &t.model.cfg;
+    int V = c->vocab, L = c->layers, H = c->heads;
+    double worst = 0;
+    double *logits = malloc((size_t)V * sizeof *logits);
+    ck_assert_ptr_nonnull(logits);
+    for (int ex = 0; ex < 3; ex++) {
+        explain_input in;
+        heldout_input(&t, ex, &in);
+        lens_result r;
+        ck_assert_int_eq(lens_run(&t, &in, 3, &r), QKV_OK);
+        int P = explain_query_positions(&t, &in);
+        ck_assert_int_eq(r.boundaries, L + 1);
+        ck_assert_int_eq(r.positions, P);
+        qkv_ctx_reset(ctx);
+        qkv_probe probe = {0};
+        qkv_tensor *model = qkv_model_forward_probe(&t.model, ctx, in.tokens, NULL, 1, &probe);
+        for (int i = 0; i < P; i++) {
+            const dla_result *f = &r.final[i];
+            int best = 0;
+            for (int j = 1; j < V; j++)
+                if (qkv_get(model, (int64_t)i * V + j) > qkv_get(model, (int64_t)i * V + best))
+                    best = j;
+            ck_assert_int_eq(f->token, best);
+            /* the last row is the model's logits */
+            lens_logits(&t, probe.stream[L], i, logits);
+            double most = -INFINITY, sum = 0;
+            for (int j = 0; j < V; j++) {
+                double want = qkv_get(model, (int64_t)i * V + j);
+                double err = fabs(logits[j] - want) / fmax(1, fabs(want));
+                worst = fmax(worst, err);
+                most = fmax(most, want);
+            }
+            for (int j = 0; j < V; j++) sum += exp(qkv_get(model, (int64_t)i * V + j) - most);
+            size_t last = (size_t)L * P + i;
+            ck_assert_int_eq(r.rank_of_final[last], 1);
+            ck_assert_int_eq(r.top_token[last * 3], best);
+            worst = fmax(worst, fabs(r.top_prob[last * 3] - 1 / sum));
+            /* the parts add up to the logit */
+            double parts = 0;
+            for (int k = 0; k < f->n_parts; k++) parts += f->parts[k].value;
+            worst = fmax(worst, fabs(parts - f->logit) / fmax(1, fabs(f->logit)));
+            /* with the residual stream, each row is the parts of the layers before it */
+            for (int b = 0; b <= L && c->residual; b++) {
+                lens_logits(&t, probe.stream[b], i, logits);
+                double want = f->parts[0].value + f->parts[f->n_parts - 1].value;
+                for (int k = 1; k <= b * H; k++) want += f->parts[k].value;
+                worst = fmax(worst, fabs(logits[f->token] - want) / fmax(1, fabs(want)));
+            }
+            /* every cell: probabilities in (0, 1], most probable first */
+            for (int b = 0; b <= L; b++) {
+                const double *pr = r.top_prob + ((size_t)b * P + i) * 3;
+                ck_assert(pr[0] > 0 && pr[0] <= 1 && pr[1] <= pr[0] && pr[2] <= pr[1]);
+                ck_assert(pr[0] + pr[1] + pr[2] <= 1 + 1e-12);
+                ck_assert(r.rank_of_final[(size_t)b * P + i] >= 1);
+            }
+        }
+        lens_free(&r);
+    }
+    free(logits);
+    ck_assert_msg(worst <= 1e-12, "%s: a lens identity is off by %.3g", models[_i].task, worst);
+    /* --top: 1 to the vocabulary (and LENS_MAX_TOP) */
+    explain_input in;
+    heldout_input(&t, 0, &in);
+    lens_result r;
+    ck_assert_int_eq(lens_run(&t, &in, V + 1, &r), QKV_ERR_VALUE);
+    lens_free(&r);
+    ck_assert_int_eq(lens_run(&t, &in, 0, &r), QKV_ERR_VALUE);
+    lens_free(&r);
+    trainer_free(&t);
+}
+END_TEST
+
 static Suite *explain_suite(void) {
     Suite *s = suite_create("explain");
     TCase *tc = tcase_create("exact");
@@ -575,6 +658,7 @@ static Suite *explain_suite(void) {
     tcase_add_loop_test(tc, test_linear_sites_agree, 0, NMODELS);
     tcase_add_loop_test(tc, test_pairs_are_means_of_single_pairs, 0, NMODELS);
     tcase_add_loop_test(tc, test_path_identities, 0, NMODELS);
+    tcase_add_loop_test(tc, test_lens_identities, 0, NMODELS);
     suite_add_tcase(s, tc);
     tc = tcase_create("trained");
     /* 600 training steps: left out under valgrind and qemu (.ci/run), as test_train's

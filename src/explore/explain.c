@@ -152,6 +152,10 @@ int explain_read_class(const trainer *t, const char *option, const char *word) {
     return (int)id;
 }
 
+int explain_query_positions(const trainer *t, const explain_input *in) {
+    return query_positions(t, in);
+}
+
 void explain_position_label(const trainer *t, const explain_input *in, int i, char *buf,
                             size_t len) {
     char tok[32];

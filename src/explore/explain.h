@@ -55,6 +55,9 @@ int explain_read_token(const trainer *t, const char *word);
 /* A class (output token) named by `word` (an id, a label, a data file's token string), or
  * -1 with QKV_ERR_VALUE set naming `option`. */
 int explain_read_class(const trainer *t, const char *option, const char *word);
+/* The query positions of an input: its own (a data file's: the tokens typed), or an
+ * encoder-decoder's decoder positions. */
+int explain_query_positions(const trainer *t, const explain_input *in);
 /* The label of query position i ("3:a"): the input token, or a decoder position's number. */
 void explain_position_label(const trainer *t, const explain_input *in, int i, char *buf,
                             size_t len);

@@ -2,10 +2,12 @@
  * them: circuits.json (qkv circuits --out: each head's QK and OV circuits over the vocabulary,
  * the composition scores), ablate.json (the loss increase of each head knocked out, layers x
  * heads), patch.json (the share recovered by patching each head, or head and position) and
- * attribute.json (the logit's parts, as bars). Each JSON file is turned into plain text
+ * attribute.json (the logit's parts, as bars) and lens.json (qkv lens: the top token and its
+ * probability after each layer at each position, the final logit's parts). Each JSON file is turned into plain text
  * matrices under DIR/plots/ (labelled rows and columns, as the attention maps are), which
  * matrix.gp and bars.gp draw; so the pictures can be redrawn from those files by hand. */
 #include "engine/engine.h"
+#include "explore/lens.h"
 #include "io/io.h"
 #include "plot/plot.h"
 
@@ -283,6 +285,76 @@ static const char *check_attribute(const cJSON *j, const plot_source *src) {
     return NULL;
 }
 
+/* lens.json: "layers", one entry per boundary of the model (after 0 .. L, in order), each with
+ * one entry per query position (0 .. P - 1, P the file's "positions" labels) listing the same
+ * number (1 .. LENS_MAX_TOP) of tokens, most probable first, with probabilities in [0, 1] and a
+ * rank; "decomposition", one entry per position, its parts named "embed", "bias" or a head of
+ * the model. */
+static const char *check_lens_cell(const cJSON *e, int64_t i, int64_t *top) {
+    const cJSON *list = array_item(e, "top"), *c;
+    if (whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1) != i || !list)
+        return "a lens position is not the next of its layer's";
+    int64_t n = 0;
+    double last = 1;
+    cJSON_ArrayForEach(c, list) {
+        double p = number(c, "prob");
+        if (++n > LENS_MAX_TOP || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(c, "token")) ||
+            !(p >= 0 && p <= last))
+            return "a lens cell's top is not tokens with probabilities from 1 down to 0";
+        last = p;
+    }
+    if (n == 0) return "a lens cell's top is empty";
+    if (*top && n != *top) return "the lens's cells list different numbers of tokens";
+    *top = n;
+    if (whole_in(e, "rank_of_final", 1, QKV_MAX_VOCAB) < 0)
+        return "a lens cell's rank_of_final is not a rank";
+    return NULL;
+}
+
+static const char *check_lens(const cJSON *j, const plot_source *src) {
+    int64_t P = strings(array_item(j, "positions"), QKV_MAX_SEQ_LEN), b = 0, top = 0;
+    const cJSON *layers = array_item(j, "layers"), *e, *c;
+    if (P < 1 || !layers) return "no positions or layers";
+    cJSON_ArrayForEach(e, layers) {
+        if (b > src->layers || whole_in(e, "after", 0, QKV_MAX_LAYERS) != b)
+            return "its layers are not after 0 .. each layer of the model, in order";
+        const cJSON *cells = array_item(e, "positions");
+        int64_t i = 0;
+        if (!cells) return "a lens layer has no positions";
+        cJSON_ArrayForEach(c, cells) {
+            const char *why = i < P ? check_lens_cell(c, i, &top) : "a lens layer has more "
+                                                                     "positions than the input";
+            if (why) return why;
+            i++;
+        }
+        if (i != P) return "a lens layer has fewer positions than the input";
+        b++;
+    }
+    if (b != src->layers + 1) return "its layers are not after 0 .. each layer of the model, in order";
+    const cJSON *dec = array_item(j, "decomposition");
+    int64_t i = 0;
+    if (!dec) return "no decomposition";
+    cJSON_ArrayForEach(e, dec) {
+        const cJSON *parts = array_item(e, "parts"), *part;
+        if (i >= P || whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1) != i ||
+            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "token")) ||
+            !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "logit")) || !parts)
+            return "a decomposition entry is not of the next position, a token and its logit";
+        int64_t n = 0;
+        cJSON_ArrayForEach(part, parts) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(part, "name");
+            int l, h;
+            if (++n > (int64_t)src->layers * src->heads + 2 || !cJSON_IsString(name) ||
+                !(!strcmp(name->valuestring, "embed") || !strcmp(name->valuestring, "bias") ||
+                  head_label(name, src->layers, src->heads, &l, &h)) ||
+                !number_or_null(cJSON_GetObjectItemCaseSensitive(part, "value")))
+                return "a part is not embed, bias or a head of the model, with a value";
+        }
+        i++;
+    }
+    return i == P ? NULL : "the decomposition does not cover every position";
+}
+
 qkv_status plot_read_analysis(const char *dir, const char *name, const plot_source *src,
                               cJSON **out) {
     static const struct {
@@ -291,7 +363,8 @@ qkv_status plot_read_analysis(const char *dir, const char *name, const plot_sour
     } kinds[] = {{"circuits.json", check_circuits},
                  {"ablate.json", check_ablate},
                  {"patch.json", check_patch},
-                 {"attribute.json", check_attribute}};
+                 {"attribute.json", check_attribute},
+                 {"lens.json", check_lens}};
     qkv_status s;
     *out = plot_read_json(dir, name, &s);
     if (!*out) return s;
@@ -299,6 +372,8 @@ qkv_status plot_read_analysis(const char *dir, const char *name, const plot_sour
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(*out, "layers");
     const cJSON *per_layer = cJSON_GetObjectItemCaseSensitive(*out, "heads_per_layer");
     const char *why = "not a file of qkv's analysis commands";
+    if (!strcmp(name, "lens.json")) /* its "layers" is its list, checked by check_lens */
+        layers = NULL;
     if ((layers && whole_in(*out, "layers", 1, QKV_MAX_LAYERS) != src->layers) ||
         (per_layer && whole_in(*out, "heads_per_layer", 1, QKV_MAX_HEADS) != src->heads))
         why = "its layers and heads_per_layer are not those of the model beside it";
@@ -553,6 +628,88 @@ static plot_status plot_attribute(plotter *p, const char *dir, const char *forma
                        (const char *[]){"plots/attribute.dat", title, "logit"});
 }
 
+/* lens.json: the lens as a (boundaries, positions) matrix of the top token's probability,
+ * each cell labelled with that token (plots/lens.dat and lens_cells.dat, drawn by lens.gp),
+ * and the decomposition as a (parts, positions) matrix (plots/lens_parts.dat, matrix.gp). */
+static plot_status plot_lens(plotter *p, const char *dir, const char *format, const cJSON *j,
+                             const plot_source *src) {
+    const cJSON *labels = array_item(j, "positions"), *layers = array_item(j, "layers");
+    const cJSON *dec = array_item(j, "decomposition"); /* checked by check_lens */
+    int P = cJSON_GetArraySize(labels), B = src->layers + 1;
+    matrix m;
+    if (!matrix_new(&m, B, P)) {
+        matrix_free(&m);
+        return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
+    }
+    char path[PLOT_PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/plots/lens_cells.dat", dir);
+    atomic_file af;
+    qkv_status s = atomic_open(&af, path);
+    if (s != QKV_OK) {
+        matrix_free(&m);
+        return s;
+    }
+    fprintf(af.f, "# qkv logit lens (qkv lens): column row probability top-token\n");
+    const cJSON *lab = labels->child, *row = layers->child;
+    for (int i = 0; i < P; i++, lab = lab->next) clean_label(m.col_label[i], lab->valuestring);
+    for (int b = 0; b < B; b++, row = row->next) {
+        snprintf(m.row_label[b], LABEL_LEN, "after_%d", b);
+        const cJSON *cell = array_item(row, "positions")->child;
+        for (int i = 0; i < P; i++, cell = cell->next) {
+            const cJSON *first = array_item(cell, "top")->child;
+            char token[LABEL_LEN];
+            clean_label(token, cJSON_GetObjectItemCaseSensitive(first, "token")->valuestring);
+            m.v[(int64_t)b * P + i] = number(first, "prob");
+            fprintf(af.f, "%d %d %.6g %s\n", i, b, m.v[(int64_t)b * P + i], token);
+        }
+    }
+    s = atomic_commit(&af);
+    if (s == QKV_OK) s = matrix_write(&m, dir, "plots/lens.dat",
+                                      "logit lens: the top token's probability (qkv lens)");
+    if (s == QKV_OK) {
+        char image[64], longest[32];
+        snprintf(image, sizeof image, "plots/lens.%s", format);
+        snprintf(longest, sizeof longest, "%zu", longest_label(&m));
+        s = plotter_run(p, dir, "lens.gp", image, format, 3,
+                        (const char *[]){"plots/lens.dat", "plots/lens_cells.dat", longest});
+    }
+    matrix_free(&m);
+    if (s != QKV_OK) return s;
+    /* the decomposition, parts down and positions across (as the lens): the parts of the
+     * first position name the rows */
+    const cJSON *parts = array_item(dec->child, "parts"), *e;
+    int n = cJSON_GetArraySize(parts);
+    if (n == 0) return QKV_OK;
+    if (!matrix_new(&m, n, P)) {
+        matrix_free(&m);
+        return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
+    }
+    int k = 0;
+    cJSON_ArrayForEach(e, parts)
+        clean_label(m.row_label[k++], cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring);
+    lab = labels->child;
+    int i = 0;
+    cJSON_ArrayForEach(row, dec) {
+        clean_label(m.col_label[i], lab->valuestring);
+        k = 0;
+        cJSON_ArrayForEach(e, array_item(row, "parts")) {
+            char name[LABEL_LEN];
+            clean_label(name, cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring);
+            if (k < n && !strcmp(name, m.row_label[k])) m.v[(int64_t)k * P + i] = number(e, "value");
+            k++;
+        }
+        i++, lab = lab->next;
+    }
+    s = matrix_write(&m, dir, "plots/lens_parts.dat",
+                     "the final prediction's logit by part, at each position (qkv lens)");
+    if (s == QKV_OK)
+        s = draw_matrix(p, dir, "plots/lens_parts.dat", &m, "lens_parts", format,
+                        "the final prediction's logit split into parts, at each position",
+                        "position", "part (layer.head for a head)", "logit", "diverging");
+    matrix_free(&m);
+    return s;
+}
+
 /* The files drawn, in the order of PLOT_ANALYSIS_FILES. */
 static const struct {
     const char *file;
@@ -560,7 +717,8 @@ static const struct {
 } analysis_files[PLOT_ANALYSIS_FILES] = {{"circuits.json", plot_circuits},
                                          {"ablate.json", plot_ablate},
                                          {"patch.json", plot_patch},
-                                         {"attribute.json", plot_attribute}};
+                                         {"attribute.json", plot_attribute},
+                                         {"lens.json", plot_lens}};
 
 qkv_status plot_read_analyses(const char *dir, const plot_source *src,
                               cJSON *j[PLOT_ANALYSIS_FILES]) {
