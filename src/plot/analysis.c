@@ -242,28 +242,71 @@ static const char *check_circuits(const cJSON *j, const plot_source *src) {
     return n == 0 || n == want ? NULL : "composition does not score every pair of heads";
 }
 
+/* Whether entry e names a spot of the model (ablate's and patch's rows): a head of it, or for
+ * the stream's sites (head null) a layer; position null or in 0..T-1, key_position null
+ * (or missing) or in 0..K-1. */
+static bool model_spot(const cJSON *e, const plot_source *src, int64_t T, int64_t K) {
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(e, "head");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "position");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(e, "key_position");
+    bool head = cJSON_IsNull(h) ? whole_in(e, "layer", 1, src->layers) > 0 : model_head(e, src);
+    return head && (!t || cJSON_IsNull(t) || whole_in(e, "position", 0, T - 1) >= 0) &&
+           (!k || cJSON_IsNull(k) || whole_in(e, "key_position", 0, K - 1) >= 0);
+}
+
 static const char *check_ablate(const cJSON *j, const plot_source *src) {
     const cJSON *heads = array_item(j, "heads"), *e;
     if (!heads || !isfinite(number(cJSON_GetObjectItemCaseSensitive(j, "baseline"), "loss")))
         return "no baseline loss or heads";
-    int64_t n = 0;
+    /* at most a row per head (or layer) and position of the longest input qkv reads */
+    int64_t T = QKV_MAX_TASK_SEQ_LEN, n = 0;
     cJSON_ArrayForEach(e, heads)
-        if (++n > (int64_t)src->layers * src->heads || !model_head(e, src) ||
+        if (++n > (int64_t)src->layers * src->heads * T || !model_spot(e, src, T, T) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "loss")))
             return "its heads are not the model's";
     return NULL;
 }
 
+/* patch.json's "paths" (--path): a sender head of the model, a receiver head of a later
+ * layer by q, k or v, or the logits (via null). */
+static const char *check_paths(const cJSON *paths, const plot_source *src) {
+    int64_t L = src->layers, H = src->heads, n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, paths) {
+        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(e, "receiver");
+        const cJSON *via = cJSON_GetObjectItemCaseSensitive(e, "via");
+        int ls, hs, lr, hr;
+        bool logits = cJSON_IsString(rc) && !strcmp(rc->valuestring, "logits");
+        if (++n > L * H * (3 * L * H + 1) ||
+            !head_label(cJSON_GetObjectItemCaseSensitive(e, "sender"), L, H, &ls, &hs) ||
+            !(logits ? cJSON_IsNull(via)
+                     : head_label(rc, L, H, &lr, &hr) && lr > ls && cJSON_IsString(via) &&
+                           strlen(via->valuestring) == 1 && strchr("qkv", via->valuestring[0])) ||
+            !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "exact")) ||
+            !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "attribution")))
+            return "a path is not from a head of the model to a later head (by q, k or v) or "
+                   "to the logits";
+    }
+    return NULL;
+}
+
 static const char *check_patch(const cJSON *j, const plot_source *src) {
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "path"))) {
+        const cJSON *paths = array_item(j, "paths");
+        return paths ? check_paths(paths, src) : "no paths";
+    }
     const cJSON *results = array_item(j, "results"), *e;
     if (!results) return "no results";
-    /* positions index the input's, which the file lists */
+    /* positions index the input's query positions, key positions its tokens; both listed */
     int64_t T = strings(array_item(j, "positions"), QKV_MAX_SEQ_LEN), n = 0;
-    T = T > 0 ? T : 0;
+    int64_t K = strings(array_item(j, "tokens"), QKV_MAX_SEQ_LEN);
+    bool pairs = !array_item(j, "positions"); /* a set of pairs: the longest input qkv reads */
+    T = pairs ? QKV_MAX_TASK_SEQ_LEN : T > 0 ? T : 0;
+    K = pairs ? QKV_MAX_TASK_SEQ_LEN : K > 0 ? K : 0;
+    int64_t most = T > K ? T : K;
     cJSON_ArrayForEach(e, results) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "position");
-        if (++n > (int64_t)src->layers * src->heads * (T > 0 ? T : 1) || !model_head(e, src) ||
-            !(cJSON_IsNull(t) || !t || whole_in(e, "position", 0, T - 1) >= 0) ||
+        if (++n > (int64_t)src->layers * src->heads * (most > 0 ? most : 1) ||
+            !model_spot(e, src, T, K) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "exact")) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "attribution")))
             return "a result is not of a head of the model and a position of its input";
@@ -517,81 +560,141 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
 }
 
 /* ablate.json: the loss increase of each head removed, as a grid of layers by heads. */
+/* The rows of spots (ablate's "heads", patch's "results") as a matrix of value(row): one per
+ * head (layer x head) when no row names a position; else a row per head, "L.H" (a layer,
+ * "L", for the stream's sites), by position or by key position. NaN where no row is. */
+static qkv_status spot_matrix(const cJSON *rows, const plot_source *src, double base,
+                              double (*value)(const cJSON *e, double base), matrix *m,
+                              const char **xlabel, const char **ylabel) {
+    int64_t L = src->layers, H = src->heads, T = 0;
+    bool stream = false, keys = false, positions = false;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, rows) {
+        stream |= cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "head"));
+        int64_t t = whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1);
+        int64_t k = whole_in(e, "key_position", 0, QKV_MAX_SEQ_LEN - 1);
+        if (k >= 0) keys = true, t = k;
+        else if (t >= 0) positions = true;
+        T = t + 1 > T ? t + 1 : T;
+    }
+    bool by_position = keys || positions;
+    int64_t groups = stream ? 1 : H; /* rows per layer */
+    if (!matrix_new(m, by_position ? (int)(L * groups) : (int)L, by_position ? (int)T : (int)H))
+        return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
+    for (int i = 0; i < m->rows; i++)
+        if (!by_position) snprintf(m->row_label[i], LABEL_LEN, "layer_%d", i + 1);
+        else if (stream) snprintf(m->row_label[i], LABEL_LEN, "%d", i + 1);
+        else snprintf(m->row_label[i], LABEL_LEN, "%d.%d", (int)(i / H + 1), (int)(i % H + 1));
+    for (int c = 0; c < m->cols; c++)
+        snprintf(m->col_label[c], LABEL_LEN, "%d", by_position ? c : c + 1);
+    cJSON_ArrayForEach(e, rows) {
+        int64_t l = LAYER(e) - 1, h = stream ? 0 : HEAD(e) - 1;
+        int64_t t = keys ? whole_in(e, "key_position", 0, QKV_MAX_SEQ_LEN - 1) : POSITION(e);
+        if (by_position && t < 0) continue;
+        m->v[by_position ? (l * groups + h) * T + t : l * H + h] = value(e, base);
+    }
+    *xlabel = keys ? "key position" : by_position ? "position" : "head";
+    *ylabel = !by_position ? "layer" : stream ? "layer" : "layer.head";
+    return QKV_OK;
+}
+
+static double loss_increase(const cJSON *e, double base) { return number(e, "loss") - base; }
+
+/* The exact share where there is one, else the attribution. */
+static double share(const cJSON *e, double base) {
+    (void)base;
+    double v = number(e, "exact");
+    return isfinite(v) ? v : number(e, "attribution");
+}
+
+/* The --site of a file (ablate's, patch's), "z" for one written before there were sites. */
+static const char *site_of(const cJSON *j) {
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "site");
+    return cJSON_IsString(s) ? s->valuestring : "z";
+}
+
+/* ablate.json: the loss increase with each head (or its site at each position) removed. */
 static plot_status plot_ablate(plotter *p, const char *dir, const char *format, const cJSON *j,
                        const plot_source *src) {
-    (void)src; /* the file is checked against it */
     const cJSON *heads = array_item(j, "heads"); /* checked by check_ablate */
     double base = number(cJSON_GetObjectItemCaseSensitive(j, "baseline"), "loss");
-    int L = 0, H = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, heads) {
-        int l = (int)LAYER(e), h = (int)HEAD(e);
-        L = l > L ? l : L, H = h > H ? h : H;
-    }
-    if (L == 0) return QKV_OK;
+    if (!cJSON_GetArraySize(heads)) return QKV_OK;
     matrix m;
-    if (!matrix_new(&m, L, H)) {
-        matrix_free(&m);
-        return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
-    }
-    for (int l = 0; l < L; l++) snprintf(m.row_label[l], LABEL_LEN, "layer_%d", l + 1);
-    for (int h = 0; h < H; h++) snprintf(m.col_label[h], LABEL_LEN, "%d", h + 1);
-    cJSON_ArrayForEach(e, heads)
-        m.v[(LAYER(e) - 1) * H + HEAD(e) - 1] = number(e, "loss") - base;
-    plot_status code = matrix_write(&m, dir, "plots/ablate.dat",
-                                    "ablation: loss increase (qkv ablate)");
-    char title[160];
-    snprintf(title, sizeof title,
-             "ablation: loss increase with each head removed (baseline %.4g)", base);
+    const char *x, *y;
+    plot_status code = spot_matrix(heads, src, base, loss_increase, &m, &x, &y);
     if (code == QKV_OK)
-        code = draw_matrix(p, dir, "plots/ablate.dat", &m, "ablate", format, title, "head",
-                           "layer", "loss increase", "diverging");
+        code = matrix_write(&m, dir, "plots/ablate.dat", "ablation: loss increase (qkv ablate)");
+    char title[160];
+    snprintf(title, sizeof title, "ablation of %s: loss increase with each removed (baseline "
+             "%.4g)", site_of(j), base);
+    if (code == QKV_OK)
+        code = draw_matrix(p, dir, "plots/ablate.dat", &m, "ablate", format, title, x, y,
+                           "loss increase", "diverging");
     matrix_free(&m);
     return code;
 }
 
-/* patch.json: the share recovered by patching each head (layer x head), or each head at each
- * position (head x position); the exact share where there is one, else the attribution. */
-static plot_status plot_patch(plotter *p, const char *dir, const char *format, const cJSON *j,
-                       const plot_source *src) {
-    (void)src; /* the file is checked against it */
-    const cJSON *results = array_item(j, "results"); /* checked by check_patch */
-    int L = 0, H = 0, T = 0;
-    bool positions = false;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, results) {
-        int l = (int)LAYER(e), h = (int)HEAD(e), t = (int)POSITION(e);
-        L = l > L ? l : L, H = h > H ? h : H;
-        if (t >= 0) positions = true, T = t + 1 > T ? t + 1 : T;
-    }
-    if (L == 0) return QKV_OK;
+/* patch.json --path: senders (rows, "L.H") by receivers (a later head's q, k or v, "L.H.q",
+ * or the logits). */
+static plot_status plot_paths(plotter *p, const char *dir, const char *format, const cJSON *j,
+                              const plot_source *src) {
+    const cJSON *paths = array_item(j, "paths"), *e; /* checked by check_patch */
+    int64_t L = src->layers, H = src->heads, R = (L - 1) * H * 3 + 1; /* receivers */
     matrix m;
-    if (!matrix_new(&m, positions ? L * H : L, positions ? T : H)) {
+    if (!matrix_new(&m, (int)(L * H), (int)R)) {
         matrix_free(&m);
         return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     }
     for (int i = 0; i < m.rows; i++)
-        if (positions) snprintf(m.row_label[i], LABEL_LEN, "%d.%d", i / H + 1, i % H + 1);
-        else snprintf(m.row_label[i], LABEL_LEN, "layer_%d", i + 1);
-    for (int c = 0; c < m.cols; c++)
-        snprintf(m.col_label[c], LABEL_LEN, "%d", positions ? c : c + 1);
-    bool exact = false;
-    cJSON_ArrayForEach(e, results) {
-        int l = (int)LAYER(e) - 1, h = (int)HEAD(e) - 1, t = (int)POSITION(e);
-        double v = number(e, "exact");
-        exact |= isfinite(v);
-        if (!isfinite(v)) v = number(e, "attribution");
-        if (positions && t < 0) continue;
-        m.v[positions ? (int64_t)(l * H + h) * T + t : (int64_t)l * H + h] = v;
+        snprintf(m.row_label[i], LABEL_LEN, "%d.%d", (int)(i / H + 1), (int)(i % H + 1));
+    for (int c = 0; c < R - 1; c++)
+        snprintf(m.col_label[c], LABEL_LEN, "%d.%d.%c", (int)(c / (3 * H) + 2),
+                 (int)(c / 3 % H + 1), "qkv"[c % 3]);
+    snprintf(m.col_label[R - 1], LABEL_LEN, "logits");
+    cJSON_ArrayForEach(e, paths) {
+        int ls, hs, lr, hr;
+        head_label(cJSON_GetObjectItemCaseSensitive(e, "sender"), L, H, &ls, &hs);
+        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(e, "receiver");
+        int64_t c = R - 1;
+        if (head_label(rc, L, H, &lr, &hr)) {
+            const char *via = cJSON_GetObjectItemCaseSensitive(e, "via")->valuestring;
+            c = ((int64_t)(lr - 2) * H + hr - 1) * 3 + (strchr("qkv", via[0]) - "qkv");
+        }
+        m.v[((int64_t)(ls - 1) * H + hs - 1) * R + c] = share(e, 0);
     }
     plot_status code = matrix_write(&m, dir, "plots/patch.dat",
-                                    "activation patching: share recovered (qkv patch)");
-    char title[160];
-    snprintf(title, sizeof title, "patching: share of the clean-corrupt difference recovered%s",
-             exact ? "" : " (attribution)");
+                                    "path patching: share recovered (qkv patch --path)");
     if (code == QKV_OK)
-        code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format, title,
-                           positions ? "position" : "head", positions ? "layer.head" : "layer",
+        code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format,
+                           "path patching: share recovered by each path, sender to receiver",
+                           "receiver (layer.head.input)", "sender", "share recovered",
+                           "diverging");
+    matrix_free(&m);
+    return code;
+}
+
+/* patch.json: the share recovered by patching each head (layer x head), or each head (or
+ * layer) at each position or key position; the exact share where there is one, else the
+ * attribution. */
+static plot_status plot_patch(plotter *p, const char *dir, const char *format, const cJSON *j,
+                       const plot_source *src) {
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "path")))
+        return plot_paths(p, dir, format, j, src);
+    const cJSON *results = array_item(j, "results"), *e; /* checked by check_patch */
+    if (!cJSON_GetArraySize(results)) return QKV_OK;
+    bool exact = false;
+    cJSON_ArrayForEach(e, results) exact |= isfinite(number(e, "exact"));
+    matrix m;
+    const char *x, *y;
+    plot_status code = spot_matrix(results, src, 0, share, &m, &x, &y);
+    if (code == QKV_OK)
+        code = matrix_write(&m, dir, "plots/patch.dat",
+                            "activation patching: share recovered (qkv patch)");
+    char title[160];
+    snprintf(title, sizeof title, "patching %s: share of the clean-corrupt difference "
+             "recovered%s", site_of(j), exact ? "" : " (attribution)");
+    if (code == QKV_OK)
+        code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format, title, x, y,
                            "share recovered", "diverging");
     matrix_free(&m);
     return code;
