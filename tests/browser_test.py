@@ -365,7 +365,7 @@ def check_labels_fit(wd, name):
     return len(bad) == 0
 
 
-def check_padding(wd, name, dat, vocab_pad, token):
+def check_padding(wd, name, dat, key_rows, token):
     """Padding on a self-attention data file: marked, greyed and hatched; no induction chart
     for one layer; score axes 0 to 1; the hostile token drawn as text."""
     lines = [l.split() for l in open(dat) if not l.startswith("#")]
@@ -393,11 +393,13 @@ def check_padding(wd, name, dat, vocab_pad, token):
         rgb = wd.run(pixel, i, j)
         if (rgb == grey) != hatched:
             fail(f"{name}: heatmap cell ({i}, {j}) is {rgb}: {'not ' if hatched else ''}hatched grey")
-    # the circuits: the vocabulary's padding token (id 0) is hatched in its row and column
-    if vocab_pad:
+    # the circuits: the vocabulary's padding token (id 0) is hatched in its column of the OV
+    # circuit, one in each of its key_rows rows, and has no row there (the rows are the tokens
+    # keys hold, which the padding never is)
+    if key_rows:
         pads = wd.run("return document.querySelectorAll('#svg-circuit-ov rect.hcell.pad').length")
-        if pads != 2 * vocab_pad - 1:
-            fail(f"{name}: the OV circuit hatches {pads} cells, not the padding token's {2 * vocab_pad - 1}")
+        if pads != key_rows:
+            fail(f"{name}: the OV circuit hatches {pads} cells, not the padding column's {key_rows}")
     # long labels are never clipped: the head view's tokens lie inside it, and the heatmap's
     # margins are as wide as its longest labels
     clipped = wd.run("""
@@ -561,7 +563,7 @@ def main():
                 d = os.path.join(tmp, "padded")
                 circuits = json.load(open(os.path.join(d, "circuits.json")))
                 check_padding(wd, page[1], os.path.join(d, "attention", "layer1_head1.dat"),
-                              len(circuits["vocab"]) if circuits["vocab"][0] == "<pad>" else 0, token)
+                              len(circuits["key_tokens"]) if circuits["vocab"][0] == "<pad>" else 0, token)
     finally:
         if wd.sid:
             try:

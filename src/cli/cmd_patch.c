@@ -34,7 +34,8 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
         {"wrong", CLI_STRING, &a->wrong, .arg = "TOKEN",
          .help = "(default: the corrupted input's prediction)"},
         {"position", CLI_INT, &a->position, 0, QKV_MAX_SEQ_LEN - 1, .arg = "I",
-         .help = "the position of the metric, from 0 (default: the last with a target)"},
+         .help = "the position of the metric, from 0 (default: the last that had a\n"
+                 "target in training)"},
         {"over", CLI_CHOICE, &a->over, .choices = overs, .arg = "W",
          .help = "head: each head at every position; head-position: each head at each\n"
                  "position (default head)"},
@@ -94,8 +95,10 @@ static int predicted(trainer *t, const explain_input *in, int i, qkv_status *s) 
 }
 
 static void print_table(const trainer *t, const explain_input *clean, const patch_result *r) {
-    char pos[48], ans[32], wr[32];
+    char pos[80], ans[32], wr[32];
     explain_position_label(t, clean, r->position, pos, sizeof pos);
+    if (!explain_position_trained(t, clean, r->position)) /* named, never taken for a target */
+        snprintf(pos + strlen(pos), sizeof pos - strlen(pos), " (no target in training)");
     trainer_token_label(t, r->answer, ans, sizeof ans);
     trainer_token_label(t, r->wrong, wr, sizeof wr);
     printf("patch: logit[%s] - logit[%s] at position %s: clean %.6g, corrupted %.6g\n", ans, wr,
@@ -174,6 +177,9 @@ static int patch_run(const patch_args *a) {
     }
     if ((s = explain_patch(&t, &in[0], &in[1], &r)) != QKV_OK) goto fail;
     cJSON *j = explain_patch_json(&t, &in[0], &in[1], &r);
+    if (j) /* false: a position no training example of this length had a target at */
+        cJSON_AddBoolToObject(j, "position_has_target",
+                              explain_position_trained(&t, &in[0], r.position));
     if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
     else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
         if (!a->json) print_table(&t, &in[0], &r);
