@@ -9,7 +9,9 @@
 #   - patch and attribute on an encoder-decoder's short input default to the last decoder
 #     position that had a target in training, and name a position without one;
 #   - eval's held-out example line agrees with the batch evaluation's predictions (eval --data
-#     --per-example) on every SIMD path, for a model trained on AVX2.
+#     --per-example) on every SIMD path, for a model trained on AVX2;
+#   - snapshots are kept every K steps and, between, where the attention moved by over 0.1 since
+#     the last one kept; they change no weight, and a resumed run keeps the same ones.
 #
 # usage: tests/views_test.sh path/to/qkv SOURCE_DIR
 set -u
@@ -122,6 +124,39 @@ assert shown == batch, (shown, batch)
 assert int(m.group(3)) == first["correct"] and int(m.group(4)) == first["counted"], (m.groups(), first)
 PYEOF
 done
+
+# ---- snapshots: denser where the attention changes fastest; the same bits; resumed alike ----
+FORM=(--task reverse --steps 24 --schedule constant --warmup 0 --threads 1 --quiet)
+"$QKV" train "${FORM[@]}" --snapshot-every 8 --out fm >/dev/null &&
+    "$QKV" train "${FORM[@]}" --out fm0 >/dev/null || { echo "views_test: cannot train reverse"; exit 1; }
+cmp -s fm/model.safetensors fm0/model.safetensors && ok "snapshots leave the weights' bits as they are" ||
+    fail "a run with snapshots has other weights than one without"
+"$PY" - fm/snapshots <<'PYEOF' && ok "snapshots every 8 steps, and between them where the attention moved by over 0.1" || fail "the snapshots' steps"
+import glob, os, re, sys
+d = sys.argv[1]
+def load(step):
+    maps = []
+    for path in sorted(glob.glob(f"{d}/step{step}_layer*_head*.dat")):
+        rows = [l.split()[1:] for l in open(path) if not l.startswith("#")][1:]
+        maps.append([[float(v) for v in r] for r in rows])
+    return maps
+def change(a, b):  # the largest over heads of the mean over rows of the total variation
+    return max(sum(sum(abs(x - y) for x, y in zip(ra, rb)) / 2 for ra, rb in zip(ha, hb)) / len(ha)
+               for ha, hb in zip(a, b))
+steps = sorted({int(re.match(r"step(\d+)_", os.path.basename(p)).group(1)) for p in glob.glob(d + "/step*.dat")})
+assert {0, 8, 16, 24} <= set(steps), steps
+extra = [s for s in steps if s % 8]
+assert extra and all(s % 2 == 0 for s in extra), steps  # measured every 8 / 4 steps
+for before, s in zip(steps, steps[1:]):
+    if s in extra:
+        assert change(load(before), load(s)) > 0.1, (before, s)
+print("snapshot steps", steps)
+PYEOF
+# a run stopped at step 13 and resumed keeps the snapshots the whole run keeps
+"$QKV" train "${FORM[@]/24/13}" --snapshot-every 8 --out fr >/dev/null &&
+    "$QKV" train --resume fr --steps 24 --snapshot-every 8 --threads 1 --quiet >/dev/null &&
+    diff -r fm/snapshots fr/snapshots >/dev/null && ok "a resumed run keeps the same snapshots" ||
+    fail "a resumed run's snapshots: $(ls fr/snapshots | tr '\n' ' ')"
 
 [ "$failures" -eq 0 ] && echo "views_test: all ok" || echo "views_test: $failures failure(s)"
 exit $((failures > 0))
