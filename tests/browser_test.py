@@ -584,7 +584,8 @@ def main():
     subprocess.run([QKV, "plot", cross, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
     pages.append((os.path.join(cross, "plots", "attention.html"), "cross-attention", 1, 3))
     # Crowded views: the 2 x 2 reverse run with a patching map over 128 positions of long labels
-    # and 130 attribution parts: labels are thinned or upright, never overlapping or clipped.
+    # and 130 attribution parts (the lowest just under 0, its axis label beside 0's): labels
+    # are thinned or upright, never overlapping or clipped.
     crowded = os.path.join(tmp, "crowded")
     shutil.copytree(os.path.join(tmp, "reverse"), crowded)
     with open(os.path.join(crowded, "patch.json"), "w") as f:
@@ -593,7 +594,7 @@ def main():
                                 "attribution": None} for l in (1, 2) for h in (1, 2) for t in range(128)]}, f)
     with open(os.path.join(crowded, "attribute.json"), "w") as f:
         json.dump({"logit": 1, "sum": 1, "parts": [{"name": f"part{k}", "layer": None, "head": None,
-                                                    "value": (k % 9) / 10 - 0.4} for k in range(130)]}, f)
+                                                    "value": (k % 9) / 10 - 0.01} for k in range(130)]}, f)
     subprocess.run([QKV, "plot", crowded, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
     crowded_page = os.path.join(crowded, "plots", "attention.html")
     port = free_port()

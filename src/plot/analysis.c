@@ -418,14 +418,25 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
                 return code;
             }
             double score = number(head, "copying_score");
+            /* the mapping (a file of before has none): key tokens whose top logit is their
+             * target, of those with one; the copying score alone misreads a head that maps
+             * tokens to others */
+            const cJSON *map = cJSON_GetObjectItemCaseSensitive(head, "mapping");
+            double right = number(map, "right"), sources = number(map, "sources");
+            char mapped[64] = "";
+            if (isfinite(right) && isfinite(sources) && sources > 0 && right >= 0 && right <= sources)
+                snprintf(mapped, sizeof mapped, ", top logit the target for %.0f of %.0f", right,
+                         sources);
             if (k == 0)
                 snprintf(title, sizeof title, "QK circuit of layer %d, head %d (scaled scores)",
                          l, h);
             else if (isfinite(score))
                 snprintf(title, sizeof title,
-                         "OV circuit of layer %d, head %d (copying score %.3f)", l, h, score);
+                         "OV circuit of layer %d, head %d (copying score %.3f%s)", l, h, score,
+                         mapped);
             else
-                snprintf(title, sizeof title, "OV circuit of layer %d, head %d", l, h);
+                snprintf(title, sizeof title, "OV circuit of layer %d, head %d%s%s%s", l, h,
+                         *mapped ? " (" : "", *mapped ? mapped + 2 : "", *mapped ? ")" : "");
             code = k == 0 ? draw_matrix(p, dir, data, &m, out, format, title, "key token",
                                         decoder ? "decoder position" : "query token",
                                         "score", "diverging")
