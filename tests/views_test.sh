@@ -9,7 +9,7 @@
 #   - patch and attribute on an encoder-decoder's short input default to the last decoder
 #     position that had a target in training, and name a position without one;
 #   - eval's held-out example line agrees with the batch evaluation's predictions (eval --data
-#     --per-example) on every SIMD path, for a model trained on AVX2;
+#     --per-example) on each SIMD path this CPU runs, for a model trained on AVX2;
 #   - snapshots are kept every K steps and, between, where the attention moved by over 0.1 since
 #     the last one kept; they change no weight, and a resumed run keeps the same ones.
 #
@@ -104,7 +104,7 @@ PYEOF
 QKV_SIMD=avx2 "$QKV" train --task induction --steps 100 --threads 1 --out ind --quiet \
     >/dev/null 2>&1 || QKV_SIMD= "$QKV" train --task induction --steps 100 --threads 1 \
     --out ind --quiet --force >/dev/null 2>&1 || { echo "views_test: cannot train induction"; exit 1; }
-for path in scalar avx2 avx512 neon; do
+for path in avx2 avx512 neon; do # the SIMD paths (selftest holds each to plain C's bits)
     QKV_SIMD=$path "$QKV" eval ind >ev.txt 2>ev.err ||
         { grep -q "qkv: QKV_SIMD=$path:" ev.err || fail "eval on $path"; continue; } # runs it?
     line=$(grep 'held-out example:' ev.txt)
