@@ -276,6 +276,9 @@ QKV_API qkv_tensor *qkv_param(qkv_ctx *ctx, qkv_tensor *t);
  * (rounded to the dtype); for tests and printing. qkv_grad_get reads the gradient, or 0 when
  * the tensor has none. */
 QKV_API double qkv_get(const qkv_tensor *t, int64_t i);
+/* The index (from 0) of the largest of x[offset .. offset + n), the first of equal largest:
+ * the prediction of a row of logits, everywhere qkv predicts (accuracy, examples, analyses). */
+QKV_API int64_t qkv_argmax(const qkv_tensor *x, int64_t offset, int64_t n);
 QKV_API void qkv_set(qkv_tensor *t, int64_t i, double value);
 QKV_API double qkv_grad_get(const qkv_tensor *t, int64_t i);
 /* Prints label (or "tensor"), dtype, shape, op and values to `out` (at most `max_values`;
@@ -547,50 +550,86 @@ typedef struct {
     qkv_tensor *head_out;   /* (B, H, T, Dk): A·V, each head's output before W_O */
 } qkv_layer_trace;
 /* qkv_model_forward with the composed attention, keeping every layer's parts in
- * trace[0 .. cfg.layers-1] (the caller's array). Same logits as qkv_model_forward with attn. */
+ * trace[0 .. cfg.layers-1] (the caller's array): qkv_model_forward_probe without edits, its
+ * probe's layers copied out. Same logits as qkv_model_forward with attn. */
 QKV_API qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                             int batch, qkv_layer_trace *trace);
 /* The same with a padding mask, as qkv_model_forward_padded (lengths NULL: none padded). */
 QKV_API qkv_tensor *qkv_model_forward_trace_padded(qkv_model *m, qkv_ctx *step,
                                                    const int32_t *tokens, const int32_t *lengths,
                                                    int batch, qkv_layer_trace *trace);
-/* ---- explaining a model: one intervention point, on each head's output z = A·V ----
- * The logits are linear in each head's z given the attention weights (no layer norm, no MLP),
- * so removing, replacing or differentiating a head's z answers which heads matter
- * (ablation), which path carries an answer (patching) and how much each head adds to a logit
- * (attribution). Layers, heads and positions are counted from 0 here. */
+/* ---- explaining a model: one intervention point ----
+ * Without layer norm or MLP the logits are linear in each head's output z = A·V given the
+ * attention weights, so removing, replacing or differentiating a part of the forward answers
+ * which heads matter (ablation), which path carries an answer (patching) and how much each
+ * head adds to a logit (attribution). Layers, heads and positions are counted from 0 here.
+ *
+ * The sites an edit can change, each a tensor of the forward (shapes for tokens (B, T), Dk =
+ * d_model / heads, To = T or an encoder-decoder's decoder positions):
+ *   z        (B, H, To, Dk)  a head's output A·V, before W_O
+ *   q        (B, H, To, Dk)  a head's queries
+ *   k, v     (B, H, T, Dk)   a head's keys and values (rows: key positions)
+ *   pattern  (B, H, To, T)   a head's attention weights A (after the softmax: an edited row
+ *                            need not sum to 1)
+ *   resid_pre, resid_post (B, To, C)  the stream entering and leaving a layer (the decoder's
+ *                            in an encoder-decoder; without the residual stream, the layer's
+ *                            input and output) */
 typedef enum {
-    QKV_HEAD_KEEP,    /* the head's output as computed (an edit that changes nothing) */
-    QKV_HEAD_ZERO,    /* z = 0 */
-    QKV_HEAD_MEAN,    /* z = value (1, H, To, Dk): one output for every sequence (a mean) */
-    QKV_HEAD_REPLACE, /* z = value (B, H, To, Dk): sequence b's from another run */
+    QKV_SITE_Z,
+    QKV_SITE_Q,
+    QKV_SITE_K,
+    QKV_SITE_V,
+    QKV_SITE_PATTERN,
+    QKV_SITE_RESID_PRE,
+    QKV_SITE_RESID_POST,
+} qkv_site;
+#define QKV_SITES 7
+typedef enum {
+    QKV_HEAD_KEEP,    /* the site as computed (an edit that changes nothing) */
+    QKV_HEAD_ZERO,    /* 0 */
+    QKV_HEAD_MEAN,    /* value (1, ...): one value for every sequence (a mean) */
+    QKV_HEAD_REPLACE, /* value (B, ...): sequence b's from another run */
 } qkv_head_edit_kind;
+/* One edit of one site: the entries of head `head` (ignored for the stream's sites) in row
+ * `position` (a query position; for k and v a key position; -1: every row) and, for the
+ * pattern only, column `key_position` (-1: every key). value has the site's full shape (its
+ * first dim 1 for MEAN) and is read only at those entries. */
 typedef struct {
     qkv_head_edit_kind kind;
-    int layer, head;         /* which head */
-    int position;            /* one query position, or -1 for every one */
-    const qkv_tensor *value; /* MEAN and REPLACE: read only at this head (and position) */
+    int layer, head;
+    int position;
+    const qkv_tensor *value;
+    qkv_site site;    /* QKV_SITE_Z when not set */
+    int key_position; /* the pattern's key column; ignored for the other sites */
 } qkv_head_edit;
 /* What qkv_model_forward_probe changes and keeps. Tensors it keeps belong to the step's
- * graph: after qkv_backward, z[l]'s gradient is the gradient of the loss by each head's
- * output. Shapes for tokens (B, T), Dk = d_model / heads, To = T or an encoder-decoder's
- * decoder positions. */
+ * graph: after qkv_backward each holds the gradient of the loss by that part. Every tensor
+ * kept is the one the forward used, after the edits. */
 typedef struct {
     const qkv_head_edit *edits; /* applied in order (a later edit of the same entry wins) */
     int n_edits;
-    qkv_tensor *z[QKV_MAX_LAYERS];          /* out: (B, H, To, Dk), each head's output after
-                                               the edits, before W_O */
-    qkv_tensor *stream[QKV_MAX_LAYERS + 1]; /* out: (B, To, C), the stream entering layer l;
-                                               [layers] is what the vocabulary head reads */
-    qkv_tensor *attn[QKV_MAX_LAYERS];       /* out: (B, H, To, T), the attention weights */
+    qkv_layer_trace layer[QKV_MAX_LAYERS];  /* out: every part of each layer's attention (its
+                                               head_out is z, its weights the pattern) */
+    qkv_tensor *z[QKV_MAX_LAYERS];          /* out: layer[l].head_out */
+    qkv_tensor *stream[QKV_MAX_LAYERS + 1]; /* out: (B, To, C), the stream entering layer l
+                                               (after its resid_pre edits); [layers] is what
+                                               the vocabulary head reads (after the last
+                                               layer's resid_post edits) */
+    qkv_tensor *resid_post[QKV_MAX_LAYERS]; /* out: (B, To, C), the stream leaving layer l
+                                               after its resid_post edits (before layer l+1's
+                                               resid_pre edits) */
+    qkv_tensor *attn[QKV_MAX_LAYERS];       /* out: layer[l].weights */
 } qkv_probe;
-/* qkv_model_forward_padded with the composed attention (as the trace forward: training's
- * fused path is untouched), each head's output edited as probe->edits say, and z, the stream
- * and the weights of every layer kept in *probe. With no edits, the same logits as
- * qkv_model_forward_padded asking for the weights. A misuse (a layer, head or position out of
- * range, a value of another shape or dtype) dies with one line, as a wrong shape does. */
+/* qkv_model_forward_padded with the composed attention (training's fused path is
+ * untouched), every site edited as probe->edits say, and every part of every layer kept in
+ * *probe. With no edits, the same logits as qkv_model_forward_padded asking for the weights.
+ * A misuse (a site, layer, head or position out of range, a value of another shape or dtype)
+ * dies with one line, as a wrong shape does. */
 QKV_API qkv_tensor *qkv_model_forward_probe(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                             const int32_t *lengths, int batch, qkv_probe *probe);
+/* The tensor of `site` at layer l that a probe kept (resid_pre: stream[l], resid_post:
+ * resid_post[l]). */
+QKV_API qkv_tensor *qkv_probe_site(const qkv_probe *probe, qkv_site site, int layer);
 /* Bytes of parameters, gradients and Adam state, and of one training step's arena for a
  * batch: upper bounds, for memory checks before allocating (docs/errors.md). */
 QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);

@@ -7,7 +7,7 @@
 # from PyTorch 2.0 on), takes each side at its fastest, and prints ms/step, the ratio
 # qkv/PyTorch, GFLOP/s and step memory, under a header naming the machine: CPU model, cores,
 # qkv's ISA path and the PyTorch version. The figures hold for that machine only. --markdown
-# prints the README's table for it instead. Under the table, the ratio to PyTorch and the
+# prints the table of docs/performance.md for it instead. Under the table, the ratio to PyTorch and the
 # speed-up from 1 thread again, paired by round: each round's quotient of its own two times
 # (which ran seconds apart, where the rounds' medians may be minutes apart on a machine
 # whose speed drifts), as the median over the rounds and the lowest and highest.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's task table: `qkv train --task T` with default options for every task, with
+# The task table of docs/training.md: `qkv train --task T` with default options for every task, with
 # --optim sgd on copy, reverse and shift, and `qkv train --data FILE` on the two data files of
 # tests/data (swap neighbours; outputs half as long, by cross-attention). Prints a markdown table,
 # then a line on the induction run's head scores (from its metrics.csv): the best induction score

@@ -9,6 +9,7 @@ set -u
 QKV=${1:?usage: explain_test.sh QKV}
 [ "$QKV" = "${QKV#/}" ] && QKV=$PWD/$QKV
 PY=${QKV_PYTHON:-python3}
+SRC=$(cd "$(dirname "$0")/.." && pwd)
 W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_explain.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 failures=0
@@ -194,6 +195,18 @@ assert files
 for f in files: open(f, 'rb').read().decode('utf-8')"; then
         ok "plot's labels of long UTF-8 tokens stay UTF-8"; else fail "plot cut a label inside a character"; fi
 fi
+
+# eval --data gives the hint plain eval gives: a data model stopped after 40 steps, far below
+# 90% on its own examples, gets the same "hint:" line over a file, and --json its text
+head -n 200 "$SRC/tests/data/swap_pairs.tsv" >swap.tsv
+if "$QKV" train --data swap.tsv --d-model 16 --steps 40 --threads 1 --quiet --out short >/dev/null 2>&1 &&
+    plain=$("$QKV" eval short | grep '^hint: ') && [ -n "$plain" ] &&
+    "$QKV" eval short --data swap.tsv >short.txt && [ "$(grep '^hint: ' short.txt)" = "$plain" ] &&
+    "$QKV" eval short --data swap.tsv --json >short.json &&
+    "$PY" -c "import json, sys; assert 'hint: ' + json.load(open('short.json'))['hint'] == sys.argv[1]" "$plain" &&
+    "$QKV" eval m --data data.txt --json | "$PY" -c "import json, sys; assert json.load(sys.stdin)['hint'] is None"
+then ok "eval --data gives plain eval's hint ($plain), null when none is due"
+else fail "eval --data gives no hint, or another than plain eval's ($(grep '^hint' short.txt 2>/dev/null))"; fi
 
 [ "$failures" -eq 0 ] && echo "explain_test: all passed" || echo "explain_test: $failures failed"
 [ "$failures" -eq 0 ]

@@ -5,7 +5,9 @@
 #      `qkv COMMAND --help` print appears in the page;
 #   2. groff formats it without a warning (skipped without groff), and man renders it (skipped
 #      without man);
-#   3. its DESCRIPTION lists the tasks that `qkv train --help` lists, in the same order.
+#   3. its DESCRIPTION lists the tasks that `qkv train --help` lists, in the same order;
+#   4. its generated parts (the SYNOPSIS, every command's list of options) are what
+#      scripts/man_page.sh makes from this qkv's option tables now, for every command.
 set -eu
 qkv=$1 page=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/qkv-man.XXXXXX")
@@ -44,6 +46,14 @@ if [ "$(echo $tasks)" != "$(echo $described)" ]; then
     echo "man_test: the DESCRIPTION of $page lists the tasks '$(echo $described)'," \
         "qkv train --help '$(echo $tasks)'" >&2
     status=1
+fi
+
+# 4. the generated parts, made again from this binary's tables (bash runs the script)
+if command -v bash >/dev/null 2>&1; then
+    QKV=$qkv PAGE=$page bash "$(dirname "$0")/../scripts/man_page.sh" --check >"$tmp/gen.txt" 2>&1 ||
+        { cat "$tmp/gen.txt" >&2; status=1; }
+else
+    echo "man_test: bash not found, the generated parts not checked"
 fi
 
 if command -v groff >/dev/null 2>&1; then

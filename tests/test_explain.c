@@ -68,6 +68,23 @@ static void make_model(trainer *t, int i, qkv_dtype dt) {
                  models[i].residual, dt);
 }
 
+/* explain_patch of pairs clean[i], corrupt[i] (n of them, the model's T tokens each) with
+ * metrics m; r's request fields set by the caller. */
+static qkv_status patch_of(trainer *t, const explain_input *clean, const explain_input *corrupt,
+                           const patch_metric *m, int n, patch_result *r) {
+    int T = t->model.cfg.seq_len;
+    int32_t *x = malloc(sizeof(int32_t) * (size_t)(2 * n * T));
+    for (int i = 0; i < n; i++) {
+        memcpy(x + (size_t)i * T, clean[i].tokens, sizeof(int32_t) * T);
+        memcpy(x + (size_t)(n + i) * T, corrupt[i].tokens, sizeof(int32_t) * T);
+    }
+    patch_pairs p = {.n = n, .positions = t->target_len, .keys = T, .clean = x,
+                     .corrupt = x + (size_t)n * T, .metric = m};
+    qkv_status s = explain_patch(t, &p, r);
+    free(x);
+    return s;
+}
+
 /* No edit (and a KEEP edit): the same logits, bit for bit, as the forward asking for the
  * weights (the composed attention). */
 START_TEST(test_probe_is_the_forward) {
@@ -79,7 +96,7 @@ START_TEST(test_probe_is_the_forward) {
         qkv_tensor *want = qkv_model_forward_padded(&t.model, ctx, t.held_tokens, NULL, 4, attn);
         qkv_probe probe = {0};
         qkv_tensor *got = qkv_model_forward_probe(&t.model, ctx, t.held_tokens, NULL, 4, &probe);
-        qkv_head_edit keep = {QKV_HEAD_KEEP, c->layers - 1, 1, -1, NULL};
+        qkv_head_edit keep = {.kind = QKV_HEAD_KEEP, .layer = c->layers - 1, .head = 1, .position = -1};
         qkv_probe kp = {.edits = &keep, .n_edits = 1};
         qkv_tensor *kept = qkv_model_forward_probe(&t.model, ctx, t.held_tokens, NULL, 4, &kp);
         ck_assert_int_eq(got->size, want->size);
@@ -157,7 +174,7 @@ START_TEST(test_ablating_nothing_changes_nothing) {
 
         make_trainer(&t, "copy", 8, 16, 4, 1, false, FLOATS[d]);
         qkv_head_edit all[4];
-        for (int h = 0; h < 4; h++) all[h] = (qkv_head_edit){QKV_HEAD_ZERO, 0, h, -1, NULL};
+        for (int h = 0; h < 4; h++) all[h] = (qkv_head_edit){.kind = QKV_HEAD_ZERO, .head = h, .position = -1};
         qkv_probe probe = {.edits = all, .n_edits = 4};
         qkv_tensor *logits = qkv_model_forward_probe(&t.model, ctx, t.held_tokens, NULL, 2, &probe);
         int64_t V = logits->shape[2];
@@ -194,8 +211,8 @@ START_TEST(test_every_head_of_a_wide_layer) {
     ablate_request rq = {0};
     ablate_result r;
     ck_assert_int_eq(explain_ablate(&t, &set, &rq, &r), QKV_OK);
-    ck_assert_int_eq(r.n_heads, H);
-    ck_assert_int_eq(r.heads[H - 1].head, H - 1);
+    ck_assert_int_eq(r.n, H);
+    ck_assert_int_eq(r.spots[H - 1].head, H - 1);
     ck_assert(r.each[H - 1].counted == r.baseline.counted);
     explain_ablate_free(&r);
 
@@ -240,8 +257,8 @@ START_TEST(test_patching_everything_recovers_all) {
         int n = 0;
         for (int l = 0; l < c->layers; l++)
             for (int h = 0; h < c->heads; h++, n++) {
-                to_clean[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, cp.z[l]};
-                to_self[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, xp.z[l]};
+                to_clean[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, cp.z[l], QKV_SITE_Z, -1};
+                to_self[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, xp.z[l], QKV_SITE_Z, -1};
             }
         qkv_probe pc = {.edits = to_clean, .n_edits = n}, ps = {.edits = to_self, .n_edits = n};
         qkv_tensor *patched = qkv_model_forward_probe(&t.model, ctx, corrupt.tokens, NULL, 1, &pc);
@@ -276,24 +293,207 @@ START_TEST(test_attribution_is_exact_on_the_last_layer) {
         heldout_input(&t, 1, &corrupt);
         double tol = d ? 1e-9 : 1e-3;
         for (int over = 0; over < 2; over++) {
-            patch_result r = {.position = t.target_len - 1, .answer = 0, .wrong = 1,
-                              .over_positions = over, .exact = true, .attribution = true};
-            ck_assert_int_eq(explain_patch(&t, &clean, &corrupt, &r), QKV_OK);
+            patch_result r = {.over = over ? EXPLAIN_OVER_HEAD_POSITION : EXPLAIN_OVER_HEAD,
+                              .exact = true, .attribution = true};
+            patch_metric m = {t.target_len - 1, 0, 1};
+            ck_assert_int_eq(patch_of(&t, &clean, &corrupt, &m, 1, &r), QKV_OK);
             int per_head = over ? t.target_len : 1;
             ck_assert_int_eq(r.n_rows, c->layers * c->heads * per_head);
             for (int k = 0; k < r.n_rows; k++) {
                 const patch_row *row = &r.rows[k];
                 ck_assert(isfinite(row->exact) && isfinite(row->attribution));
-                if (row->layer == c->layers - 1)
+                if (row->spot.layer == c->layers - 1)
                     ck_assert_msg(fabs(row->exact - row->attribution) <= tol,
                                   "%s %s head %d.%d pos %d: exact %.12g attribution %.12g",
-                                  models[_i].task, d ? "f64" : "f32", row->layer + 1,
-                                  row->head + 1, row->position, row->exact, row->attribution);
+                                  models[_i].task, d ? "f64" : "f32", row->spot.layer + 1,
+                                  row->spot.head + 1, row->spot.position, row->exact,
+                                  row->attribution);
             }
             explain_patch_free(&r);
         }
         trainer_free(&t);
     }
+}
+END_TEST
+
+/* Where the metric is linear in a site (the last layer's z, v and pattern: z = A·V; the
+ * stream leaving the last layer), attribution equals exact patching, f64 to 1e-9, for every
+ * --over the site takes; patching the stream leaving the last layer at the metric's position
+ * recovers all of it. */
+START_TEST(test_linear_sites_agree) {
+    trainer t;
+    make_model(&t, _i, QKV_F64);
+    const qkv_model_config *c = &t.model.cfg;
+    explain_input in[2];
+    heldout_input(&t, 0, &in[0]);
+    heldout_input(&t, 1, &in[1]);
+    patch_metric m = {t.target_len - 1, 0, 1};
+    const struct { qkv_site site; explain_over over; } cases[] = {
+        {QKV_SITE_Z, EXPLAIN_OVER_HEAD},         {QKV_SITE_V, EXPLAIN_OVER_KEY_POSITION},
+        {QKV_SITE_PATTERN, EXPLAIN_OVER_HEAD},   {QKV_SITE_PATTERN, EXPLAIN_OVER_KEY_POSITION},
+        {QKV_SITE_PATTERN, EXPLAIN_OVER_HEAD_POSITION},
+        {QKV_SITE_RESID_POST, EXPLAIN_OVER_LAYER_POSITION}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (cases[k].site == QKV_SITE_RESID_POST && !c->residual) continue;
+        ck_assert_int_eq(explain_check_site(&t, cases[k].site, cases[k].over), QKV_OK);
+        patch_result r = {.site = cases[k].site, .over = cases[k].over, .exact = true,
+                          .attribution = true};
+        ck_assert_int_eq(patch_of(&t, &in[0], &in[1], &m, 1, &r), QKV_OK);
+        int last = 0;
+        for (int i = 0; i < r.n_rows; i++) {
+            const patch_row *row = &r.rows[i];
+            ck_assert_int_eq(row->spot.site, cases[k].site);
+            if (row->spot.layer != c->layers - 1) continue;
+            last++;
+            ck_assert_msg(fabs(row->exact - row->attribution) <= 1e-9,
+                          "%s %s row %d: exact %.15g attribution %.15g", models[_i].task,
+                          explain_site_names[cases[k].site], i, row->exact, row->attribution);
+            if (cases[k].site == QKV_SITE_RESID_POST && row->spot.position == m.position)
+                ck_assert_msg(fabs(row->exact - 1) <= 1e-9, "%.15g", row->exact);
+        }
+        ck_assert_int_gt(last, 0);
+        explain_patch_free(&r);
+    }
+    /* a site the model lacks, an --over the site does not take */
+    if (!c->residual)
+        ck_assert_int_eq(explain_check_site(&t, QKV_SITE_RESID_PRE, EXPLAIN_OVER_LAYER_POSITION),
+                         QKV_ERR_VALUE);
+    ck_assert_int_eq(explain_check_site(&t, QKV_SITE_Z, EXPLAIN_OVER_KEY_POSITION), QKV_ERR_VALUE);
+    ck_assert_int_eq(explain_check_site(&t, QKV_SITE_K, EXPLAIN_OVER_HEAD_POSITION), QKV_ERR_VALUE);
+    trainer_free(&t);
+}
+END_TEST
+
+/* A set of pairs: the means over the pairs first, each share (mean patched - mean corrupt) /
+ * (mean clean - mean corrupt), from single-pair runs' own numbers (f64, 1e-12). */
+START_TEST(test_pairs_are_means_of_single_pairs) {
+    trainer t;
+    make_model(&t, _i, QKV_F64);
+    enum { N = 3 };
+    explain_input clean[N], corrupt[N];
+    patch_metric m[N];
+    for (int i = 0; i < N; i++) {
+        heldout_input(&t, 2 * i, &clean[i]);
+        heldout_input(&t, 2 * i + 1, &corrupt[i]);
+        m[i] = (patch_metric){t.target_len - 1 - i % 2, i % 3, 3 - i % 3};
+    }
+    patch_result all = {.site = QKV_SITE_Q, .over = EXPLAIN_OVER_HEAD_POSITION, .exact = true,
+                        .attribution = true};
+    ck_assert_int_eq(patch_of(&t, clean, corrupt, m, N, &all), QKV_OK);
+    double cl = 0, co = 0, *patched = calloc((size_t)all.n_rows, sizeof *patched);
+    double *attr = calloc((size_t)all.n_rows, sizeof *attr);
+    for (int i = 0; i < N; i++) {
+        patch_result one = {.site = QKV_SITE_Q, .over = EXPLAIN_OVER_HEAD_POSITION,
+                            .exact = true, .attribution = true};
+        ck_assert_int_eq(patch_of(&t, &clean[i], &corrupt[i], &m[i], 1, &one), QKV_OK);
+        ck_assert_int_eq(one.n_rows, all.n_rows);
+        double d = one.clean - one.corrupt;
+        cl += one.clean / N, co += one.corrupt / N;
+        for (int k = 0; k < one.n_rows; k++) {
+            patched[k] += (one.corrupt + one.rows[k].exact * d) / N;
+            attr[k] += one.rows[k].attribution * d / N;
+            /* the per-pair numbers of the set are the single run's */
+            ck_assert(fabs(all.pair_patched[i * all.n_rows + k] -
+                           (one.corrupt + one.rows[k].exact * d)) <= 1e-12);
+        }
+        explain_patch_free(&one);
+    }
+    ck_assert(fabs(all.clean - cl) <= 1e-12 && fabs(all.corrupt - co) <= 1e-12);
+    for (int k = 0; k < all.n_rows; k++) {
+        ck_assert_msg(fabs(all.rows[k].exact - (patched[k] - co) / (cl - co)) <= 1e-12,
+                      "row %d: %.15g vs %.15g", k, all.rows[k].exact,
+                      (patched[k] - co) / (cl - co));
+        ck_assert(fabs(all.rows[k].attribution - attr[k] / (cl - co)) <= 1e-12);
+    }
+    free(patched), free(attr);
+    explain_patch_free(&all);
+    trainer_free(&t);
+}
+END_TEST
+
+/* Path patching's identities in f64: (1) the receiver's input recorded in pass 2 (every head
+ * frozen at its corrupted output but the sender, which carries its clean one) equals its
+ * corrupted input plus ΔS·W_O^S·W^R, to 1e-12; (2) a sender -> logits path's exact share
+ * equals its attribution and the difference of the head's direct logit attribution between
+ * the two inputs (qkv attribute), over clean - corrupt, each to 1e-12. */
+START_TEST(test_path_identities) {
+    trainer t;
+    make_model(&t, _i, QKV_F64);
+    const qkv_model_config *c = &t.model.cfg;
+    int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H, T = c->seq_len;
+    int To = t.target_len;
+    explain_input in[2];
+    heldout_input(&t, 0, &in[0]);
+    heldout_input(&t, 1, &in[1]);
+    patch_metric m = {To - 1, 0, 1};
+    patch_result r = {.paths = true, .exact = true, .attribution = true};
+    ck_assert_int_eq(patch_of(&t, &in[0], &in[1], &m, 1, &r), QKV_OK);
+    double worst = 0;
+    for (int k = 0; k < r.n_paths; k++) {
+        const patch_path *p = &r.path[k];
+        if (p->receiver_layer >= 0) continue;
+        double dla[2][2]; /* [clean, corrupt][answer, wrong]: the sender's part */
+        for (int side = 0; side < 2; side++)
+            for (int w = 0; w < 2; w++) {
+                dla_result d;
+                ck_assert_int_eq(explain_attribute(&t, &in[side], m.position,
+                                                   w ? m.wrong : m.answer, &d), QKV_OK);
+                for (int q = 0; q < d.n_parts; q++)
+                    if (d.parts[q].layer == p->sender_layer && d.parts[q].head == p->sender_head)
+                        dla[side][w] = d.parts[q].value;
+                explain_attribute_free(&d);
+            }
+        double want = ((dla[0][0] - dla[0][1]) - (dla[1][0] - dla[1][1])) / (r.clean - r.corrupt);
+        worst = fmax(worst, fmax(fabs(p->exact - p->attribution), fabs(p->exact - want)));
+    }
+    ck_assert_msg(worst <= 1e-12, "%s: logits paths off by %.3g", models[_i].task, worst);
+    explain_patch_free(&r);
+    /* (1), by hand: every sender, every later layer's q (and k, v where keys read the stream) */
+    qkv_ctx *ctx = qkv_ctx_new(1 << 20);
+    qkv_probe cl = {0}, co = {0};
+    qkv_model_forward_probe(&t.model, ctx, in[0].tokens, NULL, 1, &cl);
+    qkv_model_forward_probe(&t.model, ctx, in[1].tokens, NULL, 1, &co);
+    qkv_head_edit *e = malloc(sizeof *e * (size_t)(L * H));
+    worst = 0;
+    for (int ls = 0; ls < L - 1; ls++)
+        for (int hs = 0; hs < H; hs++) {
+            for (int l = 0, n = 0; l < L; l++)
+                for (int h = 0; h < H; h++, n++)
+                    e[n] = (qkv_head_edit){.kind = QKV_HEAD_REPLACE, .layer = l, .head = h,
+                                           .position = -1, .site = QKV_SITE_Z,
+                                           .value = l == ls && h == hs ? cl.z[l] : co.z[l]};
+            qkv_probe rec = {.edits = e, .n_edits = L * H};
+            qkv_model_forward_probe(&t.model, ctx, in[1].tokens, NULL, 1, &rec);
+            int lr = ls + 1; /* the next layer: reached with or without the residual stream */
+            for (int via = 0; via < (c->target_len ? 1 : 3); via++) {
+                const qkv_tensor *w = via == 0 ? t.model.w_q[lr] : via == 1 ? t.model.w_k[lr]
+                                                                            : t.model.w_v[lr];
+                qkv_site site = (qkv_site)(QKV_SITE_Q + via);
+                const qkv_tensor *got = qkv_probe_site(&rec, site, lr);
+                const qkv_tensor *base = qkv_probe_site(&co, site, lr);
+                int rows = via ? T : To;
+                for (int hr = 0; hr < H; hr++)
+                    for (int i = 0; i < rows; i++)
+                        for (int d = 0; d < Dk; d++) {
+                            double add = 0;
+                            for (int j = 0; j < C; j++) {
+                                double u = 0;
+                                for (int q = 0; q < Dk; q++) {
+                                    int64_t at = ((int64_t)hs * To + i) * Dk + q;
+                                    u += (qkv_get(cl.z[ls], at) - qkv_get(co.z[ls], at)) *
+                                         qkv_get(t.model.w_o[ls], (int64_t)(hs * Dk + q) * C + j);
+                                }
+                                add += u * qkv_get(w, (int64_t)j * C + hr * Dk + d);
+                            }
+                            int64_t at = ((int64_t)hr * rows + i) * Dk + d;
+                            worst = fmax(worst, fabs(qkv_get(got, at) - (qkv_get(base, at) + add)));
+                        }
+            }
+        }
+    ck_assert_msg(worst <= 1e-12, "%s: recorded inputs off by %.3g", models[_i].task, worst);
+    free(e);
+    qkv_ctx_free(ctx);
+    trainer_free(&t);
 }
 END_TEST
 
@@ -340,18 +540,18 @@ START_TEST(test_induction_targets) {
         ck_assert_int_eq(qkv_task_targets(&t.cfg.task, clean.tokens, clean.targets), QKV_OK);
         corrupt = clean;
         for (int i = 0; i < 8; i++) corrupt.tokens[i] = other[i];
-        patch_result r = {.position = explain_default_position(&t, &clean), .answer = seg[7],
-                          .wrong = other[7], .exact = true, .attribution = true};
-        ck_assert_int_eq(r.position, 14);
-        ck_assert_int_eq(explain_patch(&t, &clean, &corrupt, &r), QKV_OK);
+        patch_result r = {.exact = true, .attribution = true};
+        patch_metric m = {explain_default_position(&t, &clean), seg[7], other[7]};
+        ck_assert_int_eq(m.position, 14);
+        ck_assert_int_eq(patch_of(&t, &clean, &corrupt, &m, 1, &r), QKV_OK);
         double share = 0, tol = d ? 1e-6 : 1e-3;
         for (int k = 0; k < r.n_rows; k++) {
             const patch_row *row = &r.rows[k];
-            if (row->layer != 1) continue;
+            if (row->spot.layer != 1) continue;
             for (int i = 0; i < rq.n_heads; i++)
-                if (rq.heads[i].head == row->head) share += row->exact;
+                if (rq.heads[i].head == row->spot.head) share += row->exact;
             ck_assert_msg(fabs(row->exact - row->attribution) <= tol, "2.%d: %.9g vs %.9g",
-                          row->head + 1, row->exact, row->attribution);
+                          row->spot.head + 1, row->exact, row->attribution);
         }
         ck_assert_msg(share >= 0.7, "the induction heads' patching shares sum to %.3f", share);
         ck_assert(isfinite(r.agreement));
@@ -372,6 +572,9 @@ static Suite *explain_suite(void) {
     tcase_add_test(tc, test_every_head_of_a_wide_layer);
     tcase_add_loop_test(tc, test_patching_everything_recovers_all, 0, NMODELS);
     tcase_add_loop_test(tc, test_attribution_is_exact_on_the_last_layer, 0, NMODELS);
+    tcase_add_loop_test(tc, test_linear_sites_agree, 0, NMODELS);
+    tcase_add_loop_test(tc, test_pairs_are_means_of_single_pairs, 0, NMODELS);
+    tcase_add_loop_test(tc, test_path_identities, 0, NMODELS);
     suite_add_tcase(s, tc);
     tc = tcase_create("trained");
     /* 600 training steps: left out under valgrind and qemu (.ci/run), as test_train's

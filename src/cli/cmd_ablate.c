@@ -14,14 +14,14 @@
 typedef struct {
     const char *model, *heads, *out, *data;
     long threads;
-    int dtype, mode;
+    int dtype, mode, site, over;
     bool together, json;
 } ablate_args;
 
 static const char *const modes[] = {"zero", "mean", NULL};
 
 static int ablate_parse(int argc, char **argv, ablate_args *a) {
-    *a = (ablate_args){.dtype = TRAIN_DTYPE_OF_FILE};
+    *a = (ablate_args){.dtype = TRAIN_DTYPE_OF_FILE, .over = -1};
     cli_option options[] = {
         {"model", CLI_STRING, &a->model, .arg = "FILE",
          .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
@@ -33,7 +33,16 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
                  "per position (default zero)"},
         {"heads", CLI_STRING, &a->heads, .arg = "L.H,...",
          .help = "only these heads (layers and heads from 1), e.g. 2.1,2.2 (default: all)"},
-        {"together", CLI_FLAG, &a->together, .help = "also remove the listed heads at once"},
+        {"site", CLI_CHOICE, &a->site, .choices = explain_site_names, .arg = "S",
+         .help = "what is removed: z (a head's output, the default), q, k, v, pattern\n"
+                 "(its attention weights), resid-pre or resid-post (the stream entering\n"
+                 "or leaving a layer)"},
+        {"over", CLI_CHOICE, &a->over, .choices = explain_over_names, .arg = "W",
+         .help = "head: each head at every position (the default); head-position: at\n"
+                 "each query position (z, q, pattern); key-position: at each key\n"
+                 "position (k, v, pattern); layer-position: each layer at each\n"
+                 "position (resid-pre, resid-post, their default)"},
+        {"together", CLI_FLAG, &a->together, .help = "also remove the listed heads (every row) at once"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
          .help = "f32 or f64 (default: the model's own; an f32 model runs in f64 exactly\n"
                  "widened)"},
@@ -58,6 +67,13 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
     int code = cli_parse_options(&cmd, argc, argv, &first);
     if (code != CLI_RUN) return code;
     if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
+    if (a->over < 0) a->over = (int)explain_default_over((qkv_site)a->site);
+    bool stream = a->site == QKV_SITE_RESID_PRE || a->site == QKV_SITE_RESID_POST;
+    if (stream && a->heads) {
+        cli_error("ablate: --heads names heads; --site %s removes the stream of every layer",
+                  explain_site_names[a->site]);
+        return EXIT_USAGE;
+    }
     return explain_cli_model("ablate", a->model, argc, argv, first, &a->model);
 }
 
@@ -122,21 +138,30 @@ static bool parse_heads(const char *text, const trainer *t, ablate_request *rq) 
 
 static void print_table(const trainer *t, const ablate_request *rq, const ablate_result *r,
                         const char *data) {
-    printf("ablate: %s ablation, %d layer%s x %d head%s, %lld positions with a target (%s)\n",
-           rq->mean ? "mean" : "zero", t->model.cfg.layers, t->model.cfg.layers == 1 ? "" : "s",
+    bool stream = rq->site == QKV_SITE_RESID_PRE || rq->site == QKV_SITE_RESID_POST;
+    printf("ablate: %s ablation of %s (--site %s, --over %s), %d layer%s x %d head%s, %lld "
+           "positions with a target (%s)\n", rq->mean ? "mean" : "zero",
+           stream ? "the stream" : "each head's", explain_site_names[rq->site],
+           explain_over_names[rq->over], t->model.cfg.layers, t->model.cfg.layers == 1 ? "" : "s",
            t->model.cfg.heads, t->model.cfg.heads == 1 ? "" : "s",
            (long long)r->baseline.counted, data ? data : "the held-out set");
-    printf("  %-10s %10s %9s %10s %10s\n", "head", "loss", "accuracy", "loss +", "accuracy -");
-    printf("  %-10s %10.4f %9.4f\n", "none", r->baseline.loss, r->baseline.accuracy);
-    for (int i = 0; i < r->n_heads; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "%d.%d", r->heads[i].layer + 1, r->heads[i].head + 1);
-        printf("  %-10s %10.4f %9.4f %+10.4f %+10.4f\n", name, r->each[i].loss,
+    printf("  %-16s %10s %9s %10s %10s\n", stream ? "layer" : "head", "loss", "accuracy",
+           "loss +", "accuracy -");
+    printf("  %-16s %10.4f %9.4f\n", "none", r->baseline.loss, r->baseline.accuracy);
+    for (int i = 0; i < r->n; i++) {
+        const explain_spot *s = &r->spots[i];
+        char name[48];
+        if (s->head < 0) snprintf(name, sizeof name, "%d", s->layer + 1);
+        else snprintf(name, sizeof name, "%d.%d", s->layer + 1, s->head + 1);
+        size_t at = strlen(name);
+        if (s->position >= 0) snprintf(name + at, sizeof name - at, " @%d", s->position);
+        else if (s->key_position >= 0) snprintf(name + at, sizeof name - at, " key %d", s->key_position);
+        printf("  %-16s %10.4f %9.4f %+10.4f %+10.4f\n", name, r->each[i].loss,
                r->each[i].accuracy, r->each[i].loss - r->baseline.loss,
                r->baseline.accuracy - r->each[i].accuracy);
     }
     if (rq->together)
-        printf("  %-10s %10.4f %9.4f %+10.4f %+10.4f   (every head listed at once)\n",
+        printf("  %-16s %10.4f %9.4f %+10.4f %+10.4f   (every row above at once)\n",
                "together", r->together.loss, r->together.accuracy,
                r->together.loss - r->baseline.loss, r->baseline.accuracy - r->together.accuracy);
 }
@@ -151,7 +176,8 @@ static int ablate_run(const ablate_args *a) {
     if (t.data) inputs[k++] = t.data->path;
     if (a->data) inputs[k++] = a->data;
     eval_file file = {0};
-    ablate_request rq = {.mean = a->mode == 1, .together = a->together};
+    ablate_request rq = {.mean = a->mode == 1, .together = a->together,
+                         .site = (qkv_site)a->site, .over = (explain_over)a->over};
     ablate_result *r = calloc(1, sizeof *r);
     code = cli_check_outputs("ablate", (cli_output[]){{"out", a->out}, {0}}, inputs);
     if (code == EXIT_OK && !r) {
@@ -159,6 +185,10 @@ static int ablate_run(const ablate_args *a) {
         code = EXIT_NOMEM;
     }
     if (code == EXIT_OK && a->heads && !parse_heads(a->heads, &t, &rq)) code = EXIT_USAGE;
+    if (code == EXIT_OK && explain_check_site(&t, rq.site, rq.over) != QKV_OK) {
+        cli_error("ablate: %s", qkv_last_error());
+        code = EXIT_USAGE;
+    }
     if (code == EXIT_OK) {
         explain_set set = explain_heldout(&t);
         qkv_status s = a->data ? eval_file_read(&file, &t, a->data) : QKV_OK;

@@ -104,27 +104,6 @@ static void print_data_result(const trainer *t, const eval_file *f, const eval_d
         }
 }
 
-/* Writes --out (the JSON object j; may be NULL) and commits --per-example (af, when open):
- * both or neither. A failure of either puts back what the other replaced (io_keep_begin), and
- * a signal waits until the two are settled. EXIT_OK, or the exit code after one line. */
-static int save_both(const cJSON *j, const char *out, atomic_file *af) {
-    cli_guard_hold();
-    io_keep_begin();
-    int code = explain_cli_save(j, out);
-    if (af->f && code == EXIT_OK) {
-        qkv_status s = atomic_commit(af);
-        if (s != QKV_OK) {
-            cli_error("%s", qkv_last_error());
-            code = cli_exit_for(s);
-        }
-    } else if (af->f) {
-        atomic_abort(af);
-    }
-    io_keep_end(code != EXIT_OK);
-    cli_guard_release();
-    return code;
-}
-
 /* eval --data FILE: the model on a file of examples. */
 static int eval_data(trainer *t, const eval_args *a, const char *path) {
     /* both outputs checked before the data is read or anything written; written together */
@@ -145,8 +124,11 @@ static int eval_data(trainer *t, const eval_args *a, const char *path) {
         if (af.f) atomic_abort(&af);
         cli_error("%s", qkv_last_error());
         code = cli_exit_for(s);
-    } else if ((code = save_both(j, a->out, &af)) == EXIT_OK) {
-        if (!a->json) print_data_result(t, &f, &r);
+    } else if ((code = explain_cli_save_both(j, a->out, &af)) == EXIT_OK) {
+        if (!a->json) {
+            print_data_result(t, &f, &r);
+            cli_print_hint(t, &r.heads, NULL, false); /* as plain eval's, over the file */
+        }
         code = explain_cli_print(j, a->json, a->out);
     }
     cJSON_Delete(j);

@@ -222,117 +222,6 @@ static void print_text(const inspection *in, bool full) {
                in->loss ? ", and every gradient" : "");
 }
 
-/* ---- JSON ---- */
-
-/* s as the inside of a JSON string (UTF-8 passes through whole). */
-static void json_chars(const char *s) {
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') printf("\\%c", ch);
-        else if (ch < 0x20 || ch == '<') printf("\\u%04x", ch); /* '<': safe inside HTML too */
-        else putchar(ch);
-    }
-}
-
-static void json_string(const char *s) {
-    putchar('"');
-    json_chars(s);
-    putchar('"');
-}
-
-static void json_number(double v) {
-    if (isfinite(v)) printf("%.7g", v);
-    else fputs("null", stdout); /* a masked score, -inf, has no JSON number */
-}
-
-/* A part of head h as rows of numbers; with `null_masked`, null where the mask dropped a key. */
-static void json_matrix(const inspection *in, const part *p, const qkv_tensor *x, bool grad, int h,
-                        bool null_masked) {
-    int rows = inspect_part_rows(in, p), cols = inspect_part_cols(in, p);
-    putchar('[');
-    for (int i = 0; i < rows; i++) {
-        printf("%s[", i ? "," : "");
-        for (int j = 0; j < cols; j++) {
-            if (j) putchar(',');
-            if (null_masked && p->shape == QUERIES_BY_KEYS && inspect_masked_at(in, i, j)) fputs("null", stdout);
-            else json_number(inspect_part_at(x, grad, h, i, j));
-        }
-        putchar(']');
-    }
-    putchar(']');
-}
-
-/* The positions' labels, "3:tok", each token whole (the terminal's tables shorten them):
- * keys by their input token; queries (queries) of a decoder by inspect_query_class's class. */
-static void json_labels(const char *key, const inspection *in, int n, bool queries) {
-    printf(",\"%s\":[", key);
-    for (int i = 0; i < n; i++) {
-        char buf[32];
-        printf("%s\"%d:", i ? "," : "", i);
-        if (queries && in->cross) json_chars(inspect_class_text(in, inspect_query_class(in, i), buf, sizeof buf));
-        else json_chars(trainer_token_text(&in->t, in->tokens[i], buf, sizeof buf));
-        putchar('"');
-    }
-    putchar(']');
-}
-
-static void print_json(const inspection *in) {
-    const qkv_task *task = &in->t.cfg.task;
-    const qkv_model_config *c = &in->t.model.cfg;
-    char buf[32];
-    printf("{\"command\":\"inspect\",\"task\":\"%s\",\"layers\":%d,\"heads\":%d,\"d_model\":%d,"
-           "\"d_k\":%d,\"seq_len\":%d,\"vocab\":%d,\"causal\":%s,\"cross_attention\":%s,"
-           "\"queries\":%d,\"keys\":%d,\"step\":%" PRId64,
-           qkv_task_name(task->kind), c->layers, c->heads, c->d_model, in->Dk, in->model_T, in->V,
-           c->causal ? "true" : "false", in->cross ? "true" : "false", in->Tq, in->T,
-           in->t.optim.step);
-    if (in->t.data) {
-        fputs(",\"data\":", stdout);
-        json_string(in->t.cfg.data_path); /* the file the run was given, not its copy */
-    }
-    fputs(",\"tokens\":[", stdout);
-    for (int i = 0; i < in->T; i++) printf("%s%d", i ? "," : "", in->tokens[i]);
-    putchar(']');
-    json_labels("labels", in, in->T, false);
-    json_labels("query_labels", in, in->Tq, true);
-    fputs(",\"predictions\":[", stdout);
-    for (int i = 0; i < in->Tq; i++) {
-        double prob;
-        int best = inspect_predict(in, i, &prob);
-        printf("%s{\"class\":%d,\"label\":", i ? "," : "", best);
-        json_string(inspect_class_text(in, best, buf, sizeof buf));
-        printf(",\"probability\":%.6g}", prob);
-    }
-    putchar(']');
-    if (in->loss) {
-        fputs(",\"targets\":[", stdout);
-        for (int i = 0; i < in->Tq; i++) {
-            if (i) putchar(',');
-            if (in->targets[i] < 0) fputs("null", stdout);
-            else printf("%d", in->targets[i]);
-        }
-        fputs("],\"loss\":", stdout);
-        json_number(qkv_get(in->loss, 0));
-    }
-    fputs(",\"attention\":[", stdout);
-    for (int l = 0; l < in->L; l++)
-        for (int h = 0; h < in->H; h++) {
-            printf("%s{\"layer\":%d,\"head\":%d", l + h ? "," : "", l + 1, h + 1);
-            for (int i = 0; i < INSPECT_NPARTS; i++) {
-                printf(",\"%s\":", inspect_parts[i].name);
-                /* the scores before the softmax are shown as they are; A is null where masked */
-                json_matrix(in, &inspect_parts[i], inspect_part_tensor(in, l, false, i), false, h,
-                            strcmp(inspect_parts[i].name, "scores") && strcmp(inspect_parts[i].name, "scaled"));
-            }
-            for (int i = 0; in->loss && i < INSPECT_NGRADS; i++) {
-                printf(",\"%s\":", inspect_grad_parts[i].name);
-                json_matrix(in, &inspect_grad_parts[i], inspect_part_tensor(in, l, true, i), true, h, false);
-            }
-            putchar('}');
-        }
-    fputs("]}\n", stdout);
-}
-
 /* The line that says what the file of --out holds. */
 static void print_written(const inspection *in, const char *out) {
     const qkv_model_config *c = &in->t.model.cfg;
@@ -360,8 +249,15 @@ int cmd_inspect(int argc, char **argv, bool parse_only) {
     qkv_status s = inspection_run(in, path, a.input, a.target);
     if (s == QKV_OK && a.out && (s = inspection_save(in, a.out)) == QKV_OK)
         print_written(in, a.out);
-    else if (s == QKV_OK && a.json)
-        print_json(in);
+    else if (s == QKV_OK && a.json) {
+        cJSON *j = inspection_json(in);
+        int code = explain_cli_save(j, NULL); /* every item of it made */
+        if (code == EXIT_OK) code = explain_cli_print(j, true, NULL);
+        cJSON_Delete(j);
+        inspection_free(in);
+        free(in);
+        return code;
+    }
     else if (s == QKV_OK)
         print_text(in, a.full);
     if (s != QKV_OK) cli_error("%s", qkv_last_error());

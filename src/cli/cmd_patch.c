@@ -1,9 +1,11 @@
-/* cmd_patch.c - `qkv patch`: activation patching, each head's output on a clean input copied
- * into the run on a corrupted one, exactly and by attribution (explore/explain.c). */
+/* cmd_patch.c - `qkv patch`: activation patching, a part of the forward on a clean input
+ * copied into the run on a corrupted one, exactly and by attribution, for one pair or a set
+ * of pairs; and path patching (explore/explain.c, explore/pairs.c). */
 #include "cli.h"
 #include "io/paths.h"
 #include "explain_cli.h"
 #include "explore/explain.h"
+#include "explore/pairs.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -11,23 +13,34 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *clean, *corrupt, *answer, *wrong, *out;
-    long threads, position;
-    int dtype, over, method;
-    bool json;
+    const char *model, *clean, *corrupt, *answer, *wrong, *out, *pairs, *per_pair;
+    long threads, position, seed;
+    int dtype, site, over, method, corrupt_from;
+    bool json, path;
 } patch_args;
 
-static const char *const overs[] = {"head", "head-position", NULL};
 static const char *const methods[] = {"exact", "attribution", "both", NULL};
+static const char *const corruptions[] = {"shuffle", "resample", NULL};
 
 static int patch_parse(int argc, char **argv, patch_args *a) {
-    *a = (patch_args){.dtype = TRAIN_DTYPE_OF_FILE, .position = -1, .method = 2};
+    *a = (patch_args){.dtype = TRAIN_DTYPE_OF_FILE, .position = -1, .method = 2, .over = -1,
+                      .corrupt_from = -1, .seed = 1};
     cli_option options[] = {
         {"model", CLI_STRING, &a->model, .arg = "FILE",
          .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
         {"clean", CLI_STRING, &a->clean, .arg = "\"...\"", .help = "the clean input's tokens"},
         {"corrupt", CLI_STRING, &a->corrupt, .arg = "\"...\"",
          .help = "the corrupted input's tokens (as many as --clean)"},
+        {"pairs", CLI_STRING, &a->pairs, .arg = "FILE",
+         .help = "a set of pairs instead: lines of clean, a tab, corrupt, and optionally\n"
+                 "a tab and the answer, a tab and the wrong token; the metric is\n"
+                 "averaged over the pairs first"},
+        {"corrupt-from", CLI_CHOICE, &a->corrupt_from, .choices = corruptions, .arg = "HOW",
+         .help = "pairs from the task's held-out examples, each corrupted: resample (an\n"
+                 "induction model: the segment's first occurrence drawn again) or\n"
+                 "shuffle (a lookup model: the pairs' values dealt to other keys)"},
+        {"seed", CLI_INT, &a->seed, 0, INT32_MAX, .arg = "N",
+         .help = "the seed of --corrupt-from's draws (default 1)"},
         {"answer", CLI_STRING, &a->answer, .arg = "TOKEN",
          .help = "the metric is logit[answer] - logit[wrong] (default: the clean\n"
                  "input's prediction)"},
@@ -36,11 +49,20 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
         {"position", CLI_INT, &a->position, 0, QKV_MAX_SEQ_LEN - 1, .arg = "I",
          .help = "the position of the metric, from 0 (default: the last that had a\n"
                  "target in training)"},
-        {"over", CLI_CHOICE, &a->over, .choices = overs, .arg = "W",
-         .help = "head: each head at every position; head-position: each head at each\n"
-                 "position (default head)"},
+        {"site", CLI_CHOICE, &a->site, .choices = explain_site_names, .arg = "S",
+         .help = "what is patched: z (a head's output, the default), q, k, v, pattern\n"
+                 "(its attention weights), resid-pre or resid-post (the stream entering\n"
+                 "or leaving a layer)"},
+        {"over", CLI_CHOICE, &a->over, .choices = explain_over_names, .arg = "W",
+         .help = "head: each head at every position (the default); head-position: at\n"
+                 "each query position (z, q, pattern); key-position: at each key\n"
+                 "position (k, v, pattern); layer-position: each layer at each\n"
+                 "position (resid-pre, resid-post, their default)"},
+        {"path", CLI_FLAG, &a->path,
+         .help = "path patching: each head's clean output carried only to one later\n"
+                 "head's q, k or v, or to the logits, every other path frozen"},
         {"method", CLI_CHOICE, &a->method, .choices = methods, .arg = "M",
-         .help = "exact (one forward per head), attribution (one backward pass on the\n"
+         .help = "exact (one forward per row), attribution (one backward pass on the\n"
                  "corrupted input), or both side by side (default both)"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
          .help = "f32 or f64 (default: the model's own)"},
@@ -48,28 +70,50 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object (docs/explain.md)"},
         {"out", CLI_STRING, &a->out, .arg = "FILE",
          .help = "write the same JSON object to FILE (e.g. RUN/patch.json for qkv plot)"},
+        {"per-pair", CLI_STRING, &a->per_pair, .arg = "FILE",
+         .help = "write each pair's own clean, corrupt and rows to FILE, one JSON\n"
+                 "object a line"},
         CLI_NO_SELFTEST_ROW,
         {"help", CLI_HELP, .help = "show this help"},
         {0}};
     const cli_command cmd = {
         .name = "patch",
         .usage = "usage: qkv patch DIR --clean \"...\" --corrupt \"...\" [options]\n"
+                 "       qkv patch DIR --pairs FILE | --corrupt-from HOW [options]\n"
                  "The share of the clean - corrupted difference of logit[answer] - logit[wrong] "
-                 "that\neach head recovers when its clean output replaces its corrupted one "
-                 "(1 all, 0 none).\n\n",
+                 "that\neach head (or site, or path) recovers when its clean value replaces its "
+                 "corrupted\none (1 all, 0 none).\n\n",
         .options = options,
         .column = 22,
         .epilog = "\nExit codes: 0 done, 2 bad option or input, 3 a file cannot be read or "
-                  "written,\n4 the model file is corrupt, 6 out of memory.\n",
+                  "written,\n4 the model file is corrupt, 5 a number is not finite, 6 out of "
+                  "memory.\n",
         .operands = true};
     int first;
     int code = cli_parse_options(&cmd, argc, argv, &first);
     if (code != CLI_RUN) return code;
     if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
-    if (!a->clean || !a->corrupt) {
-        cli_error("patch: --clean and --corrupt are required");
+    int sources = (a->clean || a->corrupt) + (a->pairs != NULL) + (a->corrupt_from >= 0);
+    if (sources != 1) {
+        cli_error("patch: give the inputs one way: --clean and --corrupt, --pairs FILE, or "
+                  "--corrupt-from HOW");
         return EXIT_USAGE;
     }
+    if ((a->clean || a->corrupt) && !(a->clean && a->corrupt)) {
+        cli_error("patch: --clean and --corrupt are given together");
+        return EXIT_USAGE;
+    }
+    if ((a->answer || a->wrong) && !a->clean) {
+        cli_error("patch: --%s is for one pair; a pairs file gives each pair's in its third "
+                  "and fourth fields", a->answer ? "answer" : "wrong");
+        return EXIT_USAGE;
+    }
+    if (a->path && (cli_option_given(&cmd, "site") || a->over >= 0)) {
+        cli_error("patch: --path carries each head's output (z) along every path: it takes "
+                  "no --site or --over");
+        return EXIT_USAGE;
+    }
+    if (a->over < 0) a->over = (int)explain_default_over((qkv_site)a->site);
     return explain_cli_model("patch", a->model, argc, argv, first, &a->model);
 }
 
@@ -81,41 +125,126 @@ static int count_words(const char *text) {
     return n;
 }
 
-/* The most likely class at position i of input `in`; -1 with *s set when the run fails. */
-static int predicted(trainer *t, const explain_input *in, int i, qkv_status *s) {
-    dla_result r;
-    qkv_status st = explain_attribute(t, in, i, -1, &r);
-    int token = r.token;
-    explain_attribute_free(&r);
-    if (st != QKV_OK) {
-        *s = st;
-        return -1;
+/* The one pair of --clean and --corrupt as a set: in[0], in[1] read, the metric's position,
+ * answer and wrong token (given, or the predictions). */
+static int one_pair(trainer *t, const patch_args *a, explain_input *in, pair_set *p) {
+    memset(p, 0, sizeof *p);
+    if (count_words(a->clean) != count_words(a->corrupt)) {
+        cli_error("patch: --clean has %d tokens and --corrupt %d: patching needs inputs of one "
+                  "length", count_words(a->clean), count_words(a->corrupt));
+        return EXIT_USAGE;
     }
-    return token;
+    qkv_status s;
+    if ((s = explain_read_input(t, "--clean", a->clean, &in[0])) != QKV_OK ||
+        (s = explain_read_input(t, "--corrupt", a->corrupt, &in[1])) != QKV_OK)
+        goto fail;
+    int T = t->model.cfg.seq_len;
+    p->clean = malloc((size_t)T * sizeof *p->clean);
+    p->corrupt = malloc((size_t)T * sizeof *p->corrupt);
+    p->metric = malloc(sizeof *p->metric);
+    if (!p->clean || !p->corrupt || !p->metric) {
+        cli_error("patch: out of memory");
+        return EXIT_NOMEM;
+    }
+    memcpy(p->clean, in[0].tokens, (size_t)T * sizeof *p->clean);
+    memcpy(p->corrupt, in[1].tokens, (size_t)T * sizeof *p->corrupt);
+    p->clean_len = &in[0].len, p->corrupt_len = &in[1].len; /* not owned: see patch_run */
+    p->n = 1, p->keys = in[0].n;
+    p->positions = t->model.cfg.target_len ? t->target_len : in[0].n;
+    patch_metric *m = p->metric;
+    m->position = a->position >= 0 ? (int)a->position : explain_default_position(t, &in[0]);
+    if (m->position < 0) {
+        cli_error("patch: the clean input has no position with a target: give --position");
+        return EXIT_USAGE;
+    }
+    if ((s = explain_check_position(t, &in[0], m->position)) != QKV_OK) goto fail;
+    m->answer = a->answer ? explain_read_class(t, "--answer", a->answer) : -1;
+    m->wrong = a->wrong ? explain_read_class(t, "--wrong", a->wrong) : -1;
+    if ((a->answer && m->answer < 0) || (a->wrong && m->wrong < 0)) {
+        s = QKV_ERR_VALUE; /* explain_read_class's */
+        goto fail;
+    }
+    if ((s = explain_fill_predictions(t, p->clean, p->corrupt, t->data ? p->clean_len : NULL,
+                                      t->data ? p->corrupt_len : NULL, 1, m, NULL, NULL)) !=
+        QKV_OK)
+        goto fail;
+    if (m->answer == m->wrong) {
+        char label[32];
+        trainer_token_label(t, m->answer, label, sizeof label);
+        cli_error("patch: the answer and the wrong token are both '%s'%s: the metric would be 0",
+                  label, a->answer && a->wrong ? "" : " (give --answer and --wrong)");
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+fail:
+    cli_error("patch: %s", qkv_last_error());
+    return s == QKV_ERR_VALUE ? EXIT_USAGE : cli_exit_for(s);
 }
 
-static void print_table(const trainer *t, const explain_input *clean, const patch_result *r) {
+static void print_share(double v) {
+    if (isfinite(v)) printf(" %12.6f", v);
+    else printf(" %12s", "-");
+}
+
+static void print_table(const trainer *t, const explain_input *clean, const pair_set *p,
+                        const patch_result *r) {
     char pos[80], ans[32], wr[32];
-    explain_position_label(t, clean, r->position, pos, sizeof pos);
-    if (!explain_position_trained(t, clean, r->position)) /* named, never taken for a target */
-        snprintf(pos + strlen(pos), sizeof pos - strlen(pos), " (no target in training)");
-    trainer_token_label(t, r->answer, ans, sizeof ans);
-    trainer_token_label(t, r->wrong, wr, sizeof wr);
-    printf("patch: logit[%s] - logit[%s] at position %s: clean %.6g, corrupted %.6g\n", ans, wr,
-           pos, r->clean, r->corrupt);
-    printf("  share of the difference recovered by patching each head's clean output "
-           "(1 all, 0 none)\n");
-    printf("  %-6s %-10s %12s %12s\n", "head", "position", "exact", "attribution");
-    for (int i = 0; i < r->n_rows; i++) {
-        const patch_row *p = &r->rows[i];
-        char name[32], at[48] = "all";
-        snprintf(name, sizeof name, "%d.%d", p->layer + 1, p->head + 1);
-        if (p->position >= 0) explain_position_label(t, clean, p->position, at, sizeof at);
-        printf("  %-6s %-10s", name, at);
-        if (isfinite(p->exact)) printf(" %12.6f", p->exact);
-        else printf(" %12s", "-");
-        if (isfinite(p->attribution)) printf(" %12.6f\n", p->attribution);
-        else printf(" %12s\n", "-");
+    const patch_metric *m = &p->metric[0];
+    trainer_token_label(t, m->answer, ans, sizeof ans);
+    trainer_token_label(t, m->wrong, wr, sizeof wr);
+    if (clean) {
+        explain_position_label(t, clean, m->position, pos, sizeof pos);
+        if (!explain_position_trained(t, clean, m->position)) /* named, never taken for one */
+            snprintf(pos + strlen(pos), sizeof pos - strlen(pos), " (no target in training)");
+        printf("patch: logit[%s] - logit[%s] at position %s: clean %.6g, corrupted %.6g\n", ans,
+               wr, pos, r->clean, r->corrupt);
+    } else {
+        printf("patch: logit[answer] - logit[wrong] over %d pairs (the first: logit[%s] - "
+               "logit[%s] at position %d): mean clean %.6g, mean corrupted %.6g\n", p->n, ans, wr,
+               m->position, r->clean, r->corrupt);
+        if (p->skipped)
+            printf("  (%d held-out examples left out: the model predicts the answer on the "
+                   "corrupted input too)\n", p->skipped);
+    }
+    if (r->paths) {
+        printf("  share recovered when only the path from the sender carries its clean output "
+               "(1 all, 0 none)\n");
+        printf("  %-6s %-8s %-4s %12s %12s\n", "sender", "receiver", "via", "exact", "attribution");
+        for (int i = 0; i < r->n_paths; i++) {
+            const patch_path *q = &r->path[i];
+            char s[32], rc[32] = "logits";
+            snprintf(s, sizeof s, "%d.%d", q->sender_layer + 1, q->sender_head + 1);
+            if (q->receiver_layer >= 0)
+                snprintf(rc, sizeof rc, "%d.%d", q->receiver_layer + 1, q->receiver_head + 1);
+            printf("  %-6s %-8s %-4s", s, rc, q->receiver_layer >= 0 ? explain_site_names[q->via] : "-");
+            print_share(q->exact);
+            print_share(q->attribution);
+            printf("\n");
+        }
+    } else {
+        printf("  share of the difference recovered by patching each %s's clean %s (1 all, "
+               "0 none)\n", r->over == EXPLAIN_OVER_LAYER_POSITION ? "layer" : "head",
+               explain_site_names[r->site]);
+        printf("  %-6s %-10s %-6s %12s %12s\n", r->over == EXPLAIN_OVER_LAYER_POSITION ? "layer"
+                                                                                        : "head",
+               "position", "key", "exact", "attribution");
+        for (int i = 0; i < r->n_rows; i++) {
+            const explain_spot *s = &r->rows[i].spot;
+            char name[32], at[48] = "all", key[16] = "all";
+            if (s->head < 0) snprintf(name, sizeof name, "%d", s->layer + 1);
+            else snprintf(name, sizeof name, "%d.%d", s->layer + 1, s->head + 1);
+            if (s->position >= 0) {
+                if (clean) explain_position_label(t, clean, s->position, at, sizeof at);
+                else snprintf(at, sizeof at, "%d", s->position);
+            }
+            if (s->key_position >= 0) snprintf(key, sizeof key, "%d", s->key_position);
+            else if (s->site != QKV_SITE_K && s->site != QKV_SITE_V && s->site != QKV_SITE_PATTERN)
+                snprintf(key, sizeof key, "-");
+            printf("  %-6s %-10s %-6s", name, at, key);
+            print_share(r->rows[i].exact);
+            print_share(r->rows[i].attribution);
+            printf("\n");
+        }
     }
     if (r->exact && r->attribution) {
         if (isfinite(r->agreement))
@@ -125,72 +254,80 @@ static void print_table(const trainer *t, const explain_input *clean, const patc
     }
 }
 
+/* Each pair's own numbers, a JSON object a line, into af. */
+static qkv_status write_per_pair(const patch_result *r, atomic_file *af) {
+    for (int i = 0; i < r->n_pairs; i++) {
+        cJSON *o = explain_patch_pair_json(r, i);
+        char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+        cJSON_Delete(o);
+        if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory for --per-pair's lines");
+        fputs(text, af->f);
+        fputc('\n', af->f);
+        free(text);
+    }
+    return QKV_OK;
+}
+
 static int patch_run(const patch_args *a) {
     trainer t;
     char path[RUN_PATH_LEN];
     int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
     if (code != EXIT_OK) return code;
-    const char *inputs[] = {path, t.data ? t.data->path : NULL, NULL};
-    explain_input *in = malloc(2 * sizeof *in);
-    patch_result r = {.over_positions = a->over == 1, .exact = a->method != 1,
-                      .attribution = a->method != 0};
+    const char *inputs[4] = {path}; /* NULL-ended: no hole */
+    int n_inputs = 1;
+    if (t.data) inputs[n_inputs++] = t.data->path;
+    if (a->pairs) inputs[n_inputs++] = a->pairs;
+    explain_input *in = a->clean ? malloc(2 * sizeof *in) : NULL;
+    pair_set pairs = {0};
+    patch_result r = {.site = (qkv_site)a->site, .over = (explain_over)a->over,
+                      .paths = a->path, .exact = a->method != 1, .attribution = a->method != 0};
+    atomic_file af = {0};
+    cJSON *j = NULL;
     qkv_status s = QKV_OK;
-    if ((code = cli_check_outputs("patch", (cli_output[]){{"out", a->out}, {0}}, inputs)) !=
-        EXIT_OK)
-        goto done;
-    if (!in) {
+    const cli_output outputs[] = {{"per-pair", a->per_pair}, {"out", a->out}, {0}};
+    if ((code = cli_check_outputs("patch", outputs, inputs)) != EXIT_OK) goto done;
+    if (a->clean && !in) {
         cli_error("patch: out of memory");
         code = EXIT_NOMEM;
         goto done;
     }
-    if (count_words(a->clean) != count_words(a->corrupt)) {
-        cli_error("patch: --clean has %d tokens and --corrupt %d: patching needs inputs of one "
-                  "length", count_words(a->clean), count_words(a->corrupt));
-        code = EXIT_USAGE;
-        goto done;
-    }
-    if ((s = explain_read_input(&t, "--clean", a->clean, &in[0])) != QKV_OK ||
-        (s = explain_read_input(&t, "--corrupt", a->corrupt, &in[1])) != QKV_OK)
-        goto fail;
-    r.position = a->position >= 0 ? (int)a->position : explain_default_position(&t, &in[0]);
-    if (r.position < 0) {
-        cli_error("patch: the clean input has no position with a target: give --position");
-        code = EXIT_USAGE;
-        goto done;
-    }
-    if ((s = explain_check_position(&t, &in[0], r.position)) != QKV_OK) goto fail;
-    r.answer = a->answer ? explain_read_class(&t, "--answer", a->answer)
-                         : predicted(&t, &in[0], r.position, &s);
-    r.wrong = a->wrong ? explain_read_class(&t, "--wrong", a->wrong)
-                       : predicted(&t, &in[1], r.position, &s);
-    if (r.answer < 0 || r.wrong < 0) {
-        if (s == QKV_OK) s = QKV_ERR_VALUE; /* explain_read_class's */
+    if (!a->path && (s = explain_check_site(&t, r.site, r.over)) != QKV_OK) goto fail;
+    if (a->clean) {
+        if ((code = one_pair(&t, a, in, &pairs)) != EXIT_OK) goto done;
+    } else if (a->pairs) {
+        if ((s = pair_set_read(&pairs, &t, a->pairs, (int)a->position)) != QKV_OK) goto fail;
+    } else if ((s = pair_set_corrupt_from(&pairs, &t, (corrupt_kind)a->corrupt_from,
+                                          (int)a->position, (uint64_t)a->seed)) != QKV_OK) {
         goto fail;
     }
-    if (r.answer == r.wrong) {
-        char label[32];
-        trainer_token_label(&t, r.answer, label, sizeof label);
-        cli_error("patch: the answer and the wrong token are both '%s'%s: the metric would be 0",
-                  label, a->answer && a->wrong ? "" : " (give --answer and --wrong)");
-        code = EXIT_USAGE;
-        goto done;
-    }
-    if ((s = explain_patch(&t, &in[0], &in[1], &r)) != QKV_OK) goto fail;
-    cJSON *j = explain_patch_json(&t, &in[0], &in[1], &r);
-    if (j) /* false: a position no training example of this length had a target at */
+    patch_pairs view = pair_set_view(&pairs, &t);
+    if ((s = explain_patch(&t, &view, &r)) != QKV_OK) goto fail;
+    if (a->per_pair && (s = atomic_open(&af, a->per_pair)) == QKV_OK)
+        s = write_per_pair(&r, &af);
+    if (s == QKV_OK &&
+        !(j = explain_patch_json(&t, in ? &in[0] : NULL, in ? &in[1] : NULL, &pairs.metric[0],
+                                 a->pairs ? a->pairs : a->corrupt_from == CORRUPT_RESAMPLE
+                                                           ? "resample"
+                                                           : "shuffle",
+                                 &r)))
+        s = qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    if (s == QKV_OK && in) /* false: a position no training example of this length had a target at */
         cJSON_AddBoolToObject(j, "position_has_target",
-                              explain_position_trained(&t, &in[0], r.position));
-    if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
-    else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
-        if (!a->json) print_table(&t, &in[0], &r);
+                              explain_position_trained(&t, &in[0], pairs.metric[0].position));
+    if (s != QKV_OK) goto fail;
+    if ((code = explain_cli_save_both(j, a->out, &af)) == EXIT_OK) {
+        if (!a->json) print_table(&t, in ? &in[0] : NULL, &pairs, &r);
         code = explain_cli_print(j, a->json, a->out);
     }
-    cJSON_Delete(j);
     goto done;
 fail:
+    if (af.f) atomic_abort(&af);
     cli_error("patch: %s", qkv_last_error());
     code = s == QKV_ERR_VALUE ? EXIT_USAGE : cli_exit_for(s);
 done:
+    cJSON_Delete(j);
+    if (a->clean) pairs.clean_len = pairs.corrupt_len = NULL; /* in[]'s */
+    pair_set_free(&pairs);
     explain_patch_free(&r);
     free(in);
     trainer_free(&t);

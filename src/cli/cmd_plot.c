@@ -57,6 +57,15 @@ static int plot_parse(int argc, char **argv, plot_args *a) {
                  "  curves                       loss and accuracy over the steps, train and held-out\n"
                  "  grads_layer<L>_head<H>       the weights A, their gradient dA and the scores' gradient dS\n"
                  "  snapshots.gif                the attention forming (train --snapshot-every K)\n"
+                 "and, when their JSON files are in DIR (docs/explain.md):\n"
+                 "  circuit_qk|ov_layer<L>_head<H>  circuits: each head's QK and OV circuit, and\n"
+                 "  composition_q|k|v            the composition scores (circuits.json, qkv circuits --out)\n"
+                 "  ablate                       ablation: the loss increase of each head removed\n"
+                 "                               (ablate.json, qkv ablate --out)\n"
+                 "  patch                        patching: the share each head recovers\n"
+                 "                               (patch.json, qkv patch --out)\n"
+                 "  attribute                    attribution: the logit's parts as bars\n"
+                 "                               (attribute.json, qkv attribute --out)\n"
                  "\n",
         .options = options,
         .column = 22,

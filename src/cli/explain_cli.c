@@ -1,6 +1,7 @@
 /* explain_cli.c - the model, the loading and the JSON of the explaining commands. */
 #include "explain_cli.h"
 #include "explore/explain.h"
+#include "io/io.h"
 #include "train/checkpoint.h"
 
 #include <stdio.h>
@@ -83,4 +84,26 @@ int explain_cli_print(const cJSON *o, bool json, const char *out) {
         printf("wrote %s\n", out);
     }
     return EXIT_OK;
+}
+
+/* Writes --out (the JSON object j; may be NULL) and commits a second output (af, when open,
+ * e.g. eval's --per-example):
+ * both or neither. A failure of either puts back what the other replaced (io_keep_begin), and
+ * a signal waits until the two are settled. EXIT_OK, or the exit code after one line. */
+int explain_cli_save_both(const cJSON *j, const char *out, atomic_file *af) {
+    cli_guard_hold();
+    io_keep_begin();
+    int code = explain_cli_save(j, out);
+    if (af->f && code == EXIT_OK) {
+        qkv_status s = atomic_commit(af);
+        if (s != QKV_OK) {
+            cli_error("%s", qkv_last_error());
+            code = cli_exit_for(s);
+        }
+    } else if (af->f) {
+        atomic_abort(af);
+    }
+    io_keep_end(code != EXIT_OK);
+    cli_guard_release();
+    return code;
 }

@@ -4,6 +4,7 @@
 #define QKV_CLI_EXPLAIN_H
 
 #include "cli.h"
+#include "io/io.h"
 #include "train/checkpoint.h"
 
 #include <cjson/cJSON.h>
@@ -20,6 +21,10 @@ int explain_cli_load(const char *model, int dtype, long threads, trainer *t, cha
 /* The JSON object written to `out` (atomically) when not NULL, before anything is printed:
  * EXIT_OK, or the exit code after one line (nothing else is printed then). */
 int explain_cli_save(const cJSON *o, const char *out);
+/* explain_cli_save of `o` to `out` and atomic_commit of af (when open): both or neither. A
+ * failure of either puts back what the other replaced, and a signal waits until the two are
+ * settled. EXIT_OK, or the exit code after one line. */
+int explain_cli_save_both(const cJSON *o, const char *out, atomic_file *af);
 /* Then, with `json`, the object on stdout as one line; else "wrote OUT" when there is one
  * (after the command's table). EXIT_OK, or EXIT_NOMEM after one line when the text does not
  * fit in memory (nothing printed). */

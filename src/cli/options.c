@@ -198,7 +198,178 @@ int cli_option_count(const cli_command *cmd, int argc, char **argv, const char *
     return count;
 }
 
+/* ---- the same help as troff, for the man page (scripts/man_page.sh) ---- */
+
+/* Text for a troff text line: backslashes and hyphens escaped ("\e", "\-"); n bytes of s. */
+static void troff_text(const char *s, size_t n, FILE *out) {
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '\\') fputs("\\e", out);
+        else if (s[i] == '-') fputs("\\-", out);
+        else fputc(s[i], out);
+    }
+}
+
+/* One line of text: "\&" first, so that a leading '.' or '\'' is never a request. */
+static void troff_line(const char *s, size_t n, FILE *out) {
+    fputs("\\&", out);
+    troff_text(s, n, out);
+    fputc('\n', out);
+}
+
+/* A word of a synopsis or a tag: an option or a command word bold, a value's name (FILE,
+ * "t1 t2 ...", options) italic, the brackets around it roman. */
+static void troff_word(const char *w, size_t n, FILE *out) {
+    size_t a = 0, b = n;
+    while (a < b && w[a] == '[') a++;
+    while (b > a && w[b - 1] == ']') b--;
+    troff_text(w, a, out);
+    if (a < b) {
+        bool bold = w[a] == '-' || (w[a] >= 'a' && w[a] <= 'z');
+        if (b - a == 7 && !strncmp(w + a, "options", 7)) bold = false;
+        fputs(bold ? "\\fB" : "\\fI", out);
+        troff_text(w + a, b - a, out);
+        fputs("\\fR", out);
+    }
+    troff_text(w + b, n - b, out);
+}
+
+/* Words separated by spaces, a quoted one ("t1 t2 ...", 'NAME=V1,V2 ...') whole. */
+static void troff_words(const char *s, size_t n, FILE *out) {
+    for (size_t i = 0; i < n;) {
+        if (s[i] == ' ') {
+            fputc(' ', out);
+            while (i < n && s[i] == ' ') i++;
+            continue;
+        }
+        size_t j = i;
+        if (s[i] == '"' || s[i] == '\'') {
+            const char *close = memchr(s + i + 1, s[i], n - i - 1);
+            j = close ? (size_t)(close - s) + 1 : n;
+        }
+        while (j < n && s[j] != ' ') j++;
+        troff_word(s + i, j - i, out);
+        i = j;
+    }
+}
+
+/* Where a line's remark begins: after three spaces, "(or qkv eval DIR)"; n when it has none. */
+static size_t remark_at(const char *s, size_t n) {
+    for (size_t i = 0; i + 3 < n; i++)
+        if (!strncmp(s + i, "   (", 4)) return i + 3;
+    return n;
+}
+
+/* The synopsis: the usage's "usage: qkv ..." line and the lines of more forms under it, a
+ * line indented further joined to the one above; a form that sends to another command's help
+ * ("(see qkv study precision --help)") is that command's to give. Returns where the usage's
+ * description begins. */
+static const char *troff_synopsis(const char *usage, FILE *out) {
+    const char *line = usage;
+    bool first = true;
+    while (*line && (first || *line == ' ')) {
+        const char *end = line + strcspn(line, "\n");
+        const char *form = line + (first && !strncmp(line, "usage:", 6) ? 6 : 0);
+        while (form < end && *form == ' ') form++;
+        /* the lines indented further that continue this form */
+        const char *next = *end ? end + 1 : end;
+        char joined[1024];
+        size_t n = (size_t)snprintf(joined, sizeof joined, "%.*s", (int)(end - form), form);
+        while (*next == ' ' && strncmp(next + strspn(next, " "), "qkv ", 4)) {
+            const char *e = next + strcspn(next, "\n");
+            const char *w = next + strspn(next, " ");
+            if (n < sizeof joined) n += (size_t)snprintf(joined + n, sizeof joined - n, " %.*s", (int)(e - w), w);
+            next = *e ? e + 1 : e;
+        }
+        if (n >= sizeof joined) n = sizeof joined - 1;
+        size_t remark = remark_at(joined, n);
+        if (strncmp(joined + remark, "(see ", 5)) {
+            size_t words = remark;
+            while (words > 0 && joined[words - 1] == ' ') words--;
+            troff_words(joined, words, out);
+            if (remark < n) {
+                fputs("   ", out);
+                troff_text(joined + remark, n - remark, out);
+            }
+            fputs("\n.br\n", out);
+        }
+        first = false;
+        line = next;
+    }
+    return line;
+}
+
+/* A CLI_TEXT row's lines: "  --emit slurm   text" an entry of the list (.TP), a line indented
+ * four spaces or more the text of the entry or note above, any other a heading (.PP). */
+static void troff_text_row(const char *text, bool *in_entry, FILE *out) {
+    for (const char *line = text; *line;) {
+        size_t n = strcspn(line, "\n"), indent = strspn(line, " ");
+        if (indent == 2 && line[2] == '-') {
+            const char *gap = strstr(line + 2, "  ");
+            size_t tag = gap && gap < line + n ? (size_t)(gap - line) : n;
+            fputs(".TP\n", out);
+            troff_words(line + 2, tag - 2, out);
+            fputc('\n', out);
+            size_t body = tag + strspn(line + tag, " ");
+            if (body < n) troff_line(line + body, n - body, out);
+            *in_entry = true;
+        } else if (indent >= 4) {
+            if (!*in_entry) fputs(".IP\n", out);
+            troff_line(line + indent, n - indent, out);
+            *in_entry = true;
+        } else {
+            fputs(".PP\n", out);
+            troff_line(line, n, out);
+            *in_entry = false;
+        }
+        line += n + (line[n] == '\n');
+    }
+}
+
+/* QKV_HELP_FORMAT=troff: the help as three parts of the man page, each after a comment line:
+ * the synopsis, the description (the rest of the usage) and the options, one .TP each, the
+ * table's lines of their own as headings and notes. The epilog is the page's to say. */
+static void print_troff(const cli_command *cmd, FILE *out) {
+    fputs(".\\\" synopsis\n", out);
+    const char *desc = troff_synopsis(cmd->usage, out);
+    fputs(".\\\" description\n", out);
+    for (const char *line = desc; *line;) {
+        size_t n = strcspn(line, "\n");
+        if (n) troff_line(line, n, out);
+        line += n + (line[n] == '\n');
+    }
+    fputs(".\\\" options\n", out);
+    bool in_entry = false;
+    for (const cli_option *o = cmd->options; o->kind != CLI_END; o++) {
+        if (!o->name) {
+            troff_text_row(o->help, &in_entry, out);
+            continue;
+        }
+        if (!o->help) continue; /* told of in a line of its own */
+        fputs(".TP\n", out);
+        if (o->kind == CLI_HELP) fputs("\\fB\\-h\\fR, ", out);
+        fputs("\\fB\\-\\-", out);
+        troff_text(o->name, strlen(o->name), out);
+        fputs("\\fR", out);
+        if (o->arg) {
+            fputc(' ', out);
+            troff_words(o->arg, strlen(o->arg), out);
+        }
+        fputc('\n', out);
+        for (const char *line = o->help; *line;) {
+            size_t n = strcspn(line, "\n");
+            troff_line(line, n, out);
+            line += n + (line[n] == '\n');
+        }
+        in_entry = true;
+    }
+}
+
 void cli_print_usage(const cli_command *cmd, FILE *out) {
+    const char *format = getenv("QKV_HELP_FORMAT");
+    if (format && !strcmp(format, "troff")) {
+        print_troff(cmd, out);
+        return;
+    }
     fputs(cmd->usage, out);
     for (const cli_option *o = cmd->options; o->kind != CLI_END; o++) {
         if (!o->name) { /* a line of its own: a heading, a note */

@@ -236,6 +236,15 @@ double qkv_get(const qkv_tensor *t, int64_t i) {
     return 0;
 }
 
+int64_t qkv_argmax(const qkv_tensor *x, int64_t offset, int64_t n) {
+    int64_t best = 0;
+    QKV_TYPED(x->dtype,
+        const T *row = (const T *)x->data + offset;
+        for (int64_t j = 1; j < n; j++)
+            if (row[j] > row[best]) best = j;);
+    return best;
+}
+
 void qkv_set(qkv_tensor *t, int64_t i, double value) {
     switch (t->dtype) {
     case QKV_F32: ((float *)t->data)[i] = (float)value; break;

@@ -1,6 +1,7 @@
 /* eval_data.c - a saved model on a new file of examples (eval_data.h). */
 #include "explore/eval_data.h"
 #include "io/io.h"
+#include "train/hints.h"
 
 #include <errno.h>
 #include <math.h>
@@ -153,11 +154,8 @@ static void write_example(const trainer *t, const eval_file *f, int e, const qkv
     int queries = t->model.cfg.target_len ? To : f->len[e], right = 0, counted = 0;
     for (int i = 0; i < queries; i++) {
         int64_t row = ((int64_t)b * To + i) * V;
-        int best = 0;
-        double max = qkv_get(logits, row), z = 0;
-        for (int j = 1; j < V; j++)
-            if (qkv_get(logits, row + j) > qkv_get(logits, row + best)) best = j;
-        max = qkv_get(logits, row + best);
+        int best = (int)qkv_argmax(logits, row, V);
+        double max = qkv_get(logits, row + best), z = 0;
         for (int j = 0; j < V; j++) z += exp(qkv_get(logits, row + j) - max);
         cJSON_AddItemToArray(pr, explain_token_json(t, best));
         cJSON_AddItemToArray(pb, cJSON_CreateNumber(1.0 / z));
@@ -217,9 +215,7 @@ qkv_status eval_data_run(trainer *t, const eval_file *f, FILE *per_example,
             for (int i = 0; i < To; i++) {
                 if (y[i] < 0) continue;
                 int64_t row = ((int64_t)b * To + i) * V;
-                int best = 0;
-                for (int j = 1; j < V; j++)
-                    if (qkv_get(logits, row + j) > qkv_get(logits, row + best)) best = j;
+                int best = (int)qkv_argmax(logits, row, V);
                 r->by_position[i].hits += best == y[i];
                 r->by_position[i].counted++;
                 hits += best == y[i], counted++;
@@ -292,5 +288,11 @@ cJSON *eval_data_json(const trainer *t, const eval_file *f, const eval_data_resu
             add_number(x, "induction", scored ? r->heads.induction[l][h] : NAN);
             cJSON_AddItemToArray(hs, x);
         }
+    /* the hint plain eval gives, from the numbers over the file (null when none is due) */
+    char hint[512];
+    if (train_hint(t, &r->heads, NULL, hint, sizeof hint) != HINT_NONE)
+        cJSON_AddStringToObject(o, "hint", hint + strlen("hint: "));
+    else
+        cJSON_AddNullToObject(o, "hint");
     return o;
 }

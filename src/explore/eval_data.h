@@ -45,6 +45,8 @@ typedef struct {
 qkv_status eval_data_run(trainer *t, const eval_file *f, FILE *per_example,
                          eval_data_result *r);
 void eval_data_result_free(eval_data_result *r);
+/* The JSON object of docs/explain.md: the numbers over the file, every head's, and the hint
+ * plain eval would give for them (train_hint; null when none is due). */
 cJSON *eval_data_json(const trainer *t, const eval_file *f, const eval_data_result *r);
 
 #endif

@@ -36,34 +36,101 @@ static long word_token(const trainer *t, const char *w) {
     return -1;
 }
 
-qkv_status explain_read_input(const trainer *t, const char *option, const char *text,
-                              explain_input *in) {
-    memset(in, 0, sizeof *in);
-    int T = t->model.cfg.seq_len, n = 0;
-    char word[256];
+/* Query positions: the input's (its typed tokens for a data file), or the decoder's. */
+static int query_positions(const trainer *t, const explain_input *in) {
+    return t->model.cfg.target_len ? t->target_len : in->n;
+}
+
+/* A class (an output token) from a word: a token, or (lookup) a value v<N>; -1 if none. */
+static long class_id(const trainer *t, const char *w) {
+    long id = word_token(t, w);
+    const qkv_task *task = &t->cfg.task;
+    if (id < 0 && !t->data && task->kind == QKV_TASK_LOOKUP && w[0] == 'v')
+        id = parse_id(w + 1, task->n_values);
+    return id >= 0 && id < t->model.cfg.vocab ? id : -1;
+}
+
+/* What a word of an input (or, with classes, of a list of targets) must be, for a message:
+ * "a token of copy (an id 0..7)", "a class of copy (0..7, or _ for none)". */
+static void expectation(const trainer *t, bool classes, char *buf, size_t len) {
+    const qkv_task *task = &t->cfg.task;
+    const char *name = qkv_task_name(task->kind);
+    char example[32] = "";
+    if (t->data) {
+        snprintf(buf, len, classes ? "a token of the model's vocabulary (or _ for none)"
+                                   : "a token of the model's vocabulary (the token strings of "
+                                     "%.60s)", t->data->path);
+    } else if (classes) {
+        snprintf(buf, len, "a class of %s (0..%d%s, or _ for none)", name, t->model.cfg.vocab - 1,
+                 task->kind == QKV_TASK_LOOKUP ? ", or a value such as v1" : "");
+    } else {
+        qkv_task_token_label(task, 0, example, sizeof example);
+        bool labels = strcmp(example, "0") != 0;
+        snprintf(buf, len, "a token of %s (an id 0..%d%s%s%s)", name, task->vocab - 1,
+                 labels ? ", or a label such as " : "", labels ? example : "",
+                 task->kind == QKV_TASK_LOOKUP ? ", ?k0" : "");
+    }
+}
+
+/* The words of `text` (split at spaces and tabs): input tokens, or with `classes` output
+ * classes ("_": none, -1), between least and most of them (`limit` says why), into out and
+ * their count into *n. QKV_ERR_VALUE naming the option and the culprit. */
+static qkv_status read_words(const trainer *t, const char *option, const char *text, bool classes,
+                             int least, int most, const char *limit, int32_t *out, int *n_out) {
+    char word[256], expect[160];
+    int n = 0;
     for (const char *p = text;;) {
         p += strspn(p, " \t");
         if (!*p) break;
         size_t len = strcspn(p, " \t");
-        if (n >= T)
-            return qkv_fail(QKV_ERR_VALUE, "%s has more than %d tokens: the model reads at most "
-                            "%d (its --seq-len)", option, T, T);
+        if (n >= most)
+            return qkv_fail(QKV_ERR_VALUE, "%s has more than %d tokens; the model reads %s %d "
+                            "(%s)", option, most, least == most ? "exactly" : "at most", most,
+                            limit);
         snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), p);
-        long id = len < sizeof word ? word_token(t, word) : -1;
-        if (id < 0)
-            return qkv_fail(QKV_ERR_VALUE, "%s: '%.40s' (token %d) is not a token the model "
-                            "knows", option, word, n);
-        in->tokens[n++] = (int32_t)id;
+        long id = -2;
+        if (len < sizeof word && classes && !strcmp(word, "_")) id = -1;
+        else if (len < sizeof word && classes) id = class_id(t, word) >= 0 ? class_id(t, word) : -2;
+        else if (len < sizeof word) id = word_token(t, word);
+        if (id < (classes ? -1 : 0)) {
+            expectation(t, classes, expect, sizeof expect);
+            return qkv_fail(QKV_ERR_VALUE, "%s: '%.*s' (token %d) is not %s", option,
+                            (int)(len < 40 ? len : 40), p, n, expect);
+        }
+        out[n++] = (int32_t)id;
         p += len;
     }
-    if (n == 0 || (!t->data && n != T))
-        return qkv_fail(QKV_ERR_VALUE, "%s has %d token%s; the model reads %s %d", option, n,
-                        n == 1 ? "" : "s", t->data ? "at least" : "exactly", t->data ? 1 : T);
+    if (n < least)
+        return qkv_fail(QKV_ERR_VALUE, "%s has %d token%s; the model reads %s %d (%s)", option, n,
+                        n == 1 ? "" : "s", least == most ? "exactly" : "at least", least, limit);
+    *n_out = n;
+    return QKV_OK;
+}
+
+qkv_status explain_read_input(const trainer *t, const char *option, const char *text,
+                              explain_input *in) {
+    memset(in, 0, sizeof *in);
+    int T = t->model.cfg.seq_len, n;
+    qkv_status s = read_words(t, option, text, false, t->data ? 1 : T, T,
+                              t->data ? "the longest input of its data file" : "its --seq-len",
+                              in->tokens, &n);
+    if (s != QKV_OK) return s;
     for (int i = n; i < T; i++) in->tokens[i] = DATA_PAD;
     in->n = in->len = n;
     for (int i = 0; i < t->target_len; i++) in->targets[i] = -1;
     return t->data ? QKV_OK : explain_task_targets(t, QKV_ERR_VALUE, option, in->tokens,
                                                    in->targets);
+}
+
+qkv_status explain_read_targets(const trainer *t, const char *option, const char *text,
+                                explain_input *in) {
+    bool cross = t->model.cfg.target_len > 0;
+    int most = query_positions(t, in), least = cross && t->data ? 1 : most, n;
+    for (int i = 0; i < t->target_len; i++) in->targets[i] = -1;
+    return read_words(t, option, text, true, least, most,
+                      cross ? "its decoder positions" : t->data ? "one per input token"
+                                                                : "its --seq-len",
+                      in->targets, &n);
 }
 
 qkv_status explain_task_targets(const trainer *t, qkv_status status, const char *where,
@@ -77,20 +144,12 @@ int explain_read_token(const trainer *t, const char *word) {
 }
 
 int explain_read_class(const trainer *t, const char *option, const char *word) {
-    long id = word_token(t, word);
-    const qkv_task *task = &t->cfg.task;
-    if (id < 0 && !t->data && task->kind == QKV_TASK_LOOKUP && word[0] == 'v')
-        id = parse_id(word + 1, task->n_values);
-    if (id < 0 || id >= t->model.cfg.vocab) {
+    long id = class_id(t, word);
+    if (id < 0) {
         qkv_fail(QKV_ERR_VALUE, "%s: '%.40s' is not a token the model can predict", option, word);
         return -1;
     }
     return (int)id;
-}
-
-/* Query positions: the input's (its typed tokens for a data file), or the decoder's. */
-static int query_positions(const trainer *t, const explain_input *in) {
-    return t->model.cfg.target_len ? t->target_len : in->n;
 }
 
 void explain_position_label(const trainer *t, const explain_input *in, int i, char *buf,
@@ -175,20 +234,127 @@ static qkv_status check_logit(const trainer *t, const qkv_tensor *logits, int b,
                         "the logit of '%s' at position %d in %s", label, i, run);
 }
 
-/* ---- scoring a set of examples ---- */
+/* ---- hook points ---- */
 
-/* A fresh context that records a graph of one sequence, forward and backward (the trainer's
- * eval context is no-grad), checked against the memory limit; NULL with QKV_ERR_NOMEM set. */
-static qkv_ctx *graph_ctx(const trainer *t, const char *command) {
-    return trainer_analysis_ctx(qkv_model_step_bytes(&t->model.cfg, 1), command);
+const char *const explain_site_names[] = {"z", "q", "k", "v", "pattern", "resid-pre",
+                                          "resid-post", NULL};
+const char *const explain_over_names[] = {"head", "head-position", "key-position",
+                                          "layer-position", NULL};
+
+static bool stream_site(qkv_site site) {
+    return site == QKV_SITE_RESID_PRE || site == QKV_SITE_RESID_POST;
 }
 
-/* Bytes of L tensors (1, H, To, Dk) of the model's numbers: the head outputs an analysis
- * keeps (means, clean and corrupted runs), with each tensor's header and alignment. */
-static double head_outputs_bytes(const trainer *t) {
+/* A site's positions: query rows (z, q, the pattern's rows, the stream), key rows (k, v),
+ * key columns (the pattern's). */
+static bool over_applies(qkv_site site, explain_over over) {
+    switch (over) {
+    case EXPLAIN_OVER_HEAD: return !stream_site(site);
+    case EXPLAIN_OVER_HEAD_POSITION:
+        return site == QKV_SITE_Z || site == QKV_SITE_Q || site == QKV_SITE_PATTERN;
+    case EXPLAIN_OVER_KEY_POSITION:
+        return site == QKV_SITE_K || site == QKV_SITE_V || site == QKV_SITE_PATTERN;
+    default: return stream_site(site);
+    }
+}
+
+explain_over explain_default_over(qkv_site site) {
+    return stream_site(site) ? EXPLAIN_OVER_LAYER_POSITION : EXPLAIN_OVER_HEAD;
+}
+
+qkv_status explain_check_site(const trainer *t, qkv_site site, explain_over over) {
+    if (!over_applies(site, over)) {
+        char can[96] = "";
+        for (int o = 0; explain_over_names[o]; o++)
+            if (over_applies(site, (explain_over)o))
+                snprintf(can + strlen(can), sizeof can - strlen(can), "%s%s", *can ? ", " : "",
+                         explain_over_names[o]);
+        return qkv_fail(QKV_ERR_VALUE, "--over %s does not apply to --site %s; it takes %s",
+                        explain_over_names[over], explain_site_names[site], can);
+    }
+    if (stream_site(site) && !t->model.cfg.residual)
+        return qkv_fail(QKV_ERR_VALUE, "--site %s: the model has no residual stream (it was "
+                        "trained with --no-residual); its sites are z, q, k, v and pattern",
+                        explain_site_names[site]);
+    return QKV_OK;
+}
+
+qkv_status explain_spots(const trainer *t, qkv_site site, explain_over over, int positions,
+                         int keys, explain_spot **spots, int *n) {
     const qkv_model_config *c = &t->model.cfg;
-    return (double)c->layers * ((double)c->d_model * t->target_len * qkv_dtype_size(c->dtype) + 1024);
+    int per = over == EXPLAIN_OVER_HEAD ? 1 : over == EXPLAIN_OVER_KEY_POSITION ? keys
+                                                                                : positions;
+    int heads = stream_site(site) ? 1 : c->heads;
+    *n = c->layers * heads * per;
+    *spots = malloc((size_t)*n * sizeof **spots);
+    if (!*spots) return qkv_fail(QKV_ERR_NOMEM, "out of memory for %d places to patch", *n);
+    int k = 0;
+    for (int l = 0; l < c->layers; l++)
+        for (int h = 0; h < heads; h++)
+            for (int p = 0; p < per; p++)
+                (*spots)[k++] = (explain_spot){
+                    .site = site, .layer = l, .head = stream_site(site) ? -1 : h,
+                    .position = over == EXPLAIN_OVER_HEAD_POSITION ||
+                                        over == EXPLAIN_OVER_LAYER_POSITION ? p : -1,
+                    .key_position = over == EXPLAIN_OVER_KEY_POSITION ? p : -1};
+    return QKV_OK;
 }
+
+void explain_spot_text(const explain_spot *s, char *buf, size_t len) {
+    if (stream_site(s->site))
+        snprintf(buf, len, "the stream %s layer %d", s->site == QKV_SITE_RESID_PRE ? "entering"
+                                                                                 : "leaving",
+                 s->layer + 1);
+    else
+        snprintf(buf, len, "head %d.%d's %s", s->layer + 1, s->head + 1,
+                 s->site == QKV_SITE_Z ? "output" : explain_site_names[s->site]);
+    size_t at = strlen(buf);
+    if (s->position >= 0) snprintf(buf + at, len - at, " at position %d", s->position);
+    at = strlen(buf);
+    if (s->key_position >= 0) snprintf(buf + at, len - at, " at key position %d", s->key_position);
+}
+
+/* The probe's edit of spot s: rows are key positions for k and v, query positions
+ * elsewhere; the pattern's columns are key positions. */
+static qkv_head_edit spot_edit(const explain_spot *s, qkv_head_edit_kind kind,
+                               const qkv_tensor *value) {
+    bool keys = s->site == QKV_SITE_K || s->site == QKV_SITE_V;
+    return (qkv_head_edit){.kind = kind, .layer = s->layer, .head = s->head,
+                           .position = keys ? s->key_position : s->position, .value = value,
+                           .site = s->site,
+                           .key_position = s->site == QKV_SITE_PATTERN ? s->key_position : -1};
+}
+
+/* Σ (a - b) · d metric/d site over spot s's entries of sequence `seq`: a and b the site's
+ * tensor on two runs, `graph` the recorded run's (its gradient). */
+static double spot_dot(const explain_spot *s, const qkv_tensor *a, const qkv_tensor *b,
+                       const qkv_tensor *graph, int64_t seq) {
+    qkv_head_edit e = spot_edit(s, QKV_HEAD_REPLACE, a);
+    bool stream = stream_site(s->site);
+    int64_t G = stream ? 1 : a->shape[1], R = a->shape[a->ndim - 2], W = a->shape[a->ndim - 1];
+    int64_t g = stream ? 0 : e.head;
+    int64_t i0 = e.position < 0 ? 0 : e.position, i1 = e.position < 0 ? R : i0 + 1;
+    int64_t j0 = e.key_position < 0 ? 0 : e.key_position, j1 = e.key_position < 0 ? W : j0 + 1;
+    double sum = 0;
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t j = j0; j < j1; j++) {
+            int64_t at = ((seq * G + g) * R + i) * W + j;
+            sum += (qkv_get(a, at) - qkv_get(b, at)) * qkv_grad_get(graph, at);
+        }
+    return sum;
+}
+
+/* Bytes of layers tensors of `site` for B sequences, with their headers. */
+static double site_bytes(const trainer *t, qkv_site site, int B) {
+    const qkv_model_config *c = &t->model.cfg;
+    double To = t->target_len, T = c->seq_len, C = c->d_model;
+    double per = site == QKV_SITE_K || site == QKV_SITE_V ? T * C
+                 : site == QKV_SITE_PATTERN                ? c->heads * To * T
+                                                          : To * C;
+    return (double)c->layers * (B * per * qkv_dtype_size(c->dtype) + 1024);
+}
+
+/* ---- scoring a set of examples ---- */
 
 /* Batch b's logits (B, To, V) against targets y (B, To): argmax hits and counted positions
  * (the first of equal largest, as training's accuracy). */
@@ -197,20 +363,27 @@ static void count_hits(const qkv_tensor *logits, const int32_t *y, int64_t *hits
     int64_t rows = logits->shape[0] * logits->shape[1], V = logits->shape[2];
     for (int64_t r = 0; r < rows; r++) {
         if (y[r] < 0) continue;
-        int64_t best = 0;
-        for (int64_t j = 1; j < V; j++)
-            if (qkv_get(logits, r * V + j) > qkv_get(logits, r * V + best)) best = j;
-        *hits += best == y[r];
+        *hits += qkv_argmax(logits, r * V, V) == y[r];
         (*counted)++;
     }
 }
 
-/* How a scored run's heads are edited, for a message: "with head 1.2 removed". */
+/* How a scored run is edited, for a message: "with head 1.2's output removed". */
 static const char *edits_text(const qkv_head_edit *edits, int n_edits, char *buf, size_t len) {
-    if (n_edits == 0) snprintf(buf, len, "%s", "");
-    else if (n_edits == 1) snprintf(buf, len, "with head %d.%d removed", edits[0].layer + 1,
-                                    edits[0].head + 1);
-    else snprintf(buf, len, "with the %d heads removed together", n_edits);
+    if (n_edits == 0) {
+        snprintf(buf, len, "%s", "");
+    } else if (n_edits == 1) {
+        const qkv_head_edit *e = &edits[0];
+        bool keys = e->site == QKV_SITE_K || e->site == QKV_SITE_V;
+        explain_spot s = {e->site, e->layer, e->head, keys ? -1 : e->position,
+                          keys ? e->position : e->key_position};
+        if (e->site == QKV_SITE_RESID_PRE || e->site == QKV_SITE_RESID_POST) s.head = -1;
+        char what[128];
+        explain_spot_text(&s, what, sizeof what);
+        snprintf(buf, len, "with %s removed", what);
+    } else {
+        snprintf(buf, len, "with the %d listed removed together", n_edits);
+    }
     return buf;
 }
 
@@ -223,7 +396,7 @@ qkv_status explain_check_scored_logits(const trainer *t, const qkv_tensor *logit
             if (y[b * To + i] < 0) continue;
             for (int64_t j = 0; j < V; j++) {
                 if (isfinite(qkv_get(logits, (b * To + i) * V + j))) continue;
-                char run[96], edited[64];
+                char run[256], edited[160];
                 snprintf(run, sizeof run, "example %lld%s%s", (long long)(first + b + 1),
                          n_edits ? " " : "", edits_text(edits, n_edits, edited, sizeof edited));
                 return check_logit(t, logits, (int)b, (int)i, (int)j, run);
@@ -252,7 +425,7 @@ qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_
         if (counted == before) continue;
         qkv_tensor *targets = qkv_from_array(t->eval_ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
         double loss = qkv_get(qkv_cross_entropy(t->eval_ctx, logits, targets, -1), 0);
-        char edited[64];
+        char edited[160];
         if ((s = check_finite(loss, "the loss of examples %d..%d%s%s", start + 1, start + B,
                               n_edits ? " " : "",
                               edits_text(edits, n_edits, edited, sizeof edited))) != QKV_OK)
@@ -265,31 +438,64 @@ qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_
     return QKV_OK;
 }
 
-/* means[l]: layer l's head outputs averaged over the examples, (1, H, To, Dk) in params. */
-static qkv_status head_means(trainer *t, const explain_set *set, qkv_ctx *keep,
+/* means[l]: layer l's tensor of `site` averaged over the examples, (1, ...) in keep. */
+static qkv_status site_means(trainer *t, const explain_set *set, qkv_site site, qkv_ctx *keep,
                              qkv_tensor **means) {
     const qkv_model_config *c = &t->model.cfg;
-    int T = c->seq_len, To = t->target_len, H = c->heads, Dk = c->d_model / H;
-    int64_t per = (int64_t)H * To * Dk;
-    double *sum = calloc((size_t)(c->layers * per), sizeof *sum);
-    if (!sum) return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for the heads' means");
+    int T = c->seq_len;
+    double *sum = NULL;
+    int64_t per = 0;
     for (int start = 0; start < set->n; start += ANALYSIS_BATCH) {
         int B = set->n - start < ANALYSIS_BATCH ? set->n - start : ANALYSIS_BATCH;
         qkv_ctx_reset(t->eval_ctx);
         qkv_probe probe = {0};
         qkv_model_forward_probe(&t->model, t->eval_ctx, set->x + (size_t)start * T,
                                 set->len ? set->len + start : NULL, B, &probe);
-        for (int l = 0; l < c->layers; l++)
+        for (int l = 0; l < c->layers; l++) {
+            const qkv_tensor *x = qkv_probe_site(&probe, site, l);
+            if (!sum) {
+                per = x->size / x->shape[0];
+                sum = calloc((size_t)(c->layers * per), sizeof *sum);
+                if (!sum) return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for the means");
+                for (int k = 0; k < c->layers; k++) {
+                    int64_t shape[4];
+                    memcpy(shape, x->shape, sizeof shape);
+                    shape[0] = 1;
+                    means[k] = qkv_new(keep, c->dtype, x->ndim, shape);
+                }
+            }
             for (int b = 0; b < B; b++)
-                for (int64_t k = 0; k < per; k++)
-                    sum[l * per + k] += qkv_get(probe.z[l], b * per + k);
+                for (int64_t k = 0; k < per; k++) sum[l * per + k] += qkv_get(x, b * per + k);
+        }
     }
-    for (int l = 0; l < c->layers; l++) {
-        means[l] = qkv_new(keep, c->dtype, 4, (int64_t[]){1, H, To, Dk});
+    for (int l = 0; sum && l < c->layers; l++)
         for (int64_t k = 0; k < per; k++)
             qkv_set(means[l], k, set->n ? sum[l * per + k] / set->n : 0);
-    }
     free(sum);
+    return QKV_OK;
+}
+
+/* The spots of the request: every one of its site and over, or only the listed heads', in
+ * the list's order. */
+static qkv_status ablate_spots(const trainer *t, const ablate_request *rq, ablate_result *r) {
+    explain_spot *all;
+    int n;
+    qkv_status s = explain_spots(t, rq->site, rq->over, t->target_len, t->model.cfg.seq_len,
+                                 &all, &n);
+    if (s != QKV_OK) return s;
+    if (!rq->n_heads) {
+        r->spots = all, r->n = n;
+    } else {
+        r->spots = malloc((size_t)n * sizeof *r->spots);
+        for (int i = 0; r->spots && i < rq->n_heads; i++)
+            for (int k = 0; k < n; k++)
+                if (all[k].layer == rq->heads[i].layer && all[k].head == rq->heads[i].head)
+                    r->spots[r->n++] = all[k];
+        free(all);
+    }
+    r->each = calloc((size_t)(r->n ? r->n : 1), sizeof *r->each);
+    if (!r->spots || !r->each)
+        return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for %d scores", n);
     return QKV_OK;
 }
 
@@ -297,183 +503,462 @@ qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_reque
                           ablate_result *r) {
     const qkv_model_config *c = &t->model.cfg;
     memset(r, 0, sizeof *r);
-    /* every head of every layer when none is listed */
-    int n = rq->n_heads ? rq->n_heads : c->layers * c->heads;
-    r->heads = malloc((size_t)n * sizeof *r->heads);
-    r->each = calloc((size_t)n, sizeof *r->each);
-    if (!r->heads || !r->each) {
-        explain_ablate_free(r);
-        return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for %d heads' scores", n);
-    }
-    if (rq->n_heads) {
-        r->n_heads = rq->n_heads;
-        memcpy(r->heads, rq->heads, sizeof r->heads[0] * (size_t)rq->n_heads);
-    } else {
-        for (int l = 0; l < c->layers; l++)
-            for (int h = 0; h < c->heads; h++) r->heads[r->n_heads++] = (explain_head){l, h};
-    }
-    qkv_status s = trainer_analysis_reserve(t, set->n, "ablate");
-    qkv_ctx *keep = s == QKV_OK ? trainer_analysis_ctx(head_outputs_bytes(t), "ablate") : NULL;
+    qkv_status s = ablate_spots(t, rq, r);
+    if (s != QKV_OK) return s;
+    s = trainer_analysis_reserve(t, set->n, "ablate");
+    qkv_ctx *keep = s == QKV_OK ? trainer_analysis_ctx(site_bytes(t, rq->site, 1), "ablate")
+                                : NULL;
     if (!keep) return s != QKV_OK ? s : QKV_ERR_NOMEM;
     qkv_tensor *means[QKV_MAX_LAYERS] = {0};
-    s = rq->mean ? head_means(t, set, keep, means) : QKV_OK;
-    qkv_head_edit *all = calloc((size_t)r->n_heads, sizeof *all);
+    s = rq->mean ? site_means(t, set, rq->site, keep, means) : QKV_OK;
+    qkv_head_edit *all = calloc((size_t)(r->n ? r->n : 1), sizeof *all);
     if (s == QKV_OK && !all) s = qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory");
     if (s != QKV_OK) {
         free(all);
         qkv_ctx_free(keep);
         return s;
     }
-    for (int i = 0; i < r->n_heads; i++) {
-        int l = r->heads[i].layer;
-        all[i] = (qkv_head_edit){.kind = rq->mean ? QKV_HEAD_MEAN : QKV_HEAD_ZERO, .layer = l,
-                                 .head = r->heads[i].head, .position = -1, .value = means[l]};
-    }
+    for (int i = 0; i < r->n; i++)
+        all[i] = spot_edit(&r->spots[i], rq->mean ? QKV_HEAD_MEAN : QKV_HEAD_ZERO,
+                           means[r->spots[i].layer]);
     s = explain_score_set(t, set, NULL, 0, &r->baseline);
-    for (int i = 0; s == QKV_OK && i < r->n_heads; i++)
+    for (int i = 0; s == QKV_OK && i < r->n; i++)
         s = explain_score_set(t, set, &all[i], 1, &r->each[i]);
-    if (s == QKV_OK && rq->together) s = explain_score_set(t, set, all, r->n_heads, &r->together);
+    if (s == QKV_OK && rq->together) s = explain_score_set(t, set, all, r->n, &r->together);
     if (s == QKV_ERR_NUMERIC) qkv_fail(s, "ablate: %s", qkv_last_error());
     free(all);
     qkv_ctx_free(keep);
+    (void)c;
     return s;
 }
 
 void explain_ablate_free(ablate_result *r) {
-    free(r->heads);
+    free(r->spots);
     free(r->each);
-    r->heads = NULL;
+    r->spots = NULL;
     r->each = NULL;
 }
 
 /* ---- patching ---- */
 
-/* The metric logit[answer] - logit[wrong] at r's position of a run's logits (1, To, V) into
- * *m, after check_logit of both logits (`run` names the run). */
-static qkv_status metric_of(const trainer *t, const qkv_tensor *logits, const patch_result *r,
-                            const char *run, double *m) {
-    int64_t V = logits->shape[2], row = (int64_t)r->position * V;
-    qkv_status s = check_logit(t, logits, 0, r->position, r->answer, run);
-    if (s == QKV_OK) s = check_logit(t, logits, 0, r->position, r->wrong, run);
-    *m = qkv_get(logits, row + r->answer) - qkv_get(logits, row + r->wrong);
+/* "the clean run" (one pair) or "the clean run of pair 7" into buf. */
+static const char *run_name(const char *run, int pair, int n_pairs, char *buf, size_t len) {
+    if (n_pairs == 1) snprintf(buf, len, "%s", run);
+    else snprintf(buf, len, "%s of pair %d", run, pair + 1);
+    return buf;
+}
+
+/* Sequence b's metric logit[answer] - logit[wrong] at its position, of a run's logits
+ * (B, To, V), into *m, after check_logit of both logits (`run` names the run). */
+static qkv_status metric_of(const trainer *t, const qkv_tensor *logits, int b,
+                            const patch_metric *pm, const char *run, double *m) {
+    int64_t To = logits->shape[1], V = logits->shape[2];
+    int64_t row = ((int64_t)b * To + pm->position) * V;
+    qkv_status s = check_logit(t, logits, b, pm->position, pm->answer, run);
+    if (s == QKV_OK) s = check_logit(t, logits, b, pm->position, pm->wrong, run);
+    *m = qkv_get(logits, row + pm->answer) - qkv_get(logits, row + pm->wrong);
     return s == QKV_OK ? check_finite(*m, "the metric (logit difference) in %s", run) : s;
 }
 
-/* z[l] copied into keep, (1, H, To, Dk) each, for later runs to read. */
-static void keep_z(qkv_ctx *keep, const qkv_probe *probe, int layers, qkv_tensor **out) {
-    for (int l = 0; l < layers; l++) {
-        const qkv_tensor *z = probe->z[l];
-        out[l] = qkv_new(keep, z->dtype, z->ndim, z->shape);
-        memcpy(out[l]->data, z->data, (size_t)z->size * qkv_dtype_size(z->dtype));
-    }
+/* Every pair's metric of one batch's run (pairs first .. first+B-1) into m[first ..]. */
+static qkv_status batch_metric(const trainer *t, const qkv_tensor *logits,
+                               const patch_pairs *pairs, int first, const char *run, double *m) {
+    char name[160];
+    qkv_status s = QKV_OK;
+    for (int b = 0; s == QKV_OK && b < logits->shape[0]; b++)
+        s = metric_of(t, logits, b, &pairs->metric[first + b],
+                      run_name(run, first + b, pairs->n, name, sizeof name), &m[first + b]);
+    return s;
 }
 
-static double pearson(const patch_row *rows, int n) {
+/* A copy in keep of tensor x (its data; no graph). */
+static qkv_tensor *kept(qkv_ctx *keep, const qkv_tensor *x) {
+    qkv_tensor *out = qkv_new(keep, x->dtype, x->ndim, x->shape);
+    memcpy(out->data, x->data, (size_t)x->size * qkv_dtype_size(x->dtype));
+    return out;
+}
+
+/* Pearson's correlation of n pairs (x[i * stride], y[i * stride]), the finite ones; NAN
+ * with fewer than two or a constant column. */
+static double pearson(const double *x, const double *y, int n, int stride) {
     double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
     int k = 0;
     for (int i = 0; i < n; i++) {
-        double x = rows[i].exact, y = rows[i].attribution;
-        if (!isfinite(x) || !isfinite(y)) continue;
-        sx += x, sy += y, sxx += x * x, syy += y * y, sxy += x * y, k++;
+        double a = x[i * stride], b = y[i * stride];
+        if (!isfinite(a) || !isfinite(b)) continue;
+        sx += a, sy += b, sxx += a * a, syy += b * b, sxy += a * b, k++;
     }
     if (k < 2) return NAN;
     double cov = sxy - sx * sy / k, vx = sxx - sx * sx / k, vy = syy - sy * sy / k;
     return vx > 0 && vy > 0 ? cov / sqrt(vx * vy) : NAN;
 }
 
-qkv_status explain_patch(trainer *t, const explain_input *clean, const explain_input *corrupt,
-                         patch_result *r) {
+int explain_patch_items(const patch_result *r) {
+    return r->paths ? r->n_paths : r->n_rows;
+}
+
+/* A weight matrix as doubles (row-major, its own shape), malloc'd; NULL when out of memory. */
+static double *weights_of(const qkv_tensor *w) {
+    double *out = malloc((size_t)w->size * sizeof *out);
+    for (int64_t i = 0; out && i < w->size; i++) out[i] = qkv_get(w, i);
+    return out;
+}
+
+/* The paths of a model: every sender head to every head of a later layer its output reaches
+ * (through the residual stream any later layer, else the next) by q, and by k and v where
+ * the keys read the stream (not an encoder-decoder's), and to the logits (every layer with
+ * the residual stream, else the last). (n) malloc'd into *paths. */
+static qkv_status list_paths(const trainer *t, patch_path **paths, int *n) {
     const qkv_model_config *c = &t->model.cfg;
-    int L = c->layers, H = c->heads, To = t->target_len, Dk = c->d_model / H, V = c->vocab;
-    int positions = r->over_positions ? query_positions(t, clean) : 1;
-    r->rows = NULL;
-    r->agreement = NAN;
-    qkv_status s = trainer_analysis_reserve(t, 1, NULL);
-    if (s != QKV_OK) return s;
-    qkv_ctx *keep = trainer_analysis_ctx(2 * head_outputs_bytes(t), NULL);
-    qkv_ctx *g = keep ? graph_ctx(t, NULL) : NULL;
-    if (!keep || !g) {
-        qkv_ctx_free(keep);
-        return QKV_ERR_NOMEM;
-    }
-    qkv_tensor *z_clean[QKV_MAX_LAYERS], *z_corrupt[QKV_MAX_LAYERS];
-    const int32_t *clen = t->data ? &clean->len : NULL, *xlen = t->data ? &corrupt->len : NULL;
+    int L = c->layers, H = c->heads, vias = c->target_len ? 1 : 3;
+    *paths = malloc((size_t)(L * H * ((L * H * vias) + 1)) * sizeof **paths);
+    if (!*paths) return qkv_fail(QKV_ERR_NOMEM, "patch: out of memory for the paths");
+    *n = 0;
+    for (int ls = 0; ls < L; ls++)
+        for (int hs = 0; hs < H; hs++) {
+            for (int lr = ls + 1; lr < L && (c->residual || lr == ls + 1); lr++)
+                for (int hr = 0; hr < H; hr++)
+                    for (int v = 0; v < vias; v++)
+                        (*paths)[(*n)++] = (patch_path){ls, hs, lr, hr, QKV_SITE_Q + v, NAN, NAN};
+            if (c->residual || ls == L - 1)
+                (*paths)[(*n)++] = (patch_path){ls, hs, -1, -1, QKV_SITE_Z, NAN, NAN};
+        }
+    return QKV_OK;
+}
+
+/* What a patching run of one batch keeps: the site's tensor of every layer on the clean and
+ * the corrupted inputs, the corrupted run's graph (its gradients, for attribution). */
+typedef struct {
+    qkv_ctx *keep, *graph, *record;
+    qkv_tensor *clean[QKV_MAX_LAYERS], *corrupt[QKV_MAX_LAYERS];
+    qkv_probe cp;                  /* the corrupted run's probe, in graph */
+    double *metric;                /* (pairs): a patched run's metric */
+    double *w_o[QKV_MAX_LAYERS], *w_in[3][QKV_MAX_LAYERS], *head_w; /* paths: as doubles */
+} patch_batch;
+
+/* The corrupted run's patched metric for the batch (pairs first .. first+B-1) under `edits`,
+ * into m[first ..]. */
+static qkv_status patched_run(trainer *t, const patch_pairs *pairs, int first, int B,
+                              const qkv_head_edit *edits, int n_edits, const char *run,
+                              double *m) {
+    int T = t->model.cfg.seq_len;
     qkv_ctx_reset(t->eval_ctx);
-    qkv_probe probe = {0};
-    qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx, clean->tokens, clen, 1,
-                                                 &probe);
-    s = metric_of(t, logits, r, "the clean run", &r->clean);
-    keep_z(keep, &probe, L, z_clean);
-    /* the corrupted run, recorded: d metric / d z from one backward pass */
-    qkv_probe cp = {0};
-    logits = qkv_model_forward_probe(&t->model, g, corrupt->tokens, xlen, 1, &cp);
-    if (s == QKV_OK) s = metric_of(t, logits, r, "the corrupted run", &r->corrupt);
-    keep_z(keep, &cp, L, z_corrupt);
-    double diff = r->clean - r->corrupt;
-    if (s == QKV_OK && !(fabs(diff) > 0))
-        s = qkv_fail(QKV_ERR_VALUE, "the clean and the corrupted input give the same "
-                     "logit difference (%g): there is nothing to recover", r->clean);
-    if (s != QKV_OK) {
-        qkv_ctx_free(keep), qkv_ctx_free(g);
-        return s;
+    qkv_probe pp = {.edits = edits, .n_edits = n_edits};
+    qkv_tensor *logits = qkv_model_forward_probe(
+        &t->model, t->eval_ctx, pairs->corrupt + (size_t)first * T,
+        pairs->corrupt_len ? pairs->corrupt_len + first : NULL, B, &pp);
+    return batch_metric(t, logits, pairs, first, run, m);
+}
+
+/* Spots: each spot's exact patched metric and attribution for the batch's pairs. */
+static qkv_status patch_spots(trainer *t, const patch_pairs *pairs, int first, int B,
+                              patch_batch *pb, patch_result *r) {
+    qkv_status s = QKV_OK;
+    for (int k = 0; k < r->n_rows && s == QKV_OK; k++) {
+        const explain_spot *sp = &r->rows[k].spot;
+        char where[128], run[192];
+        explain_spot_text(sp, where, sizeof where);
+        snprintf(run, sizeof run, "the corrupted run with the clean %s patched in", where);
+        if (r->exact) {
+            qkv_head_edit e = spot_edit(sp, QKV_HEAD_REPLACE, pb->clean[sp->layer]);
+            s = patched_run(t, pairs, first, B, &e, 1, run, pb->metric);
+            for (int b = 0; b < B; b++)
+                r->pair_patched[(size_t)(first + b) * r->n_rows + k] = pb->metric[first + b];
+        }
+        for (int b = 0; r->attribution && s == QKV_OK && b < B; b++) {
+            double a = spot_dot(sp, pb->clean[sp->layer], pb->corrupt[sp->layer],
+                                qkv_probe_site(&pb->cp, sp->site, sp->layer), b);
+            r->pair_attribution[(size_t)(first + b) * r->n_rows + k] = a;
+            s = check_finite(a, "the attribution of %s (d metric / d site from the corrupted "
+                             "run's backward pass)", where);
+        }
     }
-    if (r->attribution) {
-        qkv_tensor *pick = qkv_zeros(g, c->dtype, 3, (int64_t[]){1, To, V});
-        qkv_set(pick, (int64_t)r->position * V + r->answer, 1.0);
-        qkv_set(pick, (int64_t)r->position * V + r->wrong, -1.0);
-        qkv_backward(qkv_sum(g, qkv_mul(g, logits, pick)));
-    }
-    r->n_rows = L * H * positions;
-    r->rows = calloc((size_t)r->n_rows, sizeof *r->rows);
-    if (!r->rows) {
-        qkv_ctx_free(keep), qkv_ctx_free(g);
-        return qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
-    }
-    int k = 0;
-    for (int l = 0; l < L && s == QKV_OK; l++)
-        for (int h = 0; h < H && s == QKV_OK; h++)
-            for (int p = 0; p < positions && s == QKV_OK; p++, k++) {
-                patch_row *row = &r->rows[k];
-                *row = (patch_row){l, h, r->over_positions ? p : -1, NAN, NAN};
-                char head[48], run[96]; /* "head 1.2" or "head 1.2 at position 3" */
-                snprintf(head, sizeof head, "head %d.%d", l + 1, h + 1);
-                if (row->position >= 0)
-                    snprintf(head + strlen(head), sizeof head - strlen(head), " at position %d", p);
-                snprintf(run, sizeof run, "the corrupted run with the clean output of %s patched "
-                         "in", head);
-                if (r->exact) {
-                    qkv_head_edit e = {QKV_HEAD_REPLACE, l, h, row->position, z_clean[l]};
-                    qkv_ctx_reset(t->eval_ctx);
-                    qkv_probe pp = {.edits = &e, .n_edits = 1};
-                    qkv_tensor *pl = qkv_model_forward_probe(&t->model, t->eval_ctx,
-                                                             corrupt->tokens, xlen, 1, &pp);
-                    double m;
-                    if ((s = metric_of(t, pl, r, run, &m)) != QKV_OK) break;
-                    row->exact = (m - r->corrupt) / diff;
-                }
-                if (r->attribution) {
-                    double a = 0;
-                    int i0 = row->position < 0 ? 0 : p, i1 = row->position < 0 ? To : p + 1;
-                    for (int i = i0; i < i1; i++)
-                        for (int d = 0; d < Dk; d++) {
-                            int64_t at = ((int64_t)h * To + i) * Dk + d;
-                            a += (qkv_get(z_clean[l], at) - qkv_get(z_corrupt[l], at)) *
-                                 qkv_grad_get(cp.z[l], at);
-                        }
-                    row->attribution = a / diff;
-                    s = check_finite(a, "the attribution of %s (d metric / d z from the "
-                                     "corrupted run's backward pass)", head);
-                }
-            }
-    if (s == QKV_OK && r->exact && r->attribution) r->agreement = pearson(r->rows, r->n_rows);
-    qkv_ctx_free(keep);
-    qkv_ctx_free(g);
     return s;
 }
 
+/* Paths: for each sender, pass 2 (every head frozen at its corrupted output but the sender,
+ * which carries its clean one) records every receiver's input and gives the logits path;
+ * pass 3 replaces only one receiver's input. Attribution: (ΔS·W_O^S·W^R) · d metric / d (R's
+ * input) from the corrupted run's backward pass. */
+static qkv_status patch_paths(trainer *t, const patch_pairs *pairs, int first, int B,
+                              patch_batch *pb, patch_result *r) {
+    const qkv_model_config *c = &t->model.cfg;
+    int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H, To = t->target_len;
+    int V = c->vocab, items = r->n_paths;
+    qkv_head_edit *edits = malloc((size_t)(L * H) * sizeof *edits);
+    double *u = malloc((size_t)B * To * C * sizeof *u); /* ΔS·W_O^S: (B, To, C) */
+    double *m2 = malloc((size_t)pairs->n * sizeof *m2);
+    qkv_status s = edits && u && m2 ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
+    for (int k = 0; k < items && s == QKV_OK;) {
+        int ls = r->path[k].sender_layer, hs = r->path[k].sender_head, end = k;
+        while (end < items && r->path[end].sender_layer == ls && r->path[end].sender_head == hs)
+            end++;
+        /* pass 2 */
+        int n = 0;
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < H; h++)
+                edits[n++] = spot_edit(&(explain_spot){QKV_SITE_Z, l, h, -1, -1}, QKV_HEAD_REPLACE,
+                                       l == ls && h == hs ? pb->clean[l] : pb->corrupt[l]);
+        qkv_ctx_reset(pb->record);
+        qkv_probe rec = {.edits = edits, .n_edits = n};
+        qkv_tensor *logits = qkv_model_forward_probe(
+            &t->model, pb->record, pairs->corrupt + (size_t)first * c->seq_len,
+            pairs->corrupt_len ? pairs->corrupt_len + first : NULL, B, &rec);
+        char run[160];
+        snprintf(run, sizeof run, "the corrupted run with every head frozen but %d.%d, which "
+                 "carries its clean output", ls + 1, hs + 1);
+        if ((s = batch_metric(t, logits, pairs, first, run, m2)) != QKV_OK) break;
+        for (int b = 0; b < B; b++) /* u = ΔS · (S's rows of W_O) at each position */
+            for (int i = 0; i < To; i++)
+                for (int j = 0; j < C; j++) {
+                    double sum = 0;
+                    for (int e = 0; e < Dk; e++) {
+                        int64_t at = (((int64_t)b * H + hs) * To + i) * Dk + e;
+                        sum += (qkv_get(pb->clean[ls], at) - qkv_get(pb->corrupt[ls], at)) *
+                               pb->w_o[ls][(size_t)(hs * Dk + e) * C + j];
+                    }
+                    u[((size_t)b * To + i) * C + j] = sum;
+                }
+        for (; k < end && s == QKV_OK; k++) {
+            patch_path *p = &r->path[k];
+            size_t at0 = (size_t)first * items + k;
+            if (p->receiver_layer < 0) { /* the logits: pass 2 is the path */
+                for (int b = 0; b < B; b++) {
+                    const patch_metric *pm = &pairs->metric[first + b];
+                    double a = 0;
+                    for (int j = 0; j < C; j++)
+                        a += u[((size_t)b * To + pm->position) * C + j] *
+                             (pb->head_w[(size_t)j * V + pm->answer] -
+                              pb->head_w[(size_t)j * V + pm->wrong]);
+                    r->pair_patched[at0 + (size_t)b * items] = m2[first + b];
+                    r->pair_attribution[at0 + (size_t)b * items] = a;
+                }
+                continue;
+            }
+            int lr = p->receiver_layer, hr = p->receiver_head;
+            const char *via = explain_site_names[p->via];
+            if (r->exact) { /* pass 3: only the receiver's input as pass 2 recorded it */
+                qkv_head_edit e = spot_edit(&(explain_spot){p->via, lr, hr, -1, -1},
+                                            QKV_HEAD_REPLACE, qkv_probe_site(&rec, p->via, lr));
+                snprintf(run, sizeof run, "the corrupted run with the %s of head %d.%d as head "
+                         "%d.%d's clean output alone makes it", via, lr + 1, hr + 1, ls + 1, hs + 1);
+                if ((s = patched_run(t, pairs, first, B, &e, 1, run, pb->metric)) != QKV_OK) break;
+                for (int b = 0; b < B; b++)
+                    r->pair_patched[at0 + (size_t)b * items] = pb->metric[first + b];
+            }
+            const double *w = pb->w_in[p->via - QKV_SITE_Q][lr];
+            const qkv_tensor *graph = qkv_probe_site(&pb->cp, p->via, lr); /* (B, H, To, Dk) */
+            for (int b = 0; b < B && s == QKV_OK; b++) {
+                double a = 0;
+                for (int i = 0; i < To; i++)
+                    for (int d = 0; d < Dk; d++) {
+                        double delta = 0; /* (ΔS·W_O^S·W^R)[i, d] */
+                        for (int j = 0; j < C; j++)
+                            delta += u[((size_t)b * To + i) * C + j] * w[(size_t)j * C + hr * Dk + d];
+                        a += delta * qkv_grad_get(graph, (((int64_t)b * H + hr) * To + i) * Dk + d);
+                    }
+                r->pair_attribution[at0 + (size_t)b * items] = a;
+                s = check_finite(a, "the attribution of the path %d.%d -> %d.%d by %s", ls + 1,
+                                 hs + 1, lr + 1, hr + 1, via);
+            }
+        }
+    }
+    free(edits), free(u), free(m2);
+    return s;
+}
+
+static void batch_free(patch_batch *pb) {
+    qkv_ctx_free(pb->keep), qkv_ctx_free(pb->graph), qkv_ctx_free(pb->record);
+    for (int l = 0; l < QKV_MAX_LAYERS; l++) {
+        free(pb->w_o[l]);
+        for (int v = 0; v < 3; v++) free(pb->w_in[v][l]);
+    }
+    free(pb->head_w), free(pb->metric);
+}
+
+/* The arenas and arrays of patching batches of up to B pairs; QKV_ERR_NOMEM. */
+static qkv_status batch_init(trainer *t, const patch_result *r, int n, int B, patch_batch *pb) {
+    const qkv_model_config *c = &t->model.cfg;
+    qkv_site site = r->paths ? QKV_SITE_Z : r->site;
+    memset(pb, 0, sizeof *pb);
+    qkv_status s = trainer_analysis_reserve(t, n, NULL);
+    if (s != QKV_OK) return s;
+    pb->keep = trainer_analysis_ctx(2 * site_bytes(t, site, B), NULL);
+    pb->graph = pb->keep ? trainer_analysis_ctx(qkv_model_step_bytes(c, B), NULL) : NULL;
+    if (r->paths && pb->graph) pb->record = trainer_analysis_ctx(qkv_model_step_bytes(c, B), NULL);
+    if (!pb->graph || (r->paths && !pb->record)) return QKV_ERR_NOMEM;
+    bool ok = (pb->metric = malloc((size_t)n * sizeof *pb->metric)) != NULL;
+    for (int l = 0; r->paths && l < c->layers; l++) {
+        ok = ok && (pb->w_o[l] = weights_of(t->model.w_o[l]));
+        ok = ok && (pb->w_in[0][l] = weights_of(t->model.w_q[l]));
+        ok = ok && (pb->w_in[1][l] = weights_of(t->model.w_k[l]));
+        ok = ok && (pb->w_in[2][l] = weights_of(t->model.w_v[l]));
+    }
+    if (r->paths) ok = ok && (pb->head_w = weights_of(t->model.head_w));
+    return ok ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "patch: out of memory for the weights");
+}
+
+/* Every pair's metric on the clean and the corrupted inputs (the means are checked before
+ * any patched run). */
+static qkv_status base_metrics(trainer *t, const patch_pairs *pairs, patch_result *r) {
+    int T = t->model.cfg.seq_len;
+    qkv_status s = QKV_OK;
+    for (int first = 0; first < pairs->n && s == QKV_OK; first += ANALYSIS_BATCH) {
+        int B = pairs->n - first < ANALYSIS_BATCH ? pairs->n - first : ANALYSIS_BATCH;
+        for (int side = 0; side < 2 && s == QKV_OK; side++) {
+            const int32_t *x = side ? pairs->corrupt : pairs->clean;
+            const int32_t *len = side ? pairs->corrupt_len : pairs->clean_len;
+            qkv_ctx_reset(t->eval_ctx);
+            qkv_probe probe = {0};
+            qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx,
+                                                         x + (size_t)first * T,
+                                                         len ? len + first : NULL, B, &probe);
+            s = batch_metric(t, logits, pairs, first, side ? "the corrupted run" : "the clean run",
+                             side ? r->pair_corrupt : r->pair_clean);
+        }
+    }
+    return s;
+}
+
+static double mean_of(const double *x, int n, int stride) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += x[(size_t)i * stride];
+    return sum / n;
+}
+
+qkv_status explain_fill_predictions(trainer *t, const int32_t *clean, const int32_t *corrupt,
+                                    const int32_t *clean_len, const int32_t *corrupt_len, int n,
+                                    patch_metric *metric, const char *path,
+                                    const int64_t *line) {
+    int T = t->model.cfg.seq_len, V = t->model.cfg.vocab;
+    qkv_status s = trainer_analysis_reserve(t, n, NULL);
+    for (int side = 0; side < 2 && s == QKV_OK; side++)
+        for (int first = 0; first < n; first += ANALYSIS_BATCH) {
+            int B = n - first < ANALYSIS_BATCH ? n - first : ANALYSIS_BATCH;
+            bool need = false;
+            for (int b = 0; b < B; b++)
+                need |= (side ? metric[first + b].wrong : metric[first + b].answer) < 0;
+            if (!need) continue;
+            const int32_t *x = side ? corrupt : clean, *len = side ? corrupt_len : clean_len;
+            qkv_ctx_reset(t->eval_ctx);
+            qkv_probe probe = {0};
+            qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx,
+                                                         x + (size_t)first * T,
+                                                         len ? len + first : NULL, B, &probe);
+            int64_t To = logits->shape[1];
+            for (int b = 0; b < B; b++) {
+                patch_metric *m = &metric[first + b];
+                int *out = side ? &m->wrong : &m->answer;
+                if (*out < 0)
+                    *out = (int)qkv_argmax(logits, ((int64_t)b * To + m->position) * V, V);
+            }
+        }
+    for (int k = 0; s == QKV_OK && path && k < n; k++)
+        if (metric[k].answer == metric[k].wrong) {
+            char label[32];
+            trainer_token_label(t, metric[k].answer, label, sizeof label);
+            s = qkv_fail(QKV_ERR_VALUE, "%s line %lld: the answer and the wrong token are both "
+                         "'%s': the metric would be 0 (give them as the line's third and fourth "
+                         "fields)", path, (long long)line[k], label);
+        }
+    return s;
+}
+
+qkv_status explain_patch(trainer *t, const patch_pairs *pairs, patch_result *r) {
+    const qkv_model_config *c = &t->model.cfg;
+    int n = pairs->n, T = c->seq_len, To = t->target_len, V = c->vocab;
+    r->rows = NULL, r->path = NULL, r->n_rows = r->n_paths = 0, r->agreement = NAN;
+    r->pair_clean = r->pair_corrupt = r->pair_patched = r->pair_attribution = NULL;
+    r->n_pairs = n;
+    explain_spot *spots = NULL;
+    qkv_status s = r->paths ? list_paths(t, &r->path, &r->n_paths)
+                            : explain_spots(t, r->site, r->over, pairs->positions, pairs->keys,
+                                            &spots, &r->n_rows);
+    if (s != QKV_OK) return s;
+    if (!r->paths) {
+        r->rows = malloc((size_t)(r->n_rows ? r->n_rows : 1) * sizeof *r->rows);
+        for (int k = 0; r->rows && k < r->n_rows; k++)
+            r->rows[k] = (patch_row){spots[k], NAN, NAN};
+        free(spots);
+    }
+    int items = explain_patch_items(r);
+    size_t cells = (size_t)n * (items ? items : 1);
+    r->pair_clean = malloc((size_t)n * sizeof(double));
+    r->pair_corrupt = malloc((size_t)n * sizeof(double));
+    r->pair_patched = malloc(cells * sizeof(double));
+    r->pair_attribution = malloc(cells * sizeof(double));
+    if ((!r->paths && !r->rows) || !r->pair_clean || !r->pair_corrupt || !r->pair_patched ||
+        !r->pair_attribution)
+        return qkv_fail(QKV_ERR_NOMEM, "patch: out of memory for %d pairs' results", n);
+    for (size_t i = 0; i < cells; i++) r->pair_patched[i] = r->pair_attribution[i] = NAN;
+    int Bmax = n < ANALYSIS_BATCH ? n : ANALYSIS_BATCH;
+    patch_batch pb;
+    if ((s = batch_init(t, r, n, Bmax, &pb)) != QKV_OK || (s = base_metrics(t, pairs, r)) != QKV_OK) {
+        batch_free(&pb);
+        return s;
+    }
+    r->clean = mean_of(r->pair_clean, n, 1), r->corrupt = mean_of(r->pair_corrupt, n, 1);
+    double diff = r->clean - r->corrupt;
+    if (!(fabs(diff) > 0)) {
+        batch_free(&pb);
+        return qkv_fail(QKV_ERR_VALUE, "the clean and the corrupted input%s give the same "
+                        "logit difference (%g%s): there is nothing to recover", n > 1 ? "s" : "",
+                        r->clean, n > 1 ? " on average" : "");
+    }
+    qkv_site site = r->paths ? QKV_SITE_Z : r->site;
+    for (int first = 0; first < n && s == QKV_OK; first += ANALYSIS_BATCH) {
+        int B = n - first < ANALYSIS_BATCH ? n - first : ANALYSIS_BATCH;
+        qkv_ctx_reset(pb.keep), qkv_ctx_reset(pb.graph), qkv_ctx_reset(t->eval_ctx);
+        qkv_probe clean = {0};
+        qkv_model_forward_probe(&t->model, t->eval_ctx, pairs->clean + (size_t)first * T,
+                                pairs->clean_len ? pairs->clean_len + first : NULL, B, &clean);
+        for (int l = 0; l < c->layers; l++) pb.clean[l] = kept(pb.keep, qkv_probe_site(&clean, site, l));
+        /* the corrupted run, recorded: d metric / d site from one backward pass */
+        pb.cp = (qkv_probe){0};
+        qkv_tensor *logits = qkv_model_forward_probe(
+            &t->model, pb.graph, pairs->corrupt + (size_t)first * T,
+            pairs->corrupt_len ? pairs->corrupt_len + first : NULL, B, &pb.cp);
+        for (int l = 0; l < c->layers; l++)
+            pb.corrupt[l] = kept(pb.keep, qkv_probe_site(&pb.cp, site, l));
+        if (r->attribution) {
+            qkv_tensor *pick = qkv_zeros(pb.graph, c->dtype, 3, (int64_t[]){B, To, V});
+            for (int b = 0; b < B; b++) {
+                const patch_metric *pm = &pairs->metric[first + b];
+                int64_t row = ((int64_t)b * To + pm->position) * V;
+                qkv_set(pick, row + pm->answer, 1.0);
+                qkv_set(pick, row + pm->wrong, -1.0);
+            }
+            qkv_backward(qkv_sum(pb.graph, qkv_mul(pb.graph, logits, pick)));
+        }
+        s = r->paths ? patch_paths(t, pairs, first, B, &pb, r)
+                     : patch_spots(t, pairs, first, B, &pb, r);
+    }
+    batch_free(&pb);
+    if (s != QKV_OK) return s;
+    for (int k = 0; k < items; k++) {
+        double exact = r->exact ? (mean_of(r->pair_patched + k, n, items) - r->corrupt) / diff : NAN;
+        double attr = r->attribution ? mean_of(r->pair_attribution + k, n, items) / diff : NAN;
+        if (r->paths) r->path[k].exact = exact, r->path[k].attribution = attr;
+        else r->rows[k].exact = exact, r->rows[k].attribution = attr;
+    }
+    if (r->exact && r->attribution) {
+        double *x = malloc((size_t)(items ? items : 1) * 2 * sizeof *x);
+        if (!x) return qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
+        for (int k = 0; k < items; k++) {
+            x[k] = r->paths ? r->path[k].exact : r->rows[k].exact;
+            x[items + k] = r->paths ? r->path[k].attribution : r->rows[k].attribution;
+        }
+        r->agreement = pearson(x, x + items, items, 1);
+        free(x);
+    }
+    return QKV_OK;
+}
+
 void explain_patch_free(patch_result *r) {
-    free(r->rows);
-    r->rows = NULL;
+    free(r->rows), free(r->path);
+    free(r->pair_clean), free(r->pair_corrupt), free(r->pair_patched), free(r->pair_attribution);
+    r->rows = NULL, r->path = NULL;
+    r->pair_clean = r->pair_corrupt = r->pair_patched = r->pair_attribution = NULL;
 }
 
 /* ---- direct logit attribution ---- */
@@ -495,11 +980,7 @@ qkv_status explain_attribute(trainer *t, const explain_input *in, int position, 
     qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx, in->tokens,
                                                  t->data ? &in->len : NULL, 1, &probe);
     int64_t row = (int64_t)position * V;
-    if (token < 0) { /* the predicted token: the first of equal largest */
-        token = 0;
-        for (int j = 1; j < V; j++)
-            if (qkv_get(logits, row + j) > qkv_get(logits, row + token)) token = j;
-    }
+    if (token < 0) token = (int)qkv_argmax(logits, row, V); /* the predicted token */
     r->position = position, r->token = token, r->logit = qkv_get(logits, row + token);
     s = check_logit(t, logits, 0, position, token, "the run of the input");
     if (s != QKV_OK) return s;
@@ -614,20 +1095,34 @@ cJSON *explain_json_header(const trainer *t, const char *command, const explain_
     return o;
 }
 
+/* A spot's fields in a JSON row: site, layer, head (null for the stream's), position and
+ * key_position (null where every one, or none, is edited). */
+static void add_spot(cJSON *x, const explain_spot *s) {
+    cJSON_AddStringToObject(x, "site", explain_site_names[s->site]);
+    cJSON_AddNumberToObject(x, "layer", s->layer + 1);
+    if (s->head < 0) cJSON_AddNullToObject(x, "head");
+    else cJSON_AddNumberToObject(x, "head", s->head + 1);
+    if (s->position < 0) cJSON_AddNullToObject(x, "position");
+    else cJSON_AddNumberToObject(x, "position", s->position);
+    if (s->key_position < 0) cJSON_AddNullToObject(x, "key_position");
+    else cJSON_AddNumberToObject(x, "key_position", s->key_position);
+}
+
 cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const ablate_result *r,
                            const char *data_path) {
     cJSON *o = explain_json_header(t, "ablate", NULL);
     cJSON_AddStringToObject(o, "mode", rq->mean ? "mean" : "zero");
+    cJSON_AddStringToObject(o, "site", explain_site_names[rq->site]);
+    cJSON_AddStringToObject(o, "over", explain_over_names[rq->over]);
     if (data_path) cJSON_AddStringToObject(o, "data", data_path);
     else cJSON_AddNullToObject(o, "data");
     cJSON_AddNumberToObject(o, "examples", (double)r->baseline.counted);
     cJSON *b = cJSON_AddObjectToObject(o, "baseline");
     add_score(b, &r->baseline);
     cJSON *heads = cJSON_AddArrayToObject(o, "heads");
-    for (int i = 0; i < r->n_heads; i++) {
+    for (int i = 0; i < r->n; i++) {
         cJSON *h = cJSON_CreateObject();
-        cJSON_AddNumberToObject(h, "layer", r->heads[i].layer + 1);
-        cJSON_AddNumberToObject(h, "head", r->heads[i].head + 1);
+        add_spot(h, &r->spots[i]);
         add_score(h, &r->each[i]);
         cJSON_AddItemToArray(heads, h);
     }
@@ -635,8 +1130,10 @@ cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const abl
         cJSON *tg = cJSON_AddObjectToObject(o, "together");
         cJSON *names = cJSON_AddArrayToObject(tg, "heads");
         char name[32];
-        for (int i = 0; i < r->n_heads; i++) {
-            head_name(r->heads[i].layer, r->heads[i].head, name, sizeof name);
+        for (int i = 0; i < r->n; i++) {
+            const explain_spot *s = &r->spots[i];
+            if (s->head < 0) snprintf(name, sizeof name, "%d", s->layer + 1);
+            else head_name(s->layer, s->head, name, sizeof name);
             cJSON_AddItemToArray(names, cJSON_CreateString(name));
         }
         add_score(tg, &r->together);
@@ -644,32 +1141,77 @@ cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const abl
     return o;
 }
 
+/* A path's fields: sender "L.H", receiver "L.H" or "logits", via "q", "k", "v" or null. */
+static void add_path(cJSON *x, const patch_path *p) {
+    char name[32];
+    head_name(p->sender_layer, p->sender_head, name, sizeof name);
+    cJSON_AddStringToObject(x, "sender", name);
+    if (p->receiver_layer < 0) {
+        cJSON_AddStringToObject(x, "receiver", "logits");
+        cJSON_AddNullToObject(x, "via");
+    } else {
+        head_name(p->receiver_layer, p->receiver_head, name, sizeof name);
+        cJSON_AddStringToObject(x, "receiver", name);
+        cJSON_AddStringToObject(x, "via", explain_site_names[p->via]);
+    }
+}
+
 cJSON *explain_patch_json(const trainer *t, const explain_input *clean,
-                          const explain_input *corrupt, const patch_result *r) {
+                          const explain_input *corrupt, const patch_metric *metric,
+                          const char *pairs_source, const patch_result *r) {
     cJSON *o = explain_json_header(t, "patch", clean);
-    cJSON_AddItemToObject(o, "corrupt_tokens", token_labels(t, corrupt));
-    cJSON_AddNumberToObject(o, "position", r->position);
-    cJSON_AddItemToObject(o, "answer", explain_token_json(t, r->answer));
-    cJSON_AddItemToObject(o, "wrong", explain_token_json(t, r->wrong));
-    cJSON_AddStringToObject(o, "over", r->over_positions ? "head-position" : "head");
+    if (corrupt) cJSON_AddItemToObject(o, "corrupt_tokens", token_labels(t, corrupt));
+    cJSON_AddNumberToObject(o, "pairs", r->n_pairs);
+    if (!clean) cJSON_AddStringToObject(o, "pairs_from", pairs_source);
+    cJSON_AddNumberToObject(o, "position", metric->position);
+    cJSON_AddItemToObject(o, "answer", explain_token_json(t, metric->answer));
+    cJSON_AddItemToObject(o, "wrong", explain_token_json(t, metric->wrong));
+    if (r->paths) {
+        cJSON_AddNullToObject(o, "site");
+        cJSON_AddNullToObject(o, "over");
+    } else {
+        cJSON_AddStringToObject(o, "site", explain_site_names[r->site]);
+        cJSON_AddStringToObject(o, "over", explain_over_names[r->over]);
+    }
+    cJSON_AddBoolToObject(o, "path", r->paths);
     cJSON_AddStringToObject(o, "method", r->exact && r->attribution ? "both"
                                          : r->exact                  ? "exact"
                                                                      : "attribution");
     add_number(o, "clean", r->clean);
     add_number(o, "corrupt", r->corrupt);
-    cJSON *rows = cJSON_AddArrayToObject(o, "results");
-    for (int i = 0; i < r->n_rows; i++) {
-        const patch_row *p = &r->rows[i];
+    cJSON *items = cJSON_AddArrayToObject(o, r->paths ? "paths" : "results");
+    for (int i = 0; i < explain_patch_items(r); i++) {
         cJSON *x = cJSON_CreateObject();
-        cJSON_AddNumberToObject(x, "layer", p->layer + 1);
-        cJSON_AddNumberToObject(x, "head", p->head + 1);
-        if (p->position < 0) cJSON_AddNullToObject(x, "position");
-        else cJSON_AddNumberToObject(x, "position", p->position);
-        add_number(x, "exact", p->exact);
-        add_number(x, "attribution", p->attribution);
-        cJSON_AddItemToArray(rows, x);
+        if (r->paths) add_path(x, &r->path[i]);
+        else add_spot(x, &r->rows[i].spot);
+        add_number(x, "exact", r->paths ? r->path[i].exact : r->rows[i].exact);
+        add_number(x, "attribution", r->paths ? r->path[i].attribution : r->rows[i].attribution);
+        cJSON_AddItemToArray(items, x);
     }
     add_number(o, "agreement", r->agreement);
+    return o;
+}
+
+cJSON *explain_patch_pair_json(const patch_result *r, int i) {
+    int items = explain_patch_items(r);
+    double clean = r->pair_clean[i], corrupt = r->pair_corrupt[i], diff = clean - corrupt;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "pair", i + 1);
+    add_number(o, "clean", clean);
+    add_number(o, "corrupt", corrupt);
+    cJSON *rows = cJSON_AddArrayToObject(o, r->paths ? "paths" : "results");
+    for (int k = 0; k < items; k++) {
+        double patched = r->pair_patched[(size_t)i * items + k];
+        double change = r->pair_attribution[(size_t)i * items + k];
+        cJSON *x = cJSON_CreateObject();
+        if (r->paths) add_path(x, &r->path[k]);
+        else add_spot(x, &r->rows[k].spot);
+        add_number(x, "patched", patched);
+        /* this pair's own shares; null where its clean and corrupt metrics are equal */
+        add_number(x, "exact", fabs(diff) > 0 ? (patched - corrupt) / diff : NAN);
+        add_number(x, "attribution", fabs(diff) > 0 ? change / diff : NAN);
+        cJSON_AddItemToArray(rows, x);
+    }
     return o;
 }
 

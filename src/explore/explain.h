@@ -39,6 +39,11 @@ typedef struct {
  * cannot read (a task's exactly T, a data file's 1..T). */
 qkv_status explain_read_input(const trainer *t, const char *option, const char *text,
                               explain_input *in);
+/* Reads `text` as the targets of `in` (read first): a class per query position ("_" for
+ * none): exactly one per query position, or for a data file's encoder-decoder 1..To.
+ * QKV_ERR_VALUE naming `option` and the culprit. */
+qkv_status explain_read_targets(const trainer *t, const char *option, const char *text,
+                                explain_input *in);
 /* The targets y of a task model's input x (qkv_task_targets), or `status` with the line
  * "WHERE: position 1 holds 'w1', a target word: ..." when the task defines no target for a
  * token of x: every command that reads a task's input refuses it here (WHERE: the option,
@@ -63,6 +68,40 @@ int explain_default_position(const trainer *t, const explain_input *in);
 /* Whether query position i carries a target (QKV_ERR_VALUE, naming --position, if not). */
 qkv_status explain_check_position(const trainer *t, const explain_input *in, int i);
 
+/* ---- hook points: the part of the forward an analysis edits ---- */
+typedef enum {
+    EXPLAIN_OVER_HEAD,           /* a head's site at every position */
+    EXPLAIN_OVER_HEAD_POSITION,  /* a head's site at each query position */
+    EXPLAIN_OVER_KEY_POSITION,   /* a head's k or v at each key position, its pattern's column */
+    EXPLAIN_OVER_LAYER_POSITION, /* the stream of each layer at each position */
+} explain_over;
+/* The names the CLI and the JSON use, in enum order, NULL-ended: "z", "q", "k", "v",
+ * "pattern", "resid-pre", "resid-post"; "head", "head-position", "key-position",
+ * "layer-position". */
+extern const char *const explain_site_names[];
+extern const char *const explain_over_names[];
+
+/* One place edited: site of head `head` (-1 for the stream's sites) of layer `layer`, at
+ * query position `position` and key position `key_position` (-1: every one, or the site has
+ * none). */
+typedef struct {
+    qkv_site site;
+    int layer, head, position, key_position;
+} explain_spot;
+
+/* The default --over of a site: head, or layer-position for the stream's. */
+explain_over explain_default_over(qkv_site site);
+/* QKV_ERR_VALUE naming --site and --over and what the model has, when the model lacks `site`
+ * (the stream's sites without the residual stream) or `over` does not apply to it. */
+qkv_status explain_check_site(const trainer *t, qkv_site site, explain_over over);
+/* Every spot of `site` and `over`, layer by layer, head by head, position by position, for
+ * inputs of `positions` query positions and `keys` key positions: (n) malloc'd into *spots;
+ * QKV_ERR_NOMEM. */
+qkv_status explain_spots(const trainer *t, qkv_site site, explain_over over, int positions,
+                         int keys, explain_spot **spots, int *n);
+/* "head 1.2's q at position 3", "the stream entering layer 2 at position 3", for messages. */
+void explain_spot_text(const explain_spot *s, char *buf, size_t len);
+
 /* ---- ablation: a head's output removed (zero, or its mean over the examples) ---- */
 typedef struct {
     int layer, head;
@@ -70,22 +109,25 @@ typedef struct {
 
 typedef struct {
     bool mean;                /* QKV_HEAD_MEAN over the examples; else QKV_HEAD_ZERO */
-    int n_heads;              /* the heads to remove one at a time (every head when 0) */
+    qkv_site site;            /* what is removed (z: a head's output) */
+    explain_over over;        /* at every position, or one at a time */
+    int n_heads;              /* only these heads' spots (every head's when 0) */
     explain_head *heads;      /* (n_heads), the caller's */
-    bool together;            /* also every listed head at once */
+    bool together;            /* also every spot at once */
 } ablate_request;
 
 typedef struct {
     explain_score baseline;
-    int n_heads;              /* every head of the model when the request lists none */
-    explain_head *heads;      /* (n_heads), malloc'd: explain_ablate_free */
-    explain_score *each;      /* (n_heads) */
+    int n;                    /* the spots removed one at a time */
+    explain_spot *spots;      /* (n), malloc'd: explain_ablate_free */
+    explain_score *each;      /* (n) */
     explain_score together;   /* when asked */
 } ablate_result;
 
-/* Scores the examples with each head removed in turn (and all at once). QKV_ERR_NOMEM when
- * a batch's step does not fit; QKV_ERR_NUMERIC ("ablate: the logit of ... in example 3 with
- * head 1.2 removed is not finite") when a logit or a loss it scores is not. */
+/* Scores the examples with each spot of the site removed in turn (and all at once): set to 0,
+ * or to its mean over the examples. QKV_ERR_NOMEM when a batch's step does not fit;
+ * QKV_ERR_NUMERIC ("ablate: the logit of ... in example 3 with head 1.2's output removed is
+ * not finite") when a logit or a loss it scores is not. */
 qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_request *rq,
                           ablate_result *r);
 void explain_ablate_free(ablate_result *r);
@@ -101,31 +143,77 @@ qkv_status explain_check_scored_logits(const trainer *t, const qkv_tensor *logit
                                        const int32_t *y, int first, const qkv_head_edit *edits,
                                        int n_edits);
 
-/* ---- patching: the clean run's head output copied into the corrupted run ---- */
+/* ---- patching: a clean run's part copied into the corrupted run ---- */
+
+/* Pairs of inputs of one length: clean and corrupt tokens (n, T) padded, their lengths (n)
+ * (NULL for a task's model), and each pair's metric logit[answer] - logit[wrong] at its query
+ * position. Not owned. */
 typedef struct {
-    int layer, head, position;    /* position -1: every position of the head */
-    double exact, attribution;    /* shares of clean - corrupt recovered; NAN if not computed */
+    int position, answer, wrong;
+} patch_metric;
+
+typedef struct {
+    int n;
+    int positions, keys;           /* query and key positions of every pair's inputs */
+    const int32_t *clean, *corrupt;
+    const int32_t *clean_len, *corrupt_len;
+    const patch_metric *metric;    /* (n) */
+} patch_pairs;
+
+typedef struct {
+    explain_spot spot;
+    double exact, attribution; /* shares of clean - corrupt recovered; NAN if not computed */
 } patch_row;
 
+/* One path of --path: sender head S's clean output reaching only the receiver (head R's q, k
+ * or v input, or the logits: receiver_layer -1); every other path frozen at its corrupted
+ * value. */
 typedef struct {
-    int position, answer, wrong;  /* the metric: logit[answer] - logit[wrong] at position */
-    bool over_positions;          /* a row per head and position */
-    bool exact, attribution;      /* which methods ran */
-    double clean, corrupt;        /* the metric on each input */
+    int sender_layer, sender_head;
+    int receiver_layer, receiver_head; /* -1, -1: the logits */
+    qkv_site via;                      /* QKV_SITE_Q, _K or _V; QKV_SITE_Z for the logits */
+    double exact, attribution;
+} patch_path;
+
+typedef struct {
+    /* the request */
+    qkv_site site;
+    explain_over over;
+    bool paths;                   /* path patching (the site and over are not read) */
+    bool exact, attribution;      /* which methods run */
+    /* the result; the metric's numbers are means over the pairs */
+    double clean, corrupt;
     int n_rows;
-    patch_row *rows;              /* (layers * heads [* To]), malloc'd: explain_patch_free */
+    patch_row *rows;              /* (n_rows) without paths, malloc'd: explain_patch_free */
+    int n_paths;
+    patch_path *path;             /* (n_paths) with paths, malloc'd */
     double agreement;             /* Pearson correlation of exact and attribution; NAN */
+    /* each pair's own numbers: metric on clean and corrupt, and per row (or path) the
+     * metric patched and the attribution's change of it (not divided): (n_pairs * items) */
+    int n_pairs;
+    double *pair_clean, *pair_corrupt, *pair_patched, *pair_attribution;
 } patch_result;
 
-/* Runs clean and corrupt, then each head (and position) patched: exactly, one forward each,
- * and by attribution, (z_clean - z_corrupt) · d metric / d z from one backward pass on the
- * corrupted input, each divided by clean - corrupt. QKV_ERR_VALUE when clean and corrupt
- * give the same metric (nothing to recover); QKV_ERR_NUMERIC when a logit the metric reads (in
- * the clean, the corrupted or a patched run) or an attribution is not finite, the line naming
- * it, its run and its position. */
-qkv_status explain_patch(trainer *t, const explain_input *clean, const explain_input *corrupt,
-                         patch_result *r);
+/* Runs clean and corrupt, then each spot (or path) patched: exactly, one forward of the
+ * pairs each, and by attribution from one backward pass on the corrupted inputs:
+ * (clean - corrupt) · d metric / d site for a spot, (ΔS·W_O^S·W^R) · d metric / d (R's
+ * input) for a path (W^R the receiver's W_Q, W_K or W_V, or the vocabulary head). Each share
+ * is (mean patched - mean corrupt) / (mean clean - mean corrupt) over the pairs.
+ * QKV_ERR_VALUE when clean and corrupt give the same mean metric (nothing to recover);
+ * QKV_ERR_NUMERIC when a logit the metric reads or an attribution is not finite, the line
+ * naming it, its run and its position; QKV_ERR_NOMEM. */
+qkv_status explain_patch(trainer *t, const patch_pairs *pairs, patch_result *r);
+/* Each metric's answer where it is -1 (the clean input's prediction at its position) and
+ * wrong token where it is -1 (the corrupted input's), from batched runs of inputs (n, T)
+ * (lengths NULL for a task's model). Then, with `path`, QKV_ERR_VALUE naming "PATH line N"
+ * (line[k]) where a pair's answer and wrong token are equal (the metric would be 0). */
+qkv_status explain_fill_predictions(trainer *t, const int32_t *clean, const int32_t *corrupt,
+                                    const int32_t *clean_len, const int32_t *corrupt_len, int n,
+                                    patch_metric *metric, const char *path,
+                                    const int64_t *line);
 void explain_patch_free(patch_result *r);
+/* The items (rows or paths) of a result. */
+int explain_patch_items(const patch_result *r);
 
 /* ---- direct logit attribution ---- */
 typedef struct {
@@ -160,8 +248,15 @@ cJSON *explain_token_json(const trainer *t, int32_t token);
 cJSON *explain_json_header(const trainer *t, const char *command, const explain_input *in);
 cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const ablate_result *r,
                            const char *data_path);
+/* patch's object; clean and corrupt: the one pair's inputs, or NULL for a set of pairs
+ * (pairs_path: its file, or NULL for --corrupt-from) whose metric's first position, answer
+ * and wrong token are shown. */
 cJSON *explain_patch_json(const trainer *t, const explain_input *clean,
-                          const explain_input *corrupt, const patch_result *r);
+                          const explain_input *corrupt, const patch_metric *metric,
+                          const char *pairs_source, const patch_result *r);
+/* Pair i's own numbers as one JSON object: pair (from 1), clean, corrupt, and rows or paths
+ * with each one's metric patched and its shares of this pair's difference. */
+cJSON *explain_patch_pair_json(const patch_result *r, int i);
 cJSON *explain_attribute_json(const trainer *t, const explain_input *in, const dla_result *r);
 /* Writes `json` (compact, one line) to path atomically. */
 qkv_status explain_write_json(const cJSON *json, const char *path);

@@ -17,43 +17,6 @@ void inspect_token_label(const inspection *in, int32_t t, char *buf, size_t len)
     else qkv_task_token_label(&in->t.cfg.task, t, buf, len);
 }
 
-/* A whole number in [0, n) (digits only: engine/numbers.c), or -1. */
-static long parse_id(const char *w, long n) {
-    uint64_t v;
-    return number_u64(w, &v) == NUMBER_OK && v < (uint64_t)n ? (long)v : -1;
-}
-
-/* The built-in token whose label is w (s3, k2:v1, ?k2, |), or -1. */
-static long labelled_token(const qkv_task *task, const char *w) {
-    char label[32];
-    for (int t = 0; t < task->vocab; t++) {
-        qkv_task_token_label(task, t, label, sizeof label);
-        if (!strcmp(label, w)) return t;
-    }
-    return -1;
-}
-
-/* Input word -> token id: a data file's token string; or a task's id or label. -1 if none. */
-static long input_token(const inspection *in, const char *w) {
-    if (in->t.data) return dataset_token_id(in->t.data, w);
-    const qkv_task *task = &in->t.cfg.task;
-    long id = parse_id(w, task->vocab);
-    return id >= 0 ? id : labelled_token(task, w);
-}
-
-/* Target word -> class: _ for none (-1); a data file's token string; an id, a label, or
- * (lookup) a value v<N>. -2 if neither. */
-static long target_class(const inspection *in, const char *w) {
-    if (!strcmp(w, "_")) return -1;
-    long id;
-    if (in->t.data) return (id = dataset_token_id(in->t.data, w)) >= 0 ? id : -2;
-    const qkv_task *task = &in->t.cfg.task;
-    if ((id = parse_id(w, task->vocab)) >= 0) return id;
-    if (task->kind == QKV_TASK_LOOKUP)
-        return w[0] == 'v' && (id = parse_id(w + 1, task->n_values)) >= 0 ? id : -2;
-    return (id = labelled_token(task, w)) >= 0 ? id : -2;
-}
-
 /* How a predicted class reads: lookup's classes are values (v1), the other tasks' tokens. */
 void inspect_class_label(const inspection *in, int c, char *buf, size_t len) {
     char text[32];
@@ -69,42 +32,6 @@ const char *inspect_class_text(const inspection *in, int c, char *buf, size_t le
         return buf;
     }
     return trainer_token_text(&in->t, c, buf, len);
-}
-
-/* Splits `text` at spaces into words, each turned into a number by `convert` (bad: below
- * `bad_below`); between `least` and `most` of them (`limit` says why), their count into *n.
- * False otherwise, the error (QKV_ERR_VALUE) naming the culprit. */
-static bool parse_words(const inspection *in, const char *option, const char *text, int least,
-                        int most, const char *limit, long (*convert)(const inspection *, const char *),
-                        long bad_below, const char *expected, int32_t *out, int *n_out) {
-    char word[256];
-    int n = 0;
-    for (const char *p = text;;) {
-        p += strspn(p, " \t");
-        if (!*p) break;
-        size_t len = strcspn(p, " \t");
-        if (n >= most) {
-            qkv_fail(QKV_ERR_VALUE, "inspect: %s has more than %d tokens; the model reads %s %d "
-                     "(%s)", option, most, least == most ? "exactly" : "at most", most, limit);
-            return false;
-        }
-        snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), p);
-        long v = len < sizeof word ? convert(in, word) : bad_below - 1;
-        if (v < bad_below) {
-            qkv_fail(QKV_ERR_VALUE, "inspect: %s: '%.*s' (token %d) is not %s", option,
-                     (int)(len < 40 ? len : 40), p, n, expected);
-            return false;
-        }
-        out[n++] = (int32_t)v;
-        p += len;
-    }
-    if (n < least) {
-        qkv_fail(QKV_ERR_VALUE, "inspect: %s has %d token%s; the model reads %s %d (%s)", option,
-                 n, n == 1 ? "" : "s", least == most ? "exactly" : "at least", least, limit);
-        return false;
-    }
-    *n_out = n;
-    return true;
 }
 
 /* x is (1, H, R, C) */
@@ -131,7 +58,7 @@ const part inspect_grad_parts[INSPECT_NGRADS] = {
 };
 /* The tensor of part i (of inspect_parts[] or, with grad, inspect_grad_parts[]) of layer l. */
 const qkv_tensor *inspect_part_tensor(const inspection *in, int l, bool grad, int i) {
-    const qkv_layer_trace *tr = &in->trace[l];
+    const qkv_layer_trace *tr = &in->probe.layer[l];
     const qkv_tensor *x[INSPECT_NPARTS] = {tr->q,      tr->k,       tr->v,       tr->scores,
                                            tr->scaled, tr->weights, tr->head_out};
     const qkv_tensor *g[INSPECT_NGRADS] = {tr->weights, tr->masked, tr->q, tr->k, tr->v};
@@ -165,62 +92,26 @@ static qkv_status load_model(inspection *in, const char *path) {
     return QKV_OK;
 }
 
-/* The input and the target words -> in->tokens (padded), in->T, in->Tq and in->targets. */
+/* The input and the target words (explain.c's readers, as every command reads an input) ->
+ * in->tokens (padded), in->T, in->Tq and in->targets. */
 static qkv_status read_words(inspection *in, const char *input, const char *target) {
-    const qkv_task *task = &in->t.cfg.task;
-    const char *name = qkv_task_name(task->kind);
-    int To = in->t.target_len; /* the model's query rows: T, or the decoder's positions */
-    char expect[160], limit[80];
-    if (in->t.data) {
-        snprintf(expect, sizeof expect, "a token of the model's vocabulary (the token strings "
-                 "of %.60s)", in->t.data->path);
-        snprintf(limit, sizeof limit, "the longest input of its data file");
-        if (!parse_words(in, "--input", input, 1, in->model_T, limit, input_token, 0, expect,
-                         in->tokens, &in->T))
-            return QKV_ERR_VALUE;
-        for (int i = in->T; i < in->model_T; i++) in->tokens[i] = DATA_PAD;
-    } else {
-        char example[32] = "";
-        qkv_task_token_label(task, 0, example, sizeof example);
-        snprintf(expect, sizeof expect, "a token of %s (an id 0..%d%s%s%s)", name, task->vocab - 1,
-                 strcmp(example, "0") ? ", or a label such as " : "",
-                 strcmp(example, "0") ? example : "",
-                 task->kind == QKV_TASK_LOOKUP ? ", ?k0" : "");
-        if (!parse_words(in, "--input", input, in->model_T, in->model_T, "its --seq-len",
-                         input_token, 0, expect, in->tokens, &in->T))
-            return QKV_ERR_VALUE;
-        /* an input the task defines a target for, as every command reads a task's input */
-        int32_t task_targets[INSPECT_MAX_TOKENS];
-        qkv_status s = explain_task_targets(&in->t, QKV_ERR_VALUE, "inspect: --input",
-                                            in->tokens, task_targets);
-        if (s != QKV_OK) return s;
+    explain_input *words = malloc(sizeof *words);
+    if (!words) return qkv_fail(QKV_ERR_NOMEM, "inspect: out of memory");
+    qkv_status s = explain_read_input(&in->t, "--input", input, words);
+    if (s == QKV_OK && target) s = explain_read_targets(&in->t, "--target", target, words);
+    if (s == QKV_OK) {
+        in->T = words->n;
+        in->Tq = in->cross ? in->t.target_len : in->T;
+        memcpy(in->tokens, words->tokens, sizeof in->tokens);
+        for (int i = 0; i < in->t.target_len; i++) in->targets[i] = target ? words->targets[i] : -1;
     }
-    in->Tq = in->cross ? To : in->T;
-    for (int i = 0; i < To; i++) in->targets[i] = -1;
-    if (target) {
-        if (in->t.data)
-            snprintf(expect, sizeof expect, "a token of the model's vocabulary (or _ for none)");
-        else
-            snprintf(expect, sizeof expect, "a class of %s (0..%d%s, or _ for none)", name,
-                     in->V - 1, task->kind == QKV_TASK_LOOKUP ? ", or a value such as v1" : "");
-        /* one target per output: per input token, or per decoder position (a data file's
-         * outputs may be shorter: the rest have none) */
-        int most = in->Tq, least = in->cross && in->t.data ? 1 : in->Tq, n;
-        snprintf(limit, sizeof limit, "%s", in->cross ? "its decoder positions"
-                                             : in->t.data ? "one per input token"
-                                                          : "its --seq-len");
-        if (!parse_words(in, "--target", target, least, most, limit, target_class, -1, expect,
-                         in->targets, &n))
-            return QKV_ERR_VALUE;
-    }
-    return QKV_OK;
+    free(words);
+    return s == QKV_OK ? s : qkv_fail(s, "inspect: %s", qkv_last_error());
 }
 
 int inspect_predict(const inspection *in, int i, double *prob) {
     int64_t row = (int64_t)i * in->V;
-    int best = 0;
-    for (int j = 1; j < in->V; j++)
-        if (qkv_get(in->logits, row + j) > qkv_get(in->logits, row + best)) best = j;
+    int best = (int)qkv_argmax(in->logits, row, in->V);
     double top = qkv_get(in->logits, row + best), sum = 0;
     for (int j = 0; j < in->V; j++) sum += exp(qkv_get(in->logits, row + j) - top);
     *prob = 1 / sum;
@@ -253,8 +144,8 @@ qkv_status inspection_run(inspection *in, const char *model_path, const char *in
     qkv_ctx_set_no_grad(in->ctx, !target); /* gradients only when there is a loss */
     /* a data file's input is padded as in training: lengths = the typed tokens */
     int32_t length = in->T;
-    in->logits = qkv_model_forward_trace_padded(&in->t.model, in->ctx, in->tokens,
-                                                in->t.data ? &length : NULL, 1, in->trace);
+    in->logits = qkv_model_forward_probe(&in->t.model, in->ctx, in->tokens,
+                                         in->t.data ? &length : NULL, 1, &in->probe);
     if (target) {
         qkv_tensor *y = qkv_from_array(in->ctx, QKV_I32, 2, (int64_t[]){1, To}, in->targets);
         in->loss = qkv_cross_entropy(in->ctx, in->logits, y, -1);
@@ -264,7 +155,7 @@ qkv_status inspection_run(inspection *in, const char *model_path, const char *in
     /* the mask, as the model applied it: -inf entered the softmax (the same in every head) */
     for (int i = 0; i < in->Tq; i++)
         for (int j = 0; j < in->T; j++) {
-            double m = inspect_part_at(in->trace[0].masked, false, 0, i, j);
+            double m = inspect_part_at(in->probe.layer[0].masked, false, 0, i, j);
             in->masked[(size_t)i * in->T + j] = isinf(m) && m < 0;
         }
     char tok[32];
@@ -292,6 +183,108 @@ void inspection_free(inspection *in) {
     memset(in, 0, sizeof *in);
 }
 
+
+/* ---- the JSON object of --json ---- */
+
+/* A number, or null where it has none (a masked score, -inf). */
+static cJSON *json_number(double v) {
+    return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+}
+
+/* A part of head h as rows of numbers; with `null_masked`, null where the mask dropped a key. */
+static cJSON *json_matrix(const inspection *in, const part *p, const qkv_tensor *x, bool grad,
+                          int h, bool null_masked) {
+    int rows = inspect_part_rows(in, p), cols = inspect_part_cols(in, p);
+    cJSON *m = cJSON_CreateArray();
+    for (int i = 0; i < rows; i++) {
+        cJSON *row = cJSON_CreateArray();
+        for (int j = 0; j < cols; j++) {
+            bool drop = null_masked && p->shape == QUERIES_BY_KEYS && inspect_masked_at(in, i, j);
+            cJSON_AddItemToArray(row, drop ? cJSON_CreateNull()
+                                           : json_number(inspect_part_at(x, grad, h, i, j)));
+        }
+        cJSON_AddItemToArray(m, row);
+    }
+    return m;
+}
+
+/* The positions' labels, "3:tok", each token whole (the terminal's tables shorten them):
+ * keys by their input token; queries (queries) of a decoder by inspect_query_class's class. */
+static cJSON *json_labels(const inspection *in, int n, bool queries) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        char buf[32], label[320];
+        const char *text = queries && in->cross
+                               ? inspect_class_text(in, inspect_query_class(in, i), buf, sizeof buf)
+                               : trainer_token_text(&in->t, in->tokens[i], buf, sizeof buf);
+        size_t len = strlen(text) + 16;
+        char *whole = len > sizeof label ? malloc(len) : label;
+        if (whole) snprintf(whole, len > sizeof label ? len : sizeof label, "%d:%s", i, text);
+        cJSON_AddItemToArray(a, whole ? cJSON_CreateString(whole) : NULL);
+        if (whole != label) free(whole);
+    }
+    return a;
+}
+
+cJSON *inspection_json(const inspection *in) {
+    const qkv_model_config *c = &in->t.model.cfg;
+    char buf[32];
+    cJSON *o = explain_json_header(&in->t, "inspect", NULL);
+    cJSON_AddNumberToObject(o, "d_model", c->d_model);
+    cJSON_AddNumberToObject(o, "d_k", in->Dk);
+    cJSON_AddNumberToObject(o, "seq_len", in->model_T);
+    cJSON_AddNumberToObject(o, "vocab", in->V);
+    cJSON_AddBoolToObject(o, "causal", c->causal);
+    cJSON_AddBoolToObject(o, "cross_attention", in->cross);
+    cJSON_AddNumberToObject(o, "queries", in->Tq);
+    cJSON_AddNumberToObject(o, "keys", in->T);
+    cJSON_AddNumberToObject(o, "step", (double)in->t.optim.step);
+    if (in->t.data) /* the file the run was given, not its copy */
+        cJSON_AddStringToObject(o, "data", in->t.cfg.data_path);
+    cJSON *tokens = cJSON_AddArrayToObject(o, "tokens");
+    for (int i = 0; i < in->T; i++) cJSON_AddItemToArray(tokens, cJSON_CreateNumber(in->tokens[i]));
+    cJSON_AddItemToObject(o, "labels", json_labels(in, in->T, false));
+    cJSON_AddItemToObject(o, "query_labels", json_labels(in, in->Tq, true));
+    cJSON *predictions = cJSON_AddArrayToObject(o, "predictions");
+    for (int i = 0; i < in->Tq; i++) {
+        double prob;
+        int best = inspect_predict(in, i, &prob);
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "class", best);
+        cJSON_AddStringToObject(p, "label", inspect_class_text(in, best, buf, sizeof buf));
+        cJSON_AddNumberToObject(p, "probability", prob);
+        cJSON_AddItemToArray(predictions, p);
+    }
+    if (in->loss) {
+        cJSON *targets = cJSON_AddArrayToObject(o, "targets");
+        for (int i = 0; i < in->Tq; i++)
+            cJSON_AddItemToArray(targets, in->targets[i] < 0 ? cJSON_CreateNull()
+                                                             : cJSON_CreateNumber(in->targets[i]));
+        cJSON_AddItemToObject(o, "loss", json_number(qkv_get(in->loss, 0)));
+    }
+    cJSON *attention = cJSON_AddArrayToObject(o, "attention");
+    for (int l = 0; l < in->L; l++)
+        for (int h = 0; h < in->H; h++) {
+            cJSON *head = cJSON_CreateObject();
+            cJSON_AddNumberToObject(head, "layer", l + 1);
+            cJSON_AddNumberToObject(head, "head", h + 1);
+            for (int i = 0; i < INSPECT_NPARTS; i++) {
+                /* the scores before the softmax are shown as they are; A is null where masked */
+                const char *name = inspect_parts[i].name;
+                cJSON_AddItemToObject(head, name,
+                                      json_matrix(in, &inspect_parts[i],
+                                                  inspect_part_tensor(in, l, false, i), false, h,
+                                                  strcmp(name, "scores") && strcmp(name, "scaled")));
+            }
+            for (int i = 0; in->loss && i < INSPECT_NGRADS; i++)
+                cJSON_AddItemToObject(head, inspect_grad_parts[i].name,
+                                      json_matrix(in, &inspect_grad_parts[i],
+                                                  inspect_part_tensor(in, l, true, i), true, h,
+                                                  false));
+            cJSON_AddItemToArray(attention, head);
+        }
+    return o;
+}
 
 /* ---- the file of --out ---- */
 

@@ -1,11 +1,14 @@
 /* inspect.h - one input through a saved model, every part of every head kept: what `qkv
- * inspect` prints and writes. The attention is built from its parts (matmul, scale, mask,
- * softmax, matmul: qkv_model_forward_trace_padded), and with a target the loss's gradients
- * flow back through them. */
+ * inspect` prints and writes: a driver over the one intervention point
+ * (qkv_model_forward_probe, which builds the attention from its parts: matmul, scale, mask,
+ * softmax, matmul, and keeps them), and with a target the loss's gradients flow back through
+ * them. */
 #ifndef QKV_INSPECT_H
 #define QKV_INSPECT_H
 
 #include "train/trainer.h"
+
+#include <cjson/cJSON.h>
 
 #define INSPECT_MAX_TOKENS QKV_MAX_TASK_SEQ_LEN /* the longest sequence a task or a data file allows */
 
@@ -40,7 +43,7 @@ typedef struct {
     qkv_ctx *ctx;
     qkv_tensor *logits;    /* (1, model Tq, V) */
     qkv_tensor *loss;      /* a scalar, or NULL without a target */
-    qkv_layer_trace trace[QKV_MAX_LAYERS];
+    qkv_probe probe;       /* every part of every layer (no edits) */
 } inspection;
 
 /* Loads the model at `model_path` (for a data file's model, the file too, for its
@@ -54,6 +57,9 @@ qkv_status inspection_run(inspection *in, const char *model_path, const char *in
                           const char *target);
 void inspection_free(inspection *in);
 
+/* The object of `qkv inspect --json` (docs/plots.md): the model's sizes, the tokens, labels,
+ * predictions (and targets, loss), and every part of every head (null where masked). */
+cJSON *inspection_json(const inspection *in);
 /* The file of `qkv inspect --out`: every part of every layer, (H, rows, cols) each, with
  * the tokens, logits, mask (and targets, loss, gradients), and the labels in its metadata
  * (docs/plots.md). */

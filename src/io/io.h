@@ -138,5 +138,11 @@ void rundir_close(rundir *rd);
  * `path` in messages. Takes ownership of `bytes` (malloc'd), also on failure. The fuzz
  * targets call it on their inputs. */
 qkv_status st_parse(const char *path, unsigned char *bytes, size_t size, qkv_st **out);
+/* qkv_st_load for a file that should be `what`: a file that is no safetensors file at all (a
+ * CSV given as a model) is refused as "PATH is not WHAT: ..." (QKV_ERR_FORMAT); NULL: "a
+ * safetensors file". */
+qkv_status st_load_as(const char *path, const char *what, qkv_st **out);
+/* What every reader of a model names when a file is not one. */
+#define ST_MODEL_FILE "a qkv model file (a model.safetensors written by qkv train)"
 
 #endif

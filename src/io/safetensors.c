@@ -246,7 +246,11 @@ static qkv_status parse_entry(qkv_st *st, const cJSON *item, size_t data_size, s
     return QKV_OK;
 }
 
-qkv_status st_parse(const char *path, unsigned char *bytes, size_t size, qkv_st **out) {
+/* st_parse, naming what the file should be (`what`, NULL: a safetensors file) when its bytes
+ * do not begin as a safetensors file's: a length the file cannot hold that is not followed by
+ * a JSON header's '{' is no damaged safetensors file but some other file (a CSV, a text). */
+static qkv_status st_parse_as(const char *path, const char *what, unsigned char *bytes,
+                              size_t size, qkv_st **out) {
     *out = NULL;
     qkv_st *st = calloc(1, sizeof *st);
     if (!st || !(st->path = strdup(path))) {
@@ -263,6 +267,12 @@ qkv_status st_parse(const char *path, unsigned char *bytes, size_t size, qkv_st 
     }
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | st->bytes[i];
+    if (hlen > size - 8 && size > 8 && st->bytes[8] != '{') {
+        status = qkv_fail(QKV_ERR_FORMAT, "%s is not %s: it does not begin with a safetensors "
+                          "header (8 bytes of length, then a JSON object)", path,
+                          what ? what : "a safetensors file");
+        goto fail;
+    }
     if (hlen > size - 8) {
         status = qkv_fail(QKV_ERR_FORMAT, "%s: header length %llu is beyond the end of the file "
                           "(%zu bytes)", path, (unsigned long long)hlen, size);
@@ -335,13 +345,19 @@ fail:
     return status;
 }
 
-qkv_status qkv_st_load(const char *path, qkv_st **out) {
+qkv_status st_parse(const char *path, unsigned char *bytes, size_t size, qkv_st **out) {
+    return st_parse_as(path, NULL, bytes, size, out);
+}
+
+qkv_status st_load_as(const char *path, const char *what, qkv_st **out) {
     *out = NULL;
     unsigned char *bytes = NULL;
     size_t size = 0;
     qkv_status status = read_checked(path, &bytes, &size);
-    return status == QKV_OK ? st_parse(path, bytes, size, out) : status;
+    return status == QKV_OK ? st_parse_as(path, what, bytes, size, out) : status;
 }
+
+qkv_status qkv_st_load(const char *path, qkv_st **out) { return st_load_as(path, NULL, out); }
 
 int qkv_st_count(const qkv_st *st) { return st->n; }
 const char *qkv_st_name(const qkv_st *st, int i) { return i >= 0 && i < st->n ? st->entries[i].name : NULL; }

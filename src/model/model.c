@@ -173,39 +173,50 @@ static qkv_tensor *attention_mask(qkv_ctx *step, const qkv_model_config *c, int 
     return mask;
 }
 
-/* Layer l's head outputs y (B, H, Tq, Dk) after the probe's edits of layer l:
- * y * keep + put, where keep is 1 and put 0 except at an edited entry (keep 0, put the new
- * value), so an unedited entry is y exactly and the gradient reaching y is dz * keep. y itself
- * when no edit touches layer l. */
-static qkv_tensor *edit_heads(qkv_ctx *step, const qkv_probe *probe, int l, qkv_tensor *y) {
-    int B = (int)y->shape[0], H = (int)y->shape[1], Tq = (int)y->shape[2], Dk = (int)y->shape[3];
+static const char *const site_names[QKV_SITES] = {"z", "q", "k", "v", "pattern", "resid_pre",
+                                                  "resid_post"};
+
+/* Tensor y of `site` at layer l after the probe's edits of it: y * keep + put, where keep is
+ * 1 and put 0 except at an edited entry (keep 0, put the new value), so an unedited entry is
+ * y exactly and the gradient reaching y is dz * keep. y itself when no edit touches it.
+ * A head's site is (B, H, R, W), the stream's (B, R, W) (one "head"): an edit covers head
+ * `head`, row `position` (all: -1) and, for the pattern, column `key_position` (all: -1). */
+static qkv_tensor *edit_site(qkv_ctx *step, const qkv_probe *probe, qkv_site site, int l,
+                             qkv_tensor *y) {
+    bool stream = site == QKV_SITE_RESID_PRE || site == QKV_SITE_RESID_POST;
+    int64_t B = y->shape[0], G = stream ? 1 : y->shape[1];
+    int64_t R = y->shape[y->ndim - 2], W = y->shape[y->ndim - 1];
     qkv_tensor *keep = NULL, *put = NULL;
     for (int e = 0; e < probe->n_edits; e++) {
         const qkv_head_edit *ed = &probe->edits[e];
-        QKV_CHECK(ed->layer >= 0 && ed->head >= 0 && ed->head < H && ed->position >= -1 &&
-                      ed->position < Tq && ed->kind >= QKV_HEAD_KEEP &&
-                      ed->kind <= QKV_HEAD_REPLACE,
-                  "model_forward_probe", "edit %d: layer %d, head %d, position %d out of range "
-                  "(heads %d, positions %d)", e, ed->layer, ed->head, ed->position, H, Tq);
-        if (ed->layer != l || ed->kind == QKV_HEAD_KEEP) continue;
+        if (ed->layer != l || ed->site != site || ed->kind == QKV_HEAD_KEEP) continue;
+        int g = stream ? 0 : ed->head;
+        int col = site == QKV_SITE_PATTERN ? ed->key_position : -1;
+        QKV_CHECK(g >= 0 && g < G && ed->position >= -1 && ed->position < R && col >= -1 &&
+                      col < W && ed->kind >= QKV_HEAD_KEEP && ed->kind <= QKV_HEAD_REPLACE,
+                  "model_forward_probe", "edit %d of %s: head %d, position %d, key position "
+                  "%d out of range for %s", e, site_names[site], ed->head, ed->position, col,
+                  SHAPE(y));
         const qkv_tensor *v = ed->value;
         if (ed->kind != QKV_HEAD_ZERO) {
-            int vb = ed->kind == QKV_HEAD_MEAN ? 1 : B;
-            QKV_CHECK(v && v->dtype == y->dtype && v->ndim == 4 && v->shape[0] == vb &&
-                          v->shape[1] == H && v->shape[2] == Tq && v->shape[3] == Dk,
-                      "model_forward_probe", "edit %d: value is %s, not (%d, %d, %d, %d) of the "
-                      "model's dtype", e, v ? SHAPE(v) : "NULL", vb, H, Tq, Dk);
+            int64_t vb = ed->kind == QKV_HEAD_MEAN ? 1 : B;
+            bool same = v && v->dtype == y->dtype && v->ndim == y->ndim && v->shape[0] == vb;
+            for (int d = 1; same && d < y->ndim; d++) same = v->shape[d] == y->shape[d];
+            QKV_CHECK(same, "model_forward_probe", "edit %d of %s: value is %s, not %s (first "
+                      "dim %lld) of the model's dtype", e, site_names[site],
+                      v ? SHAPE(v) : "NULL", SHAPE(y), (long long)vb);
         }
         if (!keep) {
-            keep = qkv_ones(step, y->dtype, 4, y->shape);
-            put = qkv_zeros(step, y->dtype, 4, y->shape);
+            keep = qkv_ones(step, y->dtype, y->ndim, y->shape);
+            put = qkv_zeros(step, y->dtype, y->ndim, y->shape);
         }
-        int i0 = ed->position < 0 ? 0 : ed->position, i1 = ed->position < 0 ? Tq : i0 + 1;
-        for (int b = 0; b < B; b++)
-            for (int i = i0; i < i1; i++)
-                for (int d = 0; d < Dk; d++) {
-                    int64_t at = (((int64_t)b * H + ed->head) * Tq + i) * Dk + d;
-                    int64_t from = ed->kind == QKV_HEAD_MEAN ? at - (int64_t)b * H * Tq * Dk : at;
+        int64_t i0 = ed->position < 0 ? 0 : ed->position, i1 = ed->position < 0 ? R : i0 + 1;
+        int64_t j0 = col < 0 ? 0 : col, j1 = col < 0 ? W : j0 + 1;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = i0; i < i1; i++)
+                for (int64_t j = j0; j < j1; j++) {
+                    int64_t at = ((b * G + g) * R + i) * W + j;
+                    int64_t from = ed->kind == QKV_HEAD_MEAN ? at - b * G * R * W : at;
                     qkv_set(keep, at, 0.0);
                     qkv_set(put, at, ed->kind == QKV_HEAD_ZERO ? 0.0 : qkv_get(v, from));
                 }
@@ -213,12 +224,28 @@ static qkv_tensor *edit_heads(qkv_ctx *step, const qkv_probe *probe, int l, qkv_
     return keep ? qkv_add(step, qkv_mul(step, y, keep), put) : y;
 }
 
-/* The forward pass; with `trace`, each layer's attention is built from its parts (matmul,
- * scale, mask, softmax, matmul: the composed form) and every part is kept in trace[l]; with
- * `probe`, the composed form too, each head's output edited and kept (edit_heads). */
+/* Layer l's attention from its parts (matmul, scale, mask, softmax, matmul: the composed
+ * form), each head's q, k, v, pattern and z edited as the probe says, every part kept in
+ * *tr. Returns z (B, H, Tq, Dk). */
+static qkv_tensor *probe_attention(qkv_ctx *step, const qkv_probe *probe, int l, qkv_tensor *q,
+                                   qkv_tensor *k, qkv_tensor *v, qkv_tensor *mask, int Dk,
+                                   qkv_layer_trace *tr) {
+    tr->q = q = edit_site(step, probe, QKV_SITE_Q, l, q);
+    tr->k = k = edit_site(step, probe, QKV_SITE_K, l, k);
+    tr->v = v = edit_site(step, probe, QKV_SITE_V, l, v);
+    tr->scores = qkv_matmul_ex(step, q, false, k, true); /* (B,H,Tq,T), no copy of Kᵀ */
+    tr->scaled = qkv_scale(step, tr->scores, 1.0 / sqrt((double)Dk));
+    tr->masked = mask ? qkv_mask(step, tr->scaled, mask) : tr->scaled;
+    tr->weights = edit_site(step, probe, QKV_SITE_PATTERN, l, qkv_softmax(step, tr->masked));
+    return tr->head_out = edit_site(step, probe, QKV_SITE_Z, l, qkv_matmul(step, tr->weights, v));
+}
+
+/* The forward pass. Without a probe, training's: the fused attention (or, asking for the
+ * weights in attn, the composed one). With a probe, every layer's attention built from its
+ * parts, edited and kept (probe_attention), and the stream edited and kept. */
 static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                  const int32_t *lengths, int batch, qkv_tensor **attn,
-                                 qkv_layer_trace *trace, qkv_probe *probe) {
+                                 qkv_probe *probe) {
     const qkv_model_config *c = &m->cfg;
     int B = batch, T = c->seq_len, H = c->heads, Dk = c->d_model / c->heads;
     int Tq = c->target_len ? c->target_len : T; /* query positions */
@@ -233,12 +260,13 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
         d = qkv_add(step, qkv_zeros(step, c->dtype, 3, (int64_t[]){B, Tq, c->d_model}),
                     m->dec_pos_emb);
     for (int l = 0; l < c->layers; l++) {
+        if (probe) probe->stream[l] = d = edit_site(step, probe, QKV_SITE_RESID_PRE, l, d);
         qkv_tensor *kv_in = c->target_len ? x : d;
         qkv_tensor *q = qkv_matmul(step, d, m->w_q[l]);     /* (B,Tq,C): the heads side by side */
         qkv_tensor *k = qkv_matmul(step, kv_in, m->w_k[l]); /* (B,T,C) */
         qkv_tensor *v = qkv_matmul(step, kv_in, m->w_v[l]);
         qkv_tensor *y;
-        if (!trace && !probe && !attn) {
+        if (!probe && !attn) {
             /* the fused op reads each head's columns in place and writes its output there:
              * no heads split or merged (the same bits as through split_heads) */
             y = qkv_attention_heads(step, q, k, v, mask, H, 0); /* (B,Tq,C) */
@@ -249,48 +277,57 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
         q = split_heads(step, q, B, Tq, H, Dk);
         k = split_heads(step, k, B, T, H, Dk);
         v = split_heads(step, v, B, T, H, Dk);
-        if (trace) {
-            qkv_layer_trace *tr = &trace[l];
-            tr->q = q, tr->k = k, tr->v = v;
-            tr->scores = qkv_matmul_ex(step, q, false, k, true);          /* (B,H,Tq,T) */
-            tr->scaled = qkv_scale(step, tr->scores, 1.0 / sqrt((double)Dk));
-            tr->masked = mask ? qkv_mask(step, tr->scaled, mask) : tr->scaled;
-            tr->weights = qkv_softmax(step, tr->masked);
-            tr->head_out = y = qkv_matmul(step, tr->weights, v);           /* (B,H,Tq,Dk) */
-            if (attn) attn[l] = tr->weights;
-        } else if (probe) {
-            if (l == 0) probe->stream[0] = d;
-            y = qkv_attention(step, q, k, v, mask, 0, &probe->attn[l]); /* composed: weights kept */
-            y = probe->z[l] = edit_heads(step, probe, l, y);
+        if (probe) {
+            y = probe->z[l] = probe_attention(step, probe, l, q, k, v, mask, Dk, &probe->layer[l]);
+            probe->attn[l] = probe->layer[l].weights;
         } else {
             y = qkv_attention(step, q, k, v, mask, 0, &attn[l]); /* composed: weights kept */
         }
         y = qkv_matmul(step, merge_heads(step, y, B, Tq, H, Dk), m->w_o[l]); /* (B,Tq,C) */
         d = c->residual ? qkv_add(step, d, y) : y;
-        if (probe) probe->stream[l + 1] = d;
+        if (probe) probe->resid_post[l] = d = edit_site(step, probe, QKV_SITE_RESID_POST, l, d);
     }
+    if (probe) probe->stream[c->layers] = d;
     return qkv_add(step, qkv_matmul(step, d, m->head_w), m->head_b); /* (B,Tq,V) */
 }
 
 qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens, int batch,
                               qkv_tensor **attn) {
-    return model_forward(m, step, tokens, NULL, batch, attn, NULL, NULL);
+    return model_forward(m, step, tokens, NULL, batch, attn, NULL);
 }
 
 qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                      const int32_t *lengths, int batch, qkv_tensor **attn) {
-    return model_forward(m, step, tokens, lengths, batch, attn, NULL, NULL);
+    return model_forward(m, step, tokens, lengths, batch, attn, NULL);
 }
 
 qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                     int batch, qkv_layer_trace *trace) {
-    return model_forward(m, step, tokens, NULL, batch, NULL, trace, NULL);
+    return qkv_model_forward_trace_padded(m, step, tokens, NULL, batch, trace);
 }
 
 qkv_tensor *qkv_model_forward_trace_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                            const int32_t *lengths, int batch,
                                            qkv_layer_trace *trace) {
-    return model_forward(m, step, tokens, lengths, batch, NULL, trace, NULL);
+    qkv_probe probe = {0};
+    qkv_tensor *logits = model_forward(m, step, tokens, lengths, batch, NULL, &probe);
+    memcpy(trace, probe.layer, sizeof probe.layer[0] * (size_t)m->cfg.layers);
+    return logits;
+}
+
+qkv_tensor *qkv_probe_site(const qkv_probe *probe, qkv_site site, int layer) {
+    QKV_CHECK(site >= QKV_SITE_Z && site < QKV_SITES && layer >= 0 && layer < QKV_MAX_LAYERS,
+              "probe_site", "site %d of layer %d", (int)site, layer);
+    const qkv_layer_trace *tr = &probe->layer[layer];
+    switch (site) {
+    case QKV_SITE_Z: return tr->head_out;
+    case QKV_SITE_Q: return tr->q;
+    case QKV_SITE_K: return tr->k;
+    case QKV_SITE_V: return tr->v;
+    case QKV_SITE_PATTERN: return tr->weights;
+    case QKV_SITE_RESID_PRE: return probe->stream[layer];
+    default: return probe->resid_post[layer];
+    }
 }
 
 qkv_tensor *qkv_model_forward_probe(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
@@ -299,8 +336,9 @@ qkv_tensor *qkv_model_forward_probe(qkv_model *m, qkv_ctx *step, const int32_t *
               "model_forward_probe", "no probe, or %d edits without an array",
               probe ? probe->n_edits : 0);
     for (int e = 0; e < probe->n_edits; e++)
-        QKV_CHECK(probe->edits[e].layer < m->cfg.layers, "model_forward_probe",
-                  "edit %d: layer %d of a model of %d layers", e, probe->edits[e].layer,
-                  m->cfg.layers);
-    return model_forward(m, step, tokens, lengths, batch, NULL, NULL, probe);
+        QKV_CHECK(probe->edits[e].layer >= 0 && probe->edits[e].layer < m->cfg.layers &&
+                      probe->edits[e].site >= QKV_SITE_Z && probe->edits[e].site < QKV_SITES,
+                  "model_forward_probe", "edit %d: layer %d of a model of %d layers, site %d",
+                  e, probe->edits[e].layer, m->cfg.layers, (int)probe->edits[e].site);
+    return model_forward(m, step, tokens, lengths, batch, NULL, probe);
 }

@@ -70,7 +70,7 @@ static plot_status read_model(const char *dir, char *task, size_t len, int *laye
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!need_file(path)) return QKV_ERR_IO;
     qkv_st *st;
-    qkv_status s = qkv_st_load(path, &st);
+    qkv_status s = st_load_as(path, ST_MODEL_FILE, &st);
     if (s != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());
     const char *t = qkv_st_meta(st, "task"), *l = qkv_st_meta(st, "layers"),
                *h = qkv_st_meta(st, "heads");
@@ -149,7 +149,7 @@ static void split_labels(const char *text, char (*labels)[40], int n) {
  * then go to its plots/. */
 static plot_status plot_inspect_file(const char *file, char *dir, size_t len, plot_source *src) {
     qkv_st *st;
-    qkv_status s = qkv_st_load(file, &st);
+    qkv_status s = st_load_as(file, "a file of qkv inspect --out (nor a directory of qkv train)", &st);
     if (s != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());
     const char *fmt = qkv_st_meta(st, "format"), *task = qkv_st_meta(st, "task");
     const char *l = qkv_st_meta(st, "layers"), *h = qkv_st_meta(st, "heads");

@@ -312,7 +312,8 @@ static qkv_status read_config(const qkv_st *st, const char *path, train_config *
     const char *fmt = qkv_st_meta(st, "format"), *task = qkv_st_meta(st, "task");
     const char *rng = qkv_st_meta(st, "data_rng");
     if (!fmt || strcmp(fmt, "qkv-model") || !task || !rng || strlen(rng) != 64)
-        return qkv_fail(QKV_ERR_FORMAT, "%s: not a qkv model (its metadata is missing or wrong)", path);
+        return qkv_fail(QKV_ERR_FORMAT, "%s is not " ST_MODEL_FILE ": its metadata is missing or "
+                        "wrong", path);
     for (int i = 0; i < N_CONFIG_FIELDS; i++) {
         qkv_status s = read_field(&config_fields[i], st, path, c);
         if (s != QKV_OK) return s;
@@ -347,7 +348,7 @@ qkv_status trainer_load(trainer *t, const char *path) {
 qkv_status trainer_load_as(trainer *t, const char *path, int dtype) {
     memset(t, 0, sizeof *t);
     qkv_st *st;
-    qkv_status s = qkv_st_load(path, &st);
+    qkv_status s = st_load_as(path, ST_MODEL_FILE, &st);
     if (s != QKV_OK) return s;
     s = trainer_load_st_as(t, st, path, dtype);
     qkv_st_free(st);
@@ -426,7 +427,7 @@ qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, in
 qkv_status qkv_model_load(qkv_model *m, qkv_task *task, const char *path) {
     memset(m, 0, sizeof *m);
     qkv_st *st;
-    qkv_status s = qkv_st_load(path, &st);
+    qkv_status s = st_load_as(path, ST_MODEL_FILE, &st);
     if (s != QKV_OK) return s;
     train_config c;
     qkv_dtype file_dtype;

@@ -209,16 +209,11 @@ void trainer_free(trainer *t) {
 /* Counts positions whose argmax logit is the target; returns the number with a target. */
 static int64_t count_correct(const qkv_tensor *logits, const int32_t *targets, int64_t *correct) {
     int64_t V = logits->shape[2], rows = logits->size / V, n = 0;
-    QKV_TYPED(logits->dtype,
-        const T *x = logits->data;
-        for (int64_t r = 0; r < rows; r++) {
-            if (targets[r] < 0) continue;
-            int64_t best = 0;
-            for (int64_t j = 1; j < V; j++)
-                if (x[r * V + j] > x[r * V + best]) best = j;
-            *correct += best == targets[r];
-            n++;
-        });
+    for (int64_t r = 0; r < rows; r++) {
+        if (targets[r] < 0) continue;
+        *correct += qkv_argmax(logits, r * V, V) == targets[r];
+        n++;
+    }
     return n;
 }
 
@@ -577,14 +572,7 @@ void trainer_predict(trainer *t, int index, int32_t *out) {
         &t->model, t->eval_ctx, t->held_tokens + (size_t)index * c->seq_len,
         t->held_lengths ? t->held_lengths + index : NULL, 1, NULL);
     int64_t V = logits->shape[2];
-    QKV_TYPED(logits->dtype,
-        const T *x = logits->data;
-        for (int i = 0; i < t->target_len; i++) { /* the first of equal largest, as in accuracy */
-            int64_t best = 0;
-            for (int64_t j = 1; j < V; j++)
-                if (x[i * V + j] > x[i * V + best]) best = j;
-            out[i] = (int32_t)best;
-        });
+    for (int i = 0; i < t->target_len; i++) out[i] = (int32_t)qkv_argmax(logits, i * V, V);
 }
 
 void trainer_token_label(const trainer *t, int32_t token, char *buf, size_t len) {
