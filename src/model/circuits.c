@@ -231,7 +231,8 @@ qkv_status qkv_composition_scores(const qkv_model *m, double *scores) {
 /* ---- the mapping view: which token a head's OV circuit writes for each token it attends to,
  * against the token the task or the data asks for (docs/explain.md, "Mapping") ---- */
 
-#define MAPPING_SEQUENCES 2048 /* a built-in task's sequences read for its token mapping */
+#define MAPPING_SEQUENCES 2048 /* a built-in task's sequences read for its token mapping, */
+#define MAPPING_CELLS (1 << 24) /* fewer where their ideal patterns (T, T) pass this many cells */
 #define MAPPING_SEED 0x6d617070696e6773ull /* "mappings": the same sequences for every model */
 
 /* expected[t] = the y of the largest count[t][y] (the lowest y of a tie), -1 where t has none;
@@ -259,7 +260,9 @@ qkv_status circuits_task_mapping(const qkv_task *task, int32_t *expected, bool *
      * one vote for t -> y (translate: source word -> its translation; copy, induction, sort:
      * t -> t; lookup: a pair's token -> its value) */
     qkv_rng rng = qkv_rng_seed(MAPPING_SEED);
-    for (int n = 0; n < MAPPING_SEQUENCES; n++) {
+    int64_t sequences = MAPPING_CELLS / ((int64_t)T * T);
+    sequences = sequences < 4 ? 4 : sequences > MAPPING_SEQUENCES ? MAPPING_SEQUENCES : sequences;
+    for (int64_t n = 0; n < sequences; n++) {
         qkv_task_sample(task, &rng, false, x, y);
         qkv_task_ideal(task, x, ideal);
         for (int j = 0; j < T; j++) key_token[x[j]] = true;
