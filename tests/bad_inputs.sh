@@ -214,6 +214,8 @@ circuits('vocab_longer', vocab=[str(i) for i in range(2000)])
 circuits('short_row', heads=[dict(head, ov=square[:7] + [[0.5] * 7])])
 circuits('cell_string', heads=[dict(head, qk=[['x'] * 8] + square[1:])])
 circuits('composition_one_layer', composition=comp('1.1', '2.1'))
+circuits('key_tokens_outside', key_tokens=[0, 3, 8])  # 8: past the vocabulary's 8 tokens
+circuits('key_tokens_falling', key_tokens=[3, 1])
 circuits('trailing', text=json.dumps(good) + ' x')
 def other(case, name, j):
     with open(tree('an_' + case) + '/' + name, 'w') as f:

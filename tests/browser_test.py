@@ -398,7 +398,77 @@ def check_labels_fit(wd, name):
     return len(bad) == 0
 
 
-def check_padding(wd, name, dat, vocab_pad, token):
+SIZES = ((1400, 1000), (1000, 800))  # the window sizes every panel must fit at
+
+
+def set_viewport(wd, width, height):
+    """Makes the page's viewport width x height (the window's frame taken into account)."""
+    wd.s("POST", "/window/rect", {"width": width, "height": height})
+    inner = wd.run("return [innerWidth, innerHeight]")
+    wd.s("POST", "/window/rect", {"width": 2 * width - inner[0], "height": 2 * height - inner[1]})
+    return wd.run("return [innerWidth, innerHeight]")
+
+
+def check_panels_fit(wd, name):
+    """At each of SIZES: in every panel of the page (the head view, the charts over training,
+    the analysis views), no text is clipped by its panel, no two texts overlap, no text lies on
+    a curve or on the slider's mark, and no panel runs past the window's right edge. Returns
+    the problems found, for the report."""
+    found = []
+    for width, height in SIZES:
+        got = set_viewport(wd, width, height)
+        if got != [width, height]:
+            fail(f"{name}: the viewport is {got}, not {width} x {height}")
+        wd.s("POST", "/refresh", {})
+        bad = wd.run("""
+            const out = [], right = document.documentElement.clientWidth;
+            const inside = (p, b) => p.x > b.left + 0.5 && p.x < b.right - 0.5 && p.y > b.top + 0.5 && p.y < b.bottom - 0.5;
+            for (const s of document.querySelectorAll('main svg')) {
+              const box = s.getBoundingClientRect(), id = s.id || s.dataset.title || 'svg';
+              if (!box.width) continue;
+              if (box.right > right + 0.5) out.push(`${id}: runs past the window (${Math.round(box.right)} > ${right})`);
+              const texts = [...s.querySelectorAll('text')].filter(t => t.textContent.trim())
+                .map(t => [t.textContent, t.getBoundingClientRect()]);
+              for (const [t, b] of texts)
+                if (b.left < box.left - 1 || b.right > box.right + 1 || b.top < box.top - 1 || b.bottom > box.bottom + 1)
+                  out.push(`${id}: '${t}' is clipped`);
+              for (let i = 0; i < texts.length; i++)
+                for (let j = i + 1; j < texts.length; j++) {
+                  const a = texts[i][1], b = texts[j][1];
+                  if (a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5)
+                    out.push(`${id}: '${texts[i][0]}' and '${texts[j][0]}' overlap`);
+                }
+              /* the curves and the slider's mark, walked a pixel at a time */
+              for (const c of s.querySelectorAll('polyline, #metrics-mark')) {
+                const m = c.getScreenCTM(), pts = [];
+                if (c.tagName === 'polyline') for (const p of c.points) pts.push(p);
+                else pts.push({x: c.x1.baseVal.value, y: c.y1.baseVal.value}, {x: c.x2.baseVal.value, y: c.y2.baseVal.value});
+                const on = pts.map(p => new DOMPoint(p.x, p.y).matrixTransform(m));
+                for (const [t, b] of texts) {
+                  let hit = false;
+                  for (let k = 1; k < on.length && !hit; k++) {
+                    const n = Math.ceil(Math.hypot(on[k].x - on[k - 1].x, on[k].y - on[k - 1].y)) + 1;
+                    for (let q = 0; q <= n && !hit; q++)
+                      hit = inside({x: on[k - 1].x + (on[k].x - on[k - 1].x) * q / n,
+                                    y: on[k - 1].y + (on[k].y - on[k - 1].y) * q / n}, b);
+                  }
+                  if (hit) out.push(`${id}: '${t}' lies on ${c.dataset.column || c.id || 'a curve'}`);
+                }
+              }
+            }
+            return out;""")
+        for b in bad:
+            fail(f"{name} at {width} x {height}: {b}")
+        found += bad
+    set_viewport(wd, 1280, 900)
+    wd.s("POST", "/refresh", {})
+    if not found:
+        print(f"browser_test: {name}: every panel fits at " + " and ".join(f"{w} x {h}" for w, h in SIZES) +
+              ": no text clipped, overlapping or on a curve")
+    return found
+
+
+def check_padding(wd, name, dat, key_rows, token):
     """Padding on a self-attention data file: marked, greyed and hatched; no induction chart
     for one layer; score axes 0 to 1; the hostile token drawn as text."""
     lines = [l.split() for l in open(dat) if not l.startswith("#")]
@@ -426,11 +496,13 @@ def check_padding(wd, name, dat, vocab_pad, token):
         rgb = wd.run(pixel, i, j)
         if (rgb == grey) != hatched:
             fail(f"{name}: heatmap cell ({i}, {j}) is {rgb}: {'not ' if hatched else ''}hatched grey")
-    # the circuits: the vocabulary's padding token (id 0) is hatched in its row and column
-    if vocab_pad:
+    # the circuits: the vocabulary's padding token (id 0) is hatched in its column of the OV
+    # circuit, one in each of its key_rows rows, and has no row there (the rows are the tokens
+    # keys hold, which the padding never is)
+    if key_rows:
         pads = wd.run("return document.querySelectorAll('#svg-circuit-ov rect.hcell.pad').length")
-        if pads != 2 * vocab_pad - 1:
-            fail(f"{name}: the OV circuit hatches {pads} cells, not the padding token's {2 * vocab_pad - 1}")
+        if pads != key_rows:
+            fail(f"{name}: the OV circuit hatches {pads} cells, not the padding column's {key_rows}")
     # long labels are never clipped: the head view's tokens lie inside it, and the heatmap's
     # margins are as wide as its longest labels
     clipped = wd.run("""
@@ -546,7 +618,8 @@ def main():
     subprocess.run([QKV, "plot", cross, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
     pages.append((os.path.join(cross, "plots", "attention.html"), "cross-attention", 1, 3))
     # Crowded views: the 2 x 2 reverse run with a patching map over 128 positions of long labels
-    # and 130 attribution parts: labels are thinned or upright, never overlapping or clipped.
+    # and 130 attribution parts (the lowest just under 0, its axis label beside 0's): labels
+    # are thinned or upright, never overlapping or clipped.
     crowded = os.path.join(tmp, "crowded")
     shutil.copytree(os.path.join(tmp, "reverse"), crowded)
     with open(os.path.join(crowded, "patch.json"), "w") as f:
@@ -555,7 +628,7 @@ def main():
                                 "attribution": None} for l in (1, 2) for h in (1, 2) for t in range(128)]}, f)
     with open(os.path.join(crowded, "attribute.json"), "w") as f:
         json.dump({"logit": 1, "sum": 1, "parts": [{"name": f"part{k}", "layer": None, "head": None,
-                                                    "value": (k % 9) / 10 - 0.4} for k in range(130)]}, f)
+                                                    "value": (k % 9) / 10 - 0.01} for k in range(130)]}, f)
     subprocess.run([QKV, "plot", crowded, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
     crowded_page = os.path.join(crowded, "plots", "attention.html")
     port = free_port()
@@ -576,6 +649,7 @@ def main():
                      " document.querySelectorAll('#svg-attribute rect.bar').length]")
         if got != [4 * 128, 130]:
             fail(f"crowded: the views have {got[0]} cells and {got[1]} bars, not 512 and 130")
+        check_panels_fit(wd, "crowded")
         if check_labels_fit(wd, "crowded"):
             print("browser_test: crowded: 4 heads x 128 positions and 130 bars, labels thinned, none overlapping")
         for page in pages:
@@ -596,7 +670,8 @@ def main():
                 d = os.path.join(tmp, "padded")
                 circuits = json.load(open(os.path.join(d, "circuits.json")))
                 check_padding(wd, page[1], os.path.join(d, "attention", "layer1_head1.dat"),
-                              len(circuits["vocab"]) if circuits["vocab"][0] == "<pad>" else 0, token)
+                              len(circuits["key_tokens"]) if circuits["vocab"][0] == "<pad>" else 0, token)
+            check_panels_fit(wd, page[1])
     finally:
         if wd.sid:
             try:

@@ -24,7 +24,8 @@ static int attribute_parse(int argc, char **argv, attribute_args *a) {
          .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
         {"input", CLI_STRING, &a->input, .arg = "\"...\"", .help = "the input's tokens"},
         {"position", CLI_INT, &a->position, 0, QKV_MAX_SEQ_LEN - 1, .arg = "I",
-         .help = "the position, from 0 (default: the last with a target)"},
+         .help = "the position, from 0 (default: the last that had a\n"
+                 "target in training)"},
         {"token", CLI_STRING, &a->token, .arg = "TOKEN",
          .help = "whose logit (default: the predicted token)"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
@@ -59,8 +60,10 @@ static int attribute_parse(int argc, char **argv, attribute_args *a) {
 }
 
 static void print_table(const trainer *t, const explain_input *in, const dla_result *r) {
-    char pos[48], tok[32];
+    char pos[80], tok[32];
     explain_position_label(t, in, r->position, pos, sizeof pos);
+    if (!explain_position_trained(t, in, r->position)) /* named, never taken for a target */
+        snprintf(pos + strlen(pos), sizeof pos - strlen(pos), " (no target in training)");
     trainer_token_label(t, r->token, tok, sizeof tok);
     printf("attribute: the logit of '%s' at position %s is %.9g\n", tok, pos, r->logit);
     printf("  %-8s %14s\n", "part", "value");
@@ -104,6 +107,8 @@ static int attribute_run(const attribute_args *a) {
     }
     if ((s = explain_attribute(&t, in, position, token, r)) != QKV_OK) goto fail;
     cJSON *j = explain_attribute_json(&t, in, r);
+    if (j) /* false: a position no training example of this length had a target at */
+        cJSON_AddBoolToObject(j, "position_has_target", explain_position_trained(&t, in, position));
     if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
     else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
         if (!a->json) print_table(&t, in, r);

@@ -47,7 +47,8 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
         {"wrong", CLI_STRING, &a->wrong, .arg = "TOKEN",
          .help = "(default: the corrupted input's prediction)"},
         {"position", CLI_INT, &a->position, 0, QKV_MAX_SEQ_LEN - 1, .arg = "I",
-         .help = "the position of the metric, from 0 (default: the last with a target)"},
+         .help = "the position of the metric, from 0 (default: the last that had a\n"
+                 "target in training)"},
         {"site", CLI_CHOICE, &a->site, .choices = explain_site_names, .arg = "S",
          .help = "what is patched: z (a head's output, the default), q, k, v, pattern\n"
                  "(its attention weights), resid-pre or resid-post (the stream entering\n"
@@ -187,12 +188,14 @@ static void print_share(double v) {
 
 static void print_table(const trainer *t, const explain_input *clean, const pair_set *p,
                         const patch_result *r) {
-    char pos[48], ans[32], wr[32];
+    char pos[80], ans[32], wr[32];
     const patch_metric *m = &p->metric[0];
     trainer_token_label(t, m->answer, ans, sizeof ans);
     trainer_token_label(t, m->wrong, wr, sizeof wr);
     if (clean) {
         explain_position_label(t, clean, m->position, pos, sizeof pos);
+        if (!explain_position_trained(t, clean, m->position)) /* named, never taken for one */
+            snprintf(pos + strlen(pos), sizeof pos - strlen(pos), " (no target in training)");
         printf("patch: logit[%s] - logit[%s] at position %s: clean %.6g, corrupted %.6g\n", ans,
                wr, pos, r->clean, r->corrupt);
     } else {
@@ -308,6 +311,9 @@ static int patch_run(const patch_args *a) {
                                                            : "shuffle",
                                  &r)))
         s = qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    if (s == QKV_OK && in) /* false: a position no training example of this length had a target at */
+        cJSON_AddBoolToObject(j, "position_has_target",
+                              explain_position_trained(&t, &in[0], pairs.metric[0].position));
     if (s != QKV_OK) goto fail;
     if ((code = explain_cli_save_both(j, a->out, &af)) == EXIT_OK) {
         if (!a->json) print_table(&t, in ? &in[0] : NULL, &pairs, &r);

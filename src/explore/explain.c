@@ -172,9 +172,30 @@ static bool has_target(const trainer *t, const explain_input *in, int i) {
     return t->data ? true : in->targets[i] >= 0;
 }
 
+/* A data file's model: whether query position i carried a target in the training examples
+ * whose input length is nearest the input's (the shorter of two as near), the inputs that
+ * taught the model what to predict there. */
+static bool data_position_trained(const trainer *t, const explain_input *in, int i) {
+    const dataset *d = t->data;
+    int nearest = -1;
+    for (int e = 0; e < d->n_train; e++) {
+        int len = d->train_len[e], gap = abs(len - in->len), best = abs(nearest - in->len);
+        if (nearest < 0 || gap < best || (gap == best && len < nearest)) nearest = len;
+    }
+    for (int e = 0; e < d->n_train && i < d->out_len; e++)
+        if (d->train_len[e] == nearest && d->train_y[(int64_t)e * d->out_len + i] >= 0)
+            return true;
+    return false;
+}
+
+bool explain_position_trained(const trainer *t, const explain_input *in, int i) {
+    if (!has_target(t, in, i)) return false;
+    return t->data ? data_position_trained(t, in, i) : true;
+}
+
 int explain_default_position(const trainer *t, const explain_input *in) {
     for (int i = query_positions(t, in) - 1; i >= 0; i--)
-        if (has_target(t, in, i)) return i;
+        if (explain_position_trained(t, in, i)) return i;
     return -1;
 }
 

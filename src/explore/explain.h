@@ -61,8 +61,12 @@ int explain_query_positions(const trainer *t, const explain_input *in);
 /* The label of query position i ("3:a"): the input token, or a decoder position's number. */
 void explain_position_label(const trainer *t, const explain_input *in, int i, char *buf,
                             size_t len);
-/* The position a metric reads by default: the last with a target (a data file's model: the
- * last of the input, or of the decoder); -1 if none. */
+/* Whether query position i had a target in training: a task's, when the task gives this
+ * input one there; a data file's, when a training example of the nearest input length had
+ * one there (an encoder-decoder's short input leaves its last decoder positions without). */
+bool explain_position_trained(const trainer *t, const explain_input *in, int i);
+/* The position a metric reads by default: the last that had a target in training
+ * (explain_position_trained); -1 if none. */
 int explain_default_position(const trainer *t, const explain_input *in);
 /* Whether query position i carries a target (QKV_ERR_VALUE, naming --position, if not). */
 qkv_status explain_check_position(const trainer *t, const explain_input *in, int i);

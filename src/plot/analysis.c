@@ -198,11 +198,28 @@ static bool model_head(const cJSON *e, const plot_source *src) {
 #define HEAD(e) whole_in(e, "head", 1, QKV_MAX_HEADS)
 #define POSITION(e) whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1)
 
+/* circuits.json's key_tokens (optional: a file of before has none): indices into vocab, each
+ * below V and above the one before; false when it is anything else. */
+static bool key_tokens_valid(const cJSON *j, int64_t V) {
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(j, "key_tokens"), *k;
+    if (!keys) return true;
+    if (!cJSON_IsArray(keys)) return false;
+    double before = -1;
+    cJSON_ArrayForEach(k, keys) {
+        if (!cJSON_IsNumber(k) || k->valuedouble != floor(k->valuedouble) ||
+            k->valuedouble <= before || k->valuedouble >= (double)V)
+            return false;
+        before = k->valuedouble;
+    }
+    return true;
+}
+
 static const char *check_circuits(const cJSON *j, const plot_source *src) {
     int64_t L = src->layers, H = src->heads;
     int64_t V = strings(array_item(j, "vocab"), QKV_MAX_VOCAB);
     int64_t R = strings(array_item(j, "query_labels"), QKV_MAX_VOCAB);
     if (V < 1 || R < 1) return "vocab or query_labels is not a list of token names";
+    if (!key_tokens_valid(j, V)) return "key_tokens is not a rising list of indices into vocab";
     const cJSON *heads = array_item(j, "heads"), *e;
     if (!heads) return "no heads";
     /* each head of the model once: L x H flags, at most 8 x 8192 bytes */
@@ -461,6 +478,16 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
     int V = cJSON_GetArraySize(vocab), R = cJSON_GetArraySize(qrows), H = src->heads,
         L = src->layers;
     bool decoder = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "encoder_decoder"));
+    /* the tokens keys can hold (key_tokens, checked; every token in a file without it): the
+     * QK circuit's columns, and the rows of the OV circuit and of a self-attention QK circuit
+     * (an encoder-decoder's keys are the encoder's tokens, never the decoder's) */
+    int *keep = malloc((size_t)V * sizeof *keep), K = 0;
+    if (!keep) return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(j, "key_tokens"), *k;
+    if (keys)
+        cJSON_ArrayForEach(k, keys) keep[K++] = (int)k->valuedouble;
+    else
+        for (K = 0; K < V; K++) keep[K] = K;
     plot_status code = QKV_OK;
     const cJSON *head;
     cJSON_ArrayForEach(head, heads) {
@@ -468,28 +495,35 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
         static const char *const kinds[] = {"qk", "ov"};
         for (int k = 0; k < 2 && code == QKV_OK; k++) {
             const cJSON *rows = cJSON_GetObjectItemCaseSensitive(head, kinds[k]);
-            int nr = k == 0 ? R : V;
+            /* rows: the decoder's positions, or the key tokens; columns: the key tokens (QK),
+             * every token (OV: the logits it writes) */
+            bool key_rows = k == 1 || !decoder, key_cols = k == 0;
+            int nr = key_rows ? K : R, nc = key_cols ? K : V;
             matrix m;
-            if (!matrix_new(&m, nr, V)) {
+            if (!matrix_new(&m, nr, nc)) {
                 matrix_free(&m);
+                free(keep);
                 return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
             }
             const cJSON *lab = (k == 0 ? qrows : vocab)->child, *row = rows->child;
-            for (int i = 0; i < nr; i++, lab = lab->next, row = row->next) {
-                clean_label(m.row_label[i], lab->valuestring);
+            for (int i = 0, r = 0; r < nr; i++, lab = lab->next, row = row->next) {
+                if (key_rows && i != keep[r]) continue;
+                clean_label(m.row_label[r], lab->valuestring);
                 const cJSON *c = row->child;
-                for (int col = 0; col < V; col++, c = c->next)
-                    m.v[(int64_t)i * V + col] = value_of(c);
+                for (int col = 0, at = 0; at < nc; col++, c = c->next)
+                    if (!key_cols || col == keep[at]) m.v[(int64_t)r * nc + at++] = value_of(c);
+                r++;
             }
             lab = vocab->child;
-            for (int c = 0; c < V; c++, lab = lab->next)
-                clean_label(m.col_label[c], lab->valuestring);
+            for (int c = 0, at = 0; at < nc; c++, lab = lab->next)
+                if (!key_cols || c == keep[at]) clean_label(m.col_label[at++], lab->valuestring);
             /* a data file's vocabulary starts with its padding token, which no example
-             * attends to: no value (drawn grey), in its column and in its row */
+             * attends to or predicts: no value (drawn grey), in its column and in its row
+             * (with key_tokens, the padding is no key token: it has neither) */
             if (!strcmp(m.col_label[0], DAT_PAD_TOKEN)) {
-                for (int i = 0; i < nr; i++) m.v[(int64_t)i * V] = NAN;
+                for (int i = 0; i < nr; i++) m.v[(int64_t)i * nc] = NAN;
                 if (!strcmp(m.row_label[0], DAT_PAD_TOKEN))
-                    for (int c = 0; c < V; c++) m.v[c] = NAN;
+                    for (int c = 0; c < nc; c++) m.v[c] = NAN;
             }
             char data[96], out[96], title[160];
             snprintf(data, sizeof data, "plots/circuit_%s_layer%d_head%d.dat", kinds[k], l, h);
@@ -498,17 +532,29 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
                                                       : "OV circuit (qkv circuits)");
             if (code != QKV_OK) {
                 matrix_free(&m);
+                free(keep);
                 return code;
             }
             double score = number(head, "copying_score");
+            /* the mapping (a file of before has none): key tokens whose top logit is their
+             * target, of those with one; the copying score alone misreads a head that maps
+             * tokens to others */
+            const cJSON *map = cJSON_GetObjectItemCaseSensitive(head, "mapping");
+            double right = number(map, "right"), sources = number(map, "sources");
+            char mapped[64] = "";
+            if (isfinite(right) && isfinite(sources) && sources > 0 && right >= 0 && right <= sources)
+                snprintf(mapped, sizeof mapped, ", top logit the target for %.0f of %.0f", right,
+                         sources);
             if (k == 0)
                 snprintf(title, sizeof title, "QK circuit of layer %d, head %d (scaled scores)",
                          l, h);
             else if (isfinite(score))
                 snprintf(title, sizeof title,
-                         "OV circuit of layer %d, head %d (copying score %.3f)", l, h, score);
+                         "OV circuit of layer %d, head %d (copying score %.3f%s)", l, h, score,
+                         mapped);
             else
-                snprintf(title, sizeof title, "OV circuit of layer %d, head %d", l, h);
+                snprintf(title, sizeof title, "OV circuit of layer %d, head %d%s%s%s", l, h,
+                         *mapped ? " (" : "", *mapped ? mapped + 2 : "", *mapped ? ")" : "");
             code = k == 0 ? draw_matrix(p, dir, data, &m, out, format, title, "key token",
                                         decoder ? "decoder position" : "query token",
                                         "score", "diverging")
@@ -516,8 +562,10 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
                                         "token attended to", "logit", "diverging");
             matrix_free(&m);
         }
-        if (code != QKV_OK) return code;
+        if (code != QKV_OK) break;
     }
+    free(keep);
+    if (code != QKV_OK) return code;
     /* composition: one matrix per kind, heads of layer L (rows) by heads of layer L+1 */
     const cJSON *comp = array_item(j, "composition");
     if (!cJSON_IsArray(comp) || cJSON_GetArraySize(comp) == 0 || L < 2) return code;
