@@ -10,6 +10,9 @@
 #   precision  docs/plots.md  `qkv study precision`: the f32 gradients' relative errors
 #   lens       docs/explain.md  `qkv lens` on the task table's induction run: the top token
 #                             after each layer at each position, and the final logit's parts
+#   paths      docs/explain.md  `qkv patch --path` on it: every path's share
+#   pairs      docs/explain.md  `qkv patch --corrupt-from resample` on it: each head's share
+#                             over the held-out pairs
 # All of them are the same bits on every x86 path and thread count (the tasks take a minute).
 #   scripts/docs_numbers.sh --check   print what differs and exit 1 (tests/docs_test.sh)
 #   scripts/docs_numbers.sh --write   put the blocks into the files
@@ -78,9 +81,48 @@ for d in dec:
     print("| %s | %s | %.3f | %s |" % (js["positions"][d["position"]], d["token"], d["logit"],
           " | ".join("%.3f" % q["value"] for q in d["parts"])))' >"$tmp/lens"
 
+# path patching on the induction run: the study's clean input against one whose token before
+# the answer's earlier copy differs (position 6: 2 -> 0), so only the keys lose their match
+"$qkv" patch "$tmp/induction" --path --threads 1 --json \
+    --clean "3 9 14 5 7 11 2 8 3 9 14 5 7 11 2 8" \
+    --corrupt "3 9 14 5 7 11 0 8 3 9 14 5 7 11 2 8" | "$PY" -c '
+import json, sys
+js = json.load(sys.stdin)
+print("The metric is logit[%s] - logit[%s] at position %d: %.3f clean, %.3f corrupted." %
+      (js["answer"], js["wrong"], js["position"], js["clean"], js["corrupt"]))
+print()
+print("| sender | receiver | via | exact | attribution |")
+print("|---|---|---|---|---|")
+for p in js["paths"]:
+    print("| %s | %s | %s | %.3f | %.3f |" % (p["sender"], p["receiver"], p["via"] or "-",
+          p["exact"], p["attribution"]))
+best = {}
+for p in js["paths"]:
+    r = p["receiver"]
+    if r != "logits" and (r not in best or abs(p["exact"]) > abs(best[r]["exact"])):
+        best[r] = p
+print()
+print("The strongest path into each layer-2 head: " + "; ".join(
+    "into %s from %s via %s (%.3f)" % (r, b["sender"], b["via"], b["exact"]) for r, b in sorted(best.items())) +
+    ". Agreement of exact and attribution over the paths: %.3f." % js["agreement"])' >"$tmp/paths"
+
+# a set of pairs: the induction run's held-out examples, each with its first copy drawn again
+"$qkv" patch "$tmp/induction" --corrupt-from resample --threads 1 --json | "$PY" -c '
+import json, sys
+js = json.load(sys.stdin)
+print("%d pairs; the mean metric %.3f clean, %.3f corrupted." % (js["pairs"], js["clean"], js["corrupt"]))
+print()
+print("| head | exact | attribution |")
+print("|---|---|---|")
+for r in js["results"]:
+    print("| %d.%d | %.3f | %.3f |" % (r["layer"], r["head"], r["exact"], r["attribution"]))
+print()
+print("Agreement of exact and attribution: %.3f." % js["agreement"])' >"$tmp/pairs"
+
 # ---- compared with the files, or written into them ----
 status=0
-for spec in gradcheck:docs/training.md tasks:docs/training.md precision:docs/plots.md lens:docs/explain.md; do
+for spec in gradcheck:docs/training.md tasks:docs/training.md precision:docs/plots.md lens:docs/explain.md \
+    paths:docs/explain.md pairs:docs/explain.md; do
     name=${spec%%:*} file=${spec#*:}
     "$PY" - "$mode" "$name" "$file" "$tmp/$name" <<'PY' || status=1
 import difflib, sys
