@@ -33,6 +33,57 @@ corrupt="1 2 3 4 5 7 8 10 6 12 11 9 6 12 11 9"
 "$QKV" lens m --input "$clean" >a.txt && grep -q '^  position  *final  *after 0 (embed)  *after 1  *after 2$' a.txt &&
     [ "$(grep -c '^  [0-9]*:' a.txt)" = 32 ] && ok "lens prints its table" || fail "lens's table: $(head -n 3 a.txt)"
 
+# patch --pairs: a file of one pair gives what --clean/--corrupt gives; three pairs give the
+# means of their own numbers, which --per-pair writes one line each
+printf '%s\t%s\n' "$clean" "$corrupt" >one_pair.txt
+"$QKV" patch m --pairs one_pair.txt --json >a.txt && "$QKV" patch m --clean "$clean" --corrupt "$corrupt" --json >b.txt &&
+    "$PY" - a.txt b.txt <<'PYEOF' && ok "a pairs file of one pair gives the pair's numbers" || fail "patch --pairs of one pair differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["pairs"] == 1 and a["pairs_from"] == "one_pair.txt" and "tokens" not in a, a.keys()
+for k in ("clean", "corrupt", "agreement"):
+    assert a[k] == b[k], (k, a[k], b[k])
+assert [(r["exact"], r["attribution"]) for r in a["results"]] == [(r["exact"], r["attribution"]) for r in b["results"]]
+PYEOF
+printf '%s\t%s\n%s\t%s\t9\t4\n%s\t%s\t9\t4\n' "$clean" "$corrupt" "$clean" "$corrupt" \
+    "6 12 11 9 6 12 11 9 6 12 11 9 6 12 11 9" "6 12 11 9 6 12 11 9 1 2 3 4 6 12 11 9" >pairs.txt
+"$QKV" patch m --pairs pairs.txt --site v --over key-position --per-pair per.jsonl --out p.json >/dev/null &&
+    "$PY" - p.json per.jsonl <<'PYEOF' && ok "patch --pairs: shares of the means, --per-pair each pair's" || fail "patch --pairs or --per-pair"
+import json, sys
+js = json.load(open(sys.argv[1]))
+lines = [json.loads(l) for l in open(sys.argv[2])]
+assert js["pairs"] == 3 and len(lines) == 3 and [l["pair"] for l in lines] == [1, 2, 3]
+assert js["site"] == "v" and js["over"] == "key-position"
+assert len(js["results"]) == 2 * 2 * 16 and all(r["site"] == "v" and r["position"] is None for r in js["results"])
+assert [r["key_position"] for r in js["results"][:3]] == [0, 1, 2]
+clean = sum(l["clean"] for l in lines) / 3
+corrupt = sum(l["corrupt"] for l in lines) / 3
+assert abs(clean - js["clean"]) <= 1e-9 * abs(clean) and abs(corrupt - js["corrupt"]) <= 1e-9 * abs(clean)
+for k, r in enumerate(js["results"]):
+    patched = sum(l["results"][k]["patched"] for l in lines) / 3
+    assert abs((patched - corrupt) / (clean - corrupt) - r["exact"]) <= 1e-6, (k, r["exact"])
+PYEOF
+# --corrupt-from resample on the induction model; --path: every path, the logits' own exact
+"$QKV" patch m --corrupt-from resample --path --json >a.txt && "$PY" - a.txt <<'PYEOF' &&
+import json, sys
+js = json.load(open(sys.argv[1]))
+assert js["path"] and js["pairs"] > 100 and js["pairs_from"] == "resample", (js["pairs"],)
+p = js["paths"]
+assert len(p) == 4 * 3 + 2 + 2 and [x["receiver"] for x in p[:7]] == ["2.1"] * 3 + ["2.2"] * 3 + ["logits"]
+assert [x["via"] for x in p[:3]] == ["q", "k", "v"] and p[6]["via"] is None
+for x in p:
+    if x["receiver"] == "logits":
+        assert abs(x["exact"] - x["attribution"]) <= 1e-4, x
+PYEOF
+    ok "patch --corrupt-from resample --path" || fail "patch --corrupt-from resample --path: $(head -c 300 a.txt)"
+# ablate at a site: the stream entering each layer at each position
+"$QKV" ablate m --site resid-pre --json >a.txt && "$PY" - a.txt <<'PYEOF' && ok "ablate --site resid-pre" || fail "ablate --site resid-pre"
+import json, sys
+js = json.load(open(sys.argv[1]))
+assert js["site"] == "resid-pre" and js["over"] == "layer-position"
+assert len(js["heads"]) == 2 * 16 and all(h["head"] is None for h in js["heads"])
+PYEOF
+
 # eval: the operand is --model, and without --data the bytes are those of before
 "$QKV" eval --model m >a.txt && "$QKV" eval m >b.txt && cmp -s a.txt b.txt &&
     ok "eval DIR prints what eval --model DIR prints" || fail "eval DIR differs from eval --model"
