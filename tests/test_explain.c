@@ -448,6 +448,8 @@ START_TEST(test_path_identities) {
         worst = fmax(worst, fmax(fabs(p->exact - p->attribution), fabs(p->exact - want)));
     }
     ck_assert_msg(worst <= 1e-12, "%s: logits paths off by %.3g", models[_i].task, worst);
+    printf("path identities, %s: logits paths' exact - attribution - DLA within %.2g\n",
+           models[_i].task, worst);
     explain_patch_free(&r);
     /* (1), by hand: every sender, every later layer's q (and k, v where keys read the stream) */
     qkv_ctx *ctx = qkv_ctx_new(1 << 20);
@@ -492,6 +494,7 @@ START_TEST(test_path_identities) {
             }
         }
     ck_assert_msg(worst <= 1e-12, "%s: recorded inputs off by %.3g", models[_i].task, worst);
+    printf("path identities, %s: recorded receiver inputs within %.2g\n", models[_i].task, worst);
     free(e);
     qkv_ctx_free(ctx);
     trainer_free(&t);

@@ -735,7 +735,7 @@ static qkv_status patch_paths(trainer *t, const patch_pairs *pairs, int first, i
                              (pb->head_w[(size_t)j * V + pm->answer] -
                               pb->head_w[(size_t)j * V + pm->wrong]);
                     r->pair_patched[at0 + (size_t)b * items] = m2[first + b];
-                    r->pair_attribution[at0 + (size_t)b * items] = a;
+                    if (r->attribution) r->pair_attribution[at0 + (size_t)b * items] = a;
                 }
                 continue;
             }
@@ -752,7 +752,7 @@ static qkv_status patch_paths(trainer *t, const patch_pairs *pairs, int first, i
             }
             const double *w = pb->w_in[p->via - QKV_SITE_Q][lr];
             const qkv_tensor *graph = qkv_probe_site(&pb->cp, p->via, lr); /* (B, H, To, Dk) */
-            for (int b = 0; b < B && s == QKV_OK; b++) {
+            for (int b = 0; r->attribution && b < B && s == QKV_OK; b++) {
                 double a = 0;
                 for (int i = 0; i < To; i++)
                     for (int d = 0; d < Dk; d++) {
