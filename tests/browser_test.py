@@ -23,6 +23,14 @@ writes their pages, and drives headless Chromium through chromedriver's W3C WebD
     click on a lens position shows its parts; the save buttons give a PNG (its pixels drawn) and a
     well-formed SVG holding the view's cells; no two labels of a view overlap and none is
     clipped, there and in crowded views (128 positions of long labels, 130 bars);
+  - on copies of the 2 x 2 run (trained with a residual stream) holding other files: the graph
+    of `patch --path` draws one edge per path, its width ordered as |share| (proportional above
+    the hairlines), its colour the legend's for its via (q, k, v, logits), dashed when the share
+    is negative, its numbers in its tooltip; the threshold control hides the small paths; a
+    click on a head selects it; it saves as PNG and SVG (every edge). The patching map of
+    `--site k --over key-position` has a row per head and a column per key position (labelled
+    by its token), the ablation of `--site resid-pre --over layer-position` a row per layer and
+    a column per position; labels neither overlap nor clip at 1400 x 1000 and 1000 x 800;
   - on a padded data file (self-attention, examples of 2 to 7 tokens), the padding queries and
     keys are marked in the page's data, greyed in the head view and hatched in the heatmap,
     and the vocabulary's padding token is hatched in the circuits; a one-layer model has no
@@ -773,7 +781,10 @@ def main():
             errors = [e for e in wd.logs() if e.get("level") == "SEVERE"]
             if errors:
                 fail(f"{page}: console errors on load: {errors[:3]}")
-            check()
+            try:
+                check()
+            except RuntimeError as e:  # the page's script failed
+                fail(f"{page}: {str(e)[:300]}")
             check_labels_fit(wd, page)
             check_panels_fit(wd, page, ("paths",) if page == "paths" else ())
         for page in pages:
