@@ -36,17 +36,19 @@ static train_config make_config(const char *task, int seq_len, int d_model, int 
     return c;
 }
 
-/* A trainer with random weights (no step taken), and a bias that is not zero. */
-static void make_trainer(trainer *t, const char *task, int seq_len, int d_model, int heads,
+/* A model with random weights (no step taken), and a bias that is not zero. */
+static void make_trainer(loaded_model *t, const char *task, int seq_len, int d_model, int heads,
                          int layers, bool residual, qkv_dtype dtype) {
     train_config c = make_config(task, seq_len, d_model, heads, layers, residual, dtype);
-    ck_assert_int_eq(trainer_init(t, &c), QKV_OK);
+    trainer fresh;
+    ck_assert_int_eq(trainer_init(&fresh, &c), QKV_OK);
+    loaded_model_take(t, &fresh);
     for (int64_t v = 0; v < t->model.head_b->size; v++)
         qkv_set(t->model.head_b, v, 0.25 * (double)(v % 7 - 3));
 }
 
 /* Held-out example i as an input (a task's targets included). */
-static void heldout_input(const trainer *t, int i, explain_input *in) {
+static void heldout_input(const loaded_model *t, int i, explain_input *in) {
     int T = t->model.cfg.seq_len, To = t->target_len;
     memset(in, 0, sizeof *in);
     memcpy(in->tokens, t->held_tokens + (size_t)i * T, sizeof(int32_t) * T);
@@ -64,14 +66,14 @@ static const struct {
 };
 #define NMODELS (int)(sizeof models / sizeof models[0])
 
-static void make_model(trainer *t, int i, qkv_dtype dt) {
+static void make_model(loaded_model *t, int i, qkv_dtype dt) {
     make_trainer(t, models[i].task, models[i].seq_len, 16, 2, models[i].layers,
                  models[i].residual, dt);
 }
 
 /* explain_patch of pairs clean[i], corrupt[i] (n of them, the model's T tokens each) with
  * metrics m; r's request fields set by the caller. */
-static qkv_status patch_of(trainer *t, const explain_input *clean, const explain_input *corrupt,
+static qkv_status patch_of(loaded_model *t, const explain_input *clean, const explain_input *corrupt,
                            const patch_metric *m, int n, patch_result *r) {
     int T = t->model.cfg.seq_len;
     int32_t *x = malloc(sizeof(int32_t) * (size_t)(2 * n * T));
@@ -90,7 +92,7 @@ static qkv_status patch_of(trainer *t, const explain_input *clean, const explain
  * weights (the composed attention). */
 START_TEST(test_probe_is_the_forward) {
     for (int d = 0; d < 2; d++) {
-        trainer t;
+        loaded_model t;
         make_model(&t, _i, FLOATS[d]);
         const qkv_model_config *c = &t.model.cfg;
         qkv_tensor *attn[QKV_MAX_LAYERS];
@@ -110,7 +112,7 @@ START_TEST(test_probe_is_the_forward) {
             ck_assert_int_eq(probe.z[l]->shape[1], c->heads);
             ck_assert_ptr_nonnull(probe.stream[l + 1]);
         }
-        trainer_free(&t);
+        loaded_model_free(&t);
     }
 }
 END_TEST
@@ -120,7 +122,7 @@ END_TEST
  * with a target, for the predicted token and for another. */
 START_TEST(test_dla_adds_up) {
     for (int d = 0; d < 2; d++) {
-        trainer t;
+        loaded_model t;
         make_model(&t, _i, FLOATS[d]);
         double tol = d ? 1e-12 : 1e-5, worst = 0;
         for (int ex = 0; ex < 3; ex++) {
@@ -145,7 +147,7 @@ START_TEST(test_dla_adds_up) {
         }
         ck_assert_msg(worst <= tol, "%s %s: DLA sum off by %.3g relative (tolerance %g)",
                       models[_i].task, d ? "f64" : "f32", worst, tol);
-        trainer_free(&t);
+        loaded_model_free(&t);
     }
 }
 END_TEST
@@ -155,13 +157,13 @@ END_TEST
  * removed, predicts head.b alone. */
 START_TEST(test_ablating_nothing_changes_nothing) {
     for (int d = 0; d < 2; d++) {
-        trainer t;
+        loaded_model t;
         make_trainer(&t, "reverse", 8, 16, 2, 2, true, FLOATS[d]);
         qkv_tensor *wv = t.model.w_v[1];
         int C = 16, Dk = 8;
         for (int i = 0; i < C; i++)
             for (int j = Dk; j < 2 * Dk; j++) qkv_set(wv, (int64_t)i * C + j, 0.0); /* head 2 */
-        explain_set set = explain_heldout(&t);
+        example_set set = loaded_model_heldout(&t);
         set.n = 100;
         explain_head heads[2] = {{1, 1}, {1, 0}};
         ablate_request rq = {.n_heads = 2, .heads = heads};
@@ -171,7 +173,7 @@ START_TEST(test_ablating_nothing_changes_nothing) {
         ck_assert(r.each[0].accuracy == r.baseline.accuracy);
         ck_assert(r.each[1].loss != r.baseline.loss); /* the other head does matter */
         explain_ablate_free(&r);
-        trainer_free(&t);
+        loaded_model_free(&t);
 
         make_trainer(&t, "copy", 8, 16, 4, 1, false, FLOATS[d]);
         qkv_head_edit all[4];
@@ -181,7 +183,7 @@ START_TEST(test_ablating_nothing_changes_nothing) {
         int64_t V = logits->shape[2];
         for (int64_t k = 0; k < logits->size; k++)
             ck_assert(qkv_get(logits, k) == qkv_get(t.model.head_b, k % V));
-        trainer_free(&t);
+        loaded_model_free(&t);
     }
 }
 END_TEST
@@ -193,7 +195,7 @@ END_TEST
 START_TEST(test_every_head_of_a_wide_layer) {
     enum { H = 72 };
     ck_assert_int_gt(H, EVAL_MAX_HEADS);
-    trainer t;
+    loaded_model t;
     make_trainer(&t, "copy", 4, 2 * H, H, 1, true, QKV_F64);
     explain_input in;
     heldout_input(&t, 0, &in);
@@ -207,7 +209,7 @@ START_TEST(test_every_head_of_a_wide_layer) {
                   d.logit);
     explain_attribute_free(&d);
 
-    explain_set set = explain_heldout(&t);
+    example_set set = loaded_model_heldout(&t);
     set.n = 3;
     ablate_request rq = {0};
     ablate_result r;
@@ -228,7 +230,7 @@ START_TEST(test_every_head_of_a_wide_layer) {
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "head_scores")), H);
     cJSON_Delete(j);
     eval_data_result_free(&e);
-    trainer_free(&t);
+    loaded_model_free(&t);
 }
 END_TEST
 
@@ -244,7 +246,7 @@ static double metric(const qkv_tensor *logits, int p, int a, int b) {
  * path alone; with the corrupted run's own outputs, the corrupted metric (share 0). */
 START_TEST(test_patching_everything_recovers_all) {
     for (int d = 0; d < 2; d++) {
-        trainer t;
+        loaded_model t;
         make_model(&t, _i, FLOATS[d]);
         const qkv_model_config *c = &t.model.cfg;
         explain_input clean, corrupt;
@@ -276,7 +278,7 @@ START_TEST(test_patching_everything_recovers_all) {
             double err = fabs(metric(patched, p, 0, 1) - metric(cl, p, 0, 1) - embed) / scale;
             ck_assert_msg(err <= (d ? 1e-12 : 1e-5), "%s: off by %.3g", models[_i].task, err);
         }
-        trainer_free(&t);
+        loaded_model_free(&t);
     }
 }
 END_TEST
@@ -286,7 +288,7 @@ END_TEST
  * head-position rows of a last-layer head add up to the head's. */
 START_TEST(test_attribution_is_exact_on_the_last_layer) {
     for (int d = 0; d < 2; d++) {
-        trainer t;
+        loaded_model t;
         make_model(&t, _i, FLOATS[d]);
         const qkv_model_config *c = &t.model.cfg;
         explain_input clean, corrupt;
@@ -312,7 +314,7 @@ START_TEST(test_attribution_is_exact_on_the_last_layer) {
             }
             explain_patch_free(&r);
         }
-        trainer_free(&t);
+        loaded_model_free(&t);
     }
 }
 END_TEST
@@ -322,7 +324,7 @@ END_TEST
  * --over the site takes; patching the stream leaving the last layer at the metric's position
  * recovers all of it. */
 START_TEST(test_linear_sites_agree) {
-    trainer t;
+    loaded_model t;
     make_model(&t, _i, QKV_F64);
     const qkv_model_config *c = &t.model.cfg;
     explain_input in[2];
@@ -361,14 +363,14 @@ START_TEST(test_linear_sites_agree) {
                          QKV_ERR_VALUE);
     ck_assert_int_eq(explain_check_site(&t, QKV_SITE_Z, EXPLAIN_OVER_KEY_POSITION), QKV_ERR_VALUE);
     ck_assert_int_eq(explain_check_site(&t, QKV_SITE_K, EXPLAIN_OVER_HEAD_POSITION), QKV_ERR_VALUE);
-    trainer_free(&t);
+    loaded_model_free(&t);
 }
 END_TEST
 
 /* A set of pairs: the means over the pairs first, each share (mean patched - mean corrupt) /
  * (mean clean - mean corrupt), from single-pair runs' own numbers (f64, 1e-12). */
 START_TEST(test_pairs_are_means_of_single_pairs) {
-    trainer t;
+    loaded_model t;
     make_model(&t, _i, QKV_F64);
     enum { N = 3 };
     explain_input clean[N], corrupt[N];
@@ -408,7 +410,7 @@ START_TEST(test_pairs_are_means_of_single_pairs) {
     }
     free(patched), free(attr);
     explain_patch_free(&all);
-    trainer_free(&t);
+    loaded_model_free(&t);
 }
 END_TEST
 
@@ -418,7 +420,7 @@ END_TEST
  * equals its attribution and the difference of the head's direct logit attribution between
  * the two inputs (qkv attribute), over clean - corrupt, each to 1e-12. */
 START_TEST(test_path_identities) {
-    trainer t;
+    loaded_model t;
     make_model(&t, _i, QKV_F64);
     const qkv_model_config *c = &t.model.cfg;
     int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H, T = c->seq_len;
@@ -497,7 +499,7 @@ START_TEST(test_path_identities) {
     printf("path identities, %s: recorded receiver inputs within %.2g\n", models[_i].task, worst);
     free(e);
     qkv_ctx_free(ctx);
-    trainer_free(&t);
+    loaded_model_free(&t);
 }
 END_TEST
 
@@ -521,16 +523,17 @@ START_TEST(test_induction_targets) {
     ck_assert_int_eq(trainer_save(&t, path), QKV_OK);
     eval_result ev = trainer_evaluate(&t);
     trainer_free(&t);
+    loaded_model lm;
     for (int d = 0; d < 2; d++) {
-        ck_assert_int_eq(trainer_load_as(&t, path, FLOATS[d]), QKV_OK);
+        ck_assert_int_eq(loaded_model_load(&lm, path, FLOATS[d]), QKV_OK);
         explain_head heads[2];
         ablate_request rq = {.together = true, .heads = heads};
         for (int h = 0; h < 2; h++)
             if (ev.induction[1][h] >= 0.5) rq.heads[rq.n_heads++] = (explain_head){1, h};
         ck_assert_int_ge(rq.n_heads, 1);
         ablate_result *ar = malloc(sizeof *ar);
-        explain_set set = explain_heldout(&t);
-        ck_assert_int_eq(explain_ablate(&t, &set, &rq, ar), QKV_OK);
+        example_set set = loaded_model_heldout(&lm);
+        ck_assert_int_eq(explain_ablate(&lm, &set, &rq, ar), QKV_OK);
         double drop = ar->baseline.accuracy - ar->together.accuracy;
         ck_assert_msg(drop >= 0.5, "ablating the induction heads drops accuracy by %.3f", drop);
         explain_ablate_free(ar);
@@ -541,13 +544,13 @@ START_TEST(test_induction_targets) {
         const int32_t seg[8] = {6, 12, 11, 9, 3, 1, 14, 2}, other[8] = {0, 4, 5, 7, 8, 10, 13, 15};
         for (int i = 0; i < 16; i++) clean.tokens[i] = seg[i % 8];
         clean.n = clean.len = 16;
-        ck_assert_int_eq(qkv_task_targets(&t.cfg.task, clean.tokens, clean.targets), QKV_OK);
+        ck_assert_int_eq(qkv_task_targets(&lm.cfg.task, clean.tokens, clean.targets), QKV_OK);
         corrupt = clean;
         for (int i = 0; i < 8; i++) corrupt.tokens[i] = other[i];
         patch_result r = {.exact = true, .attribution = true};
-        patch_metric m = {explain_default_position(&t, &clean), seg[7], other[7]};
+        patch_metric m = {explain_default_position(&lm, &clean), seg[7], other[7]};
         ck_assert_int_eq(m.position, 14);
-        ck_assert_int_eq(patch_of(&t, &clean, &corrupt, &m, 1, &r), QKV_OK);
+        ck_assert_int_eq(patch_of(&lm, &clean, &corrupt, &m, 1, &r), QKV_OK);
         double share = 0, tol = d ? 1e-6 : 1e-3;
         for (int k = 0; k < r.n_rows; k++) {
             const patch_row *row = &r.rows[k];
@@ -560,7 +563,7 @@ START_TEST(test_induction_targets) {
         ck_assert_msg(share >= 0.7, "the induction heads' patching shares sum to %.3f", share);
         ck_assert(isfinite(r.agreement));
         explain_patch_free(&r);
-        trainer_free(&t);
+        loaded_model_free(&lm);
     }
     unlink(path);
 }
@@ -574,7 +577,7 @@ END_TEST
  * parts of the heads of layers 1..b and the bias. The last row ranks the final prediction
  * first, with the model's softmax probability. */
 START_TEST(test_lens_identities) {
-    trainer t;
+    loaded_model t;
     make_model(&t, _i, QKV_F64);
     const qkv_model_config *c = &t.model.cfg;
     int V = c->vocab, L = c->layers, H = c->heads;
@@ -644,7 +647,7 @@ START_TEST(test_lens_identities) {
     lens_free(&r);
     ck_assert_int_eq(lens_run(&t, &in, 0, &r), QKV_ERR_VALUE);
     lens_free(&r);
-    trainer_free(&t);
+    loaded_model_free(&t);
 }
 END_TEST
 

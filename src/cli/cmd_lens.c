@@ -60,7 +60,7 @@ static int lens_parse(int argc, char **argv, lens_args *a) {
 
 /* A table: for each position, the top token and its probability after each layer (with the
  * final prediction's rank when it is not on top), then the parts of the final logit. */
-static void print_table(const trainer *t, const explain_input *in, const lens_result *r) {
+static void print_table(const loaded_model *lm, const explain_input *in, const lens_result *r) {
     char pos[48], tok[32];
     printf("lens: the most probable token after each layer (its probability), and [the rank of "
            "the final prediction] where it is not that token\n");
@@ -72,13 +72,13 @@ static void print_table(const trainer *t, const explain_input *in, const lens_re
     }
     printf("\n");
     for (int i = 0; i < r->positions; i++) {
-        explain_position_label(t, in, i, pos, sizeof pos);
-        trainer_token_label(t, r->final[i].token, tok, sizeof tok);
+        explain_position_label(lm, in, i, pos, sizeof pos);
+        loaded_model_token_label(lm, r->final[i].token, tok, sizeof tok);
         printf("  %-12s %-8s", pos, tok);
         for (int b = 0; b < r->boundaries; b++) {
             size_t cell = (size_t)b * r->positions + i;
             char text[64], rank[16] = "";
-            trainer_token_label(t, r->top_token[cell * r->top], tok, sizeof tok);
+            loaded_model_token_label(lm, r->top_token[cell * r->top], tok, sizeof tok);
             if (r->rank_of_final[cell] != 1)
                 snprintf(rank, sizeof rank, " [%d]", (int)r->rank_of_final[cell]);
             snprintf(text, sizeof text, "%s %.3f%s", tok, r->top_prob[cell * r->top], rank);
@@ -94,8 +94,8 @@ static void print_table(const trainer *t, const explain_input *in, const lens_re
     printf("\n");
     for (int i = 0; i < r->positions; i++) {
         const dla_result *f = &r->final[i];
-        explain_position_label(t, in, i, pos, sizeof pos);
-        trainer_token_label(t, f->token, tok, sizeof tok);
+        explain_position_label(lm, in, i, pos, sizeof pos);
+        loaded_model_token_label(lm, f->token, tok, sizeof tok);
         printf("  %-12s %-8s %12.6f", pos, tok, f->logit);
         for (int k = 0; k < f->n_parts; k++) printf(" %10.4f", f->parts[k].value);
         printf("\n");
@@ -103,11 +103,11 @@ static void print_table(const trainer *t, const explain_input *in, const lens_re
 }
 
 static int lens_command(const lens_args *a) {
-    trainer t;
+    loaded_model lm;
     char path[RUN_PATH_LEN];
-    int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
+    int code = explain_cli_load(a->model, a->dtype, a->threads, &lm, path, sizeof path);
     if (code != EXIT_OK) return code;
-    const char *inputs[] = {path, t.data ? t.data->path : NULL, NULL};
+    const char *inputs[] = {path, lm.data ? lm.data->path : NULL, NULL};
     explain_input *in = malloc(sizeof *in);
     lens_result *r = calloc(1, sizeof *r);
     qkv_status s = QKV_OK;
@@ -119,14 +119,14 @@ static int lens_command(const lens_args *a) {
         code = EXIT_NOMEM;
         goto done;
     }
-    if ((s = explain_read_input(&t, "--input", a->input, in)) != QKV_OK) goto fail;
-    int vocab = t.model.cfg.vocab;
+    if ((s = explain_read_input(&lm, "--input", a->input, in)) != QKV_OK) goto fail;
+    int vocab = lm.model.cfg.vocab;
     int top = a->top ? (int)a->top : vocab < LENS_DEFAULT_TOP ? vocab : LENS_DEFAULT_TOP;
-    if ((s = lens_run(&t, in, top, r)) != QKV_OK) goto fail;
-    cJSON *j = lens_json(&t, in, r);
+    if ((s = lens_run(&lm, in, top, r)) != QKV_OK) goto fail;
+    cJSON *j = lens_json(&lm, in, r);
     if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
     else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
-        if (!a->json) print_table(&t, in, r);
+        if (!a->json) print_table(&lm, in, r);
         code = explain_cli_print(j, a->json, a->out);
     }
     cJSON_Delete(j);
@@ -138,7 +138,7 @@ done:
     free(in);
     if (r) lens_free(r);
     free(r);
-    trainer_free(&t);
+    loaded_model_free(&lm);
     return code;
 }
 

@@ -117,7 +117,12 @@ void cli_print_summary(const trainer *t, const eval_result *r, const char *tail,
 
 void cli_print_hint(const trainer *t, const eval_result *r, const metrics_table *m, bool brief) {
     char hint[512];
-    if (train_hint(t, r, m, hint, sizeof hint) == HINT_NONE) return;
+    train_hint(t, r, m, hint, sizeof hint);
+    cli_print_hint_text(hint, brief);
+}
+
+void cli_print_hint_text(const char *hint, bool brief) {
+    if (!hint[0]) return; /* HINT_NONE */
     fflush(stdout); /* the summary first, where both go to one terminal */
     fprintf(brief ? stderr : stdout, "%s\n", hint); /* --quiet: stdout keeps one line */
 }

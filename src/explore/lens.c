@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void lens_logits(const trainer *t, const qkv_tensor *stream, int position, double *logits) {
-    const qkv_model *m = &t->model;
+void lens_logits(const loaded_model *lm, const qkv_tensor *stream, int position, double *logits) {
+    const qkv_model *m = &lm->model;
     int C = m->cfg.d_model, V = m->cfg.vocab;
     for (int j = 0; j < V; j++) logits[j] = qkv_get(m->head_b, j);
     for (int k = 0; k < C; k++) {
@@ -50,9 +50,9 @@ static int read_cell(const double *logits, int V, int top, int final, int32_t *t
     return rank;
 }
 
-qkv_status lens_run(trainer *t, const explain_input *in, int top, lens_result *r) {
-    const qkv_model_config *c = &t->model.cfg;
-    int V = c->vocab, P = explain_query_positions(t, in), B = c->layers + 1;
+qkv_status lens_run(loaded_model *lm, const explain_input *in, int top, lens_result *r) {
+    const qkv_model_config *c = &lm->model.cfg;
+    int V = c->vocab, P = explain_query_positions(lm, in), B = c->layers + 1;
     memset(r, 0, sizeof *r);
     int most = V < LENS_MAX_TOP ? V : LENS_MAX_TOP;
     if (top < 1 || top > most)
@@ -72,23 +72,23 @@ qkv_status lens_run(trainer *t, const explain_input *in, int top, lens_result *r
     /* the final prediction and its parts at each position (each its own forward), before the
      * lens's forward: explain_attribute resets the eval context that forward's stream lives in */
     qkv_status s = QKV_OK;
-    for (int i = 0; i < P && s == QKV_OK; i++) s = explain_attribute(t, in, i, -1, &r->final[i]);
-    if (s == QKV_OK) s = trainer_analysis_reserve(t, 1, NULL);
+    for (int i = 0; i < P && s == QKV_OK; i++) s = explain_attribute(lm, in, i, -1, &r->final[i]);
+    if (s == QKV_OK) s = loaded_model_reserve(lm, 1, NULL);
     if (s != QKV_OK) {
         free(logits);
         return s;
     }
-    qkv_ctx_reset(t->eval_ctx);
+    qkv_ctx_reset(lm->ctx);
     qkv_probe probe = {0};
-    qkv_model_forward_probe(&t->model, t->eval_ctx, in->tokens, t->data ? &in->len : NULL, 1,
+    qkv_model_forward_probe(&lm->model, lm->ctx, in->tokens, lm->data ? &in->len : NULL, 1,
                             &probe);
     for (int b = 0; b < B && s == QKV_OK; b++)
         for (int i = 0; i < P && s == QKV_OK; i++) {
-            lens_logits(t, probe.stream[b], i, logits);
+            lens_logits(lm, probe.stream[b], i, logits);
             for (int j = 0; j < V; j++)
                 if (!isfinite(logits[j])) {
                     char label[32];
-                    trainer_token_label(t, j, label, sizeof label);
+                    loaded_model_token_label(lm, j, label, sizeof label);
                     s = qkv_fail(QKV_ERR_NUMERIC, "the logit of '%s' after layer %d at "
                                  "position %d is not finite (%s): the model's forward overflows "
                                  "(weights too large for its numbers)", label, b, i,
@@ -105,8 +105,8 @@ qkv_status lens_run(trainer *t, const explain_input *in, int top, lens_result *r
     return s;
 }
 
-cJSON *lens_json(const trainer *t, const explain_input *in, const lens_result *r) {
-    cJSON *o = explain_json_header(t, "lens", in);
+cJSON *lens_json(const loaded_model *lm, const explain_input *in, const lens_result *r) {
+    cJSON *o = explain_json_header(lm, "lens", in);
     /* "layers" is the lens's list of boundaries (the model's layers + 1), not the header's
      * count, as ablate's "heads" is its list */
     cJSON_DeleteItemFromObjectCaseSensitive(o, "layers");
@@ -122,7 +122,7 @@ cJSON *lens_json(const trainer *t, const explain_input *in, const lens_result *r
             for (int k = 0; k < r->top; k++) {
                 cJSON *e = cJSON_CreateObject();
                 cJSON_AddItemToObject(e, "token",
-                                      explain_token_json(t, r->top_token[cell * r->top + k]));
+                                      explain_token_json(lm, r->top_token[cell * r->top + k]));
                 cJSON_AddNumberToObject(e, "prob", r->top_prob[cell * r->top + k]);
                 cJSON_AddItemToArray(top, e);
             }
@@ -137,7 +137,7 @@ cJSON *lens_json(const trainer *t, const explain_input *in, const lens_result *r
         const dla_result *f = &r->final[i];
         cJSON *p = cJSON_CreateObject(), *parts = cJSON_CreateArray();
         cJSON_AddNumberToObject(p, "position", f->position);
-        cJSON_AddItemToObject(p, "token", explain_token_json(t, f->token));
+        cJSON_AddItemToObject(p, "token", explain_token_json(lm, f->token));
         cJSON_AddNumberToObject(p, "logit", f->logit);
         for (int k = 0; k < f->n_parts; k++) {
             cJSON *e = cJSON_CreateObject();

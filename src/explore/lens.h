@@ -24,17 +24,17 @@ typedef struct {
 
 /* The lens's logits (V) of position i of a stream (B = 1, To, C): stream[i] · head.w + head.b,
  * summed in double from the model's values. */
-void lens_logits(const trainer *t, const qkv_tensor *stream, int position, double *logits);
+void lens_logits(const loaded_model *lm, const qkv_tensor *stream, int position, double *logits);
 
 /* The lens at every boundary and query position of `in`, keeping `top` tokens a cell
  * (1..min(LENS_MAX_TOP, vocab): QKV_ERR_VALUE naming --top otherwise), and the decomposition
  * of the final prediction at every position. QKV_ERR_NUMERIC when a lens logit, the model's
  * logit or a part is not finite; QKV_ERR_NOMEM. r is freed by lens_free (also after an error). */
-qkv_status lens_run(trainer *t, const explain_input *in, int top, lens_result *r);
+qkv_status lens_run(loaded_model *lm, const explain_input *in, int top, lens_result *r);
 void lens_free(lens_result *r);
 
 /* The JSON object of docs/explain.md: the header (explain_json_header), whose count "layers"
  * gives way to the list "layers" (one entry per boundary), and "decomposition". */
-cJSON *lens_json(const trainer *t, const explain_input *in, const lens_result *r);
+cJSON *lens_json(const loaded_model *lm, const explain_input *in, const lens_result *r);
 
 #endif

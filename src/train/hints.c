@@ -121,12 +121,17 @@ int64_t train_induction_step(const trainer *t, const metrics_table *m, int *head
 }
 
 double train_causal_hidden_share(const trainer *t) {
-    int T = t->model.cfg.seq_len;
-    if (t->model.cfg.target_len) return 0;
+    example_set held = {t->n_held, t->held_tokens, t->held_targets, t->held_lengths};
+    return causal_hidden_share(&t->model.cfg, held);
+}
+
+double causal_hidden_share(const qkv_model_config *c, example_set held) {
+    int T = c->seq_len;
+    if (c->target_len) return 0;
     long hidden = 0, targets = 0;
-    for (int e = 0; e < t->n_held; e++) {
-        const int32_t *x = t->held_tokens + (size_t)e * T, *y = t->held_targets + (size_t)e * T;
-        int n = t->held_lengths ? t->held_lengths[e] : T;
+    for (int e = 0; e < held.n; e++) {
+        const int32_t *x = held.x + (size_t)e * T, *y = held.y + (size_t)e * T;
+        int n = held.len ? held.len[e] : T;
         for (int i = 0; i < T; i++) {
             if (y[i] < 0) continue;
             targets++;
@@ -148,8 +153,14 @@ static double first_loss(const metrics_table *m) {
 
 train_hint_kind train_hint(const trainer *t, const eval_result *r, const metrics_table *m,
                            char *buf, size_t len) {
-    const qkv_task *task = &t->cfg.task;
-    const qkv_model_config *c = &t->model.cfg;
+    example_set held = {t->n_held, t->held_tokens, t->held_targets, t->held_lengths};
+    return train_hint_of(&t->cfg, &t->model.cfg, t->optim.step, held, r, m, buf, len);
+}
+
+train_hint_kind train_hint_of(const train_config *cfg, const qkv_model_config *c, int64_t step,
+                              example_set held, const eval_result *r, const metrics_table *m,
+                              char *buf, size_t len) {
+    const qkv_task *task = &cfg->task;
     bool data = task->kind == QKV_TASK_DATA;
     double chance = qkv_task_chance(task);
     buf[0] = '\0';
@@ -162,11 +173,11 @@ train_hint_kind train_hint(const trainer *t, const eval_result *r, const metrics
     double begun = first_loss(m);
     if (!(r->loss <= begun) && !isnan(begun)) { /* a loss that is not finite too */
         snprintf(buf, len, "hint: training diverged: the held-out loss rose from %.4g to %.4g; "
-                 "try a lower --lr (this run's: %g)", begun, r->loss, t->cfg.lr);
+                 "try a lower --lr (this run's: %g)", begun, r->loss, cfg->lr);
         return HINT_DIVERGED;
     }
     bool looks_ahead = task->kind == QKV_TASK_REVERSE || task->kind == QKV_TASK_MAX;
-    double hidden = data && c->causal ? train_causal_hidden_share(t) : 0;
+    double hidden = data && c->causal ? causal_hidden_share(c, held) : 0;
     if (c->causal && looks_ahead) {
         snprintf(buf, len, "hint: the causal mask hides the later keys that %s needs; train "
                  "without --causal", name);
@@ -191,7 +202,7 @@ train_hint_kind train_hint(const trainer *t, const eval_result *r, const metrics
                  100 * r->accuracy);
         return HINT_DEPTH;
     }
-    if (t->optim.step < d.steps) {
+    if (step < d.steps) {
         snprintf(buf, len, "hint: too few steps: %s takes about %ld with the default options "
                  "(--steps)", name, (long)d.steps);
         return HINT_STEPS;

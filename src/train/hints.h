@@ -85,10 +85,16 @@ typedef enum {
  * diverged run), or NULL. */
 train_hint_kind train_hint(const trainer *t, const eval_result *r, const metrics_table *m,
                            char *buf, size_t len);
+/* The same for a model of train config cfg and model config c, saved at `step`, whose
+ * held-out set is `held` (for the causal mask's share): what train_hint reads of a trainer. */
+train_hint_kind train_hint_of(const train_config *cfg, const qkv_model_config *c, int64_t step,
+                              example_set held, const eval_result *r, const metrics_table *m,
+                              char *buf, size_t len);
 
 /* The share of the held-out targets whose token the causal mask hides: it is not among the
  * inputs at or before the target's position but is after it. 0 for an encoder-decoder. */
 double train_causal_hidden_share(const trainer *t);
+double causal_hidden_share(const qkv_model_config *c, example_set held);
 
 /* Every number of the summary qkv train prints, as a JSON object (NULL when out of memory):
  * accuracy and chance, the task's layer and head, the mass by layer, every head's scores, the
