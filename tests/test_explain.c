@@ -73,8 +73,9 @@ static void make_model(loaded_model *t, int i, qkv_dtype dt) {
 
 /* explain_patch of pairs clean[i], corrupt[i] (n of them, the model's T tokens each) with
  * metrics m; r's request fields set by the caller. */
-static qkv_status patch_of(loaded_model *t, const explain_input *clean, const explain_input *corrupt,
-                           const patch_metric *m, int n, patch_result *r) {
+static qkv_status patch_of(loaded_model *t, const explain_input *clean,
+                           const explain_input *corrupt, const patch_metric *m, int n,
+                           patch_result *r) {
     int T = t->model.cfg.seq_len;
     int32_t *x = malloc(sizeof(int32_t) * (size_t)(2 * n * T));
     for (int i = 0; i < n; i++) {

@@ -108,7 +108,8 @@ static int attribute_run(const attribute_args *a) {
     if ((s = explain_attribute(&lm, in, position, token, r)) != QKV_OK) goto fail;
     cJSON *j = explain_attribute_json(&lm, in, r);
     if (j) /* false: a position no training example of this length had a target at */
-        cJSON_AddBoolToObject(j, "position_has_target", explain_position_trained(&lm, in, position));
+        cJSON_AddBoolToObject(j, "position_has_target",
+                              explain_position_trained(&lm, in, position));
     if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
     else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
         if (!a->json) print_table(&lm, in, r);

@@ -134,8 +134,8 @@ static void add_labels(cJSON *j, const char *key, const loaded_model *lm, int n,
 }
 
 /* The whole answer as one JSON object (NULL with the status in *s). */
-static cJSON *circuits_json(const loaded_model *lm, const double *copying, const double *composition,
-                            const mapping *mp, qkv_status *s) {
+static cJSON *circuits_json(const loaded_model *lm, const double *copying,
+                            const double *composition, const mapping *mp, qkv_status *s) {
     const qkv_model *m = &lm->model;
     const qkv_model_config *c = &m->cfg;
     int L = c->layers, H = c->heads, V = c->vocab, T = c->seq_len;
@@ -175,7 +175,8 @@ static cJSON *circuits_json(const loaded_model *lm, const double *copying, const
             cJSON_AddNumberToObject(o, "copying_score", copying[l * H + h]); /* NaN: null */
             int i = l * H + h;
             cJSON *map = cJSON_AddObjectToObject(o, "mapping");
-            cJSON_AddItemToObject(map, "top_targets", key_tokens_json(lm, mp, mp->top + (size_t)i * V));
+            cJSON_AddItemToObject(map, "top_targets",
+                                  key_tokens_json(lm, mp, mp->top + (size_t)i * V));
             cJSON_AddNumberToObject(map, "right", mp->right[i]);
             cJSON_AddNumberToObject(map, "sources", mp->sources[i]);
             cJSON_AddNumberToObject(map, "share", mp->sources[i] ? (double)mp->right[i] / mp->sources[i]

@@ -74,7 +74,8 @@ static void print_score(int width, double v) {
     else printf("%*.4f", width, v);
 }
 
-static void print_data_result(const loaded_model *lm, const eval_file *f, const eval_data_result *r) {
+static void print_data_result(const loaded_model *lm, const eval_file *f,
+                              const eval_data_result *r) {
     const qkv_model_config *c = &lm->model.cfg;
     printf("eval: %s, %d examples, %lld positions with a target\n", f->path, f->n,
            (long long)r->score.counted);

@@ -139,8 +139,8 @@ void eval_data_result_free(eval_data_result *r) {
 }
 
 /* One example's line of --per-example. */
-static void write_example(const loaded_model *lm, const eval_file *f, int e, const qkv_tensor *logits,
-                          int b, FILE *out) {
+static void write_example(const loaded_model *lm, const eval_file *f, int e,
+                          const qkv_tensor *logits, int b, FILE *out) {
     int T = lm->model.cfg.seq_len, To = lm->target_len, V = lm->model.cfg.vocab;
     const int32_t *x = f->x + (size_t)e * T, *y = f->y + (size_t)e * To;
     cJSON *o = cJSON_CreateObject(), *in = cJSON_AddArrayToObject(o, "input");

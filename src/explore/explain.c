@@ -70,8 +70,9 @@ static void expectation(const loaded_model *lm, bool classes, char *buf, size_t 
 /* The words of `text` (split at spaces and tabs): input tokens, or with `classes` output
  * classes ("_": none, -1), between least and most of them (`limit` says why), into out and
  * their count into *n. QKV_ERR_VALUE naming the option and the culprit. */
-static qkv_status read_words(const loaded_model *lm, const char *option, const char *text, bool classes,
-                             int least, int most, const char *limit, int32_t *out, int *n_out) {
+static qkv_status read_words(const loaded_model *lm, const char *option, const char *text,
+                             bool classes, int least, int most, const char *limit, int32_t *out,
+                             int *n_out) {
     char word[256], expect[160];
     int n = 0;
     for (const char *p = text;;) {
@@ -85,7 +86,8 @@ static qkv_status read_words(const loaded_model *lm, const char *option, const c
         snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), p);
         long id = -2;
         if (len < sizeof word && classes && !strcmp(word, "_")) id = -1;
-        else if (len < sizeof word && classes) id = class_id(lm, word) >= 0 ? class_id(lm, word) : -2;
+        else if (len < sizeof word && classes)
+            id = class_id(lm, word) >= 0 ? class_id(lm, word) : -2;
         else if (len < sizeof word) id = word_token(lm, word);
         if (id < (classes ? -1 : 0)) {
             expectation(lm, classes, expect, sizeof expect);
@@ -776,7 +778,8 @@ static void batch_free(patch_batch *pb) {
 }
 
 /* The arenas and arrays of patching batches of up to B pairs; QKV_ERR_NOMEM. */
-static qkv_status batch_init(loaded_model *lm, const patch_result *r, int n, int B, patch_batch *pb) {
+static qkv_status batch_init(loaded_model *lm, const patch_result *r, int n, int B,
+                             patch_batch *pb) {
     const qkv_model_config *c = &lm->model.cfg;
     qkv_site site = r->paths ? QKV_SITE_Z : r->site;
     memset(pb, 0, sizeof *pb);
@@ -892,7 +895,8 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
     for (size_t i = 0; i < cells; i++) r->pair_patched[i] = r->pair_attribution[i] = NAN;
     int Bmax = n < ANALYSIS_BATCH ? n : ANALYSIS_BATCH;
     patch_batch pb;
-    if ((s = batch_init(lm, r, n, Bmax, &pb)) != QKV_OK || (s = base_metrics(lm, pairs, r)) != QKV_OK) {
+    if ((s = batch_init(lm, r, n, Bmax, &pb)) != QKV_OK ||
+        (s = base_metrics(lm, pairs, r)) != QKV_OK) {
         batch_free(&pb);
         return s;
     }
@@ -964,6 +968,19 @@ void explain_patch_free(patch_result *r) {
 
 qkv_status explain_attribute(loaded_model *lm, const explain_input *in, int position, int token,
                              dla_result *r) {
+    memset(r, 0, sizeof *r);
+    qkv_status s = loaded_model_reserve(lm, 1, NULL);
+    if (s != QKV_OK) return s;
+    qkv_ctx_reset(lm->ctx);
+    qkv_probe probe = {0};
+    qkv_tensor *logits = qkv_model_forward_probe(&lm->model, lm->ctx, in->tokens,
+                                                 lm->data ? &in->len : NULL, 1, &probe);
+    return explain_attribute_probe(lm, logits, &probe, position, token, r);
+}
+
+qkv_status explain_attribute_probe(const loaded_model *lm, const qkv_tensor *logits,
+                                   const qkv_probe *probe, int position, int token,
+                                   dla_result *r) {
     const qkv_model_config *c = &lm->model.cfg;
     int L = c->layers, H = c->heads, To = lm->target_len, C = c->d_model, Dk = C / H, V = c->vocab;
     memset(r, 0, sizeof *r);
@@ -972,16 +989,10 @@ qkv_status explain_attribute(loaded_model *lm, const explain_input *in, int posi
     r->parts = calloc((size_t)max_parts, sizeof *r->parts);
     if (!r->parts)
         return qkv_fail(QKV_ERR_NOMEM, "attribute: out of memory for %d parts", max_parts);
-    qkv_status s = loaded_model_reserve(lm, 1, NULL);
-    if (s != QKV_OK) return s;
-    qkv_ctx_reset(lm->ctx);
-    qkv_probe probe = {0};
-    qkv_tensor *logits = qkv_model_forward_probe(&lm->model, lm->ctx, in->tokens,
-                                                 lm->data ? &in->len : NULL, 1, &probe);
     int64_t row = (int64_t)position * V;
     if (token < 0) token = (int)qkv_argmax(logits, row, V); /* the predicted token */
     r->position = position, r->token = token, r->logit = qkv_get(logits, row + token);
-    s = check_logit(lm, logits, 0, position, token, "the run of the input");
+    qkv_status s = check_logit(lm, logits, 0, position, token, "the run of the input");
     if (s != QKV_OK) return s;
     char label[32];
     loaded_model_token_label(lm, token, label, sizeof label);
@@ -990,7 +1001,7 @@ qkv_status explain_attribute(loaded_model *lm, const explain_input *in, int posi
         dla_part *p = &r->parts[r->n_parts++];
         *p = (dla_part){"embed", -1, -1, 0};
         for (int k = 0; k < C; k++)
-            p->value += qkv_get(probe.stream[0], (int64_t)position * C + k) *
+            p->value += qkv_get(probe->stream[0], (int64_t)position * C + k) *
                         qkv_get(hw, (int64_t)k * V + token);
     }
     /* head h of layer l writes z[h] · W_O[h*Dk .. h*Dk+Dk, :] into the stream, which reaches
@@ -1009,7 +1020,7 @@ qkv_status explain_attribute(loaded_model *lm, const explain_input *in, int posi
             *p = (dla_part){"", l, h, 0};
             snprintf(p->name, sizeof p->name, "%d.%d", l + 1, h + 1);
             for (int d = 0; d < Dk; d++)
-                p->value += qkv_get(probe.z[l], ((int64_t)h * To + position) * Dk + d) *
+                p->value += qkv_get(probe->z[l], ((int64_t)h * To + position) * Dk + d) *
                             u[h * Dk + d];
         }
     }
@@ -1214,7 +1225,8 @@ cJSON *explain_patch_pair_json(const patch_result *r, int i) {
     return o;
 }
 
-cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in, const dla_result *r) {
+cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in,
+                              const dla_result *r) {
     cJSON *o = explain_json_header(lm, "attribute", in);
     cJSON_AddNumberToObject(o, "position", r->position);
     cJSON_AddItemToObject(o, "token", explain_token_json(lm, r->token));

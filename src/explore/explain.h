@@ -229,6 +229,12 @@ typedef struct {
  * QKV_ERR_NUMERIC when the logit or a part is not finite. */
 qkv_status explain_attribute(loaded_model *lm, const explain_input *in, int position, int token,
                              dla_result *r);
+/* The same from a forward already run on the input (one sequence): its logits (1, To, V) and
+ * the probe that kept its stream and each z. A caller splitting the logit at many positions
+ * runs the forward once (qkv lens); the numbers are explain_attribute's, bit for bit. */
+qkv_status explain_attribute_probe(const loaded_model *lm, const qkv_tensor *logits,
+                                   const qkv_probe *probe, int position, int token,
+                                   dla_result *r);
 void explain_attribute_free(dla_result *r);
 
 /* ---- the JSON objects (docs/explain.md) ---- */
@@ -250,7 +256,8 @@ cJSON *explain_patch_json(const loaded_model *lm, const explain_input *clean,
 /* Pair i's own numbers as one JSON object: pair (from 1), clean, corrupt, and rows or paths
  * with each one's metric patched and its shares of this pair's difference. */
 cJSON *explain_patch_pair_json(const patch_result *r, int i);
-cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in, const dla_result *r);
+cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in,
+                              const dla_result *r);
 /* Writes `json` (compact, one line) to path atomically. */
 qkv_status explain_write_json(const cJSON *json, const char *path);
 

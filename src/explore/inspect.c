@@ -79,7 +79,8 @@ bool inspect_masked_at(const inspection *in, int i, int j) {
     return in->masked[(size_t)i * in->T + j];
 }
 
-/* Reads the model; for a data file's model, the file too (loaded_model_load), for its vocabulary. */
+/* Reads the model; for a data file's model, the file too (loaded_model_load), for its
+ * vocabulary. */
 static qkv_status load_model(inspection *in, const char *path) {
     qkv_status s = loaded_model_load(&in->lm, path, TRAIN_DTYPE_OF_FILE);
     if (s != QKV_OK) return s;
@@ -103,7 +104,8 @@ static qkv_status read_words(inspection *in, const char *input, const char *targ
         in->T = words->n;
         in->Tq = in->cross ? in->lm.target_len : in->T;
         memcpy(in->tokens, words->tokens, sizeof in->tokens);
-        for (int i = 0; i < in->lm.target_len; i++) in->targets[i] = target ? words->targets[i] : -1;
+        for (int i = 0; i < in->lm.target_len; i++)
+            in->targets[i] = target ? words->targets[i] : -1;
     }
     free(words);
     return s == QKV_OK ? s : qkv_fail(s, "inspect: %s", qkv_last_error());

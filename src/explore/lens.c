@@ -1,6 +1,7 @@
 /* lens.c - the logit lens and the stream's decomposition (lens.h): one forward
  * (qkv_model_forward_probe) keeps the stream at every layer boundary, each read through the
- * vocabulary head; explain_attribute splits the final prediction's logit into its parts. */
+ * vocabulary head; explain_attribute_probe splits the final prediction's logit at each position
+ * into its parts, from the same forward. */
 #include "explore/lens.h"
 
 #include <math.h>
@@ -69,19 +70,18 @@ qkv_status lens_run(loaded_model *lm, const explain_input *in, int top, lens_res
         free(logits);
         return qkv_fail(QKV_ERR_NOMEM, "out of memory for %d positions", P);
     }
-    /* the final prediction and its parts at each position (each its own forward), before the
-     * lens's forward: explain_attribute resets the eval context that forward's stream lives in */
-    qkv_status s = QKV_OK;
-    for (int i = 0; i < P && s == QKV_OK; i++) s = explain_attribute(lm, in, i, -1, &r->final[i]);
-    if (s == QKV_OK) s = loaded_model_reserve(lm, 1, NULL);
+    /* one forward: the final prediction and its parts at each position, then every cell */
+    qkv_status s = loaded_model_reserve(lm, 1, NULL);
     if (s != QKV_OK) {
         free(logits);
         return s;
     }
     qkv_ctx_reset(lm->ctx);
     qkv_probe probe = {0};
-    qkv_model_forward_probe(&lm->model, lm->ctx, in->tokens, lm->data ? &in->len : NULL, 1,
-                            &probe);
+    qkv_tensor *out = qkv_model_forward_probe(&lm->model, lm->ctx, in->tokens,
+                                              lm->data ? &in->len : NULL, 1, &probe);
+    for (int i = 0; i < P && s == QKV_OK; i++)
+        s = explain_attribute_probe(lm, out, &probe, i, -1, &r->final[i]);
     for (int b = 0; b < B && s == QKV_OK; b++)
         for (int i = 0; i < P && s == QKV_OK; i++) {
             lens_logits(lm, probe.stream[b], i, logits);

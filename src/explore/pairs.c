@@ -203,8 +203,8 @@ qkv_status pair_set_corrupt_from(pair_set *p, loaded_model *lm, corrupt_kind kin
         in[0].n = in[0].len = in[1].n = in[1].len = T;
         char where[64];
         snprintf(where, sizeof where, "held-out example %d", e + 1);
-        if ((s = explain_task_targets(lm, QKV_ERR_VALUE, where, in[0].tokens, in[0].targets)) != QKV_OK)
-            break;
+        s = explain_task_targets(lm, QKV_ERR_VALUE, where, in[0].tokens, in[0].targets);
+        if (s != QKV_OK) break;
         patch_metric *m = &p->metric[p->n];
         if ((s = pair_position(lm, &in[0], position, where, &m->position)) != QKV_OK) break;
         m->answer = in[0].targets[m->position], m->wrong = -1;
