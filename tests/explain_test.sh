@@ -76,6 +76,18 @@ for x in p:
         assert abs(x["exact"] - x["attribution"]) <= 1e-4, x
 PYEOF
     ok "patch --corrupt-from resample --path" || fail "patch --corrupt-from resample --path: $(head -c 300 a.txt)"
+# --corrupt-from shuffle on a lookup model: every held-out example a pair or left out
+if "$QKV" train --task lookup --d-model 16 --steps 60 --threads 1 --out lk --quiet 2>/dev/null &&
+   "$QKV" patch lk --corrupt-from shuffle --json >a.txt; then
+    "$PY" - a.txt <<'PYEOF' && ok "patch --corrupt-from shuffle" || fail "patch --corrupt-from shuffle: $(head -c 300 a.txt)"
+import json, sys
+js = json.load(open(sys.argv[1]))
+assert js["pairs_from"] == "shuffle" and js["pairs"] > 0 and js["pairs"] + js["pairs_left_out"] == 512
+assert js["answer"] != js["wrong"] and len(js["results"]) == 1
+PYEOF
+else
+    fail "lookup model or patch --corrupt-from shuffle"
+fi
 # ablate at a site: the stream entering each layer at each position
 "$QKV" ablate m --site resid-pre --json >a.txt && "$PY" - a.txt <<'PYEOF' && ok "ablate --site resid-pre" || fail "ablate --site resid-pre"
 import json, sys

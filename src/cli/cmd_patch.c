@@ -300,6 +300,7 @@ static int patch_run(const patch_args *a) {
                                           (int)a->position, (uint64_t)a->seed)) != QKV_OK) {
         goto fail;
     }
+    r.left_out = pairs.skipped;
     patch_pairs view = pair_set_view(&pairs, &lm);
     if ((s = explain_patch(&lm, &view, &r)) != QKV_OK) goto fail;
     if (a->per_pair && (s = atomic_open(&af, a->per_pair)) == QKV_OK)

@@ -1172,7 +1172,10 @@ cJSON *explain_patch_json(const loaded_model *lm, const explain_input *clean,
     cJSON *o = explain_json_header(lm, "patch", clean);
     if (corrupt) cJSON_AddItemToObject(o, "corrupt_tokens", token_labels(lm, corrupt));
     cJSON_AddNumberToObject(o, "pairs", r->n_pairs);
-    if (!clean) cJSON_AddStringToObject(o, "pairs_from", pairs_source);
+    if (!clean) {
+        cJSON_AddStringToObject(o, "pairs_from", pairs_source);
+        cJSON_AddNumberToObject(o, "pairs_left_out", r->left_out);
+    }
     cJSON_AddNumberToObject(o, "position", metric->position);
     cJSON_AddItemToObject(o, "answer", explain_token_json(lm, metric->answer));
     cJSON_AddItemToObject(o, "wrong", explain_token_json(lm, metric->wrong));

@@ -184,6 +184,7 @@ typedef struct {
     /* each pair's own numbers: metric on clean and corrupt, and per row (or path) the
      * metric patched and the attribution's change of it (not divided): (n_pairs * items) */
     int n_pairs;
+    int left_out;                 /* examples --corrupt-from left out (the caller's count) */
     double *pair_clean, *pair_corrupt, *pair_patched, *pair_attribution;
 } patch_result;
 
