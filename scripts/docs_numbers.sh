@@ -8,6 +8,11 @@
 #   tasks      docs/training.md  scripts/tasks_table.sh: held-out accuracy and attention mass of
 #                             every task at its defaults, and the induction run's head scores
 #   precision  docs/plots.md  `qkv study precision`: the f32 gradients' relative errors
+#   lens       docs/explain.md  `qkv lens` on the task table's induction run: the top token
+#                             after each layer at each position, and the final logit's parts
+#   paths      docs/explain.md  `qkv patch --path` on it: every path's share
+#   pairs      docs/explain.md  `qkv patch --corrupt-from resample` on it: each head's share
+#                             over the held-out pairs
 # All of them are the same bits on every x86 path and thread count (the tasks take a minute).
 #   scripts/docs_numbers.sh --check   print what differs and exit 1 (tests/docs_test.sh)
 #   scripts/docs_numbers.sh --write   put the blocks into the files
@@ -33,7 +38,7 @@ for o in json.load(sys.stdin)["ops"]:
           o["max_abs_err"], o["max_rel_err"], "pass" if o["passed"] else "FAIL"))' >"$tmp/gradcheck"
 
 # shellcheck disable=SC2086 # QKV_TRAIN_OPTS is a list of options
-QKV=$qkv bash scripts/tasks_table.sh ${QKV_TRAIN_OPTS:-} | "$PY" -c '
+QKV_KEEP_INDUCTION=$tmp/induction QKV=$qkv bash scripts/tasks_table.sh ${QKV_TRAIN_OPTS:-} | "$PY" -c '
 import sys
 for line in sys.stdin.read().splitlines():
     if line.startswith("|"):  # the table without its timings (the 4th column: seconds)
@@ -48,9 +53,76 @@ for line in sys.stdin.read().splitlines():
     echo '```'
 } >"$tmp/precision"
 
+# the lens of the induction run (the default model) on the input the study of docs/explain.md
+# patches: a stretch of 8 tokens and its repeat
+"$qkv" lens "$tmp/induction" --input "3 9 14 5 7 11 2 8 3 9 14 5 7 11 2 8" --threads 1 --json | "$PY" -c '
+import json, sys
+js = json.load(sys.stdin)
+layers, dec = js["layers"], js["decomposition"]
+print("| position | final | " + " | ".join("after %d%s" % (b["after"], " (embed)" if b["after"] == 0 else "") for b in layers) + " |")
+print("|---|---|" + "---|" * len(layers))
+for d in dec:
+    i = d["position"]
+    cells = []
+    for b in layers:
+        c = b["positions"][i]
+        rank = "" if c["rank_of_final"] == 1 else " [%d]" % c["rank_of_final"]
+        cells.append("%s %.3f%s" % (c["top"][0]["token"], c["top"][0]["prob"], rank))
+    print("| %s | %s | %s |" % (js["positions"][i], d["token"], " | ".join(cells)))
+on_top = [sum(c["rank_of_final"] == 1 for c in b["positions"]) for b in layers]
+print()
+print("The final prediction is the top token at %s of the %d positions after layers %s." % (
+    ", ".join(map(str, on_top)), len(dec), ", ".join(str(b["after"]) for b in layers)))
+print()
+names = [q["name"] for q in dec[0]["parts"]]
+print("| position | token | logit | " + " | ".join(names) + " |")
+print("|---|---|---|" + "---|" * len(names))
+for d in dec:
+    print("| %s | %s | %.3f | %s |" % (js["positions"][d["position"]], d["token"], d["logit"],
+          " | ".join("%.3f" % q["value"] for q in d["parts"])))' >"$tmp/lens"
+
+# path patching on the induction run: the study's clean input against one whose token before
+# the answer's earlier copy differs (position 6: 2 -> 0), so only the keys lose their match
+"$qkv" patch "$tmp/induction" --path --threads 1 --json \
+    --clean "3 9 14 5 7 11 2 8 3 9 14 5 7 11 2 8" \
+    --corrupt "3 9 14 5 7 11 0 8 3 9 14 5 7 11 2 8" | "$PY" -c '
+import json, sys
+js = json.load(sys.stdin)
+print("The metric is logit[%s] - logit[%s] at position %d: %.3f clean, %.3f corrupted." %
+      (js["answer"], js["wrong"], js["position"], js["clean"], js["corrupt"]))
+print()
+print("| sender | receiver | via | exact | attribution |")
+print("|---|---|---|---|---|")
+for p in js["paths"]:
+    print("| %s | %s | %s | %.3f | %.3f |" % (p["sender"], p["receiver"], p["via"] or "-",
+          p["exact"], p["attribution"]))
+best = {}
+for p in js["paths"]:
+    r = p["receiver"]
+    if r != "logits" and (r not in best or abs(p["exact"]) > abs(best[r]["exact"])):
+        best[r] = p
+print()
+print("The strongest path into each layer-2 head: " + "; ".join(
+    "into %s from %s via %s (%.3f)" % (r, b["sender"], b["via"], b["exact"]) for r, b in sorted(best.items())) +
+    ". Agreement of exact and attribution over the paths: %.3f." % js["agreement"])' >"$tmp/paths"
+
+# a set of pairs: the induction run's held-out examples, each with its first copy drawn again
+"$qkv" patch "$tmp/induction" --corrupt-from resample --threads 1 --json | "$PY" -c '
+import json, sys
+js = json.load(sys.stdin)
+print("%d pairs; the mean metric %.3f clean, %.3f corrupted." % (js["pairs"], js["clean"], js["corrupt"]))
+print()
+print("| head | exact | attribution |")
+print("|---|---|---|")
+for r in js["results"]:
+    print("| %d.%d | %.3f | %.3f |" % (r["layer"], r["head"], r["exact"], r["attribution"]))
+print()
+print("Agreement of exact and attribution: %.3f." % js["agreement"])' >"$tmp/pairs"
+
 # ---- compared with the files, or written into them ----
 status=0
-for spec in gradcheck:docs/training.md tasks:docs/training.md precision:docs/plots.md; do
+for spec in gradcheck:docs/training.md tasks:docs/training.md precision:docs/plots.md lens:docs/explain.md \
+    paths:docs/explain.md pairs:docs/explain.md; do
     name=${spec%%:*} file=${spec#*:}
     "$PY" - "$mode" "$name" "$file" "$tmp/$name" <<'PY' || status=1
 import difflib, sys

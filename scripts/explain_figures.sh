@@ -1,8 +1,8 @@
 #!/bin/sh
 # explain_figures.sh - the worked study of docs/explain.md: trains the default induction model,
-# reads its circuits (and, with a qkv that has them, ablates and patches its heads), plots
-# everything and copies the figures the study shows into docs/figures/, printing the numbers
-# the study quotes.
+# reads its circuits (and, with a qkv that has them, ablates and patches its heads and reads
+# its lens), plots everything and copies the figures the study shows into docs/figures/,
+# printing the numbers the study quotes.
 #
 #   scripts/explain_figures.sh [QKV [WORK]]
 #     QKV   the qkv binary (default: build/qkv)
@@ -45,6 +45,11 @@ if "$QKV" patch --help >/dev/null 2>&1; then
     "$QKV" patch --model "$RUN" --clean "$clean" --corrupt "$corrupt" --method both \
         --out "$RUN/patch.json"
 fi
+if "$QKV" lens --help >/dev/null 2>&1; then
+    echo "== qkv lens"
+    "$QKV" lens --model "$RUN" --input "3 9 14 5 7 11 2 8 3 9 14 5 7 11 2 8" \
+        --out "$RUN/lens.json"
+fi
 "$QKV" plot "$RUN"
 "$QKV" plot "$RUN" --format html   # the same views in the interactive page
 P=$RUN/plots
@@ -54,7 +59,7 @@ cp "$P/attention_layer2_head1.png" "$FIG/explain_attention_l2h1.png"
 cp "$P/circuit_ov_layer2_head1.png" "$FIG/explain_ov_l2h1.png"
 cp "$P/circuit_qk_layer2_head1.png" "$FIG/explain_qk_l2h1.png"
 cp "$P/composition_k.png" "$FIG/explain_composition_k.png"
-for f in ablate patch; do
+for f in ablate patch lens; do
     [ -f "$P/$f.png" ] && cp "$P/$f.png" "$FIG/explain_$f.png"
 done
 for f in "$FIG"/explain_*; do

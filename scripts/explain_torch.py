@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""explain_torch.py - recompute qkv's ablation, patching and attribution in PyTorch.
+"""explain_torch.py - recompute qkv's ablation, patching, attribution and lens in PyTorch.
 
 Reads a model.safetensors (through scripts/model_torch.py's reader) and the JSON objects that
-`qkv ablate --json`, `qkv patch --json` and `qkv attribute --json` print (docs/explain.md),
+`qkv ablate --json`, `qkv patch --json`, `qkv attribute --json` and `qkv lens --json` print
+(docs/explain.md),
 recomputes every number of them in float64 from the model file alone, and compares:
 
   ablate     baseline and each row's loss and accuracy, and `together`: the row's site (z, q,
@@ -23,6 +24,11 @@ recomputes every number of them in float64 from the model file alone, and compar
              corrupted prediction); the shares of the means over the pairs; and each pair's
              own clean, corrupt, patched metric and shares in the --per-pair file
   attribute  the logit and every part (embed, each head, bias), and their sum
+  lens       at every layer boundary and position, the probability of each listed token
+             (softmax of the stream after that layer times head.w, plus head.b), that no token
+             left out is more probable, the final prediction's rank; at every position the
+             final prediction (the model's argmax), its logit and every part of it (a part's
+             scale: the sum of the absolute values of the products it adds up)
 
 Each number x of qkv against torch's y must satisfy |x - y| <= tol * max(1, scale), with tol
 1e-9 where qkv ran in f64 (the JSON's "dtype": an f64 model, or an f32 model with --dtype f64,
@@ -36,7 +42,7 @@ shift, max, induction).
 
 usage: explain_torch.py MODEL [--ablate A.json ... --data FILE] [--patch P.json ...]
                               [--pairs-patch P.json PAIRS PER_PAIR.jsonl ...]
-                              [--attribute D.json]
+                              [--attribute D.json ...] [--lens L.json ...]
 Exit status: 0 all match (or torch is missing: "explain_torch: skipping: ..."), 1 a mismatch,
 2 a file could not be read or is not what it should be.
 """
@@ -421,22 +427,37 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
                      chs[i].item() / abs(d))
 
 
+def parts_of(model, p, sites, pos, tok, sizes=None):
+    """The logit of tok at pos split as qkv attribute splits it: {name: value}, from the
+    sites of forward's run on one example (the embeddings are layer 1's resid-pre, a head's
+    part is its z times its slice of w_o times head.w's column of tok). sizes, a dict,
+    receives each part's scale: the sum of the absolute values of the products it adds up
+    (what its rounding scales with, where the products cancel)."""
+    C, H = model.C, model.H
+    dk = C // H
+    want = {"bias": p["head.b"][tok].item()}
+    sizes = {} if sizes is None else sizes
+    sizes["bias"] = abs(want["bias"])
+    if model.residual:
+        s0 = sites[("resid-pre", 0)]
+        want["embed"] = (s0[0, pos] @ p["head.w"][:, tok]).item()
+        sizes["embed"] = (s0[0, pos].abs() @ p["head.w"][:, tok].abs()).item()
+    for l in range(0 if model.residual else model.L - 1, model.L):
+        u = p["attn.%d.w_o" % l] @ p["head.w"][:, tok]
+        for h in range(H):
+            z, uh = sites[("z", l)][0, h, pos], u[h * dk:(h + 1) * dk]
+            want["%d.%d" % (l + 1, h + 1)] = (z @ uh).item()
+            sizes["%d.%d" % (l + 1, h + 1)] = (z.abs() @ uh.abs()).item()
+    return want
+
+
 def check_attribute(model, p, js, ck):
     tokens = torch.tensor([[int(w) for w in js["tokens"]]])
     pos, tok = js["position"], int(js["token"])
     with torch.no_grad():
         logits, sites = forward(model, p, tokens)
     ck.check("attribute logit", js["logit"], logits[0, pos, tok].item())
-    C, H = model.C, model.H
-    dk = C // H
-    want = {"bias": p["head.b"][tok].item()}
-    if model.residual:
-        want["embed"] = (sites[("resid-pre", 0)][0, pos] @ p["head.w"][:, tok]).item()
-    for l in range(0 if model.residual else model.L - 1, model.L):
-        u = p["attn.%d.w_o" % l] @ p["head.w"][:, tok]
-        for h in range(H):
-            want["%d.%d" % (l + 1, h + 1)] = (sites[("z", l)][0, h, pos] @
-                                              u[h * dk:(h + 1) * dk]).item()
+    want = parts_of(model, p, sites, pos, tok)
     names = [q["name"] for q in js["parts"]]
     if sorted(names) != sorted(want):
         ck.failures.append("attribute parts %s, torch's %s" % (names, sorted(want)))
@@ -455,6 +476,56 @@ def load_json(file, kind):
     if js.get("command") != kind:
         die("%s: not the JSON of qkv %s" % (file, kind))
     return js
+def check_lens(model, p, js, ck):
+    tokens = torch.tensor([[int(w) for w in js["tokens"]]])
+    with torch.no_grad():
+        logits, sites = forward(model, p, tokens)
+    # the stream after 0 (the embeddings), 1, .., L layers
+    streams = [sites[("resid-pre", 0)]] + [sites[("resid-post", l)] for l in range(model.L)]
+    if [b["after"] for b in js["layers"]] != list(range(model.L + 1)):
+        ck.failures.append("lens layers %s, not after 0 .. %d" % ([b["after"] for b in js["layers"]], model.L))
+        return
+    final = {}
+    for d in js["decomposition"]:
+        pos, tok = d["position"], int(d["token"])
+        final[pos] = tok
+        row = logits[0, pos]
+        # the final prediction is the model's argmax (a token within rounding of it may stand)
+        ck.check("lens final prediction at %d" % pos, row[tok].item(), row.max().item())
+        ck.check("lens logit at %d" % pos, d["logit"], row[tok].item())
+        sizes = {}
+        want = parts_of(model, p, sites, pos, tok, sizes)
+        names = [q["name"] for q in d["parts"]]
+        if sorted(names) != sorted(want):
+            ck.failures.append("lens parts at %d: %s, torch's %s" % (pos, names, sorted(want)))
+        for q in d["parts"]:
+            if q["name"] in want:  # a part scales with the products it adds up
+                ck.check("lens part %s at %d" % (q["name"], pos), q["value"], want[q["name"]],
+                         max(abs(want[q["name"]]), sizes[q["name"]]))
+    for b in js["layers"]:
+        lens_logits = streams[b["after"]][0] @ p["head.w"] + p["head.b"]  # (T, V)
+        probs = torch.softmax(lens_logits, dim=-1)
+        for c in b["positions"]:
+            pos, at = c["position"], "after %d at %d" % (b["after"], c["position"])
+            listed = [int(t["token"]) for t in c["top"]]
+            for t, tok in zip(c["top"], listed):
+                ck.check("lens prob of %d %s" % (tok, at), t["prob"], probs[pos, tok].item())
+            # no token left out is more probable than the last listed (beyond the tolerance)
+            rest = [j for j in range(model.V) if j not in listed]
+            if rest and probs[pos, rest].max().item() > c["top"][-1]["prob"] + ck.tol:
+                ck.failures.append("lens %s: token %d (%.9g) is more probable than the listed %s" % (
+                    at, rest[int(probs[pos, rest].argmax())], probs[pos, rest].max().item(), listed))
+            # the final prediction's rank, unless another logit is within rounding of its own
+            row, f = lens_logits[pos], final.get(pos)
+            if f is None:
+                ck.failures.append("lens: no decomposition at position %d" % pos)
+                continue
+            near = ((row - row[f]).abs() <= ck.tol * max(1.0, row[f].abs().item())).sum().item()
+            rank = 1 + int((row > row[f]).sum().item()) + int((row[:f] == row[f]).sum().item())
+            ck.count += 1
+            if near == 1 and c["rank_of_final"] != rank:
+                ck.failures.append("lens rank of the final prediction %s: qkv %d, torch %d" % (
+                    at, c["rank_of_final"], rank))
 
 
 def main():
@@ -466,6 +537,7 @@ def main():
     ap.add_argument("--pairs-patch", nargs=3, action="append", default=[],
                     metavar=("P.json", "PAIRS", "PER_PAIR.jsonl"))
     ap.add_argument("--attribute", action="append", default=[])
+    ap.add_argument("--lens", action="append", default=[])
     args = ap.parse_args()
     path = args.model
     if os.path.isdir(path):
@@ -478,6 +550,7 @@ def main():
     jobs = [("ablate", f, ()) for f in args.ablate] + [("patch", f, ()) for f in args.patch]
     jobs += [("patch", f, (pairs, per)) for f, pairs, per in args.pairs_patch]
     jobs += [("attribute", f, ()) for f in args.attribute]
+    jobs += [("lens", f, ()) for f in args.lens]
     checks = []
     for kind, file, extra in jobs:
         js = load_json(file, kind)
@@ -491,6 +564,9 @@ def main():
                                  "%s %s" % (js.get("site", "z"), js.get("over", "head")))
             if extra:
                 what += " (%d pairs)" % js["pairs"]
+        elif kind == "lens":
+            check_lens(model, p, js, ck)
+            what = "lens"
         else:
             check_attribute(model, p, js, ck)
             what = "attribute"

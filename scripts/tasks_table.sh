@@ -5,6 +5,7 @@
 # then a line on the induction run's head scores (from its metrics.csv): the best induction score
 # in layer 2, and the first evaluated step at which a layer-2 head passed 0.5.
 #   scripts/tasks_table.sh [extra qkv train options]
+# QKV_KEEP_INDUCTION=DIR keeps the induction run there (scripts/docs_numbers.sh reads it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 qkv=${QKV:-build/qkv}
@@ -40,3 +41,4 @@ formed = next((r["step"] for r in rows if any(float(r[c]) >= 0.5 for c in ind)),
 print("\ninduction: layer 2's best induction score %.3f (%s); a layer-2 head passed 0.5 by step %s"
       % (float(rows[-1][best]), best, formed))
 PY
+[ -z "${QKV_KEEP_INDUCTION:-}" ] || cp -r "$tmp/induction" "$QKV_KEEP_INDUCTION"

@@ -214,6 +214,8 @@ circuits('vocab_longer', vocab=[str(i) for i in range(2000)])
 circuits('short_row', heads=[dict(head, ov=square[:7] + [[0.5] * 7])])
 circuits('cell_string', heads=[dict(head, qk=[['x'] * 8] + square[1:])])
 circuits('composition_one_layer', composition=comp('1.1', '2.1'))
+circuits('key_tokens_outside', key_tokens=[0, 3, 8])  # 8: past the vocabulary's 8 tokens
+circuits('key_tokens_falling', key_tokens=[3, 1])
 circuits('trailing', text=json.dumps(good) + ' x')
 def other(case, name, j):
     with open(tree('an_' + case) + '/' + name, 'w') as f:
@@ -224,6 +226,25 @@ other('patch_position', 'patch.json', {'positions': ['0:1', '1:2', '2:3', '3:4']
       {'layer': 1, 'head': 1, 'position': 60000, 'exact': 0.5, 'attribution': 0.5}]})
 other('attribute_head', 'attribute.json',
       {'logit': 1, 'parts': [{'name': '1.9', 'layer': 1, 'head': 9, 'value': 1}]})
+# lens.json: one entry per boundary (after 0, after 1) and per position (4), the parts of the
+# final logit at each position; each case breaks one of them
+cell = lambda i: {'position': i, 'top': [{'token': '1', 'prob': 0.5}, {'token': '2', 'prob': 0.25}],
+                  'rank_of_final': 1}
+parts = [{'name': 'embed', 'value': 1}, {'name': '1.1', 'value': 2}, {'name': 'bias', 'value': 0}]
+lens = {'command': 'lens', 'heads_per_layer': 1, 'positions': ['0:1', '1:2', '2:3', '3:4'],
+        'layers': [{'after': b, 'positions': [cell(i) for i in range(4)]} for b in range(2)],
+        'decomposition': [{'position': i, 'token': '1', 'logit': 3, 'parts': parts} for i in range(4)]}
+def lens_case(case, **change):
+    with open(tree('an_lens_' + case) + '/lens.json', 'w') as f:
+        json.dump(dict(lens, **change), f)
+lens_case('layers', layers=lens['layers'] + [{'after': 2, 'positions': [cell(i) for i in range(4)]}])
+lens_case('position', layers=[lens['layers'][0], {'after': 1, 'positions': [cell(0), cell(60000), cell(2), cell(3)]}])
+lens_case('token', layers=[lens['layers'][0], {'after': 1, 'positions': [
+    dict(cell(0), top=[{'token': 5, 'prob': 0.5}])] + [cell(i) for i in range(1, 4)]}])
+lens_case('prob', layers=[lens['layers'][0], {'after': 1, 'positions': [
+    dict(cell(0), top=[{'token': '1', 'prob': 2}])] + [cell(i) for i in range(1, 4)]}])
+lens_case('decomposition', decomposition=lens['decomposition'][:3])
+lens_case('part', decomposition=[dict(d, parts=[{'name': '1.9', 'value': 1}]) for d in lens['decomposition']])
 PY
 }
 

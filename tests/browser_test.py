@@ -14,13 +14,23 @@ writes their pages, and drives headless Chromium through chromedriver's W3C WebD
   - a screenshot is not blank (many distinct colours);
   - for translate and the data file, the map is n_q x n_k with the run's query and key labels,
     in the page's data and in the head view;
-  - with the files of qkv ablate, patch (by head and by head and position), attribute and
-    circuits --out in the run (the 2 x 2 reverse run), the analysis views draw one cell per
-    head (ablation, patching), per head and position, one bar per part, a V x V OV and an
-    R x V QK circuit, (L-1)H x (L-1)H composition scores; a click on a head in a view selects
-    it and redraws the circuits for it; the save buttons give a PNG (its pixels drawn) and a
+  - with the files of qkv ablate, patch (by head and by head and position), attribute,
+    circuits and lens --out in the run (the 2 x 2 reverse run), the analysis views draw one
+    cell per head (ablation, patching), per head and position, one bar per part, a V x V OV
+    and an R x V QK circuit, (L-1)H x (L-1)H composition scores, (L+1) x positions lens cells
+    (each its top token and probability, as lens.json says) and the parts of one position's
+    final logit; a click on a head in a view selects it and redraws the circuits for it, a
+    click on a lens position shows its parts; the save buttons give a PNG (its pixels drawn) and a
     well-formed SVG holding the view's cells; no two labels of a view overlap and none is
     clipped, there and in crowded views (128 positions of long labels, 130 bars);
+  - on copies of the 2 x 2 run (trained with a residual stream) holding other files: the graph
+    of `patch --path` draws one edge per path, its width ordered as |share| (proportional above
+    the hairlines), its colour the legend's for its via (q, k, v, logits), dashed when the share
+    is negative, its numbers in its tooltip; the threshold control hides the small paths; a
+    click on a head selects it; it saves as PNG and SVG (every edge). The patching map of
+    `--site k --over key-position` has a row per head and a column per key position (labelled
+    by its token), the ablation of `--site resid-pre --over layer-position` a row per layer and
+    a column per position; labels neither overlap nor clip at 1400 x 1000 and 1000 x 800;
   - on a padded data file (self-attention, examples of 2 to 7 tokens), the padding queries and
     keys are marked in the page's data, greyed in the head view and hatched in the heatmap,
     and the vocabulary's padding token is hatched in the circuits; a one-layer model has no
@@ -273,7 +283,7 @@ def png_size(png):
     return struct.unpack(">II", png[16:24])
 
 
-def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions):
+def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions, lens):
     """The analysis views of a run holding ablate.json, patch.json (by head and position),
     attribute.json and circuits.json: their cells, a click on a head, the save buttons."""
     wd.run("window.qkv.select(0, 0);")
@@ -282,11 +292,13 @@ def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions):
              " attribute: n('attribute', 'rect.bar'), qk: n('circuit-qk', 'rect.hcell'),"
              " ov: n('circuit-ov', 'rect.hcell'), q: n('composition-q', 'rect.hcell'),"
              " k: n('composition-k', 'rect.hcell'), v: n('composition-v', 'rect.hcell'),"
+             " lens: n('lens', 'rect.hcell'), lensParts: n('lens-parts', 'rect.bar'),"
              " hidden: document.getElementById('analysis-section').hidden};")
     got = wd.run(count)
     c = (layers - 1) * heads
     want = {"ablate": layers * heads, "patch": layers * heads * positions, "attribute": len(parts),
             "qk": qrows * vocab, "ov": vocab * vocab, "q": c * c, "k": c * c, "v": c * c,
+            "lens": (layers + 1) * positions, "lensParts": len(lens["decomposition"][-1]["parts"]),
             "hidden": False}
     if got != want:
         fail(f"{name}: the analysis views have {got}, not {want}")
@@ -310,8 +322,44 @@ def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions):
     head = wd.run("return document.getElementById('head-title').textContent")
     if head != f"layer {layers}, head 1":
         fail(f"{name}: a click on the bar of head {layers}.1 selected {head!r}")
-    # the save buttons: a PNG of the drawn view (twice its size), a well-formed SVG of it
-    for view, cells in (("ablate", want["ablate"]), ("circuit-ov", want["ov"]), ("attribute", 0)):
+    # the lens: each cell shows its top token and probability, as lens.json says; a click on
+    # position 0 shows its parts, and a click on the bar of head (layers).1 selects that head
+    shown = wd.run("return [...document.querySelectorAll('#svg-lens text.celltext')].map(t => t.textContent)")
+    want_text = [x for b in lens["layers"] for p in b["positions"]
+                 for x in (p["top"][0]["token"], "%.2f" % float("%.4g" % p["top"][0]["prob"]))]
+    if shown != want_text:
+        fail(f"{name}: the lens cells show {shown[:8]}.., not {want_text[:8]}..")
+    wd.click('#svg-lens rect.hcell[data-i="0"][data-j="0"]')
+    title = wd.run("return document.querySelector('#svg-lens-parts text.title').textContent")
+    if not title.startswith("position %s:" % lens["positions"][0]):
+        fail(f"{name}: a click on lens position 0 shows the parts titled {title!r}")
+    values = wd.run("return [...document.querySelectorAll('#svg-lens-parts rect.bar title')].map(t => t.textContent)")
+    want_values = ["%s: %s" % (q["name"], "%.4g" % q["value"]) for q in lens["decomposition"][0]["parts"]]
+    if [v.split(":")[0] for v in values] != [w.split(":")[0] for w in want_values]:
+        fail(f"{name}: the lens parts of position 0 are {values}, not {want_values}")
+    clipped = wd.run("""const out = [];
+        for (const id of ['svg-lens', 'svg-lens-parts']) {
+          const s = document.getElementById(id), t = s.querySelector('text.title');
+          if (t.getBoundingClientRect().right > s.getBoundingClientRect().right + 1) out.push(id);
+        }
+        return out;""")
+    if clipped:
+        fail(f"{name}: the titles of {clipped} are clipped")
+    bar = [k for k, q in enumerate(lens["decomposition"][0]["parts"]) if q["name"] == f"{layers}.1"][0]
+    wd.click(f'#svg-lens-parts rect.bar[data-k="{bar}"]')
+    head = wd.run("return document.getElementById('head-title').textContent")
+    if head != f"layer {layers}, head 1":
+        fail(f"{name}: a click on the lens bar of head {layers}.1 selected {head!r}")
+    check_saves(wd, name, (("ablate", want["ablate"]), ("circuit-ov", want["ov"]), ("attribute", 0),
+                           ("lens", want["lens"]), ("lens-parts", 0)))
+    check_labels_fit(wd, name)
+    print(f"browser_test: {name}: analysis views {want}, head click and PNG/SVG saves checked")
+
+
+def check_saves(wd, name, views):
+    """The save buttons of each (view, cells): a PNG of the drawn view (twice its size), a
+    well-formed SVG of it holding its `cells` cells (heatmap cells, or a graph's edges)."""
+    for view, cells in views:
         size = wd.run(f"const s = document.getElementById('svg-{view}'); return [Number(s.getAttribute('width')), Number(s.getAttribute('height'))];")
         got = saved_file(wd, f"#save-{view}-png")
         if not got:
@@ -334,10 +382,90 @@ def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions):
             fail(f"{name}: the SVG of {view} is not well-formed: {e}")
             continue
         rects = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if "hcell" in r.get("class", "")]
+        rects += [e for e in root.iter("{http://www.w3.org/2000/svg}path") if e.get("class", "").split()[:1] == ["edge"]]
         if got[0] != f"{view}.svg" or not root.tag.endswith("svg") or (cells and len(rects) != cells):
             fail(f"{name}: the SVG of {view} ({got[0]!r}) holds {len(rects)} cells, not {cells}")
-    check_labels_fit(wd, name)
-    print(f"browser_test: {name}: analysis views {want}, head click and PNG/SVG saves checked")
+
+
+def check_paths(wd, name, patch, ablate):
+    """The path-patching graph (patch.json of qkv patch --path): one edge per path, its width
+    |share| (the exact one; ordered as the shares, proportional above the hairlines), its
+    colour the legend's for its via, dashed when negative, its numbers in its tooltip; the
+    threshold control hides the small ones; a click on a head selects it; the PNG and SVG
+    saves. And ablate.json of the stream (resid-pre by layer and position): a row per layer,
+    a column per position."""
+    paths = patch["paths"]
+    share = lambda e: e["exact"] if e["exact"] is not None else e["attribution"]
+    wd.run("window.qkv.select(0, 0);")
+    edges = wd.run("""return [...document.querySelectorAll('#svg-paths path.edge')].map(e => [Number(e.dataset.k),
+                        Number(e.getAttribute('stroke-width')), e.getAttribute('stroke'), e.dataset.via,
+                        !!e.getAttribute('stroke-dasharray'), e.querySelector('title').textContent]);""")
+    keys = wd.run("return Object.fromEntries([...document.querySelectorAll('#svg-paths line.legend-key')]"
+                  ".map(e => [e.dataset.via, e.getAttribute('stroke')]))")
+    if sorted(k for k, *_ in edges) != list(range(len(paths))):
+        fail(f"{name}: the path graph has edges {sorted(k for k, *_ in edges)}, not one for each of {len(paths)} paths")
+        return
+    if sorted(keys) != ["k", "logits", "neg", "q", "v"] or len({keys[v] for v in "qkv"} | {keys["logits"]}) != 4:
+        fail(f"{name}: the path graph's legend keys are {keys}, not four colours for q, k, v and the logits and a dashed one")
+        return
+    by_share = sorted(edges, key=lambda e: abs(share(paths[e[0]])))
+    widths = [e[1] for e in by_share]
+    if widths != sorted(widths) or widths[-1] < 4 * widths[0]:
+        fail(f"{name}: the edges' widths {widths} are not ordered as their |share|s")
+    wide = [(e[1], abs(share(paths[e[0]]))) for e in edges if e[1] > 1.3]
+    if wide and max(w / a for w, a in wide) > 1.01 * min(w / a for w, a in wide):
+        fail(f"{name}: the widths of the wide edges are not proportional to |share|: {wide}")
+    for k, w, colour, via, dashed, tip in edges:
+        e = paths[k]
+        want = e["via"] if e["receiver"] != "logits" else "logits"
+        if via != want or colour != keys[want] or dashed != (share(e) < 0):
+            fail(f"{name}: the edge of {e} is {colour} ({via}), dashed {dashed}: not the legend's {keys[want]}")
+        said = [float(tip.split(f"{what} ")[1].split(",")[0]) for what in ("exact", "attribution")]
+        if not tip.startswith(f"{e['sender']} \u2192 {e['receiver']}") or \
+                any(abs(a - b) > 1e-3 * abs(b) for a, b in zip(said, (e["exact"], e["attribution"]))):
+            fail(f"{name}: the tooltip of {e} is {tip!r}")
+    # the control: paths under |share| 0.05 hidden
+    shown = wd.run("const t = document.getElementById('path-threshold'), m = document.getElementById('path-small');"
+                   "t.value = '0.05'; m.value = 'hide'; m.dispatchEvent(new Event('change'));"
+                   "return [...document.querySelectorAll('#svg-paths path.edge')].map(e => Number(e.dataset.k)).sort((a, b) => a - b);")
+    if shown != [k for k, e in enumerate(paths) if abs(share(e)) >= 0.05]:
+        fail(f"{name}: with paths under 0.05 hidden the graph shows {shown}")
+    wd.run("const t = document.getElementById('path-threshold'), m = document.getElementById('path-small');"
+           "t.value = '0.01'; m.value = 'thin'; m.dispatchEvent(new Event('change'));")
+    # a click on head 2.1 selects it
+    wd.click('#svg-paths g.node[data-layer="2"][data-head="1"] rect')
+    head = wd.run("return document.getElementById('head-title').textContent")
+    chosen = wd.run("return [...document.querySelectorAll('#svg-paths rect.chosen')].map(r => r.parentNode.dataset.layer + '.' + r.parentNode.dataset.head)")
+    if head != "layer 2, head 1" or chosen != ["2.1"]:
+        fail(f"{name}: a click on head 2.1 in the path graph selected {head!r}, outlined {chosen}")
+    check_saves(wd, name, (("paths", len(paths)),))
+    # ablate.json of resid-pre: a row per layer, a column per position, a cell per row of the file
+    rows = ablate["heads"]
+    T = max(e["position"] for e in rows) + 1
+    got = wd.run("""const s = document.getElementById('svg-ablate'), t = (c) => [...s.querySelectorAll('text.' + c)].map(e => e.textContent);
+                    return [s.querySelector('text.title').textContent, t('rowlab'), t('collab'),
+                            s.querySelectorAll('rect.hcell').length, s.querySelectorAll('rect.hcell:not(.none)').length];""")
+    want = ["ablation of resid-pre: loss increase, layer x position", ["1", "2"], [str(t) for t in range(T)], 2 * T, len(rows)]
+    if got != want:
+        fail(f"{name}: the resid-pre ablation view is {got}, not {want}")
+    print(f"browser_test: {name}: {len(edges)} paths drawn (widths by |share|, colours by via, legend {sorted(keys)}), "
+          f"threshold, head click, PNG/SVG saves; resid-pre ablation 2 x {T}")
+
+
+def check_sites(wd, name, patch):
+    """patch.json of k by key position: a row per head, a column per key position labelled by
+    its token, a cell per row of the file, titled with the site."""
+    tokens, rows = patch["tokens"], patch["results"]
+    got = wd.run("""const s = document.getElementById('svg-patch'), t = (c) => [...s.querySelectorAll('text.' + c)].map(e => e.textContent);
+                    return [s.querySelector('text.title').textContent, t('rowlab'), t('collab'),
+                            s.querySelectorAll('rect.hcell').length, s.querySelectorAll('rect.hcell:not(.none)').length,
+                            [...s.querySelectorAll('text.axis')].map(e => e.textContent).slice(0, 2)];""")
+    T = len(tokens)
+    want = ["activation patching of k: layer.head x key position", ["1.1", "1.2", "2.1", "2.2"],
+            [f"{t}:{tokens[t]}" for t in range(T)], 4 * T, len(rows), ["key position", "layer.head"]]
+    if got != want:
+        fail(f"{name}: the patching view of k by key position is {got}, not {want}")
+    print(f"browser_test: {name}: patching of k, 4 heads x {T} key positions")
 
 
 def check_labels_fit(wd, name):
@@ -365,7 +493,86 @@ def check_labels_fit(wd, name):
     return len(bad) == 0
 
 
-def check_padding(wd, name, dat, vocab_pad, token):
+SIZES = ((1400, 1000), (1000, 800))  # the window sizes every panel must fit at
+
+
+def set_viewport(wd, width, height):
+    """Makes the page's viewport width x height (the window's frame taken into account)."""
+    wd.s("POST", "/window/rect", {"width": width, "height": height})
+    inner = wd.run("return [innerWidth, innerHeight]")
+    wd.s("POST", "/window/rect", {"width": 2 * width - inner[0], "height": 2 * height - inner[1]})
+    for _ in range(40):  # the window may take a moment to resize (a busy machine)
+        got = wd.run("return [innerWidth, innerHeight]")
+        if got == [width, height]:
+            break
+        time.sleep(0.05)
+    return got
+
+
+def check_panels_fit(wd, name, shots=()):
+    """At each of SIZES: in every panel of the page (the head view, the charts over training,
+    the analysis views), no text is clipped by its panel, no two texts overlap, no text lies on
+    a curve or on the slider's mark, and no panel runs past the window's right edge. Returns
+    the problems found, for the report. With QKV_BROWSER_SHOTS set, the views named in shots
+    are kept there at each size (NAME_WxH.png)."""
+    found = []
+    for width, height in SIZES:
+        got = set_viewport(wd, width, height)
+        if got != [width, height]:
+            fail(f"{name}: the viewport is {got}, not {width} x {height}")
+        wd.s("POST", "/refresh", {})
+        for view in shots if os.environ.get("QKV_BROWSER_SHOTS") else ():
+            with open(os.path.join(os.environ["QKV_BROWSER_SHOTS"], f"{view}_{width}x{height}.png"), "wb") as f:
+                f.write(base64.b64decode(wd.s("GET", f"/element/{wd.element('#view-' + view)}/screenshot")))
+        bad = wd.run("""
+            const out = [], right = document.documentElement.clientWidth;
+            const inside = (p, b) => p.x > b.left + 0.5 && p.x < b.right - 0.5 && p.y > b.top + 0.5 && p.y < b.bottom - 0.5;
+            for (const s of document.querySelectorAll('main svg')) {
+              const box = s.getBoundingClientRect(), id = s.id || s.dataset.title || 'svg';
+              if (!box.width) continue;
+              if (box.right > right + 0.5) out.push(`${id}: runs past the window (${Math.round(box.right)} > ${right})`);
+              const texts = [...s.querySelectorAll('text')].filter(t => t.textContent.trim())
+                .map(t => [t.textContent, t.getBoundingClientRect()]);
+              for (const [t, b] of texts)
+                if (b.left < box.left - 1 || b.right > box.right + 1 || b.top < box.top - 1 || b.bottom > box.bottom + 1)
+                  out.push(`${id}: '${t}' is clipped`);
+              for (let i = 0; i < texts.length; i++)
+                for (let j = i + 1; j < texts.length; j++) {
+                  const a = texts[i][1], b = texts[j][1];
+                  if (a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5 && b.top < a.bottom - 0.5)
+                    out.push(`${id}: '${texts[i][0]}' and '${texts[j][0]}' overlap`);
+                }
+              /* the curves and the slider's mark, walked a pixel at a time */
+              for (const c of s.querySelectorAll('polyline, #metrics-mark')) {
+                const m = c.getScreenCTM(), pts = [];
+                if (c.tagName === 'polyline') for (const p of c.points) pts.push(p);
+                else pts.push({x: c.x1.baseVal.value, y: c.y1.baseVal.value}, {x: c.x2.baseVal.value, y: c.y2.baseVal.value});
+                const on = pts.map(p => new DOMPoint(p.x, p.y).matrixTransform(m));
+                for (const [t, b] of texts) {
+                  let hit = false;
+                  for (let k = 1; k < on.length && !hit; k++) {
+                    const n = Math.ceil(Math.hypot(on[k].x - on[k - 1].x, on[k].y - on[k - 1].y)) + 1;
+                    for (let q = 0; q <= n && !hit; q++)
+                      hit = inside({x: on[k - 1].x + (on[k].x - on[k - 1].x) * q / n,
+                                    y: on[k - 1].y + (on[k].y - on[k - 1].y) * q / n}, b);
+                  }
+                  if (hit) out.push(`${id}: '${t}' lies on ${c.dataset.column || c.id || 'a curve'}`);
+                }
+              }
+            }
+            return out;""")
+        for b in bad:
+            fail(f"{name} at {width} x {height}: {b}")
+        found += bad
+    set_viewport(wd, 1280, 900)
+    wd.s("POST", "/refresh", {})
+    if not found:
+        print(f"browser_test: {name}: every panel fits at " + " and ".join(f"{w} x {h}" for w, h in SIZES) +
+              ": no text clipped, overlapping or on a curve")
+    return found
+
+
+def check_padding(wd, name, dat, key_rows, token):
     """Padding on a self-attention data file: marked, greyed and hatched; no induction chart
     for one layer; score axes 0 to 1; the hostile token drawn as text."""
     lines = [l.split() for l in open(dat) if not l.startswith("#")]
@@ -393,11 +600,13 @@ def check_padding(wd, name, dat, vocab_pad, token):
         rgb = wd.run(pixel, i, j)
         if (rgb == grey) != hatched:
             fail(f"{name}: heatmap cell ({i}, {j}) is {rgb}: {'not ' if hatched else ''}hatched grey")
-    # the circuits: the vocabulary's padding token (id 0) is hatched in its row and column
-    if vocab_pad:
+    # the circuits: the vocabulary's padding token (id 0) is hatched in its column of the OV
+    # circuit, one in each of its key_rows rows, and has no row there (the rows are the tokens
+    # keys hold, which the padding never is)
+    if key_rows:
         pads = wd.run("return document.querySelectorAll('#svg-circuit-ov rect.hcell.pad').length")
-        if pads != 2 * vocab_pad - 1:
-            fail(f"{name}: the OV circuit hatches {pads} cells, not the padding token's {2 * vocab_pad - 1}")
+        if pads != key_rows:
+            fail(f"{name}: the OV circuit hatches {pads} cells, not the padding column's {key_rows}")
     # long labels are never clipped: the head view's tokens lie inside it, and the heatmap's
     # margins are as wide as its longest labels
     clipped = wd.run("""
@@ -458,7 +667,7 @@ def main():
                 length = 2 if n == 0 else 2 + (n * 5 + n // 3) % 6
                 x = [vocab[(n * 3 + i * i + n // 4 * i) % len(vocab)] for i in range(length)]
                 f.write(" ".join(x) + "\t" + " ".join(reversed(x)) + "\n")
-    runs = [("reverse", ["--task", "reverse", "--layers", "2", "--heads", "2", "--d-model", "16"], 2, 2),
+    runs = [("reverse", ["--task", "reverse", "--layers", "2", "--heads", "2", "--d-model", "16", "--residual"], 2, 2),
             ("shift", ["--task", "shift", "--heads", "3", "--d-model", "24"], 1, 3),
             ("lookup", ["--task", "lookup", "--d-model", "16"], 1, 1),
             ("translate", ["--task", "translate", "--heads", "2", "--d-model", "16"], 1, 2),
@@ -476,11 +685,20 @@ def main():
             with open(os.path.join(d, "attention", "layer1_head1.dat")) as f:
                 clean = [k.split(":", 1)[1] for k in f.readlines()[1].split()[1:]]
             corrupt = [str((int(clean[0]) + 1) % 10)] + clean[1:]  # another last answer
+            metric = ["--answer", clean[0], "--wrong", corrupt[0]]  # (the model may predict neither)
             for cmd in (["ablate", "--model", d], ["attribute", "--model", d, "--input", " ".join(clean)],
+                        ["lens", "--model", d, "--input", " ".join(clean)],
                         ["patch", "--model", d, "--clean", " ".join(clean), "--corrupt",
-                         " ".join(corrupt), "--over", "head-position"]):
+                         " ".join(corrupt), "--over", "head-position", *metric]):
                 subprocess.run([QKV, *cmd, "--out", os.path.join(d, cmd[0] + ".json")], check=True,
                                stdout=subprocess.DEVNULL)
+            # the files of the pages of other sites: the paths, k by key position, the stream
+            pair = ["--clean", " ".join(clean), "--corrupt", " ".join(corrupt), *metric]
+            for out, cmd in (("paths", ["patch", *pair, "--path"]),
+                             ("patch_k", ["patch", *pair, "--site", "k", "--over", "key-position"]),
+                             ("ablate_resid", ["ablate", "--site", "resid-pre", "--over", "layer-position"])):
+                subprocess.run([QKV, cmd[0], "--model", d, *cmd[1:], "--out", os.path.join(tmp, out + ".json")],
+                               check=True, stdout=subprocess.DEVNULL)
         subprocess.run([QKV, "plot", d, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
         page = os.path.join(d, "plots", "attention.html")
         text = open(page, encoding="utf-8").read()
@@ -512,7 +730,8 @@ def main():
     subprocess.run([QKV, "plot", cross, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
     pages.append((os.path.join(cross, "plots", "attention.html"), "cross-attention", 1, 3))
     # Crowded views: the 2 x 2 reverse run with a patching map over 128 positions of long labels
-    # and 130 attribution parts: labels are thinned or upright, never overlapping or clipped.
+    # and 130 attribution parts (the lowest just under 0, its axis label beside 0's): labels
+    # are thinned or upright, never overlapping or clipped.
     crowded = os.path.join(tmp, "crowded")
     shutil.copytree(os.path.join(tmp, "reverse"), crowded)
     with open(os.path.join(crowded, "patch.json"), "w") as f:
@@ -521,9 +740,19 @@ def main():
                                 "attribution": None} for l in (1, 2) for h in (1, 2) for t in range(128)]}, f)
     with open(os.path.join(crowded, "attribute.json"), "w") as f:
         json.dump({"logit": 1, "sum": 1, "parts": [{"name": f"part{k}", "layer": None, "head": None,
-                                                    "value": (k % 9) / 10 - 0.4} for k in range(130)]}, f)
+                                                    "value": (k % 9) / 10 - 0.01} for k in range(130)]}, f)
     subprocess.run([QKV, "plot", crowded, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
     crowded_page = os.path.join(crowded, "plots", "attention.html")
+    # Other sites, over copies of the reverse run: the graph of its paths with the ablation of
+    # the stream (resid-pre, by layer and position), and the patching of k by key position.
+    site_pages = {}
+    for page, files in (("paths", {"patch": "paths", "ablate": "ablate_resid"}), ("sites", {"patch": "patch_k"})):
+        d = os.path.join(tmp, page)
+        shutil.copytree(os.path.join(tmp, "reverse"), d)
+        for kind, src in files.items():
+            shutil.copy(os.path.join(tmp, src + ".json"), os.path.join(d, kind + ".json"))
+        subprocess.run([QKV, "plot", d, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
+        site_pages[page] = os.path.join(d, "plots", "attention.html")
     port = free_port()
     proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -542,8 +771,22 @@ def main():
                      " document.querySelectorAll('#svg-attribute rect.bar').length]")
         if got != [4 * 128, 130]:
             fail(f"crowded: the views have {got[0]} cells and {got[1]} bars, not 512 and 130")
+        check_panels_fit(wd, "crowded")
         if check_labels_fit(wd, "crowded"):
             print("browser_test: crowded: 4 heads x 128 positions and 130 bars, labels thinned, none overlapping")
+        for page, check in (("paths", lambda: check_paths(wd, "paths", *(json.load(open(os.path.join(tmp, f + ".json")))
+                                                                         for f in ("paths", "ablate_resid")))),
+                            ("sites", lambda: check_sites(wd, "sites", json.load(open(os.path.join(tmp, "patch_k.json")))))):
+            wd.s("POST", "/url", {"url": "file://" + site_pages[page]})
+            errors = [e for e in wd.logs() if e.get("level") == "SEVERE"]
+            if errors:
+                fail(f"{page}: console errors on load: {errors[:3]}")
+            try:
+                check()
+            except RuntimeError as e:  # the page's script failed
+                fail(f"{page}: {str(e)[:300]}")
+            check_labels_fit(wd, page)
+            check_panels_fit(wd, page, ("paths",) if page == "paths" else ())
         for page in pages:
             check_page(wd, *page)
             if page[1] in ("translate", "data"):  # real cross-attention runs: 8 x 16, 4 x 8
@@ -556,12 +799,14 @@ def main():
                 circuits = json.load(open(os.path.join(d, "circuits.json")))
                 positions = len(open(os.path.join(d, "attention", "layer1_head1.dat")).readlines()[1].split()) - 1
                 check_analysis(wd, page[1], 2, 2, parts, len(circuits["vocab"]),
-                               len(circuits["query_labels"]), positions)
+                               len(circuits["query_labels"]), positions,
+                               json.load(open(os.path.join(d, "lens.json"))))
             if page[1] == "padded":
                 d = os.path.join(tmp, "padded")
                 circuits = json.load(open(os.path.join(d, "circuits.json")))
                 check_padding(wd, page[1], os.path.join(d, "attention", "layer1_head1.dat"),
-                              len(circuits["vocab"]) if circuits["vocab"][0] == "<pad>" else 0, token)
+                              len(circuits["key_tokens"]) if circuits["vocab"][0] == "<pad>" else 0, token)
+            check_panels_fit(wd, page[1])
     finally:
         if wd.sid:
             try:

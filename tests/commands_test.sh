@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # commands_test.sh QKV - every command's working path once, on one model small enough to run
 # under valgrind in seconds: train (with its plots and snapshots), eval, inspect, plot, circuits,
-# ablate, patch (exact and attribution), attribute, grads, both studies, bench, and a sweep of
+# ablate, patch (exact and attribution), attribute, lens, grads, both studies, bench, and a sweep of
 # two runs and its table. Each must exit 0 and write what it says it writes. Every command of
 # `qkv --help` but gradcheck (every op's finite differences: minutes under valgrind;
 # test_gradcheck runs its code in every other stage) and selftest (every kernel's cases and 20
@@ -64,11 +64,13 @@ run patch_attr patch run --clean "1 2 3 4" --corrupt "5 6 7 0" --answer 4 --wron
     --method attribution --over head-position --json &&
     says patch_attr '"method"'
 run attribute attribute run --input "1 2 3 4" --json && says attribute '"heads"'
+run lens lens run --input "1 2 3 4" --top 3 --out run/lens.json && has run/lens.json
 run grads grads --model run --out grads.safetensors && has grads.safetensors
 # the plots need gnuplot (the svg) but never a browser (the page is one file)
 if command -v gnuplot >/dev/null; then
     run plot plot run --format svg &&
-        has run/plots/overview.svg run/plots/attention_layer2_head2.svg
+        has run/plots/overview.svg run/plots/attention_layer2_head2.svg run/plots/lens.svg \
+            run/plots/lens_parts.svg
 fi
 run plot_html plot run --format html && has run/plots/attention.html
 

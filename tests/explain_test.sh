@@ -27,6 +27,75 @@ corrupt="1 2 3 4 5 7 8 10 6 12 11 9 6 12 11 9"
 "$QKV" circuits m --json >a.txt && "$QKV" circuits --model m --json >b.txt && cmp -s a.txt b.txt &&
     ok "circuits DIR prints what circuits --model DIR prints" || fail "circuits DIR differs from circuits --model"
 
+"$QKV" lens m --input "$clean" --json >a.txt && "$QKV" lens --model m --input "$clean" --json >b.txt &&
+    cmp -s a.txt b.txt && ok "lens DIR prints what lens --model DIR prints" || fail "lens DIR differs from lens --model"
+# the table: a row per position, a column per layer boundary, then the parts
+"$QKV" lens m --input "$clean" >a.txt && grep -q '^  position  *final  *after 0 (embed)  *after 1  *after 2$' a.txt &&
+    [ "$(grep -c '^  [0-9]*:' a.txt)" = 32 ] && ok "lens prints its table" || fail "lens's table: $(head -n 3 a.txt)"
+
+# patch --pairs: a file of one pair gives what --clean/--corrupt gives; three pairs give the
+# means of their own numbers, which --per-pair writes one line each
+printf '%s\t%s\n' "$clean" "$corrupt" >one_pair.txt
+"$QKV" patch m --pairs one_pair.txt --json >a.txt && "$QKV" patch m --clean "$clean" --corrupt "$corrupt" --json >b.txt &&
+    "$PY" - a.txt b.txt <<'PYEOF' && ok "a pairs file of one pair gives the pair's numbers" || fail "patch --pairs of one pair differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["pairs"] == 1 and a["pairs_from"] == "one_pair.txt" and "tokens" not in a, a.keys()
+for k in ("clean", "corrupt", "agreement"):
+    assert a[k] == b[k], (k, a[k], b[k])
+assert [(r["exact"], r["attribution"]) for r in a["results"]] == [(r["exact"], r["attribution"]) for r in b["results"]]
+PYEOF
+printf '%s\t%s\n%s\t%s\t9\t4\n%s\t%s\t9\t4\n' "$clean" "$corrupt" "$clean" "$corrupt" \
+    "6 12 11 9 6 12 11 9 6 12 11 9 6 12 11 9" "6 12 11 9 6 12 11 9 1 2 3 4 6 12 11 9" >pairs.txt
+"$QKV" patch m --pairs pairs.txt --site v --over key-position --per-pair per.jsonl --out p.json >/dev/null &&
+    "$PY" - p.json per.jsonl <<'PYEOF' && ok "patch --pairs: shares of the means, --per-pair each pair's" || fail "patch --pairs or --per-pair"
+import json, sys
+js = json.load(open(sys.argv[1]))
+lines = [json.loads(l) for l in open(sys.argv[2])]
+assert js["pairs"] == 3 and len(lines) == 3 and [l["pair"] for l in lines] == [1, 2, 3]
+assert js["site"] == "v" and js["over"] == "key-position"
+assert len(js["results"]) == 2 * 2 * 16 and all(r["site"] == "v" and r["position"] is None for r in js["results"])
+assert [r["key_position"] for r in js["results"][:3]] == [0, 1, 2]
+clean = sum(l["clean"] for l in lines) / 3
+corrupt = sum(l["corrupt"] for l in lines) / 3
+assert abs(clean - js["clean"]) <= 1e-9 * abs(clean) and abs(corrupt - js["corrupt"]) <= 1e-9 * abs(clean)
+for k, r in enumerate(js["results"]):
+    patched = sum(l["results"][k]["patched"] for l in lines) / 3
+    assert abs((patched - corrupt) / (clean - corrupt) - r["exact"]) <= 1e-6, (k, r["exact"])
+PYEOF
+# --corrupt-from resample on the induction model; --path: every path, the logits' own exact
+"$QKV" patch m --corrupt-from resample --path --json >a.txt && "$PY" - a.txt <<'PYEOF' &&
+import json, sys
+js = json.load(open(sys.argv[1]))
+assert js["path"] and js["pairs"] > 100 and js["pairs_from"] == "resample", (js["pairs"],)
+p = js["paths"]
+assert len(p) == 4 * 3 + 2 + 2 and [x["receiver"] for x in p[:7]] == ["2.1"] * 3 + ["2.2"] * 3 + ["logits"]
+assert [x["via"] for x in p[:3]] == ["q", "k", "v"] and p[6]["via"] is None
+for x in p:
+    if x["receiver"] == "logits":
+        assert abs(x["exact"] - x["attribution"]) <= 1e-4, x
+PYEOF
+    ok "patch --corrupt-from resample --path" || fail "patch --corrupt-from resample --path: $(head -c 300 a.txt)"
+# --corrupt-from shuffle on a lookup model: every held-out example a pair or left out
+if "$QKV" train --task lookup --d-model 16 --steps 60 --threads 1 --out lk --quiet 2>/dev/null &&
+   "$QKV" patch lk --corrupt-from shuffle --json >a.txt; then
+    "$PY" - a.txt <<'PYEOF' && ok "patch --corrupt-from shuffle" || fail "patch --corrupt-from shuffle: $(head -c 300 a.txt)"
+import json, sys
+js = json.load(open(sys.argv[1]))
+assert js["pairs_from"] == "shuffle" and js["pairs"] > 0 and js["pairs"] + js["pairs_left_out"] == 512
+assert js["answer"] != js["wrong"] and len(js["results"]) == 1
+PYEOF
+else
+    fail "lookup model or patch --corrupt-from shuffle"
+fi
+# ablate at a site: the stream entering each layer at each position
+"$QKV" ablate m --site resid-pre --json >a.txt && "$PY" - a.txt <<'PYEOF' && ok "ablate --site resid-pre" || fail "ablate --site resid-pre"
+import json, sys
+js = json.load(open(sys.argv[1]))
+assert js["site"] == "resid-pre" and js["over"] == "layer-position"
+assert len(js["heads"]) == 2 * 16 and all(h["head"] is None for h in js["heads"])
+PYEOF
+
 # eval: the operand is --model, and without --data the bytes are those of before
 "$QKV" eval --model m >a.txt && "$QKV" eval m >b.txt && cmp -s a.txt b.txt &&
     ok "eval DIR prints what eval --model DIR prints" || fail "eval DIR differs from eval --model"
@@ -40,7 +109,9 @@ js = json.load(open(path))
 missing = [f for f in ["command", "layers", "heads", "heads_per_layer"] + fields if f not in js]
 assert not missing, "missing %s" % missing
 assert js["command"] == command, js["command"]
-assert js["layers"] == 2 and js["heads_per_layer"] == 2, (js["layers"], js["heads_per_layer"])
+# lens's "layers" is its list of layer boundaries (after 0, 1, 2), not the count
+assert (len(js["layers"]) == 3 if command == "lens" else js["layers"] == 2) and \
+    js["heads_per_layer"] == 2, (js["layers"], js["heads_per_layer"])
 assert command == "ablate" or js["heads"] == 2, js["heads"]
 if "tokens" in js:
     assert js["tokens"][:4] == ["6", "12", "11", "9"], js["tokens"]
@@ -49,6 +120,23 @@ if command == "attribute":
     assert abs(s - js["logit"]) <= 1e-12 * sum(abs(p["value"]) for p in js["parts"]) or \
         js["dtype"] == "f32", (s, js["logit"])
     assert [p["name"] for p in js["parts"]] == ["embed", "1.1", "1.2", "2.1", "2.2", "bias"]
+if command == "lens":
+    P = len(js["positions"])
+    assert P == 16 and [b["after"] for b in js["layers"]] == [0, 1, 2]
+    for b in js["layers"]:
+        assert [c["position"] for c in b["positions"]] == list(range(P))
+        for c in b["positions"]:
+            probs = [t["prob"] for t in c["top"]]
+            assert len(probs) == 3 and probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-9
+            assert len({t["token"] for t in c["top"]}) == 3 and c["rank_of_final"] >= 1
+    assert [d["position"] for d in js["decomposition"]] == list(range(P))
+    for d, last in zip(js["decomposition"], js["layers"][-1]["positions"]):
+        # the last row is the model's output: its top token is the final prediction
+        assert last["rank_of_final"] == 1 and last["top"][0]["token"] == d["token"], (last, d)
+        assert [q["name"] for q in d["parts"]] == ["embed", "1.1", "1.2", "2.1", "2.2", "bias"]
+        s = sum(q["value"] for q in d["parts"])
+        tol = 1e-12 if js["dtype"] == "f64" else 1e-5
+        assert abs(s - d["logit"]) <= tol * max(1, abs(d["logit"])), (s, d["logit"])
 if command == "patch":
     assert len(js["results"]) == 4 and js["results"][0]["position"] is None
     assert js["agreement"] is not None
@@ -79,6 +167,7 @@ for dt in f32 f64; do
         patch m --clean "$clean" --corrupt "$corrupt" --dtype $dt
     run_both attribute_$dt "tokens positions logit parts sum" -- \
         attribute m --input "$clean" --dtype $dt
+    run_both lens_$dt "tokens positions decomposition" -- lens m --input "$clean" --top 3 --dtype $dt
     run_both eval_$dt "examples loss accuracy chance by_position by_length head_scores" -- \
         eval m --data data.txt --dtype $dt
 done
@@ -96,6 +185,16 @@ assert rows[0]['counted'] == 11 and rows[1]['counted'] == 11" && ok "eval --per-
 import json, sys
 assert json.load(sys.stdin)['head_scores'][0]['induction'] is None" &&
     ok "one layer: no induction score" || fail "one layer: an induction score: $(tail -n 2 one.txt)"
+
+# a vocabulary smaller than lens's default --top (5): a, b, c and the padding token, all listed
+printf 'a b c\tb a c\nc a\ta c\nb b a\ta b b\n' >abc.tsv
+"$QKV" train --data abc.tsv --heldout abc.tsv --d-model 4 --steps 1 --threads 1 --quiet --out abc \
+    >/dev/null 2>&1 && "$QKV" lens abc --input "a b" --json >abc.json && "$PY" -c "
+import json
+js = json.load(open('abc.json'))
+assert all(len(c['top']) == 4 for b in js['layers'] for c in b['positions']), js['layers'][0]
+assert {t['token'] for t in js['layers'][0]['positions'][0]['top']} == {'a', 'b', 'c', '<pad>'}" &&
+    ok "lens lists the whole of a 4-token vocabulary by default" || fail "lens on a 4-token vocabulary"
 
 # every head of a model with more heads per layer (72) than training's evaluation scores (64):
 # ablate lists each and takes --heads 1.70, attribute's parts add up to the logit, eval --data
@@ -165,6 +264,7 @@ if "$QKV" train --data words.tsv --heldout words.tsv --d-model 8 --steps 5 --thr
     "$QKV" patch u --clean "$words" --corrupt "ü é ${long}x2 ${long}x1" --answer "${long}x1" \
         --wrong "${long}x2" --json >u_patch.json &&
     "$QKV" attribute u --input "$words" --json >u_attr.json &&
+    "$QKV" lens u --input "$words" --top 7 --json >u_lens.json &&
     "$QKV" circuits u --json >u_circ.json &&
     "$QKV" inspect --model u --input "$words" --json >u_insp.json &&
     "$PY" - "$long" <<'PYEOF'
@@ -179,6 +279,9 @@ assert patch['tokens'] == words and patch['answer'] == L + 'x1' and patch['wrong
 assert patch['positions'] == ['%d:%s' % (i, w) for i, w in enumerate(words)], patch['positions']
 attr = json.load(open('u_attr.json'))
 assert attr['tokens'] == words and attr['token'] in words + ['cat', 'é' * 30, '<pad>'], attr
+lens = json.load(open('u_lens.json'))
+assert lens['tokens'] == words and len(lens['layers'][0]['positions']) == 4, lens['positions']
+assert {t['token'] for t in lens['layers'][1]['positions'][0]['top']} == set(words + ['cat', 'é' * 30, '<pad>'])
 vocab = json.load(open('u_circ.json'))['vocab']
 assert set(words + ['é' * 30]) <= set(vocab) and len(set(vocab)) == len(vocab), vocab
 insp = json.load(open('u_insp.json'))

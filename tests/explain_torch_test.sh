@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# explain_torch_test.sh - PyTorch recomputes qkv ablate, patch and attribute from the model
-# file alone (scripts/explain_torch.py): f32 to 1e-6, f64 to 1e-9; and the check can fail.
+# explain_torch_test.sh - PyTorch recomputes qkv ablate, patch, attribute and lens from the
+# model file alone (scripts/explain_torch.py): f32 to 1e-6, f64 to 1e-9; and the check can fail.
 # Between the two models and their dtypes, patch runs every --site (z, q, k, v, pattern,
 # resid-pre, resid-post) and every --over (head, head-position, key-position,
 # layer-position), --path, and a set of pairs with --per-pair; ablate runs --site q, pattern
@@ -95,23 +95,25 @@ for opts in "--task induction --d-model 32 --steps 150" \
            "$QKV" patch "$W/m$i" --clean "$clean" --corrupt "$corrupt" --over head-position \
                --answer 9 --wrong 4 --dtype $dt --out "$W/$o.patch.json" >/dev/null &&
            "$QKV" attribute "$W/m$i" --input "$clean" --dtype $dt --out "$W/$o.attribute.json" \
+               >/dev/null &&
+           "$QKV" lens "$W/m$i" --input "$clean" --top 4 --dtype $dt --out "$W/$o.lens.json" \
                >/dev/null && run_plan "m$i" $dt "$o"; then
             # shellcheck disable=SC2046
             if "$PY" "$SCRIPT" "$W/m$i" --ablate "$W/$o.ablate.json" --data "$W/data.txt" \
                    --patch "$W/$o.patch.json" --attribute "$W/$o.attribute.json" \
-                   $(cat "$W/$o.args") >"$W/$o.txt" 2>&1; then
+                   --lens "$W/$o.lens.json" $(cat "$W/$o.args") >"$W/$o.txt" 2>&1; then
                 echo "ok: $opts in $dt"; cat "$W/$o.txt"
             else
                 fail "PyTorch disagrees with qkv on $opts in $dt:"; cat "$W/$o.txt"
             fi
         else
-            fail "qkv ablate, patch or attribute on $opts in $dt"
+            fail "qkv ablate, patch, attribute or lens on $opts in $dt"
         fi
     done
 done
 
 # The check can fail: each number below nudged (f64 by 1e-8, f32 by 1e-5) must be named as a
-# mismatch. One run of explain_torch checks them all.
+# mismatch. One run of explain_torch checks those of the first model, another the second's.
 nudge() { # SRC DST FIELD-PATH DELTA: FIELD-PATH keys and list indexes (a .jsonl: its line first)
     "$PY" - "$@" <<'PYEOF'
 import json, sys
@@ -139,19 +141,25 @@ if ! { nudge "$W/m1.f64.patch.json" "$W/bad.1.json" results/3/exact 1e-8 &&
        nudge "$W/m1.f32.3.json" "$W/bad.5.json" results/62/exact 1e-5 &&
        nudge "$W/m1.f64.7.jsonl" "$W/bad.6.jsonl" 2/paths/3/patched 1e-8 &&
        nudge "$W/m1.f32.attribute.json" "$W/bad.7.json" parts/1/value 1e-5 &&
-       nudge "$W/m1.f64.5.json" "$W/bad.8.json" heads/20/loss 1e-8; }; then
+       nudge "$W/m1.f64.5.json" "$W/bad.8.json" heads/20/loss 1e-8 &&
+       nudge "$W/m1.f32.lens.json" "$W/bad.9.json" decomposition/7/parts/2/value 1e-5 &&
+       nudge "$W/m2.f64.lens.json" "$W/bad.10.json" layers/1/positions/5/top/1/prob 1e-8; }; then
     fail "nudging the JSON"
 fi
 "$PY" "$SCRIPT" "$W/m1" --patch "$W/bad.1.json" --patch "$W/bad.2.json" --patch "$W/bad.3.json" \
     --patch "$W/bad.4.json" --patch "$W/bad.5.json" --attribute "$W/bad.7.json" \
     --pairs-patch "$W/m1.f64.7.json" "$W/pairs.tsv" "$W/bad.6.jsonl" \
-    --ablate "$W/bad.8.json" --data "$W/data.txt" >"$W/bad.txt" 2>&1
+    --ablate "$W/bad.8.json" --data "$W/data.txt" --lens "$W/bad.9.json" >"$W/bad.txt" 2>&1
 rc=$?
 [ "$rc" = 1 ] || fail "the nudged numbers: explain_torch exits $rc, not 1"
+"$PY" "$SCRIPT" "$W/m2" --lens "$W/bad.10.json" >>"$W/bad.txt" 2>&1
+rc=$?
+[ "$rc" = 1 ] || fail "the nudged numbers of the second model: explain_torch exits $rc, not 1"
 for what in "patch z 1.1 @3 exact" "patch path 1.1 -> 2.1 by v exact" \
             "patch path 1.1 -> 2.2 by v attribution" "patch resid-pre 2 @4 attribution" \
             "patch pattern 2.2 @14 exact" "pair 3 path 1.1 -> 2.2 by q patched" \
-            "attribute 1.1" "ablate zero resid-post 2 @4 loss"; do
+            "attribute 1.1" "ablate zero resid-post 2 @4 loss" \
+            "lens part 1.2 at 7" "lens prob of 0 after 1 at 5"; do
     if grep -qF "mismatch: $what:" "$W/bad.txt"; then echo "ok: a nudged $what is caught"
     else fail "a nudged $what is not caught:"; cat "$W/bad.txt"; fi
 done

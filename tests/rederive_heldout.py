@@ -7,8 +7,8 @@ reading no qkv source: the generator (splitmix64 seeding, xoshiro256**, the unbi
 below n), the held-out set (the seed XOR its constant, each sequence drawn and redrawn until
 it falls in the held-out split, lookup's order of draws), the forward pass in float64 numpy
 from the file's weights, and the held-out loss, accuracy and attention mass. It also checks
-that the attention maps show held-out sequence 0, and each head's attention entropy in the
-last row of metrics.csv.
+that the attention maps show held-out sequence 0, and each head's attention entropy (and the
+induction task's in-context score) in the last row of metrics.csv.
 
 It must match exactly: the count of correct positions and of positions with a target (hence
 the accuracy), and the best head; the loss and the attention mass to the 6 decimals printed.
@@ -351,14 +351,21 @@ def main():
     H, L, Tq = int(meta["heads"]), int(meta["layers"]), logits.shape[1]
     mass = np.zeros((L, H))
     rows = np.zeros(L)
+    icl = [0.0, 0, 0.0, 0]  # induction's in-context score: late loss, count, early loss, count
     for b, x in enumerate(seqs):
         y, _ = targets_and_ideal(task, T, V, x)
+        n = next((i for i in range(Tq) if y[i] >= 0), Tq)  # induction: where the repeat begins
         for i in range(Tq):
-            if y[i] < 0:
-                continue
             z = logits[b, i]
             lse = z.max() + math.log(np.exp(z - z.max()).sum())
+            if task == "induction" and i + 1 < n:  # early: the first copy but its last token
+                icl[2] += lse - z[x[i + 1]]
+                icl[3] += 1
+            if y[i] < 0:
+                continue
             loss += lse - z[y[i]]
+            icl[0] += lse - z[y[i]]
+            icl[1] += 1
             correct += int(np.argmax(z)) == y[i]  # a tie goes to the lowest index
             counted += 1
         for l in range(L):  # the mass: over the rows whose ideal row is not empty
@@ -406,6 +413,16 @@ def main():
                 v = float(last[head.index(col)])
                 if abs(v - ent[l][h]) > 1.5e-4:
                     failures.append("metrics.csv %s: qkv %.4f, re-derived %.6f" % (col, v, ent[l][h]))
+        # induction's in-context score (docs/explain.md): the late positions' mean loss (the
+        # repeat, against its targets) minus the early ones' (the first copy but its last
+        # token, against the next token), to the 4 decimals printed
+        if task == "induction":
+            want = icl[0] / icl[1] - icl[2] / icl[3]
+            if "icl_score" not in head:
+                failures.append("metrics.csv has no column icl_score")
+            elif abs(float(last[head.index("icl_score")]) - want) > 1.5e-4:
+                failures.append("metrics.csv icl_score: qkv %s, re-derived %.6f"
+                                % (last[head.index("icl_score")], want))
     # the maps show held-out sequence 0: its tokens head the columns, its weights fill them
     mp = os.path.join(d, "attention", "layer1_head1.dat")
     if os.path.exists(mp):

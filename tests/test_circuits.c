@@ -7,6 +7,7 @@
 #include "qkv.h"
 
 #include "fixtures.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <string.h>
@@ -132,6 +133,65 @@ START_TEST(test_composition) {
 }
 END_TEST
 
+/* The mapping view's top targets: each key token's largest logit, counted against the
+ * expected target where there is one. */
+START_TEST(test_mapping_top_targets) {
+    const double ov[3 * 3] = {0, 5, 1,   /* token 0 -> 1 */
+                              2, 0, 9,   /* token 1 -> 2 */
+                              7, 0, 0};  /* token 2 -> 0, but no key token */
+    const bool keys[3] = {true, true, false};
+    const int32_t expected[3] = {1, 0, 0};
+    int32_t top[3];
+    int sources = -1;
+    ck_assert_int_eq(circuits_top_targets(ov, 3, keys, expected, top, &sources), 1);
+    ck_assert_int_eq(sources, 2);
+    ck_assert_int_eq(top[0], 1);
+    ck_assert_int_eq(top[1], 2);
+    ck_assert_int_eq(top[2], -1);
+}
+END_TEST
+
+/* A data file's expected targets: each input token to the output token its presence raises
+ * most. Tokens: 0 the padding, 1 a, 2 b, 3 A, 4 B; "a b -> B", "a a -> A", "b b -> B",
+ * "a -> A": a -> A (P(A | a) 2/3 against 0 without), b -> B (1 against 0); A and B are in no
+ * input, and the padding is no token. */
+START_TEST(test_mapping_data) {
+    const int32_t x[4 * 2] = {1, 2, 1, 1, 2, 2, 1, 0}, y[4 * 1] = {4, 3, 4, 3};
+    int32_t expected[5];
+    bool keys[5];
+    ck_assert_int_eq(circuits_data_mapping(5, 4, 2, 1, x, y, expected, keys), QKV_OK);
+    const int32_t want[5] = {-1, 3, 4, -1, -1};
+    for (int t = 0; t < 5; t++) {
+        ck_assert_int_eq(expected[t], want[t]);
+        ck_assert(keys[t] == (t == 1 || t == 2));
+    }
+}
+END_TEST
+
+/* A built-in task's expected targets, from its ideal pattern: copy maps each token to itself;
+ * translate each source word to one target word, one to one, and its keys are the source
+ * words only (the encoder never sees a target word). */
+START_TEST(test_mapping_tasks) {
+    qkv_task task;
+    int32_t expected[32], seen[32] = {0};
+    bool keys[32];
+    ck_assert_int_eq(qkv_task_init(&task, "copy", 8, 16), QKV_OK);
+    ck_assert_int_eq(circuits_task_mapping(&task, expected, keys), QKV_OK);
+    for (int t = 0; t < 16; t++) ck_assert(keys[t] && expected[t] == t);
+    ck_assert_int_eq(qkv_task_init(&task, "translate", 16, 32), QKV_OK);
+    ck_assert_int_eq(circuits_task_mapping(&task, expected, keys), QKV_OK);
+    for (int t = 0; t < 32; t++) {
+        ck_assert(keys[t] == (t < 16));
+        if (t >= 16) {
+            ck_assert_int_eq(expected[t], -1);
+            continue;
+        }
+        ck_assert(expected[t] >= 16 && expected[t] < 32);
+        ck_assert_int_eq(seen[expected[t]]++, 0);
+    }
+}
+END_TEST
+
 static Suite *circuits_suite(void) {
     Suite *s = suite_create("circuits");
     TCase *tc = tcase_create("circuits");
@@ -140,6 +200,9 @@ static Suite *circuits_suite(void) {
     tcase_add_test(tc, test_copying_heads_slices);
     tcase_add_test(tc, test_qk_circuit);
     tcase_add_test(tc, test_composition);
+    tcase_add_test(tc, test_mapping_top_targets);
+    tcase_add_test(tc, test_mapping_data);
+    tcase_add_test(tc, test_mapping_tasks);
     suite_add_tcase(s, tc);
     return s;
 }

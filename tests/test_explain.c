@@ -6,6 +6,7 @@
  * of issue 23. */
 #include "explore/eval_data.h"
 #include "explore/explain.h"
+#include "explore/lens.h"
 #include "fixtures.h"
 #include "train/checkpoint.h"
 
@@ -35,17 +36,19 @@ static train_config make_config(const char *task, int seq_len, int d_model, int 
     return c;
 }
 
-/* A trainer with random weights (no step taken), and a bias that is not zero. */
-static void make_trainer(trainer *t, const char *task, int seq_len, int d_model, int heads,
+/* A model with random weights (no step taken), and a bias that is not zero. */
+static void make_trainer(loaded_model *t, const char *task, int seq_len, int d_model, int heads,
                          int layers, bool residual, qkv_dtype dtype) {
     train_config c = make_config(task, seq_len, d_model, heads, layers, residual, dtype);
-    ck_assert_int_eq(trainer_init(t, &c), QKV_OK);
+    trainer fresh;
+    ck_assert_int_eq(trainer_init(&fresh, &c), QKV_OK);
+    loaded_model_take(t, &fresh);
     for (int64_t v = 0; v < t->model.head_b->size; v++)
         qkv_set(t->model.head_b, v, 0.25 * (double)(v % 7 - 3));
 }
 
 /* Held-out example i as an input (a task's targets included). */
-static void heldout_input(const trainer *t, int i, explain_input *in) {
+static void heldout_input(const loaded_model *t, int i, explain_input *in) {
     int T = t->model.cfg.seq_len, To = t->target_len;
     memset(in, 0, sizeof *in);
     memcpy(in->tokens, t->held_tokens + (size_t)i * T, sizeof(int32_t) * T);
@@ -63,15 +66,16 @@ static const struct {
 };
 #define NMODELS (int)(sizeof models / sizeof models[0])
 
-static void make_model(trainer *t, int i, qkv_dtype dt) {
+static void make_model(loaded_model *t, int i, qkv_dtype dt) {
     make_trainer(t, models[i].task, models[i].seq_len, 16, 2, models[i].layers,
                  models[i].residual, dt);
 }
 
 /* explain_patch of pairs clean[i], corrupt[i] (n of them, the model's T tokens each) with
  * metrics m; r's request fields set by the caller. */
-static qkv_status patch_of(trainer *t, const explain_input *clean, const explain_input *corrupt,
-                           const patch_metric *m, int n, patch_result *r) {
+static qkv_status patch_of(loaded_model *t, const explain_input *clean,
+                           const explain_input *corrupt, const patch_metric *m, int n,
+                           patch_result *r) {
     int T = t->model.cfg.seq_len;
     int32_t *x = malloc(sizeof(int32_t) * (size_t)(2 * n * T));
     for (int i = 0; i < n; i++) {
@@ -89,7 +93,7 @@ static qkv_status patch_of(trainer *t, const explain_input *clean, const explain
  * weights (the composed attention). */
 START_TEST(test_probe_is_the_forward) {
     for (int d = 0; d < 2; d++) {
-        trainer t;
+        loaded_model t;
         make_model(&t, _i, FLOATS[d]);
         const qkv_model_config *c = &t.model.cfg;
         qkv_tensor *attn[QKV_MAX_LAYERS];
@@ -109,7 +113,7 @@ START_TEST(test_probe_is_the_forward) {
             ck_assert_int_eq(probe.z[l]->shape[1], c->heads);
             ck_assert_ptr_nonnull(probe.stream[l + 1]);
         }
-        trainer_free(&t);
+        loaded_model_free(&t);
     }
 }
 END_TEST
@@ -119,7 +123,7 @@ END_TEST
  * with a target, for the predicted token and for another. */
 START_TEST(test_dla_adds_up) {
     for (int d = 0; d < 2; d++) {
-        trainer t;
+        loaded_model t;
         make_model(&t, _i, FLOATS[d]);
         double tol = d ? 1e-12 : 1e-5, worst = 0;
         for (int ex = 0; ex < 3; ex++) {
@@ -144,7 +148,7 @@ START_TEST(test_dla_adds_up) {
         }
         ck_assert_msg(worst <= tol, "%s %s: DLA sum off by %.3g relative (tolerance %g)",
                       models[_i].task, d ? "f64" : "f32", worst, tol);
-        trainer_free(&t);
+        loaded_model_free(&t);
     }
 }
 END_TEST
@@ -154,13 +158,13 @@ END_TEST
  * removed, predicts head.b alone. */
 START_TEST(test_ablating_nothing_changes_nothing) {
     for (int d = 0; d < 2; d++) {
-        trainer t;
+        loaded_model t;
         make_trainer(&t, "reverse", 8, 16, 2, 2, true, FLOATS[d]);
         qkv_tensor *wv = t.model.w_v[1];
         int C = 16, Dk = 8;
         for (int i = 0; i < C; i++)
             for (int j = Dk; j < 2 * Dk; j++) qkv_set(wv, (int64_t)i * C + j, 0.0); /* head 2 */
-        explain_set set = explain_heldout(&t);
+        example_set set = loaded_model_heldout(&t);
         set.n = 100;
         explain_head heads[2] = {{1, 1}, {1, 0}};
         ablate_request rq = {.n_heads = 2, .heads = heads};
@@ -170,7 +174,7 @@ START_TEST(test_ablating_nothing_changes_nothing) {
         ck_assert(r.each[0].accuracy == r.baseline.accuracy);
         ck_assert(r.each[1].loss != r.baseline.loss); /* the other head does matter */
         explain_ablate_free(&r);
-        trainer_free(&t);
+        loaded_model_free(&t);
 
         make_trainer(&t, "copy", 8, 16, 4, 1, false, FLOATS[d]);
         qkv_head_edit all[4];
@@ -180,7 +184,7 @@ START_TEST(test_ablating_nothing_changes_nothing) {
         int64_t V = logits->shape[2];
         for (int64_t k = 0; k < logits->size; k++)
             ck_assert(qkv_get(logits, k) == qkv_get(t.model.head_b, k % V));
-        trainer_free(&t);
+        loaded_model_free(&t);
     }
 }
 END_TEST
@@ -192,7 +196,7 @@ END_TEST
 START_TEST(test_every_head_of_a_wide_layer) {
     enum { H = 72 };
     ck_assert_int_gt(H, EVAL_MAX_HEADS);
-    trainer t;
+    loaded_model t;
     make_trainer(&t, "copy", 4, 2 * H, H, 1, true, QKV_F64);
     explain_input in;
     heldout_input(&t, 0, &in);
@@ -206,7 +210,7 @@ START_TEST(test_every_head_of_a_wide_layer) {
                   d.logit);
     explain_attribute_free(&d);
 
-    explain_set set = explain_heldout(&t);
+    example_set set = loaded_model_heldout(&t);
     set.n = 3;
     ablate_request rq = {0};
     ablate_result r;
@@ -227,7 +231,7 @@ START_TEST(test_every_head_of_a_wide_layer) {
     ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "head_scores")), H);
     cJSON_Delete(j);
     eval_data_result_free(&e);
-    trainer_free(&t);
+    loaded_model_free(&t);
 }
 END_TEST
 
@@ -243,7 +247,7 @@ static double metric(const qkv_tensor *logits, int p, int a, int b) {
  * path alone; with the corrupted run's own outputs, the corrupted metric (share 0). */
 START_TEST(test_patching_everything_recovers_all) {
     for (int d = 0; d < 2; d++) {
-        trainer t;
+        loaded_model t;
         make_model(&t, _i, FLOATS[d]);
         const qkv_model_config *c = &t.model.cfg;
         explain_input clean, corrupt;
@@ -275,7 +279,7 @@ START_TEST(test_patching_everything_recovers_all) {
             double err = fabs(metric(patched, p, 0, 1) - metric(cl, p, 0, 1) - embed) / scale;
             ck_assert_msg(err <= (d ? 1e-12 : 1e-5), "%s: off by %.3g", models[_i].task, err);
         }
-        trainer_free(&t);
+        loaded_model_free(&t);
     }
 }
 END_TEST
@@ -285,7 +289,7 @@ END_TEST
  * head-position rows of a last-layer head add up to the head's. */
 START_TEST(test_attribution_is_exact_on_the_last_layer) {
     for (int d = 0; d < 2; d++) {
-        trainer t;
+        loaded_model t;
         make_model(&t, _i, FLOATS[d]);
         const qkv_model_config *c = &t.model.cfg;
         explain_input clean, corrupt;
@@ -311,7 +315,7 @@ START_TEST(test_attribution_is_exact_on_the_last_layer) {
             }
             explain_patch_free(&r);
         }
-        trainer_free(&t);
+        loaded_model_free(&t);
     }
 }
 END_TEST
@@ -321,7 +325,7 @@ END_TEST
  * --over the site takes; patching the stream leaving the last layer at the metric's position
  * recovers all of it. */
 START_TEST(test_linear_sites_agree) {
-    trainer t;
+    loaded_model t;
     make_model(&t, _i, QKV_F64);
     const qkv_model_config *c = &t.model.cfg;
     explain_input in[2];
@@ -360,14 +364,14 @@ START_TEST(test_linear_sites_agree) {
                          QKV_ERR_VALUE);
     ck_assert_int_eq(explain_check_site(&t, QKV_SITE_Z, EXPLAIN_OVER_KEY_POSITION), QKV_ERR_VALUE);
     ck_assert_int_eq(explain_check_site(&t, QKV_SITE_K, EXPLAIN_OVER_HEAD_POSITION), QKV_ERR_VALUE);
-    trainer_free(&t);
+    loaded_model_free(&t);
 }
 END_TEST
 
 /* A set of pairs: the means over the pairs first, each share (mean patched - mean corrupt) /
  * (mean clean - mean corrupt), from single-pair runs' own numbers (f64, 1e-12). */
 START_TEST(test_pairs_are_means_of_single_pairs) {
-    trainer t;
+    loaded_model t;
     make_model(&t, _i, QKV_F64);
     enum { N = 3 };
     explain_input clean[N], corrupt[N];
@@ -407,7 +411,7 @@ START_TEST(test_pairs_are_means_of_single_pairs) {
     }
     free(patched), free(attr);
     explain_patch_free(&all);
-    trainer_free(&t);
+    loaded_model_free(&t);
 }
 END_TEST
 
@@ -417,7 +421,7 @@ END_TEST
  * equals its attribution and the difference of the head's direct logit attribution between
  * the two inputs (qkv attribute), over clean - corrupt, each to 1e-12. */
 START_TEST(test_path_identities) {
-    trainer t;
+    loaded_model t;
     make_model(&t, _i, QKV_F64);
     const qkv_model_config *c = &t.model.cfg;
     int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H, T = c->seq_len;
@@ -447,6 +451,8 @@ START_TEST(test_path_identities) {
         worst = fmax(worst, fmax(fabs(p->exact - p->attribution), fabs(p->exact - want)));
     }
     ck_assert_msg(worst <= 1e-12, "%s: logits paths off by %.3g", models[_i].task, worst);
+    printf("path identities, %s: logits paths' exact - attribution - DLA within %.2g\n",
+           models[_i].task, worst);
     explain_patch_free(&r);
     /* (1), by hand: every sender, every later layer's q (and k, v where keys read the stream) */
     qkv_ctx *ctx = qkv_ctx_new(1 << 20);
@@ -491,9 +497,10 @@ START_TEST(test_path_identities) {
             }
         }
     ck_assert_msg(worst <= 1e-12, "%s: recorded inputs off by %.3g", models[_i].task, worst);
+    printf("path identities, %s: recorded receiver inputs within %.2g\n", models[_i].task, worst);
     free(e);
     qkv_ctx_free(ctx);
-    trainer_free(&t);
+    loaded_model_free(&t);
 }
 END_TEST
 
@@ -517,16 +524,17 @@ START_TEST(test_induction_targets) {
     ck_assert_int_eq(trainer_save(&t, path), QKV_OK);
     eval_result ev = trainer_evaluate(&t);
     trainer_free(&t);
+    loaded_model lm;
     for (int d = 0; d < 2; d++) {
-        ck_assert_int_eq(trainer_load_as(&t, path, FLOATS[d]), QKV_OK);
+        ck_assert_int_eq(loaded_model_load(&lm, path, FLOATS[d]), QKV_OK);
         explain_head heads[2];
         ablate_request rq = {.together = true, .heads = heads};
         for (int h = 0; h < 2; h++)
             if (ev.induction[1][h] >= 0.5) rq.heads[rq.n_heads++] = (explain_head){1, h};
         ck_assert_int_ge(rq.n_heads, 1);
         ablate_result *ar = malloc(sizeof *ar);
-        explain_set set = explain_heldout(&t);
-        ck_assert_int_eq(explain_ablate(&t, &set, &rq, ar), QKV_OK);
+        example_set set = loaded_model_heldout(&lm);
+        ck_assert_int_eq(explain_ablate(&lm, &set, &rq, ar), QKV_OK);
         double drop = ar->baseline.accuracy - ar->together.accuracy;
         ck_assert_msg(drop >= 0.5, "ablating the induction heads drops accuracy by %.3f", drop);
         explain_ablate_free(ar);
@@ -537,13 +545,13 @@ START_TEST(test_induction_targets) {
         const int32_t seg[8] = {6, 12, 11, 9, 3, 1, 14, 2}, other[8] = {0, 4, 5, 7, 8, 10, 13, 15};
         for (int i = 0; i < 16; i++) clean.tokens[i] = seg[i % 8];
         clean.n = clean.len = 16;
-        ck_assert_int_eq(qkv_task_targets(&t.cfg.task, clean.tokens, clean.targets), QKV_OK);
+        ck_assert_int_eq(qkv_task_targets(&lm.cfg.task, clean.tokens, clean.targets), QKV_OK);
         corrupt = clean;
         for (int i = 0; i < 8; i++) corrupt.tokens[i] = other[i];
         patch_result r = {.exact = true, .attribution = true};
-        patch_metric m = {explain_default_position(&t, &clean), seg[7], other[7]};
+        patch_metric m = {explain_default_position(&lm, &clean), seg[7], other[7]};
         ck_assert_int_eq(m.position, 14);
-        ck_assert_int_eq(patch_of(&t, &clean, &corrupt, &m, 1, &r), QKV_OK);
+        ck_assert_int_eq(patch_of(&lm, &clean, &corrupt, &m, 1, &r), QKV_OK);
         double share = 0, tol = d ? 1e-6 : 1e-3;
         for (int k = 0; k < r.n_rows; k++) {
             const patch_row *row = &r.rows[k];
@@ -556,9 +564,91 @@ START_TEST(test_induction_targets) {
         ck_assert_msg(share >= 0.7, "the induction heads' patching shares sum to %.3f", share);
         ck_assert(isfinite(r.agreement));
         explain_patch_free(&r);
-        trainer_free(&t);
+        loaded_model_free(&lm);
     }
     unlink(path);
+}
+END_TEST
+
+
+/* The logit lens in f64, against the model's own forward: the stream after the last layer
+ * read through the vocabulary head is the model's logits, and the final prediction's parts
+ * add up to its logit, each to 1e-12 (relative to the logit's size, at least 1); with the
+ * residual stream, the lens's logit of that token after layer b is the embedding part, the
+ * parts of the heads of layers 1..b and the bias. The last row ranks the final prediction
+ * first, with the model's softmax probability. */
+START_TEST(test_lens_identities) {
+    loaded_model t;
+    make_model(&t, _i, QKV_F64);
+    const qkv_model_config *c = &t.model.cfg;
+    int V = c->vocab, L = c->layers, H = c->heads;
+    double worst = 0;
+    double *logits = malloc((size_t)V * sizeof *logits);
+    ck_assert_ptr_nonnull(logits);
+    for (int ex = 0; ex < 3; ex++) {
+        explain_input in;
+        heldout_input(&t, ex, &in);
+        lens_result r;
+        ck_assert_int_eq(lens_run(&t, &in, 3, &r), QKV_OK);
+        int P = explain_query_positions(&t, &in);
+        ck_assert_int_eq(r.boundaries, L + 1);
+        ck_assert_int_eq(r.positions, P);
+        qkv_ctx_reset(ctx);
+        qkv_probe probe = {0};
+        qkv_tensor *model = qkv_model_forward_probe(&t.model, ctx, in.tokens, NULL, 1, &probe);
+        for (int i = 0; i < P; i++) {
+            const dla_result *f = &r.final[i];
+            int best = 0;
+            for (int j = 1; j < V; j++)
+                if (qkv_get(model, (int64_t)i * V + j) > qkv_get(model, (int64_t)i * V + best))
+                    best = j;
+            ck_assert_int_eq(f->token, best);
+            /* the last row is the model's logits */
+            lens_logits(&t, probe.stream[L], i, logits);
+            double most = -INFINITY, sum = 0;
+            for (int j = 0; j < V; j++) {
+                double want = qkv_get(model, (int64_t)i * V + j);
+                double err = fabs(logits[j] - want) / fmax(1, fabs(want));
+                worst = fmax(worst, err);
+                most = fmax(most, want);
+            }
+            for (int j = 0; j < V; j++) sum += exp(qkv_get(model, (int64_t)i * V + j) - most);
+            size_t last = (size_t)L * P + i;
+            ck_assert_int_eq(r.rank_of_final[last], 1);
+            ck_assert_int_eq(r.top_token[last * 3], best);
+            worst = fmax(worst, fabs(r.top_prob[last * 3] - 1 / sum));
+            /* the parts add up to the logit */
+            double parts = 0;
+            for (int k = 0; k < f->n_parts; k++) parts += f->parts[k].value;
+            worst = fmax(worst, fabs(parts - f->logit) / fmax(1, fabs(f->logit)));
+            /* with the residual stream, each row is the parts of the layers before it */
+            for (int b = 0; b <= L && c->residual; b++) {
+                lens_logits(&t, probe.stream[b], i, logits);
+                double want = f->parts[0].value + f->parts[f->n_parts - 1].value;
+                for (int k = 1; k <= b * H; k++) want += f->parts[k].value;
+                worst = fmax(worst, fabs(logits[f->token] - want) / fmax(1, fabs(want)));
+            }
+            /* every cell: probabilities in (0, 1], most probable first */
+            for (int b = 0; b <= L; b++) {
+                const double *pr = r.top_prob + ((size_t)b * P + i) * 3;
+                ck_assert(pr[0] > 0 && pr[0] <= 1 && pr[1] <= pr[0] && pr[2] <= pr[1]);
+                ck_assert(pr[0] + pr[1] + pr[2] <= 1 + 1e-12);
+                ck_assert(r.rank_of_final[(size_t)b * P + i] >= 1);
+            }
+        }
+        lens_free(&r);
+    }
+    free(logits);
+    ck_assert_msg(worst <= 1e-12, "%s: a lens identity is off by %.3g", models[_i].task, worst);
+    /* --top: 1 to the vocabulary (and LENS_MAX_TOP) */
+    explain_input in;
+    heldout_input(&t, 0, &in);
+    lens_result r;
+    ck_assert_int_eq(lens_run(&t, &in, V + 1, &r), QKV_ERR_VALUE);
+    lens_free(&r);
+    ck_assert_int_eq(lens_run(&t, &in, 0, &r), QKV_ERR_VALUE);
+    lens_free(&r);
+    loaded_model_free(&t);
 }
 END_TEST
 
@@ -575,6 +665,7 @@ static Suite *explain_suite(void) {
     tcase_add_loop_test(tc, test_linear_sites_agree, 0, NMODELS);
     tcase_add_loop_test(tc, test_pairs_are_means_of_single_pairs, 0, NMODELS);
     tcase_add_loop_test(tc, test_path_identities, 0, NMODELS);
+    tcase_add_loop_test(tc, test_lens_identities, 0, NMODELS);
     suite_add_tcase(s, tc);
     tc = tcase_create("trained");
     /* 600 training steps: left out under valgrind and qemu (.ci/run), as test_train's

@@ -1,9 +1,12 @@
 /* test_hints.c - the hints and phase changes of src/train/hints.c: each hint's text on a case
  * that triggers it and on one that must not, the causal mask's hidden share, the phase changes
- * of made-up metrics, and the report's fields. Runs are kept to a few hundred steps. */
+ * of made-up metrics and the three signals an induction phase change needs, the report's
+ * fields, and the induction model's phase change seen three ways. Runs are kept to a few
+ * hundred steps. */
 #include "qkv.h"
 #include "train/hints.h"
 #include "train/options.h"
+#include "train/run.h"
 
 #include "fixtures.h"
 
@@ -43,6 +46,23 @@ static void make_metrics(metrics_table *m, int n, const int64_t *steps, const do
         ck_assert_ptr_nonnull(s);
         s[metrics_induction_column(m, 0, 0)] = scores[i];
         metrics_add(m, (metrics_row){.step = steps[i], .loss = losses[i],
+                                     .heldout_loss = losses[i], .scores = s});
+    }
+}
+
+/* A table as make_metrics's, with the in-context score column (an induction run's) taking
+ * `icl` and the training batch's loss taking `train` (NULL: the held-out losses). */
+static void make_induction_metrics(metrics_table *m, int n, const int64_t *steps,
+                                   const double *scores, const double *losses,
+                                   const double *icl, const double *train) {
+    metrics_init(m, 1, 1);
+    metrics_add_icl_column(m);
+    for (int i = 0; i < n; i++) {
+        double *s = metrics_new_scores(m);
+        ck_assert_ptr_nonnull(s);
+        s[metrics_induction_column(m, 0, 0)] = scores[i];
+        s[m->icl_column] = icl[i];
+        metrics_add(m, (metrics_row){.step = steps[i], .loss = train ? train[i] : losses[i],
                                      .heldout_loss = losses[i], .scores = s});
     }
 }
@@ -243,6 +263,128 @@ START_TEST(test_phase_changes) {
 }
 END_TEST
 
+/* An induction phase change counts where the run has the in-context score only when its
+ * three signals agree: the induction score's steepest rise, the in-context score's steepest
+ * fall and the training loss's steepest fall, within one evaluation interval (100 steps). */
+START_TEST(test_induction_signals) {
+    int64_t steps[] = {0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000};
+    double jump[] = {0.1, 0.1, 0.1, 0.1, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9};
+    double falling[] = {3, 3, 3, 3, 1, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5};
+    /* the in-context score: its steepest fall ending at 400, at 500, at 600; none */
+    double icl_at_400[] = {0, 0, -0.1, -0.2, -4, -5, -5.5, -6, -6, -6, -6};
+    double icl_at_500[] = {0, 0, -0.1, -0.2, -1, -5, -5.5, -6, -6, -6, -6};
+    double icl_at_600[] = {0, 0, -0.1, -0.2, -0.5, -1, -5.5, -6, -6, -6, -6};
+    double icl_none[] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+    /* the training loss: a bump at 200 that falls by 300, and a fall ending at 600 */
+    double bump[] = {3, 3, 3.5, 1, 1, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5};
+    double late_fall[] = {3, 3, 3, 3, 3, 3, 0.5, 0.5, 0.5, 0.5, 0.5};
+    double no_loss[] = {NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN};
+    metrics_table m;
+    phase_change c[4];
+    struct {
+        const double *icl, *train;
+        int found;                                /* induction phase changes reported */
+        int64_t score_step, icl_step, loss_step; /* their signals */
+    } cases[] = {
+        {icl_at_400, NULL, 1, 400, 400, 400},      /* all three at 400 */
+        {icl_at_500, NULL, 1, 400, 500, 400},      /* the in-context score an interval later */
+        {icl_at_400, bump, 1, 400, 400, 300},      /* the loss's bump an interval earlier */
+        {icl_at_600, NULL, 0, 400, 600, 400},      /* the in-context score two intervals later */
+        {icl_none, NULL, 0, 400, -1, 400},         /* no in-context score */
+        {icl_at_400, late_fall, 0, 400, 400, 600}, /* the loss falls two intervals later */
+        {icl_at_400, no_loss, 0, 400, 400, -1},    /* no training loss */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        make_induction_metrics(&m, 11, steps, jump, falling, cases[k].icl, cases[k].train);
+        ck_assert_msg(train_phase_changes(&m, c, 4) == cases[k].found, "case %zu", k);
+        phase_change p = {.score = SCORE_INDUCTION, .from_step = 300, .step = 400};
+        ck_assert_int_eq(train_induction_signals(&m, &p), cases[k].found);
+        ck_assert_msg(p.score_step == cases[k].score_step && p.icl_step == cases[k].icl_step &&
+                      p.loss_step == cases[k].loss_step, "case %zu: signals %lld %lld %lld", k,
+                      (long long)p.score_step, (long long)p.icl_step, (long long)p.loss_step);
+        if (cases[k].found)
+            ck_assert(c[0].score_step == p.score_step && c[0].icl_step == p.icl_step &&
+                      c[0].loss_step == p.loss_step);
+        /* a stretch whose score never rises: no score signal */
+        p = (phase_change){.score = SCORE_INDUCTION, .from_step = 500, .step = 700};
+        ck_assert(!train_induction_signals(&m, &p));
+        ck_assert_int_eq(p.score_step, -1);
+        metrics_free(&m);
+    }
+    /* A run without the in-context score (a task other than induction) keeps the score and
+     * loss rule: the phase change, its in-context signal missing. */
+    make_metrics(&m, 11, steps, jump, falling);
+    ck_assert_int_eq(train_phase_changes(&m, c, 4), 1);
+    ck_assert(c[0].score_step == 400 && c[0].icl_step == -1 && c[0].loss_step == 400);
+    metrics_free(&m);
+}
+END_TEST
+
+/* Trains the induction task (its defaults but `layers` and `steps`) with `seed`, without a
+ * directory, and puts its induction phase changes into c (at most 8); returns how many. */
+static int induction_phase_changes(long layers, long steps, uint64_t seed, phase_change *c,
+                                   int64_t *interval) {
+    train_options o;
+    train_options_init(&o);
+    o.task = "induction", o.layers = layers, o.steps = steps, o.seed = seed;
+    train_config cfg;
+    ck_assert_int_eq(train_options_to_config(&o, true, &cfg), QKV_OK);
+    trainer t;
+    ck_assert_int_eq(trainer_init(&t, &cfg), QKV_OK);
+    run_options ro = {0};
+    training_run run;
+    ck_assert_msg(trainer_run(&t, &ro, NULL, NULL, &run) == QKV_OK, "%s", qkv_last_error());
+    ck_assert_int_ge(run.metrics.icl_column, 0);
+    phase_change all[16];
+    int n = train_phase_changes(&run.metrics, all, 16), found = 0;
+    for (int i = 0; i < n && i < 16; i++)
+        if (all[i].score == SCORE_INDUCTION && found < 8) c[found++] = all[i];
+    *interval = run.options.eval_every;
+    /* summary.json's report lists them with their signals */
+    cJSON *j = train_report_json(&t, &run.last, &run.metrics), *p;
+    int listed = 0;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItem(j, "phase_changes")) {
+        if (strcmp(cJSON_GetObjectItem(p, "score")->valuestring, "induction")) continue;
+        const cJSON *sig = cJSON_GetObjectItem(p, "signals");
+        ck_assert_int_lt(listed, found);
+        ck_assert(cJSON_GetObjectItem(sig, "score_step")->valuedouble == c[listed].score_step &&
+                  cJSON_GetObjectItem(sig, "icl_step")->valuedouble == c[listed].icl_step &&
+                  cJSON_GetObjectItem(sig, "loss_step")->valuedouble == c[listed].loss_step);
+        listed++;
+    }
+    ck_assert_int_eq(listed, found);
+    cJSON_Delete(j);
+    trainer_run_end(&run, &t, 0, NULL);
+    trainer_free(&t);
+    return found;
+}
+
+/* The 2-layer induction model's phase change, seen three ways: for seeds 1 to 5 an induction
+ * head forms and its three signals agree. 400 steps: the fewest at which 10 seeds of 10 show
+ * it (at 300 the in-context score of seed 2 falls steepest 20 steps after the score rose, one
+ * 15-step interval too late; below 300 the score takes longer than a tenth of the run to
+ * rise). One layer has no induction head to form: none. */
+START_TEST(test_induction_phase_change_agrees) {
+    phase_change c[8];
+    int64_t interval;
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        int n = induction_phase_changes(2, 400, seed, c, &interval);
+        ck_assert_msg(n >= 1, "seed %llu: no induction phase change", (unsigned long long)seed);
+        for (int i = 0; i < n; i++) {
+            printf("test_hints: seed %llu: layer %d head %d: induction score rose at step %lld, "
+                   "in-context score fell at %lld, training loss fell at %lld\n",
+                   (unsigned long long)seed, c[i].layer + 1, c[i].head + 1,
+                   (long long)c[i].score_step, (long long)c[i].icl_step,
+                   (long long)c[i].loss_step);
+            ck_assert(c[i].score_step >= 0 && c[i].icl_step >= 0 && c[i].loss_step >= 0);
+            ck_assert_int_le(llabs(c[i].icl_step - c[i].score_step), interval);
+            ck_assert_int_le(llabs(c[i].loss_step - c[i].score_step), interval);
+        }
+    }
+    ck_assert_int_eq(induction_phase_changes(1, 400, 1, c, &interval), 0);
+}
+END_TEST
+
 /* The induction model's report: every field of the summary, the phase changes included. */
 START_TEST(test_report_json) {
     trainer t;
@@ -302,6 +444,7 @@ static Suite *hints_suite(void) {
     tcase_add_test(tc, test_hint_depth_task);
     tcase_add_test(tc, test_hint_narrow_and_other);
     tcase_add_test(tc, test_phase_changes);
+    tcase_add_test(tc, test_induction_signals);
     suite_add_tcase(s, tc);
     /* Tagged as test_train's learning runs are ("slow long"): hundreds of steps, about 2 s here,
      * which valgrind and the per-path runs of .ci/run skip */
@@ -309,6 +452,7 @@ static Suite *hints_suite(void) {
     tcase_set_tags(runs, "slow long");
     tcase_add_test(runs, test_hint_data_file);
     tcase_add_test(runs, test_report_json);
+    tcase_add_test(runs, test_induction_phase_change_agrees);
     suite_add_tcase(s, runs);
     return s;
 }

@@ -70,6 +70,14 @@ rc=$?
 [ "$rc" = 6 ] && ok || fail "eval --data --per-example, cJSON allocation 20 failing: exit $rc, expected 6"
 one_line "eval --data --per-example, cJSON allocation 20 failing"
 [ -e ex.jsonl ] || [ -e ev.json ] && fail "eval --data with a record lost wrote its files" || ok
+# lens: a cell of its layers (early) or a part of its decomposition (late) lost
+for n in 30 400; do
+    QKV_TEST_FAIL_JSON_ALLOC=$n "$QKV" lens m --input "1 2 3 4" --out lens.json >out.txt 2>err.txt
+    rc=$?
+    [ "$rc" = 6 ] && ok || fail "lens --out, cJSON allocation $n failing: exit $rc, expected 6"
+    one_line "lens --out, cJSON allocation $n failing"
+    [ -e lens.json ] || [ -s out.txt ] && fail "lens with an item lost wrote or printed it" || ok
+done
 
 if ! (ulimit -v 400000 && exec "$QKV" --version) >/dev/null 2>&1; then
     echo "ulimit_test: qkv cannot start under ulimit -v 400000 (a sanitizer build): the limits are skipped"
@@ -90,6 +98,7 @@ COMMANDS=(
     "circuits wide --json"
     "inspect --model m --input '1 2 3 4'"
     "attribute m --input '1 2 3 4'"
+    "lens m --input '1 2 3 4'"
     "ablate m"
     "ablate m --data d.txt --mode mean --together"
     "eval --model m --data d.txt --per-example o.jsonl"

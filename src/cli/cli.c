@@ -15,6 +15,7 @@ static const struct {
     {"ablate", cmd_ablate, "which heads matter: each head's output removed, the loss and accuracy"},
     {"patch", cmd_patch, "which heads carry an answer: activation and attribution patching"},
     {"attribute", cmd_attribute, "a logit split exactly into the embeddings, each head and the bias"},
+    {"lens", cmd_lens, "the logit lens: the stream after each layer read as tokens; its parts"},
     {"inspect", cmd_inspect, "run a saved model on any input: Q, K, V, scores, weights, gradients"},
     {"grads", cmd_grads, "write one batch and every parameter's gradient to a file"},
     {"bench", cmd_bench, "time a training step: ms/step, GFLOP/s, step memory"},

@@ -223,6 +223,7 @@ int cmd_sweep(int argc, char **argv, bool parse_only);
 int cmd_ablate(int argc, char **argv, bool parse_only);
 int cmd_patch(int argc, char **argv, bool parse_only);
 int cmd_attribute(int argc, char **argv, bool parse_only);
+int cmd_lens(int argc, char **argv, bool parse_only);
 int cmd_circuits(int argc, char **argv, bool parse_only);
 
 #endif

@@ -113,8 +113,8 @@ static bool add_head(const char *item, const qkv_model_config *c, unsigned char 
 }
 
 /* "2.1,2.2" -> heads (0-based), checked against the model. */
-static bool parse_heads(const char *text, const trainer *t, ablate_request *rq) {
-    const qkv_model_config *c = &t->model.cfg;
+static bool parse_heads(const char *text, const loaded_model *lm, ablate_request *rq) {
+    const qkv_model_config *c = &lm->model.cfg;
     if (!*text) {
         cli_error("--heads: no head given");
         return false;
@@ -136,14 +136,14 @@ static bool parse_heads(const char *text, const trainer *t, ablate_request *rq) 
     return ok;
 }
 
-static void print_table(const trainer *t, const ablate_request *rq, const ablate_result *r,
+static void print_table(const loaded_model *lm, const ablate_request *rq, const ablate_result *r,
                         const char *data) {
     bool stream = rq->site == QKV_SITE_RESID_PRE || rq->site == QKV_SITE_RESID_POST;
     printf("ablate: %s ablation of %s (--site %s, --over %s), %d layer%s x %d head%s, %lld "
            "positions with a target (%s)\n", rq->mean ? "mean" : "zero",
            stream ? "the stream" : "each head's", explain_site_names[rq->site],
-           explain_over_names[rq->over], t->model.cfg.layers, t->model.cfg.layers == 1 ? "" : "s",
-           t->model.cfg.heads, t->model.cfg.heads == 1 ? "" : "s",
+           explain_over_names[rq->over], lm->model.cfg.layers, lm->model.cfg.layers == 1 ? "" : "s",
+           lm->model.cfg.heads, lm->model.cfg.heads == 1 ? "" : "s",
            (long long)r->baseline.counted, data ? data : "the held-out set");
     printf("  %-16s %10s %9s %10s %10s\n", stream ? "layer" : "head", "loss", "accuracy",
            "loss +", "accuracy -");
@@ -167,13 +167,13 @@ static void print_table(const trainer *t, const ablate_request *rq, const ablate
 }
 
 static int ablate_run(const ablate_args *a) {
-    trainer t;
+    loaded_model lm;
     char path[RUN_PATH_LEN];
-    int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
+    int code = explain_cli_load(a->model, a->dtype, a->threads, &lm, path, sizeof path);
     if (code != EXIT_OK) return code;
     const char *inputs[4] = {path, NULL, NULL, NULL}; /* the model, its data file, --data */
     int k = 1;
-    if (t.data) inputs[k++] = t.data->path;
+    if (lm.data) inputs[k++] = lm.data->path;
     if (a->data) inputs[k++] = a->data;
     eval_file file = {0};
     ablate_request rq = {.mean = a->mode == 1, .together = a->together,
@@ -184,27 +184,27 @@ static int ablate_run(const ablate_args *a) {
         cli_error("ablate: out of memory");
         code = EXIT_NOMEM;
     }
-    if (code == EXIT_OK && a->heads && !parse_heads(a->heads, &t, &rq)) code = EXIT_USAGE;
-    if (code == EXIT_OK && explain_check_site(&t, rq.site, rq.over) != QKV_OK) {
+    if (code == EXIT_OK && a->heads && !parse_heads(a->heads, &lm, &rq)) code = EXIT_USAGE;
+    if (code == EXIT_OK && explain_check_site(&lm, rq.site, rq.over) != QKV_OK) {
         cli_error("ablate: %s", qkv_last_error());
         code = EXIT_USAGE;
     }
     if (code == EXIT_OK) {
-        explain_set set = explain_heldout(&t);
-        qkv_status s = a->data ? eval_file_read(&file, &t, a->data) : QKV_OK;
+        example_set set = loaded_model_heldout(&lm);
+        qkv_status s = a->data ? eval_file_read(&file, &lm, a->data) : QKV_OK;
         if (a->data && s == QKV_OK)
-            set = (explain_set){file.n, file.x, file.y, t.data ? file.len : NULL};
-        if (s == QKV_OK) s = explain_ablate(&t, &set, &rq, r);
+            set = (example_set){file.n, file.x, file.y, lm.data ? file.len : NULL};
+        if (s == QKV_OK) s = explain_ablate(&lm, &set, &rq, r);
         if (s != QKV_OK) {
             cli_error("%s", qkv_last_error());
             code = cli_exit_for(s);
         }
     }
     if (code == EXIT_OK) {
-        cJSON *j = explain_ablate_json(&t, &rq, r, a->data);
+        cJSON *j = explain_ablate_json(&lm, &rq, r, a->data);
         if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
         else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
-            if (!a->json) print_table(&t, &rq, r, a->data);
+            if (!a->json) print_table(&lm, &rq, r, a->data);
             code = explain_cli_print(j, a->json, a->out);
         }
         cJSON_Delete(j);
@@ -213,7 +213,7 @@ static int ablate_run(const ablate_args *a) {
     if (r) explain_ablate_free(r);
     free(r);
     free(rq.heads);
-    trainer_free(&t);
+    loaded_model_free(&lm);
     return code;
 }
 

@@ -24,7 +24,8 @@ static int attribute_parse(int argc, char **argv, attribute_args *a) {
          .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
         {"input", CLI_STRING, &a->input, .arg = "\"...\"", .help = "the input's tokens"},
         {"position", CLI_INT, &a->position, 0, QKV_MAX_SEQ_LEN - 1, .arg = "I",
-         .help = "the position, from 0 (default: the last with a target)"},
+         .help = "the position, from 0 (default: the last that had a\n"
+                 "target in training)"},
         {"token", CLI_STRING, &a->token, .arg = "TOKEN",
          .help = "whose logit (default: the predicted token)"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
@@ -58,10 +59,12 @@ static int attribute_parse(int argc, char **argv, attribute_args *a) {
     return explain_cli_model("attribute", a->model, argc, argv, first, &a->model);
 }
 
-static void print_table(const trainer *t, const explain_input *in, const dla_result *r) {
-    char pos[48], tok[32];
-    explain_position_label(t, in, r->position, pos, sizeof pos);
-    trainer_token_label(t, r->token, tok, sizeof tok);
+static void print_table(const loaded_model *lm, const explain_input *in, const dla_result *r) {
+    char pos[80], tok[32];
+    explain_position_label(lm, in, r->position, pos, sizeof pos);
+    if (!explain_position_trained(lm, in, r->position)) /* named, never taken for a target */
+        snprintf(pos + strlen(pos), sizeof pos - strlen(pos), " (no target in training)");
+    loaded_model_token_label(lm, r->token, tok, sizeof tok);
     printf("attribute: the logit of '%s' at position %s is %.9g\n", tok, pos, r->logit);
     printf("  %-8s %14s\n", "part", "value");
     for (int i = 0; i < r->n_parts; i++) {
@@ -73,11 +76,11 @@ static void print_table(const trainer *t, const explain_input *in, const dla_res
 }
 
 static int attribute_run(const attribute_args *a) {
-    trainer t;
+    loaded_model lm;
     char path[RUN_PATH_LEN];
-    int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
+    int code = explain_cli_load(a->model, a->dtype, a->threads, &lm, path, sizeof path);
     if (code != EXIT_OK) return code;
-    const char *inputs[] = {path, t.data ? t.data->path : NULL, NULL};
+    const char *inputs[] = {path, lm.data ? lm.data->path : NULL, NULL};
     explain_input *in = malloc(sizeof *in);
     dla_result *r = calloc(1, sizeof *r);
     qkv_status s = QKV_OK;
@@ -89,24 +92,27 @@ static int attribute_run(const attribute_args *a) {
         code = EXIT_NOMEM;
         goto done;
     }
-    if ((s = explain_read_input(&t, "--input", a->input, in)) != QKV_OK) goto fail;
-    int position = a->position >= 0 ? (int)a->position : explain_default_position(&t, in);
+    if ((s = explain_read_input(&lm, "--input", a->input, in)) != QKV_OK) goto fail;
+    int position = a->position >= 0 ? (int)a->position : explain_default_position(&lm, in);
     if (position < 0) {
         cli_error("attribute: the input has no position with a target: give --position");
         code = EXIT_USAGE;
         goto done;
     }
-    if ((s = explain_check_position(&t, in, position)) != QKV_OK) goto fail;
+    if ((s = explain_check_position(&lm, in, position)) != QKV_OK) goto fail;
     int token = -1;
-    if (a->token && (token = explain_read_class(&t, "--token", a->token)) < 0) {
+    if (a->token && (token = explain_read_class(&lm, "--token", a->token)) < 0) {
         s = QKV_ERR_VALUE;
         goto fail;
     }
-    if ((s = explain_attribute(&t, in, position, token, r)) != QKV_OK) goto fail;
-    cJSON *j = explain_attribute_json(&t, in, r);
+    if ((s = explain_attribute(&lm, in, position, token, r)) != QKV_OK) goto fail;
+    cJSON *j = explain_attribute_json(&lm, in, r);
+    if (j) /* false: a position no training example of this length had a target at */
+        cJSON_AddBoolToObject(j, "position_has_target",
+                              explain_position_trained(&lm, in, position));
     if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
     else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
-        if (!a->json) print_table(&t, in, r);
+        if (!a->json) print_table(&lm, in, r);
         code = explain_cli_print(j, a->json, a->out);
     }
     cJSON_Delete(j);
@@ -118,7 +124,7 @@ done:
     free(in);
     if (r) explain_attribute_free(r);
     free(r);
-    trainer_free(&t);
+    loaded_model_free(&lm);
     return code;
 }
 

@@ -5,7 +5,8 @@
 #include "explain_cli.h"
 #include "explore/explain.h"
 #include "io/io.h"
-#include "train/checkpoint.h"
+#include "model/model.h"
+#include "train/loaded_model.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -19,6 +20,58 @@ typedef struct {
 } circuits_args;
 
 static const char *const kind_names[] = {"q", "k", "v"}; /* by qkv_composition_kind */
+
+/* The mapping view (docs/explain.md, "Mapping"): the token each token should make a head
+ * write, whether keys hold the token at all, and per head the OV circuit's top target. */
+typedef struct {
+    int32_t *expected;  /* (V): the task's or the data's target of each token, -1: none */
+    bool *key_token;    /* (V): inputs hold it (an encoder-decoder's: the encoder sees it) */
+    int32_t *top;       /* (L*H, V): each head's OV top target per key token, -1 elsewhere */
+    int *right, *sources; /* (L*H): key tokens whose top target is the expected one, of those
+                             with one */
+} mapping;
+
+static void mapping_free(mapping *mp) {
+    free(mp->expected), free(mp->key_token), free(mp->top), free(mp->right), free(mp->sources);
+    *mp = (mapping){0};
+}
+
+/* Every head's mapping: the expected targets from the model's task or data file, then each
+ * head's OV circuit's top target per key token. */
+static qkv_status mapping_build(const loaded_model *lm, mapping *mp) {
+    const qkv_model_config *c = &lm->model.cfg;
+    int V = c->vocab, LH = c->layers * c->heads;
+    *mp = (mapping){malloc((size_t)V * sizeof *mp->expected), malloc((size_t)V),
+                    malloc((size_t)LH * V * sizeof *mp->top), malloc((size_t)LH * sizeof(int)),
+                    malloc((size_t)LH * sizeof(int))};
+    double *ov = malloc((size_t)V * V * sizeof *ov);
+    qkv_status s = mp->expected && mp->key_token && mp->top && mp->right && mp->sources && ov
+                       ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
+    const dataset *d = lm->data;
+    if (s == QKV_OK)
+        s = d ? circuits_data_mapping(V, d->n_train, d->in_len, d->out_len, d->train_x,
+                                      d->train_y, mp->expected, mp->key_token)
+              : circuits_task_mapping(&lm->cfg.task, mp->expected, mp->key_token);
+    for (int i = 0; s == QKV_OK && i < LH; i++) {
+        s = qkv_head_circuits(&lm->model, i / c->heads, i % c->heads, NULL, NULL, ov);
+        if (s == QKV_OK)
+            mp->right[i] = circuits_top_targets(ov, V, mp->key_token, mp->expected,
+                                                mp->top + (size_t)i * V, &mp->sources[i]);
+    }
+    free(ov);
+    if (s != QKV_OK) mapping_free(mp);
+    return s;
+}
+
+/* A token list as JSON: the names of tokens[i] for each key token i, null where -1. */
+static cJSON *key_tokens_json(const loaded_model *lm, const mapping *mp, const int32_t *tokens) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; a && i < lm->model.cfg.vocab; i++)
+        if (mp->key_token[i])
+            cJSON_AddItemToArray(a, tokens[i] >= 0 ? explain_token_json(lm, tokens[i])
+                                                   : cJSON_CreateNull());
+    return a;
+}
 
 static int circuits_parse(int argc, char **argv, circuits_args *a) {
     *a = (circuits_args){0};
@@ -39,7 +92,9 @@ static int circuits_parse(int argc, char **argv, circuits_args *a) {
                  "query token attends to a key token, through the embeddings and W_Q W_K^T; the positional\n"
                  "part apart), its OV circuit (the logits it writes for a token it attends to, through\n"
                  "W_V W_O and the vocabulary head) and that circuit's copying score (1: the head copies),\n"
-                 "and the Q-, K- and V-composition scores between heads of consecutive layers.\n"
+                 "its mapping (the OV circuit's top target for each token keys hold, against the\n"
+                 "task's or the training data's target), and the Q-, K- and V-composition scores\n"
+                 "between heads of consecutive layers.\n"
                  "docs/explain.md defines each number.\n"
                  "\n",
         .options = options,
@@ -69,19 +124,19 @@ static cJSON *matrix_json(const double *m, int rows, int cols) {
     return a;
 }
 
-static void add_labels(cJSON *j, const char *key, const trainer *t, int n, bool tokens) {
+static void add_labels(cJSON *j, const char *key, const loaded_model *lm, int n, bool tokens) {
     cJSON *a = cJSON_AddArrayToObject(j, key);
     for (int i = 0; a && i < n; i++) {
         char label[64];
         snprintf(label, sizeof label, "%d", i);
-        cJSON_AddItemToArray(a, tokens ? explain_token_json(t, i) : cJSON_CreateString(label));
+        cJSON_AddItemToArray(a, tokens ? explain_token_json(lm, i) : cJSON_CreateString(label));
     }
 }
 
 /* The whole answer as one JSON object (NULL with the status in *s). */
-static cJSON *circuits_json(const trainer *t, const double *copying, const double *composition,
-                            qkv_status *s) {
-    const qkv_model *m = &t->model;
+static cJSON *circuits_json(const loaded_model *lm, const double *copying,
+                            const double *composition, const mapping *mp, qkv_status *s) {
+    const qkv_model *m = &lm->model;
     const qkv_model_config *c = &m->cfg;
     int L = c->layers, H = c->heads, V = c->vocab, T = c->seq_len;
     int Rq = c->target_len ? c->target_len : V, Tq = c->target_len ? c->target_len : T;
@@ -97,10 +152,17 @@ static cJSON *circuits_json(const trainer *t, const double *copying, const doubl
         cJSON_AddNumberToObject(j, "d_k", c->d_model / H);
         cJSON_AddNumberToObject(j, "scale", 1.0 / sqrt((double)(c->d_model / H)));
         cJSON_AddBoolToObject(j, "encoder_decoder", c->target_len > 0);
-        add_labels(j, "vocab", t, V, true);        /* rows and columns of ov, columns of qk */
-        add_labels(j, "query_labels", t, Rq, !c->target_len); /* rows of qk */
+        add_labels(j, "vocab", lm, V, true);        /* rows and columns of ov, columns of qk */
+        add_labels(j, "query_labels", lm, Rq, !c->target_len); /* rows of qk */
         cJSON_AddNumberToObject(j, "query_positions", Tq); /* qk_pos is (query_positions, */
         cJSON_AddNumberToObject(j, "key_positions", T);    /*            key_positions) */
+        /* the mapping view: the tokens keys can hold (indices into vocab; an encoder-
+         * decoder's: the encoder's tokens), and the target the task or data gives each */
+        cJSON *keys = cJSON_AddArrayToObject(j, "key_tokens");
+        for (int i = 0; keys && i < V; i++)
+            if (mp->key_token[i]) cJSON_AddItemToArray(keys, cJSON_CreateNumber(i));
+        cJSON_AddStringToObject(j, "mapping_source", lm->data ? "data" : "task");
+        cJSON_AddItemToObject(j, "expected_targets", key_tokens_json(lm, mp, mp->expected));
     }
     cJSON *heads = *s == QKV_OK ? cJSON_AddArrayToObject(j, "heads") : NULL;
     for (int l = 0; *s == QKV_OK && l < L; l++)
@@ -111,6 +173,14 @@ static cJSON *circuits_json(const trainer *t, const double *copying, const doubl
             cJSON_AddNumberToObject(o, "layer", l + 1);
             cJSON_AddNumberToObject(o, "head", h + 1);
             cJSON_AddNumberToObject(o, "copying_score", copying[l * H + h]); /* NaN: null */
+            int i = l * H + h;
+            cJSON *map = cJSON_AddObjectToObject(o, "mapping");
+            cJSON_AddItemToObject(map, "top_targets",
+                                  key_tokens_json(lm, mp, mp->top + (size_t)i * V));
+            cJSON_AddNumberToObject(map, "right", mp->right[i]);
+            cJSON_AddNumberToObject(map, "sources", mp->sources[i]);
+            cJSON_AddNumberToObject(map, "share", mp->sources[i] ? (double)mp->right[i] / mp->sources[i]
+                                                                  : NAN);
             cJSON_AddItemToObject(o, "qk", matrix_json(qk, Rq, V));
             cJSON_AddItemToObject(o, "qk_pos", matrix_json(qk_pos, Tq, T));
             cJSON_AddItemToObject(o, "ov", matrix_json(ov, V, V));
@@ -147,15 +217,53 @@ static const char *score_text(double v, char *buf, size_t len) {
     return buf;
 }
 
-static void print_table(const qkv_model_config *c, const double *copying,
-                        const double *composition) {
+/* Each head's OV top target per key token: "  1.1  s0->w5 s1->w3! ..." ('!' where the task
+ * or data gives another target, '?' where it gives none). */
+static void print_mapping(const loaded_model *lm, const mapping *mp) {
+    const qkv_model_config *c = &lm->model.cfg;
+    int V = c->vocab;
+    printf("top target of each key token (the OV circuit's largest logit; ! not the %s's "
+           "target, ? no target)\n", lm->data ? "data" : "task");
+    for (int i = 0; i < c->layers * c->heads; i++) {
+        printf("  %d.%d ", i / c->heads + 1, i % c->heads + 1);
+        for (int k = 0; k < V; k++) {
+            int32_t top = mp->top[(size_t)i * V + k];
+            if (!mp->key_token[k]) continue;
+            char from[32], to[32];
+            printf(" %s->%s%s", loaded_model_token_text(lm, k, from, sizeof from),
+                   loaded_model_token_text(lm, top, to, sizeof to),
+                   mp->expected[k] < 0 ? "?" : mp->expected[k] != top ? "!" : "");
+        }
+        printf("\n");
+    }
+}
+
+static void print_table(const loaded_model *lm, const double *copying, const double *composition,
+                        const mapping *mp) {
+    const qkv_model_config *c = &lm->model.cfg;
     int L = c->layers, H = c->heads;
     char b[3][32];
     printf("heads (copying score: 1 copies the attended token, -1 writes against it)\n");
-    printf("  layer  head  copying\n");
+    printf("  layer  head  copying  mapping\n");
     for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++)
-            printf("  %5d  %4d   %s\n", l + 1, h + 1, score_text(copying[l * H + h], b[0], 32));
+        for (int h = 0; h < H; h++) {
+            int i = l * H + h;
+            printf("  %5d  %4d   %s  ", l + 1, h + 1, score_text(copying[i], b[0], 32));
+            if (mp->sources[i])
+                printf("%d/%d (%.3f)\n", mp->right[i], mp->sources[i],
+                       (double)mp->right[i] / mp->sources[i]);
+            else
+                printf("-\n");
+        }
+    printf("copying: sum Re(l) / sum |l| over the OV circuit's eigenvalues l. It measures copying\n"
+           "only: a head that writes another token for the one it attends to (a translation, a\n"
+           "lookup) scores near 0 or below 0 however right it is, and a score near 1 says that\n"
+           "the circuit favours the attended token, not that it wins every row.\n"
+           "mapping: of the tokens %s that the %s gives a target, how many the\n"
+           "OV circuit writes as its top logit (docs/explain.md, \"Mapping\").\n",
+           c->target_len ? "the encoder sees" : "the inputs hold",
+           lm->data ? "training data" : "task");
+    print_mapping(lm, mp);
     if (L < 2) return;
     printf("composition (how much a head of layer L+1 reads what a head of layer L writes)\n");
     printf("  from   to         Q       K       V\n");
@@ -172,35 +280,38 @@ static void print_table(const qkv_model_config *c, const double *copying,
 static int circuits_run(const circuits_args *a) {
     char path[RUN_PATH_LEN];
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
-    trainer t;
-    qkv_status s = trainer_load_as(&t, path, TRAIN_DTYPE_OF_FILE);
+    loaded_model lm;
+    qkv_status s = loaded_model_load(&lm, path, TRAIN_DTYPE_OF_FILE);
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
     int code = cli_check_outputs("circuits", (cli_output[]){{"out", a->out}, {0}},
-                                 (const char *[]){path, t.data ? t.data->path : NULL, NULL});
+                                 (const char *[]){path, lm.data ? lm.data->path : NULL, NULL});
     if (code != EXIT_OK) {
-        trainer_free(&t);
+        loaded_model_free(&lm);
         return code;
     }
-    const qkv_model_config *c = &t.model.cfg;
+    const qkv_model_config *c = &lm.model.cfg;
     int L = c->layers, H = c->heads;
     double *copying = malloc((size_t)L * H * sizeof *copying);
     double *composition = malloc((size_t)(L > 1 ? L - 1 : 1) * 3 * H * H * sizeof *composition);
     s = copying && composition ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
-    if (s == QKV_OK) s = qkv_copying_scores(&t.model, copying);
-    if (s == QKV_OK) s = qkv_composition_scores(&t.model, composition);
-    cJSON *j = s == QKV_OK && (a->json || a->out) ? circuits_json(&t, copying, composition, &s)
-                                                  : NULL;
+    if (s == QKV_OK) s = qkv_copying_scores(&lm.model, copying);
+    if (s == QKV_OK) s = qkv_composition_scores(&lm.model, composition);
+    mapping mp = {0};
+    if (s == QKV_OK) s = mapping_build(&lm, &mp);
+    cJSON *j = s == QKV_OK && (a->json || a->out)
+                   ? circuits_json(&lm, copying, composition, &mp, &s) : NULL;
     code = s == QKV_OK ? explain_cli_save(j, a->out) : EXIT_OK;
     if (s == QKV_OK && code == EXIT_OK) {
-        if (!a->json) print_table(c, copying, composition);
+        if (!a->json) print_table(&lm, copying, composition, &mp);
         code = explain_cli_print(j, a->json, a->out);
     }
     cJSON_Delete(j);
+    mapping_free(&mp);
     free(copying), free(composition);
-    trainer_free(&t);
+    loaded_model_free(&lm);
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);

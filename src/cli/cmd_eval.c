@@ -74,14 +74,15 @@ static void print_score(int width, double v) {
     else printf("%*.4f", width, v);
 }
 
-static void print_data_result(const trainer *t, const eval_file *f, const eval_data_result *r) {
-    const qkv_model_config *c = &t->model.cfg;
+static void print_data_result(const loaded_model *lm, const eval_file *f,
+                              const eval_data_result *r) {
+    const qkv_model_config *c = &lm->model.cfg;
     printf("eval: %s, %d examples, %lld positions with a target\n", f->path, f->n,
            (long long)r->score.counted);
     printf("  loss %.4f, accuracy %.2f%% (chance %.2f%%)\n", r->score.loss,
            100 * r->score.accuracy, 100 * r->chance);
     printf("  accuracy by position:");
-    for (int i = 0; i < t->target_len; i++)
+    for (int i = 0; i < lm->target_len; i++)
         if (r->by_position[i].counted)
             printf(" %d: %.3f", i, (double)r->by_position[i].hits / r->by_position[i].counted);
     printf("\n  accuracy by input length:");
@@ -105,20 +106,20 @@ static void print_data_result(const trainer *t, const eval_file *f, const eval_d
 }
 
 /* eval --data FILE: the model on a file of examples. */
-static int eval_data(trainer *t, const eval_args *a, const char *path) {
+static int eval_data(loaded_model *lm, const eval_args *a, const char *path) {
     /* both outputs checked before the data is read or anything written; written together */
-    const char *inputs[] = {path, a->data, t->data ? t->data->path : NULL, NULL};
+    const char *inputs[] = {path, a->data, lm->data ? lm->data->path : NULL, NULL};
     const cli_output outputs[] = {{"per-example", a->per_example}, {"out", a->out}, {0}};
     int code = cli_check_outputs("eval", outputs, inputs);
     if (code != EXIT_OK) return code;
     eval_file f;
     eval_data_result r = {0};
     atomic_file af = {0};
-    qkv_status s = eval_file_read(&f, t, a->data);
+    qkv_status s = eval_file_read(&f, lm, a->data);
     if (s == QKV_OK && a->per_example) s = atomic_open(&af, a->per_example);
-    if (s == QKV_OK) s = eval_data_run(t, &f, a->per_example ? af.f : NULL, &r);
+    if (s == QKV_OK) s = eval_data_run(lm, &f, a->per_example ? af.f : NULL, &r);
     cJSON *j = NULL;
-    if (s == QKV_OK && !(j = eval_data_json(t, &f, &r)))
+    if (s == QKV_OK && !(j = eval_data_json(lm, &f, &r)))
         s = qkv_fail(QKV_ERR_NOMEM, "out of memory");
     if (s != QKV_OK) {
         if (af.f) atomic_abort(&af);
@@ -126,8 +127,10 @@ static int eval_data(trainer *t, const eval_args *a, const char *path) {
         code = cli_exit_for(s);
     } else if ((code = explain_cli_save_both(j, a->out, &af)) == EXIT_OK) {
         if (!a->json) {
-            print_data_result(t, &f, &r);
-            cli_print_hint(t, &r.heads, NULL, false); /* as plain eval's, over the file */
+            print_data_result(lm, &f, &r);
+            char hint[512]; /* as plain eval's, over the file */
+            loaded_model_hint(lm, &r.heads, hint, sizeof hint);
+            cli_print_hint_text(hint, false);
         }
         code = explain_cli_print(j, a->json, a->out);
     }
@@ -138,9 +141,17 @@ static int eval_data(trainer *t, const eval_args *a, const char *path) {
 }
 
 static int eval_run(const eval_args *a) {
+    char path[RUN_PATH_LEN];
+    if (a->data) { /* an analysis of the loaded model */
+        loaded_model lm;
+        int code = explain_cli_load(a->model, a->dtype, a->threads, &lm, path, sizeof path);
+        if (code != EXIT_OK) return code;
+        code = eval_data(&lm, a, path);
+        loaded_model_free(&lm);
+        return code;
+    }
     int code = cli_set_threads(a->threads);
     if (code != EXIT_OK) return code;
-    char path[RUN_PATH_LEN];
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
     bool json = a->json;
     trainer t;
@@ -148,11 +159,6 @@ static int eval_run(const eval_args *a) {
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
-    }
-    if (a->data) {
-        int code = eval_data(&t, a, path);
-        trainer_free(&t);
-        return code;
     }
     double t0 = run_files_now();
     eval_result r = trainer_evaluate(&t);

@@ -176,14 +176,14 @@ static bool shown_by_default(const part *p) {
 }
 
 static void print_text(const inspection *in, bool full) {
-    const qkv_task *task = &in->t.cfg.task;
-    const qkv_model_config *c = &in->t.model.cfg;
+    const qkv_task *task = &in->lm.cfg.task;
+    const qkv_model_config *c = &in->lm.model.cfg;
     printf("%s model: %d layer%s x %d head%s, d_model %d, d_k %d%s, after %" PRId64 " steps\n",
            qkv_task_name(task->kind), c->layers, c->layers > 1 ? "s" : "", c->heads,
            c->heads > 1 ? "s" : "", c->d_model, in->Dk, c->causal ? ", causal mask" : "",
-           in->t.optim.step);
-    if (in->t.data)
-        printf("data file %s; %d of at most %d input tokens%s\n", in->t.data->path, in->T,
+           in->lm.step);
+    if (in->lm.data)
+        printf("data file %s; %d of at most %d input tokens%s\n", in->lm.data->path, in->T,
                in->model_T, in->T < in->model_T ? ", padded as in training" : "");
     if (in->cross)
         printf("encoder-decoder: every layer is cross-attention from the %d decoder positions "
@@ -224,7 +224,7 @@ static void print_text(const inspection *in, bool full) {
 
 /* The line that says what the file of --out holds. */
 static void print_written(const inspection *in, const char *out) {
-    const qkv_model_config *c = &in->t.model.cfg;
+    const qkv_model_config *c = &in->lm.model.cfg;
     printf("wrote %s: %d layer%s x %d head%s, %d tokens%s%s\n", out, c->layers,
            c->layers > 1 ? "s" : "", c->heads, c->heads > 1 ? "s" : "", in->T,
            in->cross ? " (cross-attention from the decoder's positions)" : "",

@@ -47,7 +47,8 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
         {"wrong", CLI_STRING, &a->wrong, .arg = "TOKEN",
          .help = "(default: the corrupted input's prediction)"},
         {"position", CLI_INT, &a->position, 0, QKV_MAX_SEQ_LEN - 1, .arg = "I",
-         .help = "the position of the metric, from 0 (default: the last with a target)"},
+         .help = "the position of the metric, from 0 (default: the last that had a\n"
+                 "target in training)"},
         {"site", CLI_CHOICE, &a->site, .choices = explain_site_names, .arg = "S",
          .help = "what is patched: z (a head's output, the default), q, k, v, pattern\n"
                  "(its attention weights), resid-pre or resid-post (the stream entering\n"
@@ -126,7 +127,7 @@ static int count_words(const char *text) {
 
 /* The one pair of --clean and --corrupt as a set: in[0], in[1] read, the metric's position,
  * answer and wrong token (given, or the predictions). */
-static int one_pair(trainer *t, const patch_args *a, explain_input *in, pair_set *p) {
+static int one_pair(loaded_model *lm, const patch_args *a, explain_input *in, pair_set *p) {
     memset(p, 0, sizeof *p);
     if (count_words(a->clean) != count_words(a->corrupt)) {
         cli_error("patch: --clean has %d tokens and --corrupt %d: patching needs inputs of one "
@@ -134,10 +135,10 @@ static int one_pair(trainer *t, const patch_args *a, explain_input *in, pair_set
         return EXIT_USAGE;
     }
     qkv_status s;
-    if ((s = explain_read_input(t, "--clean", a->clean, &in[0])) != QKV_OK ||
-        (s = explain_read_input(t, "--corrupt", a->corrupt, &in[1])) != QKV_OK)
+    if ((s = explain_read_input(lm, "--clean", a->clean, &in[0])) != QKV_OK ||
+        (s = explain_read_input(lm, "--corrupt", a->corrupt, &in[1])) != QKV_OK)
         goto fail;
-    int T = t->model.cfg.seq_len;
+    int T = lm->model.cfg.seq_len;
     p->clean = malloc((size_t)T * sizeof *p->clean);
     p->corrupt = malloc((size_t)T * sizeof *p->corrupt);
     p->metric = malloc(sizeof *p->metric);
@@ -149,27 +150,27 @@ static int one_pair(trainer *t, const patch_args *a, explain_input *in, pair_set
     memcpy(p->corrupt, in[1].tokens, (size_t)T * sizeof *p->corrupt);
     p->clean_len = &in[0].len, p->corrupt_len = &in[1].len; /* not owned: see patch_run */
     p->n = 1, p->keys = in[0].n;
-    p->positions = t->model.cfg.target_len ? t->target_len : in[0].n;
+    p->positions = lm->model.cfg.target_len ? lm->target_len : in[0].n;
     patch_metric *m = p->metric;
-    m->position = a->position >= 0 ? (int)a->position : explain_default_position(t, &in[0]);
+    m->position = a->position >= 0 ? (int)a->position : explain_default_position(lm, &in[0]);
     if (m->position < 0) {
         cli_error("patch: the clean input has no position with a target: give --position");
         return EXIT_USAGE;
     }
-    if ((s = explain_check_position(t, &in[0], m->position)) != QKV_OK) goto fail;
-    m->answer = a->answer ? explain_read_class(t, "--answer", a->answer) : -1;
-    m->wrong = a->wrong ? explain_read_class(t, "--wrong", a->wrong) : -1;
+    if ((s = explain_check_position(lm, &in[0], m->position)) != QKV_OK) goto fail;
+    m->answer = a->answer ? explain_read_class(lm, "--answer", a->answer) : -1;
+    m->wrong = a->wrong ? explain_read_class(lm, "--wrong", a->wrong) : -1;
     if ((a->answer && m->answer < 0) || (a->wrong && m->wrong < 0)) {
         s = QKV_ERR_VALUE; /* explain_read_class's */
         goto fail;
     }
-    if ((s = explain_fill_predictions(t, p->clean, p->corrupt, t->data ? p->clean_len : NULL,
-                                      t->data ? p->corrupt_len : NULL, 1, m, NULL, NULL)) !=
+    if ((s = explain_fill_predictions(lm, p->clean, p->corrupt, lm->data ? p->clean_len : NULL,
+                                      lm->data ? p->corrupt_len : NULL, 1, m, NULL, NULL)) !=
         QKV_OK)
         goto fail;
     if (m->answer == m->wrong) {
         char label[32];
-        trainer_token_label(t, m->answer, label, sizeof label);
+        loaded_model_token_label(lm, m->answer, label, sizeof label);
         cli_error("patch: the answer and the wrong token are both '%s'%s: the metric would be 0",
                   label, a->answer && a->wrong ? "" : " (give --answer and --wrong)");
         return EXIT_USAGE;
@@ -185,14 +186,16 @@ static void print_share(double v) {
     else printf(" %12s", "-");
 }
 
-static void print_table(const trainer *t, const explain_input *clean, const pair_set *p,
+static void print_table(const loaded_model *lm, const explain_input *clean, const pair_set *p,
                         const patch_result *r) {
-    char pos[48], ans[32], wr[32];
+    char pos[80], ans[32], wr[32];
     const patch_metric *m = &p->metric[0];
-    trainer_token_label(t, m->answer, ans, sizeof ans);
-    trainer_token_label(t, m->wrong, wr, sizeof wr);
+    loaded_model_token_label(lm, m->answer, ans, sizeof ans);
+    loaded_model_token_label(lm, m->wrong, wr, sizeof wr);
     if (clean) {
-        explain_position_label(t, clean, m->position, pos, sizeof pos);
+        explain_position_label(lm, clean, m->position, pos, sizeof pos);
+        if (!explain_position_trained(lm, clean, m->position)) /* named, never taken for one */
+            snprintf(pos + strlen(pos), sizeof pos - strlen(pos), " (no target in training)");
         printf("patch: logit[%s] - logit[%s] at position %s: clean %.6g, corrupted %.6g\n", ans,
                wr, pos, r->clean, r->corrupt);
     } else {
@@ -231,7 +234,7 @@ static void print_table(const trainer *t, const explain_input *clean, const pair
             if (s->head < 0) snprintf(name, sizeof name, "%d", s->layer + 1);
             else snprintf(name, sizeof name, "%d.%d", s->layer + 1, s->head + 1);
             if (s->position >= 0) {
-                if (clean) explain_position_label(t, clean, s->position, at, sizeof at);
+                if (clean) explain_position_label(lm, clean, s->position, at, sizeof at);
                 else snprintf(at, sizeof at, "%d", s->position);
             }
             if (s->key_position >= 0) snprintf(key, sizeof key, "%d", s->key_position);
@@ -266,13 +269,13 @@ static qkv_status write_per_pair(const patch_result *r, atomic_file *af) {
 }
 
 static int patch_run(const patch_args *a) {
-    trainer t;
+    loaded_model lm;
     char path[RUN_PATH_LEN];
-    int code = explain_cli_load(a->model, a->dtype, a->threads, &t, path, sizeof path);
+    int code = explain_cli_load(a->model, a->dtype, a->threads, &lm, path, sizeof path);
     if (code != EXIT_OK) return code;
     const char *inputs[4] = {path}; /* NULL-ended: no hole */
     int n_inputs = 1;
-    if (t.data) inputs[n_inputs++] = t.data->path;
+    if (lm.data) inputs[n_inputs++] = lm.data->path;
     if (a->pairs) inputs[n_inputs++] = a->pairs;
     explain_input *in = a->clean ? malloc(2 * sizeof *in) : NULL;
     pair_set pairs = {0};
@@ -288,29 +291,33 @@ static int patch_run(const patch_args *a) {
         code = EXIT_NOMEM;
         goto done;
     }
-    if (!a->path && (s = explain_check_site(&t, r.site, r.over)) != QKV_OK) goto fail;
+    if (!a->path && (s = explain_check_site(&lm, r.site, r.over)) != QKV_OK) goto fail;
     if (a->clean) {
-        if ((code = one_pair(&t, a, in, &pairs)) != EXIT_OK) goto done;
+        if ((code = one_pair(&lm, a, in, &pairs)) != EXIT_OK) goto done;
     } else if (a->pairs) {
-        if ((s = pair_set_read(&pairs, &t, a->pairs, (int)a->position)) != QKV_OK) goto fail;
-    } else if ((s = pair_set_corrupt_from(&pairs, &t, (corrupt_kind)a->corrupt_from,
+        if ((s = pair_set_read(&pairs, &lm, a->pairs, (int)a->position)) != QKV_OK) goto fail;
+    } else if ((s = pair_set_corrupt_from(&pairs, &lm, (corrupt_kind)a->corrupt_from,
                                           (int)a->position, (uint64_t)a->seed)) != QKV_OK) {
         goto fail;
     }
-    patch_pairs view = pair_set_view(&pairs, &t);
-    if ((s = explain_patch(&t, &view, &r)) != QKV_OK) goto fail;
+    r.left_out = pairs.skipped;
+    patch_pairs view = pair_set_view(&pairs, &lm);
+    if ((s = explain_patch(&lm, &view, &r)) != QKV_OK) goto fail;
     if (a->per_pair && (s = atomic_open(&af, a->per_pair)) == QKV_OK)
         s = write_per_pair(&r, &af);
     if (s == QKV_OK &&
-        !(j = explain_patch_json(&t, in ? &in[0] : NULL, in ? &in[1] : NULL, &pairs.metric[0],
+        !(j = explain_patch_json(&lm, in ? &in[0] : NULL, in ? &in[1] : NULL, &pairs.metric[0],
                                  a->pairs ? a->pairs : a->corrupt_from == CORRUPT_RESAMPLE
                                                            ? "resample"
                                                            : "shuffle",
                                  &r)))
         s = qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    if (s == QKV_OK && in) /* false: a position no training example of this length had a target at */
+        cJSON_AddBoolToObject(j, "position_has_target",
+                              explain_position_trained(&lm, &in[0], pairs.metric[0].position));
     if (s != QKV_OK) goto fail;
     if ((code = explain_cli_save_both(j, a->out, &af)) == EXIT_OK) {
-        if (!a->json) print_table(&t, in ? &in[0] : NULL, &pairs, &r);
+        if (!a->json) print_table(&lm, in ? &in[0] : NULL, &pairs, &r);
         code = explain_cli_print(j, a->json, a->out);
     }
     goto done;
@@ -324,7 +331,7 @@ done:
     pair_set_free(&pairs);
     explain_patch_free(&r);
     free(in);
-    trainer_free(&t);
+    loaded_model_free(&lm);
     return code;
 }
 

@@ -2,7 +2,6 @@
 #include "explain_cli.h"
 #include "explore/explain.h"
 #include "io/io.h"
-#include "train/checkpoint.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,12 +28,12 @@ int explain_cli_model(const char *who, const char *option, int argc, char **argv
     return CLI_RUN;
 }
 
-int explain_cli_load(const char *model, int dtype, long threads, trainer *t, char *path,
+int explain_cli_load(const char *model, int dtype, long threads, loaded_model *lm, char *path,
                      size_t len) {
     int code = cli_set_threads(threads);
     if (code != EXIT_OK) return code;
     if (!cli_model_path(model, path, len)) return EXIT_IO;
-    qkv_status s = trainer_load_as(t, path, dtype);
+    qkv_status s = loaded_model_load(lm, path, dtype);
     if (s != QKV_OK) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);

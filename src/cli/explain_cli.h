@@ -5,7 +5,7 @@
 
 #include "cli.h"
 #include "io/io.h"
-#include "train/checkpoint.h"
+#include "train/loaded_model.h"
 
 #include <cjson/cJSON.h>
 
@@ -16,7 +16,7 @@ int explain_cli_model(const char *who, const char *option, int argc, char **argv
 /* Sets the threads, finds the model file (a directory's model.safetensors) into path, and
  * loads it in `dtype` (TRAIN_DTYPE_OF_FILE or a qkv_dtype): EXIT_OK or the exit code after
  * one line. */
-int explain_cli_load(const char *model, int dtype, long threads, trainer *t, char *path,
+int explain_cli_load(const char *model, int dtype, long threads, loaded_model *lm, char *path,
                      size_t len);
 /* The JSON object written to `out` (atomically) when not NULL, before anything is printed:
  * EXIT_OK, or the exit code after one line (nothing else is printed then). */

@@ -117,7 +117,12 @@ void cli_print_summary(const trainer *t, const eval_result *r, const char *tail,
 
 void cli_print_hint(const trainer *t, const eval_result *r, const metrics_table *m, bool brief) {
     char hint[512];
-    if (train_hint(t, r, m, hint, sizeof hint) == HINT_NONE) return;
+    train_hint(t, r, m, hint, sizeof hint);
+    cli_print_hint_text(hint, brief);
+}
+
+void cli_print_hint_text(const char *hint, bool brief) {
+    if (!hint[0]) return; /* HINT_NONE */
     fflush(stdout); /* the summary first, where both go to one terminal */
     fprintf(brief ? stderr : stdout, "%s\n", hint); /* --quiet: stdout keeps one line */
 }
@@ -132,11 +137,18 @@ void cli_print_phase_changes(const trainer *t, const metrics_table *m) {
     enum { SHOWN = 8 };
     phase_change c[SHOWN];
     int n = train_phase_changes(m, c, SHOWN);
-    for (int i = 0; i < n && i < SHOWN; i++)
+    for (int i = 0; i < n && i < SHOWN; i++) {
         printf("  phase change: layer %d head %d %s %.2f → %.2f in steps %" PRId64 "-%" PRId64
                ", loss %.2f → %.2f\n", c[i].layer + 1, c[i].head + 1,
                head_score_name(c[i].score), c[i].from_score, c[i].to_score, c[i].from_step,
                c[i].step, c[i].from_loss, c[i].to_loss);
+        if (c[i].score != SCORE_INDUCTION) continue;
+        /* its signals (train/hints.h): the steps that end each steepest change */
+        printf("    steepest: the induction score's rise at step %" PRId64, c[i].score_step);
+        if (c[i].icl_step >= 0) printf(", the in-context score's fall at %" PRId64, c[i].icl_step);
+        printf(", the training loss's fall at %" PRId64 "%s\n", c[i].loss_step,
+               c[i].icl_step >= 0 ? "" : " (no in-context score: the induction task's alone)");
+    }
     if (n > SHOWN) printf("  and %d more phase changes (summary.json lists them)\n", n - SHOWN);
 }
 

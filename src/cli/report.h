@@ -15,6 +15,9 @@ void cli_print_summary(const trainer *t, const eval_result *r, const char *tail,
 /* The one hint when the run fell short (train_hint; m: the run's metrics, or NULL): on stdout
  * after the summary, on stderr when `brief` (--quiet). */
 void cli_print_hint(const trainer *t, const eval_result *r, const metrics_table *m, bool brief);
+/* A hint line made already (train_hint_of, loaded_model_hint): printed as cli_print_hint
+ * prints it, nothing for "" (HINT_NONE). */
+void cli_print_hint_text(const char *hint, bool brief);
 /* Held-out example 1 in the task's tokens or the data file's strings, with the prediction. */
 void cli_print_example(trainer *t);
 /* With two layers or more, the step at which a head of the last layer became an induction

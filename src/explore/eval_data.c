@@ -1,7 +1,7 @@
 /* eval_data.c - a saved model on a new file of examples (eval_data.h). */
 #include "explore/eval_data.h"
 #include "io/io.h"
-#include "train/hints.h"
+#include "train/loaded_model.h"
 
 #include <errno.h>
 #include <math.h>
@@ -16,7 +16,7 @@ void eval_file_free(eval_file *f) {
 
 /* A task model's line: its input tokens (ids or labels) split at spaces into `out`, at most
  * `most`. The count, or -1 with the error set (naming the file, the line and the word). */
-static int read_task_input(const trainer *t, const char *path, int64_t line, char *side,
+static int read_task_input(const loaded_model *lm, const char *path, int64_t line, char *side,
                            int most, int32_t *out) {
     int n = 0;
     for (char *p = side;;) {
@@ -30,7 +30,7 @@ static int read_task_input(const trainer *t, const char *path, int64_t line, cha
                      "at most %d", path, (long long)line, most, most);
             return -1;
         }
-        int id = explain_read_token(t, p);
+        int id = explain_read_token(lm, p);
         if (id < 0) {
             qkv_fail(QKV_ERR_FORMAT, "%s line %lld: unknown token '%.40s' (input token %d): the "
                      "model does not know it", path, (long long)line, p, n + 1);
@@ -59,13 +59,13 @@ static qkv_status grow(eval_file *f, size_t *cap, int T, int To) {
     return QKV_OK;
 }
 
-qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path) {
+qkv_status eval_file_read(eval_file *f, const loaded_model *lm, const char *path) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
     FILE *in;
     qkv_status s = io_fopen_regular(path, &in);
     if (s != QKV_OK) return s;
-    int T = t->model.cfg.seq_len, To = t->target_len;
+    int T = lm->model.cfg.seq_len, To = lm->target_len;
     char *buf = NULL;
     size_t bufcap = 0, cap = 0;
     ssize_t got;
@@ -87,20 +87,20 @@ qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path) {
         int32_t *x = f->x + (size_t)f->n * T, *y = f->y + (size_t)f->n * To;
         for (int i = 0; i < To; i++) y[i] = -1;
         int n;
-        if (t->data) { /* a data file's model: its lines read as training reads a --heldout file */
+        if (lm->data) { /* a data file's model: its lines read as training reads a --heldout file */
             int counts[2];
             const int most[2] = {T, To};
-            s = dataset_read_line(t->data, true, path, line, buf, len, most, x, y, counts);
+            s = dataset_read_line(lm->data, true, path, line, buf, len, most, x, y, counts);
             if (s != QKV_OK) break;
             n = counts[0];
         } else {
             if (strchr(buf, '\t')) {
                 s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: a tab: a %s model's examples are "
                              "lines of input tokens only (the task gives the targets)", path,
-                             (long long)line, qkv_task_name(t->cfg.task.kind));
+                             (long long)line, qkv_task_name(lm->cfg.task.kind));
                 break;
             }
-            if ((n = read_task_input(t, path, line, buf, T, x)) < 0) {
+            if ((n = read_task_input(lm, path, line, buf, T, x)) < 0) {
                 s = QKV_ERR_FORMAT;
                 break;
             }
@@ -111,7 +111,7 @@ qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path) {
             }
             char where[FILE_PATH_LEN + 40];
             snprintf(where, sizeof where, "%s line %lld", path, (long long)line);
-            if ((s = explain_task_targets(t, QKV_ERR_FORMAT, where, x, y)) != QKV_OK) break;
+            if ((s = explain_task_targets(lm, QKV_ERR_FORMAT, where, x, y)) != QKV_OK) break;
         }
         for (int i = n; i < T; i++) x[i] = DATA_PAD;
         f->len[f->n] = n;
@@ -139,31 +139,31 @@ void eval_data_result_free(eval_data_result *r) {
 }
 
 /* One example's line of --per-example. */
-static void write_example(const trainer *t, const eval_file *f, int e, const qkv_tensor *logits,
-                          int b, FILE *out) {
-    int T = t->model.cfg.seq_len, To = t->target_len, V = t->model.cfg.vocab;
+static void write_example(const loaded_model *lm, const eval_file *f, int e,
+                          const qkv_tensor *logits, int b, FILE *out) {
+    int T = lm->model.cfg.seq_len, To = lm->target_len, V = lm->model.cfg.vocab;
     const int32_t *x = f->x + (size_t)e * T, *y = f->y + (size_t)e * To;
     cJSON *o = cJSON_CreateObject(), *in = cJSON_AddArrayToObject(o, "input");
     cJSON_AddNumberToObject(o, "example", e + 1);
     cJSON_AddNumberToObject(o, "line", (double)f->line[e]);
-    for (int i = 0; i < f->len[e]; i++) cJSON_AddItemToArray(in, explain_token_json(t, x[i]));
+    for (int i = 0; i < f->len[e]; i++) cJSON_AddItemToArray(in, explain_token_json(lm, x[i]));
     cJSON *tg = cJSON_AddArrayToObject(o, "targets");
     cJSON *pr = cJSON_AddArrayToObject(o, "predictions");
     cJSON *pb = cJSON_AddArrayToObject(o, "probabilities");
     cJSON *ok = cJSON_AddArrayToObject(o, "right");
-    int queries = t->model.cfg.target_len ? To : f->len[e], right = 0, counted = 0;
+    int queries = lm->model.cfg.target_len ? To : f->len[e], right = 0, counted = 0;
     for (int i = 0; i < queries; i++) {
         int64_t row = ((int64_t)b * To + i) * V;
         int best = (int)qkv_argmax(logits, row, V);
         double max = qkv_get(logits, row + best), z = 0;
         for (int j = 0; j < V; j++) z += exp(qkv_get(logits, row + j) - max);
-        cJSON_AddItemToArray(pr, explain_token_json(t, best));
+        cJSON_AddItemToArray(pr, explain_token_json(lm, best));
         cJSON_AddItemToArray(pb, cJSON_CreateNumber(1.0 / z));
         if (y[i] < 0) {
             cJSON_AddItemToArray(tg, cJSON_CreateNull());
             cJSON_AddItemToArray(ok, cJSON_CreateNull());
         } else {
-            cJSON_AddItemToArray(tg, explain_token_json(t, y[i]));
+            cJSON_AddItemToArray(tg, explain_token_json(lm, y[i]));
             cJSON_AddItemToArray(ok, cJSON_CreateBool(best == y[i]));
             right += best == y[i], counted++;
         }
@@ -176,36 +176,32 @@ static void write_example(const trainer *t, const eval_file *f, int e, const qkv
     cJSON_Delete(o);
 }
 
-qkv_status eval_data_run(trainer *t, const eval_file *f, FILE *per_example,
+qkv_status eval_data_run(loaded_model *lm, const eval_file *f, FILE *per_example,
                          eval_data_result *r) {
-    const qkv_model_config *c = &t->model.cfg;
-    int T = c->seq_len, To = t->target_len, L = c->layers, H = c->heads, V = c->vocab;
+    const qkv_model_config *c = &lm->model.cfg;
+    int T = c->seq_len, To = lm->target_len, L = c->layers, H = c->heads, V = c->vocab;
     memset(r, 0, sizeof *r);
     r->by_position = calloc((size_t)To, sizeof *r->by_position);
     r->by_length = calloc((size_t)T + 1, sizeof *r->by_length);
     r->entropy = calloc((size_t)L * H, sizeof *r->entropy);
     if (!r->by_position || !r->by_length || !r->entropy)
         return qkv_fail(QKV_ERR_NOMEM, "eval: out of memory");
-    qkv_status s = trainer_analysis_reserve(t, f->n, "eval");
+    qkv_status s = loaded_model_reserve(lm, f->n, "eval");
     if (s != QKV_OK) return s;
-    const int32_t *lengths = t->data ? f->len : NULL;
-    r->chance = qkv_task_chance(&t->cfg.task);
-    /* loss, accuracy and the head scores, as training defines them, over the file: the
-     * trainer's evaluation pointed at the file's examples */
-    trainer view = *t;
-    view.held_tokens = f->x, view.held_targets = f->y, view.n_held = f->n;
-    view.held_lengths = (int32_t *)lengths;
-    r->heads = trainer_evaluate(&view);
+    const int32_t *lengths = lm->data ? f->len : NULL;
+    r->chance = qkv_task_chance(&lm->cfg.task);
+    /* loss, accuracy and the head scores, as training defines them, over the file */
+    r->heads = loaded_model_evaluate(lm, (example_set){f->n, f->x, f->y, lengths});
     r->score = (explain_score){r->heads.loss, r->heads.accuracy, r->heads.counted};
     int64_t ent_rows = 0;
     for (int start = 0; start < f->n; start += ANALYSIS_BATCH) {
         int B = f->n - start < ANALYSIS_BATCH ? f->n - start : ANALYSIS_BATCH;
-        qkv_ctx_reset(t->eval_ctx);
+        qkv_ctx_reset(lm->ctx);
         qkv_probe probe = {0};
-        qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx,
+        qkv_tensor *logits = qkv_model_forward_probe(&lm->model, lm->ctx,
                                                      f->x + (size_t)start * T,
                                                      lengths ? lengths + start : NULL, B, &probe);
-        s = explain_check_scored_logits(t, logits, f->y + (size_t)start * To, start,
+        s = explain_check_scored_logits(lm, logits, f->y + (size_t)start * To, start,
                                                    NULL, 0);
         if (s != QKV_OK) return qkv_fail(s, "eval: %s", qkv_last_error());
         for (int b = 0; b < B; b++) {
@@ -234,7 +230,7 @@ qkv_status eval_data_run(trainer *t, const eval_file *f, FILE *per_example,
                         r->entropy[l * H + h] += ent; /* summed here, averaged below */
                     }
             ent_rows += queries;
-            if (per_example) write_example(t, f, e, logits, b, per_example);
+            if (per_example) write_example(lm, f, e, logits, b, per_example);
         }
     }
     for (int k = 0; k < L * H; k++) r->entropy[k] = ent_rows ? r->entropy[k] / ent_rows : 0;
@@ -246,9 +242,9 @@ static void add_number(cJSON *o, const char *key, double v) {
     else cJSON_AddNullToObject(o, key);
 }
 
-cJSON *eval_data_json(const trainer *t, const eval_file *f, const eval_data_result *r) {
-    const qkv_model_config *c = &t->model.cfg;
-    cJSON *o = explain_json_header(t, "eval", NULL);
+cJSON *eval_data_json(const loaded_model *lm, const eval_file *f, const eval_data_result *r) {
+    const qkv_model_config *c = &lm->model.cfg;
+    cJSON *o = explain_json_header(lm, "eval", NULL);
     cJSON_AddStringToObject(o, "data", f->path);
     cJSON_AddNumberToObject(o, "examples", f->n);
     cJSON_AddNumberToObject(o, "counted", (double)r->score.counted);
@@ -256,7 +252,7 @@ cJSON *eval_data_json(const trainer *t, const eval_file *f, const eval_data_resu
     add_number(o, "accuracy", r->score.accuracy);
     add_number(o, "chance", r->chance);
     cJSON *bp = cJSON_AddArrayToObject(o, "by_position");
-    for (int i = 0; i < t->target_len; i++) {
+    for (int i = 0; i < lm->target_len; i++) {
         if (!r->by_position[i].counted) continue;
         cJSON *x = cJSON_CreateObject();
         cJSON_AddNumberToObject(x, "position", i);
@@ -290,7 +286,7 @@ cJSON *eval_data_json(const trainer *t, const eval_file *f, const eval_data_resu
         }
     /* the hint plain eval gives, from the numbers over the file (null when none is due) */
     char hint[512];
-    if (train_hint(t, &r->heads, NULL, hint, sizeof hint) != HINT_NONE)
+    if (loaded_model_hint(lm, &r->heads, hint, sizeof hint) != HINT_NONE)
         cJSON_AddStringToObject(o, "hint", hint + strlen("hint: "));
     else
         cJSON_AddNullToObject(o, "hint");

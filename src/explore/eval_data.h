@@ -19,11 +19,11 @@ typedef struct {
     int64_t *line;        /* (n): each example's line in the file */
 } eval_file;
 
-/* Reads `path` for the trainer's model. QKV_ERR_FORMAT names the line and the culprit: a token
+/* Reads `path` for the loaded model. QKV_ERR_FORMAT names the line and the culprit: a token
  * the model does not know, an input longer than the model reads, a task's line of another
  * length, a missing or extra tab, outputs of the wrong length; QKV_ERR_IO, QKV_ERR_NOMEM.
  * Free with eval_file_free, also after a failure. */
-qkv_status eval_file_read(eval_file *f, const trainer *t, const char *path);
+qkv_status eval_file_read(eval_file *f, const loaded_model *lm, const char *path);
 void eval_file_free(eval_file *f);
 
 typedef struct {
@@ -33,7 +33,7 @@ typedef struct {
 typedef struct {
     explain_score score;                 /* loss, accuracy, positions counted */
     double chance;
-    eval_result heads;                   /* the head scores over the file (trainer_evaluate) */
+    eval_result heads;                   /* the head scores over the file (loaded_model_evaluate) */
     double *entropy;                     /* (layers, heads): every head's mean attention
                                             entropy per query row, nats */
     eval_count *by_position;             /* (To) */
@@ -42,11 +42,11 @@ typedef struct {
 
 /* Evaluates the file; with `per_example` not NULL, writes one JSON line per example to it
  * (input, targets, predictions, each prediction's probability, right or wrong). */
-qkv_status eval_data_run(trainer *t, const eval_file *f, FILE *per_example,
+qkv_status eval_data_run(loaded_model *lm, const eval_file *f, FILE *per_example,
                          eval_data_result *r);
 void eval_data_result_free(eval_data_result *r);
 /* The JSON object of docs/explain.md: the numbers over the file, every head's, and the hint
  * plain eval would give for them (train_hint; null when none is due). */
-cJSON *eval_data_json(const trainer *t, const eval_file *f, const eval_data_result *r);
+cJSON *eval_data_json(const loaded_model *lm, const eval_file *f, const eval_data_result *r);
 
 #endif

@@ -9,11 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-explain_set explain_heldout(const trainer *t) {
-    return (explain_set){.n = t->n_held, .x = t->held_tokens, .y = t->held_targets,
-                         .len = t->held_lengths};
-}
-
 /* ---- the words a user types ---- */
 
 /* A whole number in [0, n) (digits only: engine/numbers.c), or -1. */
@@ -23,9 +18,9 @@ static long parse_id(const char *w, long n) {
 }
 
 /* A token id from a word: a data file's token string, or a task's id or label; -1 if none. */
-static long word_token(const trainer *t, const char *w) {
-    if (t->data) return dataset_token_id(t->data, w);
-    const qkv_task *task = &t->cfg.task;
+static long word_token(const loaded_model *lm, const char *w) {
+    if (lm->data) return dataset_token_id(lm->data, w);
+    const qkv_task *task = &lm->cfg.task;
     long id = parse_id(w, task->vocab);
     if (id >= 0) return id;
     char label[32];
@@ -37,31 +32,31 @@ static long word_token(const trainer *t, const char *w) {
 }
 
 /* Query positions: the input's (its typed tokens for a data file), or the decoder's. */
-static int query_positions(const trainer *t, const explain_input *in) {
-    return t->model.cfg.target_len ? t->target_len : in->n;
+static int query_positions(const loaded_model *lm, const explain_input *in) {
+    return lm->model.cfg.target_len ? lm->target_len : in->n;
 }
 
 /* A class (an output token) from a word: a token, or (lookup) a value v<N>; -1 if none. */
-static long class_id(const trainer *t, const char *w) {
-    long id = word_token(t, w);
-    const qkv_task *task = &t->cfg.task;
-    if (id < 0 && !t->data && task->kind == QKV_TASK_LOOKUP && w[0] == 'v')
+static long class_id(const loaded_model *lm, const char *w) {
+    long id = word_token(lm, w);
+    const qkv_task *task = &lm->cfg.task;
+    if (id < 0 && !lm->data && task->kind == QKV_TASK_LOOKUP && w[0] == 'v')
         id = parse_id(w + 1, task->n_values);
-    return id >= 0 && id < t->model.cfg.vocab ? id : -1;
+    return id >= 0 && id < lm->model.cfg.vocab ? id : -1;
 }
 
 /* What a word of an input (or, with classes, of a list of targets) must be, for a message:
  * "a token of copy (an id 0..7)", "a class of copy (0..7, or _ for none)". */
-static void expectation(const trainer *t, bool classes, char *buf, size_t len) {
-    const qkv_task *task = &t->cfg.task;
+static void expectation(const loaded_model *lm, bool classes, char *buf, size_t len) {
+    const qkv_task *task = &lm->cfg.task;
     const char *name = qkv_task_name(task->kind);
     char example[32] = "";
-    if (t->data) {
+    if (lm->data) {
         snprintf(buf, len, classes ? "a token of the model's vocabulary (or _ for none)"
                                    : "a token of the model's vocabulary (the token strings of "
-                                     "%.60s)", t->data->path);
+                                     "%.60s)", lm->data->path);
     } else if (classes) {
-        snprintf(buf, len, "a class of %s (0..%d%s, or _ for none)", name, t->model.cfg.vocab - 1,
+        snprintf(buf, len, "a class of %s (0..%d%s, or _ for none)", name, lm->model.cfg.vocab - 1,
                  task->kind == QKV_TASK_LOOKUP ? ", or a value such as v1" : "");
     } else {
         qkv_task_token_label(task, 0, example, sizeof example);
@@ -75,8 +70,9 @@ static void expectation(const trainer *t, bool classes, char *buf, size_t len) {
 /* The words of `text` (split at spaces and tabs): input tokens, or with `classes` output
  * classes ("_": none, -1), between least and most of them (`limit` says why), into out and
  * their count into *n. QKV_ERR_VALUE naming the option and the culprit. */
-static qkv_status read_words(const trainer *t, const char *option, const char *text, bool classes,
-                             int least, int most, const char *limit, int32_t *out, int *n_out) {
+static qkv_status read_words(const loaded_model *lm, const char *option, const char *text,
+                             bool classes, int least, int most, const char *limit, int32_t *out,
+                             int *n_out) {
     char word[256], expect[160];
     int n = 0;
     for (const char *p = text;;) {
@@ -90,10 +86,11 @@ static qkv_status read_words(const trainer *t, const char *option, const char *t
         snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), p);
         long id = -2;
         if (len < sizeof word && classes && !strcmp(word, "_")) id = -1;
-        else if (len < sizeof word && classes) id = class_id(t, word) >= 0 ? class_id(t, word) : -2;
-        else if (len < sizeof word) id = word_token(t, word);
+        else if (len < sizeof word && classes)
+            id = class_id(lm, word) >= 0 ? class_id(lm, word) : -2;
+        else if (len < sizeof word) id = word_token(lm, word);
         if (id < (classes ? -1 : 0)) {
-            expectation(t, classes, expect, sizeof expect);
+            expectation(lm, classes, expect, sizeof expect);
             return qkv_fail(QKV_ERR_VALUE, "%s: '%.*s' (token %d) is not %s", option,
                             (int)(len < 40 ? len : 40), p, n, expect);
         }
@@ -107,44 +104,44 @@ static qkv_status read_words(const trainer *t, const char *option, const char *t
     return QKV_OK;
 }
 
-qkv_status explain_read_input(const trainer *t, const char *option, const char *text,
+qkv_status explain_read_input(const loaded_model *lm, const char *option, const char *text,
                               explain_input *in) {
     memset(in, 0, sizeof *in);
-    int T = t->model.cfg.seq_len, n;
-    qkv_status s = read_words(t, option, text, false, t->data ? 1 : T, T,
-                              t->data ? "the longest input of its data file" : "its --seq-len",
+    int T = lm->model.cfg.seq_len, n;
+    qkv_status s = read_words(lm, option, text, false, lm->data ? 1 : T, T,
+                              lm->data ? "the longest input of its data file" : "its --seq-len",
                               in->tokens, &n);
     if (s != QKV_OK) return s;
     for (int i = n; i < T; i++) in->tokens[i] = DATA_PAD;
     in->n = in->len = n;
-    for (int i = 0; i < t->target_len; i++) in->targets[i] = -1;
-    return t->data ? QKV_OK : explain_task_targets(t, QKV_ERR_VALUE, option, in->tokens,
+    for (int i = 0; i < lm->target_len; i++) in->targets[i] = -1;
+    return lm->data ? QKV_OK : explain_task_targets(lm, QKV_ERR_VALUE, option, in->tokens,
                                                    in->targets);
 }
 
-qkv_status explain_read_targets(const trainer *t, const char *option, const char *text,
+qkv_status explain_read_targets(const loaded_model *lm, const char *option, const char *text,
                                 explain_input *in) {
-    bool cross = t->model.cfg.target_len > 0;
-    int most = query_positions(t, in), least = cross && t->data ? 1 : most, n;
-    for (int i = 0; i < t->target_len; i++) in->targets[i] = -1;
-    return read_words(t, option, text, true, least, most,
-                      cross ? "its decoder positions" : t->data ? "one per input token"
+    bool cross = lm->model.cfg.target_len > 0;
+    int most = query_positions(lm, in), least = cross && lm->data ? 1 : most, n;
+    for (int i = 0; i < lm->target_len; i++) in->targets[i] = -1;
+    return read_words(lm, option, text, true, least, most,
+                      cross ? "its decoder positions" : lm->data ? "one per input token"
                                                                 : "its --seq-len",
                       in->targets, &n);
 }
 
-qkv_status explain_task_targets(const trainer *t, qkv_status status, const char *where,
+qkv_status explain_task_targets(const loaded_model *lm, qkv_status status, const char *where,
                                 const int32_t *x, int32_t *y) {
-    if (qkv_task_targets(&t->cfg.task, x, y) == QKV_OK) return QKV_OK;
+    if (qkv_task_targets(&lm->cfg.task, x, y) == QKV_OK) return QKV_OK;
     return qkv_fail(status, "%s: %s", where, qkv_last_error());
 }
 
-int explain_read_token(const trainer *t, const char *word) {
-    return (int)word_token(t, word);
+int explain_read_token(const loaded_model *lm, const char *word) {
+    return (int)word_token(lm, word);
 }
 
-int explain_read_class(const trainer *t, const char *option, const char *word) {
-    long id = class_id(t, word);
+int explain_read_class(const loaded_model *lm, const char *option, const char *word) {
+    long id = class_id(lm, word);
     if (id < 0) {
         qkv_fail(QKV_ERR_VALUE, "%s: '%.40s' is not a token the model can predict", option, word);
         return -1;
@@ -152,33 +149,58 @@ int explain_read_class(const trainer *t, const char *option, const char *word) {
     return (int)id;
 }
 
-void explain_position_label(const trainer *t, const explain_input *in, int i, char *buf,
+int explain_query_positions(const loaded_model *lm, const explain_input *in) {
+    return query_positions(lm, in);
+}
+
+void explain_position_label(const loaded_model *lm, const explain_input *in, int i, char *buf,
                             size_t len) {
     char tok[32];
-    if (t->model.cfg.target_len) {
+    if (lm->model.cfg.target_len) {
         snprintf(buf, len, "%d", i);
         return;
     }
-    trainer_token_label(t, in->tokens[i], tok, sizeof tok);
+    loaded_model_token_label(lm, in->tokens[i], tok, sizeof tok);
     snprintf(buf, len, "%d:%s", i, tok);
 }
 
-static bool has_target(const trainer *t, const explain_input *in, int i) {
-    if (i < 0 || i >= query_positions(t, in)) return false;
-    return t->data ? true : in->targets[i] >= 0;
+static bool has_target(const loaded_model *lm, const explain_input *in, int i) {
+    if (i < 0 || i >= query_positions(lm, in)) return false;
+    return lm->data ? true : in->targets[i] >= 0;
 }
 
-int explain_default_position(const trainer *t, const explain_input *in) {
-    for (int i = query_positions(t, in) - 1; i >= 0; i--)
-        if (has_target(t, in, i)) return i;
+/* A data file's model: whether query position i carried a target in the training examples
+ * whose input length is nearest the input's (the shorter of two as near), the inputs that
+ * taught the model what to predict there. */
+static bool data_position_trained(const loaded_model *lm, const explain_input *in, int i) {
+    const dataset *d = lm->data;
+    int nearest = -1;
+    for (int e = 0; e < d->n_train; e++) {
+        int len = d->train_len[e], gap = abs(len - in->len), best = abs(nearest - in->len);
+        if (nearest < 0 || gap < best || (gap == best && len < nearest)) nearest = len;
+    }
+    for (int e = 0; e < d->n_train && i < d->out_len; e++)
+        if (d->train_len[e] == nearest && d->train_y[(int64_t)e * d->out_len + i] >= 0)
+            return true;
+    return false;
+}
+
+bool explain_position_trained(const loaded_model *lm, const explain_input *in, int i) {
+    if (!has_target(lm, in, i)) return false;
+    return lm->data ? data_position_trained(lm, in, i) : true;
+}
+
+int explain_default_position(const loaded_model *lm, const explain_input *in) {
+    for (int i = query_positions(lm, in) - 1; i >= 0; i--)
+        if (explain_position_trained(lm, in, i)) return i;
     return -1;
 }
 
-qkv_status explain_check_position(const trainer *t, const explain_input *in, int i) {
-    if (has_target(t, in, i)) return QKV_OK;
-    if (i >= query_positions(t, in))
+qkv_status explain_check_position(const loaded_model *lm, const explain_input *in, int i) {
+    if (has_target(lm, in, i)) return QKV_OK;
+    if (i >= query_positions(lm, in))
         return qkv_fail(QKV_ERR_VALUE, "--position %d is past the last position (%d)", i,
-                        query_positions(t, in) - 1);
+                        query_positions(lm, in) - 1);
     return qkv_fail(QKV_ERR_VALUE, "--position %d has no target in this input (the task "
                     "predicts nothing there)", i);
 }
@@ -204,11 +226,11 @@ static qkv_status check_finite(double v, const char *what, ...) {
 
 /* The logit of `token` at query position i of batch row b of logits (B, To, V), checked by
  * check_finite, `run` saying which run it is of ("the clean run"). */
-static qkv_status check_logit(const trainer *t, const qkv_tensor *logits, int b, int i,
+static qkv_status check_logit(const loaded_model *lm, const qkv_tensor *logits, int b, int i,
                               int token, const char *run) {
     int64_t To = logits->shape[1], V = logits->shape[2];
     char label[32];
-    trainer_token_label(t, token, label, sizeof label);
+    loaded_model_token_label(lm, token, label, sizeof label);
     return check_finite(qkv_get(logits, ((int64_t)b * To + i) * V + token),
                         "the logit of '%s' at position %d in %s", label, i, run);
 }
@@ -241,7 +263,7 @@ explain_over explain_default_over(qkv_site site) {
     return stream_site(site) ? EXPLAIN_OVER_LAYER_POSITION : EXPLAIN_OVER_HEAD;
 }
 
-qkv_status explain_check_site(const trainer *t, qkv_site site, explain_over over) {
+qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_over over) {
     if (!over_applies(site, over)) {
         char can[96] = "";
         for (int o = 0; explain_over_names[o]; o++)
@@ -251,16 +273,16 @@ qkv_status explain_check_site(const trainer *t, qkv_site site, explain_over over
         return qkv_fail(QKV_ERR_VALUE, "--over %s does not apply to --site %s; it takes %s",
                         explain_over_names[over], explain_site_names[site], can);
     }
-    if (stream_site(site) && !t->model.cfg.residual)
+    if (stream_site(site) && !lm->model.cfg.residual)
         return qkv_fail(QKV_ERR_VALUE, "--site %s: the model has no residual stream (it was "
                         "trained with --no-residual); its sites are z, q, k, v and pattern",
                         explain_site_names[site]);
     return QKV_OK;
 }
 
-qkv_status explain_spots(const trainer *t, qkv_site site, explain_over over, int positions,
+qkv_status explain_spots(const loaded_model *lm, qkv_site site, explain_over over, int positions,
                          int keys, explain_spot **spots, int *n) {
-    const qkv_model_config *c = &t->model.cfg;
+    const qkv_model_config *c = &lm->model.cfg;
     int per = over == EXPLAIN_OVER_HEAD ? 1 : over == EXPLAIN_OVER_KEY_POSITION ? keys
                                                                                 : positions;
     int heads = stream_site(site) ? 1 : c->heads;
@@ -324,9 +346,9 @@ static double spot_dot(const explain_spot *s, const qkv_tensor *a, const qkv_ten
 }
 
 /* Bytes of layers tensors of `site` for B sequences, with their headers. */
-static double site_bytes(const trainer *t, qkv_site site, int B) {
-    const qkv_model_config *c = &t->model.cfg;
-    double To = t->target_len, T = c->seq_len, C = c->d_model;
+static double site_bytes(const loaded_model *lm, qkv_site site, int B) {
+    const qkv_model_config *c = &lm->model.cfg;
+    double To = lm->target_len, T = c->seq_len, C = c->d_model;
     double per = site == QKV_SITE_K || site == QKV_SITE_V ? T * C
                  : site == QKV_SITE_PATTERN                ? c->heads * To * T
                                                           : To * C;
@@ -366,7 +388,7 @@ static const char *edits_text(const qkv_head_edit *edits, int n_edits, char *buf
     return buf;
 }
 
-qkv_status explain_check_scored_logits(const trainer *t, const qkv_tensor *logits,
+qkv_status explain_check_scored_logits(const loaded_model *lm, const qkv_tensor *logits,
                                       const int32_t *y, int first, const qkv_head_edit *edits,
                                       int n_edits) {
     int64_t B = logits->shape[0], To = logits->shape[1], V = logits->shape[2];
@@ -378,32 +400,32 @@ qkv_status explain_check_scored_logits(const trainer *t, const qkv_tensor *logit
                 char run[256], edited[160];
                 snprintf(run, sizeof run, "example %lld%s%s", (long long)(first + b + 1),
                          n_edits ? " " : "", edits_text(edits, n_edits, edited, sizeof edited));
-                return check_logit(t, logits, (int)b, (int)i, (int)j, run);
+                return check_logit(lm, logits, (int)b, (int)i, (int)j, run);
             }
         }
     return QKV_OK;
 }
 
-qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_edit *edits,
+qkv_status explain_score_set(loaded_model *lm, const example_set *set, const qkv_head_edit *edits,
                              int n_edits, explain_score *out) {
-    int T = t->model.cfg.seq_len, To = t->target_len;
+    int T = lm->model.cfg.seq_len, To = lm->target_len;
     double loss_sum = 0;
     int64_t hits = 0, counted = 0;
     for (int start = 0; start < set->n; start += ANALYSIS_BATCH) {
         int B = set->n - start < ANALYSIS_BATCH ? set->n - start : ANALYSIS_BATCH;
         const int32_t *y = set->y + (size_t)start * To;
-        qkv_ctx_reset(t->eval_ctx);
+        qkv_ctx_reset(lm->ctx);
         qkv_probe probe = {.edits = edits, .n_edits = n_edits};
         qkv_tensor *logits = qkv_model_forward_probe(
-            &t->model, t->eval_ctx, set->x + (size_t)start * T, set->len ? set->len + start : NULL,
+            &lm->model, lm->ctx, set->x + (size_t)start * T, set->len ? set->len + start : NULL,
             B, &probe);
-        qkv_status s = explain_check_scored_logits(t, logits, y, start, edits, n_edits);
+        qkv_status s = explain_check_scored_logits(lm, logits, y, start, edits, n_edits);
         if (s != QKV_OK) return s;
         int64_t before = counted;
         count_hits(logits, y, &hits, &counted);
         if (counted == before) continue;
-        qkv_tensor *targets = qkv_from_array(t->eval_ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
-        double loss = qkv_get(qkv_cross_entropy(t->eval_ctx, logits, targets, -1), 0);
+        qkv_tensor *targets = qkv_from_array(lm->ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
+        double loss = qkv_get(qkv_cross_entropy(lm->ctx, logits, targets, -1), 0);
         char edited[160];
         if ((s = check_finite(loss, "the loss of examples %d..%d%s%s", start + 1, start + B,
                               n_edits ? " " : "",
@@ -418,17 +440,17 @@ qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_
 }
 
 /* means[l]: layer l's tensor of `site` averaged over the examples, (1, ...) in keep. */
-static qkv_status site_means(trainer *t, const explain_set *set, qkv_site site, qkv_ctx *keep,
+static qkv_status site_means(loaded_model *lm, const example_set *set, qkv_site site, qkv_ctx *keep,
                              qkv_tensor **means) {
-    const qkv_model_config *c = &t->model.cfg;
+    const qkv_model_config *c = &lm->model.cfg;
     int T = c->seq_len;
     double *sum = NULL;
     int64_t per = 0;
     for (int start = 0; start < set->n; start += ANALYSIS_BATCH) {
         int B = set->n - start < ANALYSIS_BATCH ? set->n - start : ANALYSIS_BATCH;
-        qkv_ctx_reset(t->eval_ctx);
+        qkv_ctx_reset(lm->ctx);
         qkv_probe probe = {0};
-        qkv_model_forward_probe(&t->model, t->eval_ctx, set->x + (size_t)start * T,
+        qkv_model_forward_probe(&lm->model, lm->ctx, set->x + (size_t)start * T,
                                 set->len ? set->len + start : NULL, B, &probe);
         for (int l = 0; l < c->layers; l++) {
             const qkv_tensor *x = qkv_probe_site(&probe, site, l);
@@ -456,10 +478,10 @@ static qkv_status site_means(trainer *t, const explain_set *set, qkv_site site, 
 
 /* The spots of the request: every one of its site and over, or only the listed heads', in
  * the list's order. */
-static qkv_status ablate_spots(const trainer *t, const ablate_request *rq, ablate_result *r) {
+static qkv_status ablate_spots(const loaded_model *lm, const ablate_request *rq, ablate_result *r) {
     explain_spot *all;
     int n;
-    qkv_status s = explain_spots(t, rq->site, rq->over, t->target_len, t->model.cfg.seq_len,
+    qkv_status s = explain_spots(lm, rq->site, rq->over, lm->target_len, lm->model.cfg.seq_len,
                                  &all, &n);
     if (s != QKV_OK) return s;
     if (!rq->n_heads) {
@@ -478,18 +500,18 @@ static qkv_status ablate_spots(const trainer *t, const ablate_request *rq, ablat
     return QKV_OK;
 }
 
-qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_request *rq,
+qkv_status explain_ablate(loaded_model *lm, const example_set *set, const ablate_request *rq,
                           ablate_result *r) {
-    const qkv_model_config *c = &t->model.cfg;
+    const qkv_model_config *c = &lm->model.cfg;
     memset(r, 0, sizeof *r);
-    qkv_status s = ablate_spots(t, rq, r);
+    qkv_status s = ablate_spots(lm, rq, r);
     if (s != QKV_OK) return s;
-    s = trainer_analysis_reserve(t, set->n, "ablate");
-    qkv_ctx *keep = s == QKV_OK ? trainer_analysis_ctx(site_bytes(t, rq->site, 1), "ablate")
+    s = loaded_model_reserve(lm, set->n, "ablate");
+    qkv_ctx *keep = s == QKV_OK ? loaded_model_arena(site_bytes(lm, rq->site, 1), "ablate")
                                 : NULL;
     if (!keep) return s != QKV_OK ? s : QKV_ERR_NOMEM;
     qkv_tensor *means[QKV_MAX_LAYERS] = {0};
-    s = rq->mean ? site_means(t, set, rq->site, keep, means) : QKV_OK;
+    s = rq->mean ? site_means(lm, set, rq->site, keep, means) : QKV_OK;
     qkv_head_edit *all = calloc((size_t)(r->n ? r->n : 1), sizeof *all);
     if (s == QKV_OK && !all) s = qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory");
     if (s != QKV_OK) {
@@ -500,10 +522,10 @@ qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_reque
     for (int i = 0; i < r->n; i++)
         all[i] = spot_edit(&r->spots[i], rq->mean ? QKV_HEAD_MEAN : QKV_HEAD_ZERO,
                            means[r->spots[i].layer]);
-    s = explain_score_set(t, set, NULL, 0, &r->baseline);
+    s = explain_score_set(lm, set, NULL, 0, &r->baseline);
     for (int i = 0; s == QKV_OK && i < r->n; i++)
-        s = explain_score_set(t, set, &all[i], 1, &r->each[i]);
-    if (s == QKV_OK && rq->together) s = explain_score_set(t, set, all, r->n, &r->together);
+        s = explain_score_set(lm, set, &all[i], 1, &r->each[i]);
+    if (s == QKV_OK && rq->together) s = explain_score_set(lm, set, all, r->n, &r->together);
     if (s == QKV_ERR_NUMERIC) qkv_fail(s, "ablate: %s", qkv_last_error());
     free(all);
     qkv_ctx_free(keep);
@@ -529,23 +551,23 @@ static const char *run_name(const char *run, int pair, int n_pairs, char *buf, s
 
 /* Sequence b's metric logit[answer] - logit[wrong] at its position, of a run's logits
  * (B, To, V), into *m, after check_logit of both logits (`run` names the run). */
-static qkv_status metric_of(const trainer *t, const qkv_tensor *logits, int b,
+static qkv_status metric_of(const loaded_model *lm, const qkv_tensor *logits, int b,
                             const patch_metric *pm, const char *run, double *m) {
     int64_t To = logits->shape[1], V = logits->shape[2];
     int64_t row = ((int64_t)b * To + pm->position) * V;
-    qkv_status s = check_logit(t, logits, b, pm->position, pm->answer, run);
-    if (s == QKV_OK) s = check_logit(t, logits, b, pm->position, pm->wrong, run);
+    qkv_status s = check_logit(lm, logits, b, pm->position, pm->answer, run);
+    if (s == QKV_OK) s = check_logit(lm, logits, b, pm->position, pm->wrong, run);
     *m = qkv_get(logits, row + pm->answer) - qkv_get(logits, row + pm->wrong);
     return s == QKV_OK ? check_finite(*m, "the metric (logit difference) in %s", run) : s;
 }
 
 /* Every pair's metric of one batch's run (pairs first .. first+B-1) into m[first ..]. */
-static qkv_status batch_metric(const trainer *t, const qkv_tensor *logits,
+static qkv_status batch_metric(const loaded_model *lm, const qkv_tensor *logits,
                                const patch_pairs *pairs, int first, const char *run, double *m) {
     char name[160];
     qkv_status s = QKV_OK;
     for (int b = 0; s == QKV_OK && b < logits->shape[0]; b++)
-        s = metric_of(t, logits, b, &pairs->metric[first + b],
+        s = metric_of(lm, logits, b, &pairs->metric[first + b],
                       run_name(run, first + b, pairs->n, name, sizeof name), &m[first + b]);
     return s;
 }
@@ -587,8 +609,8 @@ static double *weights_of(const qkv_tensor *w) {
  * (through the residual stream any later layer, else the next) by q, and by k and v where
  * the keys read the stream (not an encoder-decoder's), and to the logits (every layer with
  * the residual stream, else the last). (n) malloc'd into *paths. */
-static qkv_status list_paths(const trainer *t, patch_path **paths, int *n) {
-    const qkv_model_config *c = &t->model.cfg;
+static qkv_status list_paths(const loaded_model *lm, patch_path **paths, int *n) {
+    const qkv_model_config *c = &lm->model.cfg;
     int L = c->layers, H = c->heads, vias = c->target_len ? 1 : 3;
     *paths = malloc((size_t)(L * H * ((L * H * vias) + 1)) * sizeof **paths);
     if (!*paths) return qkv_fail(QKV_ERR_NOMEM, "patch: out of memory for the paths");
@@ -617,20 +639,20 @@ typedef struct {
 
 /* The corrupted run's patched metric for the batch (pairs first .. first+B-1) under `edits`,
  * into m[first ..]. */
-static qkv_status patched_run(trainer *t, const patch_pairs *pairs, int first, int B,
+static qkv_status patched_run(loaded_model *lm, const patch_pairs *pairs, int first, int B,
                               const qkv_head_edit *edits, int n_edits, const char *run,
                               double *m) {
-    int T = t->model.cfg.seq_len;
-    qkv_ctx_reset(t->eval_ctx);
+    int T = lm->model.cfg.seq_len;
+    qkv_ctx_reset(lm->ctx);
     qkv_probe pp = {.edits = edits, .n_edits = n_edits};
     qkv_tensor *logits = qkv_model_forward_probe(
-        &t->model, t->eval_ctx, pairs->corrupt + (size_t)first * T,
+        &lm->model, lm->ctx, pairs->corrupt + (size_t)first * T,
         pairs->corrupt_len ? pairs->corrupt_len + first : NULL, B, &pp);
-    return batch_metric(t, logits, pairs, first, run, m);
+    return batch_metric(lm, logits, pairs, first, run, m);
 }
 
 /* Spots: each spot's exact patched metric and attribution for the batch's pairs. */
-static qkv_status patch_spots(trainer *t, const patch_pairs *pairs, int first, int B,
+static qkv_status patch_spots(loaded_model *lm, const patch_pairs *pairs, int first, int B,
                               patch_batch *pb, patch_result *r) {
     qkv_status s = QKV_OK;
     for (int k = 0; k < r->n_rows && s == QKV_OK; k++) {
@@ -640,7 +662,7 @@ static qkv_status patch_spots(trainer *t, const patch_pairs *pairs, int first, i
         snprintf(run, sizeof run, "the corrupted run with the clean %s patched in", where);
         if (r->exact) {
             qkv_head_edit e = spot_edit(sp, QKV_HEAD_REPLACE, pb->clean[sp->layer]);
-            s = patched_run(t, pairs, first, B, &e, 1, run, pb->metric);
+            s = patched_run(lm, pairs, first, B, &e, 1, run, pb->metric);
             for (int b = 0; b < B; b++)
                 r->pair_patched[(size_t)(first + b) * r->n_rows + k] = pb->metric[first + b];
         }
@@ -659,10 +681,10 @@ static qkv_status patch_spots(trainer *t, const patch_pairs *pairs, int first, i
  * which carries its clean one) records every receiver's input and gives the logits path;
  * pass 3 replaces only one receiver's input. Attribution: (ΔS·W_O^S·W^R) · d metric / d (R's
  * input) from the corrupted run's backward pass. */
-static qkv_status patch_paths(trainer *t, const patch_pairs *pairs, int first, int B,
+static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int first, int B,
                               patch_batch *pb, patch_result *r) {
-    const qkv_model_config *c = &t->model.cfg;
-    int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H, To = t->target_len;
+    const qkv_model_config *c = &lm->model.cfg;
+    int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H, To = lm->target_len;
     int V = c->vocab, items = r->n_paths;
     qkv_head_edit *edits = malloc((size_t)(L * H) * sizeof *edits);
     double *u = malloc((size_t)B * To * C * sizeof *u); /* ΔS·W_O^S: (B, To, C) */
@@ -681,12 +703,12 @@ static qkv_status patch_paths(trainer *t, const patch_pairs *pairs, int first, i
         qkv_ctx_reset(pb->record);
         qkv_probe rec = {.edits = edits, .n_edits = n};
         qkv_tensor *logits = qkv_model_forward_probe(
-            &t->model, pb->record, pairs->corrupt + (size_t)first * c->seq_len,
+            &lm->model, pb->record, pairs->corrupt + (size_t)first * c->seq_len,
             pairs->corrupt_len ? pairs->corrupt_len + first : NULL, B, &rec);
         char run[160];
         snprintf(run, sizeof run, "the corrupted run with every head frozen but %d.%d, which "
                  "carries its clean output", ls + 1, hs + 1);
-        if ((s = batch_metric(t, logits, pairs, first, run, m2)) != QKV_OK) break;
+        if ((s = batch_metric(lm, logits, pairs, first, run, m2)) != QKV_OK) break;
         for (int b = 0; b < B; b++) /* u = ΔS · (S's rows of W_O) at each position */
             for (int i = 0; i < To; i++)
                 for (int j = 0; j < C; j++) {
@@ -710,7 +732,7 @@ static qkv_status patch_paths(trainer *t, const patch_pairs *pairs, int first, i
                              (pb->head_w[(size_t)j * V + pm->answer] -
                               pb->head_w[(size_t)j * V + pm->wrong]);
                     r->pair_patched[at0 + (size_t)b * items] = m2[first + b];
-                    r->pair_attribution[at0 + (size_t)b * items] = a;
+                    if (r->attribution) r->pair_attribution[at0 + (size_t)b * items] = a;
                 }
                 continue;
             }
@@ -721,13 +743,13 @@ static qkv_status patch_paths(trainer *t, const patch_pairs *pairs, int first, i
                                             QKV_HEAD_REPLACE, qkv_probe_site(&rec, p->via, lr));
                 snprintf(run, sizeof run, "the corrupted run with the %s of head %d.%d as head "
                          "%d.%d's clean output alone makes it", via, lr + 1, hr + 1, ls + 1, hs + 1);
-                if ((s = patched_run(t, pairs, first, B, &e, 1, run, pb->metric)) != QKV_OK) break;
+                if ((s = patched_run(lm, pairs, first, B, &e, 1, run, pb->metric)) != QKV_OK) break;
                 for (int b = 0; b < B; b++)
                     r->pair_patched[at0 + (size_t)b * items] = pb->metric[first + b];
             }
             const double *w = pb->w_in[p->via - QKV_SITE_Q][lr];
             const qkv_tensor *graph = qkv_probe_site(&pb->cp, p->via, lr); /* (B, H, To, Dk) */
-            for (int b = 0; b < B && s == QKV_OK; b++) {
+            for (int b = 0; r->attribution && b < B && s == QKV_OK; b++) {
                 double a = 0;
                 for (int i = 0; i < To; i++)
                     for (int d = 0; d < Dk; d++) {
@@ -756,43 +778,44 @@ static void batch_free(patch_batch *pb) {
 }
 
 /* The arenas and arrays of patching batches of up to B pairs; QKV_ERR_NOMEM. */
-static qkv_status batch_init(trainer *t, const patch_result *r, int n, int B, patch_batch *pb) {
-    const qkv_model_config *c = &t->model.cfg;
+static qkv_status batch_init(loaded_model *lm, const patch_result *r, int n, int B,
+                             patch_batch *pb) {
+    const qkv_model_config *c = &lm->model.cfg;
     qkv_site site = r->paths ? QKV_SITE_Z : r->site;
     memset(pb, 0, sizeof *pb);
-    qkv_status s = trainer_analysis_reserve(t, n, NULL);
+    qkv_status s = loaded_model_reserve(lm, n, NULL);
     if (s != QKV_OK) return s;
-    pb->keep = trainer_analysis_ctx(2 * site_bytes(t, site, B), NULL);
-    pb->graph = pb->keep ? trainer_analysis_ctx(qkv_model_step_bytes(c, B), NULL) : NULL;
-    if (r->paths && pb->graph) pb->record = trainer_analysis_ctx(qkv_model_step_bytes(c, B), NULL);
+    pb->keep = loaded_model_arena(2 * site_bytes(lm, site, B), NULL);
+    pb->graph = pb->keep ? loaded_model_arena(qkv_model_step_bytes(c, B), NULL) : NULL;
+    if (r->paths && pb->graph) pb->record = loaded_model_arena(qkv_model_step_bytes(c, B), NULL);
     if (!pb->graph || (r->paths && !pb->record)) return QKV_ERR_NOMEM;
     bool ok = (pb->metric = malloc((size_t)n * sizeof *pb->metric)) != NULL;
     for (int l = 0; r->paths && l < c->layers; l++) {
-        ok = ok && (pb->w_o[l] = weights_of(t->model.w_o[l]));
-        ok = ok && (pb->w_in[0][l] = weights_of(t->model.w_q[l]));
-        ok = ok && (pb->w_in[1][l] = weights_of(t->model.w_k[l]));
-        ok = ok && (pb->w_in[2][l] = weights_of(t->model.w_v[l]));
+        ok = ok && (pb->w_o[l] = weights_of(lm->model.w_o[l]));
+        ok = ok && (pb->w_in[0][l] = weights_of(lm->model.w_q[l]));
+        ok = ok && (pb->w_in[1][l] = weights_of(lm->model.w_k[l]));
+        ok = ok && (pb->w_in[2][l] = weights_of(lm->model.w_v[l]));
     }
-    if (r->paths) ok = ok && (pb->head_w = weights_of(t->model.head_w));
+    if (r->paths) ok = ok && (pb->head_w = weights_of(lm->model.head_w));
     return ok ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "patch: out of memory for the weights");
 }
 
 /* Every pair's metric on the clean and the corrupted inputs (the means are checked before
  * any patched run). */
-static qkv_status base_metrics(trainer *t, const patch_pairs *pairs, patch_result *r) {
-    int T = t->model.cfg.seq_len;
+static qkv_status base_metrics(loaded_model *lm, const patch_pairs *pairs, patch_result *r) {
+    int T = lm->model.cfg.seq_len;
     qkv_status s = QKV_OK;
     for (int first = 0; first < pairs->n && s == QKV_OK; first += ANALYSIS_BATCH) {
         int B = pairs->n - first < ANALYSIS_BATCH ? pairs->n - first : ANALYSIS_BATCH;
         for (int side = 0; side < 2 && s == QKV_OK; side++) {
             const int32_t *x = side ? pairs->corrupt : pairs->clean;
             const int32_t *len = side ? pairs->corrupt_len : pairs->clean_len;
-            qkv_ctx_reset(t->eval_ctx);
+            qkv_ctx_reset(lm->ctx);
             qkv_probe probe = {0};
-            qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx,
+            qkv_tensor *logits = qkv_model_forward_probe(&lm->model, lm->ctx,
                                                          x + (size_t)first * T,
                                                          len ? len + first : NULL, B, &probe);
-            s = batch_metric(t, logits, pairs, first, side ? "the corrupted run" : "the clean run",
+            s = batch_metric(lm, logits, pairs, first, side ? "the corrupted run" : "the clean run",
                              side ? r->pair_corrupt : r->pair_clean);
         }
     }
@@ -805,12 +828,12 @@ static double mean_of(const double *x, int n, int stride) {
     return sum / n;
 }
 
-qkv_status explain_fill_predictions(trainer *t, const int32_t *clean, const int32_t *corrupt,
+qkv_status explain_fill_predictions(loaded_model *lm, const int32_t *clean, const int32_t *corrupt,
                                     const int32_t *clean_len, const int32_t *corrupt_len, int n,
                                     patch_metric *metric, const char *path,
                                     const int64_t *line) {
-    int T = t->model.cfg.seq_len, V = t->model.cfg.vocab;
-    qkv_status s = trainer_analysis_reserve(t, n, NULL);
+    int T = lm->model.cfg.seq_len, V = lm->model.cfg.vocab;
+    qkv_status s = loaded_model_reserve(lm, n, NULL);
     for (int side = 0; side < 2 && s == QKV_OK; side++)
         for (int first = 0; first < n; first += ANALYSIS_BATCH) {
             int B = n - first < ANALYSIS_BATCH ? n - first : ANALYSIS_BATCH;
@@ -819,9 +842,9 @@ qkv_status explain_fill_predictions(trainer *t, const int32_t *clean, const int3
                 need |= (side ? metric[first + b].wrong : metric[first + b].answer) < 0;
             if (!need) continue;
             const int32_t *x = side ? corrupt : clean, *len = side ? corrupt_len : clean_len;
-            qkv_ctx_reset(t->eval_ctx);
+            qkv_ctx_reset(lm->ctx);
             qkv_probe probe = {0};
-            qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx,
+            qkv_tensor *logits = qkv_model_forward_probe(&lm->model, lm->ctx,
                                                          x + (size_t)first * T,
                                                          len ? len + first : NULL, B, &probe);
             int64_t To = logits->shape[1];
@@ -835,7 +858,7 @@ qkv_status explain_fill_predictions(trainer *t, const int32_t *clean, const int3
     for (int k = 0; s == QKV_OK && path && k < n; k++)
         if (metric[k].answer == metric[k].wrong) {
             char label[32];
-            trainer_token_label(t, metric[k].answer, label, sizeof label);
+            loaded_model_token_label(lm, metric[k].answer, label, sizeof label);
             s = qkv_fail(QKV_ERR_VALUE, "%s line %lld: the answer and the wrong token are both "
                          "'%s': the metric would be 0 (give them as the line's third and fourth "
                          "fields)", path, (long long)line[k], label);
@@ -843,15 +866,15 @@ qkv_status explain_fill_predictions(trainer *t, const int32_t *clean, const int3
     return s;
 }
 
-qkv_status explain_patch(trainer *t, const patch_pairs *pairs, patch_result *r) {
-    const qkv_model_config *c = &t->model.cfg;
-    int n = pairs->n, T = c->seq_len, To = t->target_len, V = c->vocab;
+qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_result *r) {
+    const qkv_model_config *c = &lm->model.cfg;
+    int n = pairs->n, T = c->seq_len, To = lm->target_len, V = c->vocab;
     r->rows = NULL, r->path = NULL, r->n_rows = r->n_paths = 0, r->agreement = NAN;
     r->pair_clean = r->pair_corrupt = r->pair_patched = r->pair_attribution = NULL;
     r->n_pairs = n;
     explain_spot *spots = NULL;
-    qkv_status s = r->paths ? list_paths(t, &r->path, &r->n_paths)
-                            : explain_spots(t, r->site, r->over, pairs->positions, pairs->keys,
+    qkv_status s = r->paths ? list_paths(lm, &r->path, &r->n_paths)
+                            : explain_spots(lm, r->site, r->over, pairs->positions, pairs->keys,
                                             &spots, &r->n_rows);
     if (s != QKV_OK) return s;
     if (!r->paths) {
@@ -872,7 +895,8 @@ qkv_status explain_patch(trainer *t, const patch_pairs *pairs, patch_result *r) 
     for (size_t i = 0; i < cells; i++) r->pair_patched[i] = r->pair_attribution[i] = NAN;
     int Bmax = n < ANALYSIS_BATCH ? n : ANALYSIS_BATCH;
     patch_batch pb;
-    if ((s = batch_init(t, r, n, Bmax, &pb)) != QKV_OK || (s = base_metrics(t, pairs, r)) != QKV_OK) {
+    if ((s = batch_init(lm, r, n, Bmax, &pb)) != QKV_OK ||
+        (s = base_metrics(lm, pairs, r)) != QKV_OK) {
         batch_free(&pb);
         return s;
     }
@@ -887,15 +911,15 @@ qkv_status explain_patch(trainer *t, const patch_pairs *pairs, patch_result *r) 
     qkv_site site = r->paths ? QKV_SITE_Z : r->site;
     for (int first = 0; first < n && s == QKV_OK; first += ANALYSIS_BATCH) {
         int B = n - first < ANALYSIS_BATCH ? n - first : ANALYSIS_BATCH;
-        qkv_ctx_reset(pb.keep), qkv_ctx_reset(pb.graph), qkv_ctx_reset(t->eval_ctx);
+        qkv_ctx_reset(pb.keep), qkv_ctx_reset(pb.graph), qkv_ctx_reset(lm->ctx);
         qkv_probe clean = {0};
-        qkv_model_forward_probe(&t->model, t->eval_ctx, pairs->clean + (size_t)first * T,
+        qkv_model_forward_probe(&lm->model, lm->ctx, pairs->clean + (size_t)first * T,
                                 pairs->clean_len ? pairs->clean_len + first : NULL, B, &clean);
         for (int l = 0; l < c->layers; l++) pb.clean[l] = kept(pb.keep, qkv_probe_site(&clean, site, l));
         /* the corrupted run, recorded: d metric / d site from one backward pass */
         pb.cp = (qkv_probe){0};
         qkv_tensor *logits = qkv_model_forward_probe(
-            &t->model, pb.graph, pairs->corrupt + (size_t)first * T,
+            &lm->model, pb.graph, pairs->corrupt + (size_t)first * T,
             pairs->corrupt_len ? pairs->corrupt_len + first : NULL, B, &pb.cp);
         for (int l = 0; l < c->layers; l++)
             pb.corrupt[l] = kept(pb.keep, qkv_probe_site(&pb.cp, site, l));
@@ -909,8 +933,8 @@ qkv_status explain_patch(trainer *t, const patch_pairs *pairs, patch_result *r) 
             }
             qkv_backward(qkv_sum(pb.graph, qkv_mul(pb.graph, logits, pick)));
         }
-        s = r->paths ? patch_paths(t, pairs, first, B, &pb, r)
-                     : patch_spots(t, pairs, first, B, &pb, r);
+        s = r->paths ? patch_paths(lm, pairs, first, B, &pb, r)
+                     : patch_spots(lm, pairs, first, B, &pb, r);
     }
     batch_free(&pb);
     if (s != QKV_OK) return s;
@@ -942,35 +966,42 @@ void explain_patch_free(patch_result *r) {
 
 /* ---- direct logit attribution ---- */
 
-qkv_status explain_attribute(trainer *t, const explain_input *in, int position, int token,
+qkv_status explain_attribute(loaded_model *lm, const explain_input *in, int position, int token,
                              dla_result *r) {
-    const qkv_model_config *c = &t->model.cfg;
-    int L = c->layers, H = c->heads, To = t->target_len, C = c->d_model, Dk = C / H, V = c->vocab;
+    memset(r, 0, sizeof *r);
+    qkv_status s = loaded_model_reserve(lm, 1, NULL);
+    if (s != QKV_OK) return s;
+    qkv_ctx_reset(lm->ctx);
+    qkv_probe probe = {0};
+    qkv_tensor *logits = qkv_model_forward_probe(&lm->model, lm->ctx, in->tokens,
+                                                 lm->data ? &in->len : NULL, 1, &probe);
+    return explain_attribute_probe(lm, logits, &probe, position, token, r);
+}
+
+qkv_status explain_attribute_probe(const loaded_model *lm, const qkv_tensor *logits,
+                                   const qkv_probe *probe, int position, int token,
+                                   dla_result *r) {
+    const qkv_model_config *c = &lm->model.cfg;
+    int L = c->layers, H = c->heads, To = lm->target_len, C = c->d_model, Dk = C / H, V = c->vocab;
     memset(r, 0, sizeof *r);
     /* embed, each head of the layers that reach the logit, bias */
     int max_parts = (c->residual ? L : 1) * H + 2;
     r->parts = calloc((size_t)max_parts, sizeof *r->parts);
     if (!r->parts)
         return qkv_fail(QKV_ERR_NOMEM, "attribute: out of memory for %d parts", max_parts);
-    qkv_status s = trainer_analysis_reserve(t, 1, NULL);
-    if (s != QKV_OK) return s;
-    qkv_ctx_reset(t->eval_ctx);
-    qkv_probe probe = {0};
-    qkv_tensor *logits = qkv_model_forward_probe(&t->model, t->eval_ctx, in->tokens,
-                                                 t->data ? &in->len : NULL, 1, &probe);
     int64_t row = (int64_t)position * V;
     if (token < 0) token = (int)qkv_argmax(logits, row, V); /* the predicted token */
     r->position = position, r->token = token, r->logit = qkv_get(logits, row + token);
-    s = check_logit(t, logits, 0, position, token, "the run of the input");
+    qkv_status s = check_logit(lm, logits, 0, position, token, "the run of the input");
     if (s != QKV_OK) return s;
     char label[32];
-    trainer_token_label(t, token, label, sizeof label);
-    const qkv_tensor *hw = t->model.head_w; /* (C, V) */
+    loaded_model_token_label(lm, token, label, sizeof label);
+    const qkv_tensor *hw = lm->model.head_w; /* (C, V) */
     if (c->residual) {
         dla_part *p = &r->parts[r->n_parts++];
         *p = (dla_part){"embed", -1, -1, 0};
         for (int k = 0; k < C; k++)
-            p->value += qkv_get(probe.stream[0], (int64_t)position * C + k) *
+            p->value += qkv_get(probe->stream[0], (int64_t)position * C + k) *
                         qkv_get(hw, (int64_t)k * V + token);
     }
     /* head h of layer l writes z[h] · W_O[h*Dk .. h*Dk+Dk, :] into the stream, which reaches
@@ -978,7 +1009,7 @@ qkv_status explain_attribute(trainer *t, const explain_input *in, int position, 
     double *u = malloc((size_t)C * sizeof *u);
     if (!u) return qkv_fail(QKV_ERR_NOMEM, "attribute: out of memory");
     for (int l = c->residual ? 0 : L - 1; l < L; l++) {
-        const qkv_tensor *wo = t->model.w_o[l];
+        const qkv_tensor *wo = lm->model.w_o[l];
         for (int j = 0; j < C; j++) {
             u[j] = 0;
             for (int k = 0; k < C; k++)
@@ -989,12 +1020,12 @@ qkv_status explain_attribute(trainer *t, const explain_input *in, int position, 
             *p = (dla_part){"", l, h, 0};
             snprintf(p->name, sizeof p->name, "%d.%d", l + 1, h + 1);
             for (int d = 0; d < Dk; d++)
-                p->value += qkv_get(probe.z[l], ((int64_t)h * To + position) * Dk + d) *
+                p->value += qkv_get(probe->z[l], ((int64_t)h * To + position) * Dk + d) *
                             u[h * Dk + d];
         }
     }
     free(u);
-    r->parts[r->n_parts++] = (dla_part){"bias", -1, -1, qkv_get(t->model.head_b, token)};
+    r->parts[r->n_parts++] = (dla_part){"bias", -1, -1, qkv_get(lm->model.head_b, token)};
     for (int i = 0; i < r->n_parts && s == QKV_OK; i++) {
         r->sum += r->parts[i].value;
         s = check_finite(r->parts[i].value, "the part '%s' of the logit of '%s' at position %d",
@@ -1027,28 +1058,28 @@ static void head_name(int layer, int head, char *buf, size_t len) {
 
 /* Tokens as JSON names them: each token itself, never shortened (a table may shorten it;
  * two tokens that share a long prefix stay two names). */
-cJSON *explain_token_json(const trainer *t, int32_t token) {
+cJSON *explain_token_json(const loaded_model *lm, int32_t token) {
     char label[32];
-    return cJSON_CreateString(trainer_token_text(t, token, label, sizeof label));
+    return cJSON_CreateString(loaded_model_token_text(lm, token, label, sizeof label));
 }
 
-static cJSON *token_labels(const trainer *t, const explain_input *in) {
+static cJSON *token_labels(const loaded_model *lm, const explain_input *in) {
     cJSON *a = cJSON_CreateArray();
-    for (int i = 0; i < in->n; i++) cJSON_AddItemToArray(a, explain_token_json(t, in->tokens[i]));
+    for (int i = 0; i < in->n; i++) cJSON_AddItemToArray(a, explain_token_json(lm, in->tokens[i]));
     return a;
 }
 
 /* "3:tok" (a decoder's position: "3"), with the token whole. */
-static cJSON *position_labels(const trainer *t, const explain_input *in) {
+static cJSON *position_labels(const loaded_model *lm, const explain_input *in) {
     cJSON *a = cJSON_CreateArray();
-    for (int i = 0; i < query_positions(t, in); i++) {
+    for (int i = 0; i < query_positions(lm, in); i++) {
         char number[16], label[32];
         snprintf(number, sizeof number, "%d", i);
-        if (t->model.cfg.target_len) {
+        if (lm->model.cfg.target_len) {
             cJSON_AddItemToArray(a, cJSON_CreateString(number));
             continue;
         }
-        const char *text = trainer_token_text(t, in->tokens[i], label, sizeof label);
+        const char *text = loaded_model_token_text(lm, in->tokens[i], label, sizeof label);
         size_t n = strlen(number) + 1 + strlen(text) + 1;
         char *both = malloc(n);
         if (both) snprintf(both, n, "%s:%s", number, text);
@@ -1058,18 +1089,18 @@ static cJSON *position_labels(const trainer *t, const explain_input *in) {
     return a;
 }
 
-cJSON *explain_json_header(const trainer *t, const char *command, const explain_input *in) {
+cJSON *explain_json_header(const loaded_model *lm, const char *command, const explain_input *in) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "command", command);
-    cJSON_AddStringToObject(o, "task", t->data ? "data" : qkv_task_name(t->cfg.task.kind));
-    cJSON_AddStringToObject(o, "dtype", t->model.cfg.dtype == QKV_F64 ? "f64" : "f32");
-    cJSON_AddNumberToObject(o, "layers", t->model.cfg.layers);
-    cJSON_AddNumberToObject(o, "heads_per_layer", t->model.cfg.heads);
+    cJSON_AddStringToObject(o, "task", lm->data ? "data" : qkv_task_name(lm->cfg.task.kind));
+    cJSON_AddStringToObject(o, "dtype", lm->model.cfg.dtype == QKV_F64 ? "f64" : "f32");
+    cJSON_AddNumberToObject(o, "layers", lm->model.cfg.layers);
+    cJSON_AddNumberToObject(o, "heads_per_layer", lm->model.cfg.heads);
     if (strcmp(command, "ablate")) /* ablate's "heads" is its list of heads */
-        cJSON_AddNumberToObject(o, "heads", t->model.cfg.heads);
+        cJSON_AddNumberToObject(o, "heads", lm->model.cfg.heads);
     if (in) {
-        cJSON_AddItemToObject(o, "tokens", token_labels(t, in));
-        cJSON_AddItemToObject(o, "positions", position_labels(t, in));
+        cJSON_AddItemToObject(o, "tokens", token_labels(lm, in));
+        cJSON_AddItemToObject(o, "positions", position_labels(lm, in));
     }
     return o;
 }
@@ -1087,9 +1118,9 @@ static void add_spot(cJSON *x, const explain_spot *s) {
     else cJSON_AddNumberToObject(x, "key_position", s->key_position);
 }
 
-cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const ablate_result *r,
+cJSON *explain_ablate_json(const loaded_model *lm, const ablate_request *rq, const ablate_result *r,
                            const char *data_path) {
-    cJSON *o = explain_json_header(t, "ablate", NULL);
+    cJSON *o = explain_json_header(lm, "ablate", NULL);
     cJSON_AddStringToObject(o, "mode", rq->mean ? "mean" : "zero");
     cJSON_AddStringToObject(o, "site", explain_site_names[rq->site]);
     cJSON_AddStringToObject(o, "over", explain_over_names[rq->over]);
@@ -1135,16 +1166,19 @@ static void add_path(cJSON *x, const patch_path *p) {
     }
 }
 
-cJSON *explain_patch_json(const trainer *t, const explain_input *clean,
+cJSON *explain_patch_json(const loaded_model *lm, const explain_input *clean,
                           const explain_input *corrupt, const patch_metric *metric,
                           const char *pairs_source, const patch_result *r) {
-    cJSON *o = explain_json_header(t, "patch", clean);
-    if (corrupt) cJSON_AddItemToObject(o, "corrupt_tokens", token_labels(t, corrupt));
+    cJSON *o = explain_json_header(lm, "patch", clean);
+    if (corrupt) cJSON_AddItemToObject(o, "corrupt_tokens", token_labels(lm, corrupt));
     cJSON_AddNumberToObject(o, "pairs", r->n_pairs);
-    if (!clean) cJSON_AddStringToObject(o, "pairs_from", pairs_source);
+    if (!clean) {
+        cJSON_AddStringToObject(o, "pairs_from", pairs_source);
+        cJSON_AddNumberToObject(o, "pairs_left_out", r->left_out);
+    }
     cJSON_AddNumberToObject(o, "position", metric->position);
-    cJSON_AddItemToObject(o, "answer", explain_token_json(t, metric->answer));
-    cJSON_AddItemToObject(o, "wrong", explain_token_json(t, metric->wrong));
+    cJSON_AddItemToObject(o, "answer", explain_token_json(lm, metric->answer));
+    cJSON_AddItemToObject(o, "wrong", explain_token_json(lm, metric->wrong));
     if (r->paths) {
         cJSON_AddNullToObject(o, "site");
         cJSON_AddNullToObject(o, "over");
@@ -1194,10 +1228,11 @@ cJSON *explain_patch_pair_json(const patch_result *r, int i) {
     return o;
 }
 
-cJSON *explain_attribute_json(const trainer *t, const explain_input *in, const dla_result *r) {
-    cJSON *o = explain_json_header(t, "attribute", in);
+cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in,
+                              const dla_result *r) {
+    cJSON *o = explain_json_header(lm, "attribute", in);
     cJSON_AddNumberToObject(o, "position", r->position);
-    cJSON_AddItemToObject(o, "token", explain_token_json(t, r->token));
+    cJSON_AddItemToObject(o, "token", explain_token_json(lm, r->token));
     add_number(o, "logit", r->logit);
     cJSON *parts = cJSON_AddArrayToObject(o, "parts");
     for (int i = 0; i < r->n_parts; i++) {

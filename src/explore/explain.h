@@ -5,21 +5,11 @@
 #ifndef QKV_EXPLAIN_H
 #define QKV_EXPLAIN_H
 
-#include "train/trainer.h"
+#include "train/loaded_model.h"
 
 #include <cjson/cJSON.h>
 
 #define EXPLAIN_MAX_TOKENS QKV_MAX_TASK_SEQ_LEN /* the longest input a task or data file has */
-
-/* Examples to score: tokens (n, T) padded for a data file's model, targets (n, To) with -1
- * where a position has none, input lengths (n) or NULL. Not owned. */
-typedef struct {
-    int n;
-    const int32_t *x, *y, *len;
-} explain_set;
-
-/* The held-out set of the trainer's task (its n_held examples). */
-explain_set explain_heldout(const trainer *t);
 
 typedef struct {
     double loss, accuracy;
@@ -37,32 +27,39 @@ typedef struct {
 /* Reads `text` (words: a task's ids or labels, a data file's token strings) as the input of
  * option `option`: QKV_ERR_VALUE naming a word the model does not know, or a count the model
  * cannot read (a task's exactly T, a data file's 1..T). */
-qkv_status explain_read_input(const trainer *t, const char *option, const char *text,
+qkv_status explain_read_input(const loaded_model *lm, const char *option, const char *text,
                               explain_input *in);
 /* Reads `text` as the targets of `in` (read first): a class per query position ("_" for
  * none): exactly one per query position, or for a data file's encoder-decoder 1..To.
  * QKV_ERR_VALUE naming `option` and the culprit. */
-qkv_status explain_read_targets(const trainer *t, const char *option, const char *text,
+qkv_status explain_read_targets(const loaded_model *lm, const char *option, const char *text,
                                 explain_input *in);
 /* The targets y of a task model's input x (qkv_task_targets), or `status` with the line
  * "WHERE: position 1 holds 'w1', a target word: ..." when the task defines no target for a
  * token of x: every command that reads a task's input refuses it here (WHERE: the option,
  * or "FILE line N"). */
-qkv_status explain_task_targets(const trainer *t, qkv_status status, const char *where,
+qkv_status explain_task_targets(const loaded_model *lm, qkv_status status, const char *where,
                                 const int32_t *x, int32_t *y);
 /* An input token named by `word` (an id, a label, a data file's token string), or -1. */
-int explain_read_token(const trainer *t, const char *word);
+int explain_read_token(const loaded_model *lm, const char *word);
 /* A class (output token) named by `word` (an id, a label, a data file's token string), or
  * -1 with QKV_ERR_VALUE set naming `option`. */
-int explain_read_class(const trainer *t, const char *option, const char *word);
+int explain_read_class(const loaded_model *lm, const char *option, const char *word);
+/* The query positions of an input: its own (a data file's: the tokens typed), or an
+ * encoder-decoder's decoder positions. */
+int explain_query_positions(const loaded_model *lm, const explain_input *in);
 /* The label of query position i ("3:a"): the input token, or a decoder position's number. */
-void explain_position_label(const trainer *t, const explain_input *in, int i, char *buf,
+void explain_position_label(const loaded_model *lm, const explain_input *in, int i, char *buf,
                             size_t len);
-/* The position a metric reads by default: the last with a target (a data file's model: the
- * last of the input, or of the decoder); -1 if none. */
-int explain_default_position(const trainer *t, const explain_input *in);
+/* Whether query position i had a target in training: a task's, when the task gives this
+ * input one there; a data file's, when a training example of the nearest input length had
+ * one there (an encoder-decoder's short input leaves its last decoder positions without). */
+bool explain_position_trained(const loaded_model *lm, const explain_input *in, int i);
+/* The position a metric reads by default: the last that had a target in training
+ * (explain_position_trained); -1 if none. */
+int explain_default_position(const loaded_model *lm, const explain_input *in);
 /* Whether query position i carries a target (QKV_ERR_VALUE, naming --position, if not). */
-qkv_status explain_check_position(const trainer *t, const explain_input *in, int i);
+qkv_status explain_check_position(const loaded_model *lm, const explain_input *in, int i);
 
 /* ---- hook points: the part of the forward an analysis edits ---- */
 typedef enum {
@@ -89,11 +86,11 @@ typedef struct {
 explain_over explain_default_over(qkv_site site);
 /* QKV_ERR_VALUE naming --site and --over and what the model has, when the model lacks `site`
  * (the stream's sites without the residual stream) or `over` does not apply to it. */
-qkv_status explain_check_site(const trainer *t, qkv_site site, explain_over over);
+qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_over over);
 /* Every spot of `site` and `over`, layer by layer, head by head, position by position, for
  * inputs of `positions` query positions and `keys` key positions: (n) malloc'd into *spots;
  * QKV_ERR_NOMEM. */
-qkv_status explain_spots(const trainer *t, qkv_site site, explain_over over, int positions,
+qkv_status explain_spots(const loaded_model *lm, qkv_site site, explain_over over, int positions,
                          int keys, explain_spot **spots, int *n);
 /* "head 1.2's q at position 3", "the stream entering layer 2 at position 3", for messages. */
 void explain_spot_text(const explain_spot *s, char *buf, size_t len);
@@ -124,18 +121,18 @@ typedef struct {
  * or to its mean over the examples. QKV_ERR_NOMEM when a batch's step does not fit;
  * QKV_ERR_NUMERIC ("ablate: the logit of ... in example 3 with head 1.2's output removed is
  * not finite") when a logit or a loss it scores is not. */
-qkv_status explain_ablate(trainer *t, const explain_set *set, const ablate_request *rq,
+qkv_status explain_ablate(loaded_model *lm, const example_set *set, const ablate_request *rq,
                           ablate_result *r);
 void explain_ablate_free(ablate_result *r);
 /* Loss and accuracy of the examples under `edits` (n_edits 0: the model as it is);
  * QKV_ERR_NUMERIC when a logit or a loss is not finite. */
-qkv_status explain_score_set(trainer *t, const explain_set *set, const qkv_head_edit *edits,
+qkv_status explain_score_set(loaded_model *lm, const example_set *set, const qkv_head_edit *edits,
                              int n_edits, explain_score *out);
 
 /* QKV_ERR_NUMERIC, naming the example (from first + 1), the position and the token, when a
  * logit that a loss reads (every logit of a row with a target of y (B, To)) in batch logits
  * (B, To, V) is not finite; the run under `edits` ("with head 1.2 removed"). */
-qkv_status explain_check_scored_logits(const trainer *t, const qkv_tensor *logits,
+qkv_status explain_check_scored_logits(const loaded_model *lm, const qkv_tensor *logits,
                                        const int32_t *y, int first, const qkv_head_edit *edits,
                                        int n_edits);
 
@@ -187,6 +184,7 @@ typedef struct {
     /* each pair's own numbers: metric on clean and corrupt, and per row (or path) the
      * metric patched and the attribution's change of it (not divided): (n_pairs * items) */
     int n_pairs;
+    int left_out;                 /* examples --corrupt-from left out (the caller's count) */
     double *pair_clean, *pair_corrupt, *pair_patched, *pair_attribution;
 } patch_result;
 
@@ -198,12 +196,12 @@ typedef struct {
  * QKV_ERR_VALUE when clean and corrupt give the same mean metric (nothing to recover);
  * QKV_ERR_NUMERIC when a logit the metric reads or an attribution is not finite, the line
  * naming it, its run and its position; QKV_ERR_NOMEM. */
-qkv_status explain_patch(trainer *t, const patch_pairs *pairs, patch_result *r);
+qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_result *r);
 /* Each metric's answer where it is -1 (the clean input's prediction at its position) and
  * wrong token where it is -1 (the corrupted input's), from batched runs of inputs (n, T)
  * (lengths NULL for a task's model). Then, with `path`, QKV_ERR_VALUE naming "PATH line N"
  * (line[k]) where a pair's answer and wrong token are equal (the metric would be 0). */
-qkv_status explain_fill_predictions(trainer *t, const int32_t *clean, const int32_t *corrupt,
+qkv_status explain_fill_predictions(loaded_model *lm, const int32_t *clean, const int32_t *corrupt,
                                     const int32_t *clean_len, const int32_t *corrupt_len, int n,
                                     patch_metric *metric, const char *path,
                                     const int64_t *line);
@@ -230,8 +228,14 @@ typedef struct {
  * stream's embedding part (with the residual stream), each head's z · W_O · head.w part (every
  * layer with the residual stream, else the last layer's), and head.b, all in double.
  * QKV_ERR_NUMERIC when the logit or a part is not finite. */
-qkv_status explain_attribute(trainer *t, const explain_input *in, int position, int token,
+qkv_status explain_attribute(loaded_model *lm, const explain_input *in, int position, int token,
                              dla_result *r);
+/* The same from a forward already run on the input (one sequence): its logits (1, To, V) and
+ * the probe that kept its stream and each z. A caller splitting the logit at many positions
+ * runs the forward once (qkv lens); the numbers are explain_attribute's, bit for bit. */
+qkv_status explain_attribute_probe(const loaded_model *lm, const qkv_tensor *logits,
+                                   const qkv_probe *probe, int position, int token,
+                                   dla_result *r);
 void explain_attribute_free(dla_result *r);
 
 /* ---- the JSON objects (docs/explain.md) ---- */
@@ -240,20 +244,21 @@ void explain_attribute_free(dla_result *r);
  * positions. */
 /* A token as every JSON output names it: the token itself (a data file's UTF-8 string, whole,
  * or a task's label), never shortened. */
-cJSON *explain_token_json(const trainer *t, int32_t token);
-cJSON *explain_json_header(const trainer *t, const char *command, const explain_input *in);
-cJSON *explain_ablate_json(const trainer *t, const ablate_request *rq, const ablate_result *r,
+cJSON *explain_token_json(const loaded_model *lm, int32_t token);
+cJSON *explain_json_header(const loaded_model *lm, const char *command, const explain_input *in);
+cJSON *explain_ablate_json(const loaded_model *lm, const ablate_request *rq, const ablate_result *r,
                            const char *data_path);
 /* patch's object; clean and corrupt: the one pair's inputs, or NULL for a set of pairs
  * (pairs_path: its file, or NULL for --corrupt-from) whose metric's first position, answer
  * and wrong token are shown. */
-cJSON *explain_patch_json(const trainer *t, const explain_input *clean,
+cJSON *explain_patch_json(const loaded_model *lm, const explain_input *clean,
                           const explain_input *corrupt, const patch_metric *metric,
                           const char *pairs_source, const patch_result *r);
 /* Pair i's own numbers as one JSON object: pair (from 1), clean, corrupt, and rows or paths
  * with each one's metric patched and its shares of this pair's difference. */
 cJSON *explain_patch_pair_json(const patch_result *r, int i);
-cJSON *explain_attribute_json(const trainer *t, const explain_input *in, const dla_result *r);
+cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in,
+                              const dla_result *r);
 /* Writes `json` (compact, one line) to path atomically. */
 qkv_status explain_write_json(const cJSON *json, const char *path);
 

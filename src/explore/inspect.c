@@ -2,7 +2,7 @@
 #include "explore/inspect.h"
 #include "explore/explain.h" /* explain_task_targets */
 #include "engine/engine.h" /* memory_limit */
-#include "train/checkpoint.h"
+#include "train/loaded_model.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -13,25 +13,25 @@
 /* ---- tokens: the words the user types ---- */
 
 void inspect_token_label(const inspection *in, int32_t t, char *buf, size_t len) {
-    if (in->t.data) dataset_label(in->t.data, t, buf, len);
-    else qkv_task_token_label(&in->t.cfg.task, t, buf, len);
+    if (in->lm.data) dataset_label(in->lm.data, t, buf, len);
+    else qkv_task_token_label(&in->lm.cfg.task, t, buf, len);
 }
 
 /* How a predicted class reads: lookup's classes are values (v1), the other tasks' tokens. */
 void inspect_class_label(const inspection *in, int c, char *buf, size_t len) {
     char text[32];
-    if (in->t.data && c >= 0) dataset_label(in->t.data, c, buf, len); /* printable, short */
+    if (in->lm.data && c >= 0) dataset_label(in->lm.data, c, buf, len); /* printable, short */
     else snprintf(buf, len, "%s", inspect_class_text(in, c, text, sizeof text));
 }
 
 const char *inspect_class_text(const inspection *in, int c, char *buf, size_t len) {
-    const qkv_task *task = &in->t.cfg.task;
+    const qkv_task *task = &in->lm.cfg.task;
     if (c < 0) return "_";
-    if (!in->t.data && task->kind == QKV_TASK_LOOKUP && c < task->n_values) {
+    if (!in->lm.data && task->kind == QKV_TASK_LOOKUP && c < task->n_values) {
         snprintf(buf, len, "v%d", c);
         return buf;
     }
-    return trainer_token_text(&in->t, c, buf, len);
+    return loaded_model_token_text(&in->lm, c, buf, len);
 }
 
 /* x is (1, H, R, C) */
@@ -79,14 +79,15 @@ bool inspect_masked_at(const inspection *in, int i, int j) {
     return in->masked[(size_t)i * in->T + j];
 }
 
-/* Reads the model; for a data file's model, the file too (trainer_load), for its vocabulary. */
+/* Reads the model; for a data file's model, the file too (loaded_model_load), for its
+ * vocabulary. */
 static qkv_status load_model(inspection *in, const char *path) {
-    qkv_status s = trainer_load(&in->t, path);
+    qkv_status s = loaded_model_load(&in->lm, path, TRAIN_DTYPE_OF_FILE);
     if (s != QKV_OK) return s;
-    const qkv_model_config *c = &in->t.model.cfg;
+    const qkv_model_config *c = &in->lm.model.cfg;
     in->model_T = c->seq_len, in->H = c->heads, in->L = c->layers, in->Dk = c->d_model / c->heads;
     in->V = c->vocab, in->cross = c->target_len > 0;
-    if (in->model_T > INSPECT_MAX_TOKENS || in->t.target_len > INSPECT_MAX_TOKENS)
+    if (in->model_T > INSPECT_MAX_TOKENS || in->lm.target_len > INSPECT_MAX_TOKENS)
         return qkv_fail(QKV_ERR_FORMAT, "%s: --seq-len %d is longer than inspect reads (%d)",
                         path, in->model_T, INSPECT_MAX_TOKENS);
     return QKV_OK;
@@ -97,13 +98,14 @@ static qkv_status load_model(inspection *in, const char *path) {
 static qkv_status read_words(inspection *in, const char *input, const char *target) {
     explain_input *words = malloc(sizeof *words);
     if (!words) return qkv_fail(QKV_ERR_NOMEM, "inspect: out of memory");
-    qkv_status s = explain_read_input(&in->t, "--input", input, words);
-    if (s == QKV_OK && target) s = explain_read_targets(&in->t, "--target", target, words);
+    qkv_status s = explain_read_input(&in->lm, "--input", input, words);
+    if (s == QKV_OK && target) s = explain_read_targets(&in->lm, "--target", target, words);
     if (s == QKV_OK) {
         in->T = words->n;
-        in->Tq = in->cross ? in->t.target_len : in->T;
+        in->Tq = in->cross ? in->lm.target_len : in->T;
         memcpy(in->tokens, words->tokens, sizeof in->tokens);
-        for (int i = 0; i < in->t.target_len; i++) in->targets[i] = target ? words->targets[i] : -1;
+        for (int i = 0; i < in->lm.target_len; i++)
+            in->targets[i] = target ? words->targets[i] : -1;
     }
     free(words);
     return s == QKV_OK ? s : qkv_fail(s, "inspect: %s", qkv_last_error());
@@ -129,8 +131,8 @@ qkv_status inspection_run(inspection *in, const char *model_path, const char *in
     qkv_status s = load_model(in, model_path);
     if (s == QKV_OK) s = read_words(in, input, target);
     if (s != QKV_OK) return s;
-    const qkv_model_config *c = &in->t.model.cfg;
-    int To = in->t.target_len;
+    const qkv_model_config *c = &in->lm.model.cfg;
+    int To = in->lm.target_len;
     const char *what;
     double need = qkv_model_step_bytes(c, 1), have = memory_limit(&what);
     in->klabels = malloc((size_t)in->T * sizeof *in->klabels);
@@ -144,12 +146,12 @@ qkv_status inspection_run(inspection *in, const char *model_path, const char *in
     qkv_ctx_set_no_grad(in->ctx, !target); /* gradients only when there is a loss */
     /* a data file's input is padded as in training: lengths = the typed tokens */
     int32_t length = in->T;
-    in->logits = qkv_model_forward_probe(&in->t.model, in->ctx, in->tokens,
-                                         in->t.data ? &length : NULL, 1, &in->probe);
+    in->logits = qkv_model_forward_probe(&in->lm.model, in->ctx, in->tokens,
+                                         in->lm.data ? &length : NULL, 1, &in->probe);
     if (target) {
         qkv_tensor *y = qkv_from_array(in->ctx, QKV_I32, 2, (int64_t[]){1, To}, in->targets);
         in->loss = qkv_cross_entropy(in->ctx, in->logits, y, -1);
-        qkv_zero_grad(in->t.model.params);
+        qkv_zero_grad(in->lm.model.params);
         qkv_backward(in->loss);
     }
     /* the mask, as the model applied it: -inf entered the softmax (the same in every head) */
@@ -179,7 +181,7 @@ void inspection_free(inspection *in) {
     free(in->klabels);
     free(in->qlabels);
     free(in->masked);
-    if (in->t.eval_ctx) trainer_free(&in->t);
+    if (in->lm.ctx) loaded_model_free(&in->lm);
     memset(in, 0, sizeof *in);
 }
 
@@ -216,7 +218,7 @@ static cJSON *json_labels(const inspection *in, int n, bool queries) {
         char buf[32], label[320];
         const char *text = queries && in->cross
                                ? inspect_class_text(in, inspect_query_class(in, i), buf, sizeof buf)
-                               : trainer_token_text(&in->t, in->tokens[i], buf, sizeof buf);
+                               : loaded_model_token_text(&in->lm, in->tokens[i], buf, sizeof buf);
         size_t len = strlen(text) + 16;
         char *whole = len > sizeof label ? malloc(len) : label;
         if (whole) snprintf(whole, len > sizeof label ? len : sizeof label, "%d:%s", i, text);
@@ -227,9 +229,9 @@ static cJSON *json_labels(const inspection *in, int n, bool queries) {
 }
 
 cJSON *inspection_json(const inspection *in) {
-    const qkv_model_config *c = &in->t.model.cfg;
+    const qkv_model_config *c = &in->lm.model.cfg;
     char buf[32];
-    cJSON *o = explain_json_header(&in->t, "inspect", NULL);
+    cJSON *o = explain_json_header(&in->lm, "inspect", NULL);
     cJSON_AddNumberToObject(o, "d_model", c->d_model);
     cJSON_AddNumberToObject(o, "d_k", in->Dk);
     cJSON_AddNumberToObject(o, "seq_len", in->model_T);
@@ -238,9 +240,9 @@ cJSON *inspection_json(const inspection *in) {
     cJSON_AddBoolToObject(o, "cross_attention", in->cross);
     cJSON_AddNumberToObject(o, "queries", in->Tq);
     cJSON_AddNumberToObject(o, "keys", in->T);
-    cJSON_AddNumberToObject(o, "step", (double)in->t.optim.step);
-    if (in->t.data) /* the file the run was given, not its copy */
-        cJSON_AddStringToObject(o, "data", in->t.cfg.data_path);
+    cJSON_AddNumberToObject(o, "step", (double)in->lm.step);
+    if (in->lm.data) /* the file the run was given, not its copy */
+        cJSON_AddStringToObject(o, "data", in->lm.cfg.data_path);
     cJSON *tokens = cJSON_AddArrayToObject(o, "tokens");
     for (int i = 0; i < in->T; i++) cJSON_AddItemToArray(tokens, cJSON_CreateNumber(in->tokens[i]));
     cJSON_AddItemToObject(o, "labels", json_labels(in, in->T, false));
@@ -347,15 +349,15 @@ qkv_status inspection_save(const inspection *in, const char *out) {
             }
     }
 #undef ADD
-    const qkv_model_config *c = &in->t.model.cfg;
+    const qkv_model_config *c = &in->lm.model.cfg;
     char layers[16], heads[16], seq[16], queries[16], step[32];
     snprintf(layers, sizeof layers, "%d", c->layers);
     snprintf(heads, sizeof heads, "%d", c->heads);
     snprintf(seq, sizeof seq, "%d", T);
     snprintf(queries, sizeof queries, "%d", Tq);
-    snprintf(step, sizeof step, "%" PRId64, in->t.optim.step);
+    snprintf(step, sizeof step, "%" PRId64, in->lm.step);
     /* seq_len: the keys (the input's tokens); queries: the rows of every map */
-    const char *meta[] = {"format", "qkv-inspect", "task", qkv_task_name(in->t.cfg.task.kind),
+    const char *meta[] = {"format", "qkv-inspect", "task", qkv_task_name(in->lm.cfg.task.kind),
                           "layers", layers, "heads", heads, "seq_len", seq, "queries", queries,
                           "step", step, "causal", c->causal ? "true" : "false",
                           "labels", klabels, "query_labels", qlabels};

@@ -6,7 +6,7 @@
 #ifndef QKV_INSPECT_H
 #define QKV_INSPECT_H
 
-#include "train/trainer.h"
+#include "train/loaded_model.h"
 
 #include <cjson/cJSON.h>
 
@@ -29,7 +29,7 @@ extern const part inspect_parts[INSPECT_NPARTS];
 extern const part inspect_grad_parts[INSPECT_NGRADS];
 
 typedef struct {
-    trainer t;
+    loaded_model lm;
     int T;          /* the keys shown: the input's tokens (a data file's: as many as typed) */
     int Tq;         /* the queries shown: T, or an encoder-decoder's decoder positions */
     int model_T;    /* the model's --seq-len: the input is padded to it */

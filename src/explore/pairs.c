@@ -44,12 +44,12 @@ static void store(pair_set *p, int k, int T, const explain_input *in) {
 }
 
 /* The metric's position of a pair: `position` checked, or the clean input's default. */
-static qkv_status pair_position(const trainer *t, const explain_input *clean, int position,
+static qkv_status pair_position(const loaded_model *lm, const explain_input *clean, int position,
                                 const char *where, int *out) {
-    *out = position >= 0 ? position : explain_default_position(t, clean);
+    *out = position >= 0 ? position : explain_default_position(lm, clean);
     if (*out < 0)
         return qkv_fail(QKV_ERR_VALUE, "%s: the clean input has no position with a target", where);
-    qkv_status s = explain_check_position(t, clean, *out);
+    qkv_status s = explain_check_position(lm, clean, *out);
     return s == QKV_OK ? s : qkv_fail(s, "%s: %s", where, qkv_last_error());
 }
 
@@ -66,12 +66,12 @@ static int split_fields(char *line, char **field) {
     return n;
 }
 
-qkv_status pair_set_read(pair_set *p, trainer *t, const char *path, int position) {
+qkv_status pair_set_read(pair_set *p, loaded_model *lm, const char *path, int position) {
     memset(p, 0, sizeof *p);
     FILE *f;
     qkv_status s = io_fopen_regular(path, &f);
     if (s != QKV_OK) return s;
-    int T = t->model.cfg.seq_len, cap = 0;
+    int T = lm->model.cfg.seq_len, cap = 0;
     explain_input *in = malloc(2 * sizeof *in);
     char *buf = NULL, where[FILE_PATH_LEN + 48];
     size_t bufcap = 0;
@@ -101,32 +101,32 @@ qkv_status pair_set_read(pair_set *p, trainer *t, const char *path, int position
         }
         char what[FILE_PATH_LEN + 64];
         snprintf(what, sizeof what, "%s (clean)", where);
-        if ((s = explain_read_input(t, what, field[0], &in[0])) != QKV_OK) break;
+        if ((s = explain_read_input(lm, what, field[0], &in[0])) != QKV_OK) break;
         snprintf(what, sizeof what, "%s (corrupt)", where);
-        if ((s = explain_read_input(t, what, field[1], &in[1])) != QKV_OK) break;
+        if ((s = explain_read_input(lm, what, field[1], &in[1])) != QKV_OK) break;
         if (in[0].n != in[1].n) {
             s = qkv_fail(QKV_ERR_VALUE, "%s: the clean input has %d tokens and the corrupted "
                          "%d: a pair's inputs have one length", where, in[0].n, in[1].n);
             break;
         }
-        if (p->n && in[0].n != p->positions && !t->model.cfg.target_len) {
+        if (p->n && in[0].n != p->positions && !lm->model.cfg.target_len) {
             s = qkv_fail(QKV_ERR_VALUE, "%s: inputs of %d tokens, but the first pair's have %d: "
                          "every pair has one length", where, in[0].n, p->positions);
             break;
         }
         if ((s = reserve(p, &cap, p->n + 1, T)) != QKV_OK) break;
         patch_metric *m = &p->metric[p->n];
-        if ((s = pair_position(t, &in[0], position, where, &m->position)) != QKV_OK) break;
+        if ((s = pair_position(lm, &in[0], position, where, &m->position)) != QKV_OK) break;
         snprintf(what, sizeof what, "%s (answer)", where);
-        m->answer = nf > 2 ? explain_read_class(t, what, field[2]) : -1;
+        m->answer = nf > 2 ? explain_read_class(lm, what, field[2]) : -1;
         snprintf(what, sizeof what, "%s (wrong)", where);
-        m->wrong = nf > 3 ? explain_read_class(t, what, field[3]) : -1;
+        m->wrong = nf > 3 ? explain_read_class(lm, what, field[3]) : -1;
         if ((nf > 2 && m->answer < 0) || (nf > 3 && m->wrong < 0)) {
             s = QKV_ERR_VALUE;
             break;
         }
         store(p, p->n, T, in);
-        p->positions = t->model.cfg.target_len ? t->target_len : in[0].n;
+        p->positions = lm->model.cfg.target_len ? lm->target_len : in[0].n;
         p->keys = in[0].n;
         p->line[p->n++] = line;
     }
@@ -140,7 +140,7 @@ qkv_status pair_set_read(pair_set *p, trainer *t, const char *path, int position
                      "tokens)", path);
     free(buf), free(in);
     fclose(f);
-    return s == QKV_OK ? explain_fill_predictions(t, p->clean, p->corrupt, p->clean_len,
+    return s == QKV_OK ? explain_fill_predictions(lm, p->clean, p->corrupt, p->clean_len,
                                                   p->corrupt_len, p->n, p->metric, path, p->line)
                        : s;
 }
@@ -177,36 +177,36 @@ static void shuffle_values(const qkv_task *task, qkv_rng *rng, const int32_t *x,
     }
 }
 
-qkv_status pair_set_corrupt_from(pair_set *p, trainer *t, corrupt_kind kind, int position,
+qkv_status pair_set_corrupt_from(pair_set *p, loaded_model *lm, corrupt_kind kind, int position,
                                  uint64_t seed) {
     memset(p, 0, sizeof *p);
-    const qkv_task *task = &t->cfg.task;
+    const qkv_task *task = &lm->cfg.task;
     qkv_task_kind need = kind == CORRUPT_RESAMPLE ? QKV_TASK_INDUCTION : QKV_TASK_LOOKUP;
-    if (t->data || task->kind != need)
+    if (lm->data || task->kind != need)
         return qkv_fail(QKV_ERR_VALUE, "--corrupt-from %s builds corrupted inputs for a%s %s "
                         "model; this is a%s %s model", kind == CORRUPT_RESAMPLE ? "resample"
                                                                                 : "shuffle",
                         need == QKV_TASK_INDUCTION ? "n" : "", qkv_task_name(need),
-                        t->data ? "" : task->kind == QKV_TASK_INDUCTION ? "n" : "",
-                        t->data ? "data file's" : qkv_task_name(task->kind));
-    int T = t->model.cfg.seq_len, cap = 0;
+                        lm->data ? "" : task->kind == QKV_TASK_INDUCTION ? "n" : "",
+                        lm->data ? "data file's" : qkv_task_name(task->kind));
+    int T = lm->model.cfg.seq_len, cap = 0;
     explain_input *in = malloc(2 * sizeof *in);
-    qkv_status s = in ? reserve(p, &cap, t->n_held, T)
+    qkv_status s = in ? reserve(p, &cap, lm->n_held, T)
                       : qkv_fail(QKV_ERR_NOMEM, "out of memory");
     qkv_rng rng = qkv_rng_seed(seed);
-    for (int e = 0; s == QKV_OK && e < t->n_held; e++) {
+    for (int e = 0; s == QKV_OK && e < lm->n_held; e++) {
         memset(in, 0, 2 * sizeof *in);
-        const int32_t *x = t->held_tokens + (size_t)e * T;
+        const int32_t *x = lm->held_tokens + (size_t)e * T;
         memcpy(in[0].tokens, x, (size_t)T * sizeof *x);
         if (kind == CORRUPT_RESAMPLE) resample_segment(task, &rng, x, in[1].tokens);
         else shuffle_values(task, &rng, x, in[1].tokens);
         in[0].n = in[0].len = in[1].n = in[1].len = T;
         char where[64];
         snprintf(where, sizeof where, "held-out example %d", e + 1);
-        if ((s = explain_task_targets(t, QKV_ERR_VALUE, where, in[0].tokens, in[0].targets)) != QKV_OK)
-            break;
+        s = explain_task_targets(lm, QKV_ERR_VALUE, where, in[0].tokens, in[0].targets);
+        if (s != QKV_OK) break;
         patch_metric *m = &p->metric[p->n];
-        if ((s = pair_position(t, &in[0], position, where, &m->position)) != QKV_OK) break;
+        if ((s = pair_position(lm, &in[0], position, where, &m->position)) != QKV_OK) break;
         m->answer = in[0].targets[m->position], m->wrong = -1;
         store(p, p->n, T, in);
         p->line[p->n++] = e + 1;
@@ -214,7 +214,7 @@ qkv_status pair_set_corrupt_from(pair_set *p, trainer *t, corrupt_kind kind, int
     p->positions = p->keys = T;
     free(in);
     if (s == QKV_OK)
-        s = explain_fill_predictions(t, p->clean, p->corrupt, NULL, NULL, p->n, p->metric, NULL,
+        s = explain_fill_predictions(lm, p->clean, p->corrupt, NULL, NULL, p->n, p->metric, NULL,
                                      p->line);
     if (s != QKV_OK) return s;
     int kept = 0; /* leave out the examples whose corrupted prediction is the answer */
@@ -234,9 +234,9 @@ qkv_status pair_set_corrupt_from(pair_set *p, trainer *t, corrupt_kind kind, int
     return QKV_OK;
 }
 
-patch_pairs pair_set_view(const pair_set *p, const trainer *t) {
+patch_pairs pair_set_view(const pair_set *p, const loaded_model *lm) {
     return (patch_pairs){.n = p->n, .positions = p->positions, .keys = p->keys,
                          .clean = p->clean, .corrupt = p->corrupt,
-                         .clean_len = t->data ? p->clean_len : NULL,
-                         .corrupt_len = t->data ? p->corrupt_len : NULL, .metric = p->metric};
+                         .clean_len = lm->data ? p->clean_len : NULL,
+                         .corrupt_len = lm->data ? p->corrupt_len : NULL, .metric = p->metric};
 }

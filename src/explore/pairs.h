@@ -24,7 +24,7 @@ typedef struct {
  * and the culprit (a token the model does not know, a pair's inputs of different lengths, a
  * pair of another length than the first, a position without a target, answer = wrong, no
  * pairs); QKV_ERR_IO; QKV_ERR_NOMEM. Free with pair_set_free, also after a failure. */
-qkv_status pair_set_read(pair_set *p, trainer *t, const char *path, int position);
+qkv_status pair_set_read(pair_set *p, loaded_model *lm, const char *path, int position);
 /* A built-in task's held-out examples as clean inputs, each with a corrupted copy:
  * resample (induction) draws new distinct tokens for the segment's first occurrence, so the
  * repeat has nothing to match; shuffle (lookup) deals the pairs' values out to the keys
@@ -32,10 +32,10 @@ qkv_status pair_set_read(pair_set *p, trainer *t, const char *path, int position
  * the position (the last with a target, or `position`), the wrong token the corrupted
  * input's prediction there; an example where they are equal is left out (p->skipped).
  * QKV_ERR_VALUE for another task or a data file's model, or when no example is left. */
-qkv_status pair_set_corrupt_from(pair_set *p, trainer *t, corrupt_kind kind, int position,
+qkv_status pair_set_corrupt_from(pair_set *p, loaded_model *lm, corrupt_kind kind, int position,
                                  uint64_t seed);
 /* The pairs as explain_patch reads them (lengths only for a data file's model). */
-patch_pairs pair_set_view(const pair_set *p, const trainer *t);
+patch_pairs pair_set_view(const pair_set *p, const loaded_model *lm);
 void pair_set_free(pair_set *p);
 
 #endif

@@ -127,6 +127,9 @@ void rundir_checkpoint_begin(rundir *rd);
 void rundir_checkpoint_end(rundir *rd, bool committed);
 /* Removes snapshots of steps after `step` (the model's): what a kill left beyond the commit. */
 void rundir_trim_snapshots(const rundir *rd, int64_t step);
+/* The step of the last snapshot in the directory's snapshots/ at or before `step` (its
+ * step<N>_layer1_head1.dat), or -1 when there is none. */
+int64_t rundir_last_snapshot(const rundir *rd, int64_t step);
 /* Unlocks DIR; if nothing was committed, removes the directories rundir_open created and all
  * that was written in them, but a summary.json (which records how the run failed). */
 void rundir_close(rundir *rd);

@@ -24,4 +24,10 @@ typedef struct {
 qkv_status maps_write(const char *dir, const char *sub, const char *prefix, const char *suffix,
                       const char *what, const map_labels *labels, const float *maps);
 
+/* Reads maps that maps_write wrote back into maps (layers, heads, queries, keys): the numbers
+ * as the files hold them (6 significant digits). QKV_ERR_IO when a file cannot be opened,
+ * QKV_ERR_FORMAT when one does not hold a queries x keys map. */
+qkv_status maps_read(const char *dir, const char *sub, const char *prefix, const char *suffix,
+                     int layers, int heads, int queries, int keys, float *maps);
+
 #endif

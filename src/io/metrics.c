@@ -15,13 +15,20 @@ void metrics_init(metrics_table *m, int layers, int heads) {
                    ? 3 * (layers - 1) * heads * heads
                    : 0;
     *m = (metrics_table){.layers = layers, .heads = heads, .first_head_column = first,
-                         .n_composition = comp, .n_scores = first + 2 * layers * heads + comp};
+                         .n_composition = comp, .n_scores = first + 2 * layers * heads + comp,
+                         .icl_column = -1};
+}
+
+void metrics_add_icl_column(metrics_table *m) {
+    m->icl_column = m->n_scores++;
 }
 
 void metrics_column_name(const metrics_table *m, int k, char *buf, size_t len) {
     static const char *const per_head[] = {"prev", "dup", "ind"}, kinds[] = "qkv";
     int L = m->layers, H = m->heads;
-    if (k < L) {
+    if (k == m->icl_column) {
+        snprintf(buf, len, "icl_score");
+    } else if (k < L) {
         snprintf(buf, len, "mass_l%d", k + 1);
     } else if (k < m->first_head_column) {
         int i = (k - L) / 3; /* layer * H + head */

@@ -26,18 +26,22 @@ typedef struct {
  * (the OV circuit's copying score) for each layer and scored head; and, with two layers or
  * more and at most METRICS_MAX_COMPOSED_HEADS heads, comp<K>_l<L>h<A>_l<L+1>h<B> for each
  * kind K (q, k, v), each layer L but the last, each head A of layer L and B of layer L+1: the
- * composition score of qkv circuits. */
+ * composition score of qkv circuits. Last, for an induction run (metrics_add_icl_column),
+ * icl_score: the in-context score (trainer_icl_add), in nats. */
 typedef struct {
     metrics_row *rows;
     int n, cap;
     int layers, heads; /* heads: the heads scored per layer */
     int n_scores;      /* the attention columns */
     int first_head_column, n_composition; /* where the head columns start; the comp columns */
+    int icl_column;    /* icl_score's index into a row's scores, -1 for none */
 } metrics_table;
 
 /* An empty table for a model of `layers` layers with `heads` heads scored in each. */
 void metrics_init(metrics_table *m, int layers, int heads);
 void metrics_free(metrics_table *m);
+/* Adds the column icl_score after every other (before any row is added). */
+void metrics_add_icl_column(metrics_table *m);
 /* A row's attention columns, all NaN, for the caller to fill and hand to metrics_add (NULL
  * when out of memory: the row's columns are written empty). */
 double *metrics_new_scores(const metrics_table *m);

@@ -264,6 +264,21 @@ void rundir_trim_snapshots(const rundir *rd, int64_t step) {
     closedir(d);
 }
 
+int64_t rundir_last_snapshot(const rundir *rd, int64_t step) {
+    char sub[RUN_FILE_PATH_LEN], rest[32];
+    snprintf(sub, sizeof sub, "%s/snapshots", rd->dir);
+    int64_t last = -1;
+    DIR *d = opendir(sub);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        int64_t s;
+        if (sscanf(e->d_name, "step%" SCNd64 "_%31s", &s, rest) == 2 &&
+            !strcmp(rest, "layer1_head1.dat") && s <= step && s > last)
+            last = s;
+    }
+    if (d) closedir(d);
+    return last;
+}
+
 /* Removes the files directly in `dir` (not subdirectories) but `keep`, then `dir` itself if
  * it is empty. */
 static void remove_files(const char *dir, const char *keep, bool and_dir) {

@@ -227,3 +227,114 @@ qkv_status qkv_composition_scores(const qkv_model *m, double *scores) {
     free(w), free(t1), free(t2), free(t3), free(ov_norm), free(w_ot);
     return s;
 }
+
+/* ---- the mapping view: which token a head's OV circuit writes for each token it attends to,
+ * against the token the task or the data asks for (docs/explain.md, "Mapping") ---- */
+
+#define MAPPING_SEQUENCES 2048 /* a built-in task's sequences read for its token mapping, */
+#define MAPPING_CELLS (1 << 24) /* fewer where their ideal patterns (T, T) pass this many cells */
+#define MAPPING_SEED 0x6d617070696e6773ull /* "mappings": the same sequences for every model */
+
+/* expected[t] = the y of the largest count[t][y] (the lowest y of a tie), -1 where t has none;
+ * count is (V, V). */
+static void argmax_rows(const double *count, int V, int32_t *expected) {
+    for (int t = 0; t < V; t++) {
+        expected[t] = -1;
+        double best = 0;
+        for (int y = 0; y < V; y++)
+            if (count[(int64_t)t * V + y] > best) best = count[(int64_t)t * V + y], expected[t] = y;
+    }
+}
+
+qkv_status circuits_task_mapping(const qkv_task *task, int32_t *expected, bool *key_token) {
+    int T = task->seq_len, V = task->vocab, To = task->target_len ? task->target_len : T;
+    double *count = calloc((size_t)V * V, sizeof *count);
+    int32_t *x = malloc((size_t)T * sizeof *x), *y = malloc((size_t)To * sizeof *y);
+    uint8_t *ideal = malloc((size_t)T * T);
+    if (!count || !x || !y || !ideal) {
+        free(count), free(x), free(y), free(ideal);
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits' mapping");
+    }
+    for (int t = 0; t < V; t++) key_token[t] = false;
+    /* each target y of a query and each key its ideal pattern attends to, holding token t:
+     * one vote for t -> y (translate: source word -> its translation; copy, induction, sort:
+     * t -> t; lookup: a pair's token -> its value) */
+    qkv_rng rng = qkv_rng_seed(MAPPING_SEED);
+    int64_t sequences = MAPPING_CELLS / ((int64_t)T * T);
+    sequences = sequences < 4 ? 4 : sequences > MAPPING_SEQUENCES ? MAPPING_SEQUENCES : sequences;
+    for (int64_t n = 0; n < sequences; n++) {
+        qkv_task_sample(task, &rng, false, x, y);
+        qkv_task_ideal(task, x, ideal);
+        for (int j = 0; j < T; j++) key_token[x[j]] = true;
+        for (int i = 0; i < To; i++)
+            for (int j = 0; j < T && y[i] >= 0; j++)
+                if (ideal[(int64_t)i * T + j]) count[(int64_t)x[j] * V + y[i]] += 1;
+    }
+    argmax_rows(count, V, expected);
+    free(count), free(x), free(y), free(ideal);
+    return QKV_OK;
+}
+
+qkv_status circuits_data_mapping(int V, int n, int in_len, int out_len, const int32_t *x,
+                                 const int32_t *y, int32_t *expected, bool *key_token) {
+    /* in[t]: examples whose input holds t; out[u]: whose output holds u; both[t*V+u] */
+    double *both = calloc((size_t)V * V, sizeof *both);
+    double *in = calloc((size_t)V, sizeof *in), *out = calloc((size_t)V, sizeof *out);
+    int *seen_at = malloc((size_t)V * sizeof *seen_at); /* the last example t was counted in */
+    if (!both || !in || !out || !seen_at) {
+        free(both), free(in), free(out), free(seen_at);
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits' mapping");
+    }
+    for (int t = 0; t < V; t++) seen_at[t] = -1;
+    for (int e = 0; e < n; e++) {
+        const int32_t *xe = x + (int64_t)e * in_len, *ye = y + (int64_t)e * out_len;
+        for (int k = 0; k < out_len; k++) /* each output token once per example */
+            if (ye[k] >= 0 && seen_at[ye[k]] != e) seen_at[ye[k]] = e, out[ye[k]] += 1;
+        for (int j = 0; j < in_len; j++) {
+            int t = xe[j];
+            if (t <= 0 || seen_at[t] == 2 * n + e) continue; /* the padding, or t counted */
+            seen_at[t] = 2 * n + e, in[t] += 1;
+            for (int k = 0; k < out_len; k++) { /* each output token u once: it was the first */
+                int u = ye[k], first = 1;
+                for (int q = 0; q < k && u >= 0; q++) first &= ye[q] != u;
+                if (u >= 0 && first) both[(int64_t)t * V + u] += 1;
+            }
+        }
+    }
+    /* t -> the output token whose presence t raises most: P(u | t in the input) - P(u | t not
+     * in it), a contrast that a token in every output (which every input token "predicts")
+     * does not win */
+    for (int t = 0; t < V; t++) {
+        key_token[t] = in[t] > 0;
+        for (int u = 0; u < V; u++) {
+            double *b = &both[(int64_t)t * V + u];
+            if (!key_token[t]) {
+                *b = 0;
+                continue;
+            }
+            double without = n - in[t] > 0 ? (out[u] - *b) / (n - in[t]) : 0;
+            *b = *b / in[t] - without;
+        }
+    }
+    argmax_rows(both, V, expected);
+    free(both), free(in), free(out), free(seen_at);
+    return QKV_OK;
+}
+
+int circuits_top_targets(const double *ov, int V, const bool *key_token, const int32_t *expected,
+                         int32_t *top, int *sources) {
+    int right = 0;
+    *sources = 0;
+    for (int t = 0; t < V; t++) {
+        top[t] = -1;
+        if (!key_token[t]) continue;
+        const double *row = ov + (int64_t)t * V;
+        top[t] = 0;
+        for (int u = 1; u < V; u++)
+            if (row[u] > row[top[t]]) top[t] = u;
+        if (expected[t] < 0) continue;
+        ++*sources;
+        right += top[t] == expected[t];
+    }
+    return right;
+}

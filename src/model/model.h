@@ -21,6 +21,23 @@ qkv_status model_replica(qkv_model *r, const qkv_model *m);
 qkv_status lapack_dgeev(int n, double *a, double *wr, double *wi, double *work, int lwork,
                         int *info);
 
+/* ---- the mapping view of the circuits (circuits.c; docs/explain.md, "Mapping") ----
+ * expected[V]: the token each token should make a head write when the head attends to it (-1:
+ * none), and key_token[V]: whether inputs hold the token at all (an encoder-decoder's: the
+ * tokens the encoder sees). A built-in task's, from its ideal pattern over a fixed draw of
+ * sequences: each key the pattern attends to votes for its query's target. */
+qkv_status circuits_task_mapping(const qkv_task *task, int32_t *expected, bool *key_token);
+/* A data file's, from its n training examples x (n, in_len; 0 the padding) and y (n, out_len;
+ * -1 no target): token t -> the output token u with the largest P(u in the output | t in the
+ * input) - P(u in the output | t not in it), when that is above 0. */
+qkv_status circuits_data_mapping(int V, int n, int in_len, int out_len, const int32_t *x,
+                                 const int32_t *y, int32_t *expected, bool *key_token);
+/* top[t] = the token of the largest logit in row t of a head's OV circuit ov (V, V), for each
+ * key token (-1 for the others); *sources = the key tokens with an expected target. Returns
+ * how many of those have top[t] == expected[t]. */
+int circuits_top_targets(const double *ov, int V, const bool *key_token, const int32_t *expected,
+                         int32_t *top, int *sources);
+
 /* ---- the held-out split (tasks.c): one example in HELDOUT_SHARE is held out, chosen by a
  * hash of its bytes, the same on every machine: a task's tokens as little-endian bytes, a
  * data file's line as written ---- */

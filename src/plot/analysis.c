@@ -2,10 +2,12 @@
  * them: circuits.json (qkv circuits --out: each head's QK and OV circuits over the vocabulary,
  * the composition scores), ablate.json (the loss increase of each head knocked out, layers x
  * heads), patch.json (the share recovered by patching each head, or head and position) and
- * attribute.json (the logit's parts, as bars). Each JSON file is turned into plain text
+ * attribute.json (the logit's parts, as bars) and lens.json (qkv lens: the top token and its
+ * probability after each layer at each position, the final logit's parts). Each JSON file is turned into plain text
  * matrices under DIR/plots/ (labelled rows and columns, as the attention maps are), which
  * matrix.gp and bars.gp draw; so the pictures can be redrawn from those files by hand. */
 #include "engine/engine.h"
+#include "explore/lens.h"
 #include "io/io.h"
 #include "plot/plot.h"
 
@@ -196,11 +198,28 @@ static bool model_head(const cJSON *e, const plot_source *src) {
 #define HEAD(e) whole_in(e, "head", 1, QKV_MAX_HEADS)
 #define POSITION(e) whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1)
 
+/* circuits.json's key_tokens (optional: a file of before has none): indices into vocab, each
+ * below V and above the one before; false when it is anything else. */
+static bool key_tokens_valid(const cJSON *j, int64_t V) {
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(j, "key_tokens"), *k;
+    if (!keys) return true;
+    if (!cJSON_IsArray(keys)) return false;
+    double before = -1;
+    cJSON_ArrayForEach(k, keys) {
+        if (!cJSON_IsNumber(k) || k->valuedouble != floor(k->valuedouble) ||
+            k->valuedouble <= before || k->valuedouble >= (double)V)
+            return false;
+        before = k->valuedouble;
+    }
+    return true;
+}
+
 static const char *check_circuits(const cJSON *j, const plot_source *src) {
     int64_t L = src->layers, H = src->heads;
     int64_t V = strings(array_item(j, "vocab"), QKV_MAX_VOCAB);
     int64_t R = strings(array_item(j, "query_labels"), QKV_MAX_VOCAB);
     if (V < 1 || R < 1) return "vocab or query_labels is not a list of token names";
+    if (!key_tokens_valid(j, V)) return "key_tokens is not a rising list of indices into vocab";
     const cJSON *heads = array_item(j, "heads"), *e;
     if (!heads) return "no heads";
     /* each head of the model once: L x H flags, at most 8 x 8192 bytes */
@@ -240,28 +259,71 @@ static const char *check_circuits(const cJSON *j, const plot_source *src) {
     return n == 0 || n == want ? NULL : "composition does not score every pair of heads";
 }
 
+/* Whether entry e names a spot of the model (ablate's and patch's rows): a head of it, or for
+ * the stream's sites (head null) a layer; position null or in 0..T-1, key_position null
+ * (or missing) or in 0..K-1. */
+static bool model_spot(const cJSON *e, const plot_source *src, int64_t T, int64_t K) {
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(e, "head");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "position");
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(e, "key_position");
+    bool head = cJSON_IsNull(h) ? whole_in(e, "layer", 1, src->layers) > 0 : model_head(e, src);
+    return head && (!t || cJSON_IsNull(t) || whole_in(e, "position", 0, T - 1) >= 0) &&
+           (!k || cJSON_IsNull(k) || whole_in(e, "key_position", 0, K - 1) >= 0);
+}
+
 static const char *check_ablate(const cJSON *j, const plot_source *src) {
     const cJSON *heads = array_item(j, "heads"), *e;
     if (!heads || !isfinite(number(cJSON_GetObjectItemCaseSensitive(j, "baseline"), "loss")))
         return "no baseline loss or heads";
-    int64_t n = 0;
+    /* at most a row per head (or layer) and position of the longest input qkv reads */
+    int64_t T = QKV_MAX_TASK_SEQ_LEN, n = 0;
     cJSON_ArrayForEach(e, heads)
-        if (++n > (int64_t)src->layers * src->heads || !model_head(e, src) ||
+        if (++n > (int64_t)src->layers * src->heads * T || !model_spot(e, src, T, T) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "loss")))
             return "its heads are not the model's";
     return NULL;
 }
 
+/* patch.json's "paths" (--path): a sender head of the model, a receiver head of a later
+ * layer by q, k or v, or the logits (via null). */
+static const char *check_paths(const cJSON *paths, const plot_source *src) {
+    int64_t L = src->layers, H = src->heads, n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, paths) {
+        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(e, "receiver");
+        const cJSON *via = cJSON_GetObjectItemCaseSensitive(e, "via");
+        int ls, hs, lr, hr;
+        bool logits = cJSON_IsString(rc) && !strcmp(rc->valuestring, "logits");
+        if (++n > L * H * (3 * L * H + 1) ||
+            !head_label(cJSON_GetObjectItemCaseSensitive(e, "sender"), L, H, &ls, &hs) ||
+            !(logits ? cJSON_IsNull(via)
+                     : head_label(rc, L, H, &lr, &hr) && lr > ls && cJSON_IsString(via) &&
+                           strlen(via->valuestring) == 1 && strchr("qkv", via->valuestring[0])) ||
+            !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "exact")) ||
+            !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "attribution")))
+            return "a path is not from a head of the model to a later head (by q, k or v) or "
+                   "to the logits";
+    }
+    return NULL;
+}
+
 static const char *check_patch(const cJSON *j, const plot_source *src) {
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "path"))) {
+        const cJSON *paths = array_item(j, "paths");
+        return paths ? check_paths(paths, src) : "no paths";
+    }
     const cJSON *results = array_item(j, "results"), *e;
     if (!results) return "no results";
-    /* positions index the input's, which the file lists */
+    /* positions index the input's query positions, key positions its tokens; both listed */
     int64_t T = strings(array_item(j, "positions"), QKV_MAX_SEQ_LEN), n = 0;
-    T = T > 0 ? T : 0;
+    int64_t K = strings(array_item(j, "tokens"), QKV_MAX_SEQ_LEN);
+    bool pairs = !array_item(j, "positions"); /* a set of pairs: the longest input qkv reads */
+    T = pairs ? QKV_MAX_TASK_SEQ_LEN : T > 0 ? T : 0;
+    K = pairs ? QKV_MAX_TASK_SEQ_LEN : K > 0 ? K : 0;
+    int64_t most = T > K ? T : K;
     cJSON_ArrayForEach(e, results) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "position");
-        if (++n > (int64_t)src->layers * src->heads * (T > 0 ? T : 1) || !model_head(e, src) ||
-            !(cJSON_IsNull(t) || !t || whole_in(e, "position", 0, T - 1) >= 0) ||
+        if (++n > (int64_t)src->layers * src->heads * (most > 0 ? most : 1) ||
+            !model_spot(e, src, T, K) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "exact")) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "attribution")))
             return "a result is not of a head of the model and a position of its input";
@@ -283,6 +345,76 @@ static const char *check_attribute(const cJSON *j, const plot_source *src) {
     return NULL;
 }
 
+/* lens.json: "layers", one entry per boundary of the model (after 0 .. L, in order), each with
+ * one entry per query position (0 .. P - 1, P the file's "positions" labels) listing the same
+ * number (1 .. LENS_MAX_TOP) of tokens, most probable first, with probabilities in [0, 1] and a
+ * rank; "decomposition", one entry per position, its parts named "embed", "bias" or a head of
+ * the model. */
+static const char *check_lens_cell(const cJSON *e, int64_t i, int64_t *top) {
+    const cJSON *list = array_item(e, "top"), *c;
+    if (whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1) != i || !list)
+        return "a lens position is not the next of its layer's";
+    int64_t n = 0;
+    double last = 1;
+    cJSON_ArrayForEach(c, list) {
+        double p = number(c, "prob");
+        if (++n > LENS_MAX_TOP || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(c, "token")) ||
+            !(p >= 0 && p <= last))
+            return "a lens cell's top is not tokens with probabilities from 1 down to 0";
+        last = p;
+    }
+    if (n == 0) return "a lens cell's top is empty";
+    if (*top && n != *top) return "the lens's cells list different numbers of tokens";
+    *top = n;
+    if (whole_in(e, "rank_of_final", 1, QKV_MAX_VOCAB) < 0)
+        return "a lens cell's rank_of_final is not a rank";
+    return NULL;
+}
+
+static const char *check_lens(const cJSON *j, const plot_source *src) {
+    int64_t P = strings(array_item(j, "positions"), QKV_MAX_SEQ_LEN), b = 0, top = 0;
+    const cJSON *layers = array_item(j, "layers"), *e, *c;
+    if (P < 1 || !layers) return "no positions or layers";
+    cJSON_ArrayForEach(e, layers) {
+        if (b > src->layers || whole_in(e, "after", 0, QKV_MAX_LAYERS) != b)
+            return "its layers are not after 0 .. each layer of the model, in order";
+        const cJSON *cells = array_item(e, "positions");
+        int64_t i = 0;
+        if (!cells) return "a lens layer has no positions";
+        cJSON_ArrayForEach(c, cells) {
+            const char *why = i < P ? check_lens_cell(c, i, &top) : "a lens layer has more "
+                                                                     "positions than the input";
+            if (why) return why;
+            i++;
+        }
+        if (i != P) return "a lens layer has fewer positions than the input";
+        b++;
+    }
+    if (b != src->layers + 1) return "its layers are not after 0 .. each layer of the model, in order";
+    const cJSON *dec = array_item(j, "decomposition");
+    int64_t i = 0;
+    if (!dec) return "no decomposition";
+    cJSON_ArrayForEach(e, dec) {
+        const cJSON *parts = array_item(e, "parts"), *part;
+        if (i >= P || whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1) != i ||
+            !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "token")) ||
+            !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "logit")) || !parts)
+            return "a decomposition entry is not of the next position, a token and its logit";
+        int64_t n = 0;
+        cJSON_ArrayForEach(part, parts) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(part, "name");
+            int l, h;
+            if (++n > (int64_t)src->layers * src->heads + 2 || !cJSON_IsString(name) ||
+                !(!strcmp(name->valuestring, "embed") || !strcmp(name->valuestring, "bias") ||
+                  head_label(name, src->layers, src->heads, &l, &h)) ||
+                !number_or_null(cJSON_GetObjectItemCaseSensitive(part, "value")))
+                return "a part is not embed, bias or a head of the model, with a value";
+        }
+        i++;
+    }
+    return i == P ? NULL : "the decomposition does not cover every position";
+}
+
 qkv_status plot_read_analysis(const char *dir, const char *name, const plot_source *src,
                               cJSON **out) {
     static const struct {
@@ -291,7 +423,8 @@ qkv_status plot_read_analysis(const char *dir, const char *name, const plot_sour
     } kinds[] = {{"circuits.json", check_circuits},
                  {"ablate.json", check_ablate},
                  {"patch.json", check_patch},
-                 {"attribute.json", check_attribute}};
+                 {"attribute.json", check_attribute},
+                 {"lens.json", check_lens}};
     qkv_status s;
     *out = plot_read_json(dir, name, &s);
     if (!*out) return s;
@@ -299,6 +432,8 @@ qkv_status plot_read_analysis(const char *dir, const char *name, const plot_sour
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(*out, "layers");
     const cJSON *per_layer = cJSON_GetObjectItemCaseSensitive(*out, "heads_per_layer");
     const char *why = "not a file of qkv's analysis commands";
+    if (!strcmp(name, "lens.json")) /* its "layers" is its list, checked by check_lens */
+        layers = NULL;
     if ((layers && whole_in(*out, "layers", 1, QKV_MAX_LAYERS) != src->layers) ||
         (per_layer && whole_in(*out, "heads_per_layer", 1, QKV_MAX_HEADS) != src->heads))
         why = "its layers and heads_per_layer are not those of the model beside it";
@@ -343,6 +478,16 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
     int V = cJSON_GetArraySize(vocab), R = cJSON_GetArraySize(qrows), H = src->heads,
         L = src->layers;
     bool decoder = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "encoder_decoder"));
+    /* the tokens keys can hold (key_tokens, checked; every token in a file without it): the
+     * QK circuit's columns, and the rows of the OV circuit and of a self-attention QK circuit
+     * (an encoder-decoder's keys are the encoder's tokens, never the decoder's) */
+    int *keep = malloc((size_t)V * sizeof *keep), K = 0;
+    if (!keep) return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
+    const cJSON *keys = cJSON_GetObjectItemCaseSensitive(j, "key_tokens"), *k;
+    if (keys)
+        cJSON_ArrayForEach(k, keys) keep[K++] = (int)k->valuedouble;
+    else
+        for (K = 0; K < V; K++) keep[K] = K;
     plot_status code = QKV_OK;
     const cJSON *head;
     cJSON_ArrayForEach(head, heads) {
@@ -350,28 +495,35 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
         static const char *const kinds[] = {"qk", "ov"};
         for (int k = 0; k < 2 && code == QKV_OK; k++) {
             const cJSON *rows = cJSON_GetObjectItemCaseSensitive(head, kinds[k]);
-            int nr = k == 0 ? R : V;
+            /* rows: the decoder's positions, or the key tokens; columns: the key tokens (QK),
+             * every token (OV: the logits it writes) */
+            bool key_rows = k == 1 || !decoder, key_cols = k == 0;
+            int nr = key_rows ? K : R, nc = key_cols ? K : V;
             matrix m;
-            if (!matrix_new(&m, nr, V)) {
+            if (!matrix_new(&m, nr, nc)) {
                 matrix_free(&m);
+                free(keep);
                 return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
             }
             const cJSON *lab = (k == 0 ? qrows : vocab)->child, *row = rows->child;
-            for (int i = 0; i < nr; i++, lab = lab->next, row = row->next) {
-                clean_label(m.row_label[i], lab->valuestring);
+            for (int i = 0, r = 0; r < nr; i++, lab = lab->next, row = row->next) {
+                if (key_rows && i != keep[r]) continue;
+                clean_label(m.row_label[r], lab->valuestring);
                 const cJSON *c = row->child;
-                for (int col = 0; col < V; col++, c = c->next)
-                    m.v[(int64_t)i * V + col] = value_of(c);
+                for (int col = 0, at = 0; at < nc; col++, c = c->next)
+                    if (!key_cols || col == keep[at]) m.v[(int64_t)r * nc + at++] = value_of(c);
+                r++;
             }
             lab = vocab->child;
-            for (int c = 0; c < V; c++, lab = lab->next)
-                clean_label(m.col_label[c], lab->valuestring);
+            for (int c = 0, at = 0; at < nc; c++, lab = lab->next)
+                if (!key_cols || c == keep[at]) clean_label(m.col_label[at++], lab->valuestring);
             /* a data file's vocabulary starts with its padding token, which no example
-             * attends to: no value (drawn grey), in its column and in its row */
+             * attends to or predicts: no value (drawn grey), in its column and in its row
+             * (with key_tokens, the padding is no key token: it has neither) */
             if (!strcmp(m.col_label[0], DAT_PAD_TOKEN)) {
-                for (int i = 0; i < nr; i++) m.v[(int64_t)i * V] = NAN;
+                for (int i = 0; i < nr; i++) m.v[(int64_t)i * nc] = NAN;
                 if (!strcmp(m.row_label[0], DAT_PAD_TOKEN))
-                    for (int c = 0; c < V; c++) m.v[c] = NAN;
+                    for (int c = 0; c < nc; c++) m.v[c] = NAN;
             }
             char data[96], out[96], title[160];
             snprintf(data, sizeof data, "plots/circuit_%s_layer%d_head%d.dat", kinds[k], l, h);
@@ -380,17 +532,29 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
                                                       : "OV circuit (qkv circuits)");
             if (code != QKV_OK) {
                 matrix_free(&m);
+                free(keep);
                 return code;
             }
             double score = number(head, "copying_score");
+            /* the mapping (a file of before has none): key tokens whose top logit is their
+             * target, of those with one; the copying score alone misreads a head that maps
+             * tokens to others */
+            const cJSON *map = cJSON_GetObjectItemCaseSensitive(head, "mapping");
+            double right = number(map, "right"), sources = number(map, "sources");
+            char mapped[64] = "";
+            if (isfinite(right) && isfinite(sources) && sources > 0 && right >= 0 && right <= sources)
+                snprintf(mapped, sizeof mapped, ", top logit the target for %.0f of %.0f", right,
+                         sources);
             if (k == 0)
                 snprintf(title, sizeof title, "QK circuit of layer %d, head %d (scaled scores)",
                          l, h);
             else if (isfinite(score))
                 snprintf(title, sizeof title,
-                         "OV circuit of layer %d, head %d (copying score %.3f)", l, h, score);
+                         "OV circuit of layer %d, head %d (copying score %.3f%s)", l, h, score,
+                         mapped);
             else
-                snprintf(title, sizeof title, "OV circuit of layer %d, head %d", l, h);
+                snprintf(title, sizeof title, "OV circuit of layer %d, head %d%s%s%s", l, h,
+                         *mapped ? " (" : "", *mapped ? mapped + 2 : "", *mapped ? ")" : "");
             code = k == 0 ? draw_matrix(p, dir, data, &m, out, format, title, "key token",
                                         decoder ? "decoder position" : "query token",
                                         "score", "diverging")
@@ -398,8 +562,10 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
                                         "token attended to", "logit", "diverging");
             matrix_free(&m);
         }
-        if (code != QKV_OK) return code;
+        if (code != QKV_OK) break;
     }
+    free(keep);
+    if (code != QKV_OK) return code;
     /* composition: one matrix per kind, heads of layer L (rows) by heads of layer L+1 */
     const cJSON *comp = array_item(j, "composition");
     if (!cJSON_IsArray(comp) || cJSON_GetArraySize(comp) == 0 || L < 2) return code;
@@ -442,81 +608,141 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
 }
 
 /* ablate.json: the loss increase of each head removed, as a grid of layers by heads. */
+/* The rows of spots (ablate's "heads", patch's "results") as a matrix of value(row): one per
+ * head (layer x head) when no row names a position; else a row per head, "L.H" (a layer,
+ * "L", for the stream's sites), by position or by key position. NaN where no row is. */
+static qkv_status spot_matrix(const cJSON *rows, const plot_source *src, double base,
+                              double (*value)(const cJSON *e, double base), matrix *m,
+                              const char **xlabel, const char **ylabel) {
+    int64_t L = src->layers, H = src->heads, T = 0;
+    bool stream = false, keys = false, positions = false;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, rows) {
+        stream |= cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "head"));
+        int64_t t = whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1);
+        int64_t k = whole_in(e, "key_position", 0, QKV_MAX_SEQ_LEN - 1);
+        if (k >= 0) keys = true, t = k;
+        else if (t >= 0) positions = true;
+        T = t + 1 > T ? t + 1 : T;
+    }
+    bool by_position = keys || positions;
+    int64_t groups = stream ? 1 : H; /* rows per layer */
+    if (!matrix_new(m, by_position ? (int)(L * groups) : (int)L, by_position ? (int)T : (int)H))
+        return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
+    for (int i = 0; i < m->rows; i++)
+        if (!by_position) snprintf(m->row_label[i], LABEL_LEN, "layer_%d", i + 1);
+        else if (stream) snprintf(m->row_label[i], LABEL_LEN, "%d", i + 1);
+        else snprintf(m->row_label[i], LABEL_LEN, "%d.%d", (int)(i / H + 1), (int)(i % H + 1));
+    for (int c = 0; c < m->cols; c++)
+        snprintf(m->col_label[c], LABEL_LEN, "%d", by_position ? c : c + 1);
+    cJSON_ArrayForEach(e, rows) {
+        int64_t l = LAYER(e) - 1, h = stream ? 0 : HEAD(e) - 1;
+        int64_t t = keys ? whole_in(e, "key_position", 0, QKV_MAX_SEQ_LEN - 1) : POSITION(e);
+        if (by_position && t < 0) continue;
+        m->v[by_position ? (l * groups + h) * T + t : l * H + h] = value(e, base);
+    }
+    *xlabel = keys ? "key position" : by_position ? "position" : "head";
+    *ylabel = !by_position ? "layer" : stream ? "layer" : "layer.head";
+    return QKV_OK;
+}
+
+static double loss_increase(const cJSON *e, double base) { return number(e, "loss") - base; }
+
+/* The exact share where there is one, else the attribution. */
+static double share(const cJSON *e, double base) {
+    (void)base;
+    double v = number(e, "exact");
+    return isfinite(v) ? v : number(e, "attribution");
+}
+
+/* The --site of a file (ablate's, patch's), "z" for one written before there were sites. */
+static const char *site_of(const cJSON *j) {
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "site");
+    return cJSON_IsString(s) ? s->valuestring : "z";
+}
+
+/* ablate.json: the loss increase with each head (or its site at each position) removed. */
 static plot_status plot_ablate(plotter *p, const char *dir, const char *format, const cJSON *j,
                        const plot_source *src) {
-    (void)src; /* the file is checked against it */
     const cJSON *heads = array_item(j, "heads"); /* checked by check_ablate */
     double base = number(cJSON_GetObjectItemCaseSensitive(j, "baseline"), "loss");
-    int L = 0, H = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, heads) {
-        int l = (int)LAYER(e), h = (int)HEAD(e);
-        L = l > L ? l : L, H = h > H ? h : H;
-    }
-    if (L == 0) return QKV_OK;
+    if (!cJSON_GetArraySize(heads)) return QKV_OK;
     matrix m;
-    if (!matrix_new(&m, L, H)) {
-        matrix_free(&m);
-        return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
-    }
-    for (int l = 0; l < L; l++) snprintf(m.row_label[l], LABEL_LEN, "layer_%d", l + 1);
-    for (int h = 0; h < H; h++) snprintf(m.col_label[h], LABEL_LEN, "%d", h + 1);
-    cJSON_ArrayForEach(e, heads)
-        m.v[(LAYER(e) - 1) * H + HEAD(e) - 1] = number(e, "loss") - base;
-    plot_status code = matrix_write(&m, dir, "plots/ablate.dat",
-                                    "ablation: loss increase (qkv ablate)");
-    char title[160];
-    snprintf(title, sizeof title,
-             "ablation: loss increase with each head removed (baseline %.4g)", base);
+    const char *x, *y;
+    plot_status code = spot_matrix(heads, src, base, loss_increase, &m, &x, &y);
     if (code == QKV_OK)
-        code = draw_matrix(p, dir, "plots/ablate.dat", &m, "ablate", format, title, "head",
-                           "layer", "loss increase", "diverging");
+        code = matrix_write(&m, dir, "plots/ablate.dat", "ablation: loss increase (qkv ablate)");
+    char title[160];
+    snprintf(title, sizeof title, "ablation of %s: loss increase with each removed (baseline "
+             "%.4g)", site_of(j), base);
+    if (code == QKV_OK)
+        code = draw_matrix(p, dir, "plots/ablate.dat", &m, "ablate", format, title, x, y,
+                           "loss increase", "diverging");
     matrix_free(&m);
     return code;
 }
 
-/* patch.json: the share recovered by patching each head (layer x head), or each head at each
- * position (head x position); the exact share where there is one, else the attribution. */
-static plot_status plot_patch(plotter *p, const char *dir, const char *format, const cJSON *j,
-                       const plot_source *src) {
-    (void)src; /* the file is checked against it */
-    const cJSON *results = array_item(j, "results"); /* checked by check_patch */
-    int L = 0, H = 0, T = 0;
-    bool positions = false;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, results) {
-        int l = (int)LAYER(e), h = (int)HEAD(e), t = (int)POSITION(e);
-        L = l > L ? l : L, H = h > H ? h : H;
-        if (t >= 0) positions = true, T = t + 1 > T ? t + 1 : T;
-    }
-    if (L == 0) return QKV_OK;
+/* patch.json --path: senders (rows, "L.H") by receivers (a later head's q, k or v, "L.H.q",
+ * or the logits). */
+static plot_status plot_paths(plotter *p, const char *dir, const char *format, const cJSON *j,
+                              const plot_source *src) {
+    const cJSON *paths = array_item(j, "paths"), *e; /* checked by check_patch */
+    int64_t L = src->layers, H = src->heads, R = (L - 1) * H * 3 + 1; /* receivers */
     matrix m;
-    if (!matrix_new(&m, positions ? L * H : L, positions ? T : H)) {
+    if (!matrix_new(&m, (int)(L * H), (int)R)) {
         matrix_free(&m);
         return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     }
     for (int i = 0; i < m.rows; i++)
-        if (positions) snprintf(m.row_label[i], LABEL_LEN, "%d.%d", i / H + 1, i % H + 1);
-        else snprintf(m.row_label[i], LABEL_LEN, "layer_%d", i + 1);
-    for (int c = 0; c < m.cols; c++)
-        snprintf(m.col_label[c], LABEL_LEN, "%d", positions ? c : c + 1);
-    bool exact = false;
-    cJSON_ArrayForEach(e, results) {
-        int l = (int)LAYER(e) - 1, h = (int)HEAD(e) - 1, t = (int)POSITION(e);
-        double v = number(e, "exact");
-        exact |= isfinite(v);
-        if (!isfinite(v)) v = number(e, "attribution");
-        if (positions && t < 0) continue;
-        m.v[positions ? (int64_t)(l * H + h) * T + t : (int64_t)l * H + h] = v;
+        snprintf(m.row_label[i], LABEL_LEN, "%d.%d", (int)(i / H + 1), (int)(i % H + 1));
+    for (int c = 0; c < R - 1; c++)
+        snprintf(m.col_label[c], LABEL_LEN, "%d.%d.%c", (int)(c / (3 * H) + 2),
+                 (int)(c / 3 % H + 1), "qkv"[c % 3]);
+    snprintf(m.col_label[R - 1], LABEL_LEN, "logits");
+    cJSON_ArrayForEach(e, paths) {
+        int ls, hs, lr, hr;
+        head_label(cJSON_GetObjectItemCaseSensitive(e, "sender"), L, H, &ls, &hs);
+        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(e, "receiver");
+        int64_t c = R - 1;
+        if (head_label(rc, L, H, &lr, &hr)) {
+            const char *via = cJSON_GetObjectItemCaseSensitive(e, "via")->valuestring;
+            c = ((int64_t)(lr - 2) * H + hr - 1) * 3 + (strchr("qkv", via[0]) - "qkv");
+        }
+        m.v[((int64_t)(ls - 1) * H + hs - 1) * R + c] = share(e, 0);
     }
     plot_status code = matrix_write(&m, dir, "plots/patch.dat",
-                                    "activation patching: share recovered (qkv patch)");
-    char title[160];
-    snprintf(title, sizeof title, "patching: share of the clean-corrupt difference recovered%s",
-             exact ? "" : " (attribution)");
+                                    "path patching: share recovered (qkv patch --path)");
     if (code == QKV_OK)
-        code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format, title,
-                           positions ? "position" : "head", positions ? "layer.head" : "layer",
+        code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format,
+                           "path patching: share recovered by each path, sender to receiver",
+                           "receiver (layer.head.input)", "sender", "share recovered",
+                           "diverging");
+    matrix_free(&m);
+    return code;
+}
+
+/* patch.json: the share recovered by patching each head (layer x head), or each head (or
+ * layer) at each position or key position; the exact share where there is one, else the
+ * attribution. */
+static plot_status plot_patch(plotter *p, const char *dir, const char *format, const cJSON *j,
+                       const plot_source *src) {
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "path")))
+        return plot_paths(p, dir, format, j, src);
+    const cJSON *results = array_item(j, "results"), *e; /* checked by check_patch */
+    if (!cJSON_GetArraySize(results)) return QKV_OK;
+    bool exact = false;
+    cJSON_ArrayForEach(e, results) exact |= isfinite(number(e, "exact"));
+    matrix m;
+    const char *x, *y;
+    plot_status code = spot_matrix(results, src, 0, share, &m, &x, &y);
+    if (code == QKV_OK)
+        code = matrix_write(&m, dir, "plots/patch.dat",
+                            "activation patching: share recovered (qkv patch)");
+    char title[160];
+    snprintf(title, sizeof title, "patching %s: share of the clean-corrupt difference "
+             "recovered%s", site_of(j), exact ? "" : " (attribution)");
+    if (code == QKV_OK)
+        code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format, title, x, y,
                            "share recovered", "diverging");
     matrix_free(&m);
     return code;
@@ -553,6 +779,88 @@ static plot_status plot_attribute(plotter *p, const char *dir, const char *forma
                        (const char *[]){"plots/attribute.dat", title, "logit"});
 }
 
+/* lens.json: the lens as a (boundaries, positions) matrix of the top token's probability,
+ * each cell labelled with that token (plots/lens.dat and lens_cells.dat, drawn by lens.gp),
+ * and the decomposition as a (parts, positions) matrix (plots/lens_parts.dat, matrix.gp). */
+static plot_status plot_lens(plotter *p, const char *dir, const char *format, const cJSON *j,
+                             const plot_source *src) {
+    const cJSON *labels = array_item(j, "positions"), *layers = array_item(j, "layers");
+    const cJSON *dec = array_item(j, "decomposition"); /* checked by check_lens */
+    int P = cJSON_GetArraySize(labels), B = src->layers + 1;
+    matrix m;
+    if (!matrix_new(&m, B, P)) {
+        matrix_free(&m);
+        return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
+    }
+    char path[PLOT_PATH_LEN + 64];
+    snprintf(path, sizeof path, "%s/plots/lens_cells.dat", dir);
+    atomic_file af;
+    qkv_status s = atomic_open(&af, path);
+    if (s != QKV_OK) {
+        matrix_free(&m);
+        return s;
+    }
+    fprintf(af.f, "# qkv logit lens (qkv lens): column row probability top-token\n");
+    const cJSON *lab = labels->child, *row = layers->child;
+    for (int i = 0; i < P; i++, lab = lab->next) clean_label(m.col_label[i], lab->valuestring);
+    for (int b = 0; b < B; b++, row = row->next) {
+        snprintf(m.row_label[b], LABEL_LEN, "after_%d", b);
+        const cJSON *cell = array_item(row, "positions")->child;
+        for (int i = 0; i < P; i++, cell = cell->next) {
+            const cJSON *first = array_item(cell, "top")->child;
+            char token[LABEL_LEN];
+            clean_label(token, cJSON_GetObjectItemCaseSensitive(first, "token")->valuestring);
+            m.v[(int64_t)b * P + i] = number(first, "prob");
+            fprintf(af.f, "%d %d %.6g %s\n", i, b, m.v[(int64_t)b * P + i], token);
+        }
+    }
+    s = atomic_commit(&af);
+    if (s == QKV_OK) s = matrix_write(&m, dir, "plots/lens.dat",
+                                      "logit lens: the top token's probability (qkv lens)");
+    if (s == QKV_OK) {
+        char image[64], longest[32];
+        snprintf(image, sizeof image, "plots/lens.%s", format);
+        snprintf(longest, sizeof longest, "%zu", longest_label(&m));
+        s = plotter_run(p, dir, "lens.gp", image, format, 3,
+                        (const char *[]){"plots/lens.dat", "plots/lens_cells.dat", longest});
+    }
+    matrix_free(&m);
+    if (s != QKV_OK) return s;
+    /* the decomposition, parts down and positions across (as the lens): the parts of the
+     * first position name the rows */
+    const cJSON *parts = array_item(dec->child, "parts"), *e;
+    int n = cJSON_GetArraySize(parts);
+    if (n == 0) return QKV_OK;
+    if (!matrix_new(&m, n, P)) {
+        matrix_free(&m);
+        return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
+    }
+    int k = 0;
+    cJSON_ArrayForEach(e, parts)
+        clean_label(m.row_label[k++], cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring);
+    lab = labels->child;
+    int i = 0;
+    cJSON_ArrayForEach(row, dec) {
+        clean_label(m.col_label[i], lab->valuestring);
+        k = 0;
+        cJSON_ArrayForEach(e, array_item(row, "parts")) {
+            char name[LABEL_LEN];
+            clean_label(name, cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring);
+            if (k < n && !strcmp(name, m.row_label[k])) m.v[(int64_t)k * P + i] = number(e, "value");
+            k++;
+        }
+        i++, lab = lab->next;
+    }
+    s = matrix_write(&m, dir, "plots/lens_parts.dat",
+                     "the final prediction's logit by part, at each position (qkv lens)");
+    if (s == QKV_OK)
+        s = draw_matrix(p, dir, "plots/lens_parts.dat", &m, "lens_parts", format,
+                        "the final prediction's logit split into parts, at each position",
+                        "position", "part (layer.head for a head)", "logit", "diverging");
+    matrix_free(&m);
+    return s;
+}
+
 /* The files drawn, in the order of PLOT_ANALYSIS_FILES. */
 static const struct {
     const char *file;
@@ -560,7 +868,8 @@ static const struct {
 } analysis_files[PLOT_ANALYSIS_FILES] = {{"circuits.json", plot_circuits},
                                          {"ablate.json", plot_ablate},
                                          {"patch.json", plot_patch},
-                                         {"attribute.json", plot_attribute}};
+                                         {"attribute.json", plot_attribute},
+                                         {"lens.json", plot_lens}};
 
 qkv_status plot_read_analyses(const char *dir, const plot_source *src,
                               cJSON *j[PLOT_ANALYSIS_FILES]) {

@@ -7,7 +7,7 @@
  * metrics.csv. Each map is a (Nq, Nk) matrix with its query and key labels, so a map of
  * cross-attention (Nq != Nk) is drawn as well as one of self-attention. Which queries and
  * keys are padding (dat_padding) goes with them, and so do the files of the analysis commands
- * (ablate.json, patch.json, attribute.json, circuits.json), as they are but for the
+ * (ablate.json, patch.json, attribute.json, circuits.json, lens.json), as they are but for the
  * positional part of the QK circuits, which the page does not draw. */
 #include "engine/engine.h"
 #include "io/io.h"
@@ -30,7 +30,7 @@
 #define HTML_DIGITS 4 /* significant digits of the analysis numbers in the page */
 
 /* The analysis files the page shows when the directory holds them, as the page names them. */
-static const char *const ANALYSES[] = {"ablate", "patch", "attribute", "circuits"};
+static const char *const ANALYSES[] = {"ablate", "patch", "attribute", "circuits", "lens"};
 #define N_ANALYSES (sizeof ANALYSES / sizeof ANALYSES[0])
 
 /* ---- JSON out ---- */

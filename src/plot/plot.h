@@ -94,17 +94,17 @@ void dat_pad_free(dat_pad *pad);
 
 /* ---- analysis.c ---- */
 /* The analysis files a run directory may hold: circuits.json (qkv circuits --out: QK and OV
- * circuits per head, composition scores), ablate.json, patch.json and attribute.json (qkv
- * ablate, patch, attribute --out). They are untrusted input: every count in one is checked
+ * circuits per head, composition scores), ablate.json, patch.json, attribute.json and
+ * lens.json (qkv ablate, patch, attribute, lens --out). They are untrusted input: every count in one is checked
  * against the arrays it holds and the model of the run (src: layers, heads per layer) before
  * anything is drawn, and reading is linear in the file's size. */
-#define PLOT_ANALYSIS_FILES 4
+#define PLOT_ANALYSIS_FILES 5
 struct cJSON;
-/* DIR/NAME (one of the four) parsed and checked into *j: NULL with QKV_OK when there is none;
+/* DIR/NAME (one of the five) parsed and checked into *j: NULL with QKV_OK when there is none;
  * QKV_ERR_FORMAT, naming it and what is wrong, when it is not what its command writes. */
 qkv_status plot_read_analysis(const char *dir, const char *name, const plot_source *src,
                               struct cJSON **j);
-/* All four read and checked (plot_read_analysis), NULL where there is none; on an error none
+/* All five read and checked (plot_read_analysis), NULL where there is none; on an error none
  * is kept. */
 qkv_status plot_read_analyses(const char *dir, const plot_source *src,
                               struct cJSON *j[PLOT_ANALYSIS_FILES]);

@@ -25,6 +25,53 @@ static double row_loss(const metrics_row *row) {
     return isnan(row->heldout_loss) ? row->loss : row->heldout_loss;
 }
 
+/* Column `col` of a row: a score, or with col -1 the training batch's loss. NaN if unknown. */
+static double series_value(const metrics_row *row, int col) {
+    if (col < 0) return row->loss;
+    return row->scores ? row->scores[col] : NAN;
+}
+
+/* The row among lo+1 .. hi whose change from the row before it, per step, is the steepest in
+ * `direction` (+1 a rise, -1 a fall) among those with both values known; -1 for none. */
+static int steepest(const metrics_table *m, int col, int direction, int lo, int hi) {
+    int best = -1;
+    double best_rate = 0;
+    for (int i = lo + 1; i <= hi; i++) {
+        const metrics_row *a = &m->rows[i - 1], *b = &m->rows[i];
+        double va = series_value(a, col), vb = series_value(b, col);
+        if (isnan(va) || isnan(vb) || b->step <= a->step) continue;
+        double rate = direction * (vb - va) / (double)(b->step - a->step);
+        if (rate > 0 && (best < 0 || rate > best_rate)) best = i, best_rate = rate;
+    }
+    return best;
+}
+
+/* The index of the row at `step`, -1 if none. */
+static int row_at(const metrics_table *m, int64_t step) {
+    for (int i = 0; i < m->n; i++)
+        if (m->rows[i].step == step) return i;
+    return -1;
+}
+
+bool train_induction_signals(const metrics_table *m, phase_change *c) {
+    c->score_step = c->icl_step = c->loss_step = -1;
+    int from = row_at(m, c->from_step), at = row_at(m, c->step);
+    if (from < 0 || at < 0) return false;
+    int score = steepest(m, score_column(m, SCORE_INDUCTION, c->layer, c->head), +1, from, at);
+    int icl = m->icl_column >= 0 ? steepest(m, m->icl_column, -1, 0, m->n - 1) : -1;
+    int loss = steepest(m, -1, -1, 0, m->n - 1);
+    if (score >= 0) c->score_step = m->rows[score].step;
+    if (icl >= 0) c->icl_step = m->rows[icl].step;
+    if (loss >= 0) c->loss_step = m->rows[loss].step;
+    if (score < 0 || icl < 0 || loss < 0) return false;
+    int64_t interval = 0; /* the run's: its longest gap between evaluations */
+    for (int i = 1; i < m->n; i++)
+        if (m->rows[i].step - m->rows[i - 1].step > interval)
+            interval = m->rows[i].step - m->rows[i - 1].step;
+    return llabs(c->icl_step - c->score_step) <= interval &&
+           llabs(c->loss_step - c->score_step) <= interval;
+}
+
 int train_phase_changes(const metrics_table *m, phase_change *out, int max) {
     int n = 0;
     if (m->n < 2) return 0;
@@ -43,7 +90,12 @@ int train_phase_changes(const metrics_table *m, phase_change *out, int max) {
                 if ((double)(b->step - a->step) > stretch || !(row_loss(b) < row_loss(a)))
                     continue;
                 phase_change c = {(head_score)s, l, h, a->step, b->step, a->scores[col],
-                                  b->scores[col], row_loss(a), row_loss(b)};
+                                  b->scores[col], row_loss(a), row_loss(b), -1, -1, -1};
+                /* an induction head: where the run measures the in-context score, only when
+                 * the three signals agree */
+                if (s == SCORE_INDUCTION && !train_induction_signals(m, &c) &&
+                    m->icl_column >= 0)
+                    continue;
                 /* by step, then layer, head and score: insertion into the sorted list */
                 int k = n < max ? n : max;
                 while (k > 0 && out[k - 1].step > c.step) {
@@ -69,12 +121,17 @@ int64_t train_induction_step(const trainer *t, const metrics_table *m, int *head
 }
 
 double train_causal_hidden_share(const trainer *t) {
-    int T = t->model.cfg.seq_len;
-    if (t->model.cfg.target_len) return 0;
+    example_set held = {t->n_held, t->held_tokens, t->held_targets, t->held_lengths};
+    return causal_hidden_share(&t->model.cfg, held);
+}
+
+double causal_hidden_share(const qkv_model_config *c, example_set held) {
+    int T = c->seq_len;
+    if (c->target_len) return 0;
     long hidden = 0, targets = 0;
-    for (int e = 0; e < t->n_held; e++) {
-        const int32_t *x = t->held_tokens + (size_t)e * T, *y = t->held_targets + (size_t)e * T;
-        int n = t->held_lengths ? t->held_lengths[e] : T;
+    for (int e = 0; e < held.n; e++) {
+        const int32_t *x = held.x + (size_t)e * T, *y = held.y + (size_t)e * T;
+        int n = held.len ? held.len[e] : T;
         for (int i = 0; i < T; i++) {
             if (y[i] < 0) continue;
             targets++;
@@ -96,8 +153,14 @@ static double first_loss(const metrics_table *m) {
 
 train_hint_kind train_hint(const trainer *t, const eval_result *r, const metrics_table *m,
                            char *buf, size_t len) {
-    const qkv_task *task = &t->cfg.task;
-    const qkv_model_config *c = &t->model.cfg;
+    example_set held = {t->n_held, t->held_tokens, t->held_targets, t->held_lengths};
+    return train_hint_of(&t->cfg, &t->model.cfg, t->optim.step, held, r, m, buf, len);
+}
+
+train_hint_kind train_hint_of(const train_config *cfg, const qkv_model_config *c, int64_t step,
+                              example_set held, const eval_result *r, const metrics_table *m,
+                              char *buf, size_t len) {
+    const qkv_task *task = &cfg->task;
     bool data = task->kind == QKV_TASK_DATA;
     double chance = qkv_task_chance(task);
     buf[0] = '\0';
@@ -110,11 +173,11 @@ train_hint_kind train_hint(const trainer *t, const eval_result *r, const metrics
     double begun = first_loss(m);
     if (!(r->loss <= begun) && !isnan(begun)) { /* a loss that is not finite too */
         snprintf(buf, len, "hint: training diverged: the held-out loss rose from %.4g to %.4g; "
-                 "try a lower --lr (this run's: %g)", begun, r->loss, t->cfg.lr);
+                 "try a lower --lr (this run's: %g)", begun, r->loss, cfg->lr);
         return HINT_DIVERGED;
     }
     bool looks_ahead = task->kind == QKV_TASK_REVERSE || task->kind == QKV_TASK_MAX;
-    double hidden = data && c->causal ? train_causal_hidden_share(t) : 0;
+    double hidden = data && c->causal ? causal_hidden_share(c, held) : 0;
     if (c->causal && looks_ahead) {
         snprintf(buf, len, "hint: the causal mask hides the later keys that %s needs; train "
                  "without --causal", name);
@@ -139,7 +202,7 @@ train_hint_kind train_hint(const trainer *t, const eval_result *r, const metrics
                  100 * r->accuracy);
         return HINT_DEPTH;
     }
-    if (t->optim.step < d.steps) {
+    if (step < d.steps) {
         snprintf(buf, len, "hint: too few steps: %s takes about %ld with the default options "
                  "(--steps)", name, (long)d.steps);
         return HINT_STEPS;
@@ -266,6 +329,13 @@ static void add_phase_changes(cJSON *j, const trainer *t, const metrics_table *m
         add_number(p, "to_score", c[i].to_score);
         add_number(p, "from_loss", c[i].from_loss);
         add_number(p, "to_loss", c[i].to_loss);
+        if (c[i].score == SCORE_INDUCTION) { /* the steps of its three signals, null if none */
+            cJSON *sig = cJSON_AddObjectToObject(p, "signals");
+            const char *keys[] = {"score_step", "icl_step", "loss_step"};
+            int64_t steps[] = {c[i].score_step, c[i].icl_step, c[i].loss_step};
+            for (int k = 0; sig && k < 3; k++)
+                add_number(sig, keys[k], steps[k] >= 0 ? (double)steps[k] : NAN);
+        }
         cJSON_AddItemToArray(list, p);
     }
 }

@@ -38,10 +38,30 @@ typedef struct {
     double from_score, to_score;
     double from_loss, to_loss; /* held-out loss at the two rows (the training batch's where the
                                   held-out one is unknown) */
+    /* An induction score's three signals (train_induction_signals), -1 where missing; -1 for
+     * the other scores. */
+    int64_t score_step, icl_step, loss_step;
 } phase_change;
 
+/* The three signals of an induction phase change c (its score, layer, head, from_step and step
+ * set) among the rows of m, each the step of the evaluation that ends the steepest change,
+ * per step, from the evaluation before it:
+ *   score_step: the steepest rise of c's induction score, within c's stretch (from_step ..
+ *               step);
+ *   icl_step:   the steepest fall of the in-context score (metrics column icl_score) over the
+ *               whole run;
+ *   loss_step:  the steepest fall of the training batch's loss (metrics column loss) over the
+ *               whole run: a bump in the loss shows as the fall that ends it.
+ * A signal is -1 where its values are missing (NaN: icl_score where m has no such column).
+ * Returns whether the three agree: each present, and icl_step and loss_step each within one
+ * evaluation interval of score_step (the run's longest gap between two evaluations: its
+ * --eval-every, which the default schedule's extra early evaluations only shorten). */
+bool train_induction_signals(const metrics_table *m, phase_change *c);
+
 /* The phase changes among the rows of m, by step, at most `max` of them into out; returns how
- * many there are (which may exceed max). */
+ * many there are (which may exceed max). An induction score's phase change carries its three
+ * signals; where m has the in-context score (the induction task), it counts only when they
+ * agree (train_induction_signals). */
 int train_phase_changes(const metrics_table *m, phase_change *out, int max);
 
 /* With two layers or more (self-attention): the step of the first metrics row at which a head
@@ -65,10 +85,16 @@ typedef enum {
  * diverged run), or NULL. */
 train_hint_kind train_hint(const trainer *t, const eval_result *r, const metrics_table *m,
                            char *buf, size_t len);
+/* The same for a model of train config cfg and model config c, saved at `step`, whose
+ * held-out set is `held` (for the causal mask's share): what train_hint reads of a trainer. */
+train_hint_kind train_hint_of(const train_config *cfg, const qkv_model_config *c, int64_t step,
+                              example_set held, const eval_result *r, const metrics_table *m,
+                              char *buf, size_t len);
 
 /* The share of the held-out targets whose token the causal mask hides: it is not among the
  * inputs at or before the target's position but is after it. 0 for an encoder-decoder. */
 double train_causal_hidden_share(const trainer *t);
+double causal_hidden_share(const qkv_model_config *c, example_set held);
 
 /* Every number of the summary qkv train prints, as a JSON object (NULL when out of memory):
  * accuracy and chance, the task's layer and head, the mass by layer, every head's scores, the

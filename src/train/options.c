@@ -114,7 +114,9 @@ const train_option train_option_table[] = {
     {"snapshot-every", "snapshot_every", OPTION_INT, AT(snapshot_every), 0, TRAIN_MAX_STEPS,
      .arg = "K", .deflt = "0", .saved = SAVED_ALWAYS, .with_resume = true,
      .help = "keep the attention of the fixed held-out example at step 0 and every\n"
-             "K steps in DIR/snapshots/ (default 0: off)"},
+             "K steps in DIR/snapshots/, and between them where it moved most: it is\n"
+             "measured every K/4 steps and kept when it moved by over 0.1 since the\n"
+             "last snapshot (default 0: off)"},
     {"plot", "plot", OPTION_FLAG, AT(plot), .deflt = "off", .with_resume = true,
      .help = "after saving, draw DIR/plots/ with gnuplot, as `qkv plot DIR` does;\n"
              "without gnuplot it says so and still exits 0 (default off)"},

@@ -97,6 +97,7 @@ static metrics_row new_row(const training_run *run, const trainer *t, const eval
             out[k++] = self_attention ? r->induction[l][h] : NAN;
         }
     if (out) head_columns(t, r, m, out + m->first_head_column);
+    if (out && m->icl_column >= 0) out[m->icl_column] = r->icl_score;
     return (metrics_row){step, t->last_loss, t->last_train_acc, r->accuracy, lr, r->loss, out};
 }
 
@@ -163,15 +164,63 @@ static qkv_status write_attention(trainer *t, const char *dir) {
     return s;
 }
 
-/* snapshots/step<N>_layer<L>_head<H>.dat: the attention weights at this step. */
-static qkv_status write_snapshot(trainer *t, const char *dir) {
+/* ---- snapshots: snapshots/step<N>_layer<L>_head<H>.dat, the attention weights at step N ----
+ * At step 0 and every K steps (--snapshot-every K), and, so that the frames are densest where
+ * the attention changes fastest, at the steps between: every K / SNAPSHOT_PROBES steps the
+ * attention is measured, and kept as a snapshot when it has moved by more than
+ * SNAPSHOT_CHANGE since the last snapshot kept (snapshot_change). The last snapshot is
+ * compared as its files hold it, read back, so that a resumed run, which reads it from the
+ * directory, keeps the snapshots the uninterrupted run keeps. Measuring takes no random
+ * numbers and touches no weight: the run's numbers are those of a run without snapshots. */
+#define SNAPSHOT_PROBES 4
+#define SNAPSHOT_CHANGE 0.1
+
+static size_t snapshot_floats(const trainer *t) {
     const qkv_model_config *c = &t->model.cfg;
-    float *a = malloc((size_t)c->layers * c->heads * t->target_len * c->seq_len * sizeof *a);
+    return (size_t)c->layers * c->heads * t->target_len * c->seq_len;
+}
+
+/* How far the attention a (layers, heads, To, T) moved from b: the largest, over heads, of the
+ * mean over query rows of the total variation distance ½ Σ_j |a_ij - b_ij| (0: the same; 1:
+ * every row moved all its weight to other keys). */
+static double snapshot_change(const trainer *t, const float *a, const float *b) {
+    const qkv_model_config *c = &t->model.cfg;
+    int Tq = t->target_len, T = c->seq_len;
+    double most = 0;
+    for (int head = 0; head < c->layers * c->heads; head++) {
+        double moved = 0;
+        for (int64_t k = (int64_t)head * Tq * T; k < (int64_t)(head + 1) * Tq * T; k++)
+            moved += fabs((double)a[k] - b[k]);
+        most = fmax(most, moved / 2 / Tq);
+    }
+    return most;
+}
+
+/* The snapshot of step `step` read back from the directory into run->snapshot_ref. */
+static qkv_status read_snapshot(training_run *run, const trainer *t, const char *dir,
+                                int64_t step) {
+    const qkv_model_config *c = &t->model.cfg;
+    if (!run->snapshot_ref && !(run->snapshot_ref = malloc(snapshot_floats(t) * sizeof(float))))
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "step%" PRId64 "_", step);
+    return maps_read(dir, "snapshots", prefix, "", c->layers, c->heads, t->target_len,
+                     c->seq_len, run->snapshot_ref);
+}
+
+/* The snapshot of this step: always (`always`), or when the attention has moved by more than
+ * SNAPSHOT_CHANGE since the last one kept. */
+static qkv_status snapshot(training_run *run, trainer *t, const char *dir, bool always) {
+    float *a = malloc(snapshot_floats(t) * sizeof *a);
     if (!a) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
     trainer_attention(t, 0, a);
-    char prefix[32];
-    snprintf(prefix, sizeof prefix, "step%" PRId64 "_", t->optim.step);
-    qkv_status s = write_maps(t, dir, "snapshots", prefix, "", "attention", a);
+    qkv_status s = QKV_OK;
+    if (always || (run->snapshot_ref && snapshot_change(t, a, run->snapshot_ref) > SNAPSHOT_CHANGE)) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "step%" PRId64 "_", t->optim.step);
+        s = write_maps(t, dir, "snapshots", prefix, "", "attention", a);
+        if (s == QKV_OK) s = read_snapshot(run, t, dir, t->optim.step);
+    }
     free(a);
     return s;
 }
@@ -341,6 +390,8 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
     run->start_step = run->saved_step = t->optim.step;
     run->last_step = -1;
     metrics_init(&run->metrics, t->model.cfg.layers, scored_heads(t));
+    if (trainer_has_icl(t)) /* the in-context score: eval_result's icl_score */
+        metrics_add_icl_column(&run->metrics);
     const char *dir = o->out_dir;
     s = begin(run, t, progress, user);
     if (s != QKV_OK) return s;
@@ -351,8 +402,13 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
     eval_result at_start = {0};
     bool row0 = run->start_step == 0;
     if (row0) at_start = trainer_evaluate(t);
-    if (o->snapshot_every && run->start_step == 0 && (s = write_snapshot(t, dir)) != QKV_OK)
+    if (o->snapshot_every && run->start_step == 0 && (s = snapshot(run, t, dir, true)) != QKV_OK)
         return s;
+    /* a resumed run compares with the last snapshot its directory kept */
+    int64_t kept = o->snapshot_every && run->start_step > 0 && run->has_dir
+                       ? rundir_last_snapshot(&run->dir, run->start_step) : -1;
+    if (kept >= 0 && (s = read_snapshot(run, t, dir, kept)) != QKV_OK) return s;
+    long probe = o->snapshot_every / SNAPSHOT_PROBES > 0 ? o->snapshot_every / SNAPSHOT_PROBES : 1;
     while (t->optim.step < total) {
         if ((s = trainer_step(t)) != QKV_OK) return s;
         int64_t step = t->optim.step;
@@ -364,8 +420,8 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
             if (progress) progress(RUN_EVALUATED, run, t, user);
         }
         if (progress) progress(RUN_STEPPED, run, t, user);
-        if (o->snapshot_every && step % o->snapshot_every == 0 &&
-            (s = write_snapshot(t, dir)) != QKV_OK)
+        if (o->snapshot_every && step % probe == 0 &&
+            (s = snapshot(run, t, dir, step % o->snapshot_every == 0)) != QKV_OK)
             return s;
         if (run->has_dir && ((o->save_every && step % o->save_every == 0) || step == total)) {
             if ((s = checkpoint(run, t, progress, user)) != QKV_OK) return s;
@@ -407,5 +463,7 @@ qkv_status trainer_run_end(training_run *run, const trainer *t, int exit_code, c
     if (run->has_dir) rundir_close(&run->dir);
     run->has_dir = false;
     metrics_free(&run->metrics);
+    free(run->snapshot_ref);
+    run->snapshot_ref = NULL;
     return s;
 }

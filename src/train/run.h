@@ -51,6 +51,8 @@ struct training_run {
     bool started;              /* past the checks of a resumed run: a failure from here on
                                   leaves the directory its checkpoint, if dir.committed */
     run_files files;           /* summary.json and metrics.jsonl */
+    float *snapshot_ref;       /* the last snapshot kept, as its files hold it (layers, heads,
+                                  To, T); NULL: none yet */
 };
 
 /* Runs t up to t->cfg.steps. A new run's first metrics row is step 0, before any update; a

@@ -379,6 +379,15 @@ qkv_status trainer_update(trainer *t) {
     return QKV_OK;
 }
 
+/* What an evaluation reads: the model, its task, its output length, and scratch for one
+ * sequence's ideal pattern (T, T). */
+typedef struct {
+    qkv_model *model;
+    const qkv_task *task;
+    int target_len;
+    uint8_t *ideal;
+} evaluation;
+
 /* Adds one held-out sequence's attention (attn[l] is (B, H, T, T); this is batch row b) to
  * the running sums of the ideal-pattern mass and the head scores. */
 typedef struct {
@@ -392,11 +401,11 @@ typedef struct {
 /* Adds -Σ a log a of each query row of batch row b to the entropy sums: the real query rows
  * (the first len; an encoder-decoder's every decoder row), over the keys (a masked key's
  * weight is 0 and adds nothing). */
-static void add_entropy(const trainer *t, qkv_tensor *const *attn, int b, int len,
+static void add_entropy(const evaluation *e, qkv_tensor *const *attn, int b, int len,
                         attention_sums *sum) {
-    int T = t->cfg.task.seq_len, H = t->model.cfg.heads, L = t->model.cfg.layers;
-    int Hs = H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS, Tq = t->target_len;
-    int rows = t->model.cfg.target_len ? Tq : len;
+    int T = e->task->seq_len, H = e->model->cfg.heads, L = e->model->cfg.layers;
+    int Hs = H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS, Tq = e->target_len;
+    int rows = e->model->cfg.target_len ? Tq : len;
     sum->entropy_rows += rows;
     for (int l = 0; l < L; l++)
         for (int h = 0; h < Hs; h++)
@@ -409,27 +418,27 @@ static void add_entropy(const trainer *t, qkv_tensor *const *attn, int b, int le
             }
 }
 
-static void add_attention(trainer *t, qkv_tensor *const *attn, int b, const int32_t *x,
-                          int len, attention_sums *sum) {
-    const qkv_task *task = &t->cfg.task;
-    int T = task->seq_len, H = t->model.cfg.heads, L = t->model.cfg.layers;
+static void add_attention(const evaluation *e, qkv_tensor *const *attn, int b,
+                          const int32_t *x, int len, attention_sums *sum) {
+    const qkv_task *task = e->task;
+    int T = task->seq_len, H = e->model->cfg.heads, L = e->model->cfg.layers;
     int Hs = H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS;
-    int Tq = t->target_len; /* query rows: T, or an encoder-decoder's To */
+    int Tq = e->target_len; /* query rows: T, or an encoder-decoder's To */
     for (int l = 0; l < L && task->kind != QKV_TASK_DATA; l++) {
-        qkv_task_ideal_layer(task, x, l, L, t->ideal);
+        qkv_task_ideal_layer(task, x, l, L, e->ideal);
         for (int i = 0; i < Tq; i++) {
             bool has_ideal = false;
-            for (int j = 0; j < T; j++) has_ideal |= t->ideal[i * T + j];
+            for (int j = 0; j < T; j++) has_ideal |= e->ideal[i * T + j];
             if (!has_ideal) continue;
             sum->mass_rows[l]++;
             for (int h = 0; h < Hs; h++) {
                 int64_t row = (((int64_t)b * H + h) * Tq + i) * T;
                 for (int j = 0; j < T; j++)
-                    if (t->ideal[i * T + j]) sum->mass[l][h] += qkv_get(attn[l], row + j);
+                    if (e->ideal[i * T + j]) sum->mass[l][h] += qkv_get(attn[l], row + j);
             }
         }
     }
-    if (t->model.cfg.target_len) return; /* the head scores are of self-attention */
+    if (e->model->cfg.target_len) return; /* the head scores are of self-attention */
     for (int i = 0; i < len; i++) { /* the real tokens: padding never holds a score */
         bool has_dup = false, has_ind = false;
         for (int j = 0; j < i; j++) has_dup |= x[j] == x[i];
@@ -449,80 +458,92 @@ static void add_attention(trainer *t, qkv_tensor *const *attn, int b, const int3
     }
 }
 
+/* -log softmax(logits' row r)[target], in double: one position's cross-entropy. */
+static double position_loss(const qkv_tensor *logits, int64_t r, int32_t target) {
+    int64_t V = logits->shape[2];
+    double top = -INFINITY, z = 0, at = 0;
+    QKV_TYPED(logits->dtype,
+        const T *row = (const T *)logits->data + r * V;
+        for (int64_t j = 0; j < V; j++) top = (double)row[j] > top ? (double)row[j] : top;
+        for (int64_t j = 0; j < V; j++) z += exp((double)row[j] - top);
+        at = (double)row[target];);
+    return top + log(z) - at;
+}
+
+void trainer_icl_add(const qkv_tensor *logits, const int32_t *x, const int32_t *y, int B, int T,
+                     double sums[4]) {
+    for (int b = 0; b < B; b++) {
+        const int32_t *xb = x + (size_t)b * T, *yb = y + (size_t)b * T;
+        int n = 0; /* the first target: the repeat begins there */
+        while (n < T && yb[n] < 0) n++;
+        for (int i = 0; i + 1 < T; i++) {
+            int64_t row = (int64_t)b * T + i;
+            if (yb[i] >= 0) { /* late: the repeat */
+                sums[0] += position_loss(logits, row, yb[i]);
+                sums[1]++;
+            } else if (i + 1 < n) { /* early: the first copy, its next token new */
+                sums[2] += position_loss(logits, row, xb[i + 1]);
+                sums[3]++;
+            }
+        }
+    }
+}
+
+bool train_has_icl(const qkv_task *task, const qkv_model_config *c) {
+    return task->kind == QKV_TASK_INDUCTION && !c->target_len;
+}
+
+bool trainer_has_icl(const trainer *t) {
+    return train_has_icl(&t->cfg.task, &t->model.cfg);
+}
+
+double trainer_icl_of(const double sums[4]) {
+    return sums[1] > 0 && sums[3] > 0 ? sums[0] / sums[1] - sums[2] / sums[3] : NAN;
+}
+
 static bool task_has_ideal(const qkv_task *task) {
     return task->kind != QKV_TASK_DATA; /* every built-in task defines one */
 }
 
-/* QKV_ERR_NOMEM for an analysis: `what_for` needs `need` bytes, more than half the limit
- * (`over`), or a malloc of it failed. `command` prefixes the line ("ablate: "), or NULL. */
-static qkv_status analysis_nomem(const char *command, const char *what_for, double need,
-                                 bool over) {
-    const char *what;
-    double have = memory_limit(&what);
-    const char *prefix = command ? command : "", *colon = command ? ": " : "";
-    if (over)
-        return qkv_fail(QKV_ERR_NOMEM, "%s%s%s needs about %.1f MiB, more than half of %s "
-                        "(%.1f MiB)", prefix, colon, what_for, need / (1 << 20), what,
-                        have / (1 << 20));
-    return qkv_fail(QKV_ERR_NOMEM, "%s%sout of memory for %s (about %.1f MiB, under %s of "
-                    "%.1f MiB)", prefix, colon, what_for, need / (1 << 20), what,
-                    have / (1 << 20));
-}
-
-qkv_ctx *trainer_analysis_ctx(double bytes, const char *command) {
-    bytes += 1 << 20; /* the arena's own slack, as training's step arenas */
-    bool over = bytes > memory_limit(NULL) / 2;
-    qkv_ctx *ctx = over ? NULL : qkv_ctx_new((size_t)bytes);
-    if (!ctx) analysis_nomem(command, "its working memory", bytes, over);
-    return ctx;
-}
-
-qkv_status trainer_analysis_reserve(trainer *t, int n, const char *command) {
-    int B = n < 1 ? 1 : n < ANALYSIS_BATCH ? n : ANALYSIS_BATCH;
-    /* a whole step's estimate (forward and backward) bounds a forward with its probes and
-     * the edits' copies, and with the parameters (already allocated) is checked as training
-     * checks a step */
-    double step = qkv_model_step_bytes(&t->model.cfg, B) + (1 << 20);
-    double need = step + qkv_model_param_bytes(&t->model.cfg);
-    char what_for[96];
-    snprintf(what_for, sizeof what_for, "scoring %d sequence%s at a time", B, B == 1 ? "" : "s");
-    if (need > memory_limit(NULL) / 2) return analysis_nomem(command, what_for, need, true);
-    qkv_ctx *ctx = qkv_ctx_new((size_t)step);
-    if (!ctx) return analysis_nomem(command, what_for, need, false);
-    qkv_ctx_set_no_grad(ctx, qkv_ctx_no_grad(t->eval_ctx));
-    qkv_ctx_free(t->eval_ctx);
-    t->eval_ctx = ctx;
-    return QKV_OK;
-}
-
 eval_result trainer_evaluate(trainer *t) {
-    const qkv_task *task = &t->cfg.task;
-    int T = task->seq_len, H = t->model.cfg.heads, L = t->model.cfg.layers;
+    example_set held = {t->n_held, t->held_tokens, t->held_targets, t->held_lengths};
+    return train_evaluate_set(&t->model, &t->cfg.task, t->target_len, held, t->eval_ctx,
+                              t->ideal);
+}
+
+eval_result train_evaluate_set(qkv_model *model, const qkv_task *task, int target_len,
+                               example_set set, qkv_ctx *ctx, uint8_t *ideal) {
+    const evaluation ev = {model, task, target_len, ideal}, *e = &ev;
+    int T = task->seq_len, H = model->cfg.heads, L = model->cfg.layers;
     int Hs = H < EVAL_MAX_HEADS ? H : EVAL_MAX_HEADS;
     double loss_sum = 0;
     int64_t correct = 0, counted = 0;
     attention_sums sums = {0}, *sum = &sums; /* 20 KiB on the stack: evaluation allocates nothing */
-    int To = t->target_len;
-    for (int start = 0; start < t->n_held; start += EVAL_BATCH) {
-        int B = t->n_held - start < EVAL_BATCH ? t->n_held - start : EVAL_BATCH;
-        const int32_t *x = t->held_tokens + (size_t)start * T, *y = t->held_targets + (size_t)start * To;
-        const int32_t *len = t->held_lengths ? t->held_lengths + start : NULL;
-        qkv_ctx_reset(t->eval_ctx);
+    int To = target_len;
+    bool icl = train_has_icl(task, &model->cfg); /* the layout of the task's sequences defines it */
+    double icl_sums[4] = {0};
+    for (int start = 0; start < set.n; start += EVAL_BATCH) {
+        int B = set.n - start < EVAL_BATCH ? set.n - start : EVAL_BATCH;
+        const int32_t *x = set.x + (size_t)start * T, *y = set.y + (size_t)start * To;
+        const int32_t *len = set.len ? set.len + start : NULL;
+        qkv_ctx_reset(ctx);
         qkv_tensor *attn[QKV_MAX_LAYERS];
-        qkv_tensor *logits = qkv_model_forward_padded(&t->model, t->eval_ctx, x, len, B, attn);
-        qkv_tensor *targets = qkv_from_array(t->eval_ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
-        qkv_tensor *loss = qkv_cross_entropy(t->eval_ctx, logits, targets, -1);
+        qkv_tensor *logits = qkv_model_forward_padded(model, ctx, x, len, B, attn);
+        qkv_tensor *targets = qkv_from_array(ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
+        qkv_tensor *loss = qkv_cross_entropy(ctx, logits, targets, -1);
         int64_t n = count_correct(logits, y, &correct);
         loss_sum += qkv_get(loss, 0) * (double)n;
         counted += n;
+        if (icl) trainer_icl_add(logits, x, y, B, T, icl_sums);
         for (int b = 0; b < B; b++) {
-            add_attention(t, attn, b, x + b * T, len ? len[b] : T, sum);
-            add_entropy(t, attn, b, len ? len[b] : T, sum);
+            add_attention(e, attn, b, x + b * T, len ? len[b] : T, sum);
+            add_entropy(e, attn, b, len ? len[b] : T, sum);
         }
     }
     eval_result r = {.loss = counted ? loss_sum / (double)counted : 0,
                      .accuracy = counted ? (double)correct / (double)counted : 0,
-                     .correct = correct, .counted = counted, .has_ideal = task_has_ideal(task)};
+                     .correct = correct, .counted = counted, .has_ideal = task_has_ideal(task),
+                     .icl_score = icl ? trainer_icl_of(icl_sums) : NAN};
 #define MEAN(s, n) ((n) ? (s) / (double)(n) : 0)
 #define SCORE(s, n) ((n) ? (s) / (double)(n) : NAN)
     for (int l = 0; l < L; l++) {
@@ -575,19 +596,25 @@ void trainer_predict(trainer *t, int index, int32_t *out) {
     for (int i = 0; i < t->target_len; i++) out[i] = (int32_t)qkv_argmax(logits, i * V, V);
 }
 
-void trainer_token_label(const trainer *t, int32_t token, char *buf, size_t len) {
-    if (t->data)
-        dataset_label(t->data, token, buf, len);
+void train_token_label(const qkv_task *task, const dataset *data, int32_t token, char *buf,
+                       size_t len) {
+    if (data)
+        dataset_label(data, token, buf, len);
     else
-        qkv_task_token_label(&t->cfg.task, token, buf, len);
+        qkv_task_token_label(task, token, buf, len);
 }
 
-const char *trainer_token_text(const trainer *t, int32_t token, char *buf, size_t len) {
-    if (!t->data) {
-        qkv_task_token_label(&t->cfg.task, token, buf, len);
+void trainer_token_label(const trainer *t, int32_t token, char *buf, size_t len) {
+    train_token_label(&t->cfg.task, t->data, token, buf, len);
+}
+
+const char *train_token_text(const qkv_task *task, const dataset *data, int32_t token,
+                             char *buf, size_t len) {
+    if (!data) {
+        qkv_task_token_label(task, token, buf, len);
         return buf;
     }
-    const char *text = dataset_token_text(t->data, token);
+    const char *text = dataset_token_text(data, token);
     return text ? text : "?";
 }
 

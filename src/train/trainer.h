@@ -89,20 +89,12 @@ typedef struct {
 #define EVAL_MAX_HEADS 64 /* heads that training's evaluation scores per layer (trainer_evaluate's
                              head scores; the analysis commands cover every head) */
 
-/* The analysis commands (ablate, patch, attribute, eval --data) score ANALYSIS_BATCH
- * sequences per forward, all in t->eval_ctx. */
-#define ANALYSIS_BATCH 256
-/* The one memory check of an analysis: a whole step's estimate at min(n, ANALYSIS_BATCH)
- * sequences (it bounds a forward with its probes and head edits) plus the parameters against
- * half of memory_limit, then t->eval_ctx reserved at that size, so that no analysis grows an
- * arena past what was checked (the arena's abort is never reached). QKV_ERR_NOMEM with the
- * line "COMMAND: scoring N sequences at a time needs about X MiB, more than half of WHAT (Y
- * MiB)", or "COMMAND: out of memory for scoring ..." when the reservation fails; COMMAND NULL:
- * no prefix (the caller adds its own). */
-qkv_status trainer_analysis_reserve(trainer *t, int n, const char *command);
-/* An arena of `bytes` for an analysis's own tensors, checked as trainer_analysis_reserve
- * checks: NULL with QKV_ERR_NOMEM set (the line begins "COMMAND: "; none for NULL). */
-qkv_ctx *trainer_analysis_ctx(double bytes, const char *command);
+/* A set of examples: n sequences x (n, T) with targets y (n, To), and for a data run their
+ * input lengths len (n), else NULL. */
+typedef struct {
+    int n;
+    const int32_t *x, *y, *len;
+} example_set;
 
 typedef struct {
     double loss, accuracy, attention_mass;
@@ -123,6 +115,9 @@ typedef struct {
      * row (of the real tokens: padding has none): 0 for a head that looks at one key, log n
      * for one spread evenly over n. */
     double entropy[QKV_MAX_LAYERS][EVAL_MAX_HEADS];
+    /* The induction task's in-context score (trainer_icl_add): the held-out loss where the
+     * context holds the next token minus where it cannot; NaN for every other task. */
+    double icl_score;
 } eval_result;
 
 /* The one check of a train config: batch and lr within their limits, the model fitting the
@@ -146,18 +141,44 @@ qkv_status trainer_step(trainer *t);
 /* One optimizer step on the batch already in t->tokens / t->targets (what trainer_step does after
  * drawing it). */
 qkv_status trainer_update(trainer *t);
-/* Loss, token accuracy and attention mass on the held-out set. */
+/* Loss, token accuracy and attention mass on the held-out set: train_evaluate_set over it. */
 eval_result trainer_evaluate(trainer *t);
+/* The same numbers for `model`, trained on `task`, over `set`: the one evaluation (training's
+ * and the analyses'). Runs in ctx (no-grad, sized for EVAL_BATCH sequences: trainer_init's
+ * eval_ctx, or an analysis's); ideal: (T, T) scratch. Allocates nothing. */
+eval_result train_evaluate_set(qkv_model *model, const qkv_task *task, int target_len,
+                               example_set set, qkv_ctx *ctx, uint8_t *ideal);
+/* The in-context score of the induction task, over held-out sequences x (B, T) with targets
+ * y (B, T) and the model's logits (B, T, V): the mean loss at the late positions minus the
+ * mean at the early ones, in nats. A sequence is a segment of n distinct tokens repeated to
+ * the end, and its targets are the positions n .. T-2 (the repeat: each predicts the token
+ * after it, which the context holds). Late: those positions, against their targets. Early:
+ * positions 0 .. n-2 of the first copy, against the next token, which is new there, so no
+ * context can tell it (training never scores them). Near 0 for an untrained model; it falls
+ * steeply when the model learns to copy from context, which is when an induction head forms.
+ * Adds into sums[4]: late loss, late count, early loss, early count (score: see
+ * trainer_icl_of). */
+void trainer_icl_add(const qkv_tensor *logits, const int32_t *x, const int32_t *y, int B, int T,
+                     double sums[4]);
+/* Whether t's evaluations measure the in-context score: the induction task's (self-attention). */
+bool trainer_has_icl(const trainer *t);
+bool train_has_icl(const qkv_task *task, const qkv_model_config *c);
+/* The in-context score of the sums of trainer_icl_add: NaN when a side has no position. */
+double trainer_icl_of(const double sums[4]);
 /* The attention weights of layer l for held-out example `index`: (H, T, T) into out. */
 void trainer_attention(trainer *t, int index, float *out /* (L, H, T, T) */);
 /* The model's prediction for held-out example `index`: the most likely token at each of its
  * target_len output positions, into out. */
 void trainer_predict(trainer *t, int index, int32_t *out);
-/* A token's label: the task's (qkv_task_token_label), or a data file's token string. */
+/* A token's label: the task's (qkv_task_token_label), or a data file's (data not NULL) token
+ * string. */
+void train_token_label(const qkv_task *task, const dataset *data, int32_t token, char *buf,
+                       size_t len);
 void trainer_token_label(const trainer *t, int32_t token, char *buf, size_t len);
 /* The token itself, for JSON, which never shortens a token: a data file's token string
  * (UTF-8, whole; "?" for no token), or the task's label written into buf. */
-const char *trainer_token_text(const trainer *t, int32_t token, char *buf, size_t len);
+const char *train_token_text(const qkv_task *task, const dataset *data, int32_t token,
+                             char *buf, size_t len);
 /* For held-out example `index`, one forward and backward pass of its cross-entropy loss: the
  * gradient of every layer's attention weights, dA, and of the scores that enter the softmax
  * (after scale and mask), dS, into dA and dS, each (L, H, T, T). Parameter gradients are left

@@ -1,0 +1,149 @@
+/* cmd_lens.c - `qkv lens`: the logit lens (the stream after each layer read through the
+ * vocabulary head) and the final prediction's logit split into its parts at every position
+ * (explore/lens.c). */
+#include "cli.h"
+#include "io/paths.h"
+#include "explain_cli.h"
+#include "explore/lens.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *model, *input, *out;
+    long threads, top;
+    int dtype;
+    bool json;
+} lens_args;
+
+static int lens_parse(int argc, char **argv, lens_args *a) {
+    *a = (lens_args){.dtype = TRAIN_DTYPE_OF_FILE}; /* top 0: LENS_DEFAULT_TOP */
+    cli_option options[] = {
+        {"model", CLI_STRING, &a->model, .arg = "FILE",
+         .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
+        {"input", CLI_STRING, &a->input, .arg = "\"...\"", .help = "the input's tokens"},
+        {"top", CLI_INT, &a->top, 1, LENS_MAX_TOP, .arg = "K",
+         .help = "tokens listed per layer and position (default 5, or the vocabulary if smaller)"},
+        {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
+         .help = "f32 or f64 (default: the model's own)"},
+        {"threads", CLI_INT, &a->threads, 1, QKV_MAX_THREADS, .arg = "N", .help = "OpenMP threads"},
+        {"json", CLI_FLAG, &a->json, .help = "print one JSON object (docs/explain.md)"},
+        {"out", CLI_STRING, &a->out, .arg = "FILE",
+         .help = "write the same JSON object to FILE (e.g. RUN/lens.json for qkv plot)"},
+        CLI_NO_SELFTEST_ROW,
+        {"help", CLI_HELP, .help = "show this help"},
+        {0}};
+    const cli_command cmd = {
+        .name = "lens",
+        .usage = "usage: qkv lens DIR --input \"...\" [options]\n"
+                 "The logit lens: the stream after each layer (after 0: the embeddings) read "
+                 "through the\nvocabulary head at every position, its most probable tokens and "
+                 "the rank of the final\nprediction; and the final prediction's logit split into "
+                 "the embeddings, each head and\nthe bias (as qkv attribute splits it).\n\n",
+        .options = options,
+        .column = 22,
+        .epilog = "\nExit codes: 0 done, 2 bad option or input, 3 a file cannot be read or "
+                  "written,\n4 the model file is corrupt, 5 a number is not finite, 6 out of "
+                  "memory.\n",
+        .operands = true};
+    int first;
+    int code = cli_parse_options(&cmd, argc, argv, &first);
+    if (code != CLI_RUN) return code;
+    if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
+    if (!a->input) {
+        cli_error("lens: --input is required");
+        return EXIT_USAGE;
+    }
+    return explain_cli_model("lens", a->model, argc, argv, first, &a->model);
+}
+
+/* A table: for each position, the top token and its probability after each layer (with the
+ * final prediction's rank when it is not on top), then the parts of the final logit. */
+static void print_table(const loaded_model *lm, const explain_input *in, const lens_result *r) {
+    char pos[48], tok[32];
+    printf("lens: the most probable token after each layer (its probability), and [the rank of "
+           "the final prediction] where it is not that token\n");
+    printf("  %-12s %-8s", "position", "final");
+    for (int b = 0; b < r->boundaries; b++) {
+        char head[24];
+        snprintf(head, sizeof head, b ? "after %d" : "after 0 (embed)", b);
+        printf(b + 1 < r->boundaries ? " %-18s" : " %s", head);
+    }
+    printf("\n");
+    for (int i = 0; i < r->positions; i++) {
+        explain_position_label(lm, in, i, pos, sizeof pos);
+        loaded_model_token_label(lm, r->final[i].token, tok, sizeof tok);
+        printf("  %-12s %-8s", pos, tok);
+        for (int b = 0; b < r->boundaries; b++) {
+            size_t cell = (size_t)b * r->positions + i;
+            char text[64], rank[16] = "";
+            loaded_model_token_label(lm, r->top_token[cell * r->top], tok, sizeof tok);
+            if (r->rank_of_final[cell] != 1)
+                snprintf(rank, sizeof rank, " [%d]", (int)r->rank_of_final[cell]);
+            snprintf(text, sizeof text, "%s %.3f%s", tok, r->top_prob[cell * r->top], rank);
+            printf(b + 1 < r->boundaries ? " %-18s" : " %s", text);
+        }
+        printf("\n");
+    }
+    printf("  (--json or --out lists the top %d of each)\n", r->top);
+    printf("decomposition: the final prediction's logit = the sum of its parts\n");
+    printf("  %-12s %-8s %12s", "position", "token", "logit");
+    const dla_result *f0 = &r->final[0];
+    for (int k = 0; k < f0->n_parts; k++) printf(" %10s", f0->parts[k].name);
+    printf("\n");
+    for (int i = 0; i < r->positions; i++) {
+        const dla_result *f = &r->final[i];
+        explain_position_label(lm, in, i, pos, sizeof pos);
+        loaded_model_token_label(lm, f->token, tok, sizeof tok);
+        printf("  %-12s %-8s %12.6f", pos, tok, f->logit);
+        for (int k = 0; k < f->n_parts; k++) printf(" %10.4f", f->parts[k].value);
+        printf("\n");
+    }
+}
+
+static int lens_command(const lens_args *a) {
+    loaded_model lm;
+    char path[RUN_PATH_LEN];
+    int code = explain_cli_load(a->model, a->dtype, a->threads, &lm, path, sizeof path);
+    if (code != EXIT_OK) return code;
+    const char *inputs[] = {path, lm.data ? lm.data->path : NULL, NULL};
+    explain_input *in = malloc(sizeof *in);
+    lens_result *r = calloc(1, sizeof *r);
+    qkv_status s = QKV_OK;
+    if ((code = cli_check_outputs("lens", (cli_output[]){{"out", a->out}, {0}}, inputs)) !=
+        EXIT_OK)
+        goto done;
+    if (!in || !r) {
+        cli_error("lens: out of memory");
+        code = EXIT_NOMEM;
+        goto done;
+    }
+    if ((s = explain_read_input(&lm, "--input", a->input, in)) != QKV_OK) goto fail;
+    int vocab = lm.model.cfg.vocab;
+    int top = a->top ? (int)a->top : vocab < LENS_DEFAULT_TOP ? vocab : LENS_DEFAULT_TOP;
+    if ((s = lens_run(&lm, in, top, r)) != QKV_OK) goto fail;
+    cJSON *j = lens_json(&lm, in, r);
+    if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
+    else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
+        if (!a->json) print_table(&lm, in, r);
+        code = explain_cli_print(j, a->json, a->out);
+    }
+    cJSON_Delete(j);
+    goto done;
+fail:
+    cli_error("lens: %s", qkv_last_error());
+    code = cli_exit_for(s);
+done:
+    free(in);
+    if (r) lens_free(r);
+    free(r);
+    loaded_model_free(&lm);
+    return code;
+}
+
+int cmd_lens(int argc, char **argv, bool parse_only) {
+    lens_args a;
+    int code = lens_parse(argc, argv, &a);
+    return code != CLI_RUN || parse_only ? code : lens_command(&a);
+}
