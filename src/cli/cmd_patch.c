@@ -108,6 +108,10 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
                   "and fourth fields", a->answer ? "answer" : "wrong");
         return EXIT_USAGE;
     }
+    if (cli_option_given(&cmd, "seed") && a->corrupt_from < 0) {
+        cli_error("patch: --seed draws --corrupt-from's corrupted inputs: give --corrupt-from");
+        return EXIT_USAGE;
+    }
     if (a->path && (cli_option_given(&cmd, "site") || a->over >= 0)) {
         cli_error("patch: --path carries each head's output (z) along every path: it takes "
                   "no --site or --over");
