@@ -42,7 +42,8 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
                  "each query position (z, q, pattern); key-position: at each key\n"
                  "position (k, v, pattern); layer-position: each layer at each\n"
                  "position (resid-pre, resid-post, their default)"},
-        {"together", CLI_FLAG, &a->together, .help = "also remove the listed heads (every row) at once"},
+        {"together", CLI_FLAG, &a->together,
+         .help = "also remove the listed heads (every row) at once"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
          .help = "f32 or f64 (default: the model's own; an f32 model runs in f64 exactly\n"
                  "widened)"},
@@ -155,7 +156,8 @@ static void print_table(const loaded_model *lm, const ablate_request *rq, const 
         else snprintf(name, sizeof name, "%d.%d", s->layer + 1, s->head + 1);
         size_t at = strlen(name);
         if (s->position >= 0) snprintf(name + at, sizeof name - at, " @%d", s->position);
-        else if (s->key_position >= 0) snprintf(name + at, sizeof name - at, " key %d", s->key_position);
+        else if (s->key_position >= 0)
+            snprintf(name + at, sizeof name - at, " key %d", s->key_position);
         printf("  %-16s %10.4f %9.4f %+10.4f %+10.4f\n", name, r->each[i].loss,
                r->each[i].accuracy, r->each[i].loss - r->baseline.loss,
                r->baseline.accuracy - r->each[i].accuracy);

@@ -220,7 +220,8 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
             snprintf(s, sizeof s, "%d.%d", q->sender_layer + 1, q->sender_head + 1);
             if (q->receiver_layer >= 0)
                 snprintf(rc, sizeof rc, "%d.%d", q->receiver_layer + 1, q->receiver_head + 1);
-            printf("  %-6s %-8s %-4s", s, rc, q->receiver_layer >= 0 ? explain_site_names[q->via] : "-");
+            printf("  %-6s %-8s %-4s", s, rc,
+                   q->receiver_layer >= 0 ? explain_site_names[q->via] : "-");
             print_share(q->exact);
             print_share(q->attribution);
             printf("\n");

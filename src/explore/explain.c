@@ -742,7 +742,8 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
                 qkv_head_edit e = spot_edit(&(explain_spot){p->via, lr, hr, -1, -1},
                                             QKV_HEAD_REPLACE, qkv_probe_site(&rec, p->via, lr));
                 snprintf(run, sizeof run, "the corrupted run with the %s of head %d.%d as head "
-                         "%d.%d's clean output alone makes it", via, lr + 1, hr + 1, ls + 1, hs + 1);
+                         "%d.%d's clean output alone makes it", via, lr + 1, hr + 1, ls + 1,
+                         hs + 1);
                 if ((s = patched_run(lm, pairs, first, B, &e, 1, run, pb->metric)) != QKV_OK) break;
                 for (int b = 0; b < B; b++)
                     r->pair_patched[at0 + (size_t)b * items] = pb->metric[first + b];
@@ -755,7 +756,8 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
                     for (int d = 0; d < Dk; d++) {
                         double delta = 0; /* (ΔS·W_O^S·W^R)[i, d] */
                         for (int j = 0; j < C; j++)
-                            delta += u[((size_t)b * To + i) * C + j] * w[(size_t)j * C + hr * Dk + d];
+                            delta += u[((size_t)b * To + i) * C + j] *
+                                     w[(size_t)j * C + hr * Dk + d];
                         a += delta * qkv_grad_get(graph, (((int64_t)b * H + hr) * To + i) * Dk + d);
                     }
                 r->pair_attribution[at0 + (size_t)b * items] = a;
@@ -915,7 +917,8 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
         qkv_probe clean = {0};
         qkv_model_forward_probe(&lm->model, lm->ctx, pairs->clean + (size_t)first * T,
                                 pairs->clean_len ? pairs->clean_len + first : NULL, B, &clean);
-        for (int l = 0; l < c->layers; l++) pb.clean[l] = kept(pb.keep, qkv_probe_site(&clean, site, l));
+        for (int l = 0; l < c->layers; l++)
+            pb.clean[l] = kept(pb.keep, qkv_probe_site(&clean, site, l));
         /* the corrupted run, recorded: d metric / d site from one backward pass */
         pb.cp = (qkv_probe){0};
         qkv_tensor *logits = qkv_model_forward_probe(
@@ -939,7 +942,8 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
     batch_free(&pb);
     if (s != QKV_OK) return s;
     for (int k = 0; k < items; k++) {
-        double exact = r->exact ? (mean_of(r->pair_patched + k, n, items) - r->corrupt) / diff : NAN;
+        double exact =
+            r->exact ? (mean_of(r->pair_patched + k, n, items) - r->corrupt) / diff : NAN;
         double attr = r->attribution ? mean_of(r->pair_attribution + k, n, items) / diff : NAN;
         if (r->paths) r->path[k].exact = exact, r->path[k].attribution = attr;
         else r->rows[k].exact = exact, r->rows[k].attribution = attr;

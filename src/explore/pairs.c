@@ -220,7 +220,8 @@ qkv_status pair_set_corrupt_from(pair_set *p, loaded_model *lm, corrupt_kind kin
     int kept = 0; /* leave out the examples whose corrupted prediction is the answer */
     for (int k = 0; k < p->n; k++) {
         if (p->metric[k].answer == p->metric[k].wrong) continue;
-        memmove(p->clean + (size_t)kept * T, p->clean + (size_t)k * T, (size_t)T * sizeof *p->clean);
+        memmove(p->clean + (size_t)kept * T, p->clean + (size_t)k * T,
+                (size_t)T * sizeof *p->clean);
         memmove(p->corrupt + (size_t)kept * T, p->corrupt + (size_t)k * T,
                 (size_t)T * sizeof *p->corrupt);
         p->clean_len[kept] = p->clean_len[k], p->corrupt_len[kept] = p->corrupt_len[k];
