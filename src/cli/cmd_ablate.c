@@ -33,15 +33,7 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
                  "per position (default zero)"},
         {"heads", CLI_STRING, &a->heads, .arg = "L.H,...",
          .help = "only these heads (layers and heads from 1), e.g. 2.1,2.2 (default: all)"},
-        {"site", CLI_CHOICE, &a->site, .choices = explain_site_names, .arg = "S",
-         .help = "what is removed: z (a head's output, the default), q, k, v, pattern\n"
-                 "(its attention weights), resid-pre or resid-post (the stream entering\n"
-                 "or leaving a layer)"},
-        {"over", CLI_CHOICE, &a->over, .choices = explain_over_names, .arg = "W",
-         .help = "head: each head at every position (the default); head-position: at\n"
-                 "each query position (z, q, pattern); key-position: at each key\n"
-                 "position (k, v, pattern); layer-position: each layer at each\n"
-                 "position (resid-pre, resid-post, their default)"},
+        EXPLAIN_CLI_SITE_ROWS("removed", &a->site, &a->over),
         {"together", CLI_FLAG, &a->together,
          .help = "also remove the listed heads (every row) at once"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",

@@ -49,15 +49,7 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
         {"position", CLI_INT, &a->position, 0, QKV_MAX_SEQ_LEN - 1, .arg = "I",
          .help = "the position of the metric, from 0 (default: the last that had a\n"
                  "target in training)"},
-        {"site", CLI_CHOICE, &a->site, .choices = explain_site_names, .arg = "S",
-         .help = "what is patched: z (a head's output, the default), q, k, v, pattern\n"
-                 "(its attention weights), resid-pre or resid-post (the stream entering\n"
-                 "or leaving a layer)"},
-        {"over", CLI_CHOICE, &a->over, .choices = explain_over_names, .arg = "W",
-         .help = "head: each head at every position (the default); head-position: at\n"
-                 "each query position (z, q, pattern); key-position: at each key\n"
-                 "position (k, v, pattern); layer-position: each layer at each\n"
-                 "position (resid-pre, resid-post, their default)"},
+        EXPLAIN_CLI_SITE_ROWS("patched", &a->site, &a->over),
         {"path", CLI_FLAG, &a->path,
          .help = "path patching: each head's clean output carried only to one later\n"
                  "head's q, k or v, or to the logits, every other path frozen"},

@@ -9,6 +9,19 @@
 
 #include <cjson/cJSON.h>
 
+/* The --site and --over rows of ablate and patch (explore/explain.h's names), `verb` saying
+ * what happens to the site ("patched"). */
+#define EXPLAIN_CLI_SITE_ROWS(verb, site, over)                                                  \
+    {"site", CLI_CHOICE, (site), .choices = explain_site_names, .arg = "S",                      \
+     .help = "what is " verb ": z (a head's output, the default), q, k, v, pattern\n"            \
+             "(its attention weights), resid-pre or resid-post (the stream entering\n"           \
+             "or leaving a layer)"},                                                             \
+    {"over", CLI_CHOICE, (over), .choices = explain_over_names, .arg = "W",                      \
+     .help = "head: each head at every position (the default); head-position: at\n"              \
+             "each query position (z, q, pattern); key-position: at each key\n"                  \
+             "position (k, v, pattern); layer-position: each layer at each\n"                    \
+             "position (resid-pre, resid-post, their default)"}
+
 /* The model named by --model (`option`, may be NULL) or by the one operand argv[first]:
  * into *model, or EXIT_USAGE after one line (none, two, or an extra operand). */
 int explain_cli_model(const char *who, const char *option, int argc, char **argv, int first,
