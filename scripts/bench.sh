@@ -57,11 +57,27 @@ $py -c "import torch, sys; sys.exit(not hasattr(torch.nn.functional, 'scaled_dot
     2>/dev/null && forms+=" sdpa"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+# PyTorch's products are OpenBLAS's where it is Debian's python3-torch, and an OpenBLAS older
+# than the CPU falls back to its generic SSE3 core ("Prescott": 22 GFLOP/s on 512³ on a Xeon
+# of model 207, 129 with its own core). Each side is timed at its best, so PyTorch gets the
+# core of the widest vectors the CPU has, as bench_gemm gives it; the header names the core.
+if [ -z "$from" ] && [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+    blas_core=$($py -c 'import ctypes
+f = ctypes.CDLL("libopenblas.so.0").openblas_get_corename
+f.restype = ctypes.c_char_p
+print(f().decode())' 2>/dev/null || true)
+    if [ "$blas_core" = Prescott ]; then
+        if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
+        elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell
+        fi
+    fi
+fi
 if [ -n "$from" ]; then
     cp "$from" "$out"
     rounds=0 # none timed here: the file's rounds
 else
     "$qkv" --version | sed 's/^/version /' >>"$out"
+    if [ -n "${OPENBLAS_CORETYPE:-}" ]; then echo "blas $OPENBLAS_CORETYPE" >>"$out"; fi
 fi
 for ((round = 1; round <= rounds; round++)); do
     echo "round $round" >>"$out"
@@ -78,9 +94,12 @@ $py - "$out" "$markdown" "$cores" "${QKV_SIMD:-}" "$rounds" <<'PY'
 import json, sys, platform
 path, md, cores, forced = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3]), sys.argv[4]
 rounds = int(sys.argv[5])
-rows, simd, round_no = {}, "", 0
+rows, simd, round_no, blas_core = {}, "", 0, ""
 for line in open(path):
     side, rest = line.rstrip("\n").split(" ", 1)
+    if side == "blas":  # the OpenBLAS core PyTorch was given (OPENBLAS_CORETYPE)
+        blas_core = rest
+        continue
     if side == "version":
         if rest.startswith("simd: "):
             simd = rest.split()[1]
@@ -140,7 +159,8 @@ torch_version = rows[("torch", "tiny")][0]["torch"] if have_torch else "not inst
 forms = sorted({r.get("form", "eager") for (side, _), rs in rows.items() if side == "torch" for r in rs})
 header = (f"{cpu}, {cores} cores ({platform.machine()}); qkv {simd} path"
           f"{' (QKV_SIMD)' if forced else ''}; PyTorch {torch_version}"
-          f"{' (' + ', '.join(forms) + ')' if forms else ''}; threads tried: "
+          f"{' (' + ', '.join(forms) + ')' if forms else ''}"
+          f"{'; OpenBLAS core ' + blas_core if blas_core else ''}; threads tried: "
           + " ".join(sorted({str(r['threads']) for rs in rows.values() for r in rs}, key=int))
           + f"; median of {rounds} rounds")
 # The targets, the same on every machine and path: qkv's step at most half of PyTorch's
