@@ -165,6 +165,13 @@ QKV_API bool qkv_has_openmp(void); /* whether this build runs on more than one t
 QKV_API const char *const *qkv_attention_forms(void);
 QKV_API const char *qkv_attention_form(void);
 QKV_API bool qkv_set_attention_form(const char *name);
+/* Whether the fused attention's forward pass keeps the probabilities P for its backward pass,
+ * which then skips recomputing them: "auto" (the default: kept when P takes at most 4× the
+ * op's q, k, v and output, and at most 1 MiB), "keep" or "recompute". The gradients have the
+ * same bits either way. NULL-terminated names; set returns false for an unknown name. */
+QKV_API const char *const *qkv_attention_probs_modes(void);
+QKV_API const char *qkv_attention_probs(void);
+QKV_API bool qkv_set_attention_probs(const char *name);
 
 /* ---- random numbers: portable, seeded (xoshiro256**, seeded by splitmix64) --------------- */
 /* A generator is a plain value: a copy replays the same stream; keep one per thread. The

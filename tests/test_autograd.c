@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L /* setrlimit */
 #endif
 #include "qkv.h"
+#include "kernels/kernels.h"
 
 #include "fixtures.h"
 
@@ -644,11 +645,152 @@ START_TEST(test_attention_heads_form_two_passes) {
 END_TEST
 #endif
 
+/* The forward pass keeps P where attention_kept_probs's rule allows (attention_probs
+ * "auto"), and the backward pass then reads it instead of recomputing each tile. Kept or
+ * recomputed, the output, the log-sum-exp and the gradients of q, k and v must be the same
+ * bits. mask_kind as check_heads_form's. */
+static void check_kept_probs(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, int64_t Nk,
+                             int64_t Dk, int64_t Dv, int mask_kind) {
+    qkv_ctx *params = qkv_ctx_new(0), *step = qkv_ctx_new(0);
+    qkv_rng rng = qkv_rng_seed(13);
+    int64_t shapes[3][3] = {{B, Nq, H * Dk}, {B, Nk, H * Dk}, {B, Nk, H * Dv}};
+    qkv_tensor *x[3];
+    for (int i = 0; i < 3; i++)
+        x[i] = qkv_param(params, qkv_randn(params, dt, 3, shapes[i], 2.0, &rng));
+    qkv_tensor *w = qkv_randn(params, dt, 3, (int64_t[]){B, Nq, H * Dv}, 1.0, &rng);
+    qkv_tensor *mask = NULL;
+    if (mask_kind == 1) mask = qkv_mask_causal(params, dt, Nq, Nk);
+    if (mask_kind == 2) {
+        int32_t lengths[4];
+        for (int64_t b = 0; b < B; b++) lengths[b] = b == 0 ? 0 : (int32_t)(Nk - 3 * b);
+        mask = qkv_mask_padding(params, dt, B, Nk, lengths);
+    }
+    size_t es = qkv_dtype_size(dt), n_out = (size_t)(B * Nq * H * Dv), n_lse = (size_t)(2 * B * H * Nq);
+    void *out[2], *lse[2], *grad[2][3];
+    const char *modes[] = {"keep", "recompute"};
+    char what[160];
+    snprintf(what, sizeof what, "%s B %lld H %lld Nq %lld Nk %lld Dk %lld Dv %lld mask %d on %d "
+             "threads", qkv_dtype_name(dt), (long long)B, (long long)H, (long long)Nq,
+             (long long)Nk, (long long)Dk, (long long)Dv, mask_kind, qkv_threads());
+    for (int m = 0; m < 2; m++) {
+        ck_assert(qkv_set_attention_probs(modes[m]));
+        qkv_ctx_reset(step);
+        qkv_zero_grad(params);
+        qkv_tensor *in[3];
+        for (int i = 0; i < 3; i++) in[i] = qkv_scale(step, x[i], 1.0);
+        qkv_tensor *y = qkv_attention_heads(step, in[0], in[1], in[2], mask, (int)H, 0);
+        ck_assert_msg(y->iparam[1] == (m == 0), "%s: P %s", what, m == 0 ? "not kept" : "kept");
+        qkv_backward(qkv_sum(step, qkv_mul(step, y, w)));
+        out[m] = malloc(n_out * es), lse[m] = malloc(n_lse * es);
+        memcpy(out[m], y->data, n_out * es);
+        memcpy(lse[m], y->saved, n_lse * es);
+        for (int i = 0; i < 3; i++) {
+            size_t bytes = (size_t)x[i]->size * es;
+            grad[m][i] = malloc(bytes);
+            memcpy(grad[m][i], x[i]->grad, bytes);
+        }
+    }
+    ck_assert_msg(memcmp(out[0], out[1], n_out * es) == 0, "%s: the outputs differ", what);
+    ck_assert_msg(memcmp(lse[0], lse[1], n_lse * es) == 0, "%s: the log-sum-exps differ", what);
+    for (int i = 0; i < 3; i++) {
+        double total = 0;
+        for (int64_t e = 0; e < x[i]->size; e++) total += fabs(qkv_grad_get(x[i], e));
+        ck_assert_msg(total > 0, "%s: gradient %d is all zeros", what, i);
+        ck_assert_msg(memcmp(grad[0][i], grad[1][i], (size_t)x[i]->size * es) == 0,
+                      "%s: gradient %d with P kept differs from P recomputed", what, i);
+    }
+    for (int m = 0; m < 2; m++) {
+        free(out[m]), free(lse[m]);
+        for (int i = 0; i < 3; i++) free(grad[m][i]);
+    }
+    ck_assert(qkv_set_attention_probs("auto"));
+    qkv_ctx_free(step);
+    qkv_ctx_free(params);
+}
+
+/* Both dtypes: one task a head (8 heads), groups of query blocks (causal, cross, Dk ≠ Dv),
+ * edge tiles of every size, rows of 16 (read in place), a padding mask with an entry of no
+ * keys (its rows' P all zeros), one head of 300 queries; with `two_passes` (16 threads), the
+ * shapes whose backward runs in two passes, each reading a kept tile twice. */
+static void check_all_kept_probs(bool two_passes) {
+    const qkv_dtype dts[] = {QKV_F32, QKV_F64};
+    for (int d = 0; d < 2; d++) {
+        if (two_passes) {
+            check_kept_probs(dts[d], 1, 2, 320, 320, 16, 16, 1);
+            check_kept_probs(dts[d], 1, 1, 320, 300, 32, 32, 0);
+            continue;
+        }
+        check_kept_probs(dts[d], 2, 4, 20, 33, 8, 8, 0);
+        check_kept_probs(dts[d], 2, 2, 70, 90, 8, 4, 1);
+        check_kept_probs(dts[d], 2, 3, 130, 70, 16, 32, 2);
+        check_kept_probs(dts[d], 1, 1, 300, 129, 16, 16, 0);
+        check_kept_probs(dts[d], 4, 4, 16, 16, 16, 16, 1);
+    }
+}
+
+START_TEST(test_kept_probs_same_bits) { check_all_kept_probs(false); }
+END_TEST
+
+#ifdef QKV_HAVE_OPENMP
+START_TEST(test_kept_probs_same_bits_two_passes) {
+    int saved = qkv_threads();
+    qkv_set_threads(16);
+    check_all_kept_probs(true);
+    qkv_set_threads(saved);
+}
+END_TEST
+#endif
+
+/* The rule: P kept when it is at most 4× the op's q, k, v and output and at most 1 MiB; the
+ * benchmark's workloads (kernels.h), the edges of both bounds, the other forms, and a forward
+ * pass that takes no gradient. */
+START_TEST(test_kept_probs_rule) {
+    int64_t ms[4] = {0};
+    attention_dims tiny = {.G = 128, .H = 4, .Nq = 16, .Nk = 16, .Dk = 16, .Dv = 16, .ms = ms};
+    attention_dims medium = {.G = 32, .H = 4, .Nq = 256, .Nk = 256, .Dk = 32, .Dv = 32, .ms = ms};
+    attention_dims long_ = {.G = 1, .H = 1, .Nq = 2048, .Nk = 2048, .Dk = 64, .Dv = 64, .ms = ms};
+    attention_dims edge = {.G = 2, .H = 1, .Nq = 64, .Nk = 64, .Dk = 4, .Dv = 4, .ms = ms};
+    attention_dims ceiling = {.G = 16, .H = 4, .Nq = 128, .Nk = 128, .Dk = 32, .Dv = 32, .ms = ms};
+    ck_assert_uint_eq(attention_kept_probs(&tiny, 4), 128 * 16 * 16);
+    ck_assert_uint_eq(attention_kept_probs(&medium, 4), 0); /* 2× its operands, 8 MiB */
+    ck_assert_uint_eq(attention_kept_probs(&long_, 4), 0);
+    ck_assert_uint_eq(attention_kept_probs(&edge, 4), 2 * 64 * 64); /* N = 8·(Dk + Dv): kept */
+    edge.Nq = edge.Nk = 65;
+    ck_assert_uint_eq(attention_kept_probs(&edge, 4), 0);
+    ck_assert_uint_eq(attention_kept_probs(&ceiling, 4), 16 * 128 * 128); /* 1 MiB: kept */
+    ck_assert_uint_eq(attention_kept_probs(&ceiling, 8), 0);                /* 2 MiB */
+    ck_assert(qkv_set_attention_probs("keep"));
+    ck_assert_uint_eq(attention_kept_probs(&long_, 4), 2048 * 2048);
+    ck_assert(qkv_set_attention_form("legacy"));
+    ck_assert_uint_eq(attention_kept_probs(&tiny, 4), 0); /* only d-from-p reads it */
+    ck_assert(qkv_set_attention_form("d-from-p"));
+    ck_assert(qkv_set_attention_probs("recompute"));
+    ck_assert_uint_eq(attention_kept_probs(&tiny, 4), 0);
+    ck_assert(!qkv_set_attention_probs("always"));
+    ck_assert(qkv_set_attention_probs("auto"));
+    /* no gradient to take: nothing kept */
+    qkv_ctx *c = qkv_ctx_new(0);
+    qkv_rng rng = qkv_rng_seed(3);
+    qkv_tensor *q = qkv_randn(c, QKV_F32, 3, (int64_t[]){2, 16, 32}, 1.0, &rng);
+    qkv_tensor *y = qkv_attention_heads(c, q, q, q, NULL, 2, 0);
+    ck_assert_int_eq(y->iparam[1], 0);
+    qkv_tensor *p = qkv_param(c, q);
+    y = qkv_attention_heads(c, p, p, p, NULL, 2, 0);
+    ck_assert_int_eq(y->iparam[1], 1);
+    qkv_ctx_set_no_grad(c, true);
+    y = qkv_attention_heads(c, p, p, p, NULL, 2, 0);
+    ck_assert_int_eq(y->iparam[1], 0);
+    qkv_ctx_free(c);
+}
+END_TEST
+
 static Suite *autograd_suite(void) {
     Suite *s = suite_create("autograd");
     TCase *tc = tcase_create("accumulation");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_polynomial_reuse);
+    tcase_add_test(tc, test_kept_probs_same_bits);
+    tcase_add_test(tc, test_kept_probs_rule);
     tcase_add_test(tc, test_matmul_with_itself);
     tcase_add_test(tc, test_x_feeds_q_k_v);
     tcase_add_test(tc, test_backward_twice_doubles_leaves);
@@ -669,6 +811,7 @@ static Suite *autograd_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_fused_attention_stores_two_passes);
     tcase_add_test(tc, test_attention_heads_form_two_passes);
+    tcase_add_test(tc, test_kept_probs_same_bits_two_passes);
     suite_add_tcase(s, tc);
 #endif
 

@@ -228,8 +228,8 @@ START_TEST(test_attention_tile_bits) {
                 memcpy(acc2, acc, (size_t)(br * Dv) * sizeof *acc);
                 memcpy(m1, m, sizeof m), memcpy(l1, l, sizeof l);
                 memcpy(m2, m, sizeof m), memcpy(l2, l, sizeof l);
-                isa->online_softmax(&d, s, br, bc, mk, 0, 0, 0, m1, l1, acc1);
-                plain->online_softmax(&d, s2, br, bc, mk, 0, 0, 0, m2, l2, acc2);
+                isa->online_softmax(&d, s, br, bc, mk, 0, 0, 0, m1, l1, acc1, NULL);
+                plain->online_softmax(&d, s2, br, bc, mk, 0, 0, 0, m2, l2, acc2, NULL);
                 ASSERT_SAME(s, s2, br * bc, "online_softmax (tile)", isa);
                 ASSERT_SAME(acc1, acc2, br * Dv, "online_softmax (accumulator)", isa);
                 ASSERT_SAME(m1, m2, br, "online_softmax (max)", isa);
@@ -266,8 +266,8 @@ START_TEST(test_attention_tile_bits) {
                 memcpy(s3, s, (size_t)(br * bc) * sizeof *s);
                 memcpy(dp2, dp, (size_t)(br * bc) * sizeof *dp);
                 memcpy(raw, dp, (size_t)(br * bc) * sizeof *dp);
-                isa->score_grads(dp, s, br, bc, inv, lse, lo, 0.125f);
-                plain->score_grads(dp2, s2, br, bc, inv, lse, lo, 0.125f);
+                isa->score_grads(dp, s, s, br, bc, inv, lse, lo, 0.125f);
+                plain->score_grads(dp2, s2, s2, br, bc, inv, lse, lo, 0.125f);
                 ASSERT_SAME(dp, dp2, br * bc, "score_grads (dS)", isa);
                 ASSERT_SAME(s, s2, br * bc, "score_grads (P)", isa);
                 for (int r = 0; r < br; r++) /* P·inv stored, and dS from it */
@@ -280,8 +280,8 @@ START_TEST(test_attention_tile_bits) {
                     }
             }
             memcpy(s2, s, (size_t)(br * bc) * sizeof *s);
-            isa->scale_rows(s, br, bc, lse); /* a factor a row, -inf among them */
-            plain->scale_rows(s2, br, bc, lse);
+            isa->scale_rows(s, s, br, bc, lse); /* a factor a row, -inf among them */
+            plain->scale_rows(s2, s2, br, bc, lse);
             ASSERT_SAME(s, s2, br * bc, "scale_rows", isa);
             for (int rows = 1; rows <= br; rows += 2) { /* 2 rows at a time, and an odd last one */
                 double dot[2][7], sum[2][7];

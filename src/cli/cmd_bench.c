@@ -44,9 +44,9 @@ static int run_workload(const bench_workload *w, int threads, long repeat, doubl
     if (json)
         printf("{\"config\":\"%s\",\"threads\":%d,\"ms_per_step\":%.4f,\"gflops\":%.2f,"
                "\"step_mem_mb\":%.2f,\"steps_timed\":%ld,\"loss\":%.5f,\"dtype\":\"%s\","
-               "\"backward_form\":\"%s\",\"simd\":\"%s\",\"openmp\":%s",
+               "\"backward_form\":\"%s\",\"probs\":\"%s\",\"simd\":\"%s\",\"openmp\":%s",
                w->name, threads, r.ms_per_step, r.gflops, r.step_mem_mb, r.steps_timed,
-               r.last_loss, qkv_dtype_name(dtype), qkv_attention_form(),
+               r.last_loss, qkv_dtype_name(dtype), qkv_attention_form(), qkv_attention_probs(),
                qkv_simd_path(), qkv_has_openmp() ? "true" : "false");
     else
         printf("%-7s %-6s threads %d%s  %9.3f ms/step  %7.2f GFLOP/s  step memory %8.2f MB  (%ld steps)%s%s",
@@ -76,12 +76,14 @@ typedef struct {
     bool peak; /* measure the FMA peak first, and each step's share of it */
     bool profile; /* then as many steps again, profiled: where the step's time goes */
     const char *form; /* the fused backward's form, by name */
+    const char *probs; /* whether the fused forward keeps P: auto, keep or recompute */
 } bench_args;
 
 static int bench_parse(int argc, char **argv, bench_args *a) {
     static const char *const configs[] = {"tiny", "medium", "long", "all", NULL};
     static const char *const forms[] = {"d-from-p", "wide-d", "split-l", "legacy", NULL};
-    int config = 3, form = 0;
+    static const char *const probs[] = {"auto", "keep", "recompute", NULL};
+    int config = 3, form = 0, probs_mode = 0;
     *a = (bench_args){.seconds = 2};
     cli_option options[] = {
         {"config", CLI_CHOICE, &config, .choices = configs, .arg = "C",
@@ -98,6 +100,11 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
          .help = "how the fused attention's backward forms its softmax row term:\n"
                  "d-from-p (the default), wide-d, split-l or legacy, to time them\n"
                  "(docs/architecture.md, \"The fused backward's precision\")"},
+        {"probs", CLI_CHOICE, &probs_mode, .choices = probs, .arg = "P",
+         .help = "whether the fused forward keeps the attention probabilities P\n"
+                 "for the backward: auto (the default: when P is at most 4x the\n"
+                 "op's q, k, v and output, and at most 1 MiB), keep or\n"
+                 "recompute, to time them (the same bits either way)"},
         {"peak", CLI_FLAG, &a->peak,
          .help = "first measure the f32 FMA peak of the path in use (FMA chains in\n"
                  "registers, on 1 thread and on --threads), then give each step's\n"
@@ -128,6 +135,7 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
     if (code != CLI_RUN) return code;
     a->config = configs[config];
     a->form = forms[form];
+    a->probs = probs[probs_mode];
     return CLI_RUN;
 }
 
@@ -136,6 +144,7 @@ static int bench_run(const bench_args *a) {
     if (code != EXIT_OK) return code;
     nthreads = qkv_threads();
     qkv_set_attention_form(a->form); /* every one of forms[] is a form */
+    qkv_set_attention_probs(a->probs); /* and of probs[] a mode */
     const char *slow = qkv_simd_slow_reason(); /* on stderr: stdout is the table or the JSON */
     if (slow) fprintf(stderr, "note: %s\n", slow);
     bench_peak peak = {0};

@@ -22,20 +22,22 @@ static inline void gemm1_packed(bool ta, int64_t M, int64_t N, int64_t K, const 
 /* The tile loops: the ISA's, written over vec.h in isa_kernels.inc. */
 static inline void online_softmax(const attention_dims *d, float *s, int64_t br, int64_t bc,
                                   const float *mask, int64_t g, int64_t i0, int64_t j0,
-                                  float *m, float *l, float *acc) {
-    kernel_isa_active()->online_softmax(d, s, br, bc, mask, g, i0, j0, m, l, acc);
+                                  float *m, float *l, float *acc, float *scaled) {
+    kernel_isa_active()->online_softmax(d, s, br, bc, mask, g, i0, j0, m, l, acc, scaled);
 }
 static inline void recompute_probs(const attention_dims *d, float *p, int64_t br, int64_t bc,
                                    const float *mask, int64_t g, int64_t i0, int64_t j0,
                                    const float *lse, const float *lse_lo) {
     kernel_isa_active()->recompute_probs(d, p, br, bc, mask, g, i0, j0, lse, lse_lo);
 }
-static inline void score_grads(float *dp, float *p, int64_t br, int64_t bc, const float *inv,
-                               const float *D_hi, const float *D_lo, float scale) {
-    kernel_isa_active()->score_grads(dp, p, br, bc, inv, D_hi, D_lo, scale);
+static inline void score_grads(float *dp, const float *p, float *p_out, int64_t br, int64_t bc,
+                               const float *inv, const float *D_hi, const float *D_lo,
+                               float scale) {
+    kernel_isa_active()->score_grads(dp, p, p_out, br, bc, inv, D_hi, D_lo, scale);
 }
-static inline void scale_rows(float *p, int64_t br, int64_t bc, const float *s) {
-    kernel_isa_active()->scale_rows(p, br, bc, s);
+static inline void scale_rows(float *p_out, const float *p, int64_t br, int64_t bc,
+                              const float *s) {
+    kernel_isa_active()->scale_rows(p_out, p, br, bc, s);
 }
 
 /* Each row's Σ x·y and Σ x summed in double (the ISA's row_dot_sums), where each product of

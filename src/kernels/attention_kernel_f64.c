@@ -62,11 +62,12 @@ static inline double row_sum(const double *x, int64_t n) {
 
 static void online_softmax(const attention_dims *d, double *s, int64_t br, int64_t bc,
                            const double *mask, int64_t g, int64_t i0, int64_t j0, double *m,
-                           double *l, double *acc) {
+                           double *l, double *acc, double *scaled) {
     int64_t Dv = d->Dv;
     for (int64_t r = 0; r < br; r++) {
         double *row = s + r * bc;
         scale_and_mask_row(d, row, bc, mask, g, i0 + r, j0);
+        if (scaled) memcpy(scaled + r * bc, row, (size_t)bc * sizeof *row);
         double mx = row_max(row, bc, m[r]);
         if (mx == -INFINITY) { /* every key so far is masked */
             for (int64_t c = 0; c < bc; c++) row[c] = 0;
@@ -94,19 +95,23 @@ static void recompute_probs(const attention_dims *d, double *p, int64_t br, int6
     }
 }
 
-static void score_grads(double *dp, double *p, int64_t br, int64_t bc, const double *inv,
-                        const double *D_hi, const double *D_lo, double scale) {
+static void score_grads(double *dp, const double *p, double *p_out, int64_t br, int64_t bc,
+                        const double *inv, const double *D_hi, const double *D_lo,
+                        double scale) {
     for (int64_t r = 0; r < br; r++) {
-        double *pr = p + r * bc, *dr = dp + r * bc;
-        if (inv)
-            for (int64_t c = 0; c < bc; c++) pr[c] *= inv[r];
+        const double *pr = p + r * bc;
+        double *dr = dp + r * bc, *po = p_out + r * bc;
+        if (inv) {
+            for (int64_t c = 0; c < bc; c++) po[c] = pr[c] * inv[r];
+            pr = po;
+        }
         for (int64_t c = 0; c < bc; c++) dr[c] = pr[c] * ((dr[c] - D_hi[r]) - D_lo[r]) * scale;
     }
 }
 
-static void scale_rows(double *p, int64_t br, int64_t bc, const double *s) {
+static void scale_rows(double *p_out, const double *p, int64_t br, int64_t bc, const double *s) {
     for (int64_t r = 0; r < br; r++)
-        for (int64_t c = 0; c < bc; c++) p[r * bc + c] *= s[r];
+        for (int64_t c = 0; c < bc; c++) p_out[r * bc + c] = p[r * bc + c] * s[r];
 }
 
 /* Each row's Σ x·y and Σ x as hi + lo, with Dot2's error terms (dot2, two_sum). */

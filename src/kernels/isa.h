@@ -35,14 +35,14 @@ typedef struct kernel_isa {
     /* the fused attention's tile loops (attention_kernel.inc says what each does) */
     void (*online_softmax)(const attention_dims *d, float *s, int64_t br, int64_t bc,
                            const float *mask, int64_t g, int64_t i0, int64_t j0, float *m,
-                           float *l, float *acc);
+                           float *l, float *acc, float *scaled);
     void (*recompute_probs)(const attention_dims *d, float *p, int64_t br, int64_t bc,
                             const float *mask, int64_t g, int64_t i0, int64_t j0,
                             const float *lse, const float *lse_lo);
-    void (*score_grads)(float *dp, float *p, int64_t br, int64_t bc, const float *inv,
-                        const float *D_hi, const float *D_lo, float scale);
-    /* p (br×bc): row r times s[r] */
-    void (*scale_rows)(float *p, int64_t br, int64_t bc, const float *s);
+    void (*score_grads)(float *dp, const float *p, float *p_out, int64_t br, int64_t bc,
+                        const float *inv, const float *D_hi, const float *D_lo, float scale);
+    /* p_out (br×bc, may be p) = p's row r times s[r] */
+    void (*scale_rows)(float *p_out, const float *p, int64_t br, int64_t bc, const float *s);
     /* each row r of x and y (rows × n): Σ x[r][c]·y[r][c] and Σ x[r][c] in double, in 8
      * fixed partial sums (c mod 8) added in order, into dot[r] and sum[r] */
     void (*row_dot_sums)(const float *x, const float *y, int64_t rows, int64_t n, double *dot,

@@ -121,6 +121,8 @@ typedef struct {
     const int64_t *ms;            /* mask strides, see above */
     unsigned store;               /* backward: ATTENTION_STORE_* of the gradients it stores */
     bool interleaved;             /* the operands' rows hold all H heads side by side */
+    void *probs; /* P as the forward pass keeps it (attention_kept_probs elements, laid out as
+                  * attention_probs_at says), or NULL: the backward pass recomputes it */
 } attention_dims;
 enum { ATTENTION_STORE_DQ = 1, ATTENTION_STORE_DK = 2, ATTENTION_STORE_DV = 4 };
 /* Where the mask's score for query row i and key j of head g is: an offset into mask. */
@@ -168,6 +170,39 @@ typedef enum {
     ATTENTION_FORM_COUNT
 } attention_form_kind;
 extern attention_form_kind attention_form;
+/* The tiles: BR query rows × BC keys. */
+#define ATTENTION_BR 64
+#define ATTENTION_BC 64
+/* Whether the forward pass keeps P for the backward pass (d->probs), which then skips the
+ * recompute of every tile: one tile product of the seven and the backward's exps. Kept, P is
+ * the very tile the recompute gives (the same product, then recompute_probs with the same L),
+ * so the gradients have the same bits either way. ATTENTION_PROBS_AUTO keeps it by
+ * attention_kept_probs's rule. Only the default form (d-from-p) reads a kept P. Set it only
+ * between passes. */
+typedef enum {
+    ATTENTION_PROBS_AUTO,      /* "auto": kept when the rule allows */
+    ATTENTION_PROBS_KEEP,      /* "keep": always kept */
+    ATTENTION_PROBS_RECOMPUTE, /* "recompute": never kept */
+    ATTENTION_PROBS_COUNT
+} attention_probs_kind;
+extern attention_probs_kind attention_probs;
+/* The rule: the forward pass of d keeps P, G·Nq·Nk elements of elem_size bytes, when it is at
+ * most ATTENTION_PROBS_PER_OPERANDS times the op's operands and output together (q, k, v and
+ * o: for Nq = Nk = N, when N <= 2·ATTENTION_PROBS_PER_OPERANDS·(Dk + Dv)), and at most
+ * ATTENTION_PROBS_CEILING bytes, a share of one core's L2 that the backward pass may still
+ * find there. Returns the elements kept, or 0 (recomputed; and always 0 for a form other
+ * than d-from-p, or with attention_probs "recompute"). Why so small: attention_kernel.c. */
+#define ATTENTION_PROBS_PER_OPERANDS 4
+#define ATTENTION_PROBS_CEILING ((size_t)1 << 20)
+size_t attention_kept_probs(const attention_dims *d, size_t elem_size);
+/* Where tile (ib, jb) of head g of a kept P starts: the rows of query block ib (br of them)
+ * hold all Nk keys, tile after tile, each br × bc with rows bc apart. */
+static inline size_t attention_probs_at(const attention_dims *d, int64_t g, int64_t ib,
+                                        int64_t jb) {
+    int64_t i0 = ib * ATTENTION_BR, br = d->Nq - i0 < ATTENTION_BR ? d->Nq - i0 : ATTENTION_BR;
+    return (size_t)((g * d->Nq + i0) * d->Nk + br * jb * ATTENTION_BC);
+}
+const char *attention_probs_name(attention_probs_kind kind); /* static; "?" if unknown */
 const char *attention_form_name(attention_form_kind form); /* static; "?" if unknown */
 bool attention_form_parse(const char *name, attention_form_kind *form); /* false if unknown */
 /* Cross-entropy over rows of n logits, skipping rows whose target is `ignore`. Forward:

@@ -43,7 +43,7 @@ static void run_exp(work *w) { w->isa->exp(w->s, w->raw, TILE * TILE); }
 static void run_softmax(work *w) {
     memcpy(w->s, w->raw, TILE * TILE * sizeof *w->s);
     for (int r = 0; r < TILE; r++) w->m[r] = -INFINITY, w->l[r] = 0;
-    w->isa->online_softmax(w->d, w->s, TILE, TILE, NULL, 0, 0, 0, w->m, w->l, w->acc);
+    w->isa->online_softmax(w->d, w->s, TILE, TILE, NULL, 0, 0, 0, w->m, w->l, w->acc, NULL);
 }
 static void run_recompute(work *w) {
     memcpy(w->s, w->raw, TILE * TILE * sizeof *w->s);

@@ -1,5 +1,6 @@
-/* attention_fused.c - softmax(scale·Q·Kᵀ + M)·V as one op: the Nq×Nk matrix is never stored.
- * The forward pass keeps only the row log-sum-exp; the backward pass recomputes the tiles.
+/* attention_fused.c - softmax(scale·Q·Kᵀ + M)·V as one op. The forward pass keeps the row
+ * log-sum-exp, and P where attention_kept_probs's rule allows; the backward pass reads P
+ * kept, or recomputes its tiles from the log-sum-exp (the same bits either way).
  * Two forms of one op: the heads in a leading dim, q (..., H, Nq, Dk), or side by side in
  * each row, q (..., Nq, H·Dk) as the projections x·W_Q give them (qkv_attention_heads):
  * the kernel reads a head's rows in place either way, so the model splits and merges no
@@ -36,6 +37,12 @@ static attention_dims fused_dims(const qkv_tensor *q, const qkv_tensor *k, const
         tensor_broadcast_strides(&scores, mask, ms); /* dims (G/H, H, Nq, Nk) */
     }
     return d;
+}
+
+/* The P that the forward pass of out keeps after its log-sum-exp, or NULL (recomputed). */
+static void *saved_probs(const qkv_tensor *out, const attention_dims *d) {
+    size_t lse_bytes = (size_t)(2 * d->G * d->Nq) * qkv_dtype_size(out->dtype);
+    return out->iparam[1] ? (char *)out->saved + lse_bytes : NULL;
 }
 
 /* The fused op, in the plain form (heads 0: q (..., Nq, Dk), the heads in a leading dim) or
@@ -80,7 +87,12 @@ static qkv_tensor *attention_op(qkv_ctx *ctx, const char *op, qkv_tensor *q, qkv
     out->fparam[0] = scale;
     out->iparam[0] = heads;
     size_t es = qkv_dtype_size(q->dtype);
-    out->saved = arena_alloc_raw(ctx, (size_t)(2 * d.G * d.Nq) * es); /* row log-sum-exp (2, G, Nq) */
+    /* the row log-sum-exp (2, G, Nq), then P when the backward pass will read it kept (G, Nq,
+     * Nk, as attention_probs_at lays it out): only for an output that takes a gradient */
+    size_t kept = out->requires_grad ? attention_kept_probs(&d, es) : 0;
+    out->saved = arena_alloc_raw(ctx, ((size_t)(2 * d.G * d.Nq) + kept) * es);
+    out->iparam[1] = kept > 0;
+    d.probs = saved_probs(out, &d);
     int threads = kernel_threads();
     if (q->dtype == QKV_F32) {
         void *scratch = arena_alloc_raw(ctx, attention_scratch_size_f32(&d, threads, false));
@@ -139,6 +151,7 @@ void attention_fused_backward(qkv_tensor *out) {
     int64_t ms[4];
     attention_dims d = fused_dims(q, k, v, mask, out->fparam[0], out->iparam[0], ms);
     d.store = stored_grads(&d, q, k, v);
+    d.probs = saved_probs(out, &d);
     if (mask && mask->grad) grad_to_add(mask); /* no gradient flows into a mask: it stays 0 */
     int threads = kernel_threads();
     if (out->dtype == QKV_F32) {
