@@ -137,6 +137,11 @@ QKV_API const char *qkv_simd_slow_reason(void);
  * the best of five trials over about `seconds` (src/kernels/peak.c). What `qkv bench --peak`
  * measures a training step against. */
 QKV_API double qkv_fma_peak(int threads, double seconds);
+/* The same for the path named `path` (qkv_simd_paths), whichever is in use; 0 when this CPU
+ * does not run it. On x86 the AVX-512 path's over the AVX2 path's, on one thread, tells the
+ * CPU's FMA units: about 2 where they are 512 bits wide (two 512-bit FMA ports, as on Intel
+ * Xeons and AMD Zen 5), about 1 where 512-bit FMAs run on 256-bit units (AMD Zen 4). */
+QKV_API double qkv_fma_peak_of(const char *path, int threads, double seconds);
 /* Whether QKV_SIMD chose the path (set and not empty). */
 QKV_API bool qkv_simd_forced(void);
 /* Whether this build has the path and this CPU runs it. */

@@ -10,7 +10,15 @@
 /* The FMA peak on this many threads (qkv_fma_peak), measured once per count: 0 until then. */
 typedef struct {
     double one, all; /* on 1 thread, and on the bench's threads */
+    double avx2_one; /* on the AVX-512 path: the AVX2 path's on 1 thread (0: not measured) */
 } bench_peak;
+
+/* The AVX-512 path's 1-thread peak over the AVX2 path's at or above this: the CPU's FMA units
+ * are 512 bits wide (two 512-bit FMA ports), not 256-bit units that run each 512-bit FMA in
+ * two halves (about 1: AMD Zen 4). Twice the lanes at a lower clock under AVX-512: 1.85 on a
+ * Xeon of model 207 (175 and 95 GFLOP/s), 1.62 on the Xeon the speed issue was measured on
+ * (207 and 128). */
+#define FULL_WIDTH_RATIO 1.5
 
 /* The profile of a step (--profile): each part's share, in JSON under its name with '_' for
  * ' ' ("exp_and_softmax"), or as lines of a table. */
@@ -108,7 +116,10 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
         {"peak", CLI_FLAG, &a->peak,
          .help = "first measure the f32 FMA peak of the path in use (FMA chains in\n"
                  "registers, on 1 thread and on --threads), then give each step's\n"
-                 "share of it (JSON: peak_gflops, peak_share)"},
+                 "share of it (JSON: peak_gflops, peak_share). On the avx512 path\n"
+                 "also the avx2 path's 1-thread peak: 1.5x it or more says the\n"
+                 "CPU's FMA units are 512 bits wide (JSON: avx2_gflops_1_thread,\n"
+                 "avx512_over_avx2, full_width)"},
         {"profile", CLI_FLAG, &a->profile,
          .help = "then run as many steps again with a profile: each part's share of\n"
                  "the step (products, exp and softmax, layout and copies,\n"
@@ -159,13 +170,28 @@ static int bench_run(const bench_args *a) {
             double again = qkv_fma_peak(nthreads, 1.0);
             if (again > peak.all) peak.all = again;
         }
-        if (a->json)
+        /* on the AVX-512 path, the AVX2 path's too: how wide the CPU's FMA units are */
+        if (!strcmp(qkv_simd_path(), "avx512") && qkv_simd_runs("avx2"))
+            peak.avx2_one = qkv_fma_peak_of("avx2", 1, 1.0);
+        double ratio = peak.avx2_one > 0 ? peak.one / peak.avx2_one : 0;
+        if (a->json) {
             printf("{\"peak\":\"fma\",\"simd\":\"%s\",\"gflops_1_thread\":%.2f,"
-                   "\"threads\":%d,\"gflops\":%.2f}\n", qkv_simd_path(), peak.one, nthreads,
+                   "\"threads\":%d,\"gflops\":%.2f", qkv_simd_path(), peak.one, nthreads,
                    peak.all);
-        else
+            if (ratio > 0)
+                printf(",\"avx2_gflops_1_thread\":%.2f,\"avx512_over_avx2\":%.3f,"
+                       "\"full_width\":%s", peak.avx2_one, ratio,
+                       ratio >= FULL_WIDTH_RATIO ? "true" : "false");
+            printf("}\n");
+        } else {
             printf("peak    %-6s f32 FMA chains in registers: %.2f GFLOP/s on 1 thread, %.2f on "
                    "%d\n", qkv_simd_path(), peak.one, peak.all, nthreads);
+            if (ratio > 0)
+                printf("        avx2 path: %.2f GFLOP/s on 1 thread; avx512 %.2fx that: %s\n",
+                       peak.avx2_one, ratio,
+                       ratio >= FULL_WIDTH_RATIO ? "full-width AVX-512 (512-bit FMA units)"
+                                                 : "AVX-512 on 256-bit FMA units");
+        }
     }
     if (a->dtype == QKV_F64) peak.all = 0; /* an f32 peak says nothing of f64 steps */
     for (int i = 0; i < bench_workload_count; i++) {

@@ -41,8 +41,7 @@ static double timed_rounds(const kernel_isa *isa, int64_t rounds, int threads, i
     return t;
 }
 
-double qkv_fma_peak(int threads, double seconds) {
-    const kernel_isa *isa = kernel_isa_active();
+static double fma_peak(const kernel_isa *isa, int threads, double seconds) {
     if (threads < 1) threads = 1;
     if (!(seconds > 0)) seconds = 1;
     /* rounds for a trial of about seconds / PEAK_TRIALS, from one that takes 10 ms or more */
@@ -60,4 +59,13 @@ double qkv_fma_peak(int threads, double seconds) {
         if (gflops > best) best = gflops;
     }
     return best;
+}
+
+double qkv_fma_peak(int threads, double seconds) {
+    return fma_peak(kernel_isa_active(), threads, seconds);
+}
+
+double qkv_fma_peak_of(const char *path, int threads, double seconds) {
+    const kernel_isa *isa = kernel_isa_find(path);
+    return isa ? fma_peak(isa, threads, seconds) : 0;
 }
