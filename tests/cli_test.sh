@@ -704,5 +704,26 @@ grep -q '^        profile of a step: [0-9.]* ms, 5 steps with the profile on$' o
     grep -qE '^          waiting on threads +0\.0%' out.txt && ok ||
     fail "bench --profile: no profile, or waiting on one thread: $(cat out.txt)"
 
+# ---- bench --probs and --peak: P kept or recomputed, the same loss; the FMA units' width -----
+run 0 "bench --probs keep --peak --json" -- bench --config tiny --repeat 3 --threads 1 \
+    --probs keep --peak --json --seconds 0.2
+cp out.txt keep.json
+run 0 "bench --probs recompute --json" -- bench --config tiny --repeat 3 --threads 1 \
+    --probs recompute --json
+"$PY" - keep.json out.txt <<'EOF' && ok || fail "bench --probs, --peak: $(cat keep.json out.txt)"
+import json, sys
+keep = [json.loads(l) for l in open(sys.argv[1])]
+peak, kept = keep[0], keep[1]
+recomputed = json.loads(open(sys.argv[2]).read())
+assert kept["probs"] == "keep" and recomputed["probs"] == "recompute", (kept, recomputed)
+assert kept["loss"] == recomputed["loss"], (kept["loss"], recomputed["loss"])
+if peak["simd"] == "avx512":  # the AVX2 path's peak beside it, and the width they say
+    ratio = peak["gflops_1_thread"] / peak["avx2_gflops_1_thread"]
+    assert abs(ratio - peak["avx512_over_avx2"]) < 0.01, peak
+    assert peak["full_width"] == (peak["avx512_over_avx2"] >= 1.5), peak
+else:
+    assert "full_width" not in peak, peak
+EOF
+
 echo "cli_test: $checks checks passed, $failures failed"
 [ "$failures" -eq 0 ]
