@@ -50,8 +50,9 @@ typedef struct kernel_isa {
     /* one row of softmax_forward_f32 / softmax_backward_f32 */
     void (*softmax_row)(float *y, const float *x, int64_t n);
     void (*softmax_backward_row)(float *dx, const float *y, const float *dy, int64_t n);
-    /* one row of cross_entropy_forward_f32 (returns its log-sum-exp) and of the backward */
-    double (*cross_entropy_row)(const float *x, int64_t n);
+    /* one row of cross_entropy_forward_f32: its max (returned) and the 16 partial sums of
+     * exp(x − max) (into part), which that loop adds in double; and one row of the backward */
+    float (*cross_entropy_parts)(const float *x, int64_t n, float part[16]);
     void (*cross_entropy_backward_row)(float *dx, const float *x, int64_t n, int32_t target,
                                        double lse, float g);
     /* one part of optim_update_f32 and of optim_grad_sq_f32 */
