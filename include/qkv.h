@@ -389,7 +389,8 @@ QKV_API qkv_tensor *qkv_attention_unfused(qkv_ctx *ctx, qkv_tensor *q, qkv_tenso
                                           qkv_tensor *v, qkv_tensor *mask, double scale,
                                           qkv_tensor **weights);
 /* One op: keys in tiles with an online softmax, and a backward pass that recomputes the tiles
- * from the row log-sum-exp, so the (..., Nq, Nk) matrix is never stored. Leading dims of
+ * from the row log-sum-exp, so the (..., Nq, Nk) matrix is never stored (only a small one is
+ * kept: qkv_set_attention_probs). Leading dims of
  * Q, K and V must be equal (no broadcasting); mask must broadcast to (..., Nq, Nk). */
 QKV_API qkv_tensor *qkv_attention_fused(qkv_ctx *ctx, qkv_tensor *q, qkv_tensor *k,
                                         qkv_tensor *v, qkv_tensor *mask, double scale);
