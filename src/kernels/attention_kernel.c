@@ -1,6 +1,7 @@
 /* attention_kernel.c - which form the fused attention's backward pass takes (attention_form),
- * and the forms' names; whether the forward pass keeps P for it (attention_probs). The kernels themselves are attention_kernel_f32.c and
- * attention_kernel_f64.c, one body for both (attention_kernel.inc). */
+ * and the forms' names; whether the forward pass keeps P for it (attention_probs). The
+ * kernels themselves are attention_kernel_f32.c and attention_kernel_f64.c, one body for both
+ * (attention_kernel.inc). */
 #include "kernels.h"
 #include "qkv.h"
 

@@ -35,7 +35,11 @@ double cross_entropy_forward_f32(const float *x, const int32_t *targets, int32_t
         int64_t row[CE_BLOCK];
         int k = 0;
         for (int64_t r = r0; r < rows && r < r0 + CE_BLOCK; r++)
-            if (targets[r] != ignore) row[k] = r, max[k] = im->cross_entropy_parts(x + r * n, n, part[k]), k++;
+            if (targets[r] != ignore) {
+                row[k] = r;
+                max[k] = im->cross_entropy_parts(x + r * n, n, part[k]);
+                k++;
+            }
         for (int e = 0; e < 16; e++)
             for (int i = 0; i < k; i++) sum[i] += (double)part[i][e];
         for (int i = 0; i < k; i++) {
