@@ -564,6 +564,16 @@ static qkv_tensor *heads_loss(qkv_ctx *c, qkv_tensor *const x[3], qkv_tensor *ma
 }
 
 /* mask: 0 none, 1 causal (Nq, Nk), 2 padding (B, 1, 1, Nk) with a batch entry of no keys */
+static qkv_tensor *heads_mask(qkv_ctx *c, qkv_dtype dt, int mask_kind, int64_t B, int64_t Nq,
+                              int64_t Nk) {
+    if (mask_kind == 1) return qkv_mask_causal(c, dt, Nq, Nk);
+    if (mask_kind != 2) return NULL;
+    int32_t lengths[4];
+    for (int64_t b = 0; b < B; b++) lengths[b] = b == 0 ? 0 : (int32_t)(Nk - 3 * b);
+    return qkv_mask_padding(c, dt, B, Nk, lengths);
+}
+
+/* mask_kind as heads_mask's */
 static void check_heads_form(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, int64_t Nk,
                              int64_t Dk, int64_t Dv, int mask_kind) {
     qkv_ctx *params = qkv_ctx_new(0), *step = qkv_ctx_new(0);
@@ -576,13 +586,7 @@ static void check_heads_form(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, int
         memcpy(twin[i]->data, x[i]->data, (size_t)x[i]->size * qkv_dtype_size(dt));
     }
     qkv_tensor *w = qkv_randn(params, dt, 3, (int64_t[]){B, Nq, H * Dv}, 1.0, &rng);
-    qkv_tensor *mask = NULL;
-    if (mask_kind == 1) mask = qkv_mask_causal(params, dt, Nq, Nk);
-    if (mask_kind == 2) {
-        int32_t lengths[4];
-        for (int64_t b = 0; b < B; b++) lengths[b] = b == 0 ? 0 : (int32_t)(Nk - 3 * b);
-        mask = qkv_mask_padding(params, dt, B, Nk, lengths);
-    }
+    qkv_tensor *mask = heads_mask(params, dt, mask_kind, B, Nq, Nk);
     qkv_zero_grad(params);
     qkv_tensor *y_heads, *y_split;
     qkv_backward(heads_loss(step, x, mask, w, H, false, &y_heads));
@@ -648,7 +652,7 @@ END_TEST
 /* The forward pass keeps P where attention_kept_probs's rule allows (attention_probs
  * "auto"), and the backward pass then reads it instead of recomputing each tile. Kept or
  * recomputed, the output, the log-sum-exp and the gradients of q, k and v must be the same
- * bits. mask_kind as check_heads_form's. */
+ * bits. mask_kind as heads_mask's. */
 static void check_kept_probs(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, int64_t Nk,
                              int64_t Dk, int64_t Dv, int mask_kind) {
     qkv_ctx *params = qkv_ctx_new(0), *step = qkv_ctx_new(0);
@@ -658,13 +662,7 @@ static void check_kept_probs(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, int
     for (int i = 0; i < 3; i++)
         x[i] = qkv_param(params, qkv_randn(params, dt, 3, shapes[i], 2.0, &rng));
     qkv_tensor *w = qkv_randn(params, dt, 3, (int64_t[]){B, Nq, H * Dv}, 1.0, &rng);
-    qkv_tensor *mask = NULL;
-    if (mask_kind == 1) mask = qkv_mask_causal(params, dt, Nq, Nk);
-    if (mask_kind == 2) {
-        int32_t lengths[4];
-        for (int64_t b = 0; b < B; b++) lengths[b] = b == 0 ? 0 : (int32_t)(Nk - 3 * b);
-        mask = qkv_mask_padding(params, dt, B, Nk, lengths);
-    }
+    qkv_tensor *mask = heads_mask(params, dt, mask_kind, B, Nq, Nk);
     size_t es = qkv_dtype_size(dt), n_out = (size_t)(B * Nq * H * Dv), n_lse = (size_t)(2 * B * H * Nq);
     void *out[2], *lse[2], *grad[2][3];
     const char *modes[] = {"keep", "recompute"};

@@ -40,7 +40,7 @@ static const char *const attention_probs_names[ATTENTION_PROBS_COUNT + 1] = {
     [ATTENTION_PROBS_AUTO] = "auto", [ATTENTION_PROBS_KEEP] = "keep",
     [ATTENTION_PROBS_RECOMPUTE] = "recompute", NULL};
 
-const char *attention_probs_name(attention_probs_kind kind) {
+static const char *attention_probs_name(attention_probs_kind kind) {
     return kind >= 0 && kind < ATTENTION_PROBS_COUNT ? attention_probs_names[kind] : "?";
 }
 
@@ -68,7 +68,7 @@ size_t attention_kept_probs(const attention_dims *d, size_t elem_size) {
     double probs = (double)d->G * (double)d->Nq * (double)d->Nk;
     if (probs == 0) return 0;
     if (attention_probs == ATTENTION_PROBS_KEEP) return (size_t)probs;
-    double operands = (double)d->G * (double)(d->Nq * (d->Dk + d->Dv) + d->Nk * (d->Dk + d->Dv));
+    double operands = (double)d->G * (double)((d->Nq + d->Nk) * (d->Dk + d->Dv)); /* q o k v */
     bool fits = probs <= ATTENTION_PROBS_PER_OPERANDS * operands &&
                 probs * (double)elem_size <= (double)ATTENTION_PROBS_CEILING;
     return fits ? (size_t)probs : 0;

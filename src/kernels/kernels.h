@@ -202,7 +202,6 @@ static inline size_t attention_probs_at(const attention_dims *d, int64_t g, int6
     int64_t i0 = ib * ATTENTION_BR, br = d->Nq - i0 < ATTENTION_BR ? d->Nq - i0 : ATTENTION_BR;
     return (size_t)((g * d->Nq + i0) * d->Nk + br * jb * ATTENTION_BC);
 }
-const char *attention_probs_name(attention_probs_kind kind); /* static; "?" if unknown */
 const char *attention_form_name(attention_form_kind form); /* static; "?" if unknown */
 bool attention_form_parse(const char *name, attention_form_kind *form); /* false if unknown */
 /* Cross-entropy over rows of n logits, skipping rows whose target is `ignore`. Forward:
