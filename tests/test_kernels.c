@@ -392,6 +392,48 @@ START_TEST(test_gemm_packing_bits) {
 }
 END_TEST
 
+/* Every product to the bit of isa.h's contract, written out here in plain C: per block of
+ * GEMM_KC along k, a chain of fmaf in k order from 0, added to C (or stored, for the first
+ * block when not accumulating). Among the shapes, the narrow weight gradients (op(A) = Aᵀ,
+ * N <= 16) that the tiles compute as Cᵀ (sgemm.c, small_swapped): rows 256 bytes apart, and
+ * 512 (where AVX2 keeps the small kernel and AVX-512 swaps), depth past GEMM_KC, N short of a
+ * vector; and beside them the small kernel's and the tiles' own shapes. */
+START_TEST(test_gemm_contract_bits) {
+    qkv_rng rng = qkv_rng_seed(8);
+    static const int64_t shapes[][3] = {{64, 16, 512}, {128, 16, 300}, {32, 10, 257},
+                                        {256, 5, 40},  {96, 16, 64},   {33, 16, 100},
+                                        {16, 16, 16},  {33, 40, 65},   {100, 128, 300}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int t = 0; t < 8; t++) {
+            bool ta = t & 1, tb = (t >> 1) & 1, acc = t >> 2;
+            int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+            float *A = fvec((size_t)(M * K)), *B = fvec((size_t)(K * N)),
+                  *C = fvec((size_t)(M * N)), *want = fvec((size_t)(M * N));
+            fill_uniform(A, (size_t)(M * K), &rng);
+            fill_uniform(B, (size_t)(K * N), &rng);
+            fill_uniform(C, (size_t)(M * N), &rng);
+            memcpy(want, C, (size_t)(M * N) * sizeof *C);
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++)
+                    for (int64_t p0 = 0; p0 < K; p0 += GEMM_KC) {
+                        float sum = 0;
+                        for (int64_t k = p0; k < K && k < p0 + GEMM_KC; k++)
+                            sum = fmaf(ta ? A[k * M + i] : A[i * K + k],
+                                       tb ? B[j * K + k] : B[k * N + j], sum);
+                        want[i * N + j] = acc || p0 > 0 ? want[i * N + j] + sum : sum;
+                    }
+            gemm_f32(ta, tb, 1, M, N, K, A, 0, B, 0, C, 0, acc);
+            for (int64_t e = 0; e < M * N; e++)
+                REQUIRE(!memcmp(&C[e], &want[e], sizeof *C),
+                        "gemm %s ta=%d tb=%d M=%lld N=%lld K=%lld acc=%d: C[%lld][%lld] = %.9g, "
+                        "the contract gives %.9g",
+                        kernel_isa_name(), ta, tb, (long long)M, (long long)N, (long long)K,
+                        acc, (long long)(e / N), (long long)(e % N), C[e], want[e]);
+            free(A), free(B), free(C), free(want);
+        }
+}
+END_TEST
+
 /* gemm_f64 (the gradient-check matmul) against a long double sum, to 1e-13. */
 START_TEST(test_gemm_f64) {
     qkv_rng rng = qkv_rng_seed(5);
@@ -1050,6 +1092,7 @@ static Suite *kernels_suite(bool only_choice) {
     tcase_add_test(tc, test_gemm1);
     tcase_add_test(tc, test_gemm1_strided_f64);
     tcase_add_test(tc, test_gemm_packing_bits);
+    tcase_add_test(tc, test_gemm_contract_bits);
     tcase_add_test(tc, test_gemm_f64);
 
     /* Every shape class and batch form, a product each; then every branch of gemm1 on this

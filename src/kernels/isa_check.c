@@ -6,10 +6,11 @@
  *
  * The shapes are chosen to take every branch of the products on every path's tile: products
  * small and packed, B read in place and packed (plain rows ldb apart, one sliver, slivers),
- * every transpose, depth past GEMM_KC, batches with their own B and with one shared, work big
- * enough to be split between threads; widths around 16 and 32 (the slivers of AVX2, NEON and
- * plain C, and of AVX-512), heads 32 wide side by side in each row (the fused attention's
- * heads form, where an AVX-512 stride bug once hid). */
+ * narrow weight gradients (Aᵀ, N <= 16) computed by the tiles as Cᵀ, every transpose, depth
+ * past GEMM_KC, batches with their own B and with one shared, work big enough to be split
+ * between threads; widths around 16 and 32 (the slivers of AVX2, NEON and plain C, and of
+ * AVX-512), heads 32 wide side by side in each row (the fused attention's heads form, where
+ * an AVX-512 stride bug once hid). */
 #include "isa.h"
 #include "qkv.h"
 
@@ -303,12 +304,13 @@ static const check_case probe_cases[] = {
 static const int64_t gemm1_shapes[][3] = {
     {1, 1, 1},   {8, 5, 16},   {8, 16, 16},  {16, 16, 300}, {8, 24, 16},  {8, 32, 16},
     {1, 32, 13}, {13, 48, 40}, {64, 32, 64}, {13, 64, 64},  {64, 64, 64}, {13, 65, 24},
-    {64, 96, 16}, {33, 129, 5}, {6, 40, 300},
+    {64, 96, 16}, {33, 129, 5}, {6, 40, 300}, {64, 16, 300},
 };
 static const int64_t gemm_shapes[][4] = { /* batch, M, N, K */
     {1, 16, 16, 16},  {1, 5, 13, 7},    {1, 8, 32, 16},   {1, 32, 24, 40},  {1, 64, 64, 64},
     {1, 100, 128, 40}, {1, 33, 40, 65}, {1, 13, 96, 300}, {1, 130, 150, 100}, {3, 16, 64, 16},
     {3, 17, 100, 65}, {3, 31, 17, 130}, {4, 130, 150, 100},
+    {1, 64, 16, 300}, {1, 128, 12, 40}, {2, 32, 5, 20}, /* Aᵀ, N <= 16: the tiles on Cᵀ */
 };
 
 /* The whole list: built once into `cases` (at most CASES_MAX). */

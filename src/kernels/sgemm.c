@@ -30,6 +30,55 @@ static bool is_small(int64_t M, int64_t N, int64_t K, bool tb) {
     return N <= 16 || (N <= SMALL_N && M * N * K <= 32 * 32 * 32); /* 16: one vector row */
 }
 
+/* op(B) as the tiles read it: sliver s (columns s·NR ..) at at + s·sliver_stride, its row k
+ * k_stride further on. Packed: (bp, NR, K·NR). B itself, when it is op(B) and its columns fill
+ * whole slivers: (B, ldb, NR), and nothing is copied. */
+typedef struct {
+    const float *at;
+    int64_t k_stride, sliver_stride;
+} b_view;
+
+static void sgemm_rows(const kernel_isa *im, bool ta, int64_t N, int64_t K, const float *A,
+                       int64_t lda, b_view bv, float *C, int64_t ldc, bool accumulate,
+                       int64_t i0, int64_t mc);
+
+/* A product of N <= 16 columns with A stored (K, M), M a whole number of slivers: the weight
+ * gradient Xᵀ·dY of a layer with 16 outputs or fewer (tiny's unembedding, 64×16×512). The
+ * small kernel keeps a sum for each of 8 rows (AVX-512; 4 rows of two halves on AVX2), each k
+ * broadcasting 8 elements for 8 multiply-adds, and masks the lanes past N; instead the tiles
+ * compute Cᵀ = op(B)ᵀ·A, A's rows read in place as their right-hand side's slivers (16 sums,
+ * 2 loads for every 8 broadcasts). One thread, 64×N×512: AVX-512 1.36× as fast at N = 16,
+ * 2-5× at N = 4 to 12; AVX2 the same at N = 16, 1.7-4.4× at N = 4 to 12 (Xeon of model 207).
+ * A's rows a multiple of 512 bytes apart put a one-line sliver (AVX2's 16 floats) into a few
+ * of L1's sets (b_in_place): at M = 128 the swap took AVX2 from 82 to 66 GFLOP/s, so those
+ * stay with the small kernel, while AVX-512's two-line slivers still ran 1.36× as fast. */
+#define SWAPPED_MIN_M 32 /* one AVX-512 sliver: below it the small kernel is as fast */
+#define SWAPPED_COLS 256 /* columns of Cᵀ (rows of C) a pass takes: Cᵀ's 16 KB on the stack */
+static bool small_swapped(const kernel_isa *im, bool ta, int64_t M, int64_t N, int64_t lda) {
+    bool sets_spread = (lda * (int64_t)sizeof(float)) % 512 != 0;
+    bool wide_sliver = im->gemm_nr * (int64_t)sizeof(float) > 64;
+    return ta && N <= 16 && M >= SWAPPED_MIN_M && M % im->gemm_nr == 0 &&
+           (sets_spread || wide_sliver);
+}
+
+/* Cᵀ (N×mc, in ct) from C when accumulating, the tiles' sums added to it (or stored) block
+ * by block of GEMM_KC as they are to C itself, and ct back into C: each element is the same
+ * chain of fused multiply-adds as in the small kernel (x·y = y·x, exactly), and the same sums
+ * in the same order, so the bits are those of every other path. */
+static void sgemm_small_swapped(const kernel_isa *im, int64_t M, int64_t N, int64_t K,
+                                const float *A, int64_t lda, const float *B, int64_t ldb,
+                                float *C, int64_t ldc, bool accumulate) {
+    float ct[16 * SWAPPED_COLS];
+    for (int64_t m0 = 0; m0 < M; m0 += SWAPPED_COLS) {
+        int64_t mc = M - m0 < SWAPPED_COLS ? M - m0 : SWAPPED_COLS;
+        if (accumulate) im->transpose(ct, mc, C + m0 * ldc, ldc, mc, N);
+        /* op(B)ᵀ (N×K): its element (n, k) is B[k·ldb + n], a transposed A to the tiles */
+        sgemm_rows(im, true, mc, K, B, ldb, (b_view){A + m0, lda, im->gemm_nr}, ct, mc,
+                   accumulate, 0, N);
+        im->transpose(C + m0 * ldc, ldc, ct, mc, N, mc);
+    }
+}
+
 static void sgemm_small(const kernel_isa *im, bool ta, bool tb, int64_t M, int64_t N,
                         int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                         float *C, int64_t ldc, bool accumulate) {
@@ -39,7 +88,10 @@ static void sgemm_small(const kernel_isa *im, bool ta, bool tb, int64_t M, int64
         B = bt;
         ldb = N;
     }
-    im->gemm_small(ta, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    if (small_swapped(im, ta, M, N, lda))
+        sgemm_small_swapped(im, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
+    else
+        im->gemm_small(ta, M, N, K, A, lda, B, ldb, C, ldc, accumulate);
 }
 
 /* Per-thread buffers for packed B. They grow to the largest B once and are then reused, so
@@ -91,13 +143,6 @@ static void pack_b_all(const kernel_isa *im, float *bp, const float *B, bool tb,
         pack_b_sliver(im, bp + s * K, B, tb, N, K, ldb, s);
 }
 
-/* op(B) as the tiles read it: sliver s (columns s·NR ..) at at + s·sliver_stride, its row k
- * k_stride further on. Packed: (bp, NR, K·NR). B itself, when it is op(B) and its columns fill
- * whole slivers: (B, ldb, NR), and nothing is copied. */
-typedef struct {
-    const float *at;
-    int64_t k_stride, sliver_stride;
-} b_view;
 
 static b_view packed_view(const kernel_isa *im, const float *bp, int64_t K) {
     return (b_view){bp, im->gemm_nr, K * im->gemm_nr};
