@@ -143,7 +143,6 @@ static void pack_b_all(const kernel_isa *im, float *bp, const float *B, bool tb,
         pack_b_sliver(im, bp + s * K, B, tb, N, K, ldb, s);
 }
 
-
 static b_view packed_view(const kernel_isa *im, const float *bp, int64_t K) {
     return (b_view){bp, im->gemm_nr, K * im->gemm_nr};
 }
