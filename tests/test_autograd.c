@@ -611,27 +611,34 @@ static void check_heads_form(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, int
     qkv_ctx_free(params);
 }
 
-/* Both dtypes, the default backward form and "legacy" (the older forms' code: by key groups,
- * with partial dQ; split-l and wide-d differ from it only in the row terms): one task a head
- * (8 heads), groups of query blocks with partial dK and dV (causal, cross, Dk ≠ Dv), rows
- * of 16 (which the products read in place), one head, and a padding mask with an empty
- * entry. With `two_passes` (16 threads), shapes whose backward runs in two passes. */
-static void check_heads_forms(bool two_passes) {
+/* The attention shapes that the heads-form and kept-P checks run, in both dtypes: one task a
+ * head (8 heads), groups of query blocks with partial dK and dV (causal, cross, Dk ≠ Dv),
+ * edge tiles of every size, rows of 16 (which the products read in place), one head of 257
+ * and of 300 queries, and a padding mask with an entry of no keys; with `two_passes` (16
+ * threads), the shapes whose backward runs in two passes. */
+typedef void attention_check(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, int64_t Nk,
+                             int64_t Dk, int64_t Dv, int mask_kind);
+static void each_attention_shape(attention_check *check, bool two_passes) {
+    static const int64_t one_pass[][7] = { /* B, H, Nq, Nk, Dk, Dv, mask kind */
+        {2, 4, 20, 33, 8, 8, 0},      {2, 2, 70, 90, 8, 4, 1},     {2, 3, 130, 70, 16, 32, 2},
+        {1, 1, 257, 129, 16, 16, 0}, {1, 1, 300, 129, 16, 16, 0}, {4, 4, 16, 16, 16, 16, 1}};
+    static const int64_t two[][7] = {{1, 2, 320, 320, 16, 16, 1}, {1, 1, 320, 300, 32, 32, 0}};
+    const int64_t(*shapes)[7] = two_passes ? two : one_pass;
+    size_t n = two_passes ? sizeof two / sizeof two[0] : sizeof one_pass / sizeof one_pass[0];
     const qkv_dtype dts[] = {QKV_F32, QKV_F64};
+    for (int d = 0; d < 2; d++)
+        for (size_t i = 0; i < n; i++)
+            check(dts[d], shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4],
+                  shapes[i][5], (int)shapes[i][6]);
+}
+
+/* The default backward form and "legacy" (the older forms' code: by key groups, with partial
+ * dQ; split-l and wide-d differ from it only in the row terms), on every shape above. */
+static void check_heads_forms(bool two_passes) {
     const char *forms[] = {"d-from-p", "legacy"};
     for (int f = 0; f < 2; f++) {
         ck_assert(qkv_set_attention_form(forms[f]));
-        for (int d = 0; d < 2; d++) {
-            if (two_passes) {
-                check_heads_form(dts[d], 1, 2, 320, 320, 16, 16, 1);
-                check_heads_form(dts[d], 1, 1, 320, 300, 32, 32, 0);
-                continue;
-            }
-            check_heads_form(dts[d], 2, 4, 20, 33, 8, 8, 0);
-            check_heads_form(dts[d], 2, 2, 70, 90, 8, 4, 1);
-            check_heads_form(dts[d], 2, 3, 130, 70, 16, 32, 2);
-            check_heads_form(dts[d], 1, 1, 257, 129, 16, 16, 0);
-        }
+        each_attention_shape(check_heads_form, two_passes);
     }
     ck_assert(qkv_set_attention_form("d-from-p"));
 }
@@ -706,24 +713,10 @@ static void check_kept_probs(qkv_dtype dt, int64_t B, int64_t H, int64_t Nq, int
     qkv_ctx_free(params);
 }
 
-/* Both dtypes: one task a head (8 heads), groups of query blocks (causal, cross, Dk ≠ Dv),
- * edge tiles of every size, rows of 16 (read in place), a padding mask with an entry of no
- * keys (its rows' P all zeros), one head of 300 queries; with `two_passes` (16 threads), the
- * shapes whose backward runs in two passes, each reading a kept tile twice. */
+/* Every shape above, kept P against recomputed (the padding mask's entry of no keys: its
+ * rows' P all zeros); in two passes each kept tile is read twice. */
 static void check_all_kept_probs(bool two_passes) {
-    const qkv_dtype dts[] = {QKV_F32, QKV_F64};
-    for (int d = 0; d < 2; d++) {
-        if (two_passes) {
-            check_kept_probs(dts[d], 1, 2, 320, 320, 16, 16, 1);
-            check_kept_probs(dts[d], 1, 1, 320, 300, 32, 32, 0);
-            continue;
-        }
-        check_kept_probs(dts[d], 2, 4, 20, 33, 8, 8, 0);
-        check_kept_probs(dts[d], 2, 2, 70, 90, 8, 4, 1);
-        check_kept_probs(dts[d], 2, 3, 130, 70, 16, 32, 2);
-        check_kept_probs(dts[d], 1, 1, 300, 129, 16, 16, 0);
-        check_kept_probs(dts[d], 4, 4, 16, 16, 16, 16, 1);
-    }
+    each_attention_shape(check_kept_probs, two_passes);
 }
 
 START_TEST(test_kept_probs_same_bits) { check_all_kept_probs(false); }

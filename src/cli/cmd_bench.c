@@ -90,7 +90,7 @@ typedef struct {
 static int bench_parse(int argc, char **argv, bench_args *a) {
     static const char *const configs[] = {"tiny", "medium", "long", "all", NULL};
     static const char *const forms[] = {"d-from-p", "wide-d", "split-l", "legacy", NULL};
-    static const char *const probs[] = {"auto", "keep", "recompute", NULL};
+    const char *const *probs = qkv_attention_probs_modes(); /* auto (the default), ... */
     int config = 3, form = 0, probs_mode = 0;
     *a = (bench_args){.seconds = 2};
     cli_option options[] = {
@@ -155,7 +155,7 @@ static int bench_run(const bench_args *a) {
     if (code != EXIT_OK) return code;
     nthreads = qkv_threads();
     qkv_set_attention_form(a->form); /* every one of forms[] is a form */
-    qkv_set_attention_probs(a->probs); /* and of probs[] a mode */
+    qkv_set_attention_probs(a->probs); /* and of the modes one */
     const char *slow = qkv_simd_slow_reason(); /* on stderr: stdout is the table or the JSON */
     if (slow) fprintf(stderr, "note: %s\n", slow);
     bench_peak peak = {0};

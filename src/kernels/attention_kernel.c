@@ -21,13 +21,17 @@ const char *const *qkv_attention_forms(void) { return attention_form_names; }
 const char *qkv_attention_form(void) { return attention_form_name(attention_form); }
 bool qkv_set_attention_form(const char *name) { return attention_form_parse(name, &attention_form); }
 
+/* The index of name among the first count of names, or -1. */
+static int name_index(const char *const *names, int count, const char *name) {
+    for (int i = 0; i < count; i++)
+        if (!strcmp(name, names[i])) return i;
+    return -1;
+}
+
 bool attention_form_parse(const char *name, attention_form_kind *form) {
-    for (int f = 0; f < ATTENTION_FORM_COUNT; f++)
-        if (!strcmp(name, attention_form_names[f])) {
-            *form = (attention_form_kind)f;
-            return true;
-        }
-    return false;
+    int f = name_index(attention_form_names, ATTENTION_FORM_COUNT, name);
+    if (f >= 0) *form = (attention_form_kind)f;
+    return f >= 0;
 }
 
 bool attention_backward_stores(const attention_dims *d) {
@@ -47,12 +51,9 @@ static const char *attention_probs_name(attention_probs_kind kind) {
 const char *const *qkv_attention_probs_modes(void) { return attention_probs_names; }
 const char *qkv_attention_probs(void) { return attention_probs_name(attention_probs); }
 bool qkv_set_attention_probs(const char *name) {
-    for (int k = 0; k < ATTENTION_PROBS_COUNT; k++)
-        if (!strcmp(name, attention_probs_names[k])) {
-            attention_probs = (attention_probs_kind)k;
-            return true;
-        }
-    return false;
+    int k = name_index(attention_probs_names, ATTENTION_PROBS_COUNT, name);
+    if (k >= 0) attention_probs = (attention_probs_kind)k;
+    return k >= 0;
 }
 
 /* A kept P is written by the forward pass and read by the backward, layers later: past the
