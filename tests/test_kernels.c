@@ -752,6 +752,10 @@ END_TEST
 /* ---- determinism across thread counts ----------------------------------------------------- */
 
 #ifdef QKV_HAVE_OPENMP
+/* gemm_f32 gives the bits of one thread on 2, 3, 5, 7, 11 and 16: on several threads a
+ * product with one B is cut into equal runs of tile-row × sliver units, which end inside a
+ * tile row, cross from one batch to the next and split the columns of a C of few rows (the
+ * weight gradients). */
 START_TEST(test_gemm_deterministic) {
     static const struct {
         bool ta, tb;
@@ -765,7 +769,14 @@ START_TEST(test_gemm_deterministic) {
         {false, false, 8, 200, 300, 40, true, false}, /* shared B, batch × row blocks */
         {false, true, 64, 64, 16, 128, false, true},  /* the small path, batched */
         {false, false, 1, 300, 200, 300, true, true}, /* two KC depth blocks */
+        {true, false, 1, 128, 128, 1024, true, false}, /* weight gradients: few rows of C */
+        {true, false, 1, 64, 64, 2048, true, true},
+        {true, false, 1, 50, 70, 2400, true, false}, /* edges of rows and columns */
+        {false, true, 4, 37, 100, 600, true, true},  /* runs across batches, B packed */
+        {false, false, 3, 45, 96, 640, true, false}, /* B read in place */
     };
+    static const int threads[] = {1, 2, 3, 5, 7, 11, 16};
+    enum { RUNS = sizeof threads / sizeof threads[0] };
     int saved = omp_get_max_threads();
     qkv_rng rng = qkv_rng_seed(7);
     for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
@@ -774,25 +785,26 @@ START_TEST(test_gemm_deterministic) {
         int64_t bs = cases[t].shared ? 0 : K * N;
         size_t na = (size_t)(batch * M * K), nb = (size_t)(cases[t].shared ? K * N : batch * K * N),
                nc = (size_t)(batch * M * N);
-        float *A = fvec(na), *B = fvec(nb), *C0 = fvec(nc), *C[2] = {fvec(nc), fvec(nc)};
+        float *A = fvec(na), *B = fvec(nb), *C0 = fvec(nc), *C[RUNS];
         fill_uniform(A, na, &rng);
         fill_uniform(B, nb, &rng);
         fill_uniform(C0, nc, &rng);
-        for (int th = 0; th < 2; th++) {
-            omp_set_num_threads(th + 1);
-            ck_assert_int_eq(kernel_threads(), th + 1);
+        for (int th = 0; th < RUNS; th++) {
+            C[th] = fvec(nc);
+            omp_set_num_threads(threads[th]);
+            ck_assert_int_eq(kernel_threads(), threads[th]);
             memcpy(C[th], C0, nc * sizeof *C0);
             gemm_f32(cases[t].ta, cases[t].tb, batch, M, N, K, A, M * K, B, bs, C[th], M * N,
                      cases[t].acc);
+            ck_assert_msg(!memcmp(C[0], C[th], nc * sizeof *C0),
+                          "gemm %lldx%lldx%lldx%lld: 1 and %d threads give different bits",
+                          (long long)batch, (long long)M, (long long)N, (long long)K,
+                          threads[th]);
         }
-        ck_assert_msg(!memcmp(C[0], C[1], nc * sizeof *C0),
-                      "gemm %lldx%lldx%lldx%lld: 1 and 2 threads give different bits",
-                      (long long)batch, (long long)M, (long long)N, (long long)K);
         free(A);
         free(B);
         free(C0);
-        free(C[0]);
-        free(C[1]);
+        for (int th = 0; th < RUNS; th++) free(C[th]);
     }
     omp_set_num_threads(saved);
 }

@@ -2,8 +2,11 @@
  * and the softmax-minus-one-hot gradient. The loop over rows for f32 and f64; the rows
  * themselves from the ISA in use for f32 (isa_kernels.inc) and from here for f64. */
 #include "isa.h"
+#include "kernels.h"
 
 #include <math.h>
+
+#define PARALLEL_ELEMS 16384 /* logits a thread is worth: fewer take a few µs, less than a fork */
 
 /* log Σ_j exp(x_j), the max taken out */
 static double cross_entropy_row_f64(const double *x, int64_t n) {
@@ -24,60 +27,71 @@ static void cross_entropy_backward_row_f64(double *dx, const double *x, int64_t 
  * order. Each row's sum is a chain of 16 dependent adds; a block's chains run side by side
  * (one row at a time, tiny's 256 rows of 16 logits took 51 ns a row, most of it that chain). */
 #define CE_BLOCK 8
+static void lse_block_f32(const kernel_isa *im, const float *x, const int32_t *targets,
+                          int32_t ignore, int64_t rows, int64_t n, double *lse, int64_t r0) {
+    float part[CE_BLOCK][16], max[CE_BLOCK];
+    double sum[CE_BLOCK] = {0};
+    int64_t row[CE_BLOCK];
+    int k = 0;
+    for (int64_t r = r0; r < rows && r < r0 + CE_BLOCK; r++)
+        if (targets[r] != ignore) {
+            row[k] = r;
+            max[k] = im->cross_entropy_parts(x + r * n, n, part[k]);
+            k++;
+        }
+    for (int e = 0; e < 16; e++)
+        for (int i = 0; i < k; i++) sum[i] += (double)part[i][e];
+    for (int i = 0; i < k; i++) lse[row[i]] = (double)max[i] + log(sum[i]);
+}
+
+/* The mean's numerator, Σ (L − x[target]) over the rows with a target, added in row order
+ * (the rows' L come from several threads; the sum from one, so its bits do not depend on
+ * them). */
+static double total_loss(const float *xf, const double *xd, const int32_t *targets,
+                         int32_t ignore, int64_t rows, int64_t n, const double *lse,
+                         int64_t *count) { /* x: xf (f32) or xd (f64) */
+    double total = 0;
+    *count = 0;
+    for (int64_t r = 0; r < rows; r++)
+        if (targets[r] != ignore) {
+            int64_t at = r * n + targets[r];
+            total += lse[r] - (xf ? (double)xf[at] : xd[at]); /* -log p[target] */
+            ++*count;
+        }
+    return total;
+}
+
 double cross_entropy_forward_f32(const float *x, const int32_t *targets, int32_t ignore,
                                  int64_t rows, int64_t n, double *lse, int64_t *count) {
     const kernel_isa *im = kernel_isa_active();
-    double total = 0;
-    *count = 0;
-    for (int64_t r0 = 0; r0 < rows; r0 += CE_BLOCK) {
-        float part[CE_BLOCK][16], max[CE_BLOCK];
-        double sum[CE_BLOCK] = {0};
-        int64_t row[CE_BLOCK];
-        int k = 0;
-        for (int64_t r = r0; r < rows && r < r0 + CE_BLOCK; r++)
-            if (targets[r] != ignore) {
-                row[k] = r;
-                max[k] = im->cross_entropy_parts(x + r * n, n, part[k]);
-                k++;
-            }
-        for (int e = 0; e < 16; e++)
-            for (int i = 0; i < k; i++) sum[i] += (double)part[i][e];
-        for (int i = 0; i < k; i++) {
-            int64_t r = row[i];
-            lse[r] = (double)max[i] + log(sum[i]);
-            total += lse[r] - (double)x[r * n + targets[r]]; /* -log p[target] */
-        }
-        *count += k;
-    }
-    return total;
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), PARALLEL_ELEMS), b,
+                      (rows + CE_BLOCK - 1) / CE_BLOCK,
+                      lse_block_f32(im, x, targets, ignore, rows, n, lse, b * CE_BLOCK););
+    return total_loss(x, NULL, targets, ignore, rows, n, lse, count);
 }
 
 void cross_entropy_backward_f32(float *dx, const float *x, const int32_t *targets,
                                 int32_t ignore, int64_t rows, int64_t n, const double *lse,
                                 double g) {
-    for (int64_t r = 0; r < rows; r++)
-        if (targets[r] != ignore)
-            kernel_isa_active()->cross_entropy_backward_row(dx + r * n, x + r * n, n,
-                                                            targets[r], lse[r], (float)g);
+    const kernel_isa *im = kernel_isa_active();
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), PARALLEL_ELEMS), r, rows,
+                      if (targets[r] != ignore)
+                          im->cross_entropy_backward_row(dx + r * n, x + r * n, n, targets[r],
+                                                         lse[r], (float)g););
 }
 
 double cross_entropy_forward_f64(const double *x, const int32_t *targets, int32_t ignore,
                                  int64_t rows, int64_t n, double *lse, int64_t *count) {
-    double total = 0;
-    *count = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        if (targets[r] == ignore) continue;
-        lse[r] = cross_entropy_row_f64(x + r * n, n);
-        total += lse[r] - x[r * n + targets[r]]; /* -log p[target] */
-        ++*count;
-    }
-    return total;
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), PARALLEL_ELEMS), r, rows,
+                      if (targets[r] != ignore) lse[r] = cross_entropy_row_f64(x + r * n, n););
+    return total_loss(NULL, x, targets, ignore, rows, n, lse, count);
 }
 
 void cross_entropy_backward_f64(double *dx, const double *x, const int32_t *targets,
                                 int32_t ignore, int64_t rows, int64_t n, const double *lse,
                                 double g) {
-    for (int64_t r = 0; r < rows; r++)
-        if (targets[r] != ignore)
-            cross_entropy_backward_row_f64(dx + r * n, x + r * n, n, targets[r], lse[r], g);
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), PARALLEL_ELEMS), r, rows,
+                      if (targets[r] != ignore)
+                          cross_entropy_backward_row_f64(dx + r * n, x + r * n, n, targets[r],
+                                                         lse[r], g););
 }

@@ -197,6 +197,41 @@ static void shared_b_task(const kernel_isa *im, bool ta, int64_t M, int64_t N, i
                i0, mc);
 }
 
+/* On several threads, a product with one B is cut into units of one tile row (MR rows of one
+ * batch) by one sliver (NR columns), numbered batch by batch, row by row, sliver by sliver, and
+ * each of `parts` threads takes an equal run of them. Cutting by MC rows alone had left most
+ * threads idle where C has few rows: a weight gradient xᵀ·dY of 128 rows was two tasks (96
+ * and 32 rows) on any number of threads, one of 64 rows a single task. A run is at most three
+ * rectangles: the end of one tile row, whole tile rows (MC rows at a time), the start of
+ * another. Each element of C is the same chain of multiply-adds however C is cut, so the bits
+ * do not depend on the threads. */
+static void shared_b_part(const kernel_isa *im, bool ta, int64_t batch, int64_t M, int64_t N,
+                          int64_t K, const float *A, int64_t a_stride, b_view bv, float *C,
+                          int64_t c_stride, bool accumulate, int64_t part, int64_t parts) {
+    int64_t mr = im->gemm_mr, nr = im->gemm_nr;
+    int64_t tile_rows = (M + mr - 1) / mr, slivers = (N + nr - 1) / nr;
+    int64_t units = batch * tile_rows * slivers, max_tiles = MC / mr > 0 ? MC / mr : 1;
+    int64_t u = units * part / parts, end = units * (part + 1) / parts;
+    while (u < end) {
+        int64_t row = u / slivers, s0 = u % slivers, b = row / tile_rows, t0 = row % tile_rows;
+        int64_t t1 = t0 + 1, s1 = slivers;
+        if (s0 > 0 || end - u < slivers) { /* part of one tile row */
+            s1 = s0 + (end - u) < slivers ? s0 + (end - u) : slivers;
+        } else { /* whole tile rows, within batch b */
+            int64_t tiles = (end - u) / slivers;
+            if (tiles > tile_rows - t0) tiles = tile_rows - t0;
+            if (tiles > max_tiles) tiles = max_tiles;
+            t1 = t0 + tiles;
+        }
+        int64_t i0 = t0 * mr, i1 = t1 * mr < M ? t1 * mr : M;
+        int64_t j0 = s0 * nr, j1 = s1 * nr < N ? s1 * nr : N;
+        b_view cols = {bv.at + s0 * bv.sliver_stride, bv.k_stride, bv.sliver_stride};
+        sgemm_rows(im, ta, j1 - j0, K, A + b * a_stride, ta ? M : K, cols, C + b * c_stride + j0,
+                   N, accumulate, i0, i1 - i0);
+        u += (t1 - t0) * (s1 - s0);
+    }
+}
+
 /* Batch b of a product with each batch its own B: read in place, or packed into this thread's
  * buffer. */
 static void own_b_task(const kernel_isa *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
@@ -250,20 +285,27 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
         return;
     }
     /* One B for every batch: read in place, or packed once (its slivers shared out among the
-     * threads); then split the rows of C; one parallel region for both. */
-    int64_t blocks = (M + MC - 1) / MC, tasks = batch * blocks, slivers = (N + im->gemm_nr - 1) / im->gemm_nr;
+     * threads); then on one thread blocks of MC rows, on several equal runs of tiles
+     * (shared_b_part); one parallel region for both. */
+    int team = kernel_team(flops, PARALLEL_FLOPS);
+    int64_t tasks = batch * ((M + MC - 1) / MC), slivers = (N + im->gemm_nr - 1) / im->gemm_nr;
     if (b_in_place(im, tb, N)) {
         b_view bv = {B, N, im->gemm_nr};
-        KERNEL_FOR_STATIC(kernel_team(flops, PARALLEL_FLOPS), t, tasks,
-                          shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride,
-                                        accumulate, t););
+        if (team == 1) {
+            for (int64_t t = 0; t < tasks; t++)
+                shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride, accumulate, t);
+            return;
+        }
+        KERNEL_FOR_STATIC(team, p, team,
+                          shared_b_part(im, ta, batch, M, N, K, A, a_stride, bv, C, c_stride,
+                                        accumulate, p, team););
         return;
     }
     float *bp = pack_buffer(packed_size(im, N, K));
     b_view bv = packed_view(im, bp, K);
-    if (tasks > 1 && kernel_parallel(flops, PARALLEL_FLOPS)) {
+    if (team > 1) {
         profile_part was = profile_enter(PROFILE_WAIT); /* as in KERNEL_FOR_ (kernels.h) */
-#pragma omp parallel /* every thread (see KERNEL_FOR_): the slivers and tasks are shared by all */
+#pragma omp parallel /* every thread (see KERNEL_FOR_): the slivers are shared by all */
         {
             profile_enter(PROFILE_LAYOUT);
 #pragma omp for schedule(static) nowait
@@ -275,8 +317,9 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
 #pragma omp barrier
             profile_enter(was);
 #pragma omp for schedule(static) nowait
-            for (int64_t t = 0; t < tasks; t++)
-                shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride, accumulate, t);
+            for (int64_t p = 0; p < team; p++)
+                shared_b_part(im, ta, batch, M, N, K, A, a_stride, bv, C, c_stride, accumulate,
+                              p, team);
             profile_enter(PROFILE_WAIT);
         }
         profile_enter(was);

@@ -206,13 +206,25 @@ void trainer_free(trainer *t) {
     memset(t, 0, sizeof *t);
 }
 
-/* Counts positions whose argmax logit is the target; returns the number with a target. */
+/* Counts positions whose argmax logit is the target; returns the number with a target. The
+ * rows are shared among threads in parts, each counting its own (whole numbers: any order
+ * gives the same counts). */
+#define COUNT_PARTS 64
 static int64_t count_correct(const qkv_tensor *logits, const int32_t *targets, int64_t *correct) {
-    int64_t V = logits->shape[2], rows = logits->size / V, n = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        if (targets[r] < 0) continue;
-        *correct += qkv_argmax(logits, r * V, V) == targets[r];
-        n++;
+    int64_t V = logits->shape[2], rows = logits->size / V;
+    int64_t parts = kernel_team((double)logits->size, 16384);
+    if (parts > COUNT_PARTS) parts = COUNT_PARTS;
+    int64_t right[COUNT_PARTS] = {0}, counted[COUNT_PARTS] = {0}, n = 0;
+    KERNEL_FOR_STATIC(parts, p, parts, {
+        for (int64_t r = rows * p / parts; r < rows * (p + 1) / parts; r++)
+            if (targets[r] >= 0) {
+                right[p] += qkv_argmax(logits, r * V, V) == targets[r];
+                counted[p]++;
+            }
+    });
+    for (int64_t p = 0; p < parts; p++) {
+        *correct += right[p];
+        n += counted[p];
     }
     return n;
 }
