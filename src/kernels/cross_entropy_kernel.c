@@ -6,7 +6,6 @@
 
 #include <math.h>
 
-#define PARALLEL_ELEMS 16384 /* logits a thread is worth: fewer take a few µs, less than a fork */
 
 /* log Σ_j exp(x_j), the max taken out */
 static double cross_entropy_row_f64(const double *x, int64_t n) {
@@ -64,7 +63,7 @@ static double total_loss(const float *xf, const double *xd, const int32_t *targe
 double cross_entropy_forward_f32(const float *x, const int32_t *targets, int32_t ignore,
                                  int64_t rows, int64_t n, double *lse, int64_t *count) {
     const kernel_isa *im = kernel_isa_active();
-    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), PARALLEL_ELEMS), b,
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), KERNEL_PARALLEL_ELEMS), b,
                       (rows + CE_BLOCK - 1) / CE_BLOCK,
                       lse_block_f32(im, x, targets, ignore, rows, n, lse, b * CE_BLOCK););
     return total_loss(x, NULL, targets, ignore, rows, n, lse, count);
@@ -74,7 +73,7 @@ void cross_entropy_backward_f32(float *dx, const float *x, const int32_t *target
                                 int32_t ignore, int64_t rows, int64_t n, const double *lse,
                                 double g) {
     const kernel_isa *im = kernel_isa_active();
-    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), PARALLEL_ELEMS), r, rows,
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), KERNEL_PARALLEL_ELEMS), r, rows,
                       if (targets[r] != ignore)
                           im->cross_entropy_backward_row(dx + r * n, x + r * n, n, targets[r],
                                                          lse[r], (float)g););
@@ -82,7 +81,7 @@ void cross_entropy_backward_f32(float *dx, const float *x, const int32_t *target
 
 double cross_entropy_forward_f64(const double *x, const int32_t *targets, int32_t ignore,
                                  int64_t rows, int64_t n, double *lse, int64_t *count) {
-    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), PARALLEL_ELEMS), r, rows,
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), KERNEL_PARALLEL_ELEMS), r, rows,
                       if (targets[r] != ignore) lse[r] = cross_entropy_row_f64(x + r * n, n););
     return total_loss(NULL, x, targets, ignore, rows, n, lse, count);
 }
@@ -90,7 +89,7 @@ double cross_entropy_forward_f64(const double *x, const int32_t *targets, int32_
 void cross_entropy_backward_f64(double *dx, const double *x, const int32_t *targets,
                                 int32_t ignore, int64_t rows, int64_t n, const double *lse,
                                 double g) {
-    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), PARALLEL_ELEMS), r, rows,
+    KERNEL_FOR_STATIC(kernel_team((double)(rows * n), KERNEL_PARALLEL_ELEMS), r, rows,
                       if (targets[r] != ignore)
                           cross_entropy_backward_row_f64(dx + r * n, x + r * n, n, targets[r],
                                                          lse[r], g););

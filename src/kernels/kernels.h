@@ -244,6 +244,9 @@ int kernel_threads(void);
  * malloc and a wake-up) only to run it on one thread. A short loop cut into a sliver per core
  * of a many-core machine would give each thread less work than the region costs it. */
 int kernel_team(double work, double per_thread);
+/* The share of an elementwise loop (elements, or logits of a row loop) a thread is worth:
+ * fewer take a few µs, less than the region costs. */
+#define KERNEL_PARALLEL_ELEMS 16384
 /* Whether such a loop forks at all: kernel_team(work, per_thread) > 1. */
 bool kernel_parallel(double work, double per_thread);
 

@@ -10,7 +10,6 @@
 #include <math.h>
 
 #define OPTIM_PARTS 8
-#define PARALLEL_ELEMS 16384 /* below this the loops take a few µs: not worth a fork */
 
 /* Part p of n elements: [lo, hi). */
 static void part_range(int64_t n, int p, int64_t *lo, int64_t *hi) {
@@ -32,7 +31,7 @@ double optim_grad_sq_f32(int n, const float *const *g, const int64_t *size) {
     double sq[OPTIM_MAX_PARAMS * OPTIM_PARTS];
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += size[i];
-    KERNEL_FOR_STATIC(kernel_team((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+    KERNEL_FOR_STATIC(kernel_team((double)total, KERNEL_PARALLEL_ELEMS), t, n * OPTIM_PARTS,
                       grad_sq_task_f32(t, g, size, sq););
     double sum = 0;
     for (int t = 0; t < n * OPTIM_PARTS; t++) sum += sq[t];
@@ -53,7 +52,7 @@ void optim_update_f32(const optim_rule *r, int n, float *const *w, const float *
                       float *const *m, float *const *v, const int64_t *size) {
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += size[i];
-    KERNEL_FOR_STATIC(kernel_team((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+    KERNEL_FOR_STATIC(kernel_team((double)total, KERNEL_PARALLEL_ELEMS), t, n * OPTIM_PARTS,
                       update_task_f32(t, r, w, g, m, v, size););
 }
 
@@ -74,7 +73,7 @@ double optim_grad_sq_f64(int n, const double *const *g, const int64_t *size) {
     double sq[OPTIM_MAX_PARAMS * OPTIM_PARTS];
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += size[i];
-    KERNEL_FOR_STATIC(kernel_team((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+    KERNEL_FOR_STATIC(kernel_team((double)total, KERNEL_PARALLEL_ELEMS), t, n * OPTIM_PARTS,
                       grad_sq_task_f64(t, g, size, sq););
     double sum = 0;
     for (int t = 0; t < n * OPTIM_PARTS; t++) sum += sq[t];
@@ -95,6 +94,6 @@ void optim_update_f64(const optim_rule *r, int n, double *const *w, const double
                       double *const *m, double *const *v, const int64_t *size) {
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += size[i];
-    KERNEL_FOR_STATIC(kernel_team((double)total, PARALLEL_ELEMS), t, n * OPTIM_PARTS,
+    KERNEL_FOR_STATIC(kernel_team((double)total, KERNEL_PARALLEL_ELEMS), t, n * OPTIM_PARTS,
                       update_task_f64(t, r, w, g, m, v, size););
 }

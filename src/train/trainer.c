@@ -212,7 +212,7 @@ void trainer_free(trainer *t) {
 #define COUNT_PARTS 64
 static int64_t count_correct(const qkv_tensor *logits, const int32_t *targets, int64_t *correct) {
     int64_t V = logits->shape[2], rows = logits->size / V;
-    int64_t parts = kernel_team((double)logits->size, 16384);
+    int64_t parts = kernel_team((double)logits->size, KERNEL_PARALLEL_ELEMS);
     if (parts > COUNT_PARTS) parts = COUNT_PARTS;
     int64_t right[COUNT_PARTS] = {0}, counted[COUNT_PARTS] = {0}, n = 0;
     KERNEL_FOR_STATIC(parts, p, parts, {

@@ -2,8 +2,7 @@
 #include "engine/internal.h"
 #include "kernels/kernels.h"
 
-#define ADD_CHUNK 4096       /* elements of a task */
-#define PARALLEL_ELEMS 16384 /* elements a thread is worth: fewer take a few µs, less than a fork */
+#define ADD_CHUNK 4096 /* elements of a task */
 
 /* The length of b's block when a is b repeated over a's leading dims (a bias over rows, a
  * positional table over the batch, or b of a's own shape), else 0: element i of a then meets
@@ -33,7 +32,7 @@ qkv_tensor *qkv_add(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b) {
         T *yv = y->data;
         const T *av = a->data, *bv = b->data;
         if (n > 0) { /* chunks of a, each in runs that meet b's block once */
-            KERNEL_FOR_STATIC(kernel_team((double)size, PARALLEL_ELEMS), c,
+            KERNEL_FOR_STATIC(kernel_team((double)size, KERNEL_PARALLEL_ELEMS), c,
                               (size + ADD_CHUNK - 1) / ADD_CHUNK, {
                 int64_t i = c * ADD_CHUNK, end = i + ADD_CHUNK < size ? i + ADD_CHUNK : size;
                 while (i < end) {
@@ -54,7 +53,8 @@ void add_backward(qkv_tensor *y) {
     int64_t bs[4];
     tensor_broadcast_strides(a, b, bs);
     bool store_a = a->grad && grad_first_write(a); /* then da = 0 + dy (internal.h) */
-    int64_t n = repeated_block(a, b), size = y->size, team = kernel_team((double)size, PARALLEL_ELEMS);
+    int64_t n = repeated_block(a, b), size = y->size;
+    int64_t team = kernel_team((double)size, KERNEL_PARALLEL_ELEMS);
     QKV_TYPED(y->dtype, {
         const T *dy = y->grad;
         T *da = a->grad, *db = b->grad ? grad_to_add(b) : NULL;

@@ -2,8 +2,6 @@
 #include "engine/internal.h"
 #include "kernels/kernels.h"
 
-#define PARALLEL_ELEMS 16384 /* elements a thread is worth: fewer take a few µs, less than a fork */
-
 qkv_tensor *qkv_embedding(qkv_ctx *ctx, qkv_tensor *table, qkv_tensor *idx) {
     tensor_check_float(table, "embedding", "table");
     QKV_CHECK(idx && idx->dtype == QKV_I32, "embedding", "idx must be an i32 tensor");
@@ -20,7 +18,7 @@ qkv_tensor *qkv_embedding(qkv_ctx *ctx, qkv_tensor *table, qkv_tensor *idx) {
     qkv_tensor *y =
         tensor_new_op(ctx, QKV_OP_EMBEDDING, table->dtype, idx->ndim + 1, shape, table, idx, NULL);
     size_t row = (size_t)D * qkv_dtype_size(table->dtype);
-    KERNEL_FOR_STATIC(kernel_team((double)(idx->size * D), PARALLEL_ELEMS), i, idx->size,
+    KERNEL_FOR_STATIC(kernel_team((double)(idx->size * D), KERNEL_PARALLEL_ELEMS), i, idx->size,
                       memcpy((char *)y->data + i * row, (const char *)table->data + ix[i] * row,
                              row););
     return y;
@@ -37,7 +35,7 @@ void embedding_backward(qkv_tensor *y) {
         /* forward was: y[i, :] = table[idx[i], :]  =>  dtable[idx[i], :] += dy[i, :]. Two
          * positions holding the same token write the same row, so each thread owns a range of
          * the table's rows and adds into them in the positions' order. */
-        int64_t team = kernel_team((double)(idx->size * D), PARALLEL_ELEMS);
+        int64_t team = kernel_team((double)(idx->size * D), KERNEL_PARALLEL_ELEMS);
         KERNEL_FOR_STATIC(team, t, team, {
             int64_t v0 = V * t / team, v1 = V * (t + 1) / team;
             for (int64_t i = 0; i < idx->size; i++)
