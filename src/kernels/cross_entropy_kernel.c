@@ -6,7 +6,6 @@
 
 #include <math.h>
 
-
 /* log Σ_j exp(x_j), the max taken out */
 static double cross_entropy_row_f64(const double *x, int64_t n) {
     double max = -INFINITY, sum = 0;
