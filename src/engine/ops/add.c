@@ -60,11 +60,7 @@ void add_backward(qkv_tensor *y) {
         T *da = a->grad, *db = b->grad ? grad_to_add(b) : NULL;
         /* forward was: y[i] = a[i] + b[j]  =>  da[i] += dy[i], db[j] += dy[i] (summed over
          * the broadcast dims, in the order of i) */
-        if (da)
-            KERNEL_FOR_STATIC(team, c, (size + ADD_CHUNK - 1) / ADD_CHUNK, {
-                int64_t lo = c * ADD_CHUNK, hi = lo + ADD_CHUNK < size ? lo + ADD_CHUNK : size;
-                for (int64_t i = lo; i < hi; i++) da[i] = (store_a ? (T)0 : da[i]) + dy[i];
-            });
+        if (da) KERNEL_FOR_STATIC(team, i, size, da[i] = (store_a ? (T)0 : da[i]) + dy[i];);
         if (db && n > 0) { /* chunks of b's block, each summed over the repeats in order */
             int64_t repeats = size / n;
             KERNEL_FOR_STATIC(team, c, (n + ADD_CHUNK - 1) / ADD_CHUNK, {
