@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MC 96   /* rows of C per task */
 #define KC GEMM_KC
@@ -147,16 +148,38 @@ static b_view packed_view(const kernel_isa *im, const float *bp, int64_t K) {
     return (b_view){bp, im->gemm_nr, K * im->gemm_nr};
 }
 
+/* The ways of the CPU's L1 data cache (0 where the C library does not say). */
+static int l1_ways;
+static pthread_once_t l1_ways_once = PTHREAD_ONCE_INIT;
+
+static void l1_ways_read(void) {
+#ifdef _SC_LEVEL1_DCACHE_ASSOC
+    long ways = sysconf(_SC_LEVEL1_DCACHE_ASSOC);
+    l1_ways = ways > 0 && ways < 1024 ? (int)ways : 0;
+#endif
+}
+
+#define FEW_ROWS 256   /* rows of C that share one B: at most this many, a B read in place... */
+#define FEW_ROWS_WAYS 12 /* ...even at rows 512 bytes apart, where L1 has this many ways */
+
 /* Whether op(B) can be read in place: B not transposed, N a whole number of slivers, and
  * either one sliver (B is then its own packed form) or rows that are not a multiple of 512
  * bytes apart. Rows 512 bytes apart put a sliver's kc rows into an eighth of L1's sets (or
  * fewer), where they evict each other, and every tile reads its B from L2: packed, medium's
  * x·W (2048×128×128) took 0.87× the time, its dW = xᵀ·dY (128×128×2048) 0.91× and 512³
- * 0.81× (medians of 21 interleaved rounds, one thread, AVX2, AMD Zen 3), while tiny's and
- * long's x·W (N = 64, rows 256 bytes apart) timed the same either way. */
-static bool b_in_place(const kernel_isa *im, bool tb, int64_t N) {
+ * 0.81× (medians of 21 interleaved rounds, one thread, AVX2, AMD Zen 3: 32 KB of L1 in 8
+ * ways), while tiny's and long's x·W (N = 64, rows 256 bytes apart) timed the same either
+ * way. But packing copies all of B for the `rows` rows of C that share it, and where they are
+ * few that copy costs more than the reads from L2 save on an L1 of 12 ways: on the Xeon of
+ * model 207 (48 KB in 12 ways), xᵀ·dY of 64, 128 and 256 rows (N = 128, K = 1024) took 0.79,
+ * 0.90 and 0.96× the time in place on one thread (AVX-512; AVX2 0.82, 0.95, 0.98) and 0.56 to
+ * 0.88× on two, 512 rows 1.01× (AVX2 1.05×): medians of 31 rounds alternating the two forms.
+ * Medium's weight gradients are such products (128 rows). */
+static bool b_in_place(const kernel_isa *im, bool tb, int64_t N, int64_t rows) {
     bool sets_spread = (N * (int64_t)sizeof(float)) % 512 != 0;
-    return !tb && N % im->gemm_nr == 0 && (N == im->gemm_nr || sets_spread);
+    pthread_once(&l1_ways_once, l1_ways_read);
+    bool few_rows = rows <= FEW_ROWS && l1_ways >= FEW_ROWS_WAYS;
+    return !tb && N % im->gemm_nr == 0 && (N == im->gemm_nr || sets_spread || few_rows);
 }
 
 /* Rows [i0, i0+mc) of C (rows ldc apart) = op(A)·op(B): A stored (M, K), or (K, M) when ta,
@@ -237,7 +260,7 @@ static void shared_b_part(const kernel_isa *im, bool ta, int64_t batch, int64_t 
 static void own_b_task(const kernel_isa *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                        const float *A, const float *B, float *C, bool accumulate) {
     b_view bv = {B, N, im->gemm_nr};
-    if (!b_in_place(im, tb, N)) {
+    if (!b_in_place(im, tb, N, M)) {
         float *bp = pack_buffer(packed_size(im, N, K));
         profile_part was = profile_enter(PROFILE_LAYOUT);
         pack_b_all(im, bp, B, tb, N, K, tb ? K : N);
@@ -289,7 +312,7 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
      * (shared_b_part); one parallel region for both. */
     int team = kernel_team(flops, PARALLEL_FLOPS);
     int64_t tasks = batch * ((M + MC - 1) / MC), slivers = (N + im->gemm_nr - 1) / im->gemm_nr;
-    if (b_in_place(im, tb, N)) {
+    if (b_in_place(im, tb, N, batch * M)) {
         b_view bv = {B, N, im->gemm_nr};
         if (team == 1) {
             for (int64_t t = 0; t < tasks; t++)
