@@ -32,8 +32,11 @@
         if (!(cond)) ck_abort_msg(__VA_ARGS__);                                                    \
     } while (0)
 
+/* n floats from a cache line on, as the arena gives tensors: which way a product reads its B
+ * can depend on where B starts (sgemm.c, b_in_place), so the cases below take the step's way.
+ * Offsets into these vectors test the rest. */
 static float *fvec(size_t n) {
-    float *p = malloc((n ? n : 1) * sizeof *p);
+    float *p = aligned_alloc(64, ((n ? n : 1) * sizeof *p + 63) / 64 * 64);
     REQUIRE(p, "out of memory");
     return p;
 }
@@ -356,21 +359,22 @@ END_TEST
 
 /* Whether a product reads op(B) in place or packs it never shows in the bits: each element
  * is the same chain of fused multiply-adds (isa.h). B of 128 and 256 columns (rows 512 and
- * 1024 bytes apart: packed, unless C has few rows and L1 many ways; 300 rows are packed on
- * every CPU) against the same product over strips of 64 and 32 columns (rows 256 and 128
- * bytes apart: read in place), over several row blocks and depth blocks, stored and
- * accumulated. */
+ * 1024 bytes apart: packed, unless C has few rows, L1 many ways and B starts on a cache line;
+ * 300 rows, or B 16 bytes past a line, are packed on every CPU) against the same product over
+ * strips of 64 and 32 columns (rows 256 and 128 bytes apart: read in place), over several row
+ * blocks and depth blocks, stored and accumulated. */
 START_TEST(test_gemm_packing_bits) {
     qkv_rng rng = qkv_rng_seed(5);
-    static const int64_t shapes[][4] = {
-        {300, 128, 300, 64}, {100, 128, 300, 64}, {97, 256, 40, 32}, {6, 128, 17, 64}};
+    static const int64_t shapes[][5] = {{300, 128, 300, 64, 0}, {100, 128, 300, 64, 0},
+                                        {100, 128, 300, 64, 4}, {97, 256, 40, 32, 0},
+                                        {6, 128, 17, 64, 0}}; /* M, N, K, strip, B's offset */
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int ta = 0; ta < 2; ta++)
             for (int acc = 0; acc < 2; acc++) {
                 int64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], W = shapes[s][3];
-                float *A = fvec((size_t)(M * K)), *B = fvec((size_t)(K * N)),
-                      *C = fvec((size_t)(M * N)), *strip_b = fvec((size_t)(K * W)),
-                      *strip_c = fvec((size_t)(M * W));
+                float *A = fvec((size_t)(M * K)), *b_alloc = fvec((size_t)(K * N + shapes[s][4])),
+                      *B = b_alloc + shapes[s][4], *C = fvec((size_t)(M * N)),
+                      *strip_b = fvec((size_t)(K * W)), *strip_c = fvec((size_t)(M * W));
                 fill_uniform(A, (size_t)(M * K), &rng);
                 fill_uniform(B, (size_t)(K * N), &rng);
                 fill_uniform(C, (size_t)(M * N), &rng);
@@ -389,7 +393,7 @@ START_TEST(test_gemm_packing_bits) {
                                 kernel_isa_name(), ta, (long long)M, (long long)N, (long long)K,
                                 acc, (long long)i, (long long)j0);
                 }
-                free(A), free(B), free(C), free(whole), free(strip_b), free(strip_c);
+                free(A), free(b_alloc), free(C), free(whole), free(strip_b), free(strip_c);
             }
 }
 END_TEST

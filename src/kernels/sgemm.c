@@ -174,11 +174,13 @@ static void l1_ways_read(void) {
  * model 207 (48 KB in 12 ways), xᵀ·dY of 64, 128 and 256 rows (N = 128, K = 1024) took 0.79,
  * 0.90 and 0.96× the time in place on one thread (AVX-512; AVX2 0.82, 0.95, 0.98) and 0.56 to
  * 0.88× on two, 512 rows 1.01× (AVX2 1.05×): medians of 31 rounds alternating the two forms.
- * Medium's weight gradients are such products (128 rows). */
-static bool b_in_place(const kernel_isa *im, bool tb, int64_t N, int64_t rows) {
+ * Medium's weight gradients are such products (128 rows). That holds for a B whose rows start
+ * on cache lines, as the arena's tensors do; 16 or 32 bytes past one, each sliver's row spans
+ * a third line and in place took 1.00 to 1.05× the time: those stay packed. */
+static bool b_in_place(const kernel_isa *im, bool tb, int64_t N, const float *B, int64_t rows) {
     bool sets_spread = (N * (int64_t)sizeof(float)) % 512 != 0;
     pthread_once(&l1_ways_once, l1_ways_read);
-    bool few_rows = rows <= FEW_ROWS && l1_ways >= FEW_ROWS_WAYS;
+    bool few_rows = rows <= FEW_ROWS && l1_ways >= FEW_ROWS_WAYS && (uintptr_t)B % 64 == 0;
     return !tb && N % im->gemm_nr == 0 && (N == im->gemm_nr || sets_spread || few_rows);
 }
 
@@ -260,7 +262,7 @@ static void shared_b_part(const kernel_isa *im, bool ta, int64_t batch, int64_t 
 static void own_b_task(const kernel_isa *im, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                        const float *A, const float *B, float *C, bool accumulate) {
     b_view bv = {B, N, im->gemm_nr};
-    if (!b_in_place(im, tb, N, M)) {
+    if (!b_in_place(im, tb, N, B, M)) {
         float *bp = pack_buffer(packed_size(im, N, K));
         profile_part was = profile_enter(PROFILE_LAYOUT);
         pack_b_all(im, bp, B, tb, N, K, tb ? K : N);
@@ -312,7 +314,7 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
      * (shared_b_part); one parallel region for both. */
     int team = kernel_team(flops, PARALLEL_FLOPS);
     int64_t tasks = batch * ((M + MC - 1) / MC), slivers = (N + im->gemm_nr - 1) / im->gemm_nr;
-    if (b_in_place(im, tb, N, batch * M)) {
+    if (b_in_place(im, tb, N, B, batch * M)) {
         b_view bv = {B, N, im->gemm_nr};
         if (team == 1) {
             for (int64_t t = 0; t < tasks; t++)
