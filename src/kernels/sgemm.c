@@ -6,8 +6,8 @@
  * (any row and column stride, so a transposed A is free too) and keeps MR×NR sums in
  * registers. Depth is blocked by GEMM_KC so that a B sliver stays in L1.
  *
- * Threads split the work by blocks of MC rows of C (or by batch, when each batch has its own
- * B). Every element of C is computed by one thread, summing over k in the same order whatever
+ * Threads split the work into equal runs of tile rows by slivers (shared_b_part; or by batch,
+ * when each batch has its own B). Every element of C is computed by one thread, summing over k in the same order whatever
  * the thread count: results are bit-identical for any number of threads, and (isa.h's
  * contract) for any ISA. */
 #include "isa.h"
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define MC 96   /* rows of C per task */
+#define MC 96   /* rows of C a block of tile rows takes at most */
 #define KC GEMM_KC
 #define PARALLEL_FLOPS 3e6 /* below this (~12 µs on one core) a second thread costs more than it saves */
 
@@ -212,19 +212,10 @@ static void sgemm_rows(const kernel_isa *im, bool ta, int64_t N, int64_t K, cons
     }
 }
 
-/* Task t of a product with one op(B) for every batch: MC rows of C in one batch. */
-static void shared_b_task(const kernel_isa *im, bool ta, int64_t M, int64_t N, int64_t K,
-                          const float *A, int64_t a_stride, b_view bv, float *C,
-                          int64_t c_stride, bool accumulate, int64_t t) {
-    int64_t blocks = (M + MC - 1) / MC, b = t / blocks, i0 = (t % blocks) * MC;
-    int64_t mc = M - i0 < MC ? M - i0 : MC;
-    sgemm_rows(im, ta, N, K, A + b * a_stride, ta ? M : K, bv, C + b * c_stride, N, accumulate,
-               i0, mc);
-}
-
-/* On several threads, a product with one B is cut into units of one tile row (MR rows of one
- * batch) by one sliver (NR columns), numbered batch by batch, row by row, sliver by sliver, and
- * each of `parts` threads takes an equal run of them. Cutting by MC rows alone had left most
+/* A product with one B is cut into units of one tile row (MR rows of one batch) by one
+ * sliver (NR columns), numbered batch by batch, row by row, sliver by sliver, and each of
+ * `parts` threads takes an equal run of them: on one thread, all of them, as blocks of MC rows
+ * of one batch over every sliver. Cutting by MC rows on several threads too had left most
  * threads idle where C has few rows: a weight gradient xᵀ·dY of 128 rows was two tasks (96
  * and 32 rows) on any number of threads, one of 64 rows a single task. A run is at most three
  * rectangles: the end of one tile row, whole tile rows (MC rows at a time), the start of
@@ -310,17 +301,11 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
         return;
     }
     /* One B for every batch: read in place, or packed once (its slivers shared out among the
-     * threads); then on one thread blocks of MC rows, on several equal runs of tiles
-     * (shared_b_part); one parallel region for both. */
+     * threads); then equal runs of tiles (shared_b_part); one parallel region for both. */
     int team = kernel_team(flops, PARALLEL_FLOPS);
-    int64_t tasks = batch * ((M + MC - 1) / MC), slivers = (N + im->gemm_nr - 1) / im->gemm_nr;
+    int64_t slivers = (N + im->gemm_nr - 1) / im->gemm_nr;
     if (b_in_place(im, tb, N, B, batch * M)) {
         b_view bv = {B, N, im->gemm_nr};
-        if (team == 1) {
-            for (int64_t t = 0; t < tasks; t++)
-                shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride, accumulate, t);
-            return;
-        }
         KERNEL_FOR_STATIC(team, p, team,
                           shared_b_part(im, ta, batch, M, N, K, A, a_stride, bv, C, c_stride,
                                         accumulate, p, team););
@@ -352,8 +337,7 @@ static void sgemm(bool ta, bool tb, int64_t batch, int64_t M, int64_t N, int64_t
         profile_part was = profile_enter(PROFILE_LAYOUT);
         pack_b_all(im, bp, B, tb, N, K, tb ? K : N);
         profile_enter(was);
-        for (int64_t t = 0; t < tasks; t++)
-            shared_b_task(im, ta, M, N, K, A, a_stride, bv, C, c_stride, accumulate, t);
+        shared_b_part(im, ta, batch, M, N, K, A, a_stride, bv, C, c_stride, accumulate, 0, 1);
     }
 }
 
