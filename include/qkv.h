@@ -118,9 +118,11 @@ QKV_API void qkv_set_field_names(const char *(*names)(const char *field));
 #define QKV_MAX_LAYERS 8
 #define QKV_MAX_INIT_SCALE 100.0   /* init_scale: above 0 */
 #define QKV_MAX_THREADS 1024       /* threads a command may ask for */
+#define QKV_MAX_MLP 65536          /* an MLP's hidden units (mlp; 0: no MLP) */
 /* The parameter table of a model (and of its optimizer): tok_emb, pos_emb, head.w, head.b,
- * dec_pos_emb, and w_q, w_k, w_v, w_o of each layer. */
-#define QKV_MAX_PARAMS (5 + 4 * QKV_MAX_LAYERS)
+ * dec_pos_emb, the final LayerNorm's gain and bias, and of each layer w_q, w_k, w_v, w_o, the
+ * MLP's w_in, b_in, w_out, b_out and the two LayerNorms' gains and biases. */
+#define QKV_MAX_PARAMS (7 + 12 * QKV_MAX_LAYERS)
 
 /* ---- the machine: SIMD path, threads, the fused backward's form ------------------------- */
 /* Every SIMD path's name, best first, NULL-ended: "avx512", "avx2", "neon", "scalar". */
@@ -232,6 +234,9 @@ typedef enum {
     QKV_OP_SUM,
     QKV_OP_MEAN,
     QKV_OP_ATTENTION, /* fused attention, one node */
+    QKV_OP_RELU,
+    QKV_OP_GELU,      /* iparam[0]: the form (qkv_act: QKV_ACT_GELU or QKV_ACT_GELU_TANH) */
+    QKV_OP_LAYERNORM,
     QKV_OP_COUNT
 } qkv_op;
 
@@ -358,6 +363,28 @@ QKV_API qkv_tensor *qkv_cross_entropy(qkv_ctx *ctx, qkv_tensor *logits, qkv_tens
 QKV_API qkv_tensor *qkv_mse(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b);
 QKV_API qkv_tensor *qkv_sum(qkv_ctx *ctx, qkv_tensor *x);
 QKV_API qkv_tensor *qkv_mean(qkv_ctx *ctx, qkv_tensor *x);
+
+/* ---- the MLP's activations and LayerNorm ---- */
+/* An MLP's nonlinearity: ReLU, GELU as x·Φ(x) with the erf, or GELU's tanh approximation
+ * 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), as PyTorch's relu, gelu and
+ * gelu(approximate='tanh') define them. */
+typedef enum { QKV_ACT_RELU, QKV_ACT_GELU, QKV_ACT_GELU_TANH } qkv_act;
+#define QKV_ACTS 3
+QKV_API const char *qkv_act_name(qkv_act act); /* "relu", "gelu", "gelu-tanh"; "?" if unknown */
+/* Elementwise max(x, 0) (NaN stays NaN); the gradient is dy where x > 0, else 0 (at 0 too, as
+ * PyTorch). */
+QKV_API qkv_tensor *qkv_relu(qkv_ctx *ctx, qkv_tensor *x);
+/* Elementwise GELU in the form `act` (QKV_ACT_GELU or QKV_ACT_GELU_TANH; dies on another). */
+QKV_API qkv_tensor *qkv_gelu(qkv_ctx *ctx, qkv_tensor *x, qkv_act act);
+/* qkv_relu or qkv_gelu, as `act` says (dies on an unknown act). */
+QKV_API qkv_tensor *qkv_activation(qkv_ctx *ctx, qkv_tensor *x, qkv_act act);
+/* LayerNorm over the last dim C of x (..., C): y = (x - mean)/sqrt(var + eps)·gain + bias,
+ * var the biased variance (divided by C), gain and bias of shape (C) and x's dtype (neither
+ * NULL), eps finite and >= 0, as PyTorch's layer_norm. When the output takes a gradient, the
+ * forward keeps each row's mean and 1/sqrt(var + eps) for the backward, in `ctx`. */
+QKV_API qkv_tensor *qkv_layernorm(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *gain,
+                                  qkv_tensor *bias, double eps);
+#define QKV_LAYERNORM_EPS 1e-5 /* the model's eps, as PyTorch's default */
 
 /* ---- masks: 0 where kept, -inf where dropped, in the dtype of the scores -------------- */
 /* Each returns a new leaf of `dtype` (f32 or f64) owned by `ctx`, for qkv_mask and the
@@ -488,6 +515,10 @@ typedef struct {
 QKV_API qkv_task_defaults qkv_train_defaults(const char *task);
 
 /* ---- the model: embeddings, L layers of multi-head self-attention, a vocabulary head ---- */
+/* Where a model normalizes its stream: nowhere, or LayerNorm before each attention and each
+ * MLP (pre-LN) and once more before the vocabulary head. */
+typedef enum { QKV_NORM_NONE, QKV_NORM_LAYERNORM } qkv_norm;
+QKV_API const char *qkv_norm_name(qkv_norm norm); /* "none", "layernorm"; "?" if unknown */
 typedef struct {
     int vocab, seq_len, d_model, heads, layers;
     bool residual;      /* x + attention(x) around each layer */
@@ -499,6 +530,12 @@ typedef struct {
                          * encoder-decoder: To = target_len decoder positions (their own learned
                          * embedding "dec_pos_emb") are the queries of every layer, and attend by
                          * cross-attention to the keys and values of the T embedded inputs */
+    int mlp;            /* 0: attention only. Otherwise an MLP of `mlp` hidden units after each
+                         * attention layer, in the residual stream: x + W_out·act(W_in·x + b_in)
+                         * + b_out (needs `residual`) */
+    qkv_act act;        /* the MLP's activation (QKV_ACT_RELU, 0, the default) */
+    qkv_norm norm;      /* QKV_NORM_NONE (0, the default) or QKV_NORM_LAYERNORM (needs
+                         * `residual`) */
 } qkv_model_config;
 
 typedef struct {
@@ -511,6 +548,17 @@ typedef struct {
     qkv_tensor *head_w;         /* (C, V)  "head.w" */
     qkv_tensor *head_b;         /* (V)     "head.b" */
     qkv_tensor *dec_pos_emb;    /* (To, C) "dec_pos_emb", encoder-decoder models only */
+    /* With an MLP (cfg.mlp = N > 0), each layer's: */
+    qkv_tensor *mlp_w_in[QKV_MAX_LAYERS];  /* (C, N) "mlp.<l>.w_in" */
+    qkv_tensor *mlp_b_in[QKV_MAX_LAYERS];  /* (N)    "mlp.<l>.b_in" */
+    qkv_tensor *mlp_w_out[QKV_MAX_LAYERS]; /* (N, C) "mlp.<l>.w_out" */
+    qkv_tensor *mlp_b_out[QKV_MAX_LAYERS]; /* (C)    "mlp.<l>.b_out" */
+    /* With LayerNorm, the gain and bias (C) before each layer's attention ("attn.<l>.ln.gain",
+     * "attn.<l>.ln.bias"), before its MLP ("mlp.<l>.ln.gain", ...) and before the head
+     * ("ln_final.gain", "ln_final.bias"). */
+    qkv_tensor *ln_attn_gain[QKV_MAX_LAYERS], *ln_attn_bias[QKV_MAX_LAYERS];
+    qkv_tensor *ln_mlp_gain[QKV_MAX_LAYERS], *ln_mlp_bias[QKV_MAX_LAYERS];
+    qkv_tensor *ln_final_gain, *ln_final_bias;
     int nparams;
     qkv_tensor *param[QKV_MAX_PARAMS];
     char param_name[QKV_MAX_PARAMS][32];
@@ -632,6 +680,12 @@ typedef struct {
                                                after its resid_post edits (before layer l+1's
                                                resid_pre edits) */
     qkv_tensor *attn[QKV_MAX_LAYERS];       /* out: layer[l].weights */
+    /* out, in a model with an MLP (cfg.mlp = N): layer l's */
+    qkv_tensor *resid_mid[QKV_MAX_LAYERS];  /* (B, To, C): the stream between its attention
+                                               and its MLP */
+    qkv_tensor *mlp_pre[QKV_MAX_LAYERS];    /* (B, To, N): each neuron before the activation */
+    qkv_tensor *mlp_post[QKV_MAX_LAYERS];   /* (B, To, N): each neuron after it */
+    qkv_tensor *mlp_out[QKV_MAX_LAYERS];    /* (B, To, C): what the MLP adds to the stream */
 } qkv_probe;
 /* qkv_model_forward_padded with the composed attention (training's fused path is
  * untouched), every site edited as probe->edits say, and every part of every layer kept in

@@ -14,6 +14,7 @@ if [ -z "$PY" ]; then
 fi
 [ -n "$PY" ] || { echo "cli_test: no python3 to validate JSON and craft files" >&2; exit 1; }
 
+FIXTURES=$(cd "$(dirname "$0")" && pwd)/fixtures
 W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_cli_test.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 cd "$W" || exit 1
@@ -724,6 +725,57 @@ if peak["simd"] == "avx512":  # the AVX2 path's peak beside it, and the width th
 else:
     assert "full_width" not in peak, peak
 EOF
+
+# ---- transformer blocks: --mlp, --act, --norm; and a model file from before them ----------------
+# A model qkv 0.2 wrote (tests/fixtures/model_v0.2: reverse, 2 layers, d_model 8, 20 steps) loads
+# and evaluates to the numbers 0.2 gave (eval.json beside it), bit for bit.
+FIXTURE=$FIXTURES/model_v0.2
+mkdir -p old_model && cp "$FIXTURE/model.safetensors" old_model/
+if run 0 "eval of a model qkv 0.2 wrote" -- eval old_model --json; then
+    check "the 0.2 model's held-out numbers are 0.2's" "$PY" - out.txt "$FIXTURE/eval.json" <<'EOF'
+import json, sys
+report = json.loads(open(sys.argv[1]).read())["report"]
+want = json.loads(open(sys.argv[2]).read())
+for key, value in want.items():
+    assert report[key] == value, (key, report[key], value)
+EOF
+fi
+run 0 "train an MLP + LayerNorm model" -- train --task reverse --d-model 16 --heads 2 --layers 2 \
+    --residual --mlp 32 --act gelu-tanh --norm layernorm --steps 20 --out blocks --quiet
+check "summary.json's config has mlp, act and norm" "$PY" - blocks/summary.json <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))["config"]
+assert (c["mlp"], c["act"], c["norm"]) == (32, "gelu-tanh", "layernorm"), c
+EOF
+run 0 "resume an MLP model" -- train --resume blocks --steps 30 --quiet
+run 0 "eval of an MLP model" -- eval blocks
+run 0 "ablate an MLP model" -- ablate blocks
+run 2 "attribute refuses an MLP model" -- attribute blocks --input "1 2 3 4 5 6 7 8"
+check "attribute names what the model has" grep -q "the model has an MLP (--mlp 32) and LayerNorm, which attribute does not cover" err.txt
+run 2 "lens refuses an MLP model" -- lens blocks --input "1 2 3 4 5 6 7 8"
+run 2 "circuits refuses an MLP model" -- circuits blocks
+run 2 "--mlp without the residual stream" -- train --task reverse --mlp 8 --steps 1
+check "--mlp's line" grep -q -- "--mlp 8 needs the residual stream (add --residual)" err.txt
+run 2 "--norm without the residual stream" -- train --task reverse --norm layernorm --steps 1
+run 2 "--act unknown" -- train --task reverse --mlp 8 --residual --act tanh --steps 1
+run 2 "--mlp out of range" -- train --task reverse --mlp 70000 --residual --steps 1
+# an MLP tensor missing from the file, and the MLP's width not its tensors': format errors
+# naming the tensor
+"$PY" - blocks/model.safetensors <<'EOF'
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+for out, edit in (("missing.safetensors", lambda h: h.update({"mlp.1.w_ouT": h.pop("mlp.1.w_out")})),
+                  ("narrow.safetensors", lambda h: h["__metadata__"].update({"mlp": "16"}))):
+    header = json.loads(raw[8:8 + n])
+    edit(header)
+    text = json.dumps(header).encode()
+    open(out, "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+EOF
+run 4 "a model file without an MLP tensor" -- eval --model missing.safetensors
+check "the missing tensor is named" grep -q "tensor 'mlp.1.w_out' is missing" err.txt
+run 4 "a model file whose MLP tensors are not its width" -- eval --model narrow.safetensors
+check "the tensor of the wrong shape is named" grep -q "tensor 'mlp.0.w_in' has shape (16,32), expected (16,16)" err.txt
 
 echo "cli_test: $checks checks passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -44,6 +44,19 @@ static train_config make_config(const char *task, int seq_len, int d_model, int 
     return c;
 }
 
+/* A model of transformer blocks: two layers, each attention then an MLP of 32 units (`act`),
+ * with LayerNorm before each and before the head when `norm`. */
+static train_config block_config(const char *task, int seq_len, qkv_act act, bool norm,
+                                  int64_t steps) {
+    train_config c = make_config(task, seq_len, 16, 2, steps, QKV_ADAM, 0.005);
+    c.model.layers = 2;
+    c.model.residual = true;
+    c.model.mlp = 32;
+    c.model.act = act;
+    c.model.norm = norm ? QKV_NORM_LAYERNORM : QKV_NORM_NONE;
+    return c;
+}
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -435,6 +448,8 @@ START_TEST(test_batch_grads_every_model) {
     if (_i < 2) {
         write_data_file(path, 300, _i == 1, 4);
         c = data_config(path, 20);
+    } else if (_i >= 3) { /* transformer blocks: every activation, with and without LayerNorm */
+        c = block_config("reverse", 8, (qkv_act)(_i - 3), _i != 4, 20);
     } else {
         c = make_config("translate", 16, 16, 2, 20, QKV_ADAM, 0.005);
         c.model.target_len = c.task.target_len;
@@ -445,12 +460,13 @@ START_TEST(test_batch_grads_every_model) {
     train_steps(&t, 2); /* away from the initial weights */
     const int B = 6;
     int T = t.model.cfg.seq_len, To = t.target_len;
-    ck_assert_int_eq(To, _i == 0 ? T : T / 2);
+    ck_assert_int_eq(To, _i == 0 || _i >= 3 ? T : T / 2);
     batch_grads g;
     ck_assert_msg(trainer_batch_grads(&t, 9, B, &g) == QKV_OK, "%s", qkv_last_error());
     ck_assert_int_eq(g.targets->shape[1], To);
     ck_assert_int_eq(g.logits->shape[1], To);
     ck_assert((g.lengths != NULL) == (_i < 2));
+    if (_i >= 3) ck_assert_int_eq(t.model.nparams, _i == 4 ? 20 : 30);
     int32_t tokens[6 * 16], targets[6 * 16], lengths[6];
     qkv_rng rng = qkv_rng_seed(9);
     trainer_sample(&t, &rng, B, tokens, targets, lengths);
@@ -504,6 +520,8 @@ START_TEST(test_model_load) {
     } else if (_i == 1) {
         write_data_file(data, 200, true, 4);
         c = data_config(data, 10);
+    } else if (_i == 3) {
+        c = block_config("reverse", 8, QKV_ACT_GELU_TANH, true, 10);
     } else {
         c = make_config("translate", 16, 16, 2, 10, QKV_ADAM, 0.005);
         c.model.target_len = c.task.target_len;
@@ -920,6 +938,17 @@ START_TEST(test_threads_bit_identical_f64) {
 }
 END_TEST
 
+/* Transformer blocks (MLP and LayerNorm): the same bits on 1, 2 and 4 threads, f32 and f64. */
+START_TEST(test_threads_bit_identical_blocks) {
+    train_config c = block_config("reverse", 16, QKV_ACT_GELU, true, 4);
+    c.batch = 64;
+    assert_threads_agree(c, 2);
+    assert_threads_agree(c, 4);
+    c.model.dtype = QKV_F64;
+    assert_threads_agree(c, 2);
+}
+END_TEST
+
 /* A data file's run: padded batches, the same bits on 1 and 2 threads. */
 START_TEST(test_threads_bit_identical_data) {
     make_tmpdir();
@@ -1174,8 +1203,8 @@ static Suite *train_suite(void) {
     tc = tcase_create("library");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_checkpoint_refuses_unknown_values);
-    tcase_add_loop_test(tc, test_batch_grads_every_model, 0, 3);
-    tcase_add_loop_test(tc, test_model_load, 0, 3);
+    tcase_add_loop_test(tc, test_batch_grads_every_model, 0, 6);
+    tcase_add_loop_test(tc, test_model_load, 0, 4);
     tcase_add_test(tc, test_trainer_run_resumes_exactly);
     suite_add_tcase(s, tc);
 
@@ -1189,6 +1218,7 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, test_threads_bit_identical_data);
     tcase_add_test(tc, test_threads_bit_identical_kernels);
     tcase_add_test(tc, test_threads_bit_identical_f64);
+    tcase_add_test(tc, test_threads_bit_identical_blocks);
     suite_add_tcase(s, tc);
 #endif
 

@@ -92,6 +92,7 @@ static int attribute_run(const attribute_args *a) {
         code = EXIT_NOMEM;
         goto done;
     }
+    if ((s = explain_check_linear(&lm, "attribute")) != QKV_OK) goto fail;
     if ((s = explain_read_input(&lm, "--input", a->input, in)) != QKV_OK) goto fail;
     int position = a->position >= 0 ? (int)a->position : explain_default_position(&lm, in);
     if (position < 0) {

@@ -88,14 +88,14 @@ typedef struct {
 } bench_args;
 
 static int bench_parse(int argc, char **argv, bench_args *a) {
-    static const char *const configs[] = {"tiny", "medium", "long", "all", NULL};
+    static const char *const configs[] = {"tiny", "medium", "long", "mlp", "all", NULL};
     static const char *const forms[] = {"d-from-p", "wide-d", "split-l", "legacy", NULL};
     const char *const *probs = qkv_attention_probs_modes(); /* auto (the default), ... */
-    int config = 3, form = 0, probs_mode = 0;
+    int config = 4, form = 0, probs_mode = 0; /* all */
     *a = (bench_args){.seconds = 2};
     cli_option options[] = {
         {"config", CLI_CHOICE, &config, .choices = configs, .arg = "C",
-         .help = "tiny, medium, long or all (default all)"},
+         .help = "tiny, medium, long, mlp or all (default all)"},
         {"threads", CLI_INT, &a->threads, 1, QKV_MAX_THREADS, .arg = "N",
          .help = "OpenMP threads (default: all cores)"},
         {"repeat", CLI_INT, &a->repeat, 1, 10000, .arg = "N",
@@ -137,6 +137,8 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
                  "  tiny    batch 32, seq-len 16,   d-model 64,  heads 4, vocab 16\n"
                  "  medium  batch 8,  seq-len 256,  d-model 128, heads 4, vocab 64\n"
                  "  long    batch 1,  seq-len 2048, d-model 64,  heads 1, vocab 64\n"
+                 "  mlp     batch 64, seq-len 64,   d-model 128, heads 4, vocab 64, an MLP of 512\n"
+                 "          (ReLU) in the residual stream\n"
                  "It prints the median ms/step after a warm-up, GFLOP/s, and the step memory: peak resident\n"
                  "memory minus the resident memory just before the first step.\n"
                  "\n",

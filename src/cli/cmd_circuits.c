@@ -286,6 +286,11 @@ static int circuits_run(const circuits_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
+    if ((s = explain_check_linear(&lm, "circuits")) != QKV_OK) {
+        cli_error("circuits: %s", qkv_last_error());
+        loaded_model_free(&lm);
+        return cli_exit_for(s);
+    }
     int code = cli_check_outputs("circuits", (cli_output[]){{"out", a->out}, {0}},
                                  (const char *[]){path, lm.data ? lm.data->path : NULL, NULL});
     if (code != EXIT_OK) {

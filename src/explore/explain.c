@@ -280,6 +280,19 @@ qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_ove
     return QKV_OK;
 }
 
+qkv_status explain_check_linear(const loaded_model *lm, const char *analysis) {
+    const qkv_model_config *c = &lm->model.cfg;
+    if (c->mlp == 0 && c->norm == QKV_NORM_NONE) return QKV_OK;
+    char has[96];
+    if (c->mlp > 0 && c->norm != QKV_NORM_NONE)
+        snprintf(has, sizeof has, "an MLP (--mlp %d) and LayerNorm", c->mlp);
+    else if (c->mlp > 0) snprintf(has, sizeof has, "an MLP (--mlp %d)", c->mlp);
+    else snprintf(has, sizeof has, "LayerNorm");
+    return qkv_fail(QKV_ERR_VALUE, "the model has %s, which %s does not cover: it reads a "
+                    "model as a sum of linear parts, exact for attention-only models; ablate, "
+                    "patch without --path, inspect and eval --data cover it", has, analysis);
+}
+
 qkv_status explain_spots(const loaded_model *lm, qkv_site site, explain_over over, int positions,
                          int keys, explain_spot **spots, int *n) {
     const qkv_model_config *c = &lm->model.cfg;

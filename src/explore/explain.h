@@ -87,6 +87,11 @@ explain_over explain_default_over(qkv_site site);
 /* QKV_ERR_VALUE naming --site and --over and what the model has, when the model lacks `site`
  * (the stream's sites without the residual stream) or `over` does not apply to it. */
 qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_over over);
+/* Whether `analysis` ("attribute", "lens", "patch --path", "circuits") can read this model:
+ * those read the model as a sum of linear parts, exact for attention-only models, so a model
+ * with an MLP or LayerNorm is refused with QKV_ERR_VALUE and one line naming what it has and
+ * what does cover it, never given a number that leaves them out. */
+qkv_status explain_check_linear(const loaded_model *lm, const char *analysis);
 /* Every spot of `site` and `over`, layer by layer, head by head, position by position, for
  * inputs of `positions` query positions and `keys` key positions: (n) malloc'd into *spots;
  * QKV_ERR_NOMEM. */

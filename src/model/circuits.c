@@ -81,6 +81,15 @@ static qkv_status qk_part(double *out, const qkv_tensor *a, const qkv_tensor *b,
     return QKV_OK;
 }
 
+/* The circuits read a head's path from the embeddings to the logits as a product of weights:
+ * through a LayerNorm that is not that product, so a LayerNorm model is refused (an MLP's own
+ * path is beside the heads': the heads' direct paths stay exact). */
+static qkv_status check_linear(const qkv_model *m) {
+    if (m->cfg.norm == QKV_NORM_NONE) return QKV_OK;
+    return qkv_fail(QKV_ERR_VALUE, "the circuits of a model with LayerNorm need it folded "
+                    "into the weights, which qkv does not do yet");
+}
+
 qkv_status qkv_head_circuits(const qkv_model *m, int layer, int head, double *qk, double *qk_pos,
                              double *ov) {
     const qkv_model_config *c = &m->cfg;
@@ -88,7 +97,9 @@ qkv_status qkv_head_circuits(const qkv_model *m, int layer, int head, double *qk
               "qkv_head_circuits", "no head %d of layer %d", head, layer);
     int V = c->vocab, C = c->d_model, Dk = C / c->heads;
     head_weights w;
-    qkv_status s = head_load(&w, m, layer, head);
+    qkv_status s = check_linear(m);
+    if (s != QKV_OK) return s;
+    s = head_load(&w, m, layer, head);
     if (s != QKV_OK) return s;
     /* the query side's own embedding: tokens, or an encoder-decoder's decoder positions */
     const qkv_tensor *query_tok = c->target_len ? m->dec_pos_emb : m->tok_emb;
@@ -143,6 +154,7 @@ static qkv_status copying_score(double *a, int n, double *score) {
 }
 
 qkv_status qkv_copying_scores(const qkv_model *m, double *scores) {
+    if (check_linear(m) != QKV_OK) return QKV_ERR_VALUE;
     const qkv_model_config *c = &m->cfg;
     int V = c->vocab, C = c->d_model, Dk = C / c->heads;
     /* The OV circuit (E W_V)(W_O W_U) is (V, Dk)·(Dk, V); its nonzero eigenvalues are those
@@ -186,6 +198,7 @@ static double compose(const head_weights *first, const double *x, const double *
 }
 
 qkv_status qkv_composition_scores(const qkv_model *m, double *scores) {
+    if (check_linear(m) != QKV_OK) return QKV_ERR_VALUE;
     const qkv_model_config *c = &m->cfg;
     int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H;
     if (L < 2) return QKV_OK;

@@ -4,36 +4,105 @@
 #include "model/model.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- the parameters: one list, in the order they are drawn ----
+ * model_params gives every parameter of a config: its name, shape, how it is drawn and where
+ * the model keeps it. qkv_model_init draws them in this order, qkv_model_param_bytes counts
+ * them and model_replica points a replica's fields at its own, so a new tensor is one row
+ * here. The attention model's rows come first, in the order they always had (so a model
+ * without MLP or LayerNorm draws the same weights as before), then each layer's MLP, then
+ * the LayerNorms. */
+typedef enum { INIT_NORMAL, INIT_ZEROS, INIT_ONES } param_init;
+typedef struct {
+    char name[32];
+    int ndim;
+    int64_t shape[2];
+    param_init init;
+    double std;   /* INIT_NORMAL: the standard deviation */
+    size_t field; /* the offset in qkv_model of the pointer to it */
+} param_spec;
+
+static int model_params(const qkv_model_config *c, param_spec *out) {
+    int n = 0, V = c->vocab, T = c->seq_len, C = c->d_model, N = c->mlp;
+    double s = c->init_scale, sw = s / sqrt((double)C), sn = N ? s / sqrt((double)N) : 0;
+#define ROW(member, init_, std_, d0, d1, ...)                                                \
+    do {                                                                                     \
+        param_spec *r = &out[n++];                                                           \
+        snprintf(r->name, sizeof r->name, __VA_ARGS__);                                      \
+        r->ndim = (d1) > 0 ? 2 : 1;                                                          \
+        r->shape[0] = d0, r->shape[1] = d1;                                                  \
+        r->init = init_, r->std = std_, r->field = offsetof(qkv_model, member);              \
+    } while (0)
+    ROW(tok_emb, INIT_NORMAL, s, V, C, "tok_emb");
+    ROW(pos_emb, INIT_NORMAL, s, T, C, "pos_emb");
+    for (int l = 0; l < c->layers; l++) {
+        ROW(w_q[l], INIT_NORMAL, sw, C, C, "attn.%d.w_q", l);
+        ROW(w_k[l], INIT_NORMAL, sw, C, C, "attn.%d.w_k", l);
+        ROW(w_v[l], INIT_NORMAL, sw, C, C, "attn.%d.w_v", l);
+        ROW(w_o[l], INIT_NORMAL, sw, C, C, "attn.%d.w_o", l);
+    }
+    ROW(head_w, INIT_NORMAL, sw, C, V, "head.w");
+    ROW(head_b, INIT_ZEROS, 0, V, 0, "head.b");
+    if (c->target_len > 0) /* after the head, so a self-attention model draws what it always did */
+        ROW(dec_pos_emb, INIT_NORMAL, s, c->target_len, C, "dec_pos_emb");
+    for (int l = 0; l < c->layers && N > 0; l++) {
+        ROW(mlp_w_in[l], INIT_NORMAL, sw, C, N, "mlp.%d.w_in", l);
+        ROW(mlp_b_in[l], INIT_ZEROS, 0, N, 0, "mlp.%d.b_in", l);
+        ROW(mlp_w_out[l], INIT_NORMAL, sn, N, C, "mlp.%d.w_out", l);
+        ROW(mlp_b_out[l], INIT_ZEROS, 0, C, 0, "mlp.%d.b_out", l);
+    }
+    if (c->norm == QKV_NORM_LAYERNORM) {
+        for (int l = 0; l < c->layers; l++) {
+            ROW(ln_attn_gain[l], INIT_ONES, 0, C, 0, "attn.%d.ln.gain", l);
+            ROW(ln_attn_bias[l], INIT_ZEROS, 0, C, 0, "attn.%d.ln.bias", l);
+            if (N > 0) {
+                ROW(ln_mlp_gain[l], INIT_ONES, 0, C, 0, "mlp.%d.ln.gain", l);
+                ROW(ln_mlp_bias[l], INIT_ZEROS, 0, C, 0, "mlp.%d.ln.bias", l);
+            }
+        }
+        ROW(ln_final_gain, INIT_ONES, 0, C, 0, "ln_final.gain");
+        ROW(ln_final_bias, INIT_ZEROS, 0, C, 0, "ln_final.bias");
+    }
+#undef ROW
+    return n;
+}
+
+/* Where model m keeps the parameter of row r. */
+static qkv_tensor **param_slot(qkv_model *m, const param_spec *r) {
+    return (qkv_tensor **)((char *)m + r->field);
+}
+
 double qkv_model_param_bytes(const qkv_model_config *c) {
-    double n = (double)c->vocab * c->d_model * 2 + (double)(c->seq_len + c->target_len) * c->d_model + c->vocab +
-               4.0 * c->layers * c->d_model * c->d_model;
-    return n * 4 * (double)qkv_dtype_size(c->dtype); /* weights, gradients, two Adam moments */
+    param_spec spec[QKV_MAX_PARAMS];
+    int n = model_params(c, spec);
+    double elems = 0;
+    for (int i = 0; i < n; i++) elems += (double)spec[i].shape[0] * (spec[i].ndim == 2 ? spec[i].shape[1] : 1);
+    return elems * 4 * (double)qkv_dtype_size(c->dtype); /* weights, gradients, two Adam moments */
 }
 
 double qkv_model_step_bytes(const qkv_model_config *c, int batch) {
     /* Per layer: ~14 copies of a (B,T,C) activation (projections, head splits, merges) and
      * 4 of the (B,H,T,T) scores; the head adds (B,T,V) logits: 4 copies counted, where ~3
-     * are measured (the logits, the biased logits, a backward temporary). Twice that with
+     * are measured (the logits, the biased logits, a backward temporary). An MLP adds 4
+     * copies of its (B,T,N) hidden layer (x·W_in, + b_in, the activation, a backward
+     * temporary) and 3 of the stream; each LayerNorm 2 of the stream. Twice that with
      * gradients. Backward adds one pass's gradient of every parameter (qkv_backward stages
      * them in the step's arena). tests/test_faults.c checks that a real step stays within it. */
-    double btc = (double)batch * (c->target_len > c->seq_len ? c->target_len : c->seq_len) * c->d_model;
     int Tq = c->target_len > c->seq_len ? c->target_len : c->seq_len;
+    double btc = (double)batch * Tq * c->d_model;
     /* a padding mask, (B, 1, Tq, T), is H times smaller than one copy of the scores */
     double bhtt = (double)batch * c->heads * Tq * c->seq_len;
-    double btv = (double)batch * (c->target_len > c->seq_len ? c->target_len : c->seq_len) * c->vocab;
+    double btv = (double)batch * Tq * c->vocab, btn = (double)batch * Tq * c->mlp;
+    bool ln = c->norm == QKV_NORM_LAYERNORM;
+    double per_layer = 14 * btc + 4 * bhtt;
+    if (c->mlp > 0) per_layer += 4 * btn + 3 * btc + (ln ? 2 * btc : 0);
+    if (ln) per_layer += 2 * btc;
     double staged = qkv_model_param_bytes(c) / 4, es = (double)qkv_dtype_size(c->dtype);
-    return 2.0 * es * (c->layers * (14 * btc + 4 * bhtt) + 3 * btc + 4 * btv) + staged;
-}
-
-static qkv_tensor *add_param(qkv_model *m, qkv_tensor *t, const char *fmt, int layer) {
-    snprintf(m->param_name[m->nparams], sizeof m->param_name[0], fmt, layer);
-    t->name = m->param_name[m->nparams];
-    m->param[m->nparams++] = qkv_param(m->params, t);
-    return t;
+    return 2.0 * es * (c->layers * per_layer + 3 * btc + 4 * btv + (ln ? 2 * btc : 0)) + staged;
 }
 
 qkv_status qkv_model_config_check(const qkv_model_config *c) {
@@ -65,6 +134,22 @@ qkv_status qkv_model_config_check(const qkv_model_config *c) {
     if (!(c->init_scale > 0 && c->init_scale <= QKV_MAX_INIT_SCALE))
         return qkv_fail(QKV_ERR_VALUE, "%s %g is out of range (above 0..%g)", F(init_scale),
                         c->init_scale, QKV_MAX_INIT_SCALE);
+    if (c->mlp < 0 || c->mlp > QKV_MAX_MLP)
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (0..%d)", F(mlp), c->mlp,
+                        QKV_MAX_MLP);
+    if ((int)c->act < 0 || c->act >= QKV_ACTS)
+        return qkv_fail(QKV_ERR_VALUE, "%s must be relu, gelu or gelu-tanh", F(act));
+    if (c->norm != QKV_NORM_NONE && c->norm != QKV_NORM_LAYERNORM)
+        return qkv_fail(QKV_ERR_VALUE, "%s must be none or layernorm", F(norm));
+    /* an MLP and a LayerNorm are blocks of the residual stream: without it, a LayerNorm would
+     * be the whole input of the next layer and an MLP would replace the attention's output */
+    if (!c->residual && (c->mlp > 0 || c->norm != QKV_NORM_NONE))     {
+        if (c->mlp > 0)
+            return qkv_fail(QKV_ERR_VALUE, "%s %d needs the residual stream (add %s)", F(mlp),
+                            c->mlp, F(residual));
+        return qkv_fail(QKV_ERR_VALUE, "%s layernorm needs the residual stream (add %s)",
+                        F(norm), F(residual));
+    }
 #undef F
     return QKV_OK;
 }
@@ -85,31 +170,20 @@ qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t se
     m->params = qkv_ctx_new((size_t)need + 4096 * 64);
     if (!m->params) return qkv_fail(QKV_ERR_NOMEM, "out of memory for the parameters");
     qkv_rng rng = qkv_rng_seed(seed);
-    int V = c->vocab, T = c->seq_len, C = c->d_model;
-    double s = c->init_scale, sw = s / sqrt((double)C);
-    qkv_dtype dt = c->dtype;
-    m->tok_emb = add_param(m, qkv_randn(m->params, dt, 2, (int64_t[]){V, C}, s, &rng), "tok_emb", 0);
-    m->pos_emb = add_param(m, qkv_randn(m->params, dt, 2, (int64_t[]){T, C}, s, &rng), "pos_emb", 0);
-    for (int l = 0; l < c->layers; l++) {
-        int64_t cc[2] = {C, C};
-        m->w_q[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_q", l);
-        m->w_k[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_k", l);
-        m->w_v[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_v", l);
-        m->w_o[l] = add_param(m, qkv_randn(m->params, dt, 2, cc, sw, &rng), "attn.%d.w_o", l);
+    param_spec spec[QKV_MAX_PARAMS];
+    int n = model_params(c, spec);
+    for (int i = 0; i < n; i++) {
+        const param_spec *r = &spec[i];
+        qkv_tensor *t = r->init == INIT_NORMAL ? qkv_randn(m->params, c->dtype, r->ndim, r->shape, r->std, &rng)
+                        : r->init == INIT_ONES ? qkv_ones(m->params, c->dtype, r->ndim, r->shape)
+                                               : qkv_zeros(m->params, c->dtype, r->ndim, r->shape);
+        _Static_assert(sizeof m->param_name[i] == sizeof r->name, "a parameter's name");
+        memcpy(m->param_name[i], r->name, sizeof r->name);
+        t->name = m->param_name[i];
+        m->param[i] = *param_slot(m, r) = qkv_param(m->params, t);
     }
-    m->head_w = add_param(m, qkv_randn(m->params, dt, 2, (int64_t[]){C, V}, sw, &rng), "head.w", 0);
-    m->head_b = add_param(m, qkv_zeros(m->params, dt, 1, (int64_t[]){V}), "head.b", 0);
-    if (c->target_len > 0) /* drawn last, so a self-attention model draws what it always did */
-        m->dec_pos_emb = add_param(m, qkv_randn(m->params, dt, 2, (int64_t[]){c->target_len, C},
-                                                s, &rng), "dec_pos_emb", 0);
+    m->nparams = n;
     return QKV_OK;
-}
-
-/* r's twin of m's parameter p. */
-static qkv_tensor *twin(const qkv_model *m, const qkv_model *r, const qkv_tensor *p) {
-    for (int i = 0; i < m->nparams; i++)
-        if (m->param[i] == p) return r->param[i];
-    return NULL;
 }
 
 qkv_status model_replica(qkv_model *r, const qkv_model *m) {
@@ -119,21 +193,15 @@ qkv_status model_replica(qkv_model *r, const qkv_model *m) {
         bytes += (size_t)m->param[i]->size * qkv_dtype_size(m->cfg.dtype) + 2 * sizeof(qkv_tensor) + 128;
     r->params = qkv_ctx_new(bytes);
     if (!r->params) return qkv_fail(QKV_ERR_NOMEM, "out of memory for a model replica");
-    for (int i = 0; i < m->nparams; i++) {
-        r->param[i] = qkv_param(r->params, tensor_share(r->params, m->param[i]));
+    param_spec spec[QKV_MAX_PARAMS];
+    int n = model_params(&m->cfg, spec);
+    QKV_CHECK(n == m->nparams, "model_replica", "%d parameters, the config gives %d",
+              m->nparams, n);
+    for (int i = 0; i < n; i++) {
+        r->param[i] = *param_slot(r, &spec[i]) =
+            qkv_param(r->params, tensor_share(r->params, m->param[i]));
         r->param[i]->name = r->param_name[i];
     }
-    r->tok_emb = twin(m, r, m->tok_emb);
-    r->pos_emb = twin(m, r, m->pos_emb);
-    for (int l = 0; l < m->cfg.layers; l++) {
-        r->w_q[l] = twin(m, r, m->w_q[l]);
-        r->w_k[l] = twin(m, r, m->w_k[l]);
-        r->w_v[l] = twin(m, r, m->w_v[l]);
-        r->w_o[l] = twin(m, r, m->w_o[l]);
-    }
-    r->head_w = twin(m, r, m->head_w);
-    r->head_b = twin(m, r, m->head_b);
-    r->dec_pos_emb = m->dec_pos_emb ? twin(m, r, m->dec_pos_emb) : NULL;
     return QKV_OK;
 }
 
@@ -240,9 +308,38 @@ static qkv_tensor *probe_attention(qkv_ctx *step, const qkv_probe *probe, int l,
     return tr->head_out = edit_site(step, probe, QKV_SITE_Z, l, qkv_matmul(step, tr->weights, v));
 }
 
+const char *qkv_norm_name(qkv_norm norm) {
+    return norm == QKV_NORM_NONE ? "none" : norm == QKV_NORM_LAYERNORM ? "layernorm" : "?";
+}
+
+/* The LayerNorm of x (B, T, C) by gain and bias, or x itself in a model without one. */
+static qkv_tensor *norm(qkv_ctx *step, const qkv_model *m, qkv_tensor *x, qkv_tensor *gain,
+                        qkv_tensor *bias) {
+    return m->cfg.norm == QKV_NORM_LAYERNORM ? qkv_layernorm(step, x, gain, bias, QKV_LAYERNORM_EPS)
+                                             : x;
+}
+
+/* Layer l's MLP on the stream d (B, T, C), with its LayerNorm first: what it adds to the
+ * stream, act(norm(d)·W_in + b_in)·W_out + b_out (B, T, C). A probe keeps its parts. */
+static qkv_tensor *mlp_block(qkv_ctx *step, const qkv_model *m, int l, qkv_tensor *d,
+                             qkv_probe *probe) {
+    qkv_tensor *x = norm(step, m, d, m->ln_mlp_gain[l], m->ln_mlp_bias[l]);
+    qkv_tensor *pre = qkv_add(step, qkv_matmul(step, x, m->mlp_w_in[l]), m->mlp_b_in[l]); /* (B,T,N) */
+    qkv_tensor *post = qkv_activation(step, pre, m->cfg.act);
+    qkv_tensor *out = qkv_add(step, qkv_matmul(step, post, m->mlp_w_out[l]), m->mlp_b_out[l]);
+    if (probe) {
+        probe->mlp_pre[l] = pre;
+        probe->mlp_post[l] = post;
+        probe->mlp_out[l] = out;
+    }
+    return out;
+}
+
 /* The forward pass. Without a probe, training's: the fused attention (or, asking for the
  * weights in attn, the composed one). With a probe, every layer's attention built from its
- * parts, edited and kept (probe_attention), and the stream edited and kept. */
+ * parts, edited and kept (probe_attention), and the stream edited and kept. Each layer is
+ * attention, then (with cfg.mlp) an MLP, each reading the stream through its LayerNorm
+ * (with cfg.norm) and adding to it; the head reads the stream through the final LayerNorm. */
 static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                  const int32_t *lengths, int batch, qkv_tensor **attn,
                                  qkv_probe *probe) {
@@ -254,15 +351,17 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
     qkv_tensor *mask = attention_mask(step, c, B, Tq, T, lengths);
     /* Self-attention: the stream is x itself. Encoder-decoder: the decoder stream starts as
      * dec_pos_emb broadcast over the batch (B, To, C) and is the query side of every layer;
-     * the keys and values always come from the embedded inputs x. */
+     * the keys and values always come from the embedded inputs x (not normalized: the
+     * LayerNorms are the decoder stream's). */
     qkv_tensor *d = x;
     if (c->target_len)
         d = qkv_add(step, qkv_zeros(step, c->dtype, 3, (int64_t[]){B, Tq, c->d_model}),
                     m->dec_pos_emb);
     for (int l = 0; l < c->layers; l++) {
         if (probe) probe->stream[l] = d = edit_site(step, probe, QKV_SITE_RESID_PRE, l, d);
-        qkv_tensor *kv_in = c->target_len ? x : d;
-        qkv_tensor *q = qkv_matmul(step, d, m->w_q[l]);     /* (B,Tq,C): the heads side by side */
+        qkv_tensor *a_in = norm(step, m, d, m->ln_attn_gain[l], m->ln_attn_bias[l]);
+        qkv_tensor *kv_in = c->target_len ? x : a_in;
+        qkv_tensor *q = qkv_matmul(step, a_in, m->w_q[l]);  /* (B,Tq,C): the heads side by side */
         qkv_tensor *k = qkv_matmul(step, kv_in, m->w_k[l]); /* (B,T,C) */
         qkv_tensor *v = qkv_matmul(step, kv_in, m->w_v[l]);
         qkv_tensor *y;
@@ -270,24 +369,28 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
             /* the fused op reads each head's columns in place and writes its output there:
              * no heads split or merged (the same bits as through split_heads) */
             y = qkv_attention_heads(step, q, k, v, mask, H, 0); /* (B,Tq,C) */
-            y = qkv_matmul(step, y, m->w_o[l]);
-            d = c->residual ? qkv_add(step, d, y) : y;
-            continue;
-        }
-        q = split_heads(step, q, B, Tq, H, Dk);
-        k = split_heads(step, k, B, T, H, Dk);
-        v = split_heads(step, v, B, T, H, Dk);
-        if (probe) {
-            y = probe->z[l] = probe_attention(step, probe, l, q, k, v, mask, Dk, &probe->layer[l]);
-            probe->attn[l] = probe->layer[l].weights;
         } else {
-            y = qkv_attention(step, q, k, v, mask, 0, &attn[l]); /* composed: weights kept */
+            q = split_heads(step, q, B, Tq, H, Dk);
+            k = split_heads(step, k, B, T, H, Dk);
+            v = split_heads(step, v, B, T, H, Dk);
+            if (probe) {
+                y = probe->z[l] = probe_attention(step, probe, l, q, k, v, mask, Dk, &probe->layer[l]);
+                probe->attn[l] = probe->layer[l].weights;
+            } else {
+                y = qkv_attention(step, q, k, v, mask, 0, &attn[l]); /* composed: weights kept */
+            }
+            y = merge_heads(step, y, B, Tq, H, Dk);
         }
-        y = qkv_matmul(step, merge_heads(step, y, B, Tq, H, Dk), m->w_o[l]); /* (B,Tq,C) */
+        y = qkv_matmul(step, y, m->w_o[l]); /* (B,Tq,C) */
         d = c->residual ? qkv_add(step, d, y) : y;
+        if (c->mlp > 0) {
+            if (probe) probe->resid_mid[l] = d;
+            d = qkv_add(step, d, mlp_block(step, m, l, d, probe));
+        }
         if (probe) probe->resid_post[l] = d = edit_site(step, probe, QKV_SITE_RESID_POST, l, d);
     }
     if (probe) probe->stream[c->layers] = d;
+    d = norm(step, m, d, m->ln_final_gain, m->ln_final_bias);
     return qkv_add(step, qkv_matmul(step, d, m->head_w), m->head_b); /* (B,Tq,V) */
 }
 

@@ -8,9 +8,10 @@
 #include <time.h>
 
 const bench_workload bench_workloads[] = {
-    {"tiny", 32, 16, 64, 4, 16},
-    {"medium", 8, 256, 128, 4, 64},
-    {"long", 1, 2048, 64, 1, 64},
+    {"tiny", 32, 16, 64, 4, 16, 0},
+    {"medium", 8, 256, 128, 4, 64, 0},
+    {"long", 1, 2048, 64, 1, 64, 0},
+    {"mlp", 64, 64, 128, 4, 64, 512}, /* a transformer block: attention, then the MLP */
 };
 const int bench_workload_count = (int)(sizeof bench_workloads / sizeof bench_workloads[0]);
 
@@ -49,9 +50,10 @@ static void reset_peak_rss(void) {
 /* Floating-point operations of one forward pass: the matrix products. A training step does
  * about three times as many (forward, and two products per product backward). */
 static double forward_flops(const bench_workload *w) {
-    double B = w->batch, T = w->seq_len, C = w->d_model, V = w->vocab;
+    double B = w->batch, T = w->seq_len, C = w->d_model, V = w->vocab, N = w->mlp;
     return 4 * 2 * B * T * C * C   /* x·W_Q, x·W_K, x·W_V, y·W_O */
            + 2 * 2 * B * T * T * C /* Q·Kᵀ and A·V over all heads */
+           + 2 * 2 * B * T * C * N /* the MLP's x·W_in and h·W_out */
            + 2 * B * T * C * V;    /* the vocabulary head */
 }
 
@@ -68,7 +70,8 @@ qkv_status bench_workload_run(const bench_workload *w, qkv_dtype dtype, long rep
     if (s != QKV_OK) return s;
     cfg.model = (qkv_model_config){.vocab = w->vocab, .seq_len = w->seq_len,
                                    .d_model = w->d_model, .heads = w->heads, .layers = 1,
-                                   .init_scale = 0.5, .dtype = dtype};
+                                   .init_scale = 0.5, .dtype = dtype, .mlp = w->mlp,
+                                   .residual = w->mlp > 0};
     trainer t;
     if ((s = trainer_init(&t, &cfg)) != QKV_OK) return s;
     qkv_rng rng = qkv_rng_seed(7);

@@ -9,13 +9,14 @@
 #define BENCH_PROFILE_PARTS 9
 const char *bench_profile_part_name(int part);
 
-/* One model shape, timed on the reverse task. */
+/* One model shape, timed on the reverse task: one layer, and with an MLP (mlp > 0: its hidden
+ * units, ReLU) the residual stream. */
 typedef struct {
     const char *name;
-    int batch, seq_len, d_model, heads, vocab;
+    int batch, seq_len, d_model, heads, vocab, mlp;
 } bench_workload;
 
-/* tiny, medium and long, in that order (`qkv bench --help` lists them). */
+/* tiny, medium, long and mlp, in that order (`qkv bench --help` lists them). */
 extern const bench_workload bench_workloads[];
 extern const int bench_workload_count;
 

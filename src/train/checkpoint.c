@@ -47,6 +47,11 @@ static const config_field config_fields[] = {
     {"init_scale", FIELD_DOUBLE, 1e-300, QKV_MAX_INIT_SCALE, {0}, FIELD(model.init_scale), NULL},
     /* files from before f64 models have no dtype: f32 */
     {"dtype", FIELD_WORD, 0, 0, {"f32", "f64"}, FIELD(model.dtype), "f32"},
+    /* files from before MLP and LayerNorm models have none; a model without them writes no
+     * such key, so its file is what it always was */
+    {"mlp", FIELD_INT, 0, QKV_MAX_MLP, {0}, FIELD(model.mlp), "0"},
+    {"act", FIELD_WORD, 0, 0, {"relu", "gelu", "gelu-tanh"}, FIELD(model.act), "relu"},
+    {"norm", FIELD_WORD, 0, 0, {"none", "layernorm"}, FIELD(model.norm), "none"},
     {"optim", FIELD_WORD, 0, 0, {"sgd", "momentum", "adam"}, FIELD(optim), NULL},
     {"lr", FIELD_DOUBLE, 1e-300, TRAIN_MAX_LR, {0}, FIELD(lr), NULL},
     {"weight_decay", FIELD_DOUBLE, 0, 1e6, {0}, FIELD(weight_decay), NULL},
@@ -62,7 +67,10 @@ static const config_field config_fields[] = {
 /* A word's value is its index: the enums count from 0 in the table's order. */
 _Static_assert(QKV_SGD == 0 && QKV_MOMENTUM == 1 && QKV_ADAM == 2, "optim words");
 _Static_assert(QKV_F32 == 0 && QKV_F64 == 1, "dtype words");
-_Static_assert(sizeof(qkv_optim_kind) == sizeof(int) && sizeof(qkv_dtype) == sizeof(int),
+_Static_assert(QKV_ACT_RELU == 0 && QKV_ACT_GELU == 1 && QKV_ACT_GELU_TANH == 2, "act words");
+_Static_assert(QKV_NORM_NONE == 0 && QKV_NORM_LAYERNORM == 1, "norm words");
+_Static_assert(sizeof(qkv_optim_kind) == sizeof(int) && sizeof(qkv_dtype) == sizeof(int) &&
+                   sizeof(qkv_act) == sizeof(int) && sizeof(qkv_norm) == sizeof(int),
                "an enum field is stored as an int");
 
 /* The field's value as text, into buf. */
@@ -188,6 +196,10 @@ qkv_status trainer_save(const trainer *t, const char *path) {
     META("task", "%s", qkv_task_name(c->task.kind));
     for (int i = 0; i < N_CONFIG_FIELDS; i++) {
         field_text(&config_fields[i], c, vals[nm], sizeof vals[nm]);
+        /* mlp, act and norm at their defaults are left out: such a model's file is byte for
+         * byte what qkv wrote before it had them (dtype, older, is always written) */
+        const config_field *f = &config_fields[i];
+        if (f->absent && strcmp(f->key, "dtype") && !strcmp(vals[nm], f->absent)) continue;
         meta[2 * nm] = config_fields[i].key;
         meta[2 * nm + 1] = vals[nm];
         nm++;

@@ -12,8 +12,13 @@
 static const char *const optim_names[] = {"sgd", "momentum", "adam", NULL};
 static const char *const schedule_names[] = {"cosine", "constant", NULL};
 static const char *const dtype_names[] = {"f32", "f64", NULL};
+static const char *const act_names[] = {"relu", "gelu", "gelu-tanh", NULL};
+static const char *const norm_names[] = {"none", "layernorm", NULL};
 _Static_assert(QKV_SGD == 0 && QKV_MOMENTUM == 1 && QKV_ADAM == 2, "optim_names out of order");
 _Static_assert(QKV_F32 == 0 && QKV_F64 == 1, "dtype_names out of order");
+_Static_assert(QKV_ACT_RELU == 0 && QKV_ACT_GELU == 1 && QKV_ACT_GELU_TANH == 2 && QKV_ACTS == 3,
+               "act_names out of order");
+_Static_assert(QKV_NORM_NONE == 0 && QKV_NORM_LAYERNORM == 1, "norm_names out of order");
 
 #define AT(field) offsetof(train_options, field)
 
@@ -55,6 +60,18 @@ const train_option train_option_table[] = {
              "induction and recall)"},
     {"no-residual", "residual", OPTION_SET, AT(residual), .set_value = 0,
      .help = "no residual connection, whatever the task's default"},
+    {"mlp", "mlp", OPTION_INT, AT(mlp), 0, QKV_MAX_MLP, .arg = "N", .deflt = "0",
+     .saved = SAVED_ALWAYS,
+     .help = "an MLP of N hidden units after each attention layer, in the\n"
+             "residual stream (needs --residual; default 0: none)"},
+    {"act", "act", OPTION_CHOICE, AT(act), .choices = act_names, .arg = "A", .deflt = "relu",
+     .saved = SAVED_ALWAYS,
+     .help = "the MLP's activation: relu, gelu (the erf form) or gelu-tanh\n"
+             "(default relu)"},
+    {"norm", "norm", OPTION_CHOICE, AT(norm), .choices = norm_names, .arg = "N",
+     .deflt = "none", .saved = SAVED_ALWAYS,
+     .help = "none, or layernorm: LayerNorm before each attention and MLP and\n"
+             "before the vocabulary head (needs --residual; default none)"},
     {"causal", "causal", OPTION_FLAG, AT(causal), .deflt = "off", .saved = SAVED_ALWAYS,
      .help = "causal mask on every layer (default off; always on for shift)"},
     {"init-scale", "init_scale", OPTION_DOUBLE, AT(init_scale), 0, QKV_MAX_INIT_SCALE, true,
@@ -224,7 +241,8 @@ qkv_status train_options_to_config(const train_options *o, bool steps_given,
         .layers = (int)(o->layers >= 0 ? o->layers : d.layers),
         .residual = o->residual >= 0 ? o->residual == 1 : d.residual,
         .causal = o->causal || cfg->task.causal, .init_scale = o->init_scale,
-        .dtype = (qkv_dtype)o->dtype, .target_len = cfg->task.target_len};
+        .dtype = (qkv_dtype)o->dtype, .target_len = cfg->task.target_len, .mlp = (int)o->mlp,
+        .act = (qkv_act)o->act, .norm = (qkv_norm)o->norm};
     return QKV_OK;
 }
 
@@ -241,6 +259,7 @@ void train_options_of_run(const train_config *cfg, int64_t eval_every, int64_t s
     o->seq_len = cfg->task.seq_len, o->vocab = cfg->task.vocab;
     o->d_model = m->d_model, o->heads = m->heads, o->layers = m->layers;
     o->residual = m->residual, o->causal = m->causal, o->init_scale = m->init_scale;
+    o->mlp = m->mlp, o->act = (int)m->act, o->norm = (int)m->norm;
     o->dtype = m->dtype, o->optim = cfg->optim, o->lr = cfg->lr, o->batch = cfg->batch;
     o->steps = (long)cfg->steps, o->weight_decay = cfg->weight_decay, o->clip = cfg->clip;
     o->schedule = cfg->cosine ? 0 : 1, o->warmup = (long)cfg->warmup, o->seed = cfg->seed;

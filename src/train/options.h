@@ -19,8 +19,9 @@ typedef struct {
     const char *config, *task, *data, *heldout, *out, *resume;
     long seq_len, vocab, d_model, heads, layers, batch, warmup, steps, threads;
     long eval_every, save_every, snapshot_every;
+    long mlp;
     int residual; /* -1: the task's; 0 or 1 */
-    int optim, schedule, dtype; /* the index of the value in the row's choices */
+    int optim, schedule, dtype, act, norm; /* the index of the value in the row's choices */
     double lr, init_scale, weight_decay, clip; /* lr 0: the optimizer's default */
     uint64_t seed;
     bool causal, plot, json, quiet, force;
