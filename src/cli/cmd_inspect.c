@@ -178,10 +178,16 @@ static bool shown_by_default(const part *p) {
 static void print_text(const inspection *in, bool full) {
     const qkv_task *task = &in->lm.cfg.task;
     const qkv_model_config *c = &in->lm.model.cfg;
-    printf("%s model: %d layer%s x %d head%s, d_model %d, d_k %d%s, after %" PRId64 " steps\n",
+    char blocks[64] = "";
+    if (c->mlp > 0)
+        snprintf(blocks, sizeof blocks, ", an MLP of %d (%s)", c->mlp, qkv_act_name(c->act));
+    if (c->norm != QKV_NORM_NONE)
+        snprintf(blocks + strlen(blocks), sizeof blocks - strlen(blocks), ", %s",
+                 qkv_norm_name(c->norm));
+    printf("%s model: %d layer%s x %d head%s%s, d_model %d, d_k %d%s, after %" PRId64 " steps\n",
            qkv_task_name(task->kind), c->layers, c->layers > 1 ? "s" : "", c->heads,
-           c->heads > 1 ? "s" : "", c->d_model, in->Dk, c->causal ? ", causal mask" : "",
-           in->lm.step);
+           c->heads > 1 ? "s" : "", blocks, c->d_model, in->Dk,
+           c->causal ? ", causal mask" : "", in->lm.step);
     if (in->lm.data)
         printf("data file %s; %d of at most %d input tokens%s\n", in->lm.data->path, in->T,
                in->model_T, in->T < in->model_T ? ", padded as in training" : "");
