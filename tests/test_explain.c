@@ -8,6 +8,7 @@
 #include "explore/explain.h"
 #include "explore/lens.h"
 #include "fixtures.h"
+#include "model/model.h"
 #include "train/checkpoint.h"
 
 #include <math.h>
@@ -132,7 +133,7 @@ START_TEST(test_dla_adds_up) {
             for (int p = 0; p < t.target_len; p++)
                 for (int which = 0; which < 2; which++) {
                     dla_result r;
-                    ck_assert_int_eq(explain_attribute(&t, &in, p, which ? 1 : -1, &r), QKV_OK);
+                    ck_assert_int_eq(explain_attribute(&t, &in, p, which ? 1 : -1, false, &r), QKV_OK);
                     double scale = fabs(r.logit), sum = 0;
                     for (int k = 0; k < r.n_parts; k++) {
                         scale += fabs(r.parts[k].value);
@@ -201,7 +202,7 @@ START_TEST(test_every_head_of_a_wide_layer) {
     explain_input in;
     heldout_input(&t, 0, &in);
     dla_result d;
-    ck_assert_int_eq(explain_attribute(&t, &in, 3, -1, &d), QKV_OK);
+    ck_assert_int_eq(explain_attribute(&t, &in, 3, -1, false, &d), QKV_OK);
     ck_assert_int_eq(d.n_parts, H + 2); /* embed, every head, bias */
     ck_assert_str_eq(d.parts[H].name, "1.72");
     double scale = fabs(d.logit);
@@ -441,7 +442,7 @@ START_TEST(test_path_identities) {
             for (int w = 0; w < 2; w++) {
                 dla_result d;
                 ck_assert_int_eq(explain_attribute(&t, &in[side], m.position,
-                                                   w ? m.wrong : m.answer, &d), QKV_OK);
+                                                   w ? m.wrong : m.answer, false, &d), QKV_OK);
                 for (int q = 0; q < d.n_parts; q++)
                     if (d.parts[q].layer == p->sender_layer && d.parts[q].head == p->sender_head)
                         dla[side][w] = d.parts[q].value;
@@ -584,6 +585,7 @@ START_TEST(test_lens_identities) {
     int V = c->vocab, L = c->layers, H = c->heads;
     double worst = 0;
     double *logits = malloc((size_t)V * sizeof *logits);
+    double *scratch = malloc((size_t)t.model.cfg.d_model * sizeof *scratch);
     ck_assert_ptr_nonnull(logits);
     for (int ex = 0; ex < 3; ex++) {
         explain_input in;
@@ -604,7 +606,7 @@ START_TEST(test_lens_identities) {
                     best = j;
             ck_assert_int_eq(f->token, best);
             /* the last row is the model's logits */
-            lens_logits(&t, probe.stream[L], i, logits);
+            model_unembed(&t.model, probe.stream[L], i, logits, scratch);
             double most = -INFINITY, sum = 0;
             for (int j = 0; j < V; j++) {
                 double want = qkv_get(model, (int64_t)i * V + j);
@@ -623,7 +625,7 @@ START_TEST(test_lens_identities) {
             worst = fmax(worst, fabs(parts - f->logit) / fmax(1, fabs(f->logit)));
             /* with the residual stream, each row is the parts of the layers before it */
             for (int b = 0; b <= L && c->residual; b++) {
-                lens_logits(&t, probe.stream[b], i, logits);
+                model_unembed(&t.model, probe.stream[b], i, logits, scratch);
                 double want = f->parts[0].value + f->parts[f->n_parts - 1].value;
                 for (int k = 1; k <= b * H; k++) want += f->parts[k].value;
                 worst = fmax(worst, fabs(logits[f->token] - want) / fmax(1, fabs(want)));
@@ -639,6 +641,7 @@ START_TEST(test_lens_identities) {
         lens_free(&r);
     }
     free(logits);
+    free(scratch);
     ck_assert_msg(worst <= 1e-12, "%s: a lens identity is off by %.3g", models[_i].task, worst);
     /* --top: 1 to the vocabulary (and LENS_MAX_TOP) */
     explain_input in;
@@ -648,6 +651,112 @@ START_TEST(test_lens_identities) {
     lens_free(&r);
     ck_assert_int_eq(lens_run(&t, &in, 0, &r), QKV_ERR_VALUE);
     lens_free(&r);
+    loaded_model_free(&t);
+}
+END_TEST
+
+/* ---- transformer blocks (MLP, LayerNorm) ---- */
+static const struct {
+    const char *task;
+    int seq_len, layers;
+    qkv_act act;
+    bool norm;
+} blocks[] = {
+    {"induction", 16, 2, QKV_ACT_RELU, true},
+    {"reverse", 8, 2, QKV_ACT_GELU, false},
+    {"translate", 8, 1, QKV_ACT_GELU_TANH, true},
+};
+#define NBLOCKS (int)(sizeof blocks / sizeof blocks[0])
+
+/* A block model with random weights, biases and LayerNorm gains that are not 0 and 1. */
+static void make_block_model(loaded_model *t, int i, qkv_dtype dt) {
+    train_config c = make_config(blocks[i].task, blocks[i].seq_len, 16, 2, blocks[i].layers,
+                                 true, dt);
+    c.model.mlp = 24;
+    c.model.act = blocks[i].act;
+    c.model.norm = blocks[i].norm ? QKV_NORM_LAYERNORM : QKV_NORM_NONE;
+    trainer fresh;
+    ck_assert_int_eq(trainer_init(&fresh, &c), QKV_OK);
+    loaded_model_take(t, &fresh);
+    qkv_model *m = &t->model;
+    for (int i_param = 0; i_param < m->nparams; i_param++) {
+        qkv_tensor *p = m->param[i_param];
+        if (p->ndim != 1) continue; /* biases and gains: 1 + or 0 + a pattern */
+        bool gain = strstr(m->param_name[i_param], "gain") != NULL;
+        for (int64_t v = 0; v < p->size; v++)
+            qkv_set(p, v, (gain ? 1 : 0) + 0.25 * (double)(v % 7 - 3));
+    }
+}
+
+/* On MLP and LayerNorm models, in f64: the probe is the forward bit for bit; the DLA parts
+ * (embedding, heads, MLPs or their neurons and biases, bias) add up to the logit to 1e-12 and
+ * a layer's neurons and bias to its MLP's part; the lens's last row is the model's logits;
+ * patching resid-post of the last layer at the metric position gives the clean metric
+ * exactly (share 1). */
+START_TEST(test_block_identities) {
+    loaded_model t;
+    make_block_model(&t, _i, QKV_F64);
+    const qkv_model_config *c = &t.model.cfg;
+    int V = c->vocab, L = c->layers, To = t.target_len;
+    qkv_tensor *attn[QKV_MAX_LAYERS];
+    qkv_tensor *want = qkv_model_forward_padded(&t.model, ctx, t.held_tokens, NULL, 2, attn);
+    qkv_probe probe = {0};
+    qkv_tensor *got = qkv_model_forward_probe(&t.model, ctx, t.held_tokens, NULL, 2, &probe);
+    for (int64_t k = 0; k < want->size; k++) ck_assert(qkv_get(got, k) == qkv_get(want, k));
+    for (int l = 0; l < L; l++)
+        ck_assert(probe.mlp_pre[l] && probe.mlp_post[l] && probe.mlp_out[l] && probe.resid_mid[l]);
+    double worst = 0;
+    explain_input in;
+    heldout_input(&t, 0, &in);
+    double *logits = malloc((size_t)V * sizeof *logits);
+    double *scratch = malloc((size_t)c->d_model * sizeof *scratch);
+    for (int p = 0; p < To; p++) {
+        dla_result whole, split;
+        ck_assert_int_eq(explain_attribute(&t, &in, p, -1, false, &whole), QKV_OK);
+        ck_assert_int_eq(explain_attribute(&t, &in, p, whole.token, true, &split), QKV_OK);
+        ck_assert(whole.logit == split.logit);
+        ck_assert_int_eq(split.n_parts, whole.n_parts + L * c->mlp);
+        double scale = fmax(1, fabs(whole.logit));
+        worst = fmax(worst, fabs(whole.sum - whole.logit) / scale);
+        worst = fmax(worst, fabs(split.sum - split.logit) / scale);
+        for (int k = 0, q = 0; k < whole.n_parts; k++) { /* the MLP's part, neuron by neuron */
+            const dla_part *w = &whole.parts[k];
+            if (w->layer < 0 || w->head >= 0) {
+                ck_assert_str_eq(w->name, split.parts[q++].name);
+                continue;
+            }
+            double sum = 0;
+            for (int u = 0; u <= c->mlp; u++, q++) {
+                ck_assert_int_eq(split.parts[q].neuron, u < c->mlp ? u : -1);
+                sum += split.parts[q].value;
+            }
+            worst = fmax(worst, fabs(sum - w->value) / scale);
+        }
+        explain_attribute_free(&whole);
+        explain_attribute_free(&split);
+    }
+    qkv_ctx_reset(ctx);
+    qkv_probe one = {0};
+    qkv_tensor *out = qkv_model_forward_probe(&t.model, ctx, in.tokens, NULL, 1, &one);
+    for (int p = 0; p < To; p++) {
+        model_unembed(&t.model, one.stream[L], p, logits, scratch);
+        for (int j = 0; j < V; j++)
+            worst = fmax(worst, fabs(logits[j] - qkv_get(out, (int64_t)p * V + j)) /
+                                    fmax(1, fabs(qkv_get(out, (int64_t)p * V + j))));
+    }
+    ck_assert_msg(worst <= 1e-12, "%s: off by %.3g", blocks[_i].task, worst);
+    /* resid-post of the last layer at the metric position, from the clean run */
+    explain_input corrupt;
+    heldout_input(&t, 1, &corrupt);
+    int p = To - 1;
+    qkv_probe cp = {0};
+    qkv_tensor *cl = qkv_model_forward_probe(&t.model, ctx, in.tokens, NULL, 1, &cp);
+    qkv_head_edit e = {QKV_HEAD_REPLACE, L - 1, 0, p, cp.resid_post[L - 1], QKV_SITE_RESID_POST, -1};
+    qkv_probe pp = {.edits = &e, .n_edits = 1};
+    qkv_tensor *patched = qkv_model_forward_probe(&t.model, ctx, corrupt.tokens, NULL, 1, &pp);
+    ck_assert(metric(patched, p, 0, 1) == metric(cl, p, 0, 1));
+    free(logits);
+    free(scratch);
     loaded_model_free(&t);
 }
 END_TEST
@@ -666,6 +775,7 @@ static Suite *explain_suite(void) {
     tcase_add_loop_test(tc, test_pairs_are_means_of_single_pairs, 0, NMODELS);
     tcase_add_loop_test(tc, test_path_identities, 0, NMODELS);
     tcase_add_loop_test(tc, test_lens_identities, 0, NMODELS);
+    tcase_add_loop_test(tc, test_block_identities, 0, NBLOCKS);
     suite_add_tcase(s, tc);
     tc = tcase_create("trained");
     /* 600 training steps: left out under valgrind and qemu (.ci/run), as test_train's

@@ -14,7 +14,7 @@ typedef struct {
     const char *model, *input, *token, *out;
     long threads, position;
     int dtype;
-    bool json;
+    bool json, neurons;
 } attribute_args;
 
 static int attribute_parse(int argc, char **argv, attribute_args *a) {
@@ -31,6 +31,9 @@ static int attribute_parse(int argc, char **argv, attribute_args *a) {
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
          .help = "f32 or f64 (default: the model's own)"},
         {"threads", CLI_INT, &a->threads, 1, QKV_MAX_THREADS, .arg = "N", .help = "OpenMP threads"},
+        {"neurons", CLI_FLAG, &a->neurons,
+         .help = "each MLP neuron's part (and each MLP's bias) instead of\n"
+                 "each MLP's"},
         {"json", CLI_FLAG, &a->json, .help = "print one JSON object (docs/explain.md)"},
         {"out", CLI_STRING, &a->out, .arg = "FILE",
          .help = "write the same JSON object to FILE (e.g. RUN/attribute.json for qkv plot)"},
@@ -41,8 +44,9 @@ static int attribute_parse(int argc, char **argv, attribute_args *a) {
         .name = "attribute",
         .usage = "usage: qkv attribute DIR --input \"...\" [options]\n"
                  "Direct logit attribution: a logit split into the embedding path, each head's "
-                 "share\n(through W_O and the vocabulary head) and the bias; the parts add up to "
-                 "the logit.\n\n",
+                 "share\n(through W_O and the vocabulary head), each MLP's and the bias; the parts "
+                 "add up to the\nlogit. With LayerNorm, each part is read through the final "
+                 "LayerNorm at the forward's\nown scale.\n\n",
         .options = options,
         .column = 22,
         .epilog = "\nExit codes: 0 done, 2 bad option or input, 3 a file cannot be read or "
@@ -66,13 +70,16 @@ static void print_table(const loaded_model *lm, const explain_input *in, const d
         snprintf(pos + strlen(pos), sizeof pos - strlen(pos), " (no target in training)");
     loaded_model_token_label(lm, r->token, tok, sizeof tok);
     printf("attribute: the logit of '%s' at position %s is %.9g\n", tok, pos, r->logit);
-    printf("  %-8s %14s\n", "part", "value");
+    if (lm->model.cfg.norm != QKV_NORM_NONE)
+        printf("  each part centred and divided by the final LayerNorm's scale (1/sigma %.6g) "
+               "of this forward\n", r->final_scale);
+    printf("  %-12s %14s\n", "part", "value");
     for (int i = 0; i < r->n_parts; i++) {
         const dla_part *p = &r->parts[i];
-        printf("  %-8s %14.6f%s\n", p->name, p->value,
+        printf("  %-12s %14.6f%s\n", p->name, p->value,
                !strcmp(p->name, "embed") ? "   (embeddings, through the residual stream)" : "");
     }
-    printf("  %-8s %14.6f   (logit - sum = %.3g)\n", "sum", r->sum, r->logit - r->sum);
+    printf("  %-12s %14.6f   (logit - sum = %.3g)\n", "sum", r->sum, r->logit - r->sum);
 }
 
 static int attribute_run(const attribute_args *a) {
@@ -92,7 +99,6 @@ static int attribute_run(const attribute_args *a) {
         code = EXIT_NOMEM;
         goto done;
     }
-    if ((s = explain_check_linear(&lm, "attribute")) != QKV_OK) goto fail;
     if ((s = explain_read_input(&lm, "--input", a->input, in)) != QKV_OK) goto fail;
     int position = a->position >= 0 ? (int)a->position : explain_default_position(&lm, in);
     if (position < 0) {
@@ -106,7 +112,13 @@ static int attribute_run(const attribute_args *a) {
         s = QKV_ERR_VALUE;
         goto fail;
     }
-    if ((s = explain_attribute(&lm, in, position, token, r)) != QKV_OK) goto fail;
+    if (a->neurons && lm.model.cfg.mlp == 0) {
+        cli_error("attribute: --neurons splits an MLP's part, and the model has no MLP (it was "
+                  "trained without --mlp)");
+        code = EXIT_USAGE;
+        goto done;
+    }
+    if ((s = explain_attribute(&lm, in, position, token, a->neurons, r)) != QKV_OK) goto fail;
     cJSON *j = explain_attribute_json(&lm, in, r);
     if (j) /* false: a position no training example of this length had a target at */
         cJSON_AddBoolToObject(j, "position_has_target",

@@ -119,7 +119,6 @@ static int lens_command(const lens_args *a) {
         code = EXIT_NOMEM;
         goto done;
     }
-    if ((s = explain_check_linear(&lm, "lens")) != QKV_OK) goto fail;
     if ((s = explain_read_input(&lm, "--input", a->input, in)) != QKV_OK) goto fail;
     int vocab = lm.model.cfg.vocab;
     int top = a->top ? (int)a->top : vocab < LENS_DEFAULT_TOP ? vocab : LENS_DEFAULT_TOP;

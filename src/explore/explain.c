@@ -2,6 +2,7 @@
 #include "explore/explain.h"
 #include "engine/engine.h"
 #include "io/io.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -984,7 +985,7 @@ void explain_patch_free(patch_result *r) {
 /* ---- direct logit attribution ---- */
 
 qkv_status explain_attribute(loaded_model *lm, const explain_input *in, int position, int token,
-                             dla_result *r) {
+                             bool neurons, dla_result *r) {
     memset(r, 0, sizeof *r);
     qkv_status s = loaded_model_reserve(lm, 1, NULL);
     if (s != QKV_OK) return s;
@@ -992,62 +993,46 @@ qkv_status explain_attribute(loaded_model *lm, const explain_input *in, int posi
     qkv_probe probe = {0};
     qkv_tensor *logits = qkv_model_forward_probe(&lm->model, lm->ctx, in->tokens,
                                                  lm->data ? &in->len : NULL, 1, &probe);
-    return explain_attribute_probe(lm, logits, &probe, position, token, r);
+    return explain_attribute_probe(lm, logits, &probe, position, token, neurons, r);
 }
 
 qkv_status explain_attribute_probe(const loaded_model *lm, const qkv_tensor *logits,
-                                   const qkv_probe *probe, int position, int token,
+                                   const qkv_probe *probe, int position, int token, bool neurons,
                                    dla_result *r) {
-    const qkv_model_config *c = &lm->model.cfg;
-    int L = c->layers, H = c->heads, To = lm->target_len, C = c->d_model, Dk = C / H, V = c->vocab;
+    const qkv_model *m = &lm->model;
+    int C = m->cfg.d_model, V = m->cfg.vocab;
     memset(r, 0, sizeof *r);
-    /* embed, each head of the layers that reach the logit, bias */
-    int max_parts = (c->residual ? L : 1) * H + 2;
-    r->parts = calloc((size_t)max_parts, sizeof *r->parts);
-    if (!r->parts)
-        return qkv_fail(QKV_ERR_NOMEM, "attribute: out of memory for %d parts", max_parts);
+    int n = model_stream_part_count(m, neurons);
+    stream_part *ids = malloc((size_t)n * sizeof *ids);
+    double *vectors = malloc((size_t)n * C * sizeof *vectors);
+    r->parts = calloc((size_t)n + 1, sizeof *r->parts); /* and the bias */
+    if (!ids || !vectors || !r->parts) {
+        free(ids), free(vectors);
+        return qkv_fail(QKV_ERR_NOMEM, "attribute: out of memory for %d parts", n + 1);
+    }
     int64_t row = (int64_t)position * V;
     if (token < 0) token = (int)qkv_argmax(logits, row, V); /* the predicted token */
     r->position = position, r->token = token, r->logit = qkv_get(logits, row + token);
     qkv_status s = check_logit(lm, logits, 0, position, token, "the run of the input");
-    if (s != QKV_OK) return s;
-    char label[32];
-    loaded_model_token_label(lm, token, label, sizeof label);
-    const qkv_tensor *hw = lm->model.head_w; /* (C, V) */
-    if (c->residual) {
-        dla_part *p = &r->parts[r->n_parts++];
-        *p = (dla_part){"embed", -1, -1, 0};
-        for (int k = 0; k < C; k++)
-            p->value += qkv_get(probe->stream[0], (int64_t)position * C + k) *
-                        qkv_get(hw, (int64_t)k * V + token);
-    }
-    /* head h of layer l writes z[h] · W_O[h*Dk .. h*Dk+Dk, :] into the stream, which reaches
-     * the logit through head.w[:, token]: u[j] = W_O[j, :] · head.w[:, token] */
-    double *u = malloc((size_t)C * sizeof *u);
-    if (!u) return qkv_fail(QKV_ERR_NOMEM, "attribute: out of memory");
-    for (int l = c->residual ? 0 : L - 1; l < L; l++) {
-        const qkv_tensor *wo = lm->model.w_o[l];
-        for (int j = 0; j < C; j++) {
-            u[j] = 0;
-            for (int k = 0; k < C; k++)
-                u[j] += qkv_get(wo, (int64_t)j * C + k) * qkv_get(hw, (int64_t)k * V + token);
-        }
-        for (int h = 0; h < H; h++) {
+    if (s == QKV_OK) {
+        char label[32];
+        loaded_model_token_label(lm, token, label, sizeof label);
+        n = model_stream_parts(m, probe, 0, position, neurons, ids, vectors);
+        r->final_scale = model_final_scale(m, probe->stream[m->cfg.layers], position);
+        for (int i = 0; i < n; i++) {
             dla_part *p = &r->parts[r->n_parts++];
-            *p = (dla_part){"", l, h, 0};
-            snprintf(p->name, sizeof p->name, "%d.%d", l + 1, h + 1);
-            for (int d = 0; d < Dk; d++)
-                p->value += qkv_get(probe->z[l], ((int64_t)h * To + position) * Dk + d) *
-                            u[h * Dk + d];
+            *p = (dla_part){"", ids[i].layer, ids[i].head, ids[i].neuron,
+                            model_direct_logit(m, vectors + (size_t)i * C, r->final_scale, token)};
+            model_stream_part_name(&ids[i], p->name, sizeof p->name);
+        }
+        r->parts[r->n_parts++] = (dla_part){"bias", -1, -1, -1, model_logit_bias(m, token)};
+        for (int i = 0; i < r->n_parts && s == QKV_OK; i++) {
+            r->sum += r->parts[i].value;
+            s = check_finite(r->parts[i].value, "the part '%s' of the logit of '%s' at position %d",
+                             r->parts[i].name, label, position);
         }
     }
-    free(u);
-    r->parts[r->n_parts++] = (dla_part){"bias", -1, -1, qkv_get(lm->model.head_b, token)};
-    for (int i = 0; i < r->n_parts && s == QKV_OK; i++) {
-        r->sum += r->parts[i].value;
-        s = check_finite(r->parts[i].value, "the part '%s' of the logit of '%s' at position %d",
-                         r->parts[i].name, label, position);
-    }
+    free(ids), free(vectors);
     return s;
 }
 
@@ -1256,17 +1241,17 @@ cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in,
         const dla_part *p = &r->parts[i];
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "name", p->name);
-        if (p->layer < 0) {
-            cJSON_AddNullToObject(x, "layer");
-            cJSON_AddNullToObject(x, "head");
-        } else {
-            cJSON_AddNumberToObject(x, "layer", p->layer + 1);
-            cJSON_AddNumberToObject(x, "head", p->head + 1);
-        }
+        if (p->layer < 0) cJSON_AddNullToObject(x, "layer");
+        else cJSON_AddNumberToObject(x, "layer", p->layer + 1);
+        if (p->head < 0) cJSON_AddNullToObject(x, "head");
+        else cJSON_AddNumberToObject(x, "head", p->head + 1);
+        if (p->neuron >= 0) cJSON_AddNumberToObject(x, "neuron", p->neuron);
+        else if (lm->model.cfg.mlp > 0) cJSON_AddNullToObject(x, "neuron");
         add_number(x, "value", p->value);
         cJSON_AddItemToArray(parts, x);
     }
     add_number(o, "sum", r->sum);
+    add_number(o, "final_scale", r->final_scale);
     return o;
 }
 

@@ -216,30 +216,37 @@ int explain_patch_items(const patch_result *r);
 
 /* ---- direct logit attribution ---- */
 typedef struct {
-    char name[32];   /* "embed", "L.H" (from 1), "bias" */
-    int layer, head; /* 0-based; -1 for embed and bias */
+    char name[32];   /* "embed", "L.H" (from 1), "mlp L", "mlp L.N" (neurons from 0),
+                        "mlp L bias", "bias" */
+    int layer, head; /* 0-based; -1 for embed and bias, head -1 for an MLP's parts */
+    int neuron;      /* an MLP neuron's part (--neurons): 0-based; else -1 */
     double value;
 } dla_part;
 
 typedef struct {
     int position, token;
-    double logit, sum; /* the model's logit, and the sum of the parts */
+    double logit, sum;  /* the model's logit, and the sum of the parts */
+    double final_scale; /* the final LayerNorm's 1/sigma at the position, which every part is
+                           divided by; 1 without LayerNorm */
     int n_parts;
-    dla_part *parts;   /* embed (with the residual stream), every head, bias; malloc'd:
-                          explain_attribute_free */
+    dla_part *parts;    /* embed (with the residual stream), every head, every MLP (or its
+                           neurons and bias), bias; malloc'd: explain_attribute_free */
 } dla_result;
 
 /* The logit of `token` (-1: the predicted one) at query `position`, split exactly into the
- * stream's embedding part (with the residual stream), each head's z · W_O · head.w part (every
- * layer with the residual stream, else the last layer's), and head.b, all in double.
- * QKV_ERR_NUMERIC when the logit or a part is not finite. */
+ * parts of the stream the vocabulary head reads (model_stream_parts: the embedding part with
+ * the residual stream, each head's z · W_O, each MLP's output or with `neurons` each neuron's
+ * and the MLP's bias; every layer with the residual stream, else the last layer's heads),
+ * each read through the final LayerNorm at the forward's own scale and head.w, and the bias
+ * (head.b, and the final LayerNorm's bias through head.w), all in double. The parts add up
+ * to the logit. QKV_ERR_NUMERIC when the logit or a part is not finite. */
 qkv_status explain_attribute(loaded_model *lm, const explain_input *in, int position, int token,
-                             dla_result *r);
+                             bool neurons, dla_result *r);
 /* The same from a forward already run on the input (one sequence): its logits (1, To, V) and
  * the probe that kept its stream and each z. A caller splitting the logit at many positions
  * runs the forward once (qkv lens); the numbers are explain_attribute's, bit for bit. */
 qkv_status explain_attribute_probe(const loaded_model *lm, const qkv_tensor *logits,
-                                   const qkv_probe *probe, int position, int token,
+                                   const qkv_probe *probe, int position, int token, bool neurons,
                                    dla_result *r);
 void explain_attribute_free(dla_result *r);
 

@@ -3,21 +3,12 @@
  * vocabulary head; explain_attribute_probe splits the final prediction's logit at each position
  * into its parts, from the same forward. */
 #include "explore/lens.h"
+#include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-void lens_logits(const loaded_model *lm, const qkv_tensor *stream, int position, double *logits) {
-    const qkv_model *m = &lm->model;
-    int C = m->cfg.d_model, V = m->cfg.vocab;
-    for (int j = 0; j < V; j++) logits[j] = qkv_get(m->head_b, j);
-    for (int k = 0; k < C; k++) {
-        double s = qkv_get(stream, (int64_t)position * C + k);
-        for (int j = 0; j < V; j++) logits[j] += s * qkv_get(m->head_w, (int64_t)k * V + j);
-    }
-}
 
 void lens_free(lens_result *r) {
     if (r->final)
@@ -65,7 +56,7 @@ qkv_status lens_run(loaded_model *lm, const explain_input *in, int top, lens_res
     r->top_prob = malloc(cells * top * sizeof *r->top_prob);
     r->rank_of_final = malloc(cells * sizeof *r->rank_of_final);
     r->final = calloc((size_t)P, sizeof *r->final);
-    double *logits = malloc((size_t)V * sizeof *logits);
+    double *logits = malloc((size_t)(V + c->d_model) * sizeof *logits); /* and scratch */
     if (!r->top_token || !r->top_prob || !r->rank_of_final || !r->final || !logits) {
         free(logits);
         return qkv_fail(QKV_ERR_NOMEM, "out of memory for %d positions", P);
@@ -81,10 +72,10 @@ qkv_status lens_run(loaded_model *lm, const explain_input *in, int top, lens_res
     qkv_tensor *out = qkv_model_forward_probe(&lm->model, lm->ctx, in->tokens,
                                               lm->data ? &in->len : NULL, 1, &probe);
     for (int i = 0; i < P && s == QKV_OK; i++)
-        s = explain_attribute_probe(lm, out, &probe, i, -1, &r->final[i]);
+        s = explain_attribute_probe(lm, out, &probe, i, -1, false, &r->final[i]);
     for (int b = 0; b < B && s == QKV_OK; b++)
         for (int i = 0; i < P && s == QKV_OK; i++) {
-            lens_logits(lm, probe.stream[b], i, logits);
+            model_unembed(&lm->model, probe.stream[b], i, logits, logits + V);
             for (int j = 0; j < V; j++)
                 if (!isfinite(logits[j])) {
                     char label[32];

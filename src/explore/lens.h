@@ -22,10 +22,6 @@ typedef struct {
                                 logit split into parts, as qkv attribute splits it */
 } lens_result;
 
-/* The lens's logits (V) of position i of a stream (B = 1, To, C): stream[i] · head.w + head.b,
- * summed in double from the model's values. */
-void lens_logits(const loaded_model *lm, const qkv_tensor *stream, int position, double *logits);
-
 /* The lens at every boundary and query position of `in`, keeping `top` tokens a cell
  * (1..min(LENS_MAX_TOP, vocab): QKV_ERR_VALUE naming --top otherwise), and the decomposition
  * of the final prediction at every position. QKV_ERR_NUMERIC when a lens logit, the model's

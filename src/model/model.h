@@ -13,6 +13,40 @@
  * step gives one to each shard of its batch, so that shards run backward side by side. */
 qkv_status model_replica(qkv_model *r, const qkv_model *m);
 
+/* ---- readouts (readout.c): what the analyses read of a model. A stream is (B, To, C), a
+ * probe's (qkv_model_forward_probe); `row` = b·To + position; everything in double. ---- */
+/* The final LayerNorm's 1/sqrt(var + eps) of the stream's row (the forward's own scale, as
+ * TransformerLens's apply_ln_to_stack divides by it); 1 without LayerNorm. */
+double model_final_scale(const qkv_model *m, const qkv_tensor *stream, int64_t row);
+/* The logits (V) of a stream's row read through the final LayerNorm and the vocabulary head:
+ * the logit lens (at the last layer, the model's logits). scratch: C doubles. */
+void model_unembed(const qkv_model *m, const qkv_tensor *stream, int64_t row, double *logits,
+                   double *scratch);
+/* The direct logit of `token` that a part (C) of the final stream writes, given the final
+ * LayerNorm's scale: Σ_k (x_k − mean x)·scale·gain_k·head.w[k, token], or without LayerNorm
+ * Σ_k x_k·head.w[k, token]. Linear in the part: the parts of a stream add up to its logit less
+ * model_logit_bias. */
+double model_direct_logit(const qkv_model *m, const double *part, double scale, int token);
+/* What no part writes: head.b[token], plus ln_final.bias · head.w[:, token] with LayerNorm. */
+double model_logit_bias(const qkv_model *m, int token);
+/* The parts whose sum is the stream the vocabulary head reads. */
+typedef enum { PART_EMBED, PART_HEAD, PART_MLP, PART_NEURON, PART_MLP_BIAS } stream_part_kind;
+typedef struct {
+    stream_part_kind kind;
+    int layer, head, neuron; /* 0-based; -1 where the kind has none */
+} stream_part;
+/* How many parts model_stream_parts gives: with the residual stream the embedding, every
+ * head and every MLP (with `neurons`, each neuron and the MLP's bias b_out instead); without
+ * it, the last layer's heads. */
+int model_stream_part_count(const qkv_model *m, bool neurons);
+/* Those parts at `position` of sequence b of a probed forward, into ids (n) and vectors
+ * (n, C): the stream entering layer 0, each head's z·W_O rows, each MLP's output (or each
+ * neuron's post-activation times its row of W_out, and b_out). Returns n. */
+int model_stream_parts(const qkv_model *m, const qkv_probe *probe, int b, int position,
+                       bool neurons, stream_part *ids, double *vectors);
+/* "embed", "L.H", "mlp L", "mlp L.N", "mlp L bias" (layers and heads from 1, neurons from 0). */
+void model_stream_part_name(const stream_part *p, char *buf, size_t len);
+
 /* LAPACK's dgeev without eigenvectors (lapack.c, which loads LAPACK the first time): the
  * eigenvalues wr + i wi of the (n, n) column-major matrix a (overwritten), work (lwork
  * doubles) its workspace, *info dgeev's. Fails, calling nothing, with QKV_ERR_NOMEM when

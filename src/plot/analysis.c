@@ -188,6 +188,24 @@ static bool head_label(const cJSON *c, int64_t layers, int64_t heads, int *l, in
     return true;
 }
 
+/* Whether c is an MLP part's name of a model of `layers` layers (qkv attribute's and the lens's
+ * parts of transformer blocks): "mlp L", "mlp L.N" (a neuron, N from 0) or "mlp L bias", L
+ * in 1..layers; *l is L. */
+static bool mlp_label(const cJSON *c, int64_t layers, int *l) {
+    if (!cJSON_IsString(c) || strncmp(c->valuestring, "mlp ", 4)) return false;
+    char word[24], rest[24] = "";
+    const char *name = c->valuestring + 4;
+    size_t n = strcspn(name, ". ");
+    if (n == 0 || n >= sizeof word || strlen(name + n) >= sizeof rest) return false;
+    snprintf(word, sizeof word, "%.*s", (int)n, name);
+    snprintf(rest, sizeof rest, "%s", name + n);
+    int64_t a, u;
+    if (number_int(word, 1, layers, &a) != NUMBER_OK) return false;
+    *l = (int)a;
+    return !rest[0] || !strcmp(rest, " bias") ||
+           (rest[0] == '.' && number_int(rest + 1, 0, QKV_MAX_MLP - 1, &u) == NUMBER_OK);
+}
+
 /* Whether entry e names a head of the model: "layer" in 1..L and "head" in 1..H. */
 static bool model_head(const cJSON *e, const plot_source *src) {
     return whole_in(e, "layer", 1, src->layers) > 0 && whole_in(e, "head", 1, src->heads) > 0;
@@ -336,11 +354,15 @@ static const char *check_attribute(const cJSON *j, const plot_source *src) {
     if (!parts) return "no parts";
     cJSON_ArrayForEach(e, parts) {
         const cJSON *l = cJSON_GetObjectItemCaseSensitive(e, "layer");
-        bool head = l && !cJSON_IsNull(l);
-        if ((head && !model_head(e, src)) ||
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(e, "head");
+        bool layer = l && !cJSON_IsNull(l), head = layer && h && !cJSON_IsNull(h);
+        int ml;
+        bool mlp = layer && !head && mlp_label(cJSON_GetObjectItemCaseSensitive(e, "name"),
+                                               src->layers, &ml) && LAYER(e) == ml;
+        if ((head && !model_head(e, src)) || (layer && !head && !mlp) ||
             !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(e, "name")) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "value")))
-            return "a part is not a named value, or not of a head of the model";
+            return "a part is not a named value, or not of a head or an MLP of the model";
     }
     return NULL;
 }
@@ -404,11 +426,12 @@ static const char *check_lens(const cJSON *j, const plot_source *src) {
         cJSON_ArrayForEach(part, parts) {
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(part, "name");
             int l, h;
-            if (++n > (int64_t)src->layers * src->heads + 2 || !cJSON_IsString(name) ||
+            if (++n > (int64_t)src->layers * (src->heads + 1) + 2 || !cJSON_IsString(name) ||
                 !(!strcmp(name->valuestring, "embed") || !strcmp(name->valuestring, "bias") ||
-                  head_label(name, src->layers, src->heads, &l, &h)) ||
+                  head_label(name, src->layers, src->heads, &l, &h) ||
+                  mlp_label(name, src->layers, &l)) ||
                 !number_or_null(cJSON_GetObjectItemCaseSensitive(part, "value")))
-                return "a part is not embed, bias or a head of the model, with a value";
+                return "a part is not embed, bias, a head or an MLP of the model, with a value";
         }
         i++;
     }
