@@ -168,6 +168,13 @@ def reference(torch, op, x, extra, params):
         y = attention(torch, split(x["q"]), split(x["k"]), split(x["v"]), mask,
                       float(params["scale"]))
         return y.transpose(1, 2).reshape(y.shape[0], y.shape[2], h * y.shape[3])
+    if op == "relu":
+        return torch.relu(x["x"])
+    if op == "gelu":
+        return F.gelu(x["x"], approximate=params["approximate"])
+    if op == "layernorm":
+        return F.layer_norm(x["x"], (x["x"].shape[-1],), weight=x["gain"], bias=x["bias"],
+                            eps=float(params["eps"]))
     if op == "self_attention":
         xx = x["x"]
         return attention(torch, xx @ x["wq"], xx @ x["wk"], xx @ x["wv"], mask,

@@ -297,6 +297,29 @@ static qkv_tensor *b_self_attention(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dum
     cJSON_AddNumberToObject(rec->params, "scale", 0.0);
     return qkv_attention(c, q, k, v, m, 0.0, NULL);
 }
+static qkv_tensor *b_relu(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    (void)r;
+    (void)rec;
+    return qkv_relu(c, in[0]);
+}
+/* params "approximate": PyTorch's name of the form ("none" or "tanh") */
+static qkv_tensor *gelu_form(qkv_ctx *c, qkv_tensor **in, dump_rec *rec, qkv_act act) {
+    cJSON_AddStringToObject(rec->params, "approximate", act == QKV_ACT_GELU_TANH ? "tanh" : "none");
+    return qkv_gelu(c, in[0], act);
+}
+static qkv_tensor *b_gelu(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    (void)r;
+    return gelu_form(c, in, rec, QKV_ACT_GELU);
+}
+static qkv_tensor *b_gelu_tanh(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    (void)r;
+    return gelu_form(c, in, rec, QKV_ACT_GELU_TANH);
+}
+static qkv_tensor *b_layernorm(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    (void)r;
+    cJSON_AddNumberToObject(rec->params, "eps", QKV_LAYERNORM_EPS);
+    return qkv_layernorm(c, in[0], in[1], in[2], QKV_LAYERNORM_EPS);
+}
 
 #define S1(a) {a}
 #define S2(a, b) {a, b}
@@ -382,6 +405,15 @@ static const dump_case cases[] = {
      {S3(3, 4, 4), S3(3, 5, 4), S3(3, 5, 4)}, b_heads_padding},
     {"heads_tiles_causal", "attention_heads", 3, QKV, {3, 3, 3},
      {S3(1, 70, 8), S3(1, 150, 8), S3(1, 150, 6)}, b_heads_causal},
+    /* the MLP's activations and LayerNorm (last too): (B, T, C); LayerNorm's 36 rows of the
+     * last case make three blocks of its sums over rows */
+    {"relu", "relu", 1, X, {3}, {S3(2, 3, 4)}, b_relu},
+    {"gelu", "gelu", 1, X, {3}, {S3(2, 3, 4)}, b_gelu},
+    {"gelu_tanh", "gelu", 1, X, {2}, {S2(3, 5)}, b_gelu_tanh},
+    {"layernorm", "layernorm", 3, {"x", "gain", "bias"}, {3, 1, 1}, {S3(2, 3, 5), S1(5), S1(5)},
+     b_layernorm},
+    {"layernorm_blocks", "layernorm", 3, {"x", "gain", "bias"}, {3, 1, 1},
+     {S3(3, 12, 4), S1(4), S1(4)}, b_layernorm},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

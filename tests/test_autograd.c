@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L /* setrlimit */
 #endif
 #include "qkv.h"
+#include "engine/internal.h" /* op_table */
 #include "kernels/kernels.h"
 
 #include "fixtures.h"
@@ -404,6 +405,75 @@ START_TEST(test_first_write_mixed_consumers) {
 }
 END_TEST
 
+/* Every op has its row of op_table: a name, and a backward (the leaf none). A row missing
+ * from the end stops the build (its _Static_assert); one missing from the middle is zeros. */
+START_TEST(test_op_table) {
+    ck_assert(op_table[QKV_OP_NONE].backward == NULL);
+    for (int op = 0; op < QKV_OP_COUNT; op++) {
+        ck_assert_msg(op_table[op].name != NULL, "op %d has no row in op_table", op);
+        ck_assert_str_eq(qkv_op_name((qkv_op)op), op_table[op].name);
+        ck_assert_msg(op == QKV_OP_NONE || op_table[op].backward, "op %s has no backward",
+                      op_table[op].name);
+        ck_assert_int_lt(op_table[op].part, PROFILE_PART_COUNT);
+        for (int other = 0; other < op; other++)
+            ck_assert_str_ne(op_table[other].name, op_table[op].name);
+    }
+    ck_assert_str_eq(qkv_op_name(QKV_OP_COUNT), "?");
+}
+END_TEST
+
+/* relu, gelu and layernorm store their inputs' gradients on the first write and add on the
+ * later ones. h = 1·X (an intermediate) feeds all three, LayerNorm as its x, its gain and its
+ * bias at once (h is 1-D, of C elements). dX must be the sum of what each use gives alone,
+ * each from its own graph (LayerNorm's three slots one at a time, the other two given X's
+ * values as constants) and summed in X's gradient (leaves accumulate over passes). The orders
+ * of the sums differ: equal to f64 rounding. */
+static qkv_tensor *mlp_use(qkv_ctx *c, qkv_tensor *x, qkv_tensor *w, int use) {
+    qkv_tensor *h = qkv_scale(c, x, 1.0), *y;
+    qkv_tensor *k = qkv_from_array(c, QKV_F64, x->ndim, x->shape, x->data); /* no gradient */
+    switch (use) {
+    case 0: y = qkv_relu(c, h); break;
+    case 1: y = qkv_gelu(c, h, QKV_ACT_GELU); break;
+    case 2: y = qkv_gelu(c, h, QKV_ACT_GELU_TANH); break;
+    case 3: y = qkv_layernorm(c, h, k, k, QKV_LAYERNORM_EPS); break;
+    case 4: y = qkv_layernorm(c, k, h, k, QKV_LAYERNORM_EPS); break;
+    default: y = qkv_layernorm(c, k, k, h, QKV_LAYERNORM_EPS); break;
+    }
+    return qkv_sum(c, qkv_mul(c, y, w));
+}
+
+START_TEST(test_mlp_ops_first_write) {
+    qkv_tensor *x = param_f64(ctx, 1, (int64_t[]){5}, (double[]){-1.5, 0.3, 2, -0.2, 0.9});
+    qkv_tensor *w = qkv_from_array(ctx, QKV_F64, 1, (int64_t[]){5},
+                                   (double[]){0.5, -1, 2, 1.5, -0.75});
+    double alone[5] = {0};
+    for (int use = 0; use < 6; use++) {
+        qkv_ctx *c = qkv_ctx_new(0);
+        qkv_zero_grad(ctx);
+        qkv_backward(mlp_use(c, x, w, use));
+        double total = 0;
+        for (int i = 0; i < 5; i++) alone[i] += qkv_grad_get(x, i), total += fabs(qkv_grad_get(x, i));
+        ck_assert_msg(total > 0, "use %d gives no gradient", use);
+        qkv_ctx_free(c);
+    }
+    /* all four uses of one h in one graph */
+    qkv_zero_grad(ctx);
+    qkv_ctx *c = qkv_ctx_new(0);
+    qkv_tensor *h = qkv_scale(c, x, 1.0);
+    qkv_tensor *ys[4] = {qkv_relu(c, h), qkv_gelu(c, h, QKV_ACT_GELU),
+                         qkv_gelu(c, h, QKV_ACT_GELU_TANH),
+                         qkv_layernorm(c, h, h, h, QKV_LAYERNORM_EPS)};
+    qkv_tensor *loss = qkv_sum(c, qkv_mul(c, ys[0], w));
+    for (int u = 1; u < 4; u++) loss = qkv_add(c, loss, qkv_sum(c, qkv_mul(c, ys[u], w)));
+    qkv_backward(loss);
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(fabs(qkv_grad_get(x, i) - alone[i]) <= 1e-13 * fmax(1, fabs(alone[i])),
+                      "dX[%d]: %.17g in one graph, %.17g from each use alone", i,
+                      qkv_grad_get(x, i), alone[i]);
+    qkv_ctx_free(c);
+}
+END_TEST
+
 /* A gradient nothing writes in a pass reads as zeros, not as the arena's old bytes. h = X·W
  * reaches the loss only through an op built in no-grad mode, whose backward never runs: h's
  * own backward still runs (h is marked and needs a gradient), and must find zeros, so W's
@@ -791,6 +861,8 @@ static Suite *autograd_suite(void) {
     tcase_add_test(tc, test_non_param_inputs_get_no_grad);
     tcase_add_test(tc, test_side_computation_untouched);
     tcase_add_test(tc, test_first_write_mixed_consumers);
+    tcase_add_test(tc, test_op_table);
+    tcase_add_test(tc, test_mlp_ops_first_write);
     tcase_add_test(tc, test_unwritten_gradient_is_zero);
     tcase_add_test(tc, test_fused_attention_stores);
     tcase_add_test(tc, test_attention_heads_form);

@@ -146,6 +146,41 @@ static void misuse_mask_padding_bad_length(void) {
     qkv_mask_padding(ctx, QKV_F32, 2, 4, (int32_t[]){2, 5});
 }
 
+static void misuse_layernorm_gain_shape(void) {
+    qkv_layernorm(ctx, f32(2, (int64_t[]){2, 4}), f32(1, (int64_t[]){3}), f32(1, (int64_t[]){4}),
+                  QKV_LAYERNORM_EPS);
+}
+
+static void misuse_layernorm_gain_2d(void) {
+    qkv_layernorm(ctx, f32(2, (int64_t[]){2, 4}), f32(2, (int64_t[]){1, 4}),
+                  f32(1, (int64_t[]){4}), QKV_LAYERNORM_EPS);
+}
+
+static void misuse_layernorm_dtype(void) {
+    qkv_layernorm(ctx, f32(2, (int64_t[]){2, 4}), qkv_ones(ctx, QKV_F64, 1, (int64_t[]){4}),
+                  f32(1, (int64_t[]){4}), QKV_LAYERNORM_EPS);
+}
+
+static void misuse_layernorm_bias_null(void) {
+    qkv_layernorm(ctx, f32(2, (int64_t[]){2, 4}), f32(1, (int64_t[]){4}), NULL, QKV_LAYERNORM_EPS);
+}
+
+static void misuse_layernorm_eps(void) {
+    qkv_layernorm(ctx, f32(1, (int64_t[]){4}), f32(1, (int64_t[]){4}), f32(1, (int64_t[]){4}), -1);
+}
+
+static void misuse_relu_i32(void) {
+    qkv_relu(ctx, qkv_zeros(ctx, QKV_I32, 1, (int64_t[]){3}));
+}
+
+static void misuse_gelu_form(void) {
+    qkv_gelu(ctx, f32(1, (int64_t[]){3}), QKV_ACT_RELU);
+}
+
+static void misuse_activation_form(void) {
+    qkv_activation(ctx, f32(1, (int64_t[]){3}), (qkv_act)7);
+}
+
 static void misuse_gradcheck_bad_index(void) {
     qkv_gradcheck_run(1000, 1e-6, 1); /* there are not so many ops */
 }
@@ -316,6 +351,16 @@ static const struct {
     {misuse_tensor_bad_shape, "qkv: tensor: dim 1 has size 0"},
     {misuse_tensor_too_many_dims, "qkv: tensor: 5 dims (at most 4)"},
     {misuse_mask_padding_bad_length, "qkv: mask_padding: lengths[1] = 5 is outside 0..4"},
+    {misuse_layernorm_gain_shape, "qkv: layernorm: gain (3) and bias (4) must be (4), the last "
+                                  "dim of x (2,4)"},
+    {misuse_layernorm_gain_2d, "qkv: layernorm: gain (1,4) and bias (4) must be (4), the last "
+                               "dim of x (2,4)"},
+    {misuse_layernorm_dtype, "qkv: layernorm: dtypes differ: x is f32, gain f64, bias f32"},
+    {misuse_layernorm_bias_null, "qkv: layernorm: bias is NULL"},
+    {misuse_layernorm_eps, "qkv: layernorm: eps -1 must be finite and >= 0"},
+    {misuse_relu_i32, "qkv: relu: x has dtype i32, need f32 or f64"},
+    {misuse_gelu_form, "qkv: gelu: form 0 is not gelu or gelu-tanh"},
+    {misuse_activation_form, "qkv: activation: unknown form 7"},
     {misuse_gradcheck_bad_index, "qkv: gradcheck: op 1000 of "},
 };
 

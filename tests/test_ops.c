@@ -786,6 +786,262 @@ START_TEST(test_attention_shapes) {
 }
 END_TEST
 
+/* ---- the MLP's activations and LayerNorm ------------------------------------------------- */
+
+START_TEST(test_relu_known) {
+    for (int d = 0; d < 2; d++) {
+        qkv_tensor *x = mkp(FLOATS[d], 1, (int64_t[]){5}, (double[]){-2, -0.0, 0, 0.5, 3});
+        qkv_tensor *y = qkv_relu(ctx, x);
+        ck_assert_int_eq(y->op, QKV_OP_RELU);
+        assert_values(y, (double[]){0, 0, 0, 0.5, 3}, 0);
+        ck_assert(!signbit(qkv_get(y, 1))); /* relu(-0) is +0 */
+        /* dy = w: the gradient passes where x > 0 only (0 at x = 0, as PyTorch) */
+        qkv_tensor *w = mk(FLOATS[d], 1, (int64_t[]){5}, (double[]){1, 2, 3, 4, 5});
+        qkv_backward(qkv_sum(ctx, qkv_mul(ctx, y, w)));
+        assert_grads(x, (double[]){0, 0, 0, 4, 5}, 0);
+        /* NaN stays NaN (a clamp), and gets no gradient */
+        qkv_tensor *n = qkv_relu(ctx, mk(FLOATS[d], 1, (int64_t[]){1}, (double[]){NAN}));
+        ck_assert(isnan(qkv_get(n, 0)));
+    }
+}
+END_TEST
+
+/* gelu and its derivative at a few points, worked out apart from qkv (in double, from the
+ * definitions: x·Φ(x) and Φ(x) + x·φ(x); 0.5·x·(1 + tanh(u)) and its derivative). */
+START_TEST(test_gelu_known) {
+    static const double x[5] = {-3, -0.5, 0, 1, 2};
+    static const double erf_y[5] = {-0.00404969409489031, -0.15426876936299344, 0,
+                                    0.8413447460685429, 1.9544997361036416};
+    static const double erf_dy[5] = {-0.011945647204183918, 0.13250487534383712, 0.5,
+                                     1.0833154705876864, 1.085231801078197};
+    static const double tanh_y[5] = {-0.0036373920817729943, -0.15428599017485606, 0,
+                                     0.8411919906082768, 1.954597694087775};
+    static const double tanh_dy[5] = {-0.011584166630969516, 0.13263009646535764, 0.5,
+                                      1.0829640838457826, 1.0860992566236183};
+    for (int d = 0; d < 2; d++) {
+        double tol = d == 0 ? 2e-7 : 1e-15;
+        for (int form = 0; form < 2; form++) {
+            qkv_act act = form == 0 ? QKV_ACT_GELU : QKV_ACT_GELU_TANH;
+            qkv_tensor *in = mkp(FLOATS[d], 1, (int64_t[]){5}, x);
+            qkv_tensor *y = qkv_gelu(ctx, in, act);
+            ck_assert_int_eq(y->op, QKV_OP_GELU);
+            ck_assert_int_eq(y->iparam[0], act);
+            assert_values(y, form == 0 ? erf_y : tanh_y, tol);
+            qkv_backward(qkv_sum(ctx, y));
+            assert_grads(in, form == 0 ? erf_dy : tanh_dy, tol);
+        }
+    }
+}
+END_TEST
+
+/* The negative tail, where 1 + erf and 1 + tanh would cancel: both forms keep their relative
+ * precision, in f32 too (values from mpmath at 40 digits). */
+START_TEST(test_gelu_tail) {
+    static const double x[2] = {-5, -8};
+    static const double want[2][2][2] = { /* [form][value, derivative][x] */
+        {{-1.4332578593959696e-6, -4.9767684594174273e-15},
+         {-7.1469460017922946e-6, -3.979607261086796e-14}},
+        {{-2.291796196629506e-7, -3.1077829375011112e-21},
+         {-1.5463619875325946e-6, -4.7147845041068416e-20}}};
+    for (int d = 0; d < 2; d++)
+        for (int form = 0; form < 2; form++) {
+            qkv_tensor *in = mkp(FLOATS[d], 1, (int64_t[]){2}, x);
+            qkv_tensor *y = qkv_gelu(ctx, in, form == 0 ? QKV_ACT_GELU : QKV_ACT_GELU_TANH);
+            qkv_backward(qkv_sum(ctx, y));
+            double tol = d == 0 ? 1e-5 : 1e-13; /* relative */
+            for (int i = 0; i < 2; i++) {
+                double got[2] = {qkv_get(y, i), qkv_grad_get(in, i)};
+                for (int k = 0; k < 2; k++)
+                    ck_assert_msg(fabs(got[k] - want[form][k][i]) <= tol * fabs(want[form][k][i]),
+                                  "%s form %d x %g %s: got %.10g, want %.10g",
+                                  qkv_dtype_name(FLOATS[d]), form, x[i], k ? "dy/dx" : "y",
+                                  got[k], want[form][k][i]);
+            }
+        }
+}
+END_TEST
+
+START_TEST(test_activation_dispatch) {
+    ck_assert_str_eq(qkv_act_name(QKV_ACT_RELU), "relu");
+    ck_assert_str_eq(qkv_act_name(QKV_ACT_GELU), "gelu");
+    ck_assert_str_eq(qkv_act_name(QKV_ACT_GELU_TANH), "gelu-tanh");
+    ck_assert_str_eq(qkv_act_name((qkv_act)QKV_ACTS), "?");
+    ck_assert_str_eq(qkv_op_name(QKV_OP_RELU), "relu");
+    ck_assert_str_eq(qkv_op_name(QKV_OP_GELU), "gelu");
+    ck_assert_str_eq(qkv_op_name(QKV_OP_LAYERNORM), "layernorm");
+    qkv_tensor *x = mk(QKV_F64, 1, (int64_t[]){3}, (double[]){-1, 0.25, 2});
+    for (int a = 0; a < QKV_ACTS; a++) {
+        qkv_tensor *y = qkv_activation(ctx, x, (qkv_act)a);
+        ck_assert_int_eq(y->op, a == QKV_ACT_RELU ? QKV_OP_RELU : QKV_OP_GELU);
+        qkv_tensor *want = a == QKV_ACT_RELU ? qkv_relu(ctx, x) : qkv_gelu(ctx, x, (qkv_act)a);
+        for (int i = 0; i < 3; i++) ck_assert_double_eq(qkv_get(y, i), qkv_get(want, i));
+    }
+}
+END_TEST
+
+/* Two rows of 4: (1, 2, 3, 4), mean 2.5 and variance 1.25, and a constant row, which
+ * normalises to 0 and so gives the bias. loss = Σ w ⊙ y. */
+START_TEST(test_layernorm_known) {
+    const double r0 = 1 / sqrt(1.25 + QKV_LAYERNORM_EPS), r1 = 1 / sqrt(QKV_LAYERNORM_EPS);
+    const double xhat[4] = {-1.5 * r0, -0.5 * r0, 0.5 * r0, 1.5 * r0};
+    const double gain[4] = {1, 2, 0.5, -1}, bias[4] = {0, 1, -1, 0.5};
+    const double w[8] = {1, -1, 2, 0.5, 3, 1, -2, 1};
+    for (int d = 0; d < 2; d++) {
+        double tol = d == 0 ? 1e-6 : 1e-14;
+        qkv_tensor *x = mkp(FLOATS[d], 2, (int64_t[]){2, 4}, (double[]){1, 2, 3, 4, 7, 7, 7, 7});
+        qkv_tensor *g = mkp(FLOATS[d], 1, (int64_t[]){4}, gain);
+        qkv_tensor *b = mkp(FLOATS[d], 1, (int64_t[]){4}, bias);
+        qkv_tensor *y = qkv_layernorm(ctx, x, g, b, QKV_LAYERNORM_EPS);
+        ck_assert_int_eq(y->op, QKV_OP_LAYERNORM);
+        assert_shape(y, 2, x->shape);
+        /* y = x̂·gain + bias: (-1.3416354, 0.10557639, -0.77639410, -0.84163542), and bias */
+        double want_y[8];
+        for (int j = 0; j < 4; j++) want_y[j] = xhat[j] * gain[j] + bias[j], want_y[4 + j] = bias[j];
+        ck_assert_double_eq_tol(want_y[0], -1.3416354199689269, 1e-15);
+        assert_values(y, want_y, tol);
+
+        qkv_backward(qkv_sum(ctx, qkv_mul(ctx, y, mk(FLOATS[d], 2, (int64_t[]){2, 4}, w))));
+        /* dbias = Σ_rows w; dgain = Σ_rows w ⊙ x̂ (row 1's x̂ is 0) */
+        double want_db[4], want_dg[4], want_dx[8];
+        for (int j = 0; j < 4; j++) want_db[j] = w[j] + w[4 + j], want_dg[j] = w[j] * xhat[j];
+        assert_grads(b, want_db, tol);
+        assert_grads(g, want_dg, tol);
+        /* dx = rstd·(g − mean(g) − x̂·mean(g·x̂)), g = w ⊙ gain */
+        for (int r = 0; r < 2; r++) {
+            double gs[4], mg = 0, mgx = 0, rs = r == 0 ? r0 : r1;
+            for (int j = 0; j < 4; j++) {
+                gs[j] = w[4 * r + j] * gain[j];
+                mg += gs[j] / 4;
+                mgx += gs[j] * (r == 0 ? xhat[j] : 0) / 4;
+            }
+            for (int j = 0; j < 4; j++)
+                want_dx[4 * r + j] = rs * (gs[j] - mg - (r == 0 ? xhat[j] : 0) * mgx);
+        }
+        /* the constant row: rstd = 1/√eps times (3, 2, -1, -1) − 0.75 */
+        ck_assert_double_eq_tol(want_dx[4], r1 * 2.25, 1e-12);
+        for (int i = 0; i < 8; i++)
+            ck_assert_msg(fabs(qkv_grad_get(x, i) - want_dx[i]) <= tol * fmax(1, fabs(want_dx[i])),
+                          "%s dx[%d]: got %.10g, want %.10g", qkv_dtype_name(FLOATS[d]), i,
+                          qkv_grad_get(x, i), want_dx[i]);
+    }
+}
+END_TEST
+
+/* (B, T, C) with gain 1 and bias 0: every row has mean 0 and variance var/(var + eps); the
+ * gradient of x sums to 0 over each row; f32 agrees with f64. In no-grad mode nothing is kept
+ * for a backward pass. */
+START_TEST(test_layernorm_rows) {
+    qkv_rng rng = qkv_rng_seed(21);
+    qkv_tensor *x64 = qkv_param(ctx, qkv_randn(ctx, QKV_F64, 3, (int64_t[]){2, 3, 8}, 3.0, &rng));
+    qkv_tensor *x32 = qkv_param(ctx, qkv_new(ctx, QKV_F32, 3, x64->shape));
+    for (int64_t i = 0; i < x64->size; i++) qkv_set(x32, i, qkv_get(x64, i));
+    qkv_tensor *w = qkv_randn(ctx, QKV_F64, 3, x64->shape, 1.0, &rng);
+    qkv_tensor *w32 = qkv_new(ctx, QKV_F32, 3, x64->shape);
+    for (int64_t i = 0; i < w->size; i++) qkv_set(w32, i, qkv_get(w, i));
+    qkv_tensor *y[2];
+    for (int d = 0; d < 2; d++) {
+        qkv_tensor *x = d == 0 ? x32 : x64;
+        qkv_tensor *g = qkv_param(ctx, qkv_ones(ctx, FLOATS[d], 1, (int64_t[]){8}));
+        qkv_tensor *b = qkv_param(ctx, qkv_zeros(ctx, FLOATS[d], 1, (int64_t[]){8}));
+        y[d] = qkv_layernorm(ctx, x, g, b, QKV_LAYERNORM_EPS);
+        ck_assert_ptr_nonnull(y[d]->saved);
+        qkv_backward(qkv_sum(ctx, qkv_mul(ctx, y[d], d == 0 ? w32 : w)));
+        for (int64_t r = 0; r < 6; r++) {
+            double mean = 0, sq = 0, dsum = 0, var = 0;
+            for (int j = 0; j < 8; j++) mean += qkv_get(y[d], r * 8 + j) / 8;
+            for (int j = 0; j < 8; j++) {
+                sq += pow(qkv_get(y[d], r * 8 + j) - mean, 2) / 8;
+                var += pow(qkv_get(x, r * 8 + j), 2) / 8; /* about the mean below */
+                dsum += qkv_grad_get(x, r * 8 + j);
+            }
+            double xm = 0;
+            for (int j = 0; j < 8; j++) xm += qkv_get(x, r * 8 + j) / 8;
+            var -= xm * xm;
+            ck_assert_double_eq_tol(mean, 0, d == 0 ? 1e-6 : 1e-15);
+            ck_assert_double_eq_tol(sq, var / (var + QKV_LAYERNORM_EPS), d == 0 ? 1e-6 : 1e-12);
+            ck_assert_double_eq_tol(dsum, 0, d == 0 ? 1e-5 : 1e-13);
+        }
+    }
+    for (int64_t i = 0; i < x64->size; i++) {
+        ck_assert_double_eq_tol(qkv_get(y[0], i), qkv_get(y[1], i), 1e-6);
+        ck_assert_double_eq_tol(qkv_grad_get(x32, i), qkv_grad_get(x64, i), 1e-5);
+    }
+    qkv_ctx_set_no_grad(ctx, true);
+    qkv_tensor *g = qkv_ones(ctx, QKV_F64, 1, (int64_t[]){8}), *b = qkv_zeros(ctx, QKV_F64, 1, (int64_t[]){8});
+    qkv_tensor *e = qkv_layernorm(ctx, x64, g, b, QKV_LAYERNORM_EPS);
+    ck_assert_ptr_null(e->saved);
+    ck_assert_ptr_null(e->grad);
+    for (int64_t i = 0; i < x64->size; i++) ck_assert_double_eq(qkv_get(e, i), qkv_get(y[1], i));
+}
+END_TEST
+
+/* f32 rows with a large common offset (1000 + 0.01·noise): x̂ is formed in double, so the f32
+ * output is the f64 output (on the same, float-rounded inputs) to a float's rounding; a float
+ * mean, off by up to half its ulp (3e-5), would put 3e-3 into every x̂. */
+START_TEST(test_layernorm_f32_offset) {
+    qkv_rng rng = qkv_rng_seed(8);
+    qkv_tensor *x32 = qkv_new(ctx, QKV_F32, 2, (int64_t[]){4, 16});
+    for (int64_t i = 0; i < x32->size; i++) qkv_set(x32, i, 1000 + 0.01 * qkv_rng_normal(&rng));
+    qkv_tensor *x64 = qkv_new(ctx, QKV_F64, 2, x32->shape);
+    for (int64_t i = 0; i < x32->size; i++) qkv_set(x64, i, qkv_get(x32, i));
+    qkv_tensor *y[2];
+    for (int d = 0; d < 2; d++)
+        y[d] = qkv_layernorm(ctx, d == 0 ? x32 : x64, qkv_ones(ctx, FLOATS[d], 1, (int64_t[]){16}),
+                             qkv_zeros(ctx, FLOATS[d], 1, (int64_t[]){16}), QKV_LAYERNORM_EPS);
+    for (int64_t i = 0; i < x32->size; i++)
+        ck_assert_msg(fabs(qkv_get(y[0], i) - qkv_get(y[1], i)) <= 1e-6, "y[%lld]: %.9g vs %.9g",
+                      (long long)i, qkv_get(y[0], i), qkv_get(y[1], i));
+}
+END_TEST
+
+#ifdef QKV_HAVE_OPENMP
+/* The new ops on 1, 2 and 3 threads give the same bits: outputs, dx, and LayerNorm's dgain and
+ * dbias, sums over every row in blocks that depend on the rows only. 900 rows of 64: the loops
+ * fork (3.5 times KERNEL_PARALLEL_ELEMS elements), 57 blocks. */
+static void *copy_of(const void *p, int64_t n, qkv_dtype dt) {
+    void *c = malloc((size_t)n * qkv_dtype_size(dt));
+    ck_assert_ptr_nonnull(c);
+    return memcpy(c, p, (size_t)n * qkv_dtype_size(dt));
+}
+
+START_TEST(test_mlp_ops_thread_count) {
+    int saved = qkv_threads();
+    for (int d = 0; d < 2; d++) {
+        qkv_dtype dt = FLOATS[d];
+        void *first[6] = {0};
+        for (int threads = 1; threads <= 3; threads++) {
+            qkv_set_threads(threads);
+            qkv_ctx *c = qkv_ctx_new(0);
+            qkv_rng rng = qkv_rng_seed(99);
+            int64_t shape[3] = {6, 150, 64};
+            qkv_tensor *x = qkv_param(c, qkv_randn(c, dt, 3, shape, 1.0, &rng));
+            qkv_tensor *g = qkv_param(c, qkv_randn(c, dt, 1, (int64_t[]){64}, 1.0, &rng));
+            qkv_tensor *b = qkv_param(c, qkv_randn(c, dt, 1, (int64_t[]){64}, 1.0, &rng));
+            qkv_tensor *w = qkv_randn(c, dt, 3, shape, 1.0, &rng);
+            qkv_tensor *h = qkv_layernorm(c, x, g, b, QKV_LAYERNORM_EPS);
+            qkv_tensor *y = qkv_add(c, qkv_gelu(c, h, QKV_ACT_GELU),
+                                    qkv_add(c, qkv_gelu(c, h, QKV_ACT_GELU_TANH), qkv_relu(c, h)));
+            qkv_backward(qkv_sum(c, qkv_mul(c, y, w)));
+            const qkv_tensor *t[6] = {h, y, x, g, b, NULL};
+            for (int k = 0; k < 5; k++) {
+                const void *bits = k < 2 ? t[k]->data : t[k]->grad;
+                if (threads == 1) {
+                    first[k] = copy_of(bits, t[k]->size, dt);
+                } else {
+                    ck_assert_msg(memcmp(first[k], bits, (size_t)t[k]->size * qkv_dtype_size(dt)) == 0,
+                                  "%s: tensor %d on %d threads differs from 1 thread",
+                                  qkv_dtype_name(dt), k, threads);
+                }
+            }
+            qkv_ctx_free(c);
+        }
+        for (int k = 0; k < 5; k++) free(first[k]);
+    }
+    qkv_set_threads(saved);
+}
+END_TEST
+#endif
+
 static Suite *ops_suite(void) {
     Suite *s = suite_create("ops");
     TCase *tc = tcase_create("softmax");
@@ -842,6 +1098,24 @@ static Suite *ops_suite(void) {
     tcase_add_test(tc, test_attention_worked_example_causal);
     tcase_add_test(tc, test_attention_shapes);
     suite_add_tcase(s, tc);
+
+    tc = tcase_create("mlp");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_relu_known);
+    tcase_add_test(tc, test_gelu_known);
+    tcase_add_test(tc, test_gelu_tail);
+    tcase_add_test(tc, test_activation_dispatch);
+    tcase_add_test(tc, test_layernorm_known);
+    tcase_add_test(tc, test_layernorm_rows);
+    tcase_add_test(tc, test_layernorm_f32_offset);
+    suite_add_tcase(s, tc);
+
+#ifdef QKV_HAVE_OPENMP
+    tc = tcase_create("threads");
+    tcase_set_tags(tc, "threads"); /* left out under qemu-user and valgrind (.ci/run) */
+    tcase_add_test(tc, test_mlp_ops_thread_count);
+    suite_add_tcase(s, tc);
+#endif
     return s;
 }
 

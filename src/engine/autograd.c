@@ -1,57 +1,8 @@
-/* autograd.c - the tape: reverse-mode backward, zeroing gradients, a plain SGD step. */
+/* autograd.c - the tape: reverse-mode backward, zeroing gradients, a plain SGD step. What it
+ * knows of each op (its backward, its profile part, whether it stores first) is its row of
+ * op_table (op_table.c). */
 #include "engine/internal.h"
 #include "kernels/kernels.h"
-
-static const op_backward_fn op_backward[] = {
-    [QKV_OP_NONE] = NULL,
-    [QKV_OP_MATMUL] = matmul_backward,
-    [QKV_OP_SCALE] = scale_backward,
-    [QKV_OP_MASK] = mask_backward,
-    [QKV_OP_SOFTMAX] = softmax_backward,
-    [QKV_OP_ADD] = add_backward,
-    [QKV_OP_MUL] = mul_backward,
-    [QKV_OP_EMBEDDING] = embedding_backward,
-    [QKV_OP_RESHAPE] = reshape_backward,
-    [QKV_OP_TRANSPOSE] = transpose_backward,
-    [QKV_OP_CROSS_ENTROPY] = cross_entropy_backward,
-    [QKV_OP_MSE] = mse_backward,
-    [QKV_OP_SUM] = sum_backward,
-    [QKV_OP_MEAN] = mean_backward,
-    [QKV_OP_ATTENTION] = attention_fused_backward,
-};
-_Static_assert(sizeof op_backward / sizeof op_backward[0] == QKV_OP_COUNT,
-               "op_backward out of sync");
-
-static const profile_part op_part[] = {
-    [QKV_OP_NONE] = PROFILE_OTHER,
-    [QKV_OP_MATMUL] = PROFILE_PRODUCTS,
-    [QKV_OP_SCALE] = PROFILE_ELEMENTWISE,
-    [QKV_OP_MASK] = PROFILE_ELEMENTWISE,
-    [QKV_OP_SOFTMAX] = PROFILE_SOFTMAX,
-    [QKV_OP_ADD] = PROFILE_ELEMENTWISE,
-    [QKV_OP_MUL] = PROFILE_ELEMENTWISE,
-    [QKV_OP_EMBEDDING] = PROFILE_EMBEDDING,
-    [QKV_OP_RESHAPE] = PROFILE_LAYOUT,
-    [QKV_OP_TRANSPOSE] = PROFILE_LAYOUT,
-    [QKV_OP_CROSS_ENTROPY] = PROFILE_LOSS,
-    [QKV_OP_MSE] = PROFILE_LOSS,
-    [QKV_OP_SUM] = PROFILE_ELEMENTWISE,
-    [QKV_OP_MEAN] = PROFILE_ELEMENTWISE,
-    [QKV_OP_ATTENTION] = PROFILE_SOFTMAX, /* its products and packing enter their own parts */
-};
-_Static_assert(sizeof op_part / sizeof op_part[0] == QKV_OP_COUNT, "op_part out of sync");
-
-int op_profile_part(qkv_op op) { return op_part[op]; }
-
-/* The ops whose backward stores its inputs' gradients on the first write of a pass
- * (grad_first_write) instead of adding to zeros: they write every element of them. */
-static const bool op_stores_first[QKV_OP_COUNT] = {
-    [QKV_OP_MATMUL] = true,
-    [QKV_OP_ADD] = true,
-    [QKV_OP_RESHAPE] = true,
-    [QKV_OP_TRANSPOSE] = true,
-    [QKV_OP_ATTENTION] = true, /* the fused op: q, k and v (ops/attention_fused.c) */
-};
 
 /* The tensor that owns x's gradient buffer: a reshape of an intermediate shares its input's. */
 static qkv_tensor *grad_owner(qkv_tensor *x) {
@@ -135,11 +86,12 @@ void qkv_backward(qkv_tensor *loss) {
         if (t->mark == pass && t->op != QKV_OP_NONE && t->requires_grad) {
             profile_enter(PROFILE_LAYOUT);
             grad_to_add(t); /* no consumer wrote it: its gradient is 0 */
-            if (!op_stores_first[t->op])
+            const op_info *op = &op_table[t->op];
+            if (!op->stores_first)
                 for (int k = 0; k < 4; k++)
                     if (t->src[k] && t->src[k]->grad) grad_to_add(t->src[k]);
-            profile_enter(op_part[t->op]);
-            op_backward[t->op](t);
+            profile_enter(op->part);
+            op->backward(t);
         }
     profile_enter(PROFILE_LAYOUT);
     unstage_leaves(loss);

@@ -167,7 +167,25 @@ static qkv_tensor *b_heads_causal(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
 static qkv_tensor *b_heads_padding(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
     return heads_masked(c, in, r, 1);
 }
+static qkv_tensor *b_relu(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    (void)r;
+    return qkv_relu(c, in[0]);
+}
+static qkv_tensor *b_gelu(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    (void)r;
+    return qkv_gelu(c, in[0], QKV_ACT_GELU);
+}
+/* The tanh form on inputs spread over (-6, 6): its tails, where tanh saturates. */
+static qkv_tensor *b_gelu_tanh(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    (void)r;
+    return qkv_gelu(c, qkv_scale(c, in[0], 2.5), QKV_ACT_GELU_TANH);
+}
+static qkv_tensor *b_layernorm(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    (void)r;
+    return qkv_layernorm(c, in[0], in[1], in[2], QKV_LAYERNORM_EPS);
+}
 
+#define S1(a) {a}
 #define S2(a, b) {a, b}
 #define S3(a, b, c) {a, b, c}
 #define S4(a, b, c, d) {a, b, c, d}
@@ -220,13 +238,23 @@ static const gc_case cases[] = {
     {"attention_heads", 3, {3, 3, 3}, {S3(2, 4, 6), S3(2, 6, 6), S3(2, 6, 4)}, b_heads_causal},
     {"attention_heads", 3, {3, 3, 3}, {S3(3, 4, 4), S3(3, 5, 4), S3(3, 5, 4)}, b_heads_padding},
     {"attention_heads", 3, {3, 3, 3}, {S3(1, 67, 4), S3(1, 131, 4), S3(1, 131, 2)}, b_heads_causal},
+    /* relu's inputs are moved away from its kink (has_kink) */
+    {"relu", 1, {3}, {S3(2, 3, 4)}, b_relu},
+    {"relu", 1, {1}, {S1(7)}, b_relu},
+    {"gelu", 1, {3}, {S3(2, 3, 4)}, b_gelu},
+    {"gelu", 1, {2}, {S2(3, 5)}, b_gelu_tanh},
+    /* (B, T, C) with gain and bias; then 36 rows, three blocks of the sums over rows */
+    {"layernorm", 3, {3, 1, 1}, {S3(2, 3, 5), S1(5), S1(5)}, b_layernorm},
+    {"layernorm", 3, {2, 1, 1}, {S2(4, 6), S1(6), S1(6)}, b_layernorm},
+    {"layernorm", 3, {3, 1, 1}, {S3(3, 12, 4), S1(4), S1(4)}, b_layernorm},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
 static const char *const checked_ops[] = {"matmul", "scale", "mask", "softmax", "add",
                                           "mul", "embedding", "reshape", "transpose",
                                           "cross_entropy", "mse", "sum", "mean", "attention",
-                                          "attention_fused", "attention_heads"};
+                                          "attention_fused", "attention_heads", "relu",
+                                          "gelu", "layernorm"};
 #define NOPS ((int)(sizeof checked_ops / sizeof checked_ops[0]))
 
 int qkv_gradcheck_count(void) { return NOPS; }
@@ -247,14 +275,23 @@ static double weighted_output(qkv_ctx *scratch, const gc_case *gc, qkv_tensor **
     return total;
 }
 
+/* An op not differentiable at 0 (relu): the differences reach 2·GC_STEP either side of each
+ * input, so its inputs are moved GC_KINK_GAP further from 0 (|x| >= GC_KINK_GAP). */
+#define GC_KINK_GAP 0.1
+static bool has_kink(const gc_case *gc) { return strcmp(gc->op, "relu") == 0; }
+
 static void check_case(const gc_case *gc, uint64_t seed, qkv_gradcheck_result *res) {
     qkv_ctx *ctx = qkv_ctx_new(0), *scratch = qkv_ctx_new(0);
     QKV_CHECK(ctx && scratch, "gradcheck", "out of memory");
     qkv_ctx_set_no_grad(scratch, true);
     qkv_rng rng = qkv_rng_seed(seed);
     qkv_tensor *in[3];
-    for (int i = 0; i < gc->nin; i++)
+    for (int i = 0; i < gc->nin; i++) {
         in[i] = qkv_param(ctx, qkv_randn(ctx, QKV_F64, gc->ndim[i], gc->shape[i], 1.0, &rng));
+        double *x = in[i]->data;
+        if (has_kink(gc))
+            for (int64_t e = 0; e < in[i]->size; e++) x[e] += copysign(GC_KINK_GAP, x[e]);
+    }
     uint64_t extras_seed = qkv_rng_u64(&rng);
     qkv_rng r = qkv_rng_seed(extras_seed);
     qkv_tensor *out = gc->build(ctx, in, &r);

@@ -1,9 +1,10 @@
 /* internal.h - what the engine's own files share (src/engine/): the arena, tensor internals,
- * the ops' backward table. The layers above include engine/engine.h instead. */
+ * the op table. The layers above include engine/engine.h instead. */
 #ifndef QKV_INTERNAL_H
 #define QKV_INTERNAL_H
 
 #include "engine/engine.h"
+#include "kernels/kernels.h" /* profile_part, of the op table */
 #include "qkv.h"
 
 #include <math.h>
@@ -71,31 +72,31 @@ void tensor_shape4(const qkv_tensor *t, int64_t shape[4]);
  * (and from then on it is not); the op then stores 0 + value, as an add to a zeroed gradient
  * would (-0 becomes +0: the same bits), or, for a product (matmul, the fused attention), its
  * sum of products, which starts from +0 and so differs from 0 + sum only where every product
- * underflows to -0. Only the ops of autograd.c's op_stores_first do; the
+ * underflows to -0. Only the ops whose op_table row says stores_first do; the
  * engine zeroes the inputs' gradients of the others before they run. A leaf's gradient (its
  * staged buffer, zeroed) is always added to; a view's gradient is its base's. */
 bool grad_first_write(qkv_tensor *x);
 /* x's gradient, zeroed if nothing has written it in this pass: ready to be added to. */
 void *grad_to_add(qkv_tensor *x);
 
-/* ---- ops: one backward per op, indexed by qkv_op (autograd.c keeps the table) ---- */
+/* ---- ops: the op table (op_table.c), one row per qkv_op ---- */
+/* An op's backward pass, NAME_backward in ops/NAME.c (declared in op_table.c, beside its row):
+ * adds (or, for an op whose row says stores_first, stores on the first write) the gradient of
+ * out into the gradients of out->src[]. */
 typedef void (*op_backward_fn)(qkv_tensor *out);
-/* The part of a training step's profile an op's forward and backward belong to (autograd.c;
- * kernels.h's profile_part): an op's time runs from its tensor_new_op to the next op's. */
-int op_profile_part(qkv_op op);
-void matmul_backward(qkv_tensor *out);
-void scale_backward(qkv_tensor *out);
-void mask_backward(qkv_tensor *out);
-void softmax_backward(qkv_tensor *out);
-void add_backward(qkv_tensor *out);
-void mul_backward(qkv_tensor *out);
-void embedding_backward(qkv_tensor *out);
-void reshape_backward(qkv_tensor *out);
-void transpose_backward(qkv_tensor *out);
-void cross_entropy_backward(qkv_tensor *out);
-void mse_backward(qkv_tensor *out);
-void sum_backward(qkv_tensor *out);
-void mean_backward(qkv_tensor *out);
-void attention_fused_backward(qkv_tensor *out);
+typedef struct {
+    const char *name;        /* qkv_op_name: what a tensor prints as its maker */
+    op_backward_fn backward; /* NULL only for a leaf */
+    /* The part of a training step's profile the op's forward and backward run in
+     * (kernels.h): an op's time runs from its tensor_new_op to the next op's. */
+    profile_part part;
+    /* Whether the backward stores its inputs' gradients on their first write of a pass
+     * (grad_first_write) instead of adding to zeros: it writes every element of each, so the
+     * engine need not zero them first (autograd.c). */
+    bool stores_first;
+} op_info;
+/* Indexed by qkv_op; its length is checked against QKV_OP_COUNT where it is defined. */
+extern const op_info op_table[];
+
 
 #endif

@@ -1,23 +1,11 @@
-/* tensor.c - tensor creation, element access, printing (with the op names) and the portable
- * RNG. */
+/* tensor.c - tensor creation, element access, printing (with the op names of op_table.c)
+ * and the portable RNG. */
 #include "engine/internal.h"
 #include "kernels/kernels.h"
 
-/* ---- op names: what a tensor prints as its maker (autograd.c keeps the backward of each) ---- */
-static const char *const op_names[] = {
-    [QKV_OP_NONE] = "leaf",           [QKV_OP_MATMUL] = "matmul",
-    [QKV_OP_SCALE] = "scale",         [QKV_OP_MASK] = "mask",
-    [QKV_OP_SOFTMAX] = "softmax",     [QKV_OP_ADD] = "add",
-    [QKV_OP_MUL] = "mul",             [QKV_OP_EMBEDDING] = "embedding",
-    [QKV_OP_RESHAPE] = "reshape",     [QKV_OP_TRANSPOSE] = "transpose",
-    [QKV_OP_CROSS_ENTROPY] = "cross_entropy", [QKV_OP_MSE] = "mse",
-    [QKV_OP_SUM] = "sum",             [QKV_OP_MEAN] = "mean",
-    [QKV_OP_ATTENTION] = "attention_fused",
-};
-_Static_assert(sizeof op_names / sizeof op_names[0] == QKV_OP_COUNT, "op_names out of sync");
-
+/* ---- op names: each op's row of op_table (op_table.c) ---- */
 const char *qkv_op_name(qkv_op op) {
-    return op >= 0 && op < QKV_OP_COUNT ? op_names[op] : "?";
+    return op >= 0 && op < QKV_OP_COUNT ? op_table[op].name : "?";
 }
 
 /* ---- random numbers ---- */
@@ -114,7 +102,7 @@ static qkv_tensor *tensor_alloc(qkv_ctx *ctx, qkv_dtype dtype, int ndim, const i
 qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
                           const int64_t *shape, qkv_tensor *s0, qkv_tensor *s1, qkv_tensor *s2) {
     qkv_tensor *t = tensor_alloc(ctx, dtype, ndim, shape, true); /* the op writes it all */
-    profile_enter((profile_part)op_profile_part(op)); /* the op's forward follows: its part */
+    profile_enter(op_table[op].part); /* the op's forward follows: its part */
     t->op = op;
     t->src[0] = s0;
     t->src[1] = s1;

@@ -217,11 +217,54 @@ double cross_entropy_forward_f64(const double *x, const int32_t *targets, int32_
 void cross_entropy_backward_f64(double *dx, const double *x, const int32_t *targets,
                                 int32_t ignore, int64_t rows, int64_t n, const double *lse,
                                 double g);
+/* The MLP's activations over n elements, elementwise (activation_kernel.c), as PyTorch defines
+ * them: relu y = max(x, 0) (NaN stays NaN), dx = dy where x > 0, else 0; gelu in its erf form
+ * (tanh_form false) y = x·Φ(x), dx = dy·(Φ(x) + x·φ(x)), or its tanh form y = 0.5·x·(1 +
+ * tanh(√(2/π)·(x + 0.044715·x³))), dx = dy·(its exact derivative); Φ through erfc and the
+ * tanh through exp (activation_kernel.c says why). f32 in float, f64 in double. The backward adds into dx, or stores 0 + value when `store`
+ * (a gradient nothing has written yet in the pass: grad_first_write). */
+void relu_forward_f32(float *y, const float *x, int64_t n);
+void relu_backward_f32(float *dx, const float *dy, const float *x, int64_t n, bool store);
+void relu_forward_f64(double *y, const double *x, int64_t n);
+void relu_backward_f64(double *dx, const double *dy, const double *x, int64_t n, bool store);
+void gelu_forward_f32(float *y, const float *x, int64_t n, bool tanh_form);
+void gelu_backward_f32(float *dx, const float *dy, const float *x, int64_t n, bool tanh_form,
+                       bool store);
+void gelu_forward_f64(double *y, const double *x, int64_t n, bool tanh_form);
+void gelu_backward_f64(double *dx, const double *dy, const double *x, int64_t n,
+                       bool tanh_form, bool store);
+/* LayerNorm over rows of C (layernorm_kernel.c): y = (x − mean)·rstd·gain + bias, mean and the
+ * biased variance var of each row, rstd = 1/√(var + eps); each row's mean and rstd into
+ * mean[r], rstd[r] when they are not NULL (the backward's). Both types sum the rows in
+ * double. Backward, with x̂ = (x − mean)·rstd and g = dy·gain:
+ *   dx = rstd·(g − mean_row(g) − x̂·mean_row(g·x̂)), dgain = Σ_rows dy·x̂, dbias = Σ_rows dy,
+ * into dx, dgain, dbias (each may be NULL), added, or stored (0 + value) for those `store`
+ * names (LAYERNORM_STORE_*: written first in this pass), in the order dx, dgain, dbias. The
+ * sums over rows run in layernorm_blocks(rows) blocks of rows, a number that depends on the
+ * rows only, each block's partial sums in `scratch` (layernorm_scratch_doubles), then added
+ * in block order: the bits do not depend on the thread count. */
+enum { LAYERNORM_STORE_DX = 1, LAYERNORM_STORE_DGAIN = 2, LAYERNORM_STORE_DBIAS = 4 };
+int64_t layernorm_blocks(int64_t rows);
+size_t layernorm_scratch_doubles(int64_t rows, int64_t C);
+void layernorm_forward_f32(float *y, double *mean, double *rstd, const float *x,
+                           const float *gain, const float *bias, int64_t rows, int64_t C,
+                           double eps);
+void layernorm_backward_f32(float *dx, float *dgain, float *dbias, unsigned store,
+                            const float *dy, const float *x, const float *gain,
+                            const double *mean, const double *rstd, int64_t rows, int64_t C,
+                            double *scratch);
+void layernorm_forward_f64(double *y, double *mean, double *rstd, const double *x,
+                           const double *gain, const double *bias, int64_t rows, int64_t C,
+                           double eps);
+void layernorm_backward_f64(double *dx, double *dgain, double *dbias, unsigned store,
+                            const double *dy, const double *x, const double *gain,
+                            const double *mean, const double *rstd, int64_t rows, int64_t C,
+                            double *scratch);
 /* The optimizers over n parameters at once (w[i], g[i], and the state m[i], v[i] where the
  * rule has it; NULL otherwise), each of size[i] elements. optim_grad_sq_* returns Σ g² (summed
  * in double), the same for any thread count; optim_update_* applies one step of rule r to
  * every element, its numbers rounded to the parameters' type first. */
-#define OPTIM_MAX_PARAMS 64
+#define OPTIM_MAX_PARAMS 128
 typedef enum { OPTIM_SGD, OPTIM_MOMENTUM, OPTIM_ADAM } optim_kind;
 typedef struct {
     optim_kind kind;
