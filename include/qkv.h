@@ -634,7 +634,12 @@ QKV_API qkv_tensor *qkv_model_forward_trace_padded(qkv_model *m, qkv_ctx *step,
  *                            need not sum to 1)
  *   resid_pre, resid_post (B, To, C)  the stream entering and leaving a layer (the decoder's
  *                            in an encoder-decoder; without the residual stream, the layer's
- *                            input and output) */
+ *                            input and output; with an MLP, resid_post is after it)
+ * and in a model with an MLP of N units (cfg.mlp):
+ *   resid_mid (B, To, C)     the stream between the layer's attention and its MLP
+ *   mlp_pre, mlp_post (B, To, N)  each neuron before and after the activation (columns:
+ *                            neurons)
+ *   mlp_out  (B, To, C)      what the MLP adds to the stream (b_out included) */
 typedef enum {
     QKV_SITE_Z,
     QKV_SITE_Q,
@@ -643,25 +648,31 @@ typedef enum {
     QKV_SITE_PATTERN,
     QKV_SITE_RESID_PRE,
     QKV_SITE_RESID_POST,
+    QKV_SITE_RESID_MID,
+    QKV_SITE_MLP_PRE,
+    QKV_SITE_MLP_POST,
+    QKV_SITE_MLP_OUT,
 } qkv_site;
-#define QKV_SITES 7
+#define QKV_SITES 11
 typedef enum {
     QKV_HEAD_KEEP,    /* the site as computed (an edit that changes nothing) */
     QKV_HEAD_ZERO,    /* 0 */
     QKV_HEAD_MEAN,    /* value (1, ...): one value for every sequence (a mean) */
     QKV_HEAD_REPLACE, /* value (B, ...): sequence b's from another run */
 } qkv_head_edit_kind;
-/* One edit of one site: the entries of head `head` (ignored for the stream's sites) in row
- * `position` (a query position; for k and v a key position; -1: every row) and, for the
- * pattern only, column `key_position` (-1: every key). value has the site's full shape (its
- * first dim 1 for MEAN) and is read only at those entries. */
+/* One edit of one site: the entries of head `head` (ignored for the sites without heads: the
+ * stream's and the MLP's) in row `position` (a query position; for k and v a key position;
+ * -1: every row) and, for the pattern, column `key_position` (-1: every key), for mlp_pre
+ * and mlp_post, neuron `key_position` (-1: every neuron). value has the site's full shape
+ * (its first dim 1 for MEAN) and is read only at those entries. */
 typedef struct {
     qkv_head_edit_kind kind;
     int layer, head;
     int position;
     const qkv_tensor *value;
     qkv_site site;    /* QKV_SITE_Z when not set */
-    int key_position; /* the pattern's key column; ignored for the other sites */
+    int key_position; /* the pattern's key column, mlp_pre's and mlp_post's neuron; ignored
+                         for the other sites */
 } qkv_head_edit;
 /* What qkv_model_forward_probe changes and keeps. Tensors it keeps belong to the step's
  * graph: after qkv_backward each holds the gradient of the loss by that part. Every tensor
@@ -695,7 +706,8 @@ typedef struct {
 QKV_API qkv_tensor *qkv_model_forward_probe(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                             const int32_t *lengths, int batch, qkv_probe *probe);
 /* The tensor of `site` at layer l that a probe kept (resid_pre: stream[l], resid_post:
- * resid_post[l]). */
+ * resid_post[l], the MLP's sites: resid_mid[l] ... mlp_out[l]; NULL for those in a model
+ * without an MLP). */
 QKV_API qkv_tensor *qkv_probe_site(const qkv_probe *probe, qkv_site site, int layer);
 /* Bytes of parameters, gradients and Adam state, and of one training step's arena for a
  * batch: upper bounds, for memory checks before allocating (docs/errors.md). */

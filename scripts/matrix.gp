@@ -59,11 +59,15 @@ unset key
 set object 1 rectangle from graph 0, graph 0 to graph 1, graph 1 behind \
     fillcolor rgb '#d0d4d8' fillstyle solid noborder
 
+# one row or one column: gnuplot draws no image of it, so each cell is then a box
+set style fill solid noborder
+cells = (nr < 2 || nc < 2) ? 'using 1:2:(0.5):(0.5):3 with boxxyerror fillcolor palette' \
+                           : 'using 1:2:3 with image pixels'
 if (values && nc <= 12 && nr <= 12) {
-    plot data matrix rowheaders columnheaders using 1:2:3 with image pixels, \
+    plot data matrix rowheaders columnheaders @cells, \
          data matrix rowheaders columnheaders \
               using 1:2:($3 == $3 ? sprintf('%.2f', $3) : ''):(abs($3) > 0.6 * (mode eq 'sequential' ? 1 : big) ? 0xffffff : 0x000000) \
               with labels textcolor rgb variable font ',9'
 } else {
-    plot data matrix rowheaders columnheaders using 1:2:3 with image pixels
+    plot data matrix rowheaders columnheaders @cells
 }

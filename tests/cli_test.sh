@@ -750,10 +750,22 @@ EOF
 run 0 "resume an MLP model" -- train --resume blocks --steps 30 --quiet
 run 0 "eval of an MLP model" -- eval blocks
 run 0 "ablate an MLP model" -- ablate blocks
-run 2 "attribute refuses an MLP model" -- attribute blocks --input "1 2 3 4 5 6 7 8"
-check "attribute names what the model has" grep -q "the model has an MLP (--mlp 32) and LayerNorm, which attribute does not cover" err.txt
-run 2 "lens refuses an MLP model" -- lens blocks --input "1 2 3 4 5 6 7 8"
+run 0 "attribute of an MLP model, each neuron" -- attribute blocks --input "1 2 3 4 5 6 7 8" --neurons --json
+check "attribute's parts: the MLP's neurons and bias, and the final LayerNorm's scale" "$PY" - out.txt <<'EOF'
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+names = [p["name"] for p in r["parts"]]
+assert "mlp 2.31" in names and "mlp 1 bias" in names and "1.2" in names, names
+assert [p["neuron"] for p in r["parts"] if p["name"] == "mlp 2.31"] == [31], r["parts"]
+assert abs(sum(p["value"] for p in r["parts"]) - r["logit"]) < 1e-4, r
+assert r["final_scale"] > 0, r
+EOF
+run 2 "attribute --neurons without an MLP" -- attribute old_model --input "1 2 3 4 5 6 7 8" --neurons
+check "--neurons' line" grep -q "the model has no MLP" err.txt
+run 0 "lens of an MLP model" -- lens blocks --input "1 2 3 4 5 6 7 8"
 run 2 "circuits refuses an MLP model" -- circuits blocks
+check "circuits names what the model has" grep -q "the model has an MLP (--mlp 32) and LayerNorm, which circuits does not cover yet" err.txt
+run 2 "patch --path refuses an MLP model" -- patch blocks --path --clean "1 2 3 4 5 6 7 8" --corrupt "2 2 3 4 5 6 7 8"
 run 2 "--mlp without the residual stream" -- train --task reverse --mlp 8 --steps 1
 check "--mlp's line" grep -q -- "--mlp 8 needs the residual stream (add --residual)" err.txt
 run 2 "--norm without the residual stream" -- train --task reverse --norm layernorm --steps 1

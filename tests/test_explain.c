@@ -761,6 +761,68 @@ START_TEST(test_block_identities) {
 }
 END_TEST
 
+/* The MLP's sites on block models (f64): resid-mid and resid-post of the last layer at the
+ * metric position carry all of it (the MLP and the LayerNorms read one position), so their
+ * exact share there is 1; without LayerNorm the metric is linear in the last layer's mlp-post
+ * (a neuron at a time) and mlp-out, so attribution equals exact patching there (1e-9); the
+ * neurons' rows are one per neuron; a site the model lacks or an --over it does not take is
+ * refused. */
+START_TEST(test_block_sites) {
+    loaded_model t;
+    make_block_model(&t, _i, QKV_F64);
+    const qkv_model_config *c = &t.model.cfg;
+    explain_input in[2];
+    heldout_input(&t, 0, &in[0]);
+    heldout_input(&t, 1, &in[1]);
+    patch_metric m = {t.target_len - 1, 0, 1};
+    const struct { qkv_site site; explain_over over; } cases[] = {
+        {QKV_SITE_RESID_MID, EXPLAIN_OVER_LAYER_POSITION},
+        {QKV_SITE_RESID_POST, EXPLAIN_OVER_LAYER_POSITION},
+        {QKV_SITE_MLP_OUT, EXPLAIN_OVER_LAYER_POSITION},
+        {QKV_SITE_MLP_POST, EXPLAIN_OVER_NEURON},
+        {QKV_SITE_MLP_PRE, EXPLAIN_OVER_NEURON_POSITION}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        ck_assert_int_eq(explain_check_site(&t, cases[k].site, cases[k].over), QKV_OK);
+        patch_result r = {.site = cases[k].site, .over = cases[k].over, .exact = true,
+                          .attribution = true};
+        ck_assert_int_eq(patch_of(&t, &in[0], &in[1], &m, 1, &r), QKV_OK);
+        int per = cases[k].over == EXPLAIN_OVER_NEURON ? c->mlp
+                  : cases[k].over == EXPLAIN_OVER_NEURON_POSITION ? c->mlp * t.target_len
+                                                                  : t.target_len;
+        ck_assert_int_eq(r.n_rows, c->layers * per);
+        bool linear = !blocks[_i].norm && (cases[k].site == QKV_SITE_MLP_OUT ||
+                                           cases[k].site == QKV_SITE_MLP_POST);
+        for (int i = 0; i < r.n_rows; i++) {
+            const explain_spot *s = &r.rows[i].spot;
+            bool by_neuron = cases[k].over != EXPLAIN_OVER_LAYER_POSITION;
+            ck_assert_int_eq(s->head, -1);
+            ck_assert(by_neuron ? s->neuron >= 0 && s->neuron < c->mlp : s->neuron == -1);
+            if (s->layer != c->layers - 1) continue;
+            if (linear)
+                ck_assert_msg(fabs(r.rows[i].exact - r.rows[i].attribution) <= 1e-9,
+                              "%s %s row %d: exact %.15g attribution %.15g", blocks[_i].task,
+                              explain_site_names[cases[k].site], i, r.rows[i].exact,
+                              r.rows[i].attribution);
+            if ((cases[k].site == QKV_SITE_RESID_MID || cases[k].site == QKV_SITE_RESID_POST) &&
+                s->position == m.position)
+                ck_assert_msg(fabs(r.rows[i].exact - 1) <= 1e-12, "%.15g", r.rows[i].exact);
+        }
+        explain_patch_free(&r);
+    }
+    ck_assert_int_eq(explain_check_site(&t, QKV_SITE_MLP_OUT, EXPLAIN_OVER_NEURON), QKV_ERR_VALUE);
+    ck_assert_int_eq(explain_check_site(&t, QKV_SITE_Z, EXPLAIN_OVER_NEURON), QKV_ERR_VALUE);
+    ck_assert_int_eq(explain_check_site(&t, QKV_SITE_MLP_PRE, EXPLAIN_OVER_HEAD), QKV_ERR_VALUE);
+    loaded_model_free(&t);
+    loaded_model attention_only;
+    make_model(&attention_only, 0, QKV_F64);
+    ck_assert_int_eq(explain_check_site(&attention_only, QKV_SITE_MLP_POST, EXPLAIN_OVER_NEURON),
+                     QKV_ERR_VALUE);
+    ck_assert_int_eq(explain_check_site(&attention_only, QKV_SITE_RESID_MID,
+                                        EXPLAIN_OVER_LAYER_POSITION), QKV_ERR_VALUE);
+    loaded_model_free(&attention_only);
+}
+END_TEST
+
 static Suite *explain_suite(void) {
     Suite *s = suite_create("explain");
     TCase *tc = tcase_create("exact");
@@ -776,6 +838,7 @@ static Suite *explain_suite(void) {
     tcase_add_loop_test(tc, test_path_identities, 0, NMODELS);
     tcase_add_loop_test(tc, test_lens_identities, 0, NMODELS);
     tcase_add_loop_test(tc, test_block_identities, 0, NBLOCKS);
+    tcase_add_loop_test(tc, test_block_sites, 0, NBLOCKS);
     suite_add_tcase(s, tc);
     tc = tcase_create("trained");
     /* 600 training steps: left out under valgrind and qemu (.ci/run), as test_train's

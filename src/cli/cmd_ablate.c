@@ -61,10 +61,9 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
     if (code != CLI_RUN) return code;
     if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
     if (a->over < 0) a->over = (int)explain_default_over((qkv_site)a->site);
-    bool stream = a->site == QKV_SITE_RESID_PRE || a->site == QKV_SITE_RESID_POST;
-    if (stream && a->heads) {
-        cli_error("ablate: --heads names heads; --site %s removes the stream of every layer",
-                  explain_site_names[a->site]);
+    if (!explain_site_has_heads((qkv_site)a->site) && a->heads) {
+        cli_error("ablate: --heads names heads; --site %s has none: it is removed in every "
+                  "layer", explain_site_names[a->site]);
         return EXIT_USAGE;
     }
     return explain_cli_model("ablate", a->model, argc, argv, first, &a->model);
@@ -131,15 +130,17 @@ static bool parse_heads(const char *text, const loaded_model *lm, ablate_request
 
 static void print_table(const loaded_model *lm, const ablate_request *rq, const ablate_result *r,
                         const char *data) {
-    bool stream = rq->site == QKV_SITE_RESID_PRE || rq->site == QKV_SITE_RESID_POST;
+    bool stream = !explain_site_has_heads(rq->site);
+    bool neurons = rq->site == QKV_SITE_MLP_PRE || rq->site == QKV_SITE_MLP_POST;
     printf("ablate: %s ablation of %s (--site %s, --over %s), %d layer%s x %d head%s, %lld "
            "positions with a target (%s)\n", rq->mean ? "mean" : "zero",
-           stream ? "the stream" : "each head's", explain_site_names[rq->site],
+           neurons ? "the MLP's" : stream ? "the stream" : "each head's",
+           explain_site_names[rq->site],
            explain_over_names[rq->over], lm->model.cfg.layers, lm->model.cfg.layers == 1 ? "" : "s",
            lm->model.cfg.heads, lm->model.cfg.heads == 1 ? "" : "s",
            (long long)r->baseline.counted, data ? data : "the held-out set");
-    printf("  %-16s %10s %9s %10s %10s\n", stream ? "layer" : "head", "loss", "accuracy",
-           "loss +", "accuracy -");
+    printf("  %-16s %10s %9s %10s %10s\n", neurons ? "layer neuron" : stream ? "layer" : "head",
+           "loss", "accuracy", "loss +", "accuracy -");
     printf("  %-16s %10.4f %9.4f\n", "none", r->baseline.loss, r->baseline.accuracy);
     for (int i = 0; i < r->n; i++) {
         const explain_spot *s = &r->spots[i];
@@ -147,6 +148,8 @@ static void print_table(const loaded_model *lm, const ablate_request *rq, const 
         if (s->head < 0) snprintf(name, sizeof name, "%d", s->layer + 1);
         else snprintf(name, sizeof name, "%d.%d", s->layer + 1, s->head + 1);
         size_t at = strlen(name);
+        if (neurons && s->neuron >= 0) snprintf(name + at, sizeof name - at, " n%d", s->neuron);
+        at = strlen(name);
         if (s->position >= 0) snprintf(name + at, sizeof name - at, " @%d", s->position);
         else if (s->key_position >= 0)
             snprintf(name + at, sizeof name - at, " key %d", s->key_position);

@@ -219,17 +219,21 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
             printf("\n");
         }
     } else {
+        const char *unit = r->over == EXPLAIN_OVER_NEURON ||
+                                   r->over == EXPLAIN_OVER_NEURON_POSITION ? "neuron"
+                           : explain_site_has_heads(r->site) ? "head"
+                                                             : "layer";
         printf("  share of the difference recovered by patching each %s's clean %s (1 all, "
-               "0 none)\n", r->over == EXPLAIN_OVER_LAYER_POSITION ? "layer" : "head",
-               explain_site_names[r->site]);
-        printf("  %-6s %-10s %-6s %12s %12s\n", r->over == EXPLAIN_OVER_LAYER_POSITION ? "layer"
-                                                                                        : "head",
-               "position", "key", "exact", "attribution");
+               "0 none)\n", unit, explain_site_names[r->site]);
+        printf("  %-9s %-10s %-6s %12s %12s\n", unit, "position", "key", "exact", "attribution");
         for (int i = 0; i < r->n_rows; i++) {
             const explain_spot *s = &r->rows[i].spot;
             char name[32], at[48] = "all", key[16] = "all";
             if (s->head < 0) snprintf(name, sizeof name, "%d", s->layer + 1);
             else snprintf(name, sizeof name, "%d.%d", s->layer + 1, s->head + 1);
+            size_t end = strlen(name);
+            if (s->neuron >= 0 && (s->site == QKV_SITE_MLP_PRE || s->site == QKV_SITE_MLP_POST))
+                snprintf(name + end, sizeof name - end, " n%d", s->neuron);
             if (s->position >= 0) {
                 if (clean) explain_position_label(lm, clean, s->position, at, sizeof at);
                 else snprintf(at, sizeof at, "%d", s->position);
@@ -237,7 +241,7 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
             if (s->key_position >= 0) snprintf(key, sizeof key, "%d", s->key_position);
             else if (s->site != QKV_SITE_K && s->site != QKV_SITE_V && s->site != QKV_SITE_PATTERN)
                 snprintf(key, sizeof key, "-");
-            printf("  %-6s %-10s %-6s", name, at, key);
+            printf("  %-9s %-10s %-6s", name, at, key);
             print_share(r->rows[i].exact);
             print_share(r->rows[i].attribution);
             printf("\n");

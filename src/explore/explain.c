@@ -239,32 +239,53 @@ static qkv_status check_logit(const loaded_model *lm, const qkv_tensor *logits, 
 /* ---- hook points ---- */
 
 const char *const explain_site_names[] = {"z", "q", "k", "v", "pattern", "resid-pre",
-                                          "resid-post", NULL};
+                                          "resid-post", "resid-mid", "mlp-pre", "mlp-post",
+                                          "mlp-out", NULL};
+_Static_assert(sizeof explain_site_names / sizeof explain_site_names[0] == QKV_SITES + 1,
+               "a name for every site");
 const char *const explain_over_names[] = {"head", "head-position", "key-position",
-                                          "layer-position", NULL};
+                                          "layer-position", "neuron", "neuron-position", NULL};
 
+/* The sites of a layer's stream, (B, To, C): no heads, positions only. */
 static bool stream_site(qkv_site site) {
-    return site == QKV_SITE_RESID_PRE || site == QKV_SITE_RESID_POST;
+    return site == QKV_SITE_RESID_PRE || site == QKV_SITE_RESID_POST ||
+           site == QKV_SITE_RESID_MID || site == QKV_SITE_MLP_OUT;
 }
 
-/* A site's positions: query rows (z, q, the pattern's rows, the stream), key rows (k, v),
- * key columns (the pattern's). */
+/* The MLP's neurons, (B, To, N): no heads, positions and neurons. */
+static bool neuron_site(qkv_site site) {
+    return site == QKV_SITE_MLP_PRE || site == QKV_SITE_MLP_POST;
+}
+
+bool explain_site_has_heads(qkv_site site) { return !stream_site(site) && !neuron_site(site); }
+
+/* A site's positions: query rows (z, q, the pattern's rows, the stream, the MLP), key rows
+ * (k, v), key columns (the pattern's), neuron columns (the MLP's). */
 static bool over_applies(qkv_site site, explain_over over) {
     switch (over) {
-    case EXPLAIN_OVER_HEAD: return !stream_site(site);
+    case EXPLAIN_OVER_HEAD: return !stream_site(site) && !neuron_site(site);
     case EXPLAIN_OVER_HEAD_POSITION:
         return site == QKV_SITE_Z || site == QKV_SITE_Q || site == QKV_SITE_PATTERN;
     case EXPLAIN_OVER_KEY_POSITION:
         return site == QKV_SITE_K || site == QKV_SITE_V || site == QKV_SITE_PATTERN;
-    default: return stream_site(site);
+    case EXPLAIN_OVER_NEURON:
+    case EXPLAIN_OVER_NEURON_POSITION: return neuron_site(site);
+    default: return stream_site(site) || neuron_site(site);
     }
 }
 
 explain_over explain_default_over(qkv_site site) {
-    return stream_site(site) ? EXPLAIN_OVER_LAYER_POSITION : EXPLAIN_OVER_HEAD;
+    return stream_site(site)   ? EXPLAIN_OVER_LAYER_POSITION
+           : neuron_site(site) ? EXPLAIN_OVER_NEURON
+                               : EXPLAIN_OVER_HEAD;
 }
 
 qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_over over) {
+    const qkv_model_config *c = &lm->model.cfg;
+    if (site >= QKV_SITE_RESID_MID && c->mlp == 0)
+        return qkv_fail(QKV_ERR_VALUE, "--site %s: the model has no MLP (it was trained without "
+                        "--mlp); its sites are z, q, k, v, pattern%s", explain_site_names[site],
+                        c->residual ? ", resid-pre and resid-post" : "");
     if (!over_applies(site, over)) {
         char can[96] = "";
         for (int o = 0; explain_over_names[o]; o++)
@@ -274,7 +295,7 @@ qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_ove
         return qkv_fail(QKV_ERR_VALUE, "--over %s does not apply to --site %s; it takes %s",
                         explain_over_names[over], explain_site_names[site], can);
     }
-    if (stream_site(site) && !lm->model.cfg.residual)
+    if (stream_site(site) && !c->residual)
         return qkv_fail(QKV_ERR_VALUE, "--site %s: the model has no residual stream (it was "
                         "trained with --no-residual); its sites are z, q, k, v and pattern",
                         explain_site_names[site]);
@@ -289,37 +310,50 @@ qkv_status explain_check_linear(const loaded_model *lm, const char *analysis) {
         snprintf(has, sizeof has, "an MLP (--mlp %d) and LayerNorm", c->mlp);
     else if (c->mlp > 0) snprintf(has, sizeof has, "an MLP (--mlp %d)", c->mlp);
     else snprintf(has, sizeof has, "LayerNorm");
-    return qkv_fail(QKV_ERR_VALUE, "the model has %s, which %s does not cover: it reads a "
-                    "model as a sum of linear parts, exact for attention-only models; ablate, "
-                    "patch without --path, inspect and eval --data cover it", has, analysis);
+    return qkv_fail(QKV_ERR_VALUE, "the model has %s, which %s does not cover yet; ablate, "
+                    "patch without --path, attribute, lens, inspect and eval --data do", has,
+                    analysis);
 }
 
 qkv_status explain_spots(const loaded_model *lm, qkv_site site, explain_over over, int positions,
                          int keys, explain_spot **spots, int *n) {
     const qkv_model_config *c = &lm->model.cfg;
-    int per = over == EXPLAIN_OVER_HEAD ? 1 : over == EXPLAIN_OVER_KEY_POSITION ? keys
-                                                                                : positions;
-    int heads = stream_site(site) ? 1 : c->heads;
-    *n = c->layers * heads * per;
+    /* each layer's spots: heads x (positions, key positions or 1) x (neurons or 1) */
+    bool headless = stream_site(site) || neuron_site(site);
+    bool by_neuron = over == EXPLAIN_OVER_NEURON || over == EXPLAIN_OVER_NEURON_POSITION;
+    bool by_position = over == EXPLAIN_OVER_HEAD_POSITION || over == EXPLAIN_OVER_LAYER_POSITION ||
+                       over == EXPLAIN_OVER_NEURON_POSITION;
+    int heads = headless ? 1 : c->heads, neurons = by_neuron ? c->mlp : 1;
+    int per = over == EXPLAIN_OVER_KEY_POSITION ? keys : by_position ? positions : 1;
+    *n = c->layers * heads * neurons * per;
     *spots = malloc((size_t)*n * sizeof **spots);
     if (!*spots) return qkv_fail(QKV_ERR_NOMEM, "out of memory for %d places to patch", *n);
     int k = 0;
     for (int l = 0; l < c->layers; l++)
         for (int h = 0; h < heads; h++)
-            for (int p = 0; p < per; p++)
-                (*spots)[k++] = (explain_spot){
-                    .site = site, .layer = l, .head = stream_site(site) ? -1 : h,
-                    .position = over == EXPLAIN_OVER_HEAD_POSITION ||
-                                        over == EXPLAIN_OVER_LAYER_POSITION ? p : -1,
-                    .key_position = over == EXPLAIN_OVER_KEY_POSITION ? p : -1};
+            for (int u = 0; u < neurons; u++)
+                for (int p = 0; p < per; p++)
+                    (*spots)[k++] = (explain_spot){
+                        .site = site, .layer = l, .head = headless ? -1 : h,
+                        .position = by_position ? p : -1,
+                        .key_position = over == EXPLAIN_OVER_KEY_POSITION ? p : -1,
+                        .neuron = by_neuron ? u : -1};
     return QKV_OK;
 }
 
 void explain_spot_text(const explain_spot *s, char *buf, size_t len) {
-    if (stream_site(s->site))
-        snprintf(buf, len, "the stream %s layer %d", s->site == QKV_SITE_RESID_PRE ? "entering"
-                                                                                 : "leaving",
-                 s->layer + 1);
+    static const char *const stream_text[] = {
+        [QKV_SITE_RESID_PRE] = "the stream entering layer",
+        [QKV_SITE_RESID_POST] = "the stream leaving layer",
+        [QKV_SITE_RESID_MID] = "the stream between the attention and the MLP of layer",
+        [QKV_SITE_MLP_OUT] = "the output of the MLP of layer",
+        [QKV_SITE_MLP_PRE] = "the MLP neurons before the activation, layer",
+        [QKV_SITE_MLP_POST] = "the MLP neurons after the activation, layer"};
+    if (neuron_site(s->site) && s->neuron >= 0)
+        snprintf(buf, len, "MLP neuron %d.%d %s the activation", s->layer + 1, s->neuron,
+                 s->site == QKV_SITE_MLP_PRE ? "before" : "after");
+    else if (stream_site(s->site) || neuron_site(s->site))
+        snprintf(buf, len, "%s %d", stream_text[s->site], s->layer + 1);
     else
         snprintf(buf, len, "head %d.%d's %s", s->layer + 1, s->head + 1,
                  s->site == QKV_SITE_Z ? "output" : explain_site_names[s->site]);
@@ -330,14 +364,14 @@ void explain_spot_text(const explain_spot *s, char *buf, size_t len) {
 }
 
 /* The probe's edit of spot s: rows are key positions for k and v, query positions
- * elsewhere; the pattern's columns are key positions. */
+ * elsewhere; columns are the pattern's key positions and the MLP's neurons. */
 static qkv_head_edit spot_edit(const explain_spot *s, qkv_head_edit_kind kind,
                                const qkv_tensor *value) {
     bool keys = s->site == QKV_SITE_K || s->site == QKV_SITE_V;
+    int column = s->site == QKV_SITE_PATTERN ? s->key_position : neuron_site(s->site) ? s->neuron : -1;
     return (qkv_head_edit){.kind = kind, .layer = s->layer, .head = s->head,
                            .position = keys ? s->key_position : s->position, .value = value,
-                           .site = s->site,
-                           .key_position = s->site == QKV_SITE_PATTERN ? s->key_position : -1};
+                           .site = s->site, .key_position = column};
 }
 
 /* Σ (a - b) · d metric/d site over spot s's entries of sequence `seq`: a and b the site's
@@ -345,9 +379,9 @@ static qkv_head_edit spot_edit(const explain_spot *s, qkv_head_edit_kind kind,
 static double spot_dot(const explain_spot *s, const qkv_tensor *a, const qkv_tensor *b,
                        const qkv_tensor *graph, int64_t seq) {
     qkv_head_edit e = spot_edit(s, QKV_HEAD_REPLACE, a);
-    bool stream = stream_site(s->site);
-    int64_t G = stream ? 1 : a->shape[1], R = a->shape[a->ndim - 2], W = a->shape[a->ndim - 1];
-    int64_t g = stream ? 0 : e.head;
+    bool headless = stream_site(s->site) || neuron_site(s->site);
+    int64_t G = headless ? 1 : a->shape[1], R = a->shape[a->ndim - 2], W = a->shape[a->ndim - 1];
+    int64_t g = headless ? 0 : e.head;
     int64_t i0 = e.position < 0 ? 0 : e.position, i1 = e.position < 0 ? R : i0 + 1;
     int64_t j0 = e.key_position < 0 ? 0 : e.key_position, j1 = e.key_position < 0 ? W : j0 + 1;
     double sum = 0;
@@ -365,6 +399,7 @@ static double site_bytes(const loaded_model *lm, qkv_site site, int B) {
     double To = lm->target_len, T = c->seq_len, C = c->d_model;
     double per = site == QKV_SITE_K || site == QKV_SITE_V ? T * C
                  : site == QKV_SITE_PATTERN                ? c->heads * To * T
+                 : neuron_site(site)                       ? To * c->mlp
                                                           : To * C;
     return (double)c->layers * (B * per * qkv_dtype_size(c->dtype) + 1024);
 }
@@ -390,9 +425,11 @@ static const char *edits_text(const qkv_head_edit *edits, int n_edits, char *buf
     } else if (n_edits == 1) {
         const qkv_head_edit *e = &edits[0];
         bool keys = e->site == QKV_SITE_K || e->site == QKV_SITE_V;
+        bool neurons = neuron_site(e->site);
         explain_spot s = {e->site, e->layer, e->head, keys ? -1 : e->position,
-                          keys ? e->position : e->key_position};
-        if (e->site == QKV_SITE_RESID_PRE || e->site == QKV_SITE_RESID_POST) s.head = -1;
+                          keys ? e->position : neurons ? -1 : e->key_position,
+                          neurons ? e->key_position : -1};
+        if (stream_site(e->site) || neurons) s.head = -1;
         char what[128];
         explain_spot_text(&s, what, sizeof what);
         snprintf(buf, len, "with %s removed", what);
@@ -712,7 +749,7 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
         int n = 0;
         for (int l = 0; l < L; l++)
             for (int h = 0; h < H; h++)
-                edits[n++] = spot_edit(&(explain_spot){QKV_SITE_Z, l, h, -1, -1}, QKV_HEAD_REPLACE,
+                edits[n++] = spot_edit(&(explain_spot){QKV_SITE_Z, l, h, -1, -1, -1}, QKV_HEAD_REPLACE,
                                        l == ls && h == hs ? pb->clean[l] : pb->corrupt[l]);
         qkv_ctx_reset(pb->record);
         qkv_probe rec = {.edits = edits, .n_edits = n};
@@ -753,7 +790,7 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
             int lr = p->receiver_layer, hr = p->receiver_head;
             const char *via = explain_site_names[p->via];
             if (r->exact) { /* pass 3: only the receiver's input as pass 2 recorded it */
-                qkv_head_edit e = spot_edit(&(explain_spot){p->via, lr, hr, -1, -1},
+                qkv_head_edit e = spot_edit(&(explain_spot){p->via, lr, hr, -1, -1, -1},
                                             QKV_HEAD_REPLACE, qkv_probe_site(&rec, p->via, lr));
                 snprintf(run, sizeof run, "the corrupted run with the %s of head %d.%d as head "
                          "%d.%d's clean output alone makes it", via, lr + 1, hr + 1, ls + 1,
@@ -1118,6 +1155,9 @@ static void add_spot(cJSON *x, const explain_spot *s) {
     else cJSON_AddNumberToObject(x, "position", s->position);
     if (s->key_position < 0) cJSON_AddNullToObject(x, "key_position");
     else cJSON_AddNumberToObject(x, "key_position", s->key_position);
+    if (!neuron_site(s->site)) return; /* rows of the MLP's neurons: which one, or null */
+    if (s->neuron < 0) cJSON_AddNullToObject(x, "neuron");
+    else cJSON_AddNumberToObject(x, "neuron", s->neuron);
 }
 
 cJSON *explain_ablate_json(const loaded_model *lm, const ablate_request *rq, const ablate_result *r,

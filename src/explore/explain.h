@@ -66,31 +66,38 @@ typedef enum {
     EXPLAIN_OVER_HEAD,           /* a head's site at every position */
     EXPLAIN_OVER_HEAD_POSITION,  /* a head's site at each query position */
     EXPLAIN_OVER_KEY_POSITION,   /* a head's k or v at each key position, its pattern's column */
-    EXPLAIN_OVER_LAYER_POSITION, /* the stream of each layer at each position */
+    EXPLAIN_OVER_LAYER_POSITION, /* the stream of each layer at each position (or all of an
+                                    MLP's neurons there) */
+    EXPLAIN_OVER_NEURON,         /* one MLP neuron (mlp-pre, mlp-post) at every position */
+    EXPLAIN_OVER_NEURON_POSITION, /* one MLP neuron at each position */
 } explain_over;
 /* The names the CLI and the JSON use, in enum order, NULL-ended: "z", "q", "k", "v",
- * "pattern", "resid-pre", "resid-post"; "head", "head-position", "key-position",
- * "layer-position". */
+ * "pattern", "resid-pre", "resid-post", "resid-mid", "mlp-pre", "mlp-post", "mlp-out";
+ * "head", "head-position", "key-position", "layer-position", "neuron", "neuron-position". */
 extern const char *const explain_site_names[];
 extern const char *const explain_over_names[];
 
-/* One place edited: site of head `head` (-1 for the stream's sites) of layer `layer`, at
- * query position `position` and key position `key_position` (-1: every one, or the site has
- * none). */
+/* One place edited: site of head `head` (-1 for the sites without heads: the stream's and
+ * the MLP's) of layer `layer`, at query position `position`, key position `key_position` and
+ * MLP neuron `neuron` (-1: every one, or the site has none). */
 typedef struct {
     qkv_site site;
     int layer, head, position, key_position;
+    int neuron; /* read only for mlp-pre and mlp-post */
 } explain_spot;
 
-/* The default --over of a site: head, or layer-position for the stream's. */
+/* Whether a site has heads (z, q, k, v, pattern): the stream's and the MLP's have none. */
+bool explain_site_has_heads(qkv_site site);
+/* The default --over of a site: head, layer-position for the stream's and mlp-out, neuron
+ * for mlp-pre and mlp-post. */
 explain_over explain_default_over(qkv_site site);
 /* QKV_ERR_VALUE naming --site and --over and what the model has, when the model lacks `site`
  * (the stream's sites without the residual stream) or `over` does not apply to it. */
 qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_over over);
-/* Whether `analysis` ("attribute", "lens", "patch --path", "circuits") can read this model:
- * those read the model as a sum of linear parts, exact for attention-only models, so a model
- * with an MLP or LayerNorm is refused with QKV_ERR_VALUE and one line naming what it has and
- * what does cover it, never given a number that leaves them out. */
+/* Whether `analysis` ("circuits", "patch --path") can read this model: those read the heads'
+ * paths through the weights alone, not yet through an MLP or a LayerNorm, so a model with
+ * either is refused with QKV_ERR_VALUE and one line naming what it has and what does cover
+ * it, never given a number that leaves them out. */
 qkv_status explain_check_linear(const loaded_model *lm, const char *analysis);
 /* Every spot of `site` and `over`, layer by layer, head by head, position by position, for
  * inputs of `positions` query positions and `keys` key positions: (n) malloc'd into *spots;

@@ -241,17 +241,29 @@ static qkv_tensor *attention_mask(qkv_ctx *step, const qkv_model_config *c, int 
     return mask;
 }
 
-static const char *const site_names[QKV_SITES] = {"z", "q", "k", "v", "pattern", "resid_pre",
-                                                  "resid_post"};
+static const char *const site_names[QKV_SITES] = {
+    "z", "q", "k", "v", "pattern", "resid_pre", "resid_post", "resid_mid", "mlp_pre", "mlp_post",
+    "mlp_out"};
+
+/* The sites without heads, (B, R, W): the stream's and the MLP's. */
+static bool headless_site(qkv_site site) {
+    return site == QKV_SITE_RESID_PRE || site == QKV_SITE_RESID_POST || site >= QKV_SITE_RESID_MID;
+}
+
+/* The sites whose columns an edit may pick: the pattern's keys, the MLP's neurons. */
+static bool column_site(qkv_site site) {
+    return site == QKV_SITE_PATTERN || site == QKV_SITE_MLP_PRE || site == QKV_SITE_MLP_POST;
+}
 
 /* Tensor y of `site` at layer l after the probe's edits of it: y * keep + put, where keep is
  * 1 and put 0 except at an edited entry (keep 0, put the new value), so an unedited entry is
  * y exactly and the gradient reaching y is dz * keep. y itself when no edit touches it.
- * A head's site is (B, H, R, W), the stream's (B, R, W) (one "head"): an edit covers head
- * `head`, row `position` (all: -1) and, for the pattern, column `key_position` (all: -1). */
+ * A head's site is (B, H, R, W), the stream's and the MLP's (B, R, W) (one "head"): an edit
+ * covers head `head`, row `position` (all: -1) and, for the pattern and the MLP's neurons,
+ * column `key_position` (all: -1). */
 static qkv_tensor *edit_site(qkv_ctx *step, const qkv_probe *probe, qkv_site site, int l,
                              qkv_tensor *y) {
-    bool stream = site == QKV_SITE_RESID_PRE || site == QKV_SITE_RESID_POST;
+    bool stream = headless_site(site);
     int64_t B = y->shape[0], G = stream ? 1 : y->shape[1];
     int64_t R = y->shape[y->ndim - 2], W = y->shape[y->ndim - 1];
     qkv_tensor *keep = NULL, *put = NULL;
@@ -259,7 +271,7 @@ static qkv_tensor *edit_site(qkv_ctx *step, const qkv_probe *probe, qkv_site sit
         const qkv_head_edit *ed = &probe->edits[e];
         if (ed->layer != l || ed->site != site || ed->kind == QKV_HEAD_KEEP) continue;
         int g = stream ? 0 : ed->head;
-        int col = site == QKV_SITE_PATTERN ? ed->key_position : -1;
+        int col = column_site(site) ? ed->key_position : -1;
         QKV_CHECK(g >= 0 && g < G && ed->position >= -1 && ed->position < R && col >= -1 &&
                       col < W && ed->kind >= QKV_HEAD_KEEP && ed->kind <= QKV_HEAD_REPLACE,
                   "model_forward_probe", "edit %d of %s: head %d, position %d, key position "
@@ -325,13 +337,11 @@ static qkv_tensor *mlp_block(qkv_ctx *step, const qkv_model *m, int l, qkv_tenso
                              qkv_probe *probe) {
     qkv_tensor *x = norm(step, m, d, m->ln_mlp_gain[l], m->ln_mlp_bias[l]);
     qkv_tensor *pre = qkv_add(step, qkv_matmul(step, x, m->mlp_w_in[l]), m->mlp_b_in[l]); /* (B,T,N) */
+    if (probe) probe->mlp_pre[l] = pre = edit_site(step, probe, QKV_SITE_MLP_PRE, l, pre);
     qkv_tensor *post = qkv_activation(step, pre, m->cfg.act);
+    if (probe) probe->mlp_post[l] = post = edit_site(step, probe, QKV_SITE_MLP_POST, l, post);
     qkv_tensor *out = qkv_add(step, qkv_matmul(step, post, m->mlp_w_out[l]), m->mlp_b_out[l]);
-    if (probe) {
-        probe->mlp_pre[l] = pre;
-        probe->mlp_post[l] = post;
-        probe->mlp_out[l] = out;
-    }
+    if (probe) probe->mlp_out[l] = out = edit_site(step, probe, QKV_SITE_MLP_OUT, l, out);
     return out;
 }
 
@@ -384,7 +394,7 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
         y = qkv_matmul(step, y, m->w_o[l]); /* (B,Tq,C) */
         d = c->residual ? qkv_add(step, d, y) : y;
         if (c->mlp > 0) {
-            if (probe) probe->resid_mid[l] = d;
+            if (probe) probe->resid_mid[l] = d = edit_site(step, probe, QKV_SITE_RESID_MID, l, d);
             d = qkv_add(step, d, mlp_block(step, m, l, d, probe));
         }
         if (probe) probe->resid_post[l] = d = edit_site(step, probe, QKV_SITE_RESID_POST, l, d);
@@ -429,6 +439,10 @@ qkv_tensor *qkv_probe_site(const qkv_probe *probe, qkv_site site, int layer) {
     case QKV_SITE_V: return tr->v;
     case QKV_SITE_PATTERN: return tr->weights;
     case QKV_SITE_RESID_PRE: return probe->stream[layer];
+    case QKV_SITE_RESID_MID: return probe->resid_mid[layer];
+    case QKV_SITE_MLP_PRE: return probe->mlp_pre[layer];
+    case QKV_SITE_MLP_POST: return probe->mlp_post[layer];
+    case QKV_SITE_MLP_OUT: return probe->mlp_out[layer];
     default: return probe->resid_post[layer];
     }
 }
@@ -440,8 +454,10 @@ qkv_tensor *qkv_model_forward_probe(qkv_model *m, qkv_ctx *step, const int32_t *
               probe ? probe->n_edits : 0);
     for (int e = 0; e < probe->n_edits; e++)
         QKV_CHECK(probe->edits[e].layer >= 0 && probe->edits[e].layer < m->cfg.layers &&
-                      probe->edits[e].site >= QKV_SITE_Z && probe->edits[e].site < QKV_SITES,
-                  "model_forward_probe", "edit %d: layer %d of a model of %d layers, site %d",
-                  e, probe->edits[e].layer, m->cfg.layers, (int)probe->edits[e].site);
+                      probe->edits[e].site >= QKV_SITE_Z && probe->edits[e].site < QKV_SITES &&
+                      (m->cfg.mlp > 0 || probe->edits[e].site < QKV_SITE_RESID_MID),
+                  "model_forward_probe", "edit %d: layer %d of a model of %d layers, site %d "
+                  "(an MLP's needs an MLP)", e, probe->edits[e].layer, m->cfg.layers,
+                  (int)probe->edits[e].site);
     return model_forward(m, step, tokens, lengths, batch, NULL, probe);
 }

@@ -278,15 +278,24 @@ static const char *check_circuits(const cJSON *j, const plot_source *src) {
 }
 
 /* Whether entry e names a spot of the model (ablate's and patch's rows): a head of it, or for
- * the stream's sites (head null) a layer; position null or in 0..T-1, key_position null
- * (or missing) or in 0..K-1. */
+ * the sites without heads (head null: the stream's, the MLP's) a layer; position null or in
+ * 0..T-1, key_position null (or missing) or in 0..K-1, neuron null (or missing) or in
+ * 0..QKV_MAX_MLP-1. */
 static bool model_spot(const cJSON *e, const plot_source *src, int64_t T, int64_t K) {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(e, "head");
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "position");
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(e, "key_position");
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(e, "neuron");
     bool head = cJSON_IsNull(h) ? whole_in(e, "layer", 1, src->layers) > 0 : model_head(e, src);
     return head && (!t || cJSON_IsNull(t) || whole_in(e, "position", 0, T - 1) >= 0) &&
-           (!k || cJSON_IsNull(k) || whole_in(e, "key_position", 0, K - 1) >= 0);
+           (!k || cJSON_IsNull(k) || whole_in(e, "key_position", 0, K - 1) >= 0) &&
+           (!u || cJSON_IsNull(u) || whole_in(e, "neuron", 0, QKV_MAX_MLP - 1) >= 0);
+}
+
+/* The most rows a layer of ablate or patch may have per position: a row per head, or per
+ * neuron of an MLP. */
+static int64_t rows_per_layer(const plot_source *src) {
+    return src->heads > QKV_MAX_MLP ? src->heads : QKV_MAX_MLP;
 }
 
 static const char *check_ablate(const cJSON *j, const plot_source *src) {
@@ -296,7 +305,7 @@ static const char *check_ablate(const cJSON *j, const plot_source *src) {
     /* at most a row per head (or layer) and position of the longest input qkv reads */
     int64_t T = QKV_MAX_TASK_SEQ_LEN, n = 0;
     cJSON_ArrayForEach(e, heads)
-        if (++n > (int64_t)src->layers * src->heads * T || !model_spot(e, src, T, T) ||
+        if (++n > (int64_t)src->layers * rows_per_layer(src) * T || !model_spot(e, src, T, T) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "loss")))
             return "its heads are not the model's";
     return NULL;
@@ -340,7 +349,7 @@ static const char *check_patch(const cJSON *j, const plot_source *src) {
     K = pairs ? QKV_MAX_TASK_SEQ_LEN : K > 0 ? K : 0;
     int64_t most = T > K ? T : K;
     cJSON_ArrayForEach(e, results) {
-        if (++n > (int64_t)src->layers * src->heads * (most > 0 ? most : 1) ||
+        if (++n > (int64_t)src->layers * rows_per_layer(src) * (most > 0 ? most : 1) ||
             !model_spot(e, src, T, K) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "exact")) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "attribution")))
@@ -632,40 +641,46 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
 
 /* ablate.json: the loss increase of each head removed, as a grid of layers by heads. */
 /* The rows of spots (ablate's "heads", patch's "results") as a matrix of value(row): one per
- * head (layer x head) when no row names a position; else a row per head, "L.H" (a layer,
- * "L", for the stream's sites), by position or by key position. NaN where no row is. */
+ * head (layer x head), or per MLP neuron (layer x neuron), when no row names a position; else
+ * a row per head, "L.H" (a layer, "L", for the stream's sites; "L.N" for a neuron), by
+ * position or by key position. NaN where no row is. */
 static qkv_status spot_matrix(const cJSON *rows, const plot_source *src, double base,
                               double (*value)(const cJSON *e, double base), matrix *m,
                               const char **xlabel, const char **ylabel) {
-    int64_t L = src->layers, H = src->heads, T = 0;
+    int64_t L = src->layers, T = 0, N = 0;
     bool stream = false, keys = false, positions = false;
     const cJSON *e;
     cJSON_ArrayForEach(e, rows) {
         stream |= cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "head"));
         int64_t t = whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1);
         int64_t k = whole_in(e, "key_position", 0, QKV_MAX_SEQ_LEN - 1);
+        int64_t u = whole_in(e, "neuron", 0, QKV_MAX_MLP - 1);
         if (k >= 0) keys = true, t = k;
         else if (t >= 0) positions = true;
         T = t + 1 > T ? t + 1 : T;
+        N = u + 1 > N ? u + 1 : N;
     }
-    bool by_position = keys || positions;
-    int64_t groups = stream ? 1 : H; /* rows per layer */
-    if (!matrix_new(m, by_position ? (int)(L * groups) : (int)L, by_position ? (int)T : (int)H))
+    bool by_position = keys || positions, neurons = N > 0;
+    int64_t groups = neurons ? N : stream ? 1 : src->heads; /* rows per layer, or columns */
+    if (!matrix_new(m, by_position ? (int)(L * groups) : (int)L,
+                    by_position ? (int)T : (int)groups))
         return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     for (int i = 0; i < m->rows; i++)
         if (!by_position) snprintf(m->row_label[i], LABEL_LEN, "layer_%d", i + 1);
-        else if (stream) snprintf(m->row_label[i], LABEL_LEN, "%d", i + 1);
-        else snprintf(m->row_label[i], LABEL_LEN, "%d.%d", (int)(i / H + 1), (int)(i % H + 1));
+        else if (stream && !neurons) snprintf(m->row_label[i], LABEL_LEN, "%d", i + 1);
+        else snprintf(m->row_label[i], LABEL_LEN, "%d.%d", (int)(i / groups + 1),
+                      (int)(i % groups + !neurons)); /* heads from 1, neurons from 0 */
     for (int c = 0; c < m->cols; c++)
-        snprintf(m->col_label[c], LABEL_LEN, "%d", by_position ? c : c + 1);
+        snprintf(m->col_label[c], LABEL_LEN, "%d", by_position || neurons ? c : c + 1);
     cJSON_ArrayForEach(e, rows) {
-        int64_t l = LAYER(e) - 1, h = stream ? 0 : HEAD(e) - 1;
+        int64_t l = LAYER(e) - 1;
+        int64_t g = neurons ? whole_in(e, "neuron", 0, QKV_MAX_MLP - 1) : stream ? 0 : HEAD(e) - 1;
         int64_t t = keys ? whole_in(e, "key_position", 0, QKV_MAX_SEQ_LEN - 1) : POSITION(e);
-        if (by_position && t < 0) continue;
-        m->v[by_position ? (l * groups + h) * T + t : l * H + h] = value(e, base);
+        if ((by_position && t < 0) || g < 0) continue;
+        m->v[by_position ? (l * groups + g) * T + t : l * groups + g] = value(e, base);
     }
-    *xlabel = keys ? "key position" : by_position ? "position" : "head";
-    *ylabel = !by_position ? "layer" : stream ? "layer" : "layer.head";
+    *xlabel = keys ? "key position" : by_position ? "position" : neurons ? "neuron" : "head";
+    *ylabel = !by_position ? "layer" : neurons ? "layer.neuron" : stream ? "layer" : "layer.head";
     return QKV_OK;
 }
 
