@@ -715,7 +715,10 @@ QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);
 QKV_API double qkv_model_step_bytes(const qkv_model_config *cfg, int batch);
 
 /* ---- circuits: what each head computes, read from the weights alone (docs/explain.md) ---- */
-/* Layers and heads are 0-based; Dk = d_model / heads; every number is computed in double. */
+/* Layers and heads are 0-based; Dk = d_model / heads; every number is computed in double.
+ * A head's circuits are its direct paths: in a model with an MLP they leave the MLPs out (the
+ * MLPs are beside the heads, in the stream), and a model with LayerNorm is refused
+ * (QKV_ERR_VALUE): LayerNorm is not folded into the weights yet. */
 typedef enum { QKV_COMPOSE_Q, QKV_COMPOSE_K, QKV_COMPOSE_V } qkv_composition_kind;
 /* Head `head` of layer `layer`, into the caller's arrays (any may be NULL), scaled as the
  * model scales its scores (1/sqrt(Dk)):
@@ -740,6 +743,10 @@ QKV_API qkv_status qkv_copying_scores(const qkv_model *m, double *scores);
  * (V). NaN where a norm is 0, and for K and V in an encoder-decoder (its keys and values
  * read the embeddings). Writes nothing for one layer. */
 QKV_API qkv_status qkv_composition_scores(const qkv_model *m, double *scores);
+/* The neuron-logit map of layer `layer`'s MLP, (N, V) into out: W_out·head.w, row n the
+ * logits neuron n adds to the stream's direct path per unit of its activation (its part of
+ * a logit is post_n times its row). QKV_ERR_VALUE for a model without an MLP. */
+QKV_API qkv_status qkv_neuron_logits(const qkv_model *m, int layer, double *out);
 
 /* ---- optimizers ---------------------------------------------------------------------------- */
 typedef enum { QKV_SGD, QKV_MOMENTUM, QKV_ADAM } qkv_optim_kind;

@@ -12,6 +12,7 @@ compares:
 
   circuits (qk, qk_pos, ov)   max |qkv - torch| <= tol * max |torch|   (per matrix)
   scores (copying, composition) |qkv - torch| <= tol
+  neuron_logits (each MLP's W_out·W_U) max |qkv - torch| <= tol * max |torch|
 
 with tol = 1e-6 for an F32 model and 1e-9 for an F64 one. An undefined score is null in the JSON
 and must be undefined here too.
@@ -146,8 +147,28 @@ def main():
     for key in set(comp) - seen:
         print("MISMATCH composition %s -> %s %s: missing from qkv's" % key)
         bad += 1
-    print("circuits_torch: %d heads, %d composition scores, worst difference %.3g (tol %g): %s"
-          % (len(heads), len(comp), worst, tol, "MISMATCH" if bad else "ok"))
+    # each MLP's neuron-logit map W_out·W_U, (neurons, vocab), relative to its largest entry
+    mlp = int(meta.get("mlp", "0"))
+    layers = int(meta["layers"])
+    got_mlp = got.get("mlp", [])
+    if len(got_mlp) != (layers if mlp else 0):
+        print("MISMATCH mlp: %d neuron-logit maps, the model has %d MLPs" % (len(got_mlp), layers if mlp else 0))
+        bad += 1
+    for l, mine in enumerate(got_mlp if mlp else []):
+        want = p["mlp.%d.w_out" % l] @ p["head.w"]
+        m = torch.tensor(mine["neuron_logits"], dtype=torch.float64)
+        if mine["layer"] != l + 1 or mine["neurons"] != mlp or m.shape != want.shape:
+            print("MISMATCH mlp %d: layer %r, neurons %r, shape %s, torch %s"
+                  % (l + 1, mine["layer"], mine["neurons"], tuple(m.shape), tuple(want.shape)))
+            bad += 1
+            continue
+        err = (m - want).abs().max().item() / (want.abs().max().item() or 1.0)
+        worst = max(worst, err)
+        if err > tol:
+            print("MISMATCH mlp %d neuron_logits: max relative difference %.3g > %g" % (l + 1, err, tol))
+            bad += 1
+    print("circuits_torch: %d heads, %d composition scores, %d neuron-logit maps, worst difference %.3g (tol %g): %s"
+          % (len(heads), len(comp), len(got_mlp), worst, tol, "MISMATCH" if bad else "ok"))
     return 1 if bad else 0
 
 

@@ -763,8 +763,17 @@ EOF
 run 2 "attribute --neurons without an MLP" -- attribute old_model --input "1 2 3 4 5 6 7 8" --neurons
 check "--neurons' line" grep -q "the model has no MLP" err.txt
 run 0 "lens of an MLP model" -- lens blocks --input "1 2 3 4 5 6 7 8"
-run 2 "circuits refuses an MLP model" -- circuits blocks
-check "circuits names what the model has" grep -q "the model has an MLP (--mlp 32) and LayerNorm, which circuits does not cover yet" err.txt
+run 2 "circuits refuses a LayerNorm model" -- circuits blocks
+check "circuits names what the model has" grep -q "the model has LayerNorm, which circuits does not cover yet" err.txt
+run 0 "an MLP model without LayerNorm" -- train --task reverse --d-model 16 --heads 2 --residual \
+    --mlp 12 --steps 10 --out mlp_only --quiet
+run 0 "circuits of an MLP model: the neuron-logit map" -- circuits mlp_only --json
+check "circuits' neuron-logit map is (neurons, vocab)" "$PY" - out.txt <<'EOF'
+import json, sys
+m = json.loads(open(sys.argv[1]).read())["mlp"]
+assert len(m) == 1 and m[0]["neurons"] == 12 and len(m[0]["neuron_logits"]) == 12, m
+assert all(len(row) == 16 for row in m[0]["neuron_logits"]), m
+EOF
 run 2 "patch --path refuses an MLP model" -- patch blocks --path --clean "1 2 3 4 5 6 7 8" --corrupt "2 2 3 4 5 6 7 8"
 run 2 "--mlp without the residual stream" -- train --task reverse --mlp 8 --steps 1
 check "--mlp's line" grep -q -- "--mlp 8 needs the residual stream (add --residual)" err.txt

@@ -732,6 +732,22 @@ START_TEST(test_block_identities) {
             }
             worst = fmax(worst, fabs(sum - w->value) / scale);
         }
+        if (!blocks[_i].norm) { /* a neuron's part: its activation times its row of the map */
+            double *map = malloc((size_t)c->mlp * V * sizeof *map);
+            qkv_probe one = {0};
+            qkv_model_forward_probe(&t.model, ctx, in.tokens, NULL, 1, &one);
+            for (int k = 0; k < split.n_parts; k++) {
+                const dla_part *q = &split.parts[k];
+                if (q->neuron < 0) continue;
+                ck_assert_int_eq(qkv_neuron_logits(&t.model, q->layer, map), QKV_OK);
+                double post = qkv_get(one.mlp_post[q->layer], (int64_t)p * c->mlp + q->neuron);
+                worst = fmax(worst, fabs(q->value - post * map[(size_t)q->neuron * V +
+                                                                split.token]) / scale);
+            }
+            free(map);
+        } else {
+            ck_assert_int_eq(qkv_neuron_logits(&t.model, 0, logits), QKV_ERR_VALUE);
+        }
         explain_attribute_free(&whole);
         explain_attribute_free(&split);
     }

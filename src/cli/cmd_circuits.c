@@ -202,12 +202,58 @@ static cJSON *circuits_json(const loaded_model *lm, const double *copying,
                     cJSON_AddStringToObject(o, "kind", kind_names[k]);
                     cJSON_AddNumberToObject(o, "score", score);
                 }
+    /* each MLP's neuron-logit map W_out·head.w: (neurons, vocab) */
+    cJSON *mlps = *s == QKV_OK && c->mlp > 0 ? cJSON_AddArrayToObject(j, "mlp") : NULL;
+    double *nl = mlps ? malloc((size_t)c->mlp * V * sizeof *nl) : NULL;
+    if (mlps && !nl) *s = qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
+    for (int l = 0; mlps && *s == QKV_OK && l < L; l++) {
+        if ((*s = qkv_neuron_logits(m, l, nl)) != QKV_OK) break;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(mlps, o);
+        cJSON_AddNumberToObject(o, "layer", l + 1);
+        cJSON_AddNumberToObject(o, "neurons", c->mlp);
+        cJSON_AddItemToObject(o, "neuron_logits", matrix_json(nl, c->mlp, V));
+    }
+    free(nl);
     free(qk), free(qk_pos), free(ov);
     if (*s != QKV_OK) {
         cJSON_Delete(j);
         return NULL;
     }
     return j;
+}
+
+/* Each MLP's neurons with the largest rows of the neuron-logit map (their Euclidean norm), and
+ * the token each raises most: where an MLP writes to the logits directly. */
+static qkv_status print_neurons(const loaded_model *lm) {
+    const qkv_model_config *c = &lm->model.cfg;
+    int N = c->mlp, V = c->vocab, top = N < 8 ? N : 8;
+    double *nl = malloc((size_t)N * V * sizeof *nl), *norm = malloc((size_t)N * sizeof *norm);
+    int *order = malloc((size_t)N * sizeof *order);
+    qkv_status s = nl && norm && order ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
+    for (int l = 0; s == QKV_OK && l < c->layers; l++) {
+        if ((s = qkv_neuron_logits(&lm->model, l, nl)) != QKV_OK) break;
+        for (int n = 0; n < N; n++) {
+            norm[n] = 0;
+            for (int t = 0; t < V; t++) norm[n] += nl[(size_t)n * V + t] * nl[(size_t)n * V + t];
+            norm[n] = sqrt(norm[n]);
+            int at = n; /* insertion: largest first, the lower neuron first among equals */
+            while (at > 0 && norm[order[at - 1]] < norm[n]) order[at] = order[at - 1], at--;
+            order[at] = n;
+        }
+        printf("MLP %d: the %d neurons that write most to the logits (norm of their row of "
+               "W_out·W_U; the token each raises most)\n", l + 1, top);
+        for (int k = 0; k < top; k++) {
+            int n = order[k], best = 0;
+            for (int t = 1; t < V; t++)
+                if (nl[(size_t)n * V + t] > nl[(size_t)n * V + best]) best = t;
+            char tok[32];
+            printf("  neuron %-5d %10.4f   %s %+.4f\n", n, norm[n],
+                   loaded_model_token_text(lm, best, tok, sizeof tok), nl[(size_t)n * V + best]);
+        }
+    }
+    free(nl), free(norm), free(order);
+    return s;
 }
 
 /* "0.973" or "-" for an undefined score. */
@@ -286,7 +332,7 @@ static int circuits_run(const circuits_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    if ((s = explain_check_linear(&lm, "circuits")) != QKV_OK) {
+    if ((s = explain_check_linear(&lm, "circuits", true)) != QKV_OK) {
         cli_error("circuits: %s", qkv_last_error());
         loaded_model_free(&lm);
         return cli_exit_for(s);
@@ -310,7 +356,13 @@ static int circuits_run(const circuits_args *a) {
                    ? circuits_json(&lm, copying, composition, &mp, &s) : NULL;
     code = s == QKV_OK ? explain_cli_save(j, a->out) : EXIT_OK;
     if (s == QKV_OK && code == EXIT_OK) {
-        if (!a->json) print_table(&lm, copying, composition, &mp);
+        if (!a->json) {
+            print_table(&lm, copying, composition, &mp);
+            if (c->mlp > 0) {
+                printf("the heads' circuits are their direct paths: the MLPs are beside them\n");
+                s = print_neurons(&lm);
+            }
+        }
         code = explain_cli_print(j, a->json, a->out);
     }
     cJSON_Delete(j);

@@ -302,13 +302,13 @@ qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_ove
     return QKV_OK;
 }
 
-qkv_status explain_check_linear(const loaded_model *lm, const char *analysis) {
+qkv_status explain_check_linear(const loaded_model *lm, const char *analysis, bool covers_mlp) {
     const qkv_model_config *c = &lm->model.cfg;
-    if (c->mlp == 0 && c->norm == QKV_NORM_NONE) return QKV_OK;
+    bool mlp = c->mlp > 0 && !covers_mlp, norm = c->norm != QKV_NORM_NONE;
+    if (!mlp && !norm) return QKV_OK;
     char has[96];
-    if (c->mlp > 0 && c->norm != QKV_NORM_NONE)
-        snprintf(has, sizeof has, "an MLP (--mlp %d) and LayerNorm", c->mlp);
-    else if (c->mlp > 0) snprintf(has, sizeof has, "an MLP (--mlp %d)", c->mlp);
+    if (mlp && norm) snprintf(has, sizeof has, "an MLP (--mlp %d) and LayerNorm", c->mlp);
+    else if (mlp) snprintf(has, sizeof has, "an MLP (--mlp %d)", c->mlp);
     else snprintf(has, sizeof has, "LayerNorm");
     return qkv_fail(QKV_ERR_VALUE, "the model has %s, which %s does not cover yet; ablate, "
                     "patch without --path, attribute, lens, inspect and eval --data do", has,

@@ -95,10 +95,10 @@ explain_over explain_default_over(qkv_site site);
  * (the stream's sites without the residual stream) or `over` does not apply to it. */
 qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_over over);
 /* Whether `analysis` ("circuits", "patch --path") can read this model: those read the heads'
- * paths through the weights alone, not yet through an MLP or a LayerNorm, so a model with
- * either is refused with QKV_ERR_VALUE and one line naming what it has and what does cover
- * it, never given a number that leaves them out. */
-qkv_status explain_check_linear(const loaded_model *lm, const char *analysis);
+ * paths through the weights alone, not yet through a LayerNorm (nor, unless `covers_mlp`,
+ * through an MLP), so such a model is refused with QKV_ERR_VALUE and one line naming what it
+ * has and what does cover it, never given a number that leaves them out. */
+qkv_status explain_check_linear(const loaded_model *lm, const char *analysis, bool covers_mlp);
 /* Every spot of `site` and `over`, layer by layer, head by head, position by position, for
  * inputs of `positions` query positions and `keys` key positions: (n) malloc'd into *spots;
  * QKV_ERR_NOMEM. */

@@ -351,3 +351,21 @@ int circuits_top_targets(const double *ov, int V, const bool *key_token, const i
     }
     return right;
 }
+
+qkv_status qkv_neuron_logits(const qkv_model *m, int layer, double *out) {
+    const qkv_model_config *c = &m->cfg;
+    QKV_CHECK(layer >= 0 && layer < c->layers, "qkv_neuron_logits", "no layer %d", layer);
+    if (c->mlp == 0) return qkv_fail(QKV_ERR_VALUE, "the model has no MLP");
+    qkv_status s = check_linear(m);
+    if (s != QKV_OK) return s;
+    int N = c->mlp, C = c->d_model, V = c->vocab;
+    double *w = malloc((size_t)N * C * sizeof *w), *u = malloc((size_t)C * V * sizeof *u);
+    if (!w || !u) s = qkv_fail(QKV_ERR_NOMEM, "out of memory for the neuron-logit map");
+    if (s == QKV_OK) {
+        block(w, m->mlp_w_out[layer], 0, 0, N, C);
+        block(u, m->head_w, 0, 0, C, V);
+        matmul(out, w, u, N, C, V, false); /* row n: what neuron n adds to the logits per unit */
+    }
+    free(w), free(u);
+    return s;
+}
