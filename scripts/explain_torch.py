@@ -4,11 +4,16 @@
 Reads a model.safetensors (through scripts/model_torch.py's reader) and the JSON objects that
 `qkv ablate --json`, `qkv patch --json`, `qkv attribute --json` and `qkv lens --json` print
 (docs/explain.md),
-recomputes every number of them in float64 from the model file alone, and compares:
+recomputes every number of them in float64 from the model file alone, and compares. The
+forward is docs/model.md's, transformer blocks included (`--mlp N`: each layer's MLP after
+its attention, F.relu, F.gelu or F.gelu(approximate="tanh"); `--norm layernorm`: F.layer_norm
+with eps 1e-5 before each attention and MLP and before the head), the sites hooked where qkv
+edits them (resid-post: the stream after the layer's MLP):
 
   ablate     baseline and each row's loss and accuracy, and `together`: the row's site (z, q,
-             k, v, pattern, resid-pre, resid-post) of its head, at its position and key
-             position (all where null), set to 0 or to its mean over the examples
+             k, v, pattern, resid-pre, resid-post; with an MLP resid-mid, mlp-pre, mlp-post,
+             mlp-out) of its head, at its position, key position and neuron (all where null),
+             set to 0 or to its mean over the examples
   patch      the clean and corrupted metric; each row's exact share (the corrupted run with
              the row's entries of its site taken from the clean run) and attribution share
              (torch autograd on the corrupted run: the sum over those entries of (clean -
@@ -23,12 +28,20 @@ recomputes every number of them in float64 from the model file alone, and compar
              last with a target), answer and wrong token (the file's, else the clean and the
              corrupted prediction); the shares of the means over the pairs; and each pair's
              own clean, corrupt, patched metric and shares in the --per-pair file
-  attribute  the logit and every part (embed, each head, bias), and their sum
+  attribute  the logit and every part (embed, each head, each MLP's output with b_out, or
+             with --neurons each neuron's post-activation times its row of w_out and each
+             MLP's b_out, bias), each part's layer, head and neuron, and their sum; with
+             LayerNorm a part x gives (x - mean(x)) . (s * ln_final.gain * head.w[:, token]),
+             s = 1/sqrt(var + 1e-5) of the final stream (final_scale, checked), and the bias
+             part is head.b + ln_final.bias . head.w[:, token]; torch's parts add up to its
+             logit
   lens       at every layer boundary and position, the probability of each listed token
-             (softmax of the stream after that layer times head.w, plus head.b), that no token
-             left out is more probable, the final prediction's rank; at every position the
-             final prediction (the model's argmax), its logit and every part of it (a part's
-             scale: the sum of the absolute values of the products it adds up)
+             (softmax of the stream after that layer, through the final LayerNorm with its
+             own mean and scale, times head.w, plus head.b), that no token left out is more
+             probable, the final prediction's rank; at every position the final prediction
+             (the model's argmax), its logit and every part of it as attribute splits it
+             without --neurons (a part's scale: the sum of the absolute values of the
+             products it adds up)
 
 Each number x of qkv against torch's y must satisfy |x - y| <= tol * max(1, scale), with tol
 1e-9 where qkv ran in f64 (the JSON's "dtype": an f64 model, or an f32 model with --dtype f64,
@@ -38,7 +51,7 @@ difference: a metric logit[answer] - logit[wrong] scales with |logit[answer]| + 
 |clean - corrupt|. An agreement (a correlation) is recomputed from qkv's own columns, which
 are each checked. Rows and paths are checked to be the ones --site, --over and --path list.
 Self-attention models of a built-in task whose tokens read as their ids (copy, reverse,
-shift, max, induction).
+shift, max, induction), with or without MLPs and LayerNorms (which --path refuses).
 
 usage: explain_torch.py MODEL [--ablate A.json ... --data FILE] [--patch P.json ...]
                               [--pairs-patch P.json PAIRS PER_PAIR.jsonl ...]
@@ -64,8 +77,13 @@ except SystemExit:  # model_torch exits 0 when torch is missing
     print("explain_torch: skipping: PyTorch is missing")
     sys.exit(0)
 
-SITES = ("z", "q", "k", "v", "pattern", "resid-pre", "resid-post")
-STREAM = ("resid-pre", "resid-post")
+SITES = ("z", "q", "k", "v", "pattern", "resid-pre", "resid-post",
+         "resid-mid", "mlp-pre", "mlp-post", "mlp-out")
+ACTS = ("relu", "gelu", "gelu-tanh")  # F.relu, F.gelu, F.gelu(approximate="tanh")
+LN_EPS = 1e-5  # F.layer_norm's: biased variance, eps inside the square root
+# the sites without heads: the stream's and the MLP's, (B, T, C); each neuron's, (B, T, N)
+NEURONS = ("mlp-pre", "mlp-post")
+STREAM = ("resid-pre", "resid-post", "resid-mid", "mlp-out") + NEURONS
 
 
 def die(msg):
@@ -75,21 +93,25 @@ def die(msg):
 
 def entries(site, head, row, col):
     """The index of an edit's entries in a site's tensor: a head's site is (B, H, rows, W), the
-    stream's (B, T, C); row and col None for every one."""
+    stream's (B, T, C), the neurons' (B, T, N) (col: a neuron); row and col None for every
+    one."""
     r = slice(None) if row is None else slice(row, row + 1)
+    c = slice(None) if col is None else slice(col, col + 1)
     if site in STREAM:
-        return (slice(None), r, slice(None))
-    return (slice(None), slice(head, head + 1), r,
-            slice(None) if col is None else slice(col, col + 1))
+        return (slice(None), r, c)
+    return (slice(None), slice(head, head + 1), r, c)
 
 
 def forward(model, p, tokens, edits=(), keep_grad=False):
     """tokens (B, T) -> logits (B, T, V) and sites {(site, layer): tensor}: each layer's stream
     entering it (resid-pre, (B, T, C)), each head's q, k, v, z (B, H, T, dk) and attention
     weights (pattern, (B, H, T, T)), the stream leaving it (resid-post), as the run computed
-    them after the edits. edits: (site, layer, head or None, row or None, col or None, value);
-    value None sets the entries to 0, else a (B or 1, ...) tensor of the site's shape gives
-    them. keep_grad: every site keeps its gradient."""
+    them after the edits; with an MLP also the stream between the attention and the MLP
+    (resid-mid), each neuron before and after the activation (mlp-pre, mlp-post, (B, T, N))
+    and the MLP's output (mlp-out, (B, T, C), b_out included); and the stream the head reads
+    (final, layer L). edits: (site, layer, head or None, row or None,
+    col or None, value); value None sets the entries to 0, else a (B or 1, ...) tensor of the
+    site's shape gives them. keep_grad: every site keeps its gradient."""
     B, T, C, H = tokens.shape[0], model.T, model.C, model.H
     dk = C // H
     sites = {}
@@ -105,23 +127,41 @@ def forward(model, p, tokens, edits=(), keep_grad=False):
         sites[(site, l)] = t
         return t
 
+    def norm(t, name):  # a pre-LayerNorm over the width, or nothing
+        if model.norm == "none":
+            return t
+        return F.layer_norm(t, (C,), p[name + ".gain"], p[name + ".bias"], eps=LN_EPS)
+
     x = p["tok_emb"][tokens] + p["pos_emb"]
     mask = torch.zeros(T, T, dtype=x.dtype)
     if model.causal:
         mask = mask.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     for l in range(model.L):
         x = hook("resid-pre", l, x)
+        a_in = norm(x, "attn.%d.ln" % l)
 
         def heads(w):
-            return (x @ p["attn.%d.%s" % (l, w)]).view(B, T, H, dk).transpose(1, 2)
+            return (a_in @ p["attn.%d.%s" % (l, w)]).view(B, T, H, dk).transpose(1, 2)
         q = hook("q", l, heads("w_q"))
         k = hook("k", l, heads("w_k"))
         v = hook("v", l, heads("w_v"))
         a = hook("pattern", l, torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dk) + mask, -1))
         z = hook("z", l, a @ v)
         y = z.transpose(1, 2).reshape(B, T, C) @ p["attn.%d.w_o" % l]
-        x = hook("resid-post", l, x + y if model.residual else y)
-    return x @ p["head.w"] + p["head.b"], sites
+        x = x + y if model.residual else y
+        if model.mlp:  # the MLP reads resid-mid through its LayerNorm and adds to it
+            x = hook("resid-mid", l, x)
+            pre = hook("mlp-pre", l, norm(x, "mlp.%d.ln" % l) @ p["mlp.%d.w_in" % l] +
+                       p["mlp.%d.b_in" % l])
+            if model.act == "relu":
+                post = F.relu(pre)
+            else:
+                post = F.gelu(pre, approximate="tanh" if model.act == "gelu-tanh" else "none")
+            post = hook("mlp-post", l, post)
+            x = x + hook("mlp-out", l, post @ p["mlp.%d.w_out" % l] + p["mlp.%d.b_out" % l])
+        x = hook("resid-post", l, x)
+    sites[("final", model.L)] = x  # the stream the final LayerNorm and the head read
+    return norm(x, "ln_final") @ p["head.w"] + p["head.b"], sites
 
 
 def induction_targets(s):
@@ -164,24 +204,28 @@ class Checker:
 
 def spot_of(r, ck):
     """A JSON row's (site, layer, head, row, col), 0-based: the rows of k and v are key
-    positions, of the others query positions; the pattern's columns are key positions."""
+    positions, of the others query positions; the pattern's columns are key positions, the
+    neurons' (mlp-pre, mlp-post) their neuron."""
     site = r["site"]
     if site not in SITES:
         ck.same("row %r: site" % r, site, "one of %s" % (SITES,))
         return None
-    stream, keys = site in STREAM, site in ("k", "v")
-    name = "%s %d%s%s%s" % (site, r["layer"], "" if stream else ".%d" % r["head"],
-                            "" if r["position"] is None else " @%d" % r["position"],
-                            "" if r["key_position"] is None else " key %d" % r["key_position"])
+    stream, keys, neuron = site in STREAM, site in ("k", "v"), r.get("neuron")
+    name = "%s %d%s%s%s%s" % (site, r["layer"], "" if stream else ".%d" % r["head"],
+                              "" if neuron is None else " neuron %d" % neuron,
+                              "" if r["position"] is None else " @%d" % r["position"],
+                              "" if r["key_position"] is None else " key %d" % r["key_position"])
     # the fields a site has: no head on the stream, no query position for k and v, a key
-    # position only for k, v and the pattern
+    # position only for k, v and the pattern, a neuron only for mlp-pre and mlp-post
     ck.same(name + ": head given", r["head"] is not None, not stream)
     if keys:
         ck.same(name + ": position", r["position"], None)
     if site not in ("k", "v", "pattern"):
         ck.same(name + ": key_position", r["key_position"], None)
+    if site not in NEURONS:
+        ck.same(name + ": neuron", neuron, None)
     row = r["key_position"] if keys else r["position"]
-    col = r["key_position"] if site == "pattern" else None
+    col = r["key_position"] if site == "pattern" else neuron
     return name, (site, r["layer"] - 1, None if stream else r["head"] - 1, row, col)
 
 
@@ -248,11 +292,15 @@ def metric(logits, pos, ans, wr):
 
 def expected_spots(model, site, over):
     """The rows qkv patch lists for --site and --over: (site, layer, head, position,
-    key_position), 1-based layer and head, None where it does not apply."""
+    key_position, neuron), 1-based layer and head, None where it does not apply."""
+    if over in ("neuron", "neuron-position"):
+        per = [None] if over == "neuron" else range(model.T)
+        return [(site, l, None, i, None, n) for l in range(1, model.L + 1)
+                for n in range(model.mlp) for i in per]
     heads = [None] if site in STREAM else range(1, model.H + 1)
     per = [None] if over == "head" else range(model.T)
     return [(site, l, h, None if over == "key-position" else i,
-             i if over == "key-position" else None)
+             i if over == "key-position" else None, None)
             for l in range(1, model.L + 1) for h in heads for i in per]
 
 
@@ -338,6 +386,8 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
         return terms.sum(1), terms.abs().sum(1)
 
     items = []  # (name, JSON row, patched (n,), its size (n,), change (n,), its size (n,))
+    if js.get("path") and (model.mlp or model.norm != "none"):
+        die("patch --path on a model with an MLP or LayerNorm (qkv refuses it)")
     if js.get("path"):
         got = [(q["sender"], q["receiver"], q["via"]) for q in js["paths"]]
         ck.same("patch --path: the paths", sorted(got, key=str), sorted(expected_paths(model), key=str))
@@ -363,8 +413,8 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
             items.append((name, q, m3, size3, ch, chs))
         rows = js["paths"]
     else:
-        got = [(r["site"], r["layer"], r["head"], r["position"], r["key_position"])
-               for r in js["results"]]
+        got = [(r["site"], r["layer"], r["head"], r["position"], r["key_position"],
+                r.get("neuron")) for r in js["results"]]
         ck.same("patch --site %s --over %s: the rows" % (js["site"], js["over"]),
                 sorted(got, key=str), sorted(expected_spots(model, js["site"], js["over"]), key=str))
         for r in js["results"]:
@@ -407,7 +457,7 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
     ck.same("per-pair lines", len(lines), n)
     field = "paths" if js.get("path") else "results"
     ident = ("sender", "receiver", "via") if js.get("path") else (
-        "site", "layer", "head", "position", "key_position")
+        "site", "layer", "head", "position", "key_position", "neuron")
     for i, o in enumerate(lines[:n]):
         pre = "pair %d" % (i + 1)
         ck.same(pre + ": its number", o.get("pair"), i + 1)
@@ -416,7 +466,8 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
         d = m_c[i].item() - m_x[i].item()
         ck.same(pre + ": rows", len(o[field]), len(items))
         for x, (name, r, mp, sp, ch, chs) in zip(o[field], items):
-            ck.same("%s %s: its row" % (pre, name), [x[k] for k in ident], [r[k] for k in ident])
+            ck.same("%s %s: its row" % (pre, name), [x.get(k) for k in ident],
+                    [r.get(k) for k in ident])
             ck.check("%s %s patched" % (pre, name), x["patched"], mp[i].item(), sp[i].item())
             if d == 0:  # a pair whose metrics are equal has no share of its own
                 ck.same("%s %s shares" % (pre, name), (x["exact"], x["attribution"]), (None, None))
@@ -427,28 +478,97 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
                      chs[i].item() / abs(d))
 
 
-def parts_of(model, p, sites, pos, tok, sizes=None):
+def final_scale(model, sites, pos):
+    """The final LayerNorm's 1/sqrt(var + eps) of the stream the head reads at pos (biased
+    variance), or 1 without LayerNorm."""
+    if model.norm == "none":
+        return 1.0
+    h = sites[("final", model.L)][0, pos]
+    return 1.0 / math.sqrt(h.var(unbiased=False).item() + LN_EPS)
+
+
+def parts_of(model, p, sites, pos, tok, sizes=None, neurons=False):
     """The logit of tok at pos split as qkv attribute splits it: {name: value}, from the
-    sites of forward's run on one example (the embeddings are layer 1's resid-pre, a head's
-    part is its z times its slice of w_o times head.w's column of tok). sizes, a dict,
-    receives each part's scale: the sum of the absolute values of the products it adds up
-    (what its rounding scales with, where the products cancel)."""
+    sites of forward's run on one example. Each part is a vector x (C) that the stream adds
+    up: the embeddings (layer 1's resid-pre), a head's z times its slice of w_o, an MLP's
+    output (b_out included), or with neurons each neuron's post-activation times its row of
+    w_out and each MLP's b_out; its logit is x . head.w[:, tok], and with LayerNorm
+    (x - mean(x)) . (s * ln_final.gain * head.w[:, tok]), s the final stream's scale. The bias
+    is head.b[tok] (+ ln_final.bias . head.w[:, tok]). sizes, a dict, receives each part's
+    scale: the sum of the absolute values of the products it adds up (what its rounding
+    scales with, where the products cancel)."""
     C, H = model.C, model.H
     dk = C // H
-    want = {"bias": p["head.b"][tok].item()}
-    sizes = {} if sizes is None else sizes
-    sizes["bias"] = abs(want["bias"])
+    w = p["head.w"][:, tok]
+    want, sizes = {}, {} if sizes is None else sizes
+    if model.norm == "none":
+        u = w
+    else:  # centring x is the same as centring the vector it is dotted with
+        g = final_scale(model, sites, pos) * p["ln_final.gain"] * w
+        u = g - g.mean()
+
+    def part(name, x):  # x (C) -> its logit; its size the sum of |x_k * u_k|
+        want[name] = (x @ u).item()
+        sizes[name] = (x.abs() @ u.abs()).item()
     if model.residual:
-        s0 = sites[("resid-pre", 0)]
-        want["embed"] = (s0[0, pos] @ p["head.w"][:, tok]).item()
-        sizes["embed"] = (s0[0, pos].abs() @ p["head.w"][:, tok].abs()).item()
+        part("embed", sites[("resid-pre", 0)][0, pos])
     for l in range(0 if model.residual else model.L - 1, model.L):
-        u = p["attn.%d.w_o" % l] @ p["head.w"][:, tok]
+        uo = p["attn.%d.w_o" % l] @ u
         for h in range(H):
-            z, uh = sites[("z", l)][0, h, pos], u[h * dk:(h + 1) * dk]
-            want["%d.%d" % (l + 1, h + 1)] = (z @ uh).item()
-            sizes["%d.%d" % (l + 1, h + 1)] = (z.abs() @ uh.abs()).item()
+            z, uh = sites[("z", l)][0, h, pos], uo[h * dk:(h + 1) * dk]
+            name = "%d.%d" % (l + 1, h + 1)
+            want[name], sizes[name] = (z @ uh).item(), (z.abs() @ uh.abs()).item()
+        if not model.mlp:
+            continue
+        if not neurons:
+            part("mlp %d" % (l + 1), sites[("mlp-out", l)][0, pos])
+            continue
+        un = p["mlp.%d.w_out" % l] @ u  # (N): neuron n's row of w_out through the head
+        post = sites[("mlp-post", l)][0, pos]
+        for n in range(model.mlp):
+            name = "mlp %d.%d" % (l + 1, n)
+            want[name], sizes[name] = (post[n] * un[n]).item(), abs((post[n] * un[n]).item())
+        part("mlp %d bias" % (l + 1), p["mlp.%d.b_out" % l])
+    want["bias"] = p["head.b"][tok].item()
+    sizes["bias"] = abs(want["bias"])
+    if model.norm != "none":
+        want["bias"] += (p["ln_final.bias"] @ w).item()
+        sizes["bias"] += (p["ln_final.bias"].abs() @ w.abs()).item()
     return want
+
+
+def part_fields(name):
+    """The layer, head and neuron a part's JSON gives with its name (None where none)."""
+    if name in ("embed", "bias"):
+        return None, None, None
+    if name.startswith("mlp "):
+        rest = name[4:].split(" ")[0]
+        layer, _, n = rest.partition(".")
+        return int(layer), None, (int(n) if n else None)
+    layer, head = name.split(".")
+    return int(layer), int(head), None
+
+
+def check_parts(model, p, sites, pos, tok, parts, ck, label, sized):
+    """qkv's parts (the JSON's list) against torch's: names, the fields given and values,
+    each named label % its name; returns the sum of torch's parts. The split is by neuron
+    when qkv's names say so (--neurons). sized: a part's scale is the sum of the absolute
+    values of the products it adds up (else itself)."""
+    names = [q["name"] for q in parts]
+    neurons = any(n.startswith("mlp ") and not n[4:].isdigit() for n in names)
+    sizes = {}
+    want = parts_of(model, p, sites, pos, tok, sizes, neurons)
+    if sorted(names) != sorted(want):
+        ck.failures.append("%s: qkv %s, torch %s" % (label % "names", names, sorted(want)))
+    for q in parts:
+        if q["name"] not in want:
+            continue
+        for key, val in zip(("layer", "head", "neuron"), part_fields(q["name"])):
+            if key in q:  # (an attention-only model's has no neuron, the lens's none)
+                ck.same("%s: %s" % (label % q["name"], key), q[key], val)
+        ck.check(label % q["name"], q["value"], want[q["name"]],
+                 max(abs(want[q["name"]]), sizes[q["name"]]) if sized else None)
+    return sum(want.values())
 
 
 def check_attribute(model, p, js, ck):
@@ -456,15 +576,14 @@ def check_attribute(model, p, js, ck):
     pos, tok = js["position"], int(js["token"])
     with torch.no_grad():
         logits, sites = forward(model, p, tokens)
-    ck.check("attribute logit", js["logit"], logits[0, pos, tok].item())
-    want = parts_of(model, p, sites, pos, tok)
-    names = [q["name"] for q in js["parts"]]
-    if sorted(names) != sorted(want):
-        ck.failures.append("attribute parts %s, torch's %s" % (names, sorted(want)))
-    for q in js["parts"]:
-        if q["name"] in want:
-            ck.check("attribute " + q["name"], q["value"], want[q["name"]])
-    ck.check("attribute sum", js["sum"], sum(want.values()))
+    logit = logits[0, pos, tok].item()
+    ck.check("attribute logit", js["logit"], logit)
+    if "final_scale" in js:
+        ck.check("attribute final_scale", js["final_scale"], final_scale(model, sites, pos))
+    total = check_parts(model, p, sites, pos, tok, js["parts"], ck, "attribute %s", False)
+    ck.check("attribute sum", js["sum"], total)
+    # torch's own parts add up to torch's logit (the split is the forward's)
+    ck.check("attribute torch's parts against torch's logit", total, logit)
 
 
 def load_json(file, kind):
@@ -493,17 +612,13 @@ def check_lens(model, p, js, ck):
         # the final prediction is the model's argmax (a token within rounding of it may stand)
         ck.check("lens final prediction at %d" % pos, row[tok].item(), row.max().item())
         ck.check("lens logit at %d" % pos, d["logit"], row[tok].item())
-        sizes = {}
-        want = parts_of(model, p, sites, pos, tok, sizes)
-        names = [q["name"] for q in d["parts"]]
-        if sorted(names) != sorted(want):
-            ck.failures.append("lens parts at %d: %s, torch's %s" % (pos, names, sorted(want)))
-        for q in d["parts"]:
-            if q["name"] in want:  # a part scales with the products it adds up
-                ck.check("lens part %s at %d" % (q["name"], pos), q["value"], want[q["name"]],
-                         max(abs(want[q["name"]]), sizes[q["name"]]))
+        check_parts(model, p, sites, pos, tok, d["parts"], ck, "lens part %%s at %d" % pos,
+                    True)
     for b in js["layers"]:
-        lens_logits = streams[b["after"]][0] @ p["head.w"] + p["head.b"]  # (T, V)
+        s = streams[b["after"]][0]  # (T, C), through the final LayerNorm (its own mean, scale)
+        if model.norm != "none":
+            s = F.layer_norm(s, (model.C,), p["ln_final.gain"], p["ln_final.bias"], eps=LN_EPS)
+        lens_logits = s @ p["head.w"] + p["head.b"]  # (T, V)
         probs = torch.softmax(lens_logits, dim=-1)
         for c in b["positions"]:
             pos, at = c["position"], "after %d at %d" % (b["after"], c["position"])
@@ -544,7 +659,25 @@ def main():
         path = os.path.join(path, "model.safetensors")
     tensors, meta = mt.load_safetensors(path)
     model = mt.Model(tensors, meta, path)
-    p = {n: t.to(torch.float64) for n, t in model.params.items()}
+    # transformer blocks, from the metadata (absent: no MLP, relu, no LayerNorm)
+    try:
+        model.mlp = int(meta.get("mlp", "0"))
+    except ValueError:
+        die("%s: metadata mlp %r" % (path, meta.get("mlp")))
+    model.act, model.norm = meta.get("act", "relu"), meta.get("norm", "none")
+    if model.act not in ACTS or model.norm not in ("none", "layernorm") or model.mlp < 0:
+        die("%s: metadata: mlp %r, act %r, norm %r" % (path, model.mlp, model.act, model.norm))
+    names = list(model.params)
+    for l in range(model.L if model.mlp else 0):
+        names += ["mlp.%d.%s" % (l, w) for w in ("w_in", "b_in", "w_out", "b_out")]
+    if model.norm == "layernorm":
+        names += ["%s.%d.ln.%s" % (b, l, w) for l in range(model.L)
+                  for b in ("attn", "mlp")[:2 if model.mlp else 1] for w in ("gain", "bias")]
+        names += ["ln_final.gain", "ln_final.bias"]
+    missing = [n for n in names if n not in tensors]
+    if missing:
+        die("%s: no tensor %s" % (path, ", ".join(missing)))
+    p = {n: tensors[n].to(torch.float64) for n in dict.fromkeys(names)}
     if args.ablate and not args.data:
         die("--ablate needs --data FILE (the examples qkv ablate --data scored)")
     jobs = [("ablate", f, ()) for f in args.ablate] + [("patch", f, ()) for f in args.patch]
@@ -569,7 +702,8 @@ def main():
             what = "lens"
         else:
             check_attribute(model, p, js, ck)
-            what = "attribute"
+            what = "attribute" + (" --neurons" if any(
+                q.get("neuron") is not None for q in js["parts"]) else "")
         checks.append((what, js["dtype"], ck))
     failed = 0
     for what, dtype, ck in checks:

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # explain_torch_test.sh - PyTorch recomputes qkv ablate, patch, attribute and lens from the
 # model file alone (scripts/explain_torch.py): f32 to 1e-6, f64 to 1e-9; and the check can fail.
-# Between the two models and their dtypes, patch runs every --site (z, q, k, v, pattern,
+# Between the first two models and their dtypes, patch runs every --site (z, q, k, v, pattern,
 # resid-pre, resid-post) and every --over (head, head-position, key-position,
 # layer-position), --path, and a set of pairs with --per-pair; ablate runs --site q, pattern
-# and resid-post, each zeroed and each replaced by its mean.
+# and resid-post, each zeroed and each replaced by its mean. Two models of transformer blocks
+# (an induction model with MLPs, gelu, and LayerNorms, in f32 and f64; a shift model of f64
+# with MLPs, gelu-tanh, and no LayerNorm) run ablate and patch (resid-post, now after the MLP,
+# and the MLP's sites resid-mid, mlp-pre, mlp-post, mlp-out, by position and by neuron),
+# attribute with and without --neurons, and lens (through the final LayerNorm).
 #
 # usage: tests/explain_torch_test.sh path/to/qkv path/to/python-with-torch scripts/explain_torch.py
 set -u
@@ -39,11 +43,11 @@ corrupt="1 2 3 4 5 7 8 10 6 12 11 9 6 12 11 9"
 } >"$W/pairs.tsv"
 
 # What each model and dtype patches and ablates besides the head outputs: "SITE OVER" for
-# patch (path: --path), "SITE MODE OVER [HEADS]" for ablate, and a set of pairs ("SITE
-# OVER" or path) with --per-pair. The set of pairs by --path is checked in f64 only: in f32
-# its pass 3 reads pass 2's rounded record, and pair 3's patched metric lands 1.15e-6 from
-# f64's (the f64 run agrees to 2e-15).
-plan() { # MODEL DTYPE -> lines "patch|ablate|pairs ARGS"
+# patch (path: --path), "SITE MODE OVER [HEADS]" for ablate, a set of pairs ("SITE OVER" or
+# path) with --per-pair, and "neurons" for attribute --neurons. The set of pairs by --path is
+# checked in f64 only: in f32 its pass 3 reads pass 2's rounded record, and pair 3's patched
+# metric lands 1.15e-6 from f64's (the f64 run agrees to 2e-15).
+plan() { # MODEL DTYPE -> lines "patch|ablate|pairs|neurons ARGS"
     case "$1.$2" in
     m1.f32) printf '%s\n' "patch q head" "patch v head" "patch pattern head-position" \
         "patch resid-post layer-position" "patch path" "ablate q zero head-position 2.2" \
@@ -53,6 +57,14 @@ plan() { # MODEL DTYPE -> lines "patch|ablate|pairs ARGS"
         "ablate pattern mean key-position 2.1" "pairs path" ;;
     m2.f64) printf '%s\n' "patch k head" "patch v key-position" "patch q head-position" \
         "patch pattern head" "patch path" "ablate q mean head" "ablate pattern zero head" ;;
+    m3.f32) printf '%s\n' "patch resid-post layer-position" "patch q head" \
+        "patch mlp-post neuron" "ablate resid-post zero layer-position" "neurons" ;;
+    m3.f64) printf '%s\n' "patch resid-post layer-position" "patch k key-position" \
+        "patch resid-mid layer-position" "ablate resid-post zero layer-position" \
+        "ablate v mean head" "ablate mlp-pre mean neuron" "neurons" ;;
+    m4.f64) printf '%s\n' "patch resid-post layer-position" "patch pattern key-position" \
+        "patch mlp-out layer-position" "ablate resid-pre mean layer-position" \
+        "ablate mlp-post zero layer-position" "neurons" ;;
     esac
 }
 # each qkv run of the plan, and the explain_torch options that check it, into $W/$o.args
@@ -77,39 +89,55 @@ run_plan() { # MODEL DTYPE OUT-PREFIX
             "$QKV" patch "$W/$m" --pairs "$W/pairs.tsv" "${where[@]}" --per-pair \
                 "$W/$o.$n.jsonl" --dtype "$dt" --out "$W/$o.$n.json" >/dev/null || return 1
             echo "--pairs-patch $W/$o.$n.json $W/pairs.tsv $W/$o.$n.jsonl" ;;
+        neurons)
+            "$QKV" attribute "$W/$m" --input "$clean" --neurons --dtype "$dt" \
+                --out "$W/$o.$n.json" >/dev/null || return 1
+            echo "--attribute $W/$o.$n.json" ;;
         esac
     done <"$W/$o.plan" >"$W/$o.args"
 }
-# an induction model (residual, causal), and a shift model in f64 without the residual stream
+# an induction model (residual, causal), a shift model in f64 without the residual stream,
+# and two of transformer blocks: induction with MLPs (gelu) and LayerNorms, shift in f64 with
+# MLPs (gelu-tanh). One run of explain_torch checks each model's JSONs of both dtypes. One
+# held-out evaluation at the end (--eval-every: the weights do not depend on it) keeps the
+# training short.
 i=0
 for opts in "--task induction --d-model 32 --steps 150" \
-            "--task shift --seq-len 16 --vocab 16 --heads 2 --layers 2 --no-residual --d-model 16 --steps 20 --dtype f64"; do
+            "--task shift --seq-len 16 --vocab 16 --heads 2 --layers 2 --no-residual --d-model 16 --steps 20 --dtype f64" \
+            "--task induction --d-model 16 --mlp 32 --act gelu --norm layernorm --steps 150" \
+            "--task shift --seq-len 16 --vocab 16 --heads 2 --layers 2 --residual --d-model 16 \
+             --mlp 16 --act gelu-tanh --steps 20 --dtype f64"; do
     i=$((i + 1))
+    steps=${opts##*--steps } && steps=${steps%% *}
     # shellcheck disable=SC2086
-    "$QKV" train $opts --out "$W/m$i" --quiet || { fail "qkv train $opts"; continue; }
-    for dt in f32 f64; do
-        [ $i = 2 ] && [ $dt = f32 ] && continue # an f64 model is never rounded
+    "$QKV" train $opts --eval-every "$steps" --out "$W/m$i" --quiet ||
+        { fail "qkv train $opts"; continue; }
+    dts="f32 f64"
+    case $opts in *"--dtype f64"*) dts=f64 ;; esac # an f64 model is never rounded
+    : >"$W/m$i.args"
+    for dt in $dts; do
         o="m$i.$dt"
         if "$QKV" ablate "$W/m$i" --data "$W/data.txt" --mode mean --heads 1.1,2.2 --together \
-               --dtype $dt --out "$W/$o.ablate.json" >/dev/null &&
+               --dtype "$dt" --out "$W/$o.ablate.json" >/dev/null &&
            "$QKV" patch "$W/m$i" --clean "$clean" --corrupt "$corrupt" --over head-position \
-               --answer 9 --wrong 4 --dtype $dt --out "$W/$o.patch.json" >/dev/null &&
-           "$QKV" attribute "$W/m$i" --input "$clean" --dtype $dt --out "$W/$o.attribute.json" \
-               >/dev/null &&
-           "$QKV" lens "$W/m$i" --input "$clean" --top 4 --dtype $dt --out "$W/$o.lens.json" \
-               >/dev/null && run_plan "m$i" $dt "$o"; then
-            # shellcheck disable=SC2046
-            if "$PY" "$SCRIPT" "$W/m$i" --ablate "$W/$o.ablate.json" --data "$W/data.txt" \
-                   --patch "$W/$o.patch.json" --attribute "$W/$o.attribute.json" \
-                   --lens "$W/$o.lens.json" $(cat "$W/$o.args") >"$W/$o.txt" 2>&1; then
-                echo "ok: $opts in $dt"; cat "$W/$o.txt"
-            else
-                fail "PyTorch disagrees with qkv on $opts in $dt:"; cat "$W/$o.txt"
-            fi
+               --answer 9 --wrong 4 --dtype "$dt" --out "$W/$o.patch.json" >/dev/null &&
+           "$QKV" attribute "$W/m$i" --input "$clean" --dtype "$dt" \
+               --out "$W/$o.attribute.json" >/dev/null &&
+           "$QKV" lens "$W/m$i" --input "$clean" --top 4 --dtype "$dt" --out "$W/$o.lens.json" \
+               >/dev/null && run_plan "m$i" "$dt" "$o"; then
+            echo "--ablate $W/$o.ablate.json --patch $W/$o.patch.json" \
+                 "--attribute $W/$o.attribute.json --lens $W/$o.lens.json" >>"$W/m$i.args"
+            cat "$W/$o.args" >>"$W/m$i.args"
         else
             fail "qkv ablate, patch, attribute or lens on $opts in $dt"
         fi
     done
+    # shellcheck disable=SC2046
+    if "$PY" "$SCRIPT" "$W/m$i" --data "$W/data.txt" $(cat "$W/m$i.args") >"$W/m$i.txt" 2>&1; then
+        echo "ok: $opts in $dts"; cat "$W/m$i.txt"
+    else
+        fail "PyTorch disagrees with qkv on $opts in $dts:"; cat "$W/m$i.txt"
+    fi
 done
 
 # The check can fail: each number below nudged (f64 by 1e-8, f32 by 1e-5) must be named as a
@@ -162,6 +190,43 @@ for what in "patch z 1.1 @3 exact" "patch path 1.1 -> 2.1 by v exact" \
             "lens part 1.2 at 7" "lens prob of 0 after 1 at 5"; do
     if grep -qF "mismatch: $what:" "$W/bad.txt"; then echo "ok: a nudged $what is caught"
     else fail "a nudged $what is not caught:"; cat "$W/bad.txt"; fi
+done
+
+# And the new parts of the transformer blocks (m3: MLPs and LayerNorms): an MLP's part, a
+# neuron's, an MLP's bias, the final LayerNorm's scale, an MLP's part in the lens and the
+# lens through the final LayerNorm, the stream after layer 1's MLP patched and ablated, a
+# neuron patched. The plans' numbering: m3.f64.1 the patched resid-post, .4 the ablated
+# resid-post, .7 and m3.f32.5 --neurons (N = 32: part 43 is "mlp 2.5", 70 "mlp 2 bias"),
+# m3.f32.3 the patched neurons (row 37: layer 2's neuron 5).
+# (the token listed first after layer 1 at position 5)
+tok=$("$PY" -c 'import json, sys
+print(json.load(open(sys.argv[1]))["layers"][1]["positions"][5]["top"][0]["token"])' \
+    "$W/m3.f32.lens.json" 2>/dev/null)
+if ! { nudge "$W/m3.f64.attribute.json" "$W/bad.11.json" parts/6/value 1e-8 &&
+       nudge "$W/m3.f64.attribute.json" "$W/bad.12.json" final_scale 1e-8 &&
+       nudge "$W/m3.f32.5.json" "$W/bad.13.json" parts/43/value 1e-5 &&
+       nudge "$W/m3.f64.7.json" "$W/bad.14.json" parts/70/value 1e-8 &&
+       nudge "$W/m3.f64.lens.json" "$W/bad.15.json" decomposition/7/parts/3/value 1e-8 &&
+       nudge "$W/m3.f32.lens.json" "$W/bad.16.json" layers/1/positions/5/top/0/prob 1e-5 &&
+       nudge "$W/m3.f64.1.json" "$W/bad.17.json" results/14/exact 1e-8 &&
+       nudge "$W/m3.f64.1.json" "$W/bad.18.json" results/14/attribution 1e-8 &&
+       nudge "$W/m3.f64.4.json" "$W/bad.19.json" heads/14/loss 1e-8 &&
+       nudge "$W/m3.f32.3.json" "$W/bad.20.json" results/37/exact 1e-5; }; then
+    fail "nudging the JSON of the transformer blocks"
+fi
+"$PY" "$SCRIPT" "$W/m3" --attribute "$W/bad.11.json" --attribute "$W/bad.12.json" \
+    --attribute "$W/bad.13.json" --attribute "$W/bad.14.json" --lens "$W/bad.15.json" \
+    --lens "$W/bad.16.json" --patch "$W/bad.17.json" --patch "$W/bad.18.json" \
+    --ablate "$W/bad.19.json" --data "$W/data.txt" --patch "$W/bad.20.json" \
+    >"$W/bad.blocks.txt" 2>&1
+rc=$?
+[ "$rc" = 1 ] || fail "the nudged numbers of the transformer blocks: explain_torch exits $rc, not 1"
+for what in "attribute mlp 2" "attribute final_scale" "attribute mlp 2.5" "attribute mlp 2 bias" \
+            "lens part mlp 1 at 7" "lens prob of $tok after 1 at 5" \
+            "patch resid-post 1 @14 exact" "patch resid-post 1 @14 attribution" \
+            "ablate zero resid-post 1 @14 loss" "patch mlp-post 2 neuron 5 exact"; do
+    if grep -qF "mismatch: $what:" "$W/bad.blocks.txt"; then echo "ok: a nudged $what is caught"
+    else fail "a nudged $what is not caught:"; cat "$W/bad.blocks.txt"; fi
 done
 
 [ "$failures" -eq 0 ] && echo "explain_torch_test: all passed" || echo "explain_torch_test: $failures failed"
