@@ -3,7 +3,9 @@
 
 One step is forward, cross-entropy, backward and a plain SGD update of the one-layer attention
 model of docs/model.md (token + position embeddings, W_Q, W_K, W_V, W_O, no residual, the
-vocabulary head), on a batch of the reverse task. Prints one JSON line per workload, like
+vocabulary head), on a batch of the reverse task. The mlp workload is a transformer block, as
+`qkv bench --config mlp`: the attention in the residual stream, then an MLP of 512 ReLU units
+with biases (d = d + relu(d·W_in + b_in)·W_out + b_out), no LayerNorm. Prints one JSON line per workload, like
 `qkv bench --json`: config, threads, form, ms_per_step (median after a warm-up), gflops,
 step_mem_mb (peak resident memory minus the resident memory just before the first step).
 
@@ -25,10 +27,11 @@ except ImportError as e:  # pragma: no cover
     print(f"bench_torch: skipping: cannot import torch ({e})", file=sys.stderr)
     sys.exit(0)
 
-WORKLOADS = {  # batch, seq_len, d_model, heads, vocab
-    "tiny": (32, 16, 64, 4, 16),
-    "medium": (8, 256, 128, 4, 64),
-    "long": (1, 2048, 64, 1, 64),
+WORKLOADS = {  # batch, seq_len, d_model, heads, vocab, MLP hidden units (0: none, no residual)
+    "tiny": (32, 16, 64, 4, 16, 0),
+    "medium": (8, 256, 128, 4, 64, 0),
+    "long": (1, 2048, 64, 1, 64, 0),
+    "mlp": (64, 64, 128, 4, 64, 512),
 }
 
 
@@ -48,15 +51,15 @@ def reset_peak_rss():
         pass
 
 
-def forward_flops(B, T, C, H, V):
-    return 4 * 2 * B * T * C * C + 2 * 2 * B * T * T * C + 2 * B * T * C * V
+def forward_flops(B, T, C, H, V, N):  # the matrix products, as src/train/bench.c counts them
+    return 4 * 2 * B * T * C * C + 2 * 2 * B * T * T * C + 2 * 2 * B * T * C * N + 2 * B * T * C * V
 
 
 HAS_SDPA = hasattr(torch.nn.functional, "scaled_dot_product_attention")
 
 
 def run(name, threads, seconds, form):
-    B, T, C, H, V = WORKLOADS[name]
+    B, T, C, H, V, N = WORKLOADS[name]
     torch.manual_seed(1)
     dk = C // H
     s = 0.5
@@ -70,6 +73,9 @@ def run(name, threads, seconds, form):
         "head_w": torch.randn(C, V) * s / math.sqrt(C),
         "head_b": torch.zeros(V),
     }
+    if N:  # the block's MLP: weights (in, out) ~ N(0, s²/fan_in), biases 0
+        p.update({"w_in": torch.randn(C, N) * s / math.sqrt(C), "b_in": torch.zeros(N),
+                  "w_out": torch.randn(N, C) * s / math.sqrt(N), "b_out": torch.zeros(C)})
     for t in p.values():
         t.requires_grad_(True)
     x = torch.randint(0, V, (B, T))
@@ -85,6 +91,9 @@ def run(name, threads, seconds, form):
         else:
             av = torch.softmax((q @ k.transpose(-2, -1)) / math.sqrt(dk), dim=-1) @ v
         o = av.transpose(1, 2).reshape(B, T, C) @ p["w_o"]
+        if N:  # the residual stream, then the MLP
+            o = h + o
+            o = o + torch.relu(o @ p["w_in"] + p["b_in"]) @ p["w_out"] + p["b_out"]
         logits = o @ p["head_w"] + p["head_b"]
         loss = torch.nn.functional.cross_entropy(logits.view(B * T, V), y.view(B * T))
         for t in p.values():
@@ -112,7 +121,7 @@ def run(name, threads, seconds, form):
         "threads": threads,
         "form": form,
         "ms_per_step": round(ms, 4),
-        "gflops": round(3 * forward_flops(B, T, C, H, V) / (ms * 1e-3) * 1e-9, 2),
+        "gflops": round(3 * forward_flops(B, T, C, H, V, N) / (ms * 1e-3) * 1e-9, 2),
         "step_mem_mb": round((peak - rss_before) / 2**20, 2),
         "steps_timed": len(times),
         "torch": torch.__version__,
