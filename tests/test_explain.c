@@ -853,9 +853,17 @@ static Suite *explain_suite(void) {
     tcase_add_loop_test(tc, test_pairs_are_means_of_single_pairs, 0, NMODELS);
     tcase_add_loop_test(tc, test_path_identities, 0, NMODELS);
     tcase_add_loop_test(tc, test_lens_identities, 0, NMODELS);
-    tcase_add_loop_test(tc, test_block_identities, 0, NBLOCKS);
+    tcase_add_loop_test(tc, test_block_identities, 0, 1); /* the others: "blocks" below */
+    suite_add_tcase(s, tc);
+    /* the other block models and the MLP's sites: "slow", so that valgrind, which runs the
+     * block forward and its readouts in the case above, skips them */
+    tc = tcase_create("blocks");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_tags(tc, "slow");
+    tcase_add_loop_test(tc, test_block_identities, 1, NBLOCKS);
     tcase_add_loop_test(tc, test_block_sites, 0, NBLOCKS);
     suite_add_tcase(s, tc);
+
     tc = tcase_create("trained");
     /* 600 training steps: left out under valgrind and qemu (.ci/run), as test_train's
      * learning runs are */

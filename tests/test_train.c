@@ -1203,9 +1203,16 @@ static Suite *train_suite(void) {
     tc = tcase_create("library");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_checkpoint_refuses_unknown_values);
-    tcase_add_loop_test(tc, test_batch_grads_every_model, 0, 6);
+    tcase_add_loop_test(tc, test_batch_grads_every_model, 0, 4); /* 4, 5: "blocks" below */
     tcase_add_loop_test(tc, test_model_load, 0, 4);
     tcase_add_test(tc, test_trainer_run_resumes_exactly);
+    suite_add_tcase(s, tc);
+
+    /* the other block models' gradients against finite differences: "slow", as valgrind
+     * runs one of them above */
+    tc = tcase_create("blocks");
+    tcase_set_tags(tc, "slow");
+    tcase_add_loop_test(tc, test_batch_grads_every_model, 4, 6);
     suite_add_tcase(s, tc);
 
 #ifdef QKV_HAVE_OPENMP
