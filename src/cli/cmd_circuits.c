@@ -230,7 +230,8 @@ static qkv_status print_neurons(const loaded_model *lm) {
     int N = c->mlp, V = c->vocab, top = N < 8 ? N : 8;
     double *nl = malloc((size_t)N * V * sizeof *nl), *norm = malloc((size_t)N * sizeof *norm);
     int *order = malloc((size_t)N * sizeof *order);
-    qkv_status s = nl && norm && order ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
+    qkv_status s = nl && norm && order ? QKV_OK
+                                       : qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
     for (int l = 0; s == QKV_OK && l < c->layers; l++) {
         if ((s = qkv_neuron_logits(&lm->model, l, nl)) != QKV_OK) break;
         for (int n = 0; n < N; n++) {

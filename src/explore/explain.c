@@ -368,7 +368,9 @@ void explain_spot_text(const explain_spot *s, char *buf, size_t len) {
 static qkv_head_edit spot_edit(const explain_spot *s, qkv_head_edit_kind kind,
                                const qkv_tensor *value) {
     bool keys = s->site == QKV_SITE_K || s->site == QKV_SITE_V;
-    int column = s->site == QKV_SITE_PATTERN ? s->key_position : neuron_site(s->site) ? s->neuron : -1;
+    int column = s->site == QKV_SITE_PATTERN ? s->key_position
+                 : neuron_site(s->site)      ? s->neuron
+                                             : -1;
     return (qkv_head_edit){.kind = kind, .layer = s->layer, .head = s->head,
                            .position = keys ? s->key_position : s->position, .value = value,
                            .site = s->site, .key_position = column};
@@ -749,7 +751,8 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
         int n = 0;
         for (int l = 0; l < L; l++)
             for (int h = 0; h < H; h++)
-                edits[n++] = spot_edit(&(explain_spot){QKV_SITE_Z, l, h, -1, -1, -1}, QKV_HEAD_REPLACE,
+                edits[n++] = spot_edit(&(explain_spot){QKV_SITE_Z, l, h, -1, -1, -1},
+                                       QKV_HEAD_REPLACE,
                                        l == ls && h == hs ? pb->clean[l] : pb->corrupt[l]);
         qkv_ctx_reset(pb->record);
         qkv_probe rec = {.edits = edits, .n_edits = n};

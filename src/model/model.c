@@ -80,7 +80,8 @@ double qkv_model_param_bytes(const qkv_model_config *c) {
     param_spec spec[QKV_MAX_PARAMS];
     int n = model_params(c, spec);
     double elems = 0;
-    for (int i = 0; i < n; i++) elems += (double)spec[i].shape[0] * (spec[i].ndim == 2 ? spec[i].shape[1] : 1);
+    for (int i = 0; i < n; i++)
+        elems += (double)spec[i].shape[0] * (spec[i].ndim == 2 ? spec[i].shape[1] : 1);
     return elems * 4 * (double)qkv_dtype_size(c->dtype); /* weights, gradients, two Adam moments */
 }
 
@@ -143,7 +144,7 @@ qkv_status qkv_model_config_check(const qkv_model_config *c) {
         return qkv_fail(QKV_ERR_VALUE, "%s must be none or layernorm", F(norm));
     /* an MLP and a LayerNorm are blocks of the residual stream: without it, a LayerNorm would
      * be the whole input of the next layer and an MLP would replace the attention's output */
-    if (!c->residual && (c->mlp > 0 || c->norm != QKV_NORM_NONE))     {
+    if (!c->residual && (c->mlp > 0 || c->norm != QKV_NORM_NONE)) {
         if (c->mlp > 0)
             return qkv_fail(QKV_ERR_VALUE, "%s %d needs the residual stream (add %s)", F(mlp),
                             c->mlp, F(residual));
@@ -174,9 +175,10 @@ qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t se
     int n = model_params(c, spec);
     for (int i = 0; i < n; i++) {
         const param_spec *r = &spec[i];
-        qkv_tensor *t = r->init == INIT_NORMAL ? qkv_randn(m->params, c->dtype, r->ndim, r->shape, r->std, &rng)
-                        : r->init == INIT_ONES ? qkv_ones(m->params, c->dtype, r->ndim, r->shape)
-                                               : qkv_zeros(m->params, c->dtype, r->ndim, r->shape);
+        qkv_tensor *t =
+            r->init == INIT_NORMAL ? qkv_randn(m->params, c->dtype, r->ndim, r->shape, r->std, &rng)
+            : r->init == INIT_ONES ? qkv_ones(m->params, c->dtype, r->ndim, r->shape)
+                                   : qkv_zeros(m->params, c->dtype, r->ndim, r->shape);
         _Static_assert(sizeof m->param_name[i] == sizeof r->name, "a parameter's name");
         memcpy(m->param_name[i], r->name, sizeof r->name);
         t->name = m->param_name[i];
@@ -327,8 +329,8 @@ const char *qkv_norm_name(qkv_norm norm) {
 /* The LayerNorm of x (B, T, C) by gain and bias, or x itself in a model without one. */
 static qkv_tensor *norm(qkv_ctx *step, const qkv_model *m, qkv_tensor *x, qkv_tensor *gain,
                         qkv_tensor *bias) {
-    return m->cfg.norm == QKV_NORM_LAYERNORM ? qkv_layernorm(step, x, gain, bias, QKV_LAYERNORM_EPS)
-                                             : x;
+    if (m->cfg.norm != QKV_NORM_LAYERNORM) return x;
+    return qkv_layernorm(step, x, gain, bias, QKV_LAYERNORM_EPS);
 }
 
 /* Layer l's MLP on the stream d (B, T, C), with its LayerNorm first: what it adds to the
@@ -336,7 +338,8 @@ static qkv_tensor *norm(qkv_ctx *step, const qkv_model *m, qkv_tensor *x, qkv_te
 static qkv_tensor *mlp_block(qkv_ctx *step, const qkv_model *m, int l, qkv_tensor *d,
                              qkv_probe *probe) {
     qkv_tensor *x = norm(step, m, d, m->ln_mlp_gain[l], m->ln_mlp_bias[l]);
-    qkv_tensor *pre = qkv_add(step, qkv_matmul(step, x, m->mlp_w_in[l]), m->mlp_b_in[l]); /* (B,T,N) */
+    /* (B, T, N) */
+    qkv_tensor *pre = qkv_add(step, qkv_matmul(step, x, m->mlp_w_in[l]), m->mlp_b_in[l]);
     if (probe) probe->mlp_pre[l] = pre = edit_site(step, probe, QKV_SITE_MLP_PRE, l, pre);
     qkv_tensor *post = qkv_activation(step, pre, m->cfg.act);
     if (probe) probe->mlp_post[l] = post = edit_site(step, probe, QKV_SITE_MLP_POST, l, post);
@@ -384,7 +387,8 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
             k = split_heads(step, k, B, T, H, Dk);
             v = split_heads(step, v, B, T, H, Dk);
             if (probe) {
-                y = probe->z[l] = probe_attention(step, probe, l, q, k, v, mask, Dk, &probe->layer[l]);
+                y = probe->z[l] =
+                    probe_attention(step, probe, l, q, k, v, mask, Dk, &probe->layer[l]);
                 probe->attn[l] = probe->layer[l].weights;
             } else {
                 y = qkv_attention(step, q, k, v, mask, 0, &attn[l]); /* composed: weights kept */
@@ -394,7 +398,8 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
         y = qkv_matmul(step, y, m->w_o[l]); /* (B,Tq,C) */
         d = c->residual ? qkv_add(step, d, y) : y;
         if (c->mlp > 0) {
-            if (probe) probe->resid_mid[l] = d = edit_site(step, probe, QKV_SITE_RESID_MID, l, d);
+            if (probe)
+                probe->resid_mid[l] = d = edit_site(step, probe, QKV_SITE_RESID_MID, l, d);
             d = qkv_add(step, d, mlp_block(step, m, l, d, probe));
         }
         if (probe) probe->resid_post[l] = d = edit_site(step, probe, QKV_SITE_RESID_POST, l, d);
