@@ -8,6 +8,8 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #define SQRT1_2 0.70710678118654752440      /* 1/√2: Φ(x) = erfc(−x/√2)/2 */
 #define INV_SQRT_2PI 0.39894228040143267794 /* 1/√(2π): φ(x) = exp(−x²/2)/√(2π) */
@@ -25,9 +27,33 @@ void relu_forward_f32(float *y, const float *x, int64_t n) {
     KERNEL_FOR_STATIC(TEAM(n), i, n, y[i] = x[i] <= 0 ? 0.0f : x[i];);
 }
 
+/* dy where x > 0, else +0: dy's bits masked, with no branch. Written as `x > 0 ? dy : 0` the
+ * compiler branched on every element (it does not load dy[i] where the test fails), and on
+ * the random signs of an MLP's pre-activations the mispredictions made relu's backward 21% of
+ * the mlp workload's step (perf, one core of the 2-core AMD EPYC); masked, the loops below
+ * are vectorized. The same bits as the select. */
+static inline float dy_where_positive_f32(float x, float dy) {
+    uint32_t bits;
+    memcpy(&bits, &dy, sizeof bits);
+    bits &= -(uint32_t)(x > 0);
+    memcpy(&dy, &bits, sizeof bits);
+    return dy;
+}
+
+static inline double dy_where_positive_f64(double x, double dy) {
+    uint64_t bits;
+    memcpy(&bits, &dy, sizeof bits);
+    bits &= -(uint64_t)(x > 0);
+    memcpy(&dy, &bits, sizeof bits);
+    return dy;
+}
+
+/* 0 + g is what `store` writes: the bits an add to zeros gives (-0 made +0). */
 void relu_backward_f32(float *dx, const float *dy, const float *x, int64_t n, bool store) {
-    KERNEL_FOR_STATIC(TEAM(n), i, n,
-                      dx[i] = (store ? 0.0f : dx[i]) + (x[i] > 0 ? dy[i] : 0.0f););
+    if (store)
+        KERNEL_FOR_STATIC(TEAM(n), i, n, dx[i] = 0.0f + dy_where_positive_f32(x[i], dy[i]););
+    else
+        KERNEL_FOR_STATIC(TEAM(n), i, n, dx[i] += dy_where_positive_f32(x[i], dy[i]););
 }
 
 void relu_forward_f64(double *y, const double *x, int64_t n) {
@@ -35,8 +61,10 @@ void relu_forward_f64(double *y, const double *x, int64_t n) {
 }
 
 void relu_backward_f64(double *dx, const double *dy, const double *x, int64_t n, bool store) {
-    KERNEL_FOR_STATIC(TEAM(n), i, n,
-                      dx[i] = (store ? 0.0 : dx[i]) + (x[i] > 0 ? dy[i] : 0.0););
+    if (store)
+        KERNEL_FOR_STATIC(TEAM(n), i, n, dx[i] = 0.0 + dy_where_positive_f64(x[i], dy[i]););
+    else
+        KERNEL_FOR_STATIC(TEAM(n), i, n, dx[i] += dy_where_positive_f64(x[i], dy[i]););
 }
 
 /* ---- gelu ---- */
