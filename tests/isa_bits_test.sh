@@ -20,12 +20,15 @@ echo "paths this CPU runs: ${paths[*]}"
 
 # Each exercises other kernels: small products (heads of 16), the packed tiles and depth blocks
 # (B·T = 256 and 320 rows), key tiles with a tail (80 keys), masks, two residual layers, every
-# optimizer, clipping. Small, because the plain C path is slow (a call per fused multiply-add
-# on x86).
+# optimizer, clipping; and transformer blocks: an MLP (each activation) and LayerNorm. Small,
+# because the plain C path is slow (a call per fused multiply-add on x86).
 configs=(
     "--task copy --seq-len 16 --d-model 32 --heads 2 --batch 16 --steps 12"
     "--task induction --steps 3 --batch 4 --optim momentum --clip 0.5 --eval-every 100"
     "--task reverse --seq-len 80 --d-model 16 --vocab 8 --batch 4 --steps 2 --causal --optim sgd"
+    "--task reverse --d-model 32 --heads 2 --layers 2 --residual --mlp 48 --norm layernorm --batch 8 --steps 3 --eval-every 100"
+    "--task shift --d-model 16 --residual --mlp 40 --act gelu --batch 8 --steps 3 --eval-every 100"
+    "--task copy --d-model 16 --residual --mlp 24 --act gelu-tanh --norm layernorm --dtype f64 --batch 8 --steps 3 --eval-every 100"
 )
 for c in "${!configs[@]}"; do
     ref=""
