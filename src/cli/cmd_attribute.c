@@ -82,62 +82,58 @@ static void print_table(const loaded_model *lm, const explain_input *in, const d
     printf("  %-12s %14.6f   (logit - sum = %.3g)\n", "sum", r->sum, r->logit - r->sum);
 }
 
-static int attribute_run(const attribute_args *a) {
-    loaded_model lm;
-    char path[RUN_PATH_LEN];
-    int code = explain_cli_load(a->model, a->dtype, a->threads, &lm, path, sizeof path);
-    if (code != EXIT_OK) return code;
-    const char *inputs[] = {path, lm.data ? lm.data->path : NULL, NULL};
-    explain_input *in = malloc(sizeof *in);
-    dla_result *r = calloc(1, sizeof *r);
-    qkv_status s = QKV_OK;
-    if ((code = cli_check_outputs("attribute", (cli_output[]){{"out", a->out}, {0}}, inputs)) !=
-        EXIT_OK)
-        goto done;
-    if (!in || !r) {
-        cli_error("attribute: out of memory");
-        code = EXIT_NOMEM;
-        goto done;
-    }
-    if ((s = explain_read_input(&lm, "--input", a->input, in)) != QKV_OK) goto fail;
-    int position = a->position >= 0 ? (int)a->position : explain_default_position(&lm, in);
-    if (position < 0) {
-        cli_error("attribute: the input has no position with a target: give --position");
-        code = EXIT_USAGE;
-        goto done;
-    }
-    if ((s = explain_check_position(&lm, in, position)) != QKV_OK) goto fail;
+/* One run of the command: its options, input, result (explain_cli_run's state). */
+typedef struct {
+    const attribute_args *a;
+    explain_input *in;
+    dla_result r;
+    int position;
+} attribute_job;
+
+static qkv_status attribute_compute(loaded_model *lm, void *state) {
+    attribute_job *job = state;
+    const attribute_args *a = job->a;
+    qkv_status s = explain_read_input(lm, "--input", a->input, job->in);
+    if (s != QKV_OK) return s;
+    int position = a->position >= 0 ? (int)a->position : explain_default_position(lm, job->in);
+    if (position < 0)
+        return qkv_fail(QKV_ERR_VALUE, "the input has no position with a target: give --position");
+    if ((s = explain_check_position(lm, job->in, position)) != QKV_OK) return s;
     int token = -1;
-    if (a->token && (token = explain_read_class(&lm, "--token", a->token)) < 0) {
-        s = QKV_ERR_VALUE;
-        goto fail;
-    }
-    if (a->neurons && lm.model.cfg.mlp == 0) {
-        cli_error("attribute: --neurons splits an MLP's part, and the model has no MLP (it was "
-                  "trained without --mlp)");
-        code = EXIT_USAGE;
-        goto done;
-    }
-    if ((s = explain_attribute(&lm, in, position, token, a->neurons, r)) != QKV_OK) goto fail;
-    cJSON *j = explain_attribute_json(&lm, in, r);
+    if (a->token && (token = explain_read_class(lm, "--token", a->token)) < 0) return QKV_ERR_VALUE;
+    if (a->neurons && lm->model.cfg.mlp == 0)
+        return qkv_fail(QKV_ERR_VALUE, "--neurons splits an MLP's part, and the model has no MLP "
+                        "(it was trained without --mlp)");
+    job->position = position;
+    return explain_attribute(lm, job->in, position, token, a->neurons, &job->r);
+}
+
+static cJSON *attribute_json(const loaded_model *lm, void *state) {
+    attribute_job *job = state;
+    cJSON *j = explain_attribute_json(lm, job->in, &job->r);
     if (j) /* false: a position no training example of this length had a target at */
         cJSON_AddBoolToObject(j, "position_has_target",
-                              explain_position_trained(&lm, in, position));
-    if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
-    else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
-        if (!a->json) print_table(&lm, in, r);
-        code = explain_cli_print(j, a->json, a->out);
+                              explain_position_trained(lm, job->in, job->position));
+    return j;
+}
+
+static void attribute_table(const loaded_model *lm, void *state) {
+    attribute_job *job = state;
+    print_table(lm, job->in, &job->r);
+}
+
+static int attribute_run(const attribute_args *a) {
+    attribute_job job = {.a = a, .in = malloc(sizeof *job.in)};
+    if (!job.in) {
+        cli_error("attribute: out of memory");
+        return EXIT_NOMEM;
     }
-    cJSON_Delete(j);
-    goto done;
-fail:
-    cli_error("attribute: %s", qkv_last_error());
-    code = cli_exit_for(s);
-done:
-    free(in);
-    if (r) explain_attribute_free(r);
-    free(r);
-    loaded_model_free(&lm);
+    int code = explain_cli_run(&(explain_cli_job){
+        .who = "attribute", .model = a->model, .out = a->out, .dtype = a->dtype,
+        .threads = a->threads, .print_json = a->json, .run = attribute_compute,
+        .json = attribute_json, .table = attribute_table, .state = &job});
+    explain_attribute_free(&job.r);
+    free(job.in);
     return code;
 }
 

@@ -102,43 +102,44 @@ static void print_table(const loaded_model *lm, const explain_input *in, const l
     }
 }
 
+/* One run of the command: its options, input, result (explain_cli_run's state). */
+typedef struct {
+    const lens_args *a;
+    explain_input *in;
+    lens_result r;
+} lens_job;
+
+static qkv_status lens_compute(loaded_model *lm, void *state) {
+    lens_job *job = state;
+    qkv_status s = explain_read_input(lm, "--input", job->a->input, job->in);
+    if (s != QKV_OK) return s;
+    int vocab = lm->model.cfg.vocab;
+    int top = job->a->top ? (int)job->a->top : vocab < LENS_DEFAULT_TOP ? vocab : LENS_DEFAULT_TOP;
+    return lens_run(lm, job->in, top, &job->r);
+}
+
+static cJSON *lens_json_of(const loaded_model *lm, void *state) {
+    lens_job *job = state;
+    return lens_json(lm, job->in, &job->r);
+}
+
+static void lens_table(const loaded_model *lm, void *state) {
+    lens_job *job = state;
+    print_table(lm, job->in, &job->r);
+}
+
 static int lens_command(const lens_args *a) {
-    loaded_model lm;
-    char path[RUN_PATH_LEN];
-    int code = explain_cli_load(a->model, a->dtype, a->threads, &lm, path, sizeof path);
-    if (code != EXIT_OK) return code;
-    const char *inputs[] = {path, lm.data ? lm.data->path : NULL, NULL};
-    explain_input *in = malloc(sizeof *in);
-    lens_result *r = calloc(1, sizeof *r);
-    qkv_status s = QKV_OK;
-    if ((code = cli_check_outputs("lens", (cli_output[]){{"out", a->out}, {0}}, inputs)) !=
-        EXIT_OK)
-        goto done;
-    if (!in || !r) {
+    lens_job job = {.a = a, .in = malloc(sizeof *job.in)};
+    if (!job.in) {
         cli_error("lens: out of memory");
-        code = EXIT_NOMEM;
-        goto done;
+        return EXIT_NOMEM;
     }
-    if ((s = explain_read_input(&lm, "--input", a->input, in)) != QKV_OK) goto fail;
-    int vocab = lm.model.cfg.vocab;
-    int top = a->top ? (int)a->top : vocab < LENS_DEFAULT_TOP ? vocab : LENS_DEFAULT_TOP;
-    if ((s = lens_run(&lm, in, top, r)) != QKV_OK) goto fail;
-    cJSON *j = lens_json(&lm, in, r);
-    if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
-    else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
-        if (!a->json) print_table(&lm, in, r);
-        code = explain_cli_print(j, a->json, a->out);
-    }
-    cJSON_Delete(j);
-    goto done;
-fail:
-    cli_error("lens: %s", qkv_last_error());
-    code = cli_exit_for(s);
-done:
-    free(in);
-    if (r) lens_free(r);
-    free(r);
-    loaded_model_free(&lm);
+    int code = explain_cli_run(&(explain_cli_job){
+        .who = "lens", .model = a->model, .out = a->out, .dtype = a->dtype,
+        .threads = a->threads, .print_json = a->json, .run = lens_compute, .json = lens_json_of,
+        .table = lens_table, .state = &job});
+    lens_free(&job.r);
+    free(job.in);
     return code;
 }
 

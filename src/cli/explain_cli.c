@@ -2,6 +2,7 @@
 #include "explain_cli.h"
 #include "explore/explain.h"
 #include "io/io.h"
+#include "io/paths.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,31 @@ int explain_cli_load(const char *model, int dtype, long threads, loaded_model *l
         return cli_exit_for(s);
     }
     return EXIT_OK;
+}
+
+int explain_cli_run(const explain_cli_job *job) {
+    loaded_model lm;
+    char path[RUN_PATH_LEN];
+    int code = explain_cli_load(job->model, job->dtype, job->threads, &lm, path, sizeof path);
+    if (code != EXIT_OK) return code;
+    const char *inputs[] = {path, lm.data ? lm.data->path : job->input, lm.data ? job->input : NULL,
+                            NULL};
+    code = cli_check_outputs(job->who, (cli_output[]){{"out", job->out}, {0}}, inputs);
+    qkv_status s = code == EXIT_OK ? job->run(&lm, job->state) : QKV_OK;
+    if (s != QKV_OK) {
+        cli_error("%s: %s", job->who, qkv_last_error());
+        code = cli_exit_for(s);
+    } else if (code == EXIT_OK) {
+        cJSON *j = job->json(&lm, job->state);
+        if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
+        else if ((code = explain_cli_save(j, job->out)) == EXIT_OK) {
+            if (!job->print_json) job->table(&lm, job->state);
+            code = explain_cli_print(j, job->print_json, job->out);
+        }
+        cJSON_Delete(j);
+    }
+    loaded_model_free(&lm);
+    return code;
 }
 
 static bool json_out_of_memory; /* a cJSON allocation failed (explain_cli_json_hooks) */

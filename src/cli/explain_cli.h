@@ -46,6 +46,26 @@ int explain_cli_save_both(const cJSON *o, const char *out, atomic_file *af);
  * (after the command's table). EXIT_OK, or EXIT_NOMEM after one line when the text does not
  * fit in memory (nothing printed). */
 int explain_cli_print(const cJSON *o, bool json, const char *out);
+/* The analysis commands' shared skeleton: load the model (explain_cli_load), check the
+ * outputs against the inputs (the model, its data file, `input`), compute (`run`), build the
+ * JSON object (`json`), save it to `out`, print the table (`table`, unless `print_json`) and
+ * the JSON, free. `run` returns a status whose message qkv_last_error holds (a usage error:
+ * QKV_ERR_VALUE, exit 2), printed as "WHO: message"; `state` is the command's own. Returns
+ * the exit code. */
+typedef struct {
+    const char *who;          /* "attribute": the command, as its messages begin */
+    const char *model, *out;  /* --model (or DIR) and --out */
+    const char *input;        /* a further file it reads (patch --pairs), or NULL */
+    int dtype;                /* TRAIN_DTYPE_OF_FILE or a qkv_dtype */
+    long threads;
+    bool print_json;          /* --json: the object on stdout instead of the table */
+    qkv_status (*run)(loaded_model *lm, void *state);
+    cJSON *(*json)(const loaded_model *lm, void *state);
+    void (*table)(const loaded_model *lm, void *state);
+    void *state;
+} explain_cli_job;
+int explain_cli_run(const explain_cli_job *job);
+
 /* cJSON allocates through qkv's hooks (set at start-up by main): a failed allocation of any
  * JSON object, item or text is remembered, and explain_cli_save refuses an object built
  * while one failed (an item that could not be added is missing from it): exit 6, nothing
