@@ -468,6 +468,21 @@ def check_sites(wd, name, patch):
     print(f"browser_test: {name}: patching of k, 4 heads x {T} key positions")
 
 
+def check_neurons(wd, name, ablate):
+    """ablate.json of an MLP's neurons (mlp-post, one row per neuron): a row per layer, a
+    column per neuron, a cell per row of the file, titled with the site."""
+    rows = ablate["heads"]
+    N = max(e["neuron"] for e in rows) + 1
+    got = wd.run("""const s = document.getElementById('svg-ablate'), t = (c) => [...s.querySelectorAll('text.' + c)].map(e => e.textContent);
+                    return [s.querySelector('text.title').textContent, t('rowlab'), t('collab'),
+                            s.querySelectorAll('rect.hcell').length, s.querySelectorAll('rect.hcell:not(.none)').length];""")
+    want = ["ablation of mlp-post: loss increase, layer x neuron", ["layer 1", "layer 2"],
+            [str(n) for n in range(N)], 2 * N, len(rows)]
+    if got != want:
+        fail(f"{name}: the ablation view of MLP neurons is {got}, not {want}")
+    print(f"browser_test: {name}: ablation of mlp-post, 2 layers x {N} neurons")
+
+
 def check_labels_fit(wd, name):
     """In every analysis view, no two row labels and no two column labels overlap, and none
     reaches outside its view (clipped)."""
@@ -745,8 +760,16 @@ def main():
     crowded_page = os.path.join(crowded, "plots", "attention.html")
     # Other sites, over copies of the reverse run: the graph of its paths with the ablation of
     # the stream (resid-pre, by layer and position), and the patching of k by key position.
+    # An ablation of an MLP's neurons (qkv ablate --site mlp-post: a row per layer and neuron,
+    # head null), as a model with --mlp 12 writes it, over a copy of the reverse run.
+    with open(os.path.join(tmp, "ablate_neurons.json"), "w") as f:
+        json.dump({"site": "mlp-post", "over": "neuron", "baseline": {"loss": 0.5, "accuracy": 1},
+                   "heads": [{"site": "mlp-post", "layer": l, "head": None, "position": None,
+                              "key_position": None, "neuron": n, "loss": 0.5 + ((l * 5 + n) % 7) / 20,
+                              "accuracy": 1} for l in (1, 2) for n in range(12)]}, f)
     site_pages = {}
-    for page, files in (("paths", {"patch": "paths", "ablate": "ablate_resid"}), ("sites", {"patch": "patch_k"})):
+    for page, files in (("paths", {"patch": "paths", "ablate": "ablate_resid"}), ("sites", {"patch": "patch_k"}),
+                        ("neurons", {"ablate": "ablate_neurons"})):
         d = os.path.join(tmp, page)
         shutil.copytree(os.path.join(tmp, "reverse"), d)
         for kind, src in files.items():
@@ -776,7 +799,9 @@ def main():
             print("browser_test: crowded: 4 heads x 128 positions and 130 bars, labels thinned, none overlapping")
         for page, check in (("paths", lambda: check_paths(wd, "paths", *(json.load(open(os.path.join(tmp, f + ".json")))
                                                                          for f in ("paths", "ablate_resid")))),
-                            ("sites", lambda: check_sites(wd, "sites", json.load(open(os.path.join(tmp, "patch_k.json")))))):
+                            ("sites", lambda: check_sites(wd, "sites", json.load(open(os.path.join(tmp, "patch_k.json"))))),
+                            ("neurons", lambda: check_neurons(wd, "neurons",
+                                                              json.load(open(os.path.join(tmp, "ablate_neurons.json")))))):
             wd.s("POST", "/url", {"url": "file://" + site_pages[page]})
             errors = [e for e in wd.logs() if e.get("level") == "SEVERE"]
             if errors:
