@@ -717,8 +717,10 @@ QKV_API double qkv_model_step_bytes(const qkv_model_config *cfg, int batch);
 /* ---- circuits: what each head computes, read from the weights alone (docs/explain.md) ---- */
 /* Layers and heads are 0-based; Dk = d_model / heads; every number is computed in double.
  * A head's circuits are its direct paths: in a model with an MLP they leave the MLPs out (the
- * MLPs are beside the heads, in the stream), and a model with LayerNorm is refused
- * (QKV_ERR_VALUE): LayerNorm is not folded into the weights yet. */
+ * MLPs are beside the heads, in the stream). In a model with LayerNorm they are the circuits
+ * of its weights with the LayerNorms folded (docs/explain.md, "Circuits"): each gain into the
+ * weights that read the stream, the centring into those that write it; the biases and the
+ * division by sigma are left out. */
 typedef enum { QKV_COMPOSE_Q, QKV_COMPOSE_K, QKV_COMPOSE_V } qkv_composition_kind;
 /* Head `head` of layer `layer`, into the caller's arrays (any may be NULL), scaled as the
  * model scales its scores (1/sqrt(Dk)):

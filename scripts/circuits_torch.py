@@ -14,7 +14,9 @@ compares:
   scores (copying, composition) |qkv - torch| <= tol
   neuron_logits (each MLP's W_out·W_U) max |qkv - torch| <= tol * max |torch|
 
-with tol = 1e-6 for an F32 model and 1e-9 for an F64 one. An undefined score is null in the JSON
+with tol = 1e-6 for an F32 model and 1e-9 for an F64 one. A LayerNorm model's circuits are
+those of its weights with the LayerNorms folded (fold_layernorm, done here on its own), and
+the folded model's logits must be the model's to 1e-12. An undefined score is null in the JSON
 and must be undefined here too.
 
 Exit status: 0 everything matches (or torch is missing: "circuits_torch: skipping: ..."),
@@ -28,7 +30,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     import torch
-    from model_torch import load_safetensors
+    from model_torch import Model, load_safetensors
 except ImportError as e:  # pragma: no cover - depends on the machine
     print("circuits_torch: skipping: %s (PyTorch and numpy are needed)" % e)
     sys.exit(0)
@@ -85,6 +87,63 @@ def circuits(p, meta):
     return heads, comp
 
 
+def fold_layernorm(p, meta):
+    """The weights of a LayerNorm model with each LayerNorm folded (docs/explain.md,
+    "Circuits"): every gain into the rows of the weights that read the normalized stream
+    (W_Q, W_K, W_V, W_in, W_U), every bias into a bias of what they compute (b_q, b_k, b_v,
+    b_in, head.b), and the centring into the weights that write to the stream (the
+    embeddings, W_O's and W_out's rows, b_out); an encoder-decoder's keys and values read the
+    embedded inputs as they are. The folded model, whose LayerNorms only divide by sigma,
+    computes the same logits (folded_forward)."""
+    L, N = int(meta["layers"]), int(meta.get("mlp", "0"))
+    enc_dec = "dec_pos_emb" in p
+    f = dict(p)
+    center = lambda w: w - w.mean(dim=-1, keepdim=True)  # noqa: E731 - rows of a writer
+    for name in ("dec_pos_emb",) if enc_dec else ("tok_emb", "pos_emb"):
+        f[name] = center(p[name])
+    for l in range(L):
+        g, b = p["attn.%d.ln.gain" % l], p["attn.%d.ln.bias" % l]
+        for w in ("w_q", "w_k", "w_v"):
+            W = p["attn.%d.%s" % (l, w)]
+            read_normalized = w == "w_q" or not enc_dec
+            f["attn.%d.%s" % (l, w)] = g[:, None] * W if read_normalized else W
+            f["attn.%d.b_%s" % (l, w[2])] = b @ W if read_normalized else torch.zeros_like(W[0])
+        f["attn.%d.w_o" % l] = center(p["attn.%d.w_o" % l])
+        if N:
+            g, b = p["mlp.%d.ln.gain" % l], p["mlp.%d.ln.bias" % l]
+            f["mlp.%d.w_in" % l] = g[:, None] * p["mlp.%d.w_in" % l]
+            f["mlp.%d.b_in" % l] = p["mlp.%d.b_in" % l] + b @ p["mlp.%d.w_in" % l]
+            f["mlp.%d.w_out" % l] = center(p["mlp.%d.w_out" % l])
+            f["mlp.%d.b_out" % l] = p["mlp.%d.b_out" % l] - p["mlp.%d.b_out" % l].mean()
+    g, b = p["ln_final.gain"], p["ln_final.bias"]
+    f["head.w"], f["head.b"] = g[:, None] * p["head.w"], p["head.b"] + b @ p["head.w"]
+    return f
+
+
+def folded_forward(model, f, tokens):
+    """The folded model's forward: LayerNorms that only divide by sigma (the stream is centred
+    already), the biases the folding made."""
+    B, T, C, H = tokens.shape[0], model.T, model.C, model.H
+    dk = C // H
+    x = f["tok_emb"][tokens] + f["pos_emb"]
+    mask = model.mask(x.dtype)
+    d = f["dec_pos_emb"].expand(B, model.To, C) if model.To else x
+    Tq = d.shape[1]
+    scale = lambda t: t / torch.sqrt(t.pow(2).mean(dim=-1, keepdim=True) + 1e-5)  # noqa: E731
+    for l in range(model.L):
+        def heads(src, n, w):
+            return (src @ f["attn.%d.w_%s" % (l, w)] + f["attn.%d.b_%s" % (l, w)]).view(B, n, H, dk).transpose(1, 2)
+        a_in = scale(d)
+        kv = x if model.To else a_in
+        q, k, v = heads(a_in, Tq, "q"), heads(kv, T, "k"), heads(kv, T, "v")
+        a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(dk) + mask, dim=-1)
+        d = d + (a @ v).transpose(1, 2).reshape(B, Tq, C) @ f["attn.%d.w_o" % l]
+        if model.mlp:
+            h = scale(d) @ f["mlp.%d.w_in" % l] + f["mlp.%d.b_in" % l]
+            d = d + model.activation(h) @ f["mlp.%d.w_out" % l] + f["mlp.%d.b_out" % l]
+    return scale(d) @ f["head.w"] + f["head.b"]
+
+
 def main():
     if len(sys.argv) != 3:
         die("usage: circuits_torch.py MODEL_DIR CIRCUITS_JSON")
@@ -95,6 +154,15 @@ def main():
     f64 = tensors["tok_emb"].dtype == torch.float64
     tol = 1e-9 if f64 else 1e-6
     p = {k: v.to(torch.float64) for k, v in tensors.items()}
+    fold_err = None
+    if meta.get("norm", "none") == "layernorm":
+        # the folding keeps the model's outputs: the folded model's logits are the model's
+        model = Model(tensors, meta, model)
+        f = fold_layernorm(p, meta)
+        tokens = torch.randint(0, model.V, (4, model.T), generator=torch.Generator().manual_seed(3))
+        want = model.forward({k: v.to(torch.float64) for k, v in model.params.items()}, tokens)
+        fold_err = ((folded_forward(model, f, tokens) - want).abs().max() / want.abs().max()).item()
+        p = f
     try:
         with open(jpath) as f:
             got = json.load(f)
@@ -167,6 +235,11 @@ def main():
         if err > tol:
             print("MISMATCH mlp %d neuron_logits: max relative difference %.3g > %g" % (l + 1, err, tol))
             bad += 1
+    if fold_err is not None:
+        if fold_err > 1e-12:
+            print("MISMATCH the folded LayerNorms change the logits by %.3g" % fold_err)
+            bad += 1
+        print("circuits_torch: LayerNorm folded; the folded model's logits within %.3g of the model's" % fold_err)
     print("circuits_torch: %d heads, %d composition scores, %d neuron-logit maps, worst difference %.3g (tol %g): %s"
           % (len(heads), len(comp), len(got_mlp), worst, tol, "MISMATCH" if bad else "ok"))
     return 1 if bad else 0

@@ -22,7 +22,9 @@ for opts in "--task shift --heads 2 --layers 2 --residual --d-model 16" \
             "--task lookup --heads 4 --d-model 32" \
             "--task reverse --heads 2 --layers 3 --d-model 24 --dtype f64" \
             "--task translate --heads 2 --layers 2 --d-model 16" \
-            "--task reverse --heads 2 --layers 2 --d-model 16 --residual --mlp 24 --dtype f64"; do
+            "--task reverse --heads 2 --layers 2 --d-model 16 --residual --mlp 24 --dtype f64" \
+            "--task reverse --heads 2 --layers 2 --d-model 16 --residual --mlp 24 --norm layernorm --dtype f64" \
+            "--task translate --heads 2 --layers 2 --d-model 16 --residual --mlp 12 --norm layernorm"; do
     i=$((i + 1))
     # shellcheck disable=SC2086
     if ! "$QKV" train $opts --steps 30 --out "$W/m$i" --quiet; then

@@ -763,8 +763,8 @@ EOF
 run 2 "attribute --neurons without an MLP" -- attribute old_model --input "1 2 3 4 5 6 7 8" --neurons
 check "--neurons' line" grep -q "the model has no MLP" err.txt
 run 0 "lens of an MLP model" -- lens blocks --input "1 2 3 4 5 6 7 8"
-run 2 "circuits refuses a LayerNorm model" -- circuits blocks
-check "circuits names what the model has" grep -q "the model has LayerNorm, which circuits does not cover yet" err.txt
+run 0 "circuits of a LayerNorm model, folded" -- circuits blocks
+check "circuits says the LayerNorms are folded" grep -q "LayerNorm folded" out.txt
 run 0 "an MLP model without LayerNorm" -- train --task reverse --d-model 16 --heads 2 --residual \
     --mlp 12 --steps 10 --out mlp_only --quiet
 run 0 "circuits of an MLP model: the neuron-logit map" -- circuits mlp_only --json

@@ -333,11 +333,6 @@ static int circuits_run(const circuits_args *a) {
         cli_error("%s", qkv_last_error());
         return cli_exit_for(s);
     }
-    if ((s = explain_check_linear(&lm, "circuits", true)) != QKV_OK) {
-        cli_error("circuits: %s", qkv_last_error());
-        loaded_model_free(&lm);
-        return cli_exit_for(s);
-    }
     int code = cli_check_outputs("circuits", (cli_output[]){{"out", a->out}, {0}},
                                  (const char *[]){path, lm.data ? lm.data->path : NULL, NULL});
     if (code != EXIT_OK) {
@@ -359,6 +354,9 @@ static int circuits_run(const circuits_args *a) {
     if (s == QKV_OK && code == EXIT_OK) {
         if (!a->json) {
             print_table(&lm, copying, composition, &mp);
+            if (c->norm == QKV_NORM_LAYERNORM)
+                printf("LayerNorm folded: each gain into the weights that read the stream, the "
+                       "centring into those that write it (docs/explain.md)\n");
             if (c->mlp > 0) {
                 printf("the heads' circuits are their direct paths: the MLPs are beside them\n");
                 s = print_neurons(&lm);

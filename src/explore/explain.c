@@ -315,8 +315,8 @@ qkv_status explain_check_linear(const loaded_model *lm, const char *analysis, bo
     else if (mlp) snprintf(has, sizeof has, "an MLP (--mlp %d)", c->mlp);
     else snprintf(has, sizeof has, "LayerNorm");
     return qkv_fail(QKV_ERR_VALUE, "the model has %s, which %s does not cover yet; ablate, "
-                    "patch without --path, attribute, lens, inspect and eval --data do", has,
-                    analysis);
+                    "patch without --path, attribute, lens, circuits, inspect and eval --data "
+                    "do", has, analysis);
 }
 
 qkv_status explain_spots(const loaded_model *lm, qkv_site site, explain_over over, int positions,

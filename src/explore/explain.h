@@ -94,7 +94,7 @@ explain_over explain_default_over(qkv_site site);
 /* QKV_ERR_VALUE naming --site and --over and what the model has, when the model lacks `site`
  * (the stream's sites without the residual stream) or `over` does not apply to it. */
 qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_over over);
-/* Whether `analysis` ("circuits", "patch --path") can read this model: those read the heads'
+/* Whether `analysis` ("patch --path") can read this model: path patching reads the heads'
  * paths through the weights alone, not yet through a LayerNorm (nor, unless `covers_mlp`,
  * through an MLP), so such a model is refused with QKV_ERR_VALUE and one line naming what it
  * has and what does cover it, never given a number that leaves them out. */

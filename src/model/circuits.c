@@ -39,6 +39,59 @@ static double frobenius(const double *a, int64_t n) {
     return sqrt(s);
 }
 
+/* ---- LayerNorm folded into the weights ----
+ * A LayerNorm model reads every stream through LN(x) = (x − mean x)/σ(x) ⊙ gain + bias. Its
+ * circuits are those of the equivalent model whose LayerNorms keep only the division by σ
+ * (docs/explain.md, "Circuits"): each gain folded into the rows of the weights that read the
+ * normalized stream (W_Q, W_K, W_V of the layer, W_U), and the centring into the weights
+ * that write to the stream (the embeddings and W_O's rows: the stream is then centred, and
+ * subtracting its mean changes nothing). The biases become biases of the queries, keys,
+ * values and logits, which the circuits (products of weights) leave out; the division by σ,
+ * a positive number a position, is left out too. Without LayerNorm every reader is the
+ * weights as they are. */
+
+/* Row i of dst (rows, C) minus its mean, when the model has LayerNorm. */
+static void center_rows(const qkv_model *m, double *dst, int rows, int C) {
+    if (m->cfg.norm != QKV_NORM_LAYERNORM) return;
+    for (int i = 0; i < rows; i++) {
+        double mean = 0;
+        for (int k = 0; k < C; k++) mean += dst[(int64_t)i * C + k];
+        mean /= C;
+        for (int k = 0; k < C; k++) dst[(int64_t)i * C + k] -= mean;
+    }
+}
+
+/* Row k of dst (C, cols) times gain[k], when the model has LayerNorm (gain NULL: none). */
+static void scale_rows(const qkv_model *m, double *dst, const qkv_tensor *gain, int C, int cols) {
+    if (m->cfg.norm != QKV_NORM_LAYERNORM || !gain) return;
+    for (int k = 0; k < C; k++) {
+        double g = qkv_get(gain, k);
+        for (int j = 0; j < cols; j++) dst[(int64_t)k * cols + j] *= g;
+    }
+}
+
+/* dst (rows, C) = the rows of a tensor that writes to the stream (an embedding), centred. */
+static void writer_rows(const qkv_model *m, double *dst, const qkv_tensor *t, int rows) {
+    int C = m->cfg.d_model;
+    block(dst, t, 0, 0, rows, C);
+    center_rows(m, dst, rows, C);
+}
+
+/* dst (rows, C) = the rows of an embedding as the keys and values read it: centred with the
+ * stream in self-attention; an encoder-decoder's keys and values read the embedded inputs
+ * as they are, not through a LayerNorm. */
+static void key_rows(const qkv_model *m, double *dst, const qkv_tensor *t, int rows) {
+    if (m->cfg.target_len) block(dst, t, 0, 0, rows, m->cfg.d_model);
+    else writer_rows(m, dst, t, rows);
+}
+
+/* dst (C, V) = W_U with the final LayerNorm's gain folded in. */
+static void unembedding(const qkv_model *m, double *dst) {
+    int C = m->cfg.d_model, V = m->cfg.vocab;
+    block(dst, m->head_w, 0, 0, C, V);
+    scale_rows(m, dst, m->ln_final_gain, C, V);
+}
+
 static void head_free(head_weights *w) {
     free(w->w_q), free(w->w_k), free(w->w_v), free(w->w_o);
     *w = (head_weights){0};
@@ -56,13 +109,21 @@ static qkv_status head_load(head_weights *w, const qkv_model *m, int l, int h) {
     block(w->w_k, m->w_k[l], 0, h * Dk, C, Dk);
     block(w->w_v, m->w_v[l], 0, h * Dk, C, Dk);
     block(w->w_o, m->w_o[l], h * Dk, 0, Dk, C);
+    /* the layer's LayerNorm reads the queries' stream, and in self-attention the keys' and
+     * values' too (an encoder-decoder's read the embeddings as they are) */
+    const qkv_tensor *gain = m->ln_attn_gain[l];
+    scale_rows(m, w->w_q, gain, C, Dk);
+    scale_rows(m, w->w_k, m->cfg.target_len ? NULL : gain, C, Dk);
+    scale_rows(m, w->w_v, m->cfg.target_len ? NULL : gain, C, Dk);
+    center_rows(m, w->w_o, Dk, C);
     return QKV_OK;
 }
 
-/* out (R, N) = scale · (a W_Q)(b W_K)ᵀ for the R rows of a and the N rows of b (each with C
- * columns): the attention scores between those inputs through one head. */
-static qkv_status qk_part(double *out, const qkv_tensor *a, const qkv_tensor *b,
-                          const head_weights *w, int C, int Dk) {
+/* out (R, N) = scale · (a W_Q)(b W_K)ᵀ for the R rows of a (the queries' stream) and the N
+ * rows of b (the keys'), each with C columns: the attention scores between those inputs
+ * through one head (LayerNorm folded). */
+static qkv_status qk_part(double *out, const qkv_model *m, const qkv_tensor *a,
+                          const qkv_tensor *b, const head_weights *w, int C, int Dk) {
     int R = (int)a->shape[0], N = (int)b->shape[0];
     double *ad = malloc((size_t)R * C * sizeof *ad), *bd = malloc((size_t)N * C * sizeof *bd);
     double *q = malloc((size_t)R * Dk * sizeof *q), *k = malloc((size_t)N * Dk * sizeof *k);
@@ -70,8 +131,8 @@ static qkv_status qk_part(double *out, const qkv_tensor *a, const qkv_tensor *b,
         free(ad), free(bd), free(q), free(k);
         return qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits");
     }
-    block(ad, a, 0, 0, R, C);
-    block(bd, b, 0, 0, N, C);
+    writer_rows(m, ad, a, R);
+    key_rows(m, bd, b, N);
     matmul(q, ad, w->w_q, R, C, Dk, false);
     matmul(k, bd, w->w_k, N, C, Dk, false);
     matmul(out, q, k, R, Dk, N, true);
@@ -81,15 +142,6 @@ static qkv_status qk_part(double *out, const qkv_tensor *a, const qkv_tensor *b,
     return QKV_OK;
 }
 
-/* The circuits read a head's path from the embeddings to the logits as a product of weights:
- * through a LayerNorm that is not that product, so a LayerNorm model is refused (an MLP's own
- * path is beside the heads': the heads' direct paths stay exact). */
-static qkv_status check_linear(const qkv_model *m) {
-    if (m->cfg.norm == QKV_NORM_NONE) return QKV_OK;
-    return qkv_fail(QKV_ERR_VALUE, "the circuits of a model with LayerNorm need it folded "
-                    "into the weights, which qkv does not do yet");
-}
-
 qkv_status qkv_head_circuits(const qkv_model *m, int layer, int head, double *qk, double *qk_pos,
                              double *ov) {
     const qkv_model_config *c = &m->cfg;
@@ -97,22 +149,20 @@ qkv_status qkv_head_circuits(const qkv_model *m, int layer, int head, double *qk
               "qkv_head_circuits", "no head %d of layer %d", head, layer);
     int V = c->vocab, C = c->d_model, Dk = C / c->heads;
     head_weights w;
-    qkv_status s = check_linear(m);
-    if (s != QKV_OK) return s;
-    s = head_load(&w, m, layer, head);
+    qkv_status s = head_load(&w, m, layer, head);
     if (s != QKV_OK) return s;
     /* the query side's own embedding: tokens, or an encoder-decoder's decoder positions */
     const qkv_tensor *query_tok = c->target_len ? m->dec_pos_emb : m->tok_emb;
     const qkv_tensor *query_pos = c->target_len ? m->dec_pos_emb : m->pos_emb;
-    if (qk) s = qk_part(qk, query_tok, m->tok_emb, &w, C, Dk);
-    if (s == QKV_OK && qk_pos) s = qk_part(qk_pos, query_pos, m->pos_emb, &w, C, Dk);
+    if (qk) s = qk_part(qk, m, query_tok, m->tok_emb, &w, C, Dk);
+    if (s == QKV_OK && qk_pos) s = qk_part(qk_pos, m, query_pos, m->pos_emb, &w, C, Dk);
     if (s == QKV_OK && ov) {
         /* ov (V, V) = E W_V W_O W_U: row t, the logits the head adds when it attends to t */
         double *e = malloc((size_t)V * C * sizeof *e), *u = malloc((size_t)C * V * sizeof *u);
         double *ev = malloc((size_t)V * Dk * sizeof *ev), *ou = malloc((size_t)Dk * V * sizeof *ou);
         if (e && u && ev && ou) {
-            block(e, m->tok_emb, 0, 0, V, C);
-            block(u, m->head_w, 0, 0, C, V);
+            key_rows(m, e, m->tok_emb, V);
+            unembedding(m, u);
             matmul(ev, e, w.w_v, V, C, Dk, false);
             matmul(ou, w.w_o, u, Dk, C, V, false);
             matmul(ov, ev, ou, V, Dk, V, false);
@@ -154,7 +204,6 @@ static qkv_status copying_score(double *a, int n, double *score) {
 }
 
 qkv_status qkv_copying_scores(const qkv_model *m, double *scores) {
-    if (check_linear(m) != QKV_OK) return QKV_ERR_VALUE;
     const qkv_model_config *c = &m->cfg;
     int V = c->vocab, C = c->d_model, Dk = C / c->heads;
     /* The OV circuit (E W_V)(W_O W_U) is (V, Dk)·(Dk, V); its nonzero eigenvalues are those
@@ -166,8 +215,8 @@ qkv_status qkv_copying_scores(const qkv_model *m, double *scores) {
     if (!e || !u || !ou || !oue || !small)
         s = qkv_fail(QKV_ERR_NOMEM, "out of memory for the circuits");
     if (s == QKV_OK) {
-        block(e, m->tok_emb, 0, 0, V, C);
-        block(u, m->head_w, 0, 0, C, V);
+        key_rows(m, e, m->tok_emb, V);
+        unembedding(m, u);
     }
     for (int l = 0; s == QKV_OK && l < c->layers; l++)
         for (int h = 0; s == QKV_OK && h < c->heads; h++) {
@@ -198,7 +247,6 @@ static double compose(const head_weights *first, const double *x, const double *
 }
 
 qkv_status qkv_composition_scores(const qkv_model *m, double *scores) {
-    if (check_linear(m) != QKV_OK) return QKV_ERR_VALUE;
     const qkv_model_config *c = &m->cfg;
     int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H;
     if (L < 2) return QKV_OK;
@@ -356,14 +404,14 @@ qkv_status qkv_neuron_logits(const qkv_model *m, int layer, double *out) {
     const qkv_model_config *c = &m->cfg;
     QKV_CHECK(layer >= 0 && layer < c->layers, "qkv_neuron_logits", "no layer %d", layer);
     if (c->mlp == 0) return qkv_fail(QKV_ERR_VALUE, "the model has no MLP");
-    qkv_status s = check_linear(m);
-    if (s != QKV_OK) return s;
+    qkv_status s = QKV_OK;
     int N = c->mlp, C = c->d_model, V = c->vocab;
     double *w = malloc((size_t)N * C * sizeof *w), *u = malloc((size_t)C * V * sizeof *u);
     if (!w || !u) s = qkv_fail(QKV_ERR_NOMEM, "out of memory for the neuron-logit map");
     if (s == QKV_OK) {
         block(w, m->mlp_w_out[layer], 0, 0, N, C);
-        block(u, m->head_w, 0, 0, C, V);
+        center_rows(m, w, N, C); /* W_out writes to the stream */
+        unembedding(m, u);
         matmul(out, w, u, N, C, V, false); /* row n: what neuron n adds to the logits per unit */
     }
     free(w), free(u);
