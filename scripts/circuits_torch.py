@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """circuits_torch.py - recompute `qkv circuits` from model.safetensors alone, in PyTorch.
 
-usage: circuits_torch.py MODEL_DIR CIRCUITS_JSON
+usage: circuits_torch.py MODEL_DIR CIRCUITS_JSON [MODEL_DIR CIRCUITS_JSON ...]
 
-CIRCUITS_JSON is what `qkv circuits --model MODEL_DIR --out FILE` (or --json) wrote. From the
+CIRCUITS_JSON is what `qkv circuits --model MODEL_DIR --out FILE` (or --json) wrote; several
+pairs are checked in one run (PyTorch is imported once), each ending with its line. From the
 weights alone, in float64, as docs/explain.md defines them, this recomputes for every head its
 QK circuit (token and positional parts), its OV circuit over the whole vocabulary and the copying
 score from the eigenvalues of that V x V matrix (torch.linalg.eigvals: the full matrix, where qkv
@@ -145,9 +146,15 @@ def folded_forward(model, f, tokens):
 
 
 def main():
-    if len(sys.argv) != 3:
-        die("usage: circuits_torch.py MODEL_DIR CIRCUITS_JSON")
-    model, jpath = sys.argv[1], sys.argv[2]
+    args = sys.argv[1:]
+    if not args or len(args) % 2:
+        die("usage: circuits_torch.py MODEL_DIR CIRCUITS_JSON [MODEL_DIR CIRCUITS_JSON ...]")
+    # several pairs in one run: PyTorch is imported once; the exit status is the worst
+    return max(check(args[i], args[i + 1]) for i in range(0, len(args), 2))
+
+
+def check(model, jpath):
+    """Compares one model's circuits JSON with PyTorch's: 0 all match, 1 a mismatch."""
     if os.path.isdir(model):
         model = os.path.join(model, "model.safetensors")
     tensors, meta = load_safetensors(model)

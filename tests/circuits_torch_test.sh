@@ -19,6 +19,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # (translate: its queries are decoder positions, only Q composition), and transformer blocks
 # (MLPs and LayerNorms, folded; one an encoder-decoder). Briefly trained.
 i=0
+pairs=()
 for opts in "--task shift --heads 2 --layers 2 --residual --d-model 16" \
             "--task lookup --heads 4 --d-model 32" \
             "--task reverse --heads 2 --layers 3 --d-model 24 --dtype f64" \
@@ -33,13 +34,23 @@ for opts in "--task shift --heads 2 --layers 2 --residual --d-model 16" \
     if ! "$QKV" circuits --model "$W/m$i" --out "$W/c$i.json" >/dev/null; then
         fail "qkv circuits for $opts"; continue
     fi
+    pairs+=("$W/m$i" "$W/c$i.json")
+    models[$i]=$opts
+done
+# one run of PyTorch for every model (imported once), a summary line for each, in order
+"$PY" "$SCRIPT" "${pairs[@]}" >"$W/out.txt" 2>&1
+status=$?
+grep "heads, .* composition scores" "$W/out.txt" >"$W/summaries.txt"
+for i in "${!models[@]}"; do
+    opts=${models[$i]}
     want="tol 1e-06"
     case "$opts" in *f64*) want="tol 1e-09" ;; esac
-    if "$PY" "$SCRIPT" "$W/m$i" "$W/c$i.json" >"$W/out$i.txt" 2>&1 && grep -q "$want" "$W/out$i.txt"; then
-        echo "ok: $opts: $(tail -1 "$W/out$i.txt")"
+    line=$(sed -n "${i}p" "$W/summaries.txt")
+    if [ "$status" -eq 0 ] && [[ "$line" == *"$want"*": ok" ]]; then
+        echo "ok: $opts: $line"
     else
-        fail "PyTorch disagrees with qkv circuits on $opts:"
-        cat "$W/out$i.txt"
+        fail "PyTorch disagrees with qkv circuits on $opts: $line"
+        cat "$W/out.txt"
     fi
 done
 
