@@ -26,9 +26,9 @@ configs=(
     "--task copy --seq-len 16 --d-model 32 --heads 2 --batch 16 --steps 12"
     "--task induction --steps 3 --batch 4 --optim momentum --clip 0.5 --eval-every 100"
     "--task reverse --seq-len 80 --d-model 16 --vocab 8 --batch 4 --steps 2 --causal --optim sgd"
-    "--task reverse --d-model 32 --heads 2 --layers 2 --residual --mlp 48 --norm layernorm --batch 8 --steps 3 --eval-every 100"
-    "--task shift --d-model 16 --residual --mlp 40 --act gelu --batch 8 --steps 3 --eval-every 100"
-    "--task copy --d-model 16 --residual --mlp 24 --act gelu-tanh --norm layernorm --dtype f64 --batch 8 --steps 3 --eval-every 100"
+    "--task reverse --d-model 32 --heads 2 --layers 2 --residual --mlp 40 --norm layernorm --batch 4 --steps 2 --eval-every 100"
+    "--task shift --d-model 16 --residual --mlp 24 --act gelu --batch 4 --steps 2 --eval-every 100"
+    "--task copy --d-model 16 --residual --mlp 20 --act gelu-tanh --norm layernorm --dtype f64 --batch 4 --steps 2 --eval-every 100"
 )
 for c in "${!configs[@]}"; do
     ref=""
