@@ -30,6 +30,8 @@ typedef struct {
     const char *words[4]; /* FIELD_WORD: the words by value, NULL after the last */
     size_t offset, size;  /* the field of train_config */
     const char *absent;   /* the value of a key that a file may lack (older files), or NULL */
+    bool omit_absent;     /* not written when its value is `absent`: a field newer than the
+                             files of models without it, which stay what they were */
 } config_field;
 
 #define FIELD(member) offsetof(train_config, member), sizeof(((train_config *)0)->member)
@@ -37,30 +39,32 @@ typedef struct {
 /* The config in a file, in the order it is written. seq_len and vocab are the task's (and the
  * model's: they are the same). */
 static const config_field config_fields[] = {
-    {"seq_len", FIELD_INT, QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN, {0}, FIELD(task.seq_len), NULL},
-    {"vocab", FIELD_INT, 2, QKV_MAX_VOCAB, {0}, FIELD(task.vocab), NULL},
-    {"d_model", FIELD_INT, 1, QKV_MAX_D_MODEL, {0}, FIELD(model.d_model), NULL},
-    {"heads", FIELD_INT, 1, QKV_MAX_HEADS, {0}, FIELD(model.heads), NULL},
-    {"layers", FIELD_INT, 1, QKV_MAX_LAYERS, {0}, FIELD(model.layers), NULL},
-    {"residual", FIELD_WORD, 0, 0, {"false", "true"}, FIELD(model.residual), NULL},
-    {"causal", FIELD_WORD, 0, 0, {"false", "true"}, FIELD(model.causal), NULL},
-    {"init_scale", FIELD_DOUBLE, 1e-300, QKV_MAX_INIT_SCALE, {0}, FIELD(model.init_scale), NULL},
+    {"seq_len", FIELD_INT, QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN, {0}, FIELD(task.seq_len),
+     NULL, false},
+    {"vocab", FIELD_INT, 2, QKV_MAX_VOCAB, {0}, FIELD(task.vocab), NULL, false},
+    {"d_model", FIELD_INT, 1, QKV_MAX_D_MODEL, {0}, FIELD(model.d_model), NULL, false},
+    {"heads", FIELD_INT, 1, QKV_MAX_HEADS, {0}, FIELD(model.heads), NULL, false},
+    {"layers", FIELD_INT, 1, QKV_MAX_LAYERS, {0}, FIELD(model.layers), NULL, false},
+    {"residual", FIELD_WORD, 0, 0, {"false", "true"}, FIELD(model.residual), NULL, false},
+    {"causal", FIELD_WORD, 0, 0, {"false", "true"}, FIELD(model.causal), NULL, false},
+    {"init_scale", FIELD_DOUBLE, 1e-300, QKV_MAX_INIT_SCALE, {0}, FIELD(model.init_scale), NULL,
+     false},
     /* files from before f64 models have no dtype: f32 */
-    {"dtype", FIELD_WORD, 0, 0, {"f32", "f64"}, FIELD(model.dtype), "f32"},
+    {"dtype", FIELD_WORD, 0, 0, {"f32", "f64"}, FIELD(model.dtype), "f32", false},
     /* files from before MLP and LayerNorm models have none; a model without them writes no
      * such key, so its file is what it always was */
-    {"mlp", FIELD_INT, 0, QKV_MAX_MLP, {0}, FIELD(model.mlp), "0"},
-    {"act", FIELD_WORD, 0, 0, {"relu", "gelu", "gelu-tanh"}, FIELD(model.act), "relu"},
-    {"norm", FIELD_WORD, 0, 0, {"none", "layernorm"}, FIELD(model.norm), "none"},
-    {"optim", FIELD_WORD, 0, 0, {"sgd", "momentum", "adam"}, FIELD(optim), NULL},
-    {"lr", FIELD_DOUBLE, 1e-300, TRAIN_MAX_LR, {0}, FIELD(lr), NULL},
-    {"weight_decay", FIELD_DOUBLE, 0, 1e6, {0}, FIELD(weight_decay), NULL},
-    {"clip", FIELD_DOUBLE, 0, 1e300, {0}, FIELD(clip), NULL},
-    {"schedule", FIELD_WORD, 0, 0, {"constant", "cosine"}, FIELD(cosine), NULL},
-    {"warmup", FIELD_INT64, 0, 1e15, {0}, FIELD(warmup), NULL},
-    {"batch", FIELD_INT, 1, TRAIN_MAX_BATCH, {0}, FIELD(batch), NULL},
-    {"steps", FIELD_INT64, 0, 1e15, {0}, FIELD(steps), NULL},
-    {"seed", FIELD_U64, 0, 0, {0}, FIELD(seed), NULL},
+    {"mlp", FIELD_INT, 0, QKV_MAX_MLP, {0}, FIELD(model.mlp), "0", true},
+    {"act", FIELD_WORD, 0, 0, {"relu", "gelu", "gelu-tanh"}, FIELD(model.act), "relu", true},
+    {"norm", FIELD_WORD, 0, 0, {"none", "layernorm"}, FIELD(model.norm), "none", true},
+    {"optim", FIELD_WORD, 0, 0, {"sgd", "momentum", "adam"}, FIELD(optim), NULL, false},
+    {"lr", FIELD_DOUBLE, 1e-300, TRAIN_MAX_LR, {0}, FIELD(lr), NULL, false},
+    {"weight_decay", FIELD_DOUBLE, 0, 1e6, {0}, FIELD(weight_decay), NULL, false},
+    {"clip", FIELD_DOUBLE, 0, 1e300, {0}, FIELD(clip), NULL, false},
+    {"schedule", FIELD_WORD, 0, 0, {"constant", "cosine"}, FIELD(cosine), NULL, false},
+    {"warmup", FIELD_INT64, 0, 1e15, {0}, FIELD(warmup), NULL, false},
+    {"batch", FIELD_INT, 1, TRAIN_MAX_BATCH, {0}, FIELD(batch), NULL, false},
+    {"steps", FIELD_INT64, 0, 1e15, {0}, FIELD(steps), NULL, false},
+    {"seed", FIELD_U64, 0, 0, {0}, FIELD(seed), NULL, false},
 };
 #define N_CONFIG_FIELDS ((int)(sizeof config_fields / sizeof config_fields[0]))
 
@@ -196,10 +200,8 @@ qkv_status trainer_save(const trainer *t, const char *path) {
     META("task", "%s", qkv_task_name(c->task.kind));
     for (int i = 0; i < N_CONFIG_FIELDS; i++) {
         field_text(&config_fields[i], c, vals[nm], sizeof vals[nm]);
-        /* mlp, act and norm at their defaults are left out: such a model's file is byte for
-         * byte what qkv wrote before it had them (dtype, older, is always written) */
         const config_field *f = &config_fields[i];
-        if (f->absent && strcmp(f->key, "dtype") && !strcmp(vals[nm], f->absent)) continue;
+        if (f->omit_absent && !strcmp(vals[nm], f->absent)) continue;
         meta[2 * nm] = config_fields[i].key;
         meta[2 * nm + 1] = vals[nm];
         nm++;
