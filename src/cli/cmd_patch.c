@@ -293,7 +293,7 @@ static int patch_run(const patch_args *a) {
         goto done;
     }
     if (!a->path && (s = explain_check_site(&lm, r.site, r.over)) != QKV_OK) goto fail;
-    if (a->path && (s = explain_check_linear(&lm, "patch --path", false)) != QKV_OK) goto fail;
+    if (a->path && (s = explain_check_linear(&lm, "patch --path")) != QKV_OK) goto fail;
     if (a->clean) {
         if ((code = one_pair(&lm, a, in, &pairs)) != EXIT_OK) goto done;
     } else if (a->pairs) {

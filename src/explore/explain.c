@@ -306,9 +306,9 @@ qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_ove
     return QKV_OK;
 }
 
-qkv_status explain_check_linear(const loaded_model *lm, const char *analysis, bool covers_mlp) {
+qkv_status explain_check_linear(const loaded_model *lm, const char *analysis) {
     const qkv_model_config *c = &lm->model.cfg;
-    bool mlp = c->mlp > 0 && !covers_mlp, norm = c->norm != QKV_NORM_NONE;
+    bool mlp = c->mlp > 0, norm = c->norm != QKV_NORM_NONE;
     if (!mlp && !norm) return QKV_OK;
     char has[96];
     if (mlp && norm) snprintf(has, sizeof has, "an MLP (--mlp %d) and LayerNorm", c->mlp);

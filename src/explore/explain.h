@@ -95,10 +95,10 @@ explain_over explain_default_over(qkv_site site);
  * (the stream's sites without the residual stream) or `over` does not apply to it. */
 qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_over over);
 /* Whether `analysis` ("patch --path") can read this model: path patching reads the heads'
- * paths through the weights alone, not yet through a LayerNorm (nor, unless `covers_mlp`,
- * through an MLP), so such a model is refused with QKV_ERR_VALUE and one line naming what it
- * has and what does cover it, never given a number that leaves them out. */
-qkv_status explain_check_linear(const loaded_model *lm, const char *analysis, bool covers_mlp);
+ * paths through the weights alone, not yet through an MLP or a LayerNorm, so such a model is
+ * refused with QKV_ERR_VALUE and one line naming what it has and what does cover it, never
+ * given a number that leaves them out. */
+qkv_status explain_check_linear(const loaded_model *lm, const char *analysis);
 /* Every spot of `site` and `over`, layer by layer, head by head, position by position, for
  * inputs of `positions` query positions and `keys` key positions: (n) malloc'd into *spots;
  * QKV_ERR_NOMEM. */

@@ -293,10 +293,9 @@ static bool model_spot(const cJSON *e, const plot_source *src, int64_t T, int64_
 }
 
 /* The most rows a layer of ablate or patch may have per position: a row per head, or per
- * neuron of an MLP. */
-static int64_t rows_per_layer(const plot_source *src) {
-    return src->heads > QKV_MAX_MLP ? src->heads : QKV_MAX_MLP;
-}
+ * neuron of an MLP (there are never more heads than an MLP may have neurons). */
+#define ROWS_PER_LAYER QKV_MAX_MLP
+_Static_assert(QKV_MAX_HEADS <= QKV_MAX_MLP, "a layer's rows: its heads or its neurons");
 
 static const char *check_ablate(const cJSON *j, const plot_source *src) {
     const cJSON *heads = array_item(j, "heads"), *e;
@@ -305,7 +304,7 @@ static const char *check_ablate(const cJSON *j, const plot_source *src) {
     /* at most a row per head (or layer) and position of the longest input qkv reads */
     int64_t T = QKV_MAX_TASK_SEQ_LEN, n = 0;
     cJSON_ArrayForEach(e, heads)
-        if (++n > (int64_t)src->layers * rows_per_layer(src) * T || !model_spot(e, src, T, T) ||
+        if (++n > (int64_t)src->layers * ROWS_PER_LAYER * T || !model_spot(e, src, T, T) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "loss")))
             return "its heads are not the model's";
     return NULL;
@@ -349,7 +348,7 @@ static const char *check_patch(const cJSON *j, const plot_source *src) {
     K = pairs ? QKV_MAX_TASK_SEQ_LEN : K > 0 ? K : 0;
     int64_t most = T > K ? T : K;
     cJSON_ArrayForEach(e, results) {
-        if (++n > (int64_t)src->layers * rows_per_layer(src) * (most > 0 ? most : 1) ||
+        if (++n > (int64_t)src->layers * ROWS_PER_LAYER * (most > 0 ? most : 1) ||
             !model_spot(e, src, T, K) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "exact")) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "attribution")))
