@@ -246,6 +246,10 @@ lens_case('prob', layers=[lens['layers'][0], {'after': 1, 'positions': [
 lens_case('decomposition', decomposition=lens['decomposition'][:3])
 lens_case('part', decomposition=[dict(d, parts=[{'name': '1.9', 'value': 1}]) for d in lens['decomposition']])
 PY
+    # The fixtures' snapshot, taken once: a case's copy (cp -a keeps every time, mode and
+    # link) has the same one, so each case takes only its "after" snapshot
+    local before
+    before=$(snapshot) && printf '%s\n' "$before" >.before
 }
 
 # Every path with its type, size, mode and modification time, and every file's checksum (the
@@ -261,6 +265,7 @@ run_case() {
     local W O
     W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_input.XXXXXX") && O=$W.out && mkdir "$O" || return 1
     cp -a "$F"/. "$W"/
+    mv "$W/.before" "$O/before.txt" # the fixtures' snapshot (setup), which is the copy's
     LONG=$(printf 'x%.0s' $(seq 1100)) # a path too long for qkv's buffers
     MID=$(printf 'long_dir/%.0s' $(seq 110))nowhere.safetensors # fits, but not in a short message
     export LONG MID
@@ -268,7 +273,6 @@ run_case() {
     while IFS=$'\t' read -r id cmd want frag; do
         [ "$id" = "$want_id" ] || continue
         found=1
-        (cd "$W" && snapshot) >"$O/before.txt"
         eval "args=($cmd)"
         (cd "$W" && exec $QKV "${args[@]}" >"$O/out.txt" 2>"$O/err.txt" </dev/null)
         local rc=$?
