@@ -101,7 +101,7 @@ void model_receiver_delta(const qkv_model *m, const qkv_probe *probe, const stre
     int C = c->d_model, Dk = C / c->heads, l = r->layer;
     QKV_CHECK(r->kind == RECEIVER_LOGITS || (l >= 0 && l < c->layers), "model_receiver_delta",
               "layer %d of a model of %d layers", l, c->layers);
-    QKV_CHECK(r->kind == RECEIVER_LOGITS || r->kind == RECEIVER_Q || !c->target_len,
+    QKV_CHECK((r->kind != RECEIVER_K && r->kind != RECEIVER_V) || !c->target_len,
               "model_receiver_delta", "an encoder-decoder's keys and values read the encoder's "
               "embeddings, not the stream");
     QKV_CHECK(r->kind != RECEIVER_MLP || c->mlp > 0, "model_receiver_delta", "no MLP");
