@@ -103,9 +103,9 @@ run_plan() { # MODEL DTYPE OUT-PREFIX
 }
 # an induction model (residual, causal), a shift model in f64 without the residual stream,
 # and three of transformer blocks: induction with MLPs (gelu) and LayerNorms, shift in f64
-# with MLPs (gelu-tanh), reverse in f32 with MLPs (relu) and no LayerNorm. One run of explain_torch checks each model's JSONs of both dtypes. One
-# held-out evaluation at the end (--eval-every: the weights do not depend on it) keeps the
-# training short.
+# with MLPs (gelu-tanh), reverse in f32 with MLPs (relu) and no LayerNorm. One run of
+# explain_torch checks each model's JSONs of both dtypes. One held-out evaluation at the end
+# (--eval-every: the weights do not depend on it) keeps the training short.
 i=0
 for opts in "--task induction --d-model 32 --steps 150" \
             "--task shift --seq-len 16 --vocab 16 --heads 2 --layers 2 --no-residual --d-model 16 --steps 20 --dtype f64" \

@@ -260,7 +260,8 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
         char run[200], sender[32], receiver[32];
         part_text(ls, hs, sender, sizeof sender);
         snprintf(run, sizeof run, "the corrupted run with every head%s frozen but %s, which "
-                 "carries its clean output", N > 0 ? " and MLP" : "", hs >= 0 ? sender + 5 : sender);
+                 "carries its clean output", N > 0 ? " and MLP" : "",
+                 hs >= 0 ? sender + strlen("head ") : sender);
         if ((s = batch_metric(lm, logits, pairs, first, run, m2)) != QKV_OK) break;
         for (int b = 0; b < B; b++) /* u: the sender's clean output less its corrupted one */
             for (int i = 0; i < To; i++) {

@@ -66,11 +66,11 @@ int model_receiver_width(const qkv_model *m, const stream_receiver *r);
 /* What a change du (C) of the stream a receiver reads at `row` (b·rows + position of that
  * stream in `probe`) does to its input there, to first order: its columns first ..
  * first + count - 1 of model_receiver_width into out (count), e.g. all of a head's or an
- * MLP's, or the two logits of a metric, one at a time. du through the Jacobian of the receiver's LayerNorm at the probe's
- * stream (with x̂ the normalized row and s = 1/sqrt(var + eps), gain ⊙ s·(du − mean du −
- * x̂·mean(du ⊙ x̂))), times the receiver's weights: its columns of W_Q, W_K or W_V, W_in (the
- * pre-activation's b_in does not change), head.w. Exact without LayerNorm, where the input is
- * linear in the stream. scratch: 2·C doubles. */
+ * MLP's, or the two logits of a metric, one at a time. It is du through the Jacobian of the
+ * receiver's LayerNorm at the probe's stream (x̂ the normalized row, s = 1/sqrt(var + eps):
+ * gain ⊙ s·(du − mean du − x̂·mean(du ⊙ x̂))), times the receiver's weights: its columns of
+ * W_Q, W_K or W_V, W_in (the pre-activation's b_in does not change), head.w. Exact without
+ * LayerNorm, where the input is linear in the stream. scratch: 2·C doubles. */
 void model_receiver_delta(const qkv_model *m, const qkv_probe *probe, const stream_receiver *r,
                           int64_t row, const double *du, int first, int count, double *out,
                           double *scratch);
