@@ -66,9 +66,11 @@ void model_unembed(const qkv_model *m, const qkv_tensor *stream, int64_t row, do
 void model_head_write(const qkv_model *m, int layer, int head, const double *z, double *out) {
     int C = m->cfg.d_model, Dk = C / m->cfg.heads;
     memset(out, 0, (size_t)C * sizeof *out);
-    for (int d = 0; d < Dk; d++)
-        for (int k = 0; k < C; k++)
-            out[k] += z[d] * qkv_get(m->w_o[layer], (int64_t)(head * Dk + d) * C + k);
+    QKV_TYPED(m->w_o[layer]->dtype,
+        for (int d = 0; d < Dk; d++) {
+            const T *row_w = (const T *)m->w_o[layer]->data + (int64_t)(head * Dk + d) * C;
+            for (int k = 0; k < C; k++) out[k] += z[d] * (double)row_w[k];
+        });
 }
 
 int model_receiver_width(const qkv_model *m, const stream_receiver *r) {
@@ -127,11 +129,13 @@ void model_receiver_delta(const qkv_model *m, const qkv_probe *probe, const stre
         layernorm_jvp(gain, scratch, du, C, scratch + C);
         dy = scratch + C;
     }
-    for (int e = 0; e < count; e++) {
-        double sum = 0;
-        for (int k = 0; k < C; k++) sum += dy[k] * qkv_get(w, (int64_t)k * cols + at + first + e);
-        out[e] = sum;
-    }
+    /* out[e] = Σ_k dy[k]·w[k, at + first + e], summed in k's order, along w's rows */
+    memset(out, 0, (size_t)count * sizeof *out);
+    QKV_TYPED(w->dtype,
+        for (int k = 0; k < C; k++) {
+            const T *row_w = (const T *)w->data + (int64_t)k * cols + at + first;
+            for (int e = 0; e < count; e++) out[e] += dy[k] * (double)row_w[e];
+        });
 }
 
 int model_stream_part_count(const qkv_model *m, bool neurons) {
