@@ -19,11 +19,15 @@ edits them (resid-post: the stream after the layer's MLP):
              (torch autograd on the corrupted run: the sum over those entries of (clean -
              corrupt) * d metric/d site); the agreement
   patch      --path: each path S -> R's exact share, by the three passes (pass 2: the
-             corrupted run with every head's z frozen at its corrupted value but S's, which
-             is clean, recording R's q/k/v; pass 3: the corrupted run with only head R's slice
-             of that input replaced; for the logits, pass 2's metric), and its attribution
-             (autograd: the receiver's input recorded minus corrupted, dotted with d metric/d
-             that input; for the logits, the final stream's); the agreement; the list of paths
+             corrupted run with every head's z and every MLP's mlp-out frozen at its
+             corrupted value but S's, which is clean, recording R's q/k/v or mlp-pre; pass 3:
+             the corrupted run with only head R's slice of that input, or MLP R's mlp-pre,
+             replaced; for the logits, pass 2's metric), and its attribution (the stream R
+             reads, recorded minus corrupted, pushed through R's LayerNorm and weights by
+             autograd's jvp at the corrupted stream, dotted with d metric/d R's input; for
+             the logits, the final stream's change dotted with d metric/d final stream); the
+             agreement; the list of paths (senders "L.H" and "mlp L", receivers "L.H",
+             "mlp L" by "mlp-pre", and "logits")
   pairs      a patch over a pairs file (--pairs-patch): each pair's position (the clean input's
              last with a target), answer and wrong token (the file's, else the clean and the
              corrupted prediction); the shares of the means over the pairs; and each pair's
@@ -51,7 +55,7 @@ difference: a metric logit[answer] - logit[wrong] scales with |logit[answer]| + 
 |clean - corrupt|. An agreement (a correlation) is recomputed from qkv's own columns, which
 are each checked. Rows and paths are checked to be the ones --site, --over and --path list.
 Self-attention models of a built-in task whose tokens read as their ids (copy, reverse,
-shift, max, induction), with or without MLPs and LayerNorms (which --path refuses).
+shift, max, induction), with or without MLPs and LayerNorms.
 
 usage: explain_torch.py MODEL [--ablate A.json ... --data FILE] [--patch P.json ...]
                               [--pairs-patch P.json PAIRS PER_PAIR.jsonl ...]
@@ -128,9 +132,7 @@ def forward(model, p, tokens, edits=(), keep_grad=False):
         return t
 
     def norm(t, name):  # a pre-LayerNorm over the width, or nothing
-        if model.norm == "none":
-            return t
-        return F.layer_norm(t, (C,), p[name + ".gain"], p[name + ".bias"], eps=LN_EPS)
+        return layer_norm(model, p, t, name)
 
     x = p["tok_emb"][tokens] + p["pos_emb"]
     mask = torch.zeros(T, T, dtype=x.dtype)
@@ -305,19 +307,52 @@ def expected_spots(model, site, over):
 
 
 def expected_paths(model):
-    """(sender, receiver, via) of every path: S to each head of a later layer (with the
-    residual stream; else of the next layer) by q, k and v, and to the logits (every S with
-    the residual stream; else the last layer's)."""
+    """(sender, receiver, via) of every path. Senders: each head "L.H" and each MLP "mlp L".
+    Receivers: each head of a later layer (with the residual stream; else of the next layer)
+    by q, k and v; each MLP that reads the stream after the sender (its own layer's after a
+    head, a later layer's after an MLP) by "mlp-pre"; the logits (every S with the residual
+    stream; else the last layer's)."""
     out = []
     for ls in range(model.L):
-        for hs in range(model.H):
-            for lr in range(ls + 1, model.L if model.residual else min(ls + 2, model.L)):
-                for hr in range(model.H):
+        senders = ["%d.%d" % (ls + 1, hs + 1) for hs in range(model.H)]
+        senders += ["mlp %d" % (ls + 1)] if model.mlp else []
+        for sender in senders:
+            for lr in range(ls, model.L if model.residual else min(ls + 2, model.L)):
+                for hr in range(model.H if lr > ls else 0):
                     for via in ("q", "k", "v"):
-                        out.append(("%d.%d" % (ls + 1, hs + 1), "%d.%d" % (lr + 1, hr + 1), via))
+                        out.append((sender, "%d.%d" % (lr + 1, hr + 1), via))
+                if model.mlp and (lr > ls or not sender.startswith("mlp")):
+                    out.append((sender, "mlp %d" % (lr + 1), "mlp-pre"))
             if model.residual or ls == model.L - 1:
-                out.append(("%d.%d" % (ls + 1, hs + 1), "logits", None))
+                out.append((sender, "logits", None))
     return out
+
+
+def path_end(name):
+    """A path's sender or receiver: "L.H" -> (layer, head), "mlp L" -> (layer, None), 0-based."""
+    if name.startswith("mlp "):
+        return int(name[4:]) - 1, None
+    layer, head = name.split(".")
+    return int(layer) - 1, int(head) - 1
+
+
+def layer_norm(model, p, t, name):
+    """A pre-LayerNorm over the width, or nothing (the forward's norm)."""
+    if model.norm == "none":
+        return t
+    return F.layer_norm(t, (model.C,), p[name + ".gain"], p[name + ".bias"], eps=LN_EPS)
+
+
+def receiver_input(model, p, lr, hr, via):
+    """The function from the stream a receiver reads to its input: head hr's q, k or v of
+    layer lr, (B, 1, T, dk), from the stream entering the layer; or layer lr's mlp-pre,
+    (B, T, N), from the stream after the layer's attention (hr None)."""
+    dk = model.C // model.H
+    if hr is None:
+        return lambda x: layer_norm(model, p, x, "mlp.%d.ln" % lr) @ p["mlp.%d.w_in" % lr] + \
+            p["mlp.%d.b_in" % lr]
+    w = p["attn.%d.w_%s" % (lr, via)][:, hr * dk:(hr + 1) * dk]
+    return lambda x: (layer_norm(model, p, x, "attn.%d.ln" % lr) @ w).unsqueeze(1)
 
 
 def read_pairs(model, p, path):
@@ -386,30 +421,42 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
         return terms.sum(1), terms.abs().sum(1)
 
     items = []  # (name, JSON row, patched (n,), its size (n,), change (n,), its size (n,))
-    if js.get("path") and (model.mlp or model.norm != "none"):
-        die("patch --path on a model with an MLP or LayerNorm (qkv refuses it)")
     if js.get("path"):
         got = [(q["sender"], q["receiver"], q["via"]) for q in js["paths"]]
         ck.same("patch --path: the paths", sorted(got, key=str), sorted(expected_paths(model), key=str))
         frozen = {}
         for q in js["paths"]:
-            ls, hs = (int(w) - 1 for w in q["sender"].split("."))
-            if (ls, hs) not in frozen:  # pass 2: every head's z corrupted but S's, clean
-                frozen[(ls, hs)] = patched([
-                    ("z", l, h, None, None, (sc if (l, h) == (ls, hs) else sxd)[("z", l)])
-                    for l in range(model.L) for h in range(model.H)])
+            ls, hs = path_end(q["sender"])
+            if (ls, hs) not in frozen:
+                # pass 2: every head's z and every MLP's output corrupted but S's, clean
+                edits = [("z", l, h, None, None, (sc if (l, h) == (ls, hs) else sxd)[("z", l)])
+                         for l in range(model.L) for h in range(model.H)]
+                edits += [("mlp-out", l, None, None, None,
+                           (sc if (l, None) == (ls, hs) else sxd)[("mlp-out", l)])
+                          for l in range(model.L if model.mlp else 0)]
+                frozen[(ls, hs)] = patched(edits)
             (m2, size2), rec = frozen[(ls, hs)]
             name = "path %s -> %s%s" % (q["sender"], q["receiver"],
                                         "" if q["via"] is None else " by " + q["via"])
             if q["receiver"] == "logits":
+                # the final stream's change (S's alone) times d metric / d final stream: the
+                # logits' first-order change through the final LayerNorm
                 final = ("resid-post", model.L - 1)
                 ch, chs = change(rec[final] - sxd[final], sx[final].grad)
                 items.append((name, q, m2, size2, ch, chs))
                 continue
-            lr, hr = (int(w) - 1 for w in q["receiver"].split("."))
-            key, at = (q["via"], lr), entries(q["via"], hr, None, None)
-            (m3, size3), _ = patched([(q["via"], lr, hr, None, None, rec[key])])  # pass 3
-            ch, chs = change((rec[key] - sxd[key])[at], sx[key].grad[at])
+            lr, hr = path_end(q["receiver"])
+            site = "mlp-pre" if hr is None else q["via"]
+            ck.same(name + ": via", q["via"], site)
+            key, at = (site, lr), entries(site, hr, None, None)
+            (m3, size3), _ = patched([(site, lr, hr, None, None, rec[key])])  # pass 3
+            # attribution: the stream's change in pass 2 (S's alone) through the receiver's
+            # LayerNorm and weights to first order (a jvp at the corrupted run's stream),
+            # times d metric / d input
+            stream = ("resid-pre" if hr is not None else "resid-mid", lr)
+            _, d_in = torch.autograd.functional.jvp(receiver_input(model, p, lr, hr, site),
+                                                    sxd[stream], rec[stream] - sxd[stream])
+            ch, chs = change(d_in, sx[key].grad[at])
             items.append((name, q, m3, size3, ch, chs))
         rows = js["paths"]
     else:

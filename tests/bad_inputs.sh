@@ -224,6 +224,8 @@ other('ablate_head', 'ablate.json',
       {'baseline': {'loss': 2}, 'heads': [{'layer': 1, 'head': 2000, 'loss': 2}]})
 other('patch_position', 'patch.json', {'positions': ['0:1', '1:2', '2:3', '3:4'], 'results': [
       {'layer': 1, 'head': 1, 'position': 60000, 'exact': 0.5, 'attribution': 0.5}]})
+other('patch_mlp_itself', 'patch.json', {'path': True, 'paths': [  # an MLP does not read its own output
+      {'sender': 'mlp 1', 'receiver': 'mlp 1', 'via': 'mlp-pre', 'exact': 0.5, 'attribution': 0.5}]})
 other('attribute_head', 'attribute.json',
       {'logit': 1, 'parts': [{'name': '1.9', 'layer': 1, 'head': 9, 'value': 1}]})
 # lens.json: one entry per boundary (after 0, after 1) and per position (4), the parts of the

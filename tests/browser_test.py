@@ -27,7 +27,8 @@ writes their pages, and drives headless Chromium through chromedriver's W3C WebD
     of `patch --path` draws one edge per path, its width ordered as |share| (proportional above
     the hairlines), its colour the legend's for its via (q, k, v, logits), dashed when the share
     is negative, its numbers in its tooltip; the threshold control hides the small paths; a
-    click on a head selects it; it saves as PNG and SVG (every edge). The patching map of
+    click on a head selects it; it saves as PNG and SVG (every edge); and so for the paths of a
+    2 x 2 model with MLPs and LayerNorms, whose MLPs are nodes of their own (via mlp-pre). The patching map of
     `--site k --over key-position` has a row per head and a column per key position (labelled
     by its token), the ablation of `--site resid-pre --over layer-position` a row per layer and
     a column per position; labels neither overlap nor clip at 1400 x 1000 and 1000 x 800;
@@ -405,9 +406,14 @@ def check_paths(wd, name, patch, ablate):
     if sorted(k for k, *_ in edges) != list(range(len(paths))):
         fail(f"{name}: the path graph has edges {sorted(k for k, *_ in edges)}, not one for each of {len(paths)} paths")
         return
-    if sorted(keys) != ["k", "logits", "neg", "q", "v"] or len({keys[v] for v in "qkv"} | {keys["logits"]}) != 4:
-        fail(f"{name}: the path graph's legend keys are {keys}, not four colours for q, k, v and the logits and a dashed one")
+    mlp = any(e["via"] == "mlp-pre" for e in paths)  # a model with MLPs: "mlp L" ends, via mlp-pre
+    vias = ["q", "k", "v"] + (["mlp-pre"] if mlp else [])
+    if sorted(keys) != sorted(vias + ["logits", "neg"]) or len({keys[v] for v in vias} | {keys["logits"]}) != len(vias) + 1:
+        fail(f"{name}: the path graph's legend keys are {keys}, not a colour for each of {vias} and the logits and a dashed one")
         return
+    mlps = wd.run("return [...document.querySelectorAll('#svg-paths g.mnode')].map(g => g.textContent)")
+    if mlp and mlps != ["the MLP of layer 1mlp 1in", "the MLP of layer 2mlp 2in"]:
+        fail(f"{name}: the path graph's MLP nodes are {mlps}")
     by_share = sorted(edges, key=lambda e: abs(share(paths[e[0]])))
     widths = [e[1] for e in by_share]
     if widths != sorted(widths) or widths[-1] < 4 * widths[0]:
@@ -448,7 +454,7 @@ def check_paths(wd, name, patch, ablate):
     want = ["ablation of resid-pre: loss increase, layer x position", ["1", "2"], [str(t) for t in range(T)], 2 * T, len(rows)]
     if got != want:
         fail(f"{name}: the resid-pre ablation view is {got}, not {want}")
-    print(f"browser_test: {name}: {len(edges)} paths drawn (widths by |share|, colours by via, legend {sorted(keys)}), "
+    print(f"browser_test: {name}: {len(edges)} paths drawn{' (MLPs among them)' if mlp else ''} (widths by |share|, colours by via, legend {sorted(keys)}), "
           f"threshold, head click, PNG/SVG saves; resid-pre ablation 2 x {T}")
 
 
@@ -767,9 +773,18 @@ def main():
                    "heads": [{"site": "mlp-post", "layer": l, "head": None, "position": None,
                               "key_position": None, "neuron": n, "loss": 0.5 + ((l * 5 + n) % 7) / 20,
                               "accuracy": 1} for l in (1, 2) for n in range(12)]}, f)
+    # The paths of a model of transformer blocks of the same grid (2 x 2, MLPs, LayerNorms) and
+    # task: MLPs among the senders and receivers.
+    blocks = os.path.join(tmp, "blocks")
+    subprocess.run([QKV, "train", "--task", "reverse", "--layers", "2", "--heads", "2", "--d-model", "16",
+                    "--residual", "--mlp", "8", "--norm", "layernorm", "--steps", "10", "--quiet",
+                    "--out", blocks], check=True, stderr=subprocess.DEVNULL)
+    subprocess.run([QKV, "patch", "--model", blocks, *pair, "--path", "--out", os.path.join(tmp, "paths_mlp.json")],
+                   check=True, stdout=subprocess.DEVNULL)
     site_pages = {}
     for page, files in (("paths", {"patch": "paths", "ablate": "ablate_resid"}), ("sites", {"patch": "patch_k"}),
-                        ("neurons", {"ablate": "ablate_neurons"})):
+                        ("neurons", {"ablate": "ablate_neurons"}),
+                        ("paths_mlp", {"patch": "paths_mlp", "ablate": "ablate_resid"})):
         d = os.path.join(tmp, page)
         shutil.copytree(os.path.join(tmp, "reverse"), d)
         for kind, src in files.items():
@@ -801,7 +816,9 @@ def main():
                                                                          for f in ("paths", "ablate_resid")))),
                             ("sites", lambda: check_sites(wd, "sites", json.load(open(os.path.join(tmp, "patch_k.json"))))),
                             ("neurons", lambda: check_neurons(wd, "neurons",
-                                                              json.load(open(os.path.join(tmp, "ablate_neurons.json")))))):
+                                                              json.load(open(os.path.join(tmp, "ablate_neurons.json"))))),
+                            ("paths_mlp", lambda: check_paths(wd, "paths_mlp", *(json.load(open(os.path.join(tmp, f + ".json")))
+                                                                                 for f in ("paths_mlp", "ablate_resid"))))):
             wd.s("POST", "/url", {"url": "file://" + site_pages[page]})
             errors = [e for e in wd.logs() if e.get("level") == "SEVERE"]
             if errors:
@@ -811,7 +828,7 @@ def main():
             except RuntimeError as e:  # the page's script failed
                 fail(f"{page}: {str(e)[:300]}")
             check_labels_fit(wd, page)
-            check_panels_fit(wd, page, ("paths",) if page == "paths" else ())
+            check_panels_fit(wd, page, ("paths",) if page.startswith("paths") else ())
         for page in pages:
             check_page(wd, *page)
             if page[1] in ("translate", "data"):  # real cross-attention runs: 8 x 16, 4 x 8

@@ -774,7 +774,15 @@ m = json.loads(open(sys.argv[1]).read())["mlp"]
 assert len(m) == 1 and m[0]["neurons"] == 12 and len(m[0]["neuron_logits"]) == 12, m
 assert all(len(row) == 16 for row in m[0]["neuron_logits"]), m
 EOF
-run 2 "patch --path refuses an MLP model" -- patch blocks --path --clean "1 2 3 4 5 6 7 8" --corrupt "2 2 3 4 5 6 7 8"
+run 0 "patch --path of an MLP model" -- patch blocks --path --clean "1 2 3 4 5 6 7 8" --corrupt "2 2 3 4 5 6 7 8" \
+    --answer 1 --wrong 2 --json
+check "patch --path's MLPs send and receive" "$PY" - out.txt <<'EOF'
+import json, sys
+p = json.loads(open(sys.argv[1]).read())["paths"]
+ends = {(x["sender"], x["receiver"], x["via"]) for x in p}
+assert ("1.1", "mlp 1", "mlp-pre") in ends and ("mlp 1", "logits", None) in ends, sorted(ends)
+assert not any(x["sender"] == "mlp 1" and x["receiver"] == "mlp 1" for x in p), p
+EOF
 run 2 "--mlp without the residual stream" -- train --task reverse --mlp 8 --steps 1
 check "--mlp's line" grep -q -- "--mlp 8 needs the residual stream (add --residual)" err.txt
 run 2 "--norm without the residual stream" -- train --task reverse --norm layernorm --steps 1

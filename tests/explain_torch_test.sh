@@ -8,7 +8,9 @@
 # (an induction model with MLPs, gelu, and LayerNorms, in f32 and f64; a shift model of f64
 # with MLPs, gelu-tanh, and no LayerNorm) run ablate and patch (resid-post, now after the MLP,
 # and the MLP's sites resid-mid, mlp-pre, mlp-post, mlp-out, by position and by neuron),
-# attribute with and without --neurons, and lens (through the final LayerNorm).
+# attribute with and without --neurons, and lens (through the final LayerNorm); they and a
+# third (reverse, relu, no LayerNorm, f32 and f64) run patch --path, whose senders and
+# receivers include the MLPs (the induction model's f64 also over a set of pairs).
 #
 # usage: tests/explain_torch_test.sh path/to/qkv path/to/python-with-torch scripts/explain_torch.py
 set -u
@@ -58,13 +60,16 @@ plan() { # MODEL DTYPE -> lines "patch|ablate|pairs|neurons ARGS"
     m2.f64) printf '%s\n' "patch k head" "patch v key-position" "patch q head-position" \
         "patch pattern head" "patch path" "ablate q mean head" "ablate pattern zero head" ;;
     m3.f32) printf '%s\n' "patch resid-post layer-position" "patch q head" \
-        "patch mlp-post neuron" "ablate resid-post zero layer-position" "neurons" ;;
+        "patch mlp-post neuron" "ablate resid-post zero layer-position" "neurons" \
+        "patch path" ;;
     m3.f64) printf '%s\n' "patch resid-post layer-position" "patch k key-position" \
         "patch resid-mid layer-position" "ablate resid-post zero layer-position" \
-        "ablate v mean head" "ablate mlp-pre mean neuron" "neurons" ;;
+        "ablate v mean head" "ablate mlp-pre mean neuron" "neurons" "patch path" \
+        "pairs path" ;;
     m4.f64) printf '%s\n' "patch resid-post layer-position" "patch pattern key-position" \
         "patch mlp-out layer-position" "ablate resid-pre mean layer-position" \
-        "ablate mlp-post zero layer-position" "neurons" ;;
+        "ablate mlp-post zero layer-position" "neurons" "patch path" ;;
+    m5.f32 | m5.f64) printf '%s\n' "patch path" ;;
     esac
 }
 # each qkv run of the plan, and the explain_torch options that check it, into $W/$o.args
@@ -97,16 +102,18 @@ run_plan() { # MODEL DTYPE OUT-PREFIX
     done <"$W/$o.plan" >"$W/$o.args"
 }
 # an induction model (residual, causal), a shift model in f64 without the residual stream,
-# and two of transformer blocks: induction with MLPs (gelu) and LayerNorms, shift in f64 with
-# MLPs (gelu-tanh). One run of explain_torch checks each model's JSONs of both dtypes. One
-# held-out evaluation at the end (--eval-every: the weights do not depend on it) keeps the
-# training short.
+# and three of transformer blocks: induction with MLPs (gelu) and LayerNorms, shift in f64
+# with MLPs (gelu-tanh), reverse in f32 with MLPs (relu) and no LayerNorm. One run of
+# explain_torch checks each model's JSONs of both dtypes. One held-out evaluation at the end
+# (--eval-every: the weights do not depend on it) keeps the training short.
 i=0
 for opts in "--task induction --d-model 32 --steps 150" \
             "--task shift --seq-len 16 --vocab 16 --heads 2 --layers 2 --no-residual --d-model 16 --steps 20 --dtype f64" \
             "--task induction --d-model 16 --mlp 32 --act gelu --norm layernorm --steps 150" \
             "--task shift --seq-len 16 --vocab 16 --heads 2 --layers 2 --residual --d-model 16 \
-             --mlp 16 --act gelu-tanh --steps 20 --dtype f64"; do
+             --mlp 16 --act gelu-tanh --steps 20 --dtype f64" \
+            "--task reverse --seq-len 16 --vocab 16 --heads 2 --layers 2 --residual --d-model 16 \
+             --mlp 16 --act relu --steps 20"; do
     i=$((i + 1))
     steps=${opts##*--steps } && steps=${steps%% *}
     # shellcheck disable=SC2086
@@ -197,7 +204,8 @@ done
 # lens through the final LayerNorm, the stream after layer 1's MLP patched and ablated, a
 # neuron patched. The plans' numbering: m3.f64.1 the patched resid-post, .4 the ablated
 # resid-post, .7 and m3.f32.5 --neurons (N = 32: part 43 is "mlp 2.5", 70 "mlp 2 bias"),
-# m3.f32.3 the patched neurons (row 37: layer 2's neuron 5).
+# m3.f32.3 the patched neurons (row 37: layer 2's neuron 5), m3.f64.8 --path (path 0:
+# 1.1 -> mlp 1, 19: mlp 1 -> 2.1 by k, 25: mlp 1 -> logits).
 # (the token listed first after layer 1 at position 5)
 tok=$("$PY" -c 'import json, sys
 print(json.load(open(sys.argv[1]))["layers"][1]["positions"][5]["top"][0]["token"])' \
@@ -211,20 +219,26 @@ if ! { nudge "$W/m3.f64.attribute.json" "$W/bad.11.json" parts/6/value 1e-8 &&
        nudge "$W/m3.f64.1.json" "$W/bad.17.json" results/14/exact 1e-8 &&
        nudge "$W/m3.f64.1.json" "$W/bad.18.json" results/14/attribution 1e-8 &&
        nudge "$W/m3.f64.4.json" "$W/bad.19.json" heads/14/loss 1e-8 &&
-       nudge "$W/m3.f32.3.json" "$W/bad.20.json" results/37/exact 1e-5; }; then
+       nudge "$W/m3.f32.3.json" "$W/bad.20.json" results/37/exact 1e-5 &&
+       nudge "$W/m3.f64.8.json" "$W/bad.21.json" paths/0/exact 1e-8 &&
+       nudge "$W/m3.f64.8.json" "$W/bad.22.json" paths/19/attribution 1e-8 &&
+       nudge "$W/m3.f64.8.json" "$W/bad.23.json" paths/25/attribution 1e-8; }; then
     fail "nudging the JSON of the transformer blocks"
 fi
 "$PY" "$SCRIPT" "$W/m3" --attribute "$W/bad.11.json" --attribute "$W/bad.12.json" \
     --attribute "$W/bad.13.json" --attribute "$W/bad.14.json" --lens "$W/bad.15.json" \
     --lens "$W/bad.16.json" --patch "$W/bad.17.json" --patch "$W/bad.18.json" \
     --ablate "$W/bad.19.json" --data "$W/data.txt" --patch "$W/bad.20.json" \
+    --patch "$W/bad.21.json" --patch "$W/bad.22.json" --patch "$W/bad.23.json" \
     >"$W/bad.blocks.txt" 2>&1
 rc=$?
 [ "$rc" = 1 ] || fail "the nudged numbers of the transformer blocks: explain_torch exits $rc, not 1"
 for what in "attribute mlp 2" "attribute final_scale" "attribute mlp 2.5" "attribute mlp 2 bias" \
             "lens part mlp 1 at 7" "lens prob of $tok after 1 at 5" \
             "patch resid-post 1 @14 exact" "patch resid-post 1 @14 attribution" \
-            "ablate zero resid-post 1 @14 loss" "patch mlp-post 2 neuron 5 exact"; do
+            "ablate zero resid-post 1 @14 loss" "patch mlp-post 2 neuron 5 exact" \
+            "patch path 1.1 -> mlp 1 by mlp-pre exact" "patch path mlp 1 -> 2.1 by k attribution" \
+            "patch path mlp 1 -> logits attribution"; do
     if grep -qF "mismatch: $what:" "$W/bad.blocks.txt"; then echo "ok: a nudged $what is caught"
     else fail "a nudged $what is not caught:"; cat "$W/bad.blocks.txt"; fi
 done

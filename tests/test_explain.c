@@ -839,6 +839,101 @@ START_TEST(test_block_sites) {
 }
 END_TEST
 
+/* The metric of a corrupted input under one edit: site of layer l (head h, or -1) at every
+ * position, replaced by `value`. */
+static double edited_metric(loaded_model *t, const explain_input *corrupt, qkv_site site, int l,
+                            int h, const qkv_tensor *value, const patch_metric *m) {
+    qkv_head_edit e = {.kind = QKV_HEAD_REPLACE, .layer = l, .head = h, .position = -1,
+                       .value = value, .site = site, .key_position = -1};
+    qkv_probe pp = {.edits = &e, .n_edits = 1};
+    qkv_tensor *out = qkv_model_forward_probe(&t->model, ctx, corrupt->tokens, NULL, 1, &pp);
+    return metric(out, m->position, m->answer, m->wrong);
+}
+
+/* Path patching on block models, in f64. The paths: every head and MLP a sender, each MLP a
+ * receiver of the heads of its own layer and earlier and of the MLPs before it (by mlp-pre),
+ * each later head one by q (and k, v where the keys read the stream). Identities: (1) the
+ * last MLP's path to the logits is patching its whole output (mlp-out, every position); (2)
+ * without LayerNorm the logits are linear in the stream: every path into them has its
+ * attribution equal to its exact share, and a last-layer head's two paths (to its MLP and to
+ * the logits) add up to patching its whole z; (3) a sender whose clean and corrupted outputs
+ * are equal (a head with W_V's columns 0, an MLP with W_out 0) leaves the corrupted metric as
+ * it is: share 0 and attribution 0 on every path from it, bit for bit. Each to 1e-12. */
+START_TEST(test_block_paths) {
+    loaded_model t;
+    make_block_model(&t, _i, QKV_F64);
+    const qkv_model_config *c = &t.model.cfg;
+    int L = c->layers, H = c->heads, To = t.target_len, vias = c->target_len ? 1 : 3;
+    bool ln = blocks[_i].norm;
+    explain_input in[2];
+    heldout_input(&t, 0, &in[0]);
+    heldout_input(&t, 1, &in[1]);
+    patch_metric m = {To - 1, 0, 1};
+    patch_result r = {.paths = true, .exact = true, .attribution = true};
+    ck_assert_int_eq(patch_of(&t, &in[0], &in[1], &m, 1, &r), QKV_OK);
+    /* the list: each head of layer ls reaches L - ls MLPs, (L - 1 - ls)·H heads by each via
+     * and the logits; each MLP one MLP fewer */
+    int want = 0;
+    for (int ls = 0; ls < L; ls++)
+        want += H * ((L - ls) + (L - 1 - ls) * H * vias + 1) + (L - 1 - ls) * (1 + H * vias) + 1;
+    ck_assert_int_eq(r.n_paths, want);
+    double diff = r.clean - r.corrupt, worst = 0;
+    qkv_probe cl = {0};
+    qkv_model_forward_probe(&t.model, ctx, in[0].tokens, NULL, 1, &cl);
+    for (int k = 0; k < r.n_paths; k++) {
+        const patch_path *p = &r.path[k];
+        if (p->receiver_layer >= 0) {
+            bool mlp = p->via == QKV_SITE_MLP_PRE;
+            ck_assert(mlp ? p->receiver_head == -1 && (p->receiver_layer > p->sender_layer ||
+                                                       (p->receiver_layer == p->sender_layer &&
+                                                        p->sender_head >= 0))
+                          : p->receiver_head >= 0 && p->receiver_layer > p->sender_layer);
+            continue;
+        }
+        if (!ln) /* (2): the logits are linear in the stream */
+            worst = fmax(worst, fabs(p->exact - p->attribution));
+        if (p->sender_layer == L - 1 && p->sender_head < 0) { /* (1) */
+            double got = edited_metric(&t, &in[1], QKV_SITE_MLP_OUT, L - 1, -1,
+                                       cl.mlp_out[L - 1], &m);
+            worst = fmax(worst, fabs(p->exact - (got - r.corrupt) / diff));
+        }
+        if (!ln && p->sender_layer == L - 1 && p->sender_head >= 0) { /* (2): its two paths */
+            double to_mlp = NAN, got = edited_metric(&t, &in[1], QKV_SITE_Z, L - 1,
+                                                     p->sender_head, cl.z[L - 1], &m);
+            for (int q = 0; q < r.n_paths; q++)
+                if (r.path[q].sender_layer == L - 1 && r.path[q].sender_head == p->sender_head &&
+                    r.path[q].via == QKV_SITE_MLP_PRE)
+                    to_mlp = r.path[q].exact;
+            worst = fmax(worst, fabs(p->exact + to_mlp - (got - r.corrupt) / diff));
+        }
+    }
+    ck_assert_msg(worst <= 1e-12, "%s: paths off by %.3g", blocks[_i].task, worst);
+    printf("block paths, %s: %d paths, identities within %.2g\n", blocks[_i].task, r.n_paths,
+           worst);
+    explain_patch_free(&r);
+    /* (3): head 1.1 writes 0 on both inputs, MLP 1 its b_out alone */
+    int C = c->d_model, Dk = C / H;
+    for (int j = 0; j < C; j++)
+        for (int d = 0; d < Dk; d++) qkv_set(t.model.w_v[0], (int64_t)j * C + d, 0.0);
+    for (int64_t i = 0; i < t.model.mlp_w_out[0]->size; i++) qkv_set(t.model.mlp_w_out[0], i, 0.0);
+    r = (patch_result){.paths = true, .exact = true, .attribution = true};
+    ck_assert_int_eq(patch_of(&t, &in[0], &in[1], &m, 1, &r), QKV_OK);
+    int silent = 0;
+    for (int k = 0; k < r.n_paths; k++) {
+        const patch_path *p = &r.path[k];
+        if (p->sender_layer != 0 || p->sender_head > 0) continue; /* 1.1 and MLP 1 */
+        ck_assert_msg(r.pair_patched[k] == r.pair_corrupt[0] && p->exact == 0 &&
+                          p->attribution == 0,
+                      "%s path %d: patched %.17g corrupt %.17g attribution %.3g",
+                      blocks[_i].task, k, r.pair_patched[k], r.pair_corrupt[0], p->attribution);
+        silent++;
+    }
+    ck_assert_int_gt(silent, 2);
+    explain_patch_free(&r);
+    loaded_model_free(&t);
+}
+END_TEST
+
 static Suite *explain_suite(void) {
     Suite *s = suite_create("explain");
     TCase *tc = tcase_create("exact");
@@ -854,6 +949,7 @@ static Suite *explain_suite(void) {
     tcase_add_loop_test(tc, test_path_identities, 0, NMODELS);
     tcase_add_loop_test(tc, test_lens_identities, 0, NMODELS);
     tcase_add_loop_test(tc, test_block_identities, 0, 1); /* the others: "blocks" below */
+    tcase_add_loop_test(tc, test_block_paths, 1, 2);
     suite_add_tcase(s, tc);
     /* the other block models and the MLP's sites: "slow", so that valgrind, which runs the
      * block forward and its readouts in the case above, skips them */
@@ -862,6 +958,8 @@ static Suite *explain_suite(void) {
     tcase_set_tags(tc, "slow");
     tcase_add_loop_test(tc, test_block_identities, 1, NBLOCKS);
     tcase_add_loop_test(tc, test_block_sites, 0, NBLOCKS);
+    tcase_add_loop_test(tc, test_block_paths, 0, 1);
+    tcase_add_loop_test(tc, test_block_paths, 2, NBLOCKS);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("trained");

@@ -51,8 +51,9 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
                  "target in training)"},
         EXPLAIN_CLI_SITE_ROWS("patched", &a->site, &a->over),
         {"path", CLI_FLAG, &a->path,
-         .help = "path patching: each head's clean output carried only to one later\n"
-                 "head's q, k or v, or to the logits, every other path frozen"},
+         .help = "path patching: each head's (and MLP's) clean output carried only to\n"
+                 "one later head's q, k or v, MLP's input, or the logits, every other\n"
+                 "path frozen"},
         {"method", CLI_CHOICE, &a->method, .choices = methods, .arg = "M",
          .help = "exact (one forward per row), attribution (one backward pass on the\n"
                  "corrupted input), or both side by side (default both)"},
@@ -205,14 +206,21 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
     if (r->paths) {
         printf("  share recovered when only the path from the sender carries its clean output "
                "(1 all, 0 none)\n");
-        printf("  %-6s %-8s %-4s %12s %12s\n", "sender", "receiver", "via", "exact", "attribution");
+        int via_w = lm->model.cfg.mlp > 0 ? 7 : 4; /* "mlp-pre" */
+        printf("  %-6s %-8s %-*s %12s %12s\n", "sender", "receiver", via_w, "via", "exact",
+               "attribution");
         for (int i = 0; i < r->n_paths; i++) {
             const patch_path *q = &r->path[i];
             char s[32], rc[32] = "logits";
-            snprintf(s, sizeof s, "%d.%d", q->sender_layer + 1, q->sender_head + 1);
-            if (q->receiver_layer >= 0)
+            /* a head "L.H", an MLP "mlp L" (as the JSON names them) */
+            if (q->sender_head >= 0)
+                snprintf(s, sizeof s, "%d.%d", q->sender_layer + 1, q->sender_head + 1);
+            else snprintf(s, sizeof s, "mlp %d", q->sender_layer + 1);
+            if (q->receiver_layer >= 0 && q->receiver_head >= 0)
                 snprintf(rc, sizeof rc, "%d.%d", q->receiver_layer + 1, q->receiver_head + 1);
-            printf("  %-6s %-8s %-4s", s, rc,
+            else if (q->receiver_layer >= 0)
+                snprintf(rc, sizeof rc, "mlp %d", q->receiver_layer + 1);
+            printf("  %-6s %-8s %-*s", s, rc, via_w,
                    q->receiver_layer >= 0 ? explain_site_names[q->via] : "-");
             print_share(q->exact);
             print_share(q->attribution);
@@ -293,7 +301,6 @@ static int patch_run(const patch_args *a) {
         goto done;
     }
     if (!a->path && (s = explain_check_site(&lm, r.site, r.over)) != QKV_OK) goto fail;
-    if (a->path && (s = explain_check_linear(&lm, "patch --path")) != QKV_OK) goto fail;
     if (a->clean) {
         if ((code = one_pair(&lm, a, in, &pairs)) != EXIT_OK) goto done;
     } else if (a->pairs) {

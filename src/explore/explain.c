@@ -306,19 +306,6 @@ qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_ove
     return QKV_OK;
 }
 
-qkv_status explain_check_linear(const loaded_model *lm, const char *analysis) {
-    const qkv_model_config *c = &lm->model.cfg;
-    bool mlp = c->mlp > 0, norm = c->norm != QKV_NORM_NONE;
-    if (!mlp && !norm) return QKV_OK;
-    char has[96];
-    if (mlp && norm) snprintf(has, sizeof has, "an MLP (--mlp %d) and LayerNorm", c->mlp);
-    else if (mlp) snprintf(has, sizeof has, "an MLP (--mlp %d)", c->mlp);
-    else snprintf(has, sizeof has, "LayerNorm");
-    return qkv_fail(QKV_ERR_VALUE, "the model has %s, which %s does not cover yet; ablate, "
-                    "patch without --path, attribute, lens, circuits, inspect and eval --data "
-                    "do", has, analysis);
-}
-
 qkv_status explain_spots(const loaded_model *lm, qkv_site site, explain_over over, int positions,
                          int keys, explain_spot **spots, int *n) {
     const qkv_model_config *c = &lm->model.cfg;

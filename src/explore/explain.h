@@ -94,11 +94,6 @@ explain_over explain_default_over(qkv_site site);
 /* QKV_ERR_VALUE naming --site and --over and what the model has, when the model lacks `site`
  * (the stream's sites without the residual stream) or `over` does not apply to it. */
 qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_over over);
-/* Whether `analysis` ("patch --path") can read this model: path patching reads the heads'
- * paths through the weights alone, not yet through an MLP or a LayerNorm, so such a model is
- * refused with QKV_ERR_VALUE and one line naming what it has and what does cover it, never
- * given a number that leaves them out. */
-qkv_status explain_check_linear(const loaded_model *lm, const char *analysis);
 /* Every spot of `site` and `over`, layer by layer, head by head, position by position, for
  * inputs of `positions` query positions and `keys` key positions: (n) malloc'd into *spots;
  * QKV_ERR_NOMEM. */
@@ -170,13 +165,14 @@ typedef struct {
     double exact, attribution; /* shares of clean - corrupt recovered; NAN if not computed */
 } patch_row;
 
-/* One path of --path: sender head S's clean output reaching only the receiver (head R's q, k
- * or v input, or the logits: receiver_layer -1); every other path frozen at its corrupted
- * value. */
+/* One path of --path: sender S's clean output (a head's z, or an MLP's output: sender_head
+ * -1) reaching only the receiver (head R's q, k or v input, an MLP's pre-activation:
+ * receiver_head -1, or the logits: receiver_layer -1); every other path frozen at its
+ * corrupted value. */
 typedef struct {
-    int sender_layer, sender_head;
-    int receiver_layer, receiver_head; /* -1, -1: the logits */
-    qkv_site via;                      /* QKV_SITE_Q, _K or _V; QKV_SITE_Z for the logits */
+    int sender_layer, sender_head;     /* head -1: the layer's MLP */
+    int receiver_layer, receiver_head; /* head -1: the layer's MLP; -1, -1: the logits */
+    qkv_site via;                      /* QKV_SITE_Q, _K, _V, _MLP_PRE; QKV_SITE_Z for the logits */
     double exact, attribution;
 } patch_path;
 
@@ -202,8 +198,10 @@ typedef struct {
 
 /* Runs clean and corrupt, then each spot (or path) patched: exactly, one forward of the
  * pairs each, and by attribution from one backward pass on the corrupted inputs:
- * (clean - corrupt) · d metric / d site for a spot, (ΔS·W_O^S·W^R) · d metric / d (R's
- * input) for a path (W^R the receiver's W_Q, W_K or W_V, or the vocabulary head). Each share
+ * (clean - corrupt) · d metric / d site for a spot, and for a path, what the sender's change
+ * of the stream (ΔS·W_O^S of a head, Δ mlp-out of an MLP) does to the receiver's input
+ * (through its LayerNorm at the corrupted run's stream, and its W_Q, W_K, W_V, W_in or the
+ * vocabulary head: model_receiver_delta) · d metric / d (R's input). Each share
  * is (mean patched - mean corrupt) / (mean clean - mean corrupt) over the pairs.
  * QKV_ERR_VALUE when clean and corrupt give the same mean metric (nothing to recover);
  * QKV_ERR_NUMERIC when a logit the metric reads or an attribution is not finite, the line

@@ -85,29 +85,29 @@ int explain_patch_items(const patch_result *r) {
     return r->paths ? r->n_paths : r->n_rows;
 }
 
-/* A weight matrix as doubles (row-major, its own shape), malloc'd; NULL when out of memory. */
-static double *weights_of(const qkv_tensor *w) {
-    double *out = malloc((size_t)w->size * sizeof *out);
-    for (int64_t i = 0; out && i < w->size; i++) out[i] = qkv_get(w, i);
-    return out;
-}
-
-/* The paths of a model: every sender head to every head of a later layer its output reaches
- * (through the residual stream any later layer, else the next) by q, and by k and v where
- * the keys read the stream (not an encoder-decoder's), and to the logits (every layer with
- * the residual stream, else the last). (n) malloc'd into *paths. */
+/* The paths of a model. Senders: every head and every MLP. Receivers of a sender of layer
+ * ls: each head of a later layer its output reaches (through the residual stream any later
+ * layer, else the next) by q, and by k and v where the keys read the stream (not an
+ * encoder-decoder's); each MLP that reads the stream after it (of layer ls itself after a
+ * head, of a later layer after an MLP); and the logits (every layer with the residual stream,
+ * else the last). By sender (each layer's heads, then its MLP), then receiver in the order of
+ * the forward. (n) malloc'd into *paths. */
 static qkv_status list_paths(const loaded_model *lm, patch_path **paths, int *n) {
     const qkv_model_config *c = &lm->model.cfg;
-    int L = c->layers, H = c->heads, vias = c->target_len ? 1 : 3;
-    *paths = malloc((size_t)(L * H * ((L * H * vias) + 1)) * sizeof **paths);
+    int L = c->layers, H = c->heads, vias = c->target_len ? 1 : 3, M = c->mlp > 0;
+    *paths = malloc((size_t)(L * (H + M)) * (size_t)(L * (H * vias + M) + 1) * sizeof **paths);
     if (!*paths) return qkv_fail(QKV_ERR_NOMEM, "patch: out of memory for the paths");
     *n = 0;
     for (int ls = 0; ls < L; ls++)
-        for (int hs = 0; hs < H; hs++) {
-            for (int lr = ls + 1; lr < L && (c->residual || lr == ls + 1); lr++)
-                for (int hr = 0; hr < H; hr++)
+        for (int s = 0; s < H + M; s++) {
+            int hs = s < H ? s : -1; /* -1: the layer's MLP */
+            for (int lr = ls; lr < L && (c->residual || lr <= ls + 1); lr++) {
+                for (int hr = 0; lr > ls && hr < H; hr++)
                     for (int v = 0; v < vias; v++)
                         (*paths)[(*n)++] = (patch_path){ls, hs, lr, hr, QKV_SITE_Q + v, NAN, NAN};
+                if (M && (lr > ls || hs >= 0))
+                    (*paths)[(*n)++] = (patch_path){ls, hs, lr, -1, QKV_SITE_MLP_PRE, NAN, NAN};
+            }
             if (c->residual || ls == L - 1)
                 (*paths)[(*n)++] = (patch_path){ls, hs, -1, -1, QKV_SITE_Z, NAN, NAN};
         }
@@ -115,13 +115,14 @@ static qkv_status list_paths(const loaded_model *lm, patch_path **paths, int *n)
 }
 
 /* What a patching run of one batch keeps: the site's tensor of every layer on the clean and
- * the corrupted inputs, the corrupted run's graph (its gradients, for attribution). */
+ * the corrupted inputs (paths: z, and each MLP's output), the corrupted run's graph (its
+ * gradients, for attribution). */
 typedef struct {
     qkv_ctx *keep, *graph, *record;
     qkv_tensor *clean[QKV_MAX_LAYERS], *corrupt[QKV_MAX_LAYERS];
+    qkv_tensor *clean_mlp[QKV_MAX_LAYERS], *corrupt_mlp[QKV_MAX_LAYERS]; /* paths: mlp-out */
     qkv_probe cp;                  /* the corrupted run's probe, in graph */
     double *metric;                /* (pairs): a patched run's metric */
-    double *w_o[QKV_MAX_LAYERS], *w_in[3][QKV_MAX_LAYERS], *head_w; /* paths: as doubles */
 } patch_batch;
 
 /* The corrupted run's patched metric for the batch (pairs first .. first+B-1) under `edits`,
@@ -164,107 +165,159 @@ static qkv_status patch_spots(loaded_model *lm, const patch_pairs *pairs, int fi
     return s;
 }
 
-/* Paths: for each sender, pass 2 (every head frozen at its corrupted output but the sender,
- * which carries its clean one) records every receiver's input and gives the logits path;
- * pass 3 replaces only one receiver's input. Attribution: (ΔS·W_O^S·W^R) · d metric / d (R's
- * input) from the corrupted run's backward pass. */
+/* "head 1.2" or "MLP 1", for messages. */
+static const char *part_text(int layer, int head, char *buf, size_t len) {
+    if (head >= 0) snprintf(buf, len, "head %d.%d", layer + 1, head + 1);
+    else snprintf(buf, len, "MLP %d", layer + 1);
+    return buf;
+}
+
+/* A path's receiver as the model reads it. */
+static stream_receiver receiver_of(const patch_path *p) {
+    if (p->receiver_layer < 0) return (stream_receiver){RECEIVER_LOGITS, -1, -1};
+    if (p->via == QKV_SITE_MLP_PRE) return (stream_receiver){RECEIVER_MLP, p->receiver_layer, -1};
+    return (stream_receiver){(receiver_kind)(RECEIVER_Q + (p->via - QKV_SITE_Q)),
+                             p->receiver_layer, p->receiver_head};
+}
+
+/* Sequence b's attribution of path p, whose sender changes the stream by u (B, To, C):
+ * Σ over the receiver's input of (what u does to it, model_receiver_delta) · d metric / d
+ * input from the corrupted run's backward pass; for the logits, the change of logit[answer] -
+ * logit[wrong] at the metric's position. out: the receiver's width, scratch 2·C. */
+static double path_attribution(const loaded_model *lm, const patch_batch *pb,
+                               const patch_path *p, const patch_metric *pm, const double *u,
+                               int b, double *out, double *scratch) {
+    const qkv_model *m = &lm->model;
+    int C = m->cfg.d_model, To = lm->target_len;
+    stream_receiver rc = receiver_of(p);
+    if (rc.kind == RECEIVER_LOGITS) {
+        int64_t row = (int64_t)b * To + pm->position;
+        double answer, wrong;
+        model_receiver_delta(m, &pb->cp, &rc, row, u + (size_t)row * C, pm->answer, 1, &answer,
+                             scratch);
+        model_receiver_delta(m, &pb->cp, &rc, row, u + (size_t)row * C, pm->wrong, 1, &wrong,
+                             scratch);
+        return answer - wrong;
+    }
+    /* the receiver's input in the corrupted run, with its gradient: (B, H, rows, Dk) of a
+     * head, (B, To, N) of an MLP */
+    const qkv_tensor *graph = qkv_probe_site(&pb->cp, p->via, p->receiver_layer);
+    bool head = rc.kind != RECEIVER_MLP;
+    int64_t G = head ? graph->shape[1] : 1, g = head ? p->receiver_head : 0;
+    int64_t rows = graph->shape[graph->ndim - 2], W = graph->shape[graph->ndim - 1];
+    double a = 0;
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t row = (int64_t)b * rows + i;
+        model_receiver_delta(m, &pb->cp, &rc, row, u + (size_t)row * C, 0, (int)W, out,
+                             scratch);
+        for (int64_t d = 0; d < W; d++)
+            a += out[d] * qkv_grad_get(graph, (((int64_t)b * G + g) * rows + i) * W + d);
+    }
+    return a;
+}
+
+/* Paths: for each sender, pass 2 (every head's z and every MLP's output frozen at the
+ * corrupted run's but the sender's, which carries its clean one) records every receiver's
+ * input and gives the logits path; pass 3 replaces only one receiver's input. Attribution:
+ * what the sender's change of the stream does to the receiver's input (through its LayerNorm,
+ * linearized at the corrupted run's stream) · d metric / d (R's input) from the corrupted
+ * run's backward pass. */
 static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int first, int B,
                               patch_batch *pb, patch_result *r) {
-    const qkv_model_config *c = &lm->model.cfg;
+    const qkv_model *m = &lm->model;
+    const qkv_model_config *c = &m->cfg;
     int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H, To = lm->target_len;
-    int V = c->vocab, items = r->n_paths;
-    qkv_head_edit *edits = malloc((size_t)(L * H) * sizeof *edits);
-    double *u = malloc((size_t)B * To * C * sizeof *u); /* ΔS·W_O^S: (B, To, C) */
+    int N = c->mlp, items = r->n_paths;
+    int width = N > Dk ? N : Dk; /* the widest receiver's input (the logits: two at a time) */
+    qkv_head_edit *edits = malloc((size_t)(L * (H + 1)) * sizeof *edits);
+    double *u = malloc((size_t)B * To * C * sizeof *u); /* the sender's change of the stream */
     double *m2 = malloc((size_t)pairs->n * sizeof *m2);
-    qkv_status s = edits && u && m2 ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
+    double *dz = malloc((size_t)Dk * sizeof *dz), *out = malloc((size_t)width * sizeof *out);
+    double *scratch = malloc((size_t)2 * C * sizeof *scratch);
+    qkv_status s = edits && u && m2 && dz && out && scratch
+                       ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
     for (int k = 0; k < items && s == QKV_OK;) {
         int ls = r->path[k].sender_layer, hs = r->path[k].sender_head, end = k;
         while (end < items && r->path[end].sender_layer == ls && r->path[end].sender_head == hs)
             end++;
         /* pass 2 */
         int n = 0;
-        for (int l = 0; l < L; l++)
+        for (int l = 0; l < L; l++) {
             for (int h = 0; h < H; h++)
                 edits[n++] = explain_spot_edit(&(explain_spot){QKV_SITE_Z, l, h, -1, -1, -1},
                                        QKV_HEAD_REPLACE,
                                        l == ls && h == hs ? pb->clean[l] : pb->corrupt[l]);
+            if (N > 0)
+                edits[n++] = explain_spot_edit(
+                    &(explain_spot){QKV_SITE_MLP_OUT, l, -1, -1, -1, -1}, QKV_HEAD_REPLACE,
+                    l == ls && hs < 0 ? pb->clean_mlp[l] : pb->corrupt_mlp[l]);
+        }
         qkv_ctx_reset(pb->record);
         qkv_probe rec = {.edits = edits, .n_edits = n};
         qkv_tensor *logits = qkv_model_forward_probe(
             &lm->model, pb->record, pairs->corrupt + (size_t)first * c->seq_len,
             pairs->corrupt_len ? pairs->corrupt_len + first : NULL, B, &rec);
-        char run[160];
-        snprintf(run, sizeof run, "the corrupted run with every head frozen but %d.%d, which "
-                 "carries its clean output", ls + 1, hs + 1);
+        char run[200], sender[32], receiver[32];
+        part_text(ls, hs, sender, sizeof sender);
+        snprintf(run, sizeof run, "the corrupted run with every head%s frozen but %s, which "
+                 "carries its clean output", N > 0 ? " and MLP" : "",
+                 hs >= 0 ? sender + strlen("head ") : sender);
         if ((s = batch_metric(lm, logits, pairs, first, run, m2)) != QKV_OK) break;
-        for (int b = 0; b < B; b++) /* u = ΔS · (S's rows of W_O) at each position */
-            for (int i = 0; i < To; i++)
-                for (int j = 0; j < C; j++) {
-                    double sum = 0;
-                    for (int e = 0; e < Dk; e++) {
-                        int64_t at = (((int64_t)b * H + hs) * To + i) * Dk + e;
-                        sum += (qkv_get(pb->clean[ls], at) - qkv_get(pb->corrupt[ls], at)) *
-                               pb->w_o[ls][(size_t)(hs * Dk + e) * C + j];
-                    }
-                    u[((size_t)b * To + i) * C + j] = sum;
+        for (int b = 0; b < B; b++) /* u: the sender's clean output less its corrupted one */
+            for (int i = 0; i < To; i++) {
+                int64_t row = (int64_t)b * To + i;
+                if (hs < 0) {
+                    for (int j = 0; j < C; j++)
+                        u[(size_t)row * C + j] = qkv_get(pb->clean_mlp[ls], row * C + j) -
+                                                 qkv_get(pb->corrupt_mlp[ls], row * C + j);
+                    continue;
                 }
+                for (int e = 0; e < Dk; e++) {
+                    int64_t at = (((int64_t)b * H + hs) * To + i) * Dk + e;
+                    dz[e] = qkv_get(pb->clean[ls], at) - qkv_get(pb->corrupt[ls], at);
+                }
+                model_head_write(m, ls, hs, dz, u + (size_t)row * C);
+            }
         for (; k < end && s == QKV_OK; k++) {
             patch_path *p = &r->path[k];
             size_t at0 = (size_t)first * items + k;
             if (p->receiver_layer < 0) { /* the logits: pass 2 is the path */
                 for (int b = 0; b < B; b++) {
-                    const patch_metric *pm = &pairs->metric[first + b];
-                    double a = 0;
-                    for (int j = 0; j < C; j++)
-                        a += u[((size_t)b * To + pm->position) * C + j] *
-                             (pb->head_w[(size_t)j * V + pm->answer] -
-                              pb->head_w[(size_t)j * V + pm->wrong]);
                     r->pair_patched[at0 + (size_t)b * items] = m2[first + b];
-                    if (r->attribution) r->pair_attribution[at0 + (size_t)b * items] = a;
+                    if (r->attribution)
+                        r->pair_attribution[at0 + (size_t)b * items] = path_attribution(
+                            lm, pb, p, &pairs->metric[first + b], u, b, out, scratch);
                 }
                 continue;
             }
             int lr = p->receiver_layer, hr = p->receiver_head;
             const char *via = explain_site_names[p->via];
+            part_text(lr, hr, receiver, sizeof receiver);
             if (r->exact) { /* pass 3: only the receiver's input as pass 2 recorded it */
                 qkv_head_edit e = explain_spot_edit(&(explain_spot){p->via, lr, hr, -1, -1, -1},
                                             QKV_HEAD_REPLACE, qkv_probe_site(&rec, p->via, lr));
-                snprintf(run, sizeof run, "the corrupted run with the %s of head %d.%d as head "
-                         "%d.%d's clean output alone makes it", via, lr + 1, hr + 1, ls + 1,
-                         hs + 1);
+                snprintf(run, sizeof run, "the corrupted run with the %s of %s as %s's clean "
+                         "output alone makes it", via, receiver, sender);
                 if ((s = patched_run(lm, pairs, first, B, &e, 1, run, pb->metric)) != QKV_OK) break;
                 for (int b = 0; b < B; b++)
                     r->pair_patched[at0 + (size_t)b * items] = pb->metric[first + b];
             }
-            const double *w = pb->w_in[p->via - QKV_SITE_Q][lr];
-            const qkv_tensor *graph = qkv_probe_site(&pb->cp, p->via, lr); /* (B, H, To, Dk) */
             for (int b = 0; r->attribution && b < B && s == QKV_OK; b++) {
-                double a = 0;
-                for (int i = 0; i < To; i++)
-                    for (int d = 0; d < Dk; d++) {
-                        double delta = 0; /* (ΔS·W_O^S·W^R)[i, d] */
-                        for (int j = 0; j < C; j++)
-                            delta += u[((size_t)b * To + i) * C + j] *
-                                     w[(size_t)j * C + hr * Dk + d];
-                        a += delta * qkv_grad_get(graph, (((int64_t)b * H + hr) * To + i) * Dk + d);
-                    }
+                double a = path_attribution(lm, pb, p, &pairs->metric[first + b], u, b, out,
+                                            scratch);
                 r->pair_attribution[at0 + (size_t)b * items] = a;
-                s = explain_check_finite(a, "the attribution of the path %d.%d -> %d.%d by %s", ls + 1,
-                                 hs + 1, lr + 1, hr + 1, via);
+                s = explain_check_finite(a, "the attribution of the path %s -> %s by %s", sender,
+                                         receiver, via);
             }
         }
     }
-    free(edits), free(u), free(m2);
+    free(edits), free(u), free(m2), free(dz), free(out), free(scratch);
     return s;
 }
 
 static void batch_free(patch_batch *pb) {
     qkv_ctx_free(pb->keep), qkv_ctx_free(pb->graph), qkv_ctx_free(pb->record);
-    for (int l = 0; l < QKV_MAX_LAYERS; l++) {
-        free(pb->w_o[l]);
-        for (int v = 0; v < 3; v++) free(pb->w_in[v][l]);
-    }
-    free(pb->head_w), free(pb->metric);
+    free(pb->metric);
 }
 
 /* The arenas and arrays of patching batches of up to B pairs; QKV_ERR_NOMEM. */
@@ -275,19 +328,14 @@ static qkv_status batch_init(loaded_model *lm, const patch_result *r, int n, int
     memset(pb, 0, sizeof *pb);
     qkv_status s = loaded_model_reserve(lm, n, NULL);
     if (s != QKV_OK) return s;
-    pb->keep = loaded_model_arena(2 * explain_site_bytes(lm, site, B), NULL);
+    double keep = 2 * explain_site_bytes(lm, site, B);
+    if (r->paths && c->mlp > 0) keep += 2 * explain_site_bytes(lm, QKV_SITE_MLP_OUT, B);
+    pb->keep = loaded_model_arena(keep, NULL);
     pb->graph = pb->keep ? loaded_model_arena(qkv_model_step_bytes(c, B), NULL) : NULL;
     if (r->paths && pb->graph) pb->record = loaded_model_arena(qkv_model_step_bytes(c, B), NULL);
     if (!pb->graph || (r->paths && !pb->record)) return QKV_ERR_NOMEM;
-    bool ok = (pb->metric = malloc((size_t)n * sizeof *pb->metric)) != NULL;
-    for (int l = 0; r->paths && l < c->layers; l++) {
-        ok = ok && (pb->w_o[l] = weights_of(lm->model.w_o[l]));
-        ok = ok && (pb->w_in[0][l] = weights_of(lm->model.w_q[l]));
-        ok = ok && (pb->w_in[1][l] = weights_of(lm->model.w_k[l]));
-        ok = ok && (pb->w_in[2][l] = weights_of(lm->model.w_v[l]));
-    }
-    if (r->paths) ok = ok && (pb->head_w = weights_of(lm->model.head_w));
-    return ok ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "patch: out of memory for the weights");
+    pb->metric = malloc((size_t)n * sizeof *pb->metric);
+    return pb->metric ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
 }
 
 /* Every pair's metric on the clean and the corrupted inputs (the means are checked before
@@ -405,15 +453,20 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
         qkv_probe clean = {0};
         qkv_model_forward_probe(&lm->model, lm->ctx, pairs->clean + (size_t)first * T,
                                 pairs->clean_len ? pairs->clean_len + first : NULL, B, &clean);
-        for (int l = 0; l < c->layers; l++)
+        bool mlp_out = r->paths && c->mlp > 0; /* paths: the MLPs' outputs too */
+        for (int l = 0; l < c->layers; l++) {
             pb.clean[l] = kept(pb.keep, qkv_probe_site(&clean, site, l));
+            if (mlp_out) pb.clean_mlp[l] = kept(pb.keep, clean.mlp_out[l]);
+        }
         /* the corrupted run, recorded: d metric / d site from one backward pass */
         pb.cp = (qkv_probe){0};
         qkv_tensor *logits = qkv_model_forward_probe(
             &lm->model, pb.graph, pairs->corrupt + (size_t)first * T,
             pairs->corrupt_len ? pairs->corrupt_len + first : NULL, B, &pb.cp);
-        for (int l = 0; l < c->layers; l++)
+        for (int l = 0; l < c->layers; l++) {
             pb.corrupt[l] = kept(pb.keep, qkv_probe_site(&pb.cp, site, l));
+            if (mlp_out) pb.corrupt_mlp[l] = kept(pb.keep, pb.cp.mlp_out[l]);
+        }
         if (r->attribution) {
             qkv_tensor *pick = qkv_zeros(pb.graph, c->dtype, 3, (int64_t[]){B, To, V});
             for (int b = 0; b < B; b++) {
@@ -459,16 +512,23 @@ void explain_patch_free(patch_result *r) {
 
 /* ---- JSON ---- */
 
-/* A path's fields: sender "L.H", receiver "L.H" or "logits", via "q", "k", "v" or null. */
+/* A head's name "L.H", or an MLP's "mlp L" (head -1), as attribute names its part. */
+static void path_end_name(int layer, int head, char *buf, size_t len) {
+    if (head >= 0) explain_head_name(layer, head, buf, len);
+    else snprintf(buf, len, "mlp %d", layer + 1);
+}
+
+/* A path's fields: sender "L.H" or "mlp L", receiver "L.H", "mlp L" or "logits", via "q",
+ * "k", "v", "mlp-pre" or null. */
 static void add_path(cJSON *x, const patch_path *p) {
     char name[32];
-    explain_head_name(p->sender_layer, p->sender_head, name, sizeof name);
+    path_end_name(p->sender_layer, p->sender_head, name, sizeof name);
     cJSON_AddStringToObject(x, "sender", name);
     if (p->receiver_layer < 0) {
         cJSON_AddStringToObject(x, "receiver", "logits");
         cJSON_AddNullToObject(x, "via");
     } else {
-        explain_head_name(p->receiver_layer, p->receiver_head, name, sizeof name);
+        path_end_name(p->receiver_layer, p->receiver_head, name, sizeof name);
         cJSON_AddStringToObject(x, "receiver", name);
         cJSON_AddStringToObject(x, "via", explain_site_names[p->via]);
     }

@@ -47,6 +47,34 @@ int model_stream_parts(const qkv_model *m, const qkv_probe *probe, int b, int po
 /* "embed", "L.H", "mlp L", "mlp L.N", "mlp L bias" (layers and heads from 1, neurons from 0). */
 void model_stream_part_name(const stream_part *p, char *buf, size_t len);
 
+/* What head `head` of layer `layer` writes into the stream for its output z (Dk): z times
+ * its rows of W_O, z·W_O[head·Dk .. head·Dk + Dk, :], into out (C). Linear in z: a change of
+ * z writes the change of its part. */
+void model_head_write(const qkv_model *m, int layer, int head, const double *z, double *out);
+/* What reads the stream: a head's q, k or v input (the stream entering its layer; k and v
+ * only where the keys read the stream: not an encoder-decoder's), an MLP's pre-activation
+ * (the stream between its layer's attention and the MLP, resid_mid), or the logits (the
+ * stream leaving the last layer). */
+typedef enum { RECEIVER_Q, RECEIVER_K, RECEIVER_V, RECEIVER_MLP, RECEIVER_LOGITS } receiver_kind;
+typedef struct {
+    receiver_kind kind;
+    int layer, head; /* 0-based; head for q, k, v only; neither for the logits */
+} stream_receiver;
+/* The width of a receiver's input at one row: Dk (q, k, v: the head's columns), the MLP's
+ * neurons N (mlp-pre), or the vocabulary V (the logits). */
+int model_receiver_width(const qkv_model *m, const stream_receiver *r);
+/* What a change du (C) of the stream a receiver reads at `row` (b·rows + position of that
+ * stream in `probe`) does to its input there, to first order: its columns first ..
+ * first + count - 1 of model_receiver_width into out (count), e.g. all of a head's or an
+ * MLP's, or the two logits of a metric, one at a time. It is du through the Jacobian of the
+ * receiver's LayerNorm at the probe's stream (x̂ the normalized row, s = 1/sqrt(var + eps):
+ * gain ⊙ s·(du − mean du − x̂·mean(du ⊙ x̂))), times the receiver's weights: its columns of
+ * W_Q, W_K or W_V, W_in (the pre-activation's b_in does not change), head.w. Exact without
+ * LayerNorm, where the input is linear in the stream. scratch: 2·C doubles. */
+void model_receiver_delta(const qkv_model *m, const qkv_probe *probe, const stream_receiver *r,
+                          int64_t row, const double *du, int first, int count, double *out,
+                          double *scratch);
+
 /* LAPACK's dgeev without eigenvectors (lapack.c, which loads LAPACK the first time): the
  * eigenvalues wr + i wi of the (n, n) column-major matrix a (overwritten), work (lwork
  * doubles) its workspace, *info dgeev's. Fails, calling nothing, with QKV_ERR_NOMEM when

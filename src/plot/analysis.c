@@ -310,8 +310,18 @@ static const char *check_ablate(const cJSON *j, const plot_source *src) {
     return NULL;
 }
 
-/* patch.json's "paths" (--path): a sender head of the model, a receiver head of a later
- * layer by q, k or v, or the logits (via null). */
+/* A path's end (patch --path): a head "L.H" (*h from 1), or an MLP "mlp L" (*h 0), of a
+ * model of `layers` layers and `heads` heads. */
+static bool path_end(const cJSON *c, int64_t layers, int64_t heads, int *l, int *h) {
+    if (head_label(c, layers, heads, l, h)) return true;
+    *h = 0;
+    return mlp_label(c, layers, l) && !strpbrk(c->valuestring + 4, ". ");
+}
+
+/* patch.json's "paths" (--path): a sender (a head or an MLP of the model) and a receiver
+ * that reads the stream after it: a head of a later layer by q, k or v, an MLP by mlp-pre
+ * (of the sender's layer after a head, of a later one after an MLP), or the logits (via
+ * null). */
 static const char *check_paths(const cJSON *paths, const plot_source *src) {
     int64_t L = src->layers, H = src->heads, n = 0;
     const cJSON *e;
@@ -320,15 +330,18 @@ static const char *check_paths(const cJSON *paths, const plot_source *src) {
         const cJSON *via = cJSON_GetObjectItemCaseSensitive(e, "via");
         int ls, hs, lr, hr;
         bool logits = cJSON_IsString(rc) && !strcmp(rc->valuestring, "logits");
-        if (++n > L * H * (3 * L * H + 1) ||
-            !head_label(cJSON_GetObjectItemCaseSensitive(e, "sender"), L, H, &ls, &hs) ||
-            !(logits ? cJSON_IsNull(via)
-                     : head_label(rc, L, H, &lr, &hr) && lr > ls && cJSON_IsString(via) &&
-                           strlen(via->valuestring) == 1 && strchr("qkv", via->valuestring[0])) ||
-            !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "exact")) ||
+        bool ok = ++n <= L * (H + 1) * (L * (3 * H + 1) + 1) &&
+                  path_end(cJSON_GetObjectItemCaseSensitive(e, "sender"), L, H, &ls, &hs);
+        if (ok && logits) ok = cJSON_IsNull(via);
+        else if (ok)
+            ok = path_end(rc, L, H, &lr, &hr) && cJSON_IsString(via) &&
+                 (hr ? lr > ls && strlen(via->valuestring) == 1 &&
+                           strchr("qkv", via->valuestring[0])
+                     : (lr > ls || (lr == ls && hs)) && !strcmp(via->valuestring, "mlp-pre"));
+        if (!ok || !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "exact")) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "attribution")))
-            return "a path is not from a head of the model to a later head (by q, k or v) or "
-                   "to the logits";
+            return "a path is not from a head or MLP of the model to a later head (by q, k or "
+                   "v), an MLP that reads it (by mlp-pre) or the logits";
     }
     return NULL;
 }
@@ -719,41 +732,63 @@ static plot_status plot_ablate(plotter *p, const char *dir, const char *format, 
     return code;
 }
 
-/* patch.json --path: senders (rows, "L.H") by receivers (a later head's q, k or v, "L.H.q",
- * or the logits). */
+/* patch.json --path: senders (rows, "L.H", and with MLPs "mlp_L" after each layer's heads)
+ * by receivers (a later head's q, k or v, "L.H.q"; with MLPs each layer's "mlp_L" after its
+ * heads; the logits last), in the forward's order. */
 static plot_status plot_paths(plotter *p, const char *dir, const char *format, const cJSON *j,
                               const plot_source *src) {
     const cJSON *paths = array_item(j, "paths"), *e; /* checked by check_patch */
-    int64_t L = src->layers, H = src->heads, R = (L - 1) * H * 3 + 1; /* receivers */
+    int64_t L = src->layers, H = src->heads, M = 0; /* M: 1 where the paths name MLPs */
+    int l, h;
+    cJSON_ArrayForEach(e, paths)
+        for (int end = 0; end < 2; end++)
+            if (path_end(cJSON_GetObjectItemCaseSensitive(e, end ? "receiver" : "sender"), L, H,
+                         &l, &h) && !h)
+                M = 1;
+    /* receiver columns: layer 1 its MLP, each later layer its heads' q, k, v and its MLP */
+    int64_t per = 3 * H + M, R = M + (L - 1) * per + 1, S = L * (H + M);
+#define LAYER_COL(lr) ((lr) == 1 ? 0 : M + ((int64_t)(lr) - 2) * per)
     matrix m;
-    if (!matrix_new(&m, (int)(L * H), (int)R)) {
+    if (!matrix_new(&m, (int)S, (int)R)) {
         matrix_free(&m);
         return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     }
-    for (int i = 0; i < m.rows; i++)
-        snprintf(m.row_label[i], LABEL_LEN, "%d.%d", (int)(i / H + 1), (int)(i % H + 1));
-    for (int c = 0; c < R - 1; c++)
-        snprintf(m.col_label[c], LABEL_LEN, "%d.%d.%c", (int)(c / (3 * H) + 2),
-                 (int)(c / 3 % H + 1), "qkv"[c % 3]);
+    for (int i = 0; i < m.rows; i++) {
+        int layer = (int)(i / (H + M) + 1), head = (int)(i % (H + M) + 1);
+        if (head > H) snprintf(m.row_label[i], LABEL_LEN, "mlp_%d", layer); /* one word */
+        else snprintf(m.row_label[i], LABEL_LEN, "%d.%d", layer, head);
+    }
+    for (int lr = 1; lr <= L; lr++) {
+        for (int hr = 1; lr > 1 && hr <= H; hr++)
+            for (int v = 0; v < 3; v++)
+                snprintf(m.col_label[LAYER_COL(lr) + (hr - 1) * 3 + v], LABEL_LEN, "%d.%d.%c",
+                         lr, hr, "qkv"[v]);
+        if (M)
+            snprintf(m.col_label[LAYER_COL(lr) + (lr > 1 ? 3 * H : 0)], LABEL_LEN, "mlp_%d", lr);
+    }
     snprintf(m.col_label[R - 1], LABEL_LEN, "logits");
     cJSON_ArrayForEach(e, paths) {
         int ls, hs, lr, hr;
-        head_label(cJSON_GetObjectItemCaseSensitive(e, "sender"), L, H, &ls, &hs);
+        path_end(cJSON_GetObjectItemCaseSensitive(e, "sender"), L, H, &ls, &hs);
         const cJSON *rc = cJSON_GetObjectItemCaseSensitive(e, "receiver");
         int64_t c = R - 1;
-        if (head_label(rc, L, H, &lr, &hr)) {
+        if (path_end(rc, L, H, &lr, &hr)) {
             const char *via = cJSON_GetObjectItemCaseSensitive(e, "via")->valuestring;
-            c = ((int64_t)(lr - 2) * H + hr - 1) * 3 + (strchr("qkv", via[0]) - "qkv");
+            c = hr ? LAYER_COL(lr) + (int64_t)(hr - 1) * 3 + (strchr("qkv", via[0]) - "qkv")
+                   : LAYER_COL(lr) + (lr > 1 ? 3 * H : 0);
         }
-        m.v[((int64_t)(ls - 1) * H + hs - 1) * R + c] = share(e, 0);
+        int64_t row = (int64_t)(ls - 1) * (H + M) + (hs ? hs - 1 : H);
+        m.v[row * R + c] = share(e, 0);
     }
+#undef LAYER_COL
     plot_status code = matrix_write(&m, dir, "plots/patch.dat",
                                     "path patching: share recovered (qkv patch --path)");
     if (code == QKV_OK)
         code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format,
                            "path patching: share recovered by each path, sender to receiver",
-                           "receiver (layer.head.input)", "sender", "share recovered",
-                           "diverging");
+                           M ? "receiver (layer.head.input, or mlp_layer)"
+                             : "receiver (layer.head.input)",
+                           "sender", "share recovered", "diverging");
     matrix_free(&m);
     return code;
 }
