@@ -262,8 +262,8 @@ START_TEST(test_patching_everything_recovers_all) {
         int n = 0;
         for (int l = 0; l < c->layers; l++)
             for (int h = 0; h < c->heads; h++, n++) {
-                to_clean[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, cp.z[l], QKV_SITE_Z, -1};
-                to_self[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, xp.z[l], QKV_SITE_Z, -1};
+                to_clean[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, cp.z[l], QKV_SITE_Z, -1, 0};
+                to_self[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, xp.z[l], QKV_SITE_Z, -1, 0};
             }
         qkv_probe pc = {.edits = to_clean, .n_edits = n}, ps = {.edits = to_self, .n_edits = n};
         qkv_tensor *patched = qkv_model_forward_probe(&t.model, ctx, corrupt.tokens, NULL, 1, &pc);
@@ -767,7 +767,8 @@ START_TEST(test_block_identities) {
     int p = To - 1;
     qkv_probe cp = {0};
     qkv_tensor *cl = qkv_model_forward_probe(&t.model, ctx, in.tokens, NULL, 1, &cp);
-    qkv_head_edit e = {QKV_HEAD_REPLACE, L - 1, 0, p, cp.resid_post[L - 1], QKV_SITE_RESID_POST, -1};
+    qkv_head_edit e = {QKV_HEAD_REPLACE, L - 1, 0, p, cp.resid_post[L - 1], QKV_SITE_RESID_POST,
+                       -1, 0};
     qkv_probe pp = {.edits = &e, .n_edits = 1};
     qkv_tensor *patched = qkv_model_forward_probe(&t.model, ctx, corrupt.tokens, NULL, 1, &pp);
     ck_assert(metric(patched, p, 0, 1) == metric(cl, p, 0, 1));

@@ -15,7 +15,7 @@
 static double spot_dot(const explain_spot *s, const qkv_tensor *a, const qkv_tensor *b,
                        const qkv_tensor *graph, int64_t seq) {
     qkv_head_edit e = explain_spot_edit(s, QKV_HEAD_REPLACE, a);
-    bool headless = explain_stream_site(s->site) || explain_neuron_site(s->site);
+    bool headless = !explain_site_has_heads(s->site);
     int64_t G = headless ? 1 : a->shape[1], R = a->shape[a->ndim - 2], W = a->shape[a->ndim - 1];
     int64_t g = headless ? 0 : e.head;
     int64_t i0 = e.position < 0 ? 0 : e.position, i1 = e.position < 0 ? R : i0 + 1;
@@ -114,11 +114,12 @@ static qkv_status list_paths(const loaded_model *lm, patch_path **paths, int *n)
     return QKV_OK;
 }
 
-/* What a patching run of one batch keeps: the site's tensor of every layer on the clean and
- * the corrupted inputs, the corrupted run's graph (its gradients, for attribution). */
+/* What a patching run of one batch keeps: the site's tensor of every layer (and unit:
+ * explain_site_units, each LayerNorm's for ln-scale) on the clean and the corrupted inputs,
+ * the corrupted run's graph (its gradients, for attribution). */
 typedef struct {
     qkv_ctx *keep, *graph, *record;
-    qkv_tensor *clean[QKV_MAX_LAYERS], *corrupt[QKV_MAX_LAYERS];
+    qkv_tensor *clean[QKV_MAX_LAYERS][QKV_LNS], *corrupt[QKV_MAX_LAYERS][QKV_LNS];
     qkv_probe cp;                  /* the corrupted run's probe, in graph */
     double *metric;                /* (pairs): a patched run's metric */
     double *w_o[QKV_MAX_LAYERS], *w_in[3][QKV_MAX_LAYERS], *head_w; /* paths: as doubles */
@@ -144,18 +145,19 @@ static qkv_status patch_spots(loaded_model *lm, const patch_pairs *pairs, int fi
     qkv_status s = QKV_OK;
     for (int k = 0; k < r->n_rows && s == QKV_OK; k++) {
         const explain_spot *sp = &r->rows[k].spot;
+        int u = explain_spot_unit(sp);
         char where[128], run[192];
         explain_spot_text(sp, where, sizeof where);
         snprintf(run, sizeof run, "the corrupted run with the clean %s patched in", where);
         if (r->exact) {
-            qkv_head_edit e = explain_spot_edit(sp, QKV_HEAD_REPLACE, pb->clean[sp->layer]);
+            qkv_head_edit e = explain_spot_edit(sp, QKV_HEAD_REPLACE, pb->clean[sp->layer][u]);
             s = patched_run(lm, pairs, first, B, &e, 1, run, pb->metric);
             for (int b = 0; b < B; b++)
                 r->pair_patched[(size_t)(first + b) * r->n_rows + k] = pb->metric[first + b];
         }
         for (int b = 0; r->attribution && s == QKV_OK && b < B; b++) {
-            double a = spot_dot(sp, pb->clean[sp->layer], pb->corrupt[sp->layer],
-                                qkv_probe_site(&pb->cp, sp->site, sp->layer), b);
+            double a = spot_dot(sp, pb->clean[sp->layer][u], pb->corrupt[sp->layer][u],
+                                explain_probe_tensor(&pb->cp, sp->site, sp->layer, u), b);
             r->pair_attribution[(size_t)(first + b) * r->n_rows + k] = a;
             s = explain_check_finite(a, "the attribution of %s (d metric / d site from the corrupted "
                              "run's backward pass)", where);
@@ -185,9 +187,9 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
         int n = 0;
         for (int l = 0; l < L; l++)
             for (int h = 0; h < H; h++)
-                edits[n++] = explain_spot_edit(&(explain_spot){QKV_SITE_Z, l, h, -1, -1, -1},
+                edits[n++] = explain_spot_edit(&(explain_spot){QKV_SITE_Z, l, h, -1, -1, -1, 0},
                                        QKV_HEAD_REPLACE,
-                                       l == ls && h == hs ? pb->clean[l] : pb->corrupt[l]);
+                                       l == ls && h == hs ? pb->clean[l][0] : pb->corrupt[l][0]);
         qkv_ctx_reset(pb->record);
         qkv_probe rec = {.edits = edits, .n_edits = n};
         qkv_tensor *logits = qkv_model_forward_probe(
@@ -203,7 +205,8 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
                     double sum = 0;
                     for (int e = 0; e < Dk; e++) {
                         int64_t at = (((int64_t)b * H + hs) * To + i) * Dk + e;
-                        sum += (qkv_get(pb->clean[ls], at) - qkv_get(pb->corrupt[ls], at)) *
+                        sum += (qkv_get(pb->clean[ls][0], at) -
+                                qkv_get(pb->corrupt[ls][0], at)) *
                                pb->w_o[ls][(size_t)(hs * Dk + e) * C + j];
                     }
                     u[((size_t)b * To + i) * C + j] = sum;
@@ -227,7 +230,7 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
             int lr = p->receiver_layer, hr = p->receiver_head;
             const char *via = explain_site_names[p->via];
             if (r->exact) { /* pass 3: only the receiver's input as pass 2 recorded it */
-                qkv_head_edit e = explain_spot_edit(&(explain_spot){p->via, lr, hr, -1, -1, -1},
+                qkv_head_edit e = explain_spot_edit(&(explain_spot){p->via, lr, hr, -1, -1, -1, 0},
                                             QKV_HEAD_REPLACE, qkv_probe_site(&rec, p->via, lr));
                 snprintf(run, sizeof run, "the corrupted run with the %s of head %d.%d as head "
                          "%d.%d's clean output alone makes it", via, lr + 1, hr + 1, ls + 1,
@@ -406,14 +409,20 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
         qkv_model_forward_probe(&lm->model, lm->ctx, pairs->clean + (size_t)first * T,
                                 pairs->clean_len ? pairs->clean_len + first : NULL, B, &clean);
         for (int l = 0; l < c->layers; l++)
-            pb.clean[l] = kept(pb.keep, qkv_probe_site(&clean, site, l));
+            for (int u = 0; u < explain_site_units(site); u++) {
+                const qkv_tensor *x = explain_probe_tensor(&clean, site, l, u);
+                pb.clean[l][u] = x ? kept(pb.keep, x) : NULL;
+            }
         /* the corrupted run, recorded: d metric / d site from one backward pass */
         pb.cp = (qkv_probe){0};
         qkv_tensor *logits = qkv_model_forward_probe(
             &lm->model, pb.graph, pairs->corrupt + (size_t)first * T,
             pairs->corrupt_len ? pairs->corrupt_len + first : NULL, B, &pb.cp);
         for (int l = 0; l < c->layers; l++)
-            pb.corrupt[l] = kept(pb.keep, qkv_probe_site(&pb.cp, site, l));
+            for (int u = 0; u < explain_site_units(site); u++) {
+                const qkv_tensor *x = explain_probe_tensor(&pb.cp, site, l, u);
+                pb.corrupt[l][u] = x ? kept(pb.keep, x) : NULL;
+            }
         if (r->attribution) {
             qkv_tensor *pick = qkv_zeros(pb.graph, c->dtype, 3, (int64_t[]){B, To, V});
             for (int b = 0; b < B; b++) {
