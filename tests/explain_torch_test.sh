@@ -7,7 +7,8 @@
 # and resid-post, each zeroed and each replaced by its mean. Two models of transformer blocks
 # (an induction model with MLPs, gelu, and LayerNorms, in f32 and f64; a shift model of f64
 # with MLPs, gelu-tanh, and no LayerNorm) run ablate and patch (resid-post, now after the MLP,
-# and the MLP's sites resid-mid, mlp-pre, mlp-post, mlp-out, by position and by neuron),
+# and the MLP's sites resid-mid, mlp-pre, mlp-post, mlp-out, by position and by neuron; and
+# each LayerNorm's scale, ln-scale, by LayerNorm and by position, zeroed and set to its mean),
 # attribute with and without --neurons, and lens (through the final LayerNorm).
 #
 # usage: tests/explain_torch_test.sh path/to/qkv path/to/python-with-torch scripts/explain_torch.py
@@ -58,10 +59,12 @@ plan() { # MODEL DTYPE -> lines "patch|ablate|pairs|neurons ARGS"
     m2.f64) printf '%s\n' "patch k head" "patch v key-position" "patch q head-position" \
         "patch pattern head" "patch path" "ablate q mean head" "ablate pattern zero head" ;;
     m3.f32) printf '%s\n' "patch resid-post layer-position" "patch q head" \
-        "patch mlp-post neuron" "ablate resid-post zero layer-position" "neurons" ;;
+        "patch mlp-post neuron" "ablate resid-post zero layer-position" "neurons" \
+        "patch ln-scale ln-position" "ablate ln-scale mean ln" ;;
     m3.f64) printf '%s\n' "patch resid-post layer-position" "patch k key-position" \
         "patch resid-mid layer-position" "ablate resid-post zero layer-position" \
-        "ablate v mean head" "ablate mlp-pre mean neuron" "neurons" ;;
+        "ablate v mean head" "ablate mlp-pre mean neuron" "neurons" "patch ln-scale ln" \
+        "ablate ln-scale zero ln-position" ;;
     m4.f64) printf '%s\n' "patch resid-post layer-position" "patch pattern key-position" \
         "patch mlp-out layer-position" "ablate resid-pre mean layer-position" \
         "ablate mlp-post zero layer-position" "neurons" ;;
@@ -195,9 +198,11 @@ done
 # And the new parts of the transformer blocks (m3: MLPs and LayerNorms): an MLP's part, a
 # neuron's, an MLP's bias, the final LayerNorm's scale, an MLP's part in the lens and the
 # lens through the final LayerNorm, the stream after layer 1's MLP patched and ablated, a
-# neuron patched. The plans' numbering: m3.f64.1 the patched resid-post, .4 the ablated
-# resid-post, .7 and m3.f32.5 --neurons (N = 32: part 43 is "mlp 2.5", 70 "mlp 2 bias"),
-# m3.f32.3 the patched neurons (row 37: layer 2's neuron 5).
+# neuron patched, a LayerNorm's scale patched and ablated. The plans' numbering: m3.f64.1 the
+# patched resid-post, .4 the ablated resid-post, .7 and m3.f32.5 --neurons (N = 32: part 43
+# is "mlp 2.5", 70 "mlp 2 bias"), m3.f32.3 the patched neurons (row 37: layer 2's neuron 5),
+# m3.f64.8 the patched scales (rows 1.attn, 1.mlp, 2.attn, 2.mlp, 2.final), m3.f64.9 the
+# zeroed scales by position (16 rows a LayerNorm: row 40 is 2.attn at 8).
 # (the token listed first after layer 1 at position 5)
 tok=$("$PY" -c 'import json, sys
 print(json.load(open(sys.argv[1]))["layers"][1]["positions"][5]["top"][0]["token"])' \
@@ -211,20 +216,26 @@ if ! { nudge "$W/m3.f64.attribute.json" "$W/bad.11.json" parts/6/value 1e-8 &&
        nudge "$W/m3.f64.1.json" "$W/bad.17.json" results/14/exact 1e-8 &&
        nudge "$W/m3.f64.1.json" "$W/bad.18.json" results/14/attribution 1e-8 &&
        nudge "$W/m3.f64.4.json" "$W/bad.19.json" heads/14/loss 1e-8 &&
-       nudge "$W/m3.f32.3.json" "$W/bad.20.json" results/37/exact 1e-5; }; then
+       nudge "$W/m3.f32.3.json" "$W/bad.20.json" results/37/exact 1e-5 &&
+       nudge "$W/m3.f64.8.json" "$W/bad.21.json" results/4/exact 1e-8 &&
+       nudge "$W/m3.f64.8.json" "$W/bad.22.json" results/1/attribution 1e-8 &&
+       nudge "$W/m3.f64.9.json" "$W/bad.23.json" heads/40/loss 1e-8; }; then
     fail "nudging the JSON of the transformer blocks"
 fi
 "$PY" "$SCRIPT" "$W/m3" --attribute "$W/bad.11.json" --attribute "$W/bad.12.json" \
     --attribute "$W/bad.13.json" --attribute "$W/bad.14.json" --lens "$W/bad.15.json" \
     --lens "$W/bad.16.json" --patch "$W/bad.17.json" --patch "$W/bad.18.json" \
     --ablate "$W/bad.19.json" --data "$W/data.txt" --patch "$W/bad.20.json" \
+    --patch "$W/bad.21.json" --patch "$W/bad.22.json" --ablate "$W/bad.23.json" \
     >"$W/bad.blocks.txt" 2>&1
 rc=$?
 [ "$rc" = 1 ] || fail "the nudged numbers of the transformer blocks: explain_torch exits $rc, not 1"
 for what in "attribute mlp 2" "attribute final_scale" "attribute mlp 2.5" "attribute mlp 2 bias" \
             "lens part mlp 1 at 7" "lens prob of $tok after 1 at 5" \
             "patch resid-post 1 @14 exact" "patch resid-post 1 @14 attribution" \
-            "ablate zero resid-post 1 @14 loss" "patch mlp-post 2 neuron 5 exact"; do
+            "ablate zero resid-post 1 @14 loss" "patch mlp-post 2 neuron 5 exact" \
+            "patch ln-scale.final 2 exact" "patch ln-scale.mlp 1 attribution" \
+            "ablate zero ln-scale.attn 2 @8 loss"; do
     if grep -qF "mismatch: $what:" "$W/bad.blocks.txt"; then echo "ok: a nudged $what is caught"
     else fail "a nudged $what is not caught:"; cat "$W/bad.blocks.txt"; fi
 done
