@@ -236,7 +236,8 @@ typedef enum {
     QKV_OP_ATTENTION, /* fused attention, one node */
     QKV_OP_RELU,
     QKV_OP_GELU,      /* iparam[0]: the form (qkv_act: QKV_ACT_GELU or QKV_ACT_GELU_TANH) */
-    QKV_OP_LAYERNORM,
+    QKV_OP_LAYERNORM_SCALE, /* a LayerNorm's 1/sqrt(var + eps) per row, (..., 1) */
+    QKV_OP_LAYERNORM_APPLY, /* (x - mean)·s·gain + bias, s given: src[3] is the bias */
     QKV_OP_COUNT
 } qkv_op;
 
@@ -380,8 +381,17 @@ QKV_API qkv_tensor *qkv_gelu(qkv_ctx *ctx, qkv_tensor *x, qkv_act act);
 QKV_API qkv_tensor *qkv_activation(qkv_ctx *ctx, qkv_tensor *x, qkv_act act);
 /* LayerNorm over the last dim C of x (..., C): y = (x - mean)/sqrt(var + eps)·gain + bias,
  * var the biased variance (divided by C), gain and bias of shape (C) and x's dtype (neither
- * NULL), eps finite and >= 0, as PyTorch's layer_norm. When the output takes a gradient, the
- * forward keeps each row's mean and 1/sqrt(var + eps) for the backward, in `ctx`. */
+ * NULL), eps finite and >= 0, as PyTorch's layer_norm. It is two ops, so that the scale is a
+ * tensor of the graph (and an analysis can edit it):
+ *   s = qkv_layernorm_scale(x, eps): (..., 1), each row's 1/sqrt(var + eps);
+ *   y = qkv_layernorm_apply(x, s, gain, bias): (x - mean)·s·gain + bias, with s as given
+ *       (x's shape with a last dim of 1), its gradient taken with s held (ds its own);
+ * qkv_layernorm is the one then the other. When an output takes a gradient, the scale keeps
+ * each row's mean and scale in double for its backward, and the apply each row's mean, in
+ * `ctx`. */
+QKV_API qkv_tensor *qkv_layernorm_scale(qkv_ctx *ctx, qkv_tensor *x, double eps);
+QKV_API qkv_tensor *qkv_layernorm_apply(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *s,
+                                        qkv_tensor *gain, qkv_tensor *bias);
 QKV_API qkv_tensor *qkv_layernorm(qkv_ctx *ctx, qkv_tensor *x, qkv_tensor *gain,
                                   qkv_tensor *bias, double eps);
 #define QKV_LAYERNORM_EPS 1e-5 /* the model's eps, as PyTorch's default */
@@ -639,7 +649,13 @@ QKV_API qkv_tensor *qkv_model_forward_trace_padded(qkv_model *m, qkv_ctx *step,
  *   resid_mid (B, To, C)     the stream between the layer's attention and its MLP
  *   mlp_pre, mlp_post (B, To, N)  each neuron before and after the activation (columns:
  *                            neurons)
- *   mlp_out  (B, To, C)      what the MLP adds to the stream (b_out included) */
+ *   mlp_out  (B, To, C)      what the MLP adds to the stream (b_out included)
+ * and in a model with LayerNorm (cfg.norm):
+ *   ln_scale (B, To, 1)      one LayerNorm's scale 1/sqrt(var + eps) of each row, before
+ *                            qkv_layernorm_apply reads it; the edit's `ln` says which of
+ *                            layer l's: QKV_LN_ATTN (before its attention), QKV_LN_MLP (before
+ *                            its MLP, in a model with one), or QKV_LN_FINAL (the final
+ *                            LayerNorm, before the vocabulary head: layer = the last layer) */
 typedef enum {
     QKV_SITE_Z,
     QKV_SITE_Q,
@@ -652,8 +668,13 @@ typedef enum {
     QKV_SITE_MLP_PRE,
     QKV_SITE_MLP_POST,
     QKV_SITE_MLP_OUT,
+    QKV_SITE_LN_SCALE,
 } qkv_site;
-#define QKV_SITES 11
+#define QKV_SITES 12
+/* Which LayerNorm of a layer an ln_scale edit or probe entry is (the final one: the last
+ * layer's QKV_LN_FINAL). */
+typedef enum { QKV_LN_ATTN, QKV_LN_MLP, QKV_LN_FINAL } qkv_ln;
+#define QKV_LNS 3
 typedef enum {
     QKV_HEAD_KEEP,    /* the site as computed (an edit that changes nothing) */
     QKV_HEAD_ZERO,    /* 0 */
@@ -661,10 +682,11 @@ typedef enum {
     QKV_HEAD_REPLACE, /* value (B, ...): sequence b's from another run */
 } qkv_head_edit_kind;
 /* One edit of one site: the entries of head `head` (ignored for the sites without heads: the
- * stream's and the MLP's) in row `position` (a query position; for k and v a key position;
- * -1: every row) and, for the pattern, column `key_position` (-1: every key), for mlp_pre
- * and mlp_post, neuron `key_position` (-1: every neuron). value has the site's full shape
- * (its first dim 1 for MEAN) and is read only at those entries. */
+ * stream's, the MLP's, ln_scale) in row `position` (a query position; for k and v a key
+ * position; -1: every row) and, for the pattern, column `key_position` (-1: every key), for
+ * mlp_pre and mlp_post, neuron `key_position` (-1: every neuron); for ln_scale, of LayerNorm
+ * `ln` of the layer. value has the site's full shape (its first dim 1 for MEAN; for ln_scale
+ * (B, To, 1), that LayerNorm's) and is read only at those entries. */
 typedef struct {
     qkv_head_edit_kind kind;
     int layer, head;
@@ -673,6 +695,7 @@ typedef struct {
     qkv_site site;    /* QKV_SITE_Z when not set */
     int key_position; /* the pattern's key column, mlp_pre's and mlp_post's neuron; ignored
                          for the other sites */
+    qkv_ln ln;        /* ln_scale: which LayerNorm of the layer; ignored for the other sites */
 } qkv_head_edit;
 /* What qkv_model_forward_probe changes and keeps. Tensors it keeps belong to the step's
  * graph: after qkv_backward each holds the gradient of the loss by that part. Every tensor
@@ -697,6 +720,11 @@ typedef struct {
     qkv_tensor *mlp_pre[QKV_MAX_LAYERS];    /* (B, To, N): each neuron before the activation */
     qkv_tensor *mlp_post[QKV_MAX_LAYERS];   /* (B, To, N): each neuron after it */
     qkv_tensor *mlp_out[QKV_MAX_LAYERS];    /* (B, To, C): what the MLP adds to the stream */
+    /* out, in a model with LayerNorm: (B, To, 1), each LayerNorm's scale 1/sqrt(var + eps)
+     * after its edits, the one its apply read: [l][QKV_LN_ATTN] before layer l's attention,
+     * [l][QKV_LN_MLP] before its MLP (with an MLP), [layers - 1][QKV_LN_FINAL] the final
+     * LayerNorm's; NULL where there is none */
+    qkv_tensor *ln_scale[QKV_MAX_LAYERS][QKV_LNS];
 } qkv_probe;
 /* qkv_model_forward_padded with the composed attention (training's fused path is
  * untouched), every site edited as probe->edits say, and every part of every layer kept in
@@ -707,7 +735,7 @@ QKV_API qkv_tensor *qkv_model_forward_probe(qkv_model *m, qkv_ctx *step, const i
                                             const int32_t *lengths, int batch, qkv_probe *probe);
 /* The tensor of `site` at layer l that a probe kept (resid_pre: stream[l], resid_post:
  * resid_post[l], the MLP's sites: resid_mid[l] ... mlp_out[l]; NULL for those in a model
- * without an MLP). */
+ * without an MLP). ln_scale has one a LayerNorm: probe->ln_scale[l][ln] (NULL here). */
 QKV_API qkv_tensor *qkv_probe_site(const qkv_probe *probe, qkv_site site, int layer);
 /* Bytes of parameters, gradients and Adam state, and of one training step's arena for a
  * batch: upper bounds, for memory checks before allocating (docs/errors.md). */
@@ -825,7 +853,8 @@ typedef struct {
 /* How many ops the check covers; they are numbered 0 .. count-1. */
 QKV_API int qkv_gradcheck_count(void);
 /* The name of op `index` as qkv_gradcheck_run reports it (static; NULL outside 0..count-1):
- * every op of qkv_op by its qkv_op_name, and "attention", the composed attention. */
+ * every op of qkv_op by its qkv_op_name, "attention", the composed attention, and "layernorm",
+ * the LayerNorm composed of its two ops. */
 QKV_API const char *qkv_gradcheck_op(int index);
 /* Checks op `index` (every case of it, inputs drawn from `seed`) and reports the worst
  * errors; `op` points to a static name. Uses and frees its own contexts. Dies on an index

@@ -7,13 +7,16 @@ Reads a model.safetensors (through scripts/model_torch.py's reader) and the JSON
 recomputes every number of them in float64 from the model file alone, and compares. The
 forward is docs/model.md's, transformer blocks included (`--mlp N`: each layer's MLP after
 its attention, F.relu, F.gelu or F.gelu(approximate="tanh"); `--norm layernorm`: F.layer_norm
-with eps 1e-5 before each attention and MLP and before the head), the sites hooked where qkv
-edits them (resid-post: the stream after the layer's MLP):
+with eps 1e-5 before each attention and MLP and before the head, written out as
+(x - mean) * s * gain + bias with s = 1/sqrt(var + 1e-5), var biased, so that s can be
+edited; checked against F.layer_norm on every unedited run), the sites hooked where qkv edits
+them (resid-post: the stream after the layer's MLP; ln-scale: s before it is applied):
 
   ablate     baseline and each row's loss and accuracy, and `together`: the row's site (z, q,
              k, v, pattern, resid-pre, resid-post; with an MLP resid-mid, mlp-pre, mlp-post,
-             mlp-out) of its head, at its position, key position and neuron (all where null),
-             set to 0 or to its mean over the examples
+             mlp-out; with LayerNorm ln-scale, the scale s of the row's LayerNorm, `ln`) of
+             its head, at its position, key position and neuron (all where null), set to 0 or
+             to its mean over the examples
   patch      the clean and corrupted metric; each row's exact share (the corrupted run with
              the row's entries of its site taken from the clean run) and attribution share
              (torch autograd on the corrupted run: the sum over those entries of (clean -
@@ -82,12 +85,15 @@ except SystemExit:  # model_torch exits 0 when torch is missing
     sys.exit(0)
 
 SITES = ("z", "q", "k", "v", "pattern", "resid-pre", "resid-post",
-         "resid-mid", "mlp-pre", "mlp-post", "mlp-out")
+         "resid-mid", "mlp-pre", "mlp-post", "mlp-out", "ln-scale")
+LNS = ("attn", "mlp", "final")  # a layer's LayerNorms: before its attention, its MLP; final
 ACTS = ("relu", "gelu", "gelu-tanh")  # F.relu, F.gelu, F.gelu(approximate="tanh")
 LN_EPS = 1e-5  # F.layer_norm's: biased variance, eps inside the square root
 # the sites without heads: the stream's and the MLP's, (B, T, C); each neuron's, (B, T, N)
 NEURONS = ("mlp-pre", "mlp-post")
-STREAM = ("resid-pre", "resid-post", "resid-mid", "mlp-out") + NEURONS
+# each LayerNorm's scale s, (B, T, 1), hooked as "ln-scale.attn", "ln-scale.mlp", "ln-scale.final"
+SCALES = tuple("ln-scale." + n for n in LNS)
+STREAM = ("resid-pre", "resid-post", "resid-mid", "mlp-out") + NEURONS + SCALES
 
 
 def die(msg):
@@ -112,8 +118,9 @@ def forward(model, p, tokens, edits=(), keep_grad=False):
     weights (pattern, (B, H, T, T)), the stream leaving it (resid-post), as the run computed
     them after the edits; with an MLP also the stream between the attention and the MLP
     (resid-mid), each neuron before and after the activation (mlp-pre, mlp-post, (B, T, N))
-    and the MLP's output (mlp-out, (B, T, C), b_out included); and the stream the head reads
-    (final, layer L). edits: (site, layer, head or None, row or None,
+    and the MLP's output (mlp-out, (B, T, C), b_out included); with LayerNorm each one's
+    scale s (ln-scale.attn and ln-scale.mlp of layer l, ln-scale.final of the last layer,
+    (B, T, 1)); and the stream the head reads (final, layer L). edits: (site, layer, head or None, row or None,
     col or None, value); value None sets the entries to 0, else a (B or 1, ...) tensor of the
     site's shape gives them. keep_grad: every site keeps its gradient."""
     B, T, C, H = tokens.shape[0], model.T, model.C, model.H
@@ -131,8 +138,19 @@ def forward(model, p, tokens, edits=(), keep_grad=False):
         sites[(site, l)] = t
         return t
 
-    def norm(t, name):  # a pre-LayerNorm over the width, or nothing
-        return layer_norm(model, p, t, name)
+    def norm(t, name, l, which):  # a pre-LayerNorm over the width, its scale hooked; or nothing
+        if model.norm == "none":
+            return t
+        centred = t - t.mean(-1, keepdim=True)
+        s = hook("ln-scale." + which, l,
+                 torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + LN_EPS))
+        y = centred * s * p[name + ".gain"] + p[name + ".bias"]
+        if not edits:  # the written-out LayerNorm is F.layer_norm's
+            want = F.layer_norm(t, (C,), p[name + ".gain"], p[name + ".bias"], eps=LN_EPS)
+            err = float((y - want).abs().max())
+            if err > 1e-12 * max(1.0, float(want.abs().max())):
+                die("the LayerNorm written out is %.3g from F.layer_norm" % err)
+        return y
 
     x = p["tok_emb"][tokens] + p["pos_emb"]
     mask = torch.zeros(T, T, dtype=x.dtype)
@@ -140,7 +158,7 @@ def forward(model, p, tokens, edits=(), keep_grad=False):
         mask = mask.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
     for l in range(model.L):
         x = hook("resid-pre", l, x)
-        a_in = norm(x, "attn.%d.ln" % l)
+        a_in = norm(x, "attn.%d.ln" % l, l, "attn")
 
         def heads(w):
             return (a_in @ p["attn.%d.%s" % (l, w)]).view(B, T, H, dk).transpose(1, 2)
@@ -153,7 +171,7 @@ def forward(model, p, tokens, edits=(), keep_grad=False):
         x = x + y if model.residual else y
         if model.mlp:  # the MLP reads resid-mid through its LayerNorm and adds to it
             x = hook("resid-mid", l, x)
-            pre = hook("mlp-pre", l, norm(x, "mlp.%d.ln" % l) @ p["mlp.%d.w_in" % l] +
+            pre = hook("mlp-pre", l, norm(x, "mlp.%d.ln" % l, l, "mlp") @ p["mlp.%d.w_in" % l] +
                        p["mlp.%d.b_in" % l])
             if model.act == "relu":
                 post = F.relu(pre)
@@ -163,7 +181,7 @@ def forward(model, p, tokens, edits=(), keep_grad=False):
             x = x + hook("mlp-out", l, post @ p["mlp.%d.w_out" % l] + p["mlp.%d.b_out" % l])
         x = hook("resid-post", l, x)
     sites[("final", model.L)] = x  # the stream the final LayerNorm and the head read
-    return norm(x, "ln_final") @ p["head.w"] + p["head.b"], sites
+    return norm(x, "ln_final", model.L - 1, "final") @ p["head.w"] + p["head.b"], sites
 
 
 def induction_targets(s):
@@ -204,14 +222,23 @@ class Checker:
             self.failures.append("%s: qkv %r, torch %r" % (what, got, want))
 
 
-def spot_of(r, ck):
+def spot_of(model, r, ck):
     """A JSON row's (site, layer, head, row, col), 0-based: the rows of k and v are key
     positions, of the others query positions; the pattern's columns are key positions, the
-    neurons' (mlp-pre, mlp-post) their neuron."""
-    site = r["site"]
+    neurons' (mlp-pre, mlp-post) their neuron; ln-scale's site names its LayerNorm
+    ("ln-scale.attn", as forward hooks it)."""
+    site, ln = r["site"], r.get("ln")
     if site not in SITES:
         ck.same("row %r: site" % r, site, "one of %s" % (SITES,))
         return None
+    # ln-scale names its LayerNorm (the final one on the last layer), no other site does
+    ck.same("row %r: ln" % r, ln is not None, site == "ln-scale")
+    if site == "ln-scale":
+        if ln not in LNS or (ln == "mlp" and not model.mlp) or (
+                ln == "final" and r["layer"] != model.L):
+            ck.same("row %r: ln" % r, ln, "a LayerNorm of its layer")
+            return None
+        site = "ln-scale." + ln
     stream, keys, neuron = site in STREAM, site in ("k", "v"), r.get("neuron")
     name = "%s %d%s%s%s%s" % (site, r["layer"], "" if stream else ".%d" % r["head"],
                               "" if neuron is None else " neuron %d" % neuron,
@@ -266,12 +293,12 @@ def check_ablate(model, p, js, data_path, ck):
     ck.check(pre + " baseline accuracy", js["baseline"]["accuracy"], acc)
     edits = []
     for h in js["heads"]:
-        got = spot_of(h, ck)
+        got = spot_of(model, h, ck)
         if got is None:
             continue
         name, (site, l, hd, row, col) = got
         if "site" in js:
-            ck.same("%s %s: the JSON's site" % (pre, name), site, js["site"])
+            ck.same("%s %s: the JSON's site" % (pre, name), site.split(".")[0], js["site"])
         e = (site, l, hd, row, col, None if means is None else means[(site, l)])
         edits.append(e)
         loss, acc = score(model, p, tokens, targets, [e])
@@ -294,15 +321,21 @@ def metric(logits, pos, ans, wr):
 
 def expected_spots(model, site, over):
     """The rows qkv patch lists for --site and --over: (site, layer, head, position,
-    key_position, neuron), 1-based layer and head, None where it does not apply."""
+    key_position, neuron, ln), 1-based layer and head, None where it does not apply."""
     if over in ("neuron", "neuron-position"):
         per = [None] if over == "neuron" else range(model.T)
-        return [(site, l, None, i, None, n) for l in range(1, model.L + 1)
+        return [(site, l, None, i, None, n, None) for l in range(1, model.L + 1)
                 for n in range(model.mlp) for i in per]
+    if over in ("ln", "ln-position"):  # each LayerNorm: attn, mlp (with an MLP), final
+        per = [None] if over == "ln" else range(model.T)
+        lns = [(l, "attn") for l in range(1, model.L + 1)]
+        lns += [(l, "mlp") for l in range(1, model.L + 1) if model.mlp]
+        lns.append((model.L, "final"))
+        return [(site, l, None, i, None, None, ln) for l, ln in lns for i in per]
     heads = [None] if site in STREAM else range(1, model.H + 1)
     per = [None] if over == "head" else range(model.T)
     return [(site, l, h, None if over == "key-position" else i,
-             i if over == "key-position" else None, None)
+             i if over == "key-position" else None, None, None)
             for l in range(1, model.L + 1) for h in heads for i in per]
 
 
@@ -461,11 +494,11 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
         rows = js["paths"]
     else:
         got = [(r["site"], r["layer"], r["head"], r["position"], r["key_position"],
-                r.get("neuron")) for r in js["results"]]
+                r.get("neuron"), r.get("ln")) for r in js["results"]]
         ck.same("patch --site %s --over %s: the rows" % (js["site"], js["over"]),
                 sorted(got, key=str), sorted(expected_spots(model, js["site"], js["over"]), key=str))
         for r in js["results"]:
-            spot = spot_of(r, ck)
+            spot = spot_of(model, r, ck)
             if spot is None:
                 continue
             name, (site, l, h, row, col) = spot
@@ -504,7 +537,7 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
     ck.same("per-pair lines", len(lines), n)
     field = "paths" if js.get("path") else "results"
     ident = ("sender", "receiver", "via") if js.get("path") else (
-        "site", "layer", "head", "position", "key_position", "neuron")
+        "site", "layer", "head", "position", "key_position", "neuron", "ln")
     for i, o in enumerate(lines[:n]):
         pre = "pair %d" % (i + 1)
         ck.same(pre + ": its number", o.get("pair"), i + 1)

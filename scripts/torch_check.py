@@ -175,6 +175,12 @@ def reference(torch, op, x, extra, params):
     if op == "layernorm":
         return F.layer_norm(x["x"], (x["x"].shape[-1],), weight=x["gain"], bias=x["bias"],
                             eps=float(params["eps"]))
+    if op == "layernorm_scale":  # 1/sqrt(var + eps) of each row, var biased: (..., 1)
+        var = x["x"].var(dim=-1, unbiased=False, keepdim=True)
+        return torch.rsqrt(var + float(params["eps"]))
+    if op == "layernorm_apply":  # (x - mean)·s·gain + bias, s given (..., 1)
+        centred = x["x"] - x["x"].mean(dim=-1, keepdim=True)
+        return centred * x["s"] * x["gain"] + x["bias"]
     if op == "self_attention":
         xx = x["x"]
         return attention(torch, xx @ x["wq"], xx @ x["wk"], xx @ x["wv"], mask,

@@ -7,7 +7,8 @@
 # and resid-post, each zeroed and each replaced by its mean. Two models of transformer blocks
 # (an induction model with MLPs, gelu, and LayerNorms, in f32 and f64; a shift model of f64
 # with MLPs, gelu-tanh, and no LayerNorm) run ablate and patch (resid-post, now after the MLP,
-# and the MLP's sites resid-mid, mlp-pre, mlp-post, mlp-out, by position and by neuron),
+# and the MLP's sites resid-mid, mlp-pre, mlp-post, mlp-out, by position and by neuron; and
+# each LayerNorm's scale, ln-scale, by LayerNorm and by position, zeroed and set to its mean),
 # attribute with and without --neurons, and lens (through the final LayerNorm); they and a
 # third (reverse, relu, no LayerNorm, f32 and f64) run patch --path, whose senders and
 # receivers include the MLPs (the induction model's f64 also over a set of pairs).
@@ -61,11 +62,11 @@ plan() { # MODEL DTYPE -> lines "patch|ablate|pairs|neurons ARGS"
         "patch pattern head" "patch path" "ablate q mean head" "ablate pattern zero head" ;;
     m3.f32) printf '%s\n' "patch resid-post layer-position" "patch q head" \
         "patch mlp-post neuron" "ablate resid-post zero layer-position" "neurons" \
-        "patch path" ;;
+        "patch path" "patch ln-scale ln-position" "ablate ln-scale mean ln" ;;
     m3.f64) printf '%s\n' "patch resid-post layer-position" "patch k key-position" \
         "patch resid-mid layer-position" "ablate resid-post zero layer-position" \
         "ablate v mean head" "ablate mlp-pre mean neuron" "neurons" "patch path" \
-        "pairs path" ;;
+        "pairs path" "patch ln-scale ln" "ablate ln-scale zero ln-position" ;;
     m4.f64) printf '%s\n' "patch resid-post layer-position" "patch pattern key-position" \
         "patch mlp-out layer-position" "ablate resid-pre mean layer-position" \
         "ablate mlp-post zero layer-position" "neurons" "patch path" ;;
@@ -202,10 +203,12 @@ done
 # And the new parts of the transformer blocks (m3: MLPs and LayerNorms): an MLP's part, a
 # neuron's, an MLP's bias, the final LayerNorm's scale, an MLP's part in the lens and the
 # lens through the final LayerNorm, the stream after layer 1's MLP patched and ablated, a
-# neuron patched. The plans' numbering: m3.f64.1 the patched resid-post, .4 the ablated
-# resid-post, .7 and m3.f32.5 --neurons (N = 32: part 43 is "mlp 2.5", 70 "mlp 2 bias"),
-# m3.f32.3 the patched neurons (row 37: layer 2's neuron 5), m3.f64.8 --path (path 0:
-# 1.1 -> mlp 1, 19: mlp 1 -> 2.1 by k, 25: mlp 1 -> logits).
+# neuron patched, a LayerNorm's scale patched and ablated. The plans' numbering: m3.f64.1 the
+# patched resid-post, .4 the ablated resid-post, .7 and m3.f32.5 --neurons (N = 32: part 43
+# is "mlp 2.5", 70 "mlp 2 bias"), m3.f32.3 the patched neurons (row 37: layer 2's neuron 5),
+# m3.f64.8 --path (path 0: 1.1 -> mlp 1, 19: mlp 1 -> 2.1 by k, 25: mlp 1 -> logits),
+# m3.f64.10 the patched scales (rows 1.attn, 1.mlp, 2.attn, 2.mlp, 2.final), m3.f64.11 the
+# zeroed scales by position (16 rows a LayerNorm: row 40 is 2.attn at 8).
 # (the token listed first after layer 1 at position 5)
 tok=$("$PY" -c 'import json, sys
 print(json.load(open(sys.argv[1]))["layers"][1]["positions"][5]["top"][0]["token"])' \
@@ -222,7 +225,10 @@ if ! { nudge "$W/m3.f64.attribute.json" "$W/bad.11.json" parts/6/value 1e-8 &&
        nudge "$W/m3.f32.3.json" "$W/bad.20.json" results/37/exact 1e-5 &&
        nudge "$W/m3.f64.8.json" "$W/bad.21.json" paths/0/exact 1e-8 &&
        nudge "$W/m3.f64.8.json" "$W/bad.22.json" paths/19/attribution 1e-8 &&
-       nudge "$W/m3.f64.8.json" "$W/bad.23.json" paths/25/attribution 1e-8; }; then
+       nudge "$W/m3.f64.8.json" "$W/bad.23.json" paths/25/attribution 1e-8 &&
+       nudge "$W/m3.f64.10.json" "$W/bad.24.json" results/4/exact 1e-8 &&
+       nudge "$W/m3.f64.10.json" "$W/bad.25.json" results/1/attribution 1e-8 &&
+       nudge "$W/m3.f64.11.json" "$W/bad.26.json" heads/40/loss 1e-8; }; then
     fail "nudging the JSON of the transformer blocks"
 fi
 "$PY" "$SCRIPT" "$W/m3" --attribute "$W/bad.11.json" --attribute "$W/bad.12.json" \
@@ -230,6 +236,7 @@ fi
     --lens "$W/bad.16.json" --patch "$W/bad.17.json" --patch "$W/bad.18.json" \
     --ablate "$W/bad.19.json" --data "$W/data.txt" --patch "$W/bad.20.json" \
     --patch "$W/bad.21.json" --patch "$W/bad.22.json" --patch "$W/bad.23.json" \
+    --patch "$W/bad.24.json" --patch "$W/bad.25.json" --ablate "$W/bad.26.json" \
     >"$W/bad.blocks.txt" 2>&1
 rc=$?
 [ "$rc" = 1 ] || fail "the nudged numbers of the transformer blocks: explain_torch exits $rc, not 1"
@@ -238,7 +245,9 @@ for what in "attribute mlp 2" "attribute final_scale" "attribute mlp 2.5" "attri
             "patch resid-post 1 @14 exact" "patch resid-post 1 @14 attribution" \
             "ablate zero resid-post 1 @14 loss" "patch mlp-post 2 neuron 5 exact" \
             "patch path 1.1 -> mlp 1 by mlp-pre exact" "patch path mlp 1 -> 2.1 by k attribution" \
-            "patch path mlp 1 -> logits attribution"; do
+            "patch path mlp 1 -> logits attribution" \
+            "patch ln-scale.final 2 exact" "patch ln-scale.mlp 1 attribution" \
+            "ablate zero ln-scale.attn 2 @8 loss"; do
     if grep -qF "mismatch: $what:" "$W/bad.blocks.txt"; then echo "ok: a nudged $what is caught"
     else fail "a nudged $what is not caught:"; cat "$W/bad.blocks.txt"; fi
 done

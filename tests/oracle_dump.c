@@ -320,6 +320,17 @@ static qkv_tensor *b_layernorm(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec
     cJSON_AddNumberToObject(rec->params, "eps", QKV_LAYERNORM_EPS);
     return qkv_layernorm(c, in[0], in[1], in[2], QKV_LAYERNORM_EPS);
 }
+/* The LayerNorm's two ops alone: its scale, and its apply with s any number. */
+static qkv_tensor *b_layernorm_scale(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    (void)r;
+    cJSON_AddNumberToObject(rec->params, "eps", QKV_LAYERNORM_EPS);
+    return qkv_layernorm_scale(c, in[0], QKV_LAYERNORM_EPS);
+}
+static qkv_tensor *b_layernorm_apply(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    (void)r;
+    (void)rec;
+    return qkv_layernorm_apply(c, in[0], in[1], in[2], in[3]);
+}
 
 #define S1(a) {a}
 #define S2(a, b) {a, b}
@@ -414,6 +425,13 @@ static const dump_case cases[] = {
      b_layernorm},
     {"layernorm_blocks", "layernorm", 3, {"x", "gain", "bias"}, {3, 1, 1},
      {S3(3, 12, 4), S1(4), S1(4)}, b_layernorm},
+    /* its two ops alone (last too) */
+    {"layernorm_scale", "layernorm_scale", 1, X, {3}, {S3(2, 3, 5)}, b_layernorm_scale},
+    {"layernorm_scale_rows", "layernorm_scale", 1, X, {2}, {S2(36, 4)}, b_layernorm_scale},
+    {"layernorm_apply", "layernorm_apply", 4, {"x", "s", "gain", "bias"}, {3, 3, 1, 1},
+     {S3(2, 3, 5), S3(2, 3, 1), S1(5), S1(5)}, b_layernorm_apply},
+    {"layernorm_apply_blocks", "layernorm_apply", 4, {"x", "s", "gain", "bias"}, {3, 3, 1, 1},
+     {S3(3, 12, 4), S3(3, 12, 1), S1(4), S1(4)}, b_layernorm_apply},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -422,7 +422,7 @@ START_TEST(test_op_table) {
 }
 END_TEST
 
-/* relu, gelu and layernorm store their inputs' gradients on the first write and add on the
+/* relu, gelu and the LayerNorm's two ops store their inputs' gradients on the first write and add on the
  * later ones. h = 1·X (an intermediate) feeds all three, LayerNorm as its x, its gain and its
  * bias at once (h is 1-D, of C elements). dX must be the sum of what each use gives alone,
  * each from its own graph (LayerNorm's three slots one at a time, the other two given X's

@@ -146,27 +146,40 @@ static void misuse_mask_padding_bad_length(void) {
     qkv_mask_padding(ctx, QKV_F32, 2, 4, (int32_t[]){2, 5});
 }
 
+/* The LayerNorm's two ops (qkv_layernorm is the one then the other): each refuses its own. */
+static qkv_tensor *s24(void) { return f32(2, (int64_t[]){2, 1}); }
+
 static void misuse_layernorm_gain_shape(void) {
     qkv_layernorm(ctx, f32(2, (int64_t[]){2, 4}), f32(1, (int64_t[]){3}), f32(1, (int64_t[]){4}),
                   QKV_LAYERNORM_EPS);
 }
 
 static void misuse_layernorm_gain_2d(void) {
-    qkv_layernorm(ctx, f32(2, (int64_t[]){2, 4}), f32(2, (int64_t[]){1, 4}),
-                  f32(1, (int64_t[]){4}), QKV_LAYERNORM_EPS);
+    qkv_layernorm_apply(ctx, f32(2, (int64_t[]){2, 4}), s24(), f32(2, (int64_t[]){1, 4}),
+                        f32(1, (int64_t[]){4}));
 }
 
 static void misuse_layernorm_dtype(void) {
-    qkv_layernorm(ctx, f32(2, (int64_t[]){2, 4}), qkv_ones(ctx, QKV_F64, 1, (int64_t[]){4}),
-                  f32(1, (int64_t[]){4}), QKV_LAYERNORM_EPS);
+    qkv_layernorm_apply(ctx, f32(2, (int64_t[]){2, 4}), s24(),
+                        qkv_ones(ctx, QKV_F64, 1, (int64_t[]){4}), f32(1, (int64_t[]){4}));
 }
 
 static void misuse_layernorm_bias_null(void) {
-    qkv_layernorm(ctx, f32(2, (int64_t[]){2, 4}), f32(1, (int64_t[]){4}), NULL, QKV_LAYERNORM_EPS);
+    qkv_layernorm_apply(ctx, f32(2, (int64_t[]){2, 4}), s24(), f32(1, (int64_t[]){4}), NULL);
+}
+
+static void misuse_layernorm_scale_shape(void) {
+    qkv_layernorm_apply(ctx, f32(2, (int64_t[]){2, 4}), f32(2, (int64_t[]){1, 1}),
+                        f32(1, (int64_t[]){4}), f32(1, (int64_t[]){4}));
+}
+
+static void misuse_layernorm_scale_null(void) {
+    qkv_layernorm_apply(ctx, f32(2, (int64_t[]){2, 4}), NULL, f32(1, (int64_t[]){4}),
+                        f32(1, (int64_t[]){4}));
 }
 
 static void misuse_layernorm_eps(void) {
-    qkv_layernorm(ctx, f32(1, (int64_t[]){4}), f32(1, (int64_t[]){4}), f32(1, (int64_t[]){4}), -1);
+    qkv_layernorm_scale(ctx, f32(1, (int64_t[]){4}), -1);
 }
 
 static void misuse_relu_i32(void) {
@@ -351,13 +364,17 @@ static const struct {
     {misuse_tensor_bad_shape, "qkv: tensor: dim 1 has size 0"},
     {misuse_tensor_too_many_dims, "qkv: tensor: 5 dims (at most 4)"},
     {misuse_mask_padding_bad_length, "qkv: mask_padding: lengths[1] = 5 is outside 0..4"},
-    {misuse_layernorm_gain_shape, "qkv: layernorm: gain (3) and bias (4) must be (4), the last "
-                                  "dim of x (2,4)"},
-    {misuse_layernorm_gain_2d, "qkv: layernorm: gain (1,4) and bias (4) must be (4), the last "
-                               "dim of x (2,4)"},
-    {misuse_layernorm_dtype, "qkv: layernorm: dtypes differ: x is f32, gain f64, bias f32"},
-    {misuse_layernorm_bias_null, "qkv: layernorm: bias is NULL"},
-    {misuse_layernorm_eps, "qkv: layernorm: eps -1 must be finite and >= 0"},
+    {misuse_layernorm_gain_shape, "qkv: layernorm_apply: gain (3) and bias (4) must be (4), "
+                                  "the last dim of x (2,4)"},
+    {misuse_layernorm_gain_2d, "qkv: layernorm_apply: gain (1,4) and bias (4) must be (4), the "
+                               "last dim of x (2,4)"},
+    {misuse_layernorm_dtype, "qkv: layernorm_apply: dtypes differ: x is f32, s f32, gain f64, "
+                             "bias f32"},
+    {misuse_layernorm_bias_null, "qkv: layernorm_apply: bias is NULL"},
+    {misuse_layernorm_scale_shape, "qkv: layernorm_apply: s (1,1) must be x's shape (2,4) with "
+                                   "a last dim of 1"},
+    {misuse_layernorm_scale_null, "qkv: layernorm_apply: s is NULL"},
+    {misuse_layernorm_eps, "qkv: layernorm_scale: eps -1 must be finite and >= 0"},
     {misuse_relu_i32, "qkv: relu: x has dtype i32, need f32 or f64"},
     {misuse_gelu_form, "qkv: gelu: form 0 is not gelu or gelu-tanh"},
     {misuse_activation_form, "qkv: activation: unknown form 7"},

@@ -262,8 +262,8 @@ START_TEST(test_patching_everything_recovers_all) {
         int n = 0;
         for (int l = 0; l < c->layers; l++)
             for (int h = 0; h < c->heads; h++, n++) {
-                to_clean[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, cp.z[l], QKV_SITE_Z, -1};
-                to_self[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, xp.z[l], QKV_SITE_Z, -1};
+                to_clean[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, cp.z[l], QKV_SITE_Z, -1, 0};
+                to_self[n] = (qkv_head_edit){QKV_HEAD_REPLACE, l, h, -1, xp.z[l], QKV_SITE_Z, -1, 0};
             }
         qkv_probe pc = {.edits = to_clean, .n_edits = n}, ps = {.edits = to_self, .n_edits = n};
         qkv_tensor *patched = qkv_model_forward_probe(&t.model, ctx, corrupt.tokens, NULL, 1, &pc);
@@ -767,7 +767,8 @@ START_TEST(test_block_identities) {
     int p = To - 1;
     qkv_probe cp = {0};
     qkv_tensor *cl = qkv_model_forward_probe(&t.model, ctx, in.tokens, NULL, 1, &cp);
-    qkv_head_edit e = {QKV_HEAD_REPLACE, L - 1, 0, p, cp.resid_post[L - 1], QKV_SITE_RESID_POST, -1};
+    qkv_head_edit e = {QKV_HEAD_REPLACE, L - 1, 0, p, cp.resid_post[L - 1], QKV_SITE_RESID_POST,
+                       -1, 0};
     qkv_probe pp = {.edits = &e, .n_edits = 1};
     qkv_tensor *patched = qkv_model_forward_probe(&t.model, ctx, corrupt.tokens, NULL, 1, &pp);
     ck_assert(metric(patched, p, 0, 1) == metric(cl, p, 0, 1));
@@ -934,6 +935,103 @@ START_TEST(test_block_paths) {
 }
 END_TEST
 
+/* ln-scale, each LayerNorm's 1/sigma, on block models (f64). Its rows name every LayerNorm
+ * (before each attention, before each MLP, the final one on the last layer). Patching the
+ * scales with the corrupted run's own values gives the corrupted metric exactly, one at a
+ * time and all at once, and mean-ablating them over one example gives the baseline exactly
+ * (the mean of one is itself). The final LayerNorm reads one position and its logits are
+ * linear in its scale: its row's attribution is its exact share (1e-9); by position, its
+ * rows at every other position than the metric's are 0, exact and attribution, exactly; and
+ * its scale zeroed leaves the logits its bias part alone (model_logit_bias: the LayerNorm
+ * outputs its bias). A model without LayerNorm refuses the site. */
+START_TEST(test_ln_scale) {
+    loaded_model t;
+    make_block_model(&t, _i, QKV_F64);
+    const qkv_model_config *c = &t.model.cfg;
+    if (!blocks[_i].norm) {
+        ck_assert_int_eq(explain_check_site(&t, QKV_SITE_LN_SCALE, EXPLAIN_OVER_LN),
+                         QKV_ERR_VALUE);
+        ck_assert_ptr_nonnull(strstr(qkv_last_error(), "has no LayerNorm"));
+        loaded_model_free(&t);
+        return;
+    }
+    ck_assert_int_eq(explain_check_site(&t, QKV_SITE_LN_SCALE, EXPLAIN_OVER_LN_POSITION), QKV_OK);
+    ck_assert_int_eq(explain_check_site(&t, QKV_SITE_LN_SCALE, EXPLAIN_OVER_HEAD), QKV_ERR_VALUE);
+    ck_assert_int_eq(explain_check_site(&t, QKV_SITE_Z, EXPLAIN_OVER_LN), QKV_ERR_VALUE);
+    int L = c->layers, To = t.target_len, V = c->vocab;
+    explain_input in[2];
+    heldout_input(&t, 0, &in[0]);
+    heldout_input(&t, 1, &in[1]);
+    patch_metric m = {To - 1, 0, 1};
+    /* the corrupted run's own scales */
+    qkv_probe xp = {0};
+    qkv_tensor *xl = qkv_model_forward_probe(&t.model, ctx, in[1].tokens, NULL, 1, &xp);
+    qkv_head_edit own[QKV_MAX_LAYERS * QKV_LNS];
+    int n = 0;
+    for (int l = 0; l < L; l++)
+        for (int u = 0; u < QKV_LNS; u++)
+            if (xp.ln_scale[l][u])
+                own[n++] = (qkv_head_edit){.kind = QKV_HEAD_REPLACE, .layer = l, .position = -1,
+                                           .value = xp.ln_scale[l][u],
+                                           .site = QKV_SITE_LN_SCALE, .ln = (qkv_ln)u};
+    ck_assert_int_eq(n, 2 * L + 1);
+    ck_assert_ptr_nonnull(xp.ln_scale[L - 1][QKV_LN_FINAL]);
+    for (int k = 0; k <= n; k++) {
+        qkv_probe pp = {.edits = k < n ? &own[k] : own, .n_edits = k < n ? 1 : n};
+        qkv_tensor *pl = qkv_model_forward_probe(&t.model, ctx, in[1].tokens, NULL, 1, &pp);
+        ck_assert(metric(pl, m.position, 0, 1) == metric(xl, m.position, 0, 1));
+    }
+    /* the final scale zeroed: the bias part alone, at every position */
+    qkv_head_edit zero = {.kind = QKV_HEAD_ZERO, .layer = L - 1, .position = -1,
+                          .site = QKV_SITE_LN_SCALE, .ln = QKV_LN_FINAL};
+    qkv_probe zp = {.edits = &zero, .n_edits = 1};
+    qkv_tensor *zl = qkv_model_forward_probe(&t.model, ctx, in[1].tokens, NULL, 1, &zp);
+    for (int64_t k = 0; k < zl->size; k++) {
+        double want = model_logit_bias(&t.model, (int)(k % V));
+        ck_assert_msg(fabs(qkv_get(zl, k) - want) <= 1e-12 * fmax(1, fabs(want)),
+                      "logit %lld: %.15g, its bias part %.15g", (long long)k, qkv_get(zl, k), want);
+    }
+    /* the rows, and the final LayerNorm's */
+    for (int by_position = 0; by_position < 2; by_position++) {
+        patch_result r = {.site = QKV_SITE_LN_SCALE,
+                          .over = by_position ? EXPLAIN_OVER_LN_POSITION : EXPLAIN_OVER_LN,
+                          .exact = true, .attribution = true};
+        ck_assert_int_eq(patch_of(&t, &in[0], &in[1], &m, 1, &r), QKV_OK);
+        int per = by_position ? To : 1;
+        ck_assert_int_eq(r.n_rows, n * per);
+        for (int i = 0; i < r.n_rows; i++) {
+            const explain_spot *sp = &r.rows[i].spot;
+            const qkv_head_edit *e = &own[i / per];
+            ck_assert(sp->site == QKV_SITE_LN_SCALE && sp->layer == e->layer &&
+                      sp->ln == e->ln && sp->head == -1 && sp->neuron == -1 &&
+                      sp->key_position == -1 && sp->position == (by_position ? i % per : -1));
+            if (sp->ln != QKV_LN_FINAL) continue;
+            if (by_position && sp->position != m.position) {
+                ck_assert(r.rows[i].exact == 0 && r.rows[i].attribution == 0);
+                continue;
+            }
+            ck_assert_msg(fabs(r.rows[i].exact - r.rows[i].attribution) <= 1e-9,
+                          "%s final LayerNorm row %d: exact %.15g attribution %.15g",
+                          blocks[_i].task, i, r.rows[i].exact, r.rows[i].attribution);
+            ck_assert(fabs(r.rows[i].exact) > 1e-6); /* it does move the metric */
+        }
+        explain_patch_free(&r);
+    }
+    /* mean ablation over one example */
+    example_set set = loaded_model_heldout(&t);
+    set.n = 1;
+    ablate_request rq = {.mean = true, .site = QKV_SITE_LN_SCALE,
+                         .over = EXPLAIN_OVER_LN_POSITION, .together = true};
+    ablate_result ar;
+    ck_assert_int_eq(explain_ablate(&t, &set, &rq, &ar), QKV_OK);
+    ck_assert_int_eq(ar.n, n * To);
+    for (int i = 0; i < ar.n; i++) ck_assert(ar.each[i].loss == ar.baseline.loss);
+    ck_assert(ar.together.loss == ar.baseline.loss);
+    explain_ablate_free(&ar);
+    loaded_model_free(&t);
+}
+END_TEST
+
 static Suite *explain_suite(void) {
     Suite *s = suite_create("explain");
     TCase *tc = tcase_create("exact");
@@ -960,6 +1058,7 @@ static Suite *explain_suite(void) {
     tcase_add_loop_test(tc, test_block_sites, 0, NBLOCKS);
     tcase_add_loop_test(tc, test_block_paths, 0, 1);
     tcase_add_loop_test(tc, test_block_paths, 2, NBLOCKS);
+    tcase_add_loop_test(tc, test_ln_scale, 0, NBLOCKS);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("trained");

@@ -43,7 +43,7 @@ START_TEST(test_gradcheck_other_seed) {
 END_TEST
 
 /* Every op of the qkv_op enum has a gradcheck entry (a new op without one fails here), and
- * so does the composed attention; test_gradcheck_op checks each entry has cases and passes. */
+ * so do the composed attention and the LayerNorm composed of its two ops; test_gradcheck_op checks each entry has cases and passes. */
 START_TEST(test_gradcheck_coverage) {
     int n = qkv_gradcheck_count();
     ck_assert_ptr_null(qkv_gradcheck_op(n));
@@ -53,12 +53,14 @@ START_TEST(test_gradcheck_coverage) {
         for (int i = 0; i < n; i++) found = found || !strcmp(qkv_gradcheck_op(i), name);
         ck_assert_msg(found, "op %s has no gradcheck case (src/engine/gradcheck.c)", name);
     }
-    bool composed = false;
+    bool composed = false, layernorm = false;
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < i; j++) ck_assert_str_ne(qkv_gradcheck_op(j), qkv_gradcheck_op(i));
         composed = composed || !strcmp(qkv_gradcheck_op(i), "attention");
+        layernorm = layernorm || !strcmp(qkv_gradcheck_op(i), "layernorm");
     }
     ck_assert_msg(composed, "gradcheck does not cover the composed attention");
+    ck_assert_msg(layernorm, "gradcheck does not cover the LayerNorm's two ops composed");
 }
 END_TEST
 

@@ -868,7 +868,8 @@ START_TEST(test_activation_dispatch) {
     ck_assert_str_eq(qkv_act_name((qkv_act)QKV_ACTS), "?");
     ck_assert_str_eq(qkv_op_name(QKV_OP_RELU), "relu");
     ck_assert_str_eq(qkv_op_name(QKV_OP_GELU), "gelu");
-    ck_assert_str_eq(qkv_op_name(QKV_OP_LAYERNORM), "layernorm");
+    ck_assert_str_eq(qkv_op_name(QKV_OP_LAYERNORM_SCALE), "layernorm_scale");
+    ck_assert_str_eq(qkv_op_name(QKV_OP_LAYERNORM_APPLY), "layernorm_apply");
     qkv_tensor *x = mk(QKV_F64, 1, (int64_t[]){3}, (double[]){-1, 0.25, 2});
     for (int a = 0; a < QKV_ACTS; a++) {
         qkv_tensor *y = qkv_activation(ctx, x, (qkv_act)a);
@@ -892,7 +893,11 @@ START_TEST(test_layernorm_known) {
         qkv_tensor *g = mkp(FLOATS[d], 1, (int64_t[]){4}, gain);
         qkv_tensor *b = mkp(FLOATS[d], 1, (int64_t[]){4}, bias);
         qkv_tensor *y = qkv_layernorm(ctx, x, g, b, QKV_LAYERNORM_EPS);
-        ck_assert_int_eq(y->op, QKV_OP_LAYERNORM);
+        /* the two ops: the apply, reading x and the scale of x */
+        ck_assert_int_eq(y->op, QKV_OP_LAYERNORM_APPLY);
+        ck_assert_int_eq(y->src[1]->op, QKV_OP_LAYERNORM_SCALE);
+        ck_assert_ptr_eq(y->src[0], x);
+        ck_assert_ptr_eq(y->src[1]->src[0], x);
         assert_shape(y, 2, x->shape);
         /* y = x̂·gain + bias: (-1.3416354, 0.10557639, -0.77639410, -0.84163542), and bias */
         double want_y[8];
@@ -923,6 +928,64 @@ START_TEST(test_layernorm_known) {
             ck_assert_msg(fabs(qkv_grad_get(x, i) - want_dx[i]) <= tol * fmax(1, fabs(want_dx[i])),
                           "%s dx[%d]: got %.10g, want %.10g", qkv_dtype_name(FLOATS[d]), i,
                           qkv_grad_get(x, i), want_dx[i]);
+    }
+}
+END_TEST
+
+/* The LayerNorm's two ops alone, on the rows of test_layernorm_known. The scale: s (2, 1) =
+ * 1/√(var + eps), and with loss Σ v ⊙ s, dx = v·(−s³·(x − mean)/C) (0 on the constant row).
+ * The apply with s given (2 and −0.5, not the rows' own): y = (x − mean)·s·gain + bias, and
+ * with loss Σ w ⊙ y, s held: dx = s·(g − mean(g)), ds = Σ g·(x − mean), g = w ⊙ gain. */
+START_TEST(test_layernorm_two_ops) {
+    const double r0 = 1 / sqrt(1.25 + QKV_LAYERNORM_EPS), r1 = 1 / sqrt(QKV_LAYERNORM_EPS);
+    const double xs[8] = {1, 2, 3, 4, 7, 7, 7, 7}, means[2] = {2.5, 7};
+    const double gain[4] = {1, 2, 0.5, -1}, bias[4] = {0, 1, -1, 0.5};
+    const double w[8] = {1, -1, 2, 0.5, 3, 1, -2, 1}, v[2] = {0.5, -2}, sv[2] = {2, -0.5};
+    for (int d = 0; d < 2; d++) {
+        double tol = d == 0 ? 1e-6 : 1e-14;
+        qkv_tensor *x = mkp(FLOATS[d], 2, (int64_t[]){2, 4}, xs);
+        qkv_tensor *s = qkv_layernorm_scale(ctx, x, QKV_LAYERNORM_EPS);
+        ck_assert_int_eq(s->op, QKV_OP_LAYERNORM_SCALE);
+        assert_shape(s, 2, (int64_t[]){2, 1});
+        assert_values(s, (double[]){r0, r1}, tol * r1); /* f32: s rounded to a float */
+        qkv_backward(qkv_sum(ctx, qkv_mul(ctx, s, mk(FLOATS[d], 2, (int64_t[]){2, 1}, v))));
+        double want[8];
+        for (int r = 0; r < 2; r++)
+            for (int j = 0; j < 4; j++) {
+                double sr = r == 0 ? r0 : r1;
+                want[4 * r + j] = v[r] * -sr * sr * sr * (xs[4 * r + j] - means[r]) / 4;
+            }
+        ck_assert_double_eq_tol(want[0], 0.5 * 1.5 / 4 * pow(1.25 + QKV_LAYERNORM_EPS, -1.5),
+                                1e-15);
+        assert_grads(x, want, tol);
+
+        qkv_tensor *x2 = mkp(FLOATS[d], 2, (int64_t[]){2, 4}, xs);
+        qkv_tensor *sp = mkp(FLOATS[d], 2, (int64_t[]){2, 1}, sv);
+        qkv_tensor *g = mkp(FLOATS[d], 1, (int64_t[]){4}, gain);
+        qkv_tensor *b = mkp(FLOATS[d], 1, (int64_t[]){4}, bias);
+        qkv_tensor *y = qkv_layernorm_apply(ctx, x2, sp, g, b);
+        ck_assert_int_eq(y->op, QKV_OP_LAYERNORM_APPLY);
+        ck_assert_ptr_eq(y->src[3], b);
+        double want_y[8], want_dx[8], want_ds[2] = {0, 0}, want_dg[4], want_db[4];
+        for (int r = 0; r < 2; r++) {
+            double mg = 0;
+            for (int j = 0; j < 4; j++) mg += w[4 * r + j] * gain[j] / 4;
+            for (int j = 0; j < 4; j++) {
+                double c = xs[4 * r + j] - means[r], gj = w[4 * r + j] * gain[j];
+                want_y[4 * r + j] = c * sv[r] * gain[j] + bias[j];
+                want_dx[4 * r + j] = sv[r] * (gj - mg);
+                want_ds[r] += gj * c;
+            }
+        }
+        for (int j = 0; j < 4; j++)
+            want_db[j] = w[j] + w[4 + j], want_dg[j] = w[j] * (xs[j] - 2.5) * sv[0];
+        ck_assert_double_eq_tol(want_ds[0], -0.75, 1e-15); /* (1, -2, 1, -0.5)·(-1.5, ..., 1.5) */
+        assert_values(y, want_y, tol);
+        qkv_backward(qkv_sum(ctx, qkv_mul(ctx, y, mk(FLOATS[d], 2, (int64_t[]){2, 4}, w))));
+        assert_grads(x2, want_dx, tol);
+        assert_grads(sp, want_ds, tol);
+        assert_grads(g, want_dg, tol);
+        assert_grads(b, want_db, tol);
     }
 }
 END_TEST
@@ -1106,6 +1169,7 @@ static Suite *ops_suite(void) {
     tcase_add_test(tc, test_gelu_tail);
     tcase_add_test(tc, test_activation_dispatch);
     tcase_add_test(tc, test_layernorm_known);
+    tcase_add_test(tc, test_layernorm_two_ops);
     tcase_add_test(tc, test_layernorm_rows);
     tcase_add_test(tc, test_layernorm_f32_offset);
     suite_add_tcase(s, tc);

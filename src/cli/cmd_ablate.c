@@ -132,14 +132,19 @@ static void print_table(const loaded_model *lm, const ablate_request *rq, const 
                         const char *data) {
     bool stream = !explain_site_has_heads(rq->site);
     bool neurons = rq->site == QKV_SITE_MLP_PRE || rq->site == QKV_SITE_MLP_POST;
+    bool scales = rq->site == QKV_SITE_LN_SCALE;
     printf("ablate: %s ablation of %s (--site %s, --over %s), %d layer%s x %d head%s, %lld "
            "positions with a target (%s)\n", rq->mean ? "mean" : "zero",
-           neurons ? "the MLP's" : stream ? "the stream" : "each head's",
+           neurons  ? "the MLP's"
+           : scales ? "each LayerNorm's scale"
+           : stream ? "the stream"
+                    : "each head's",
            explain_site_names[rq->site],
            explain_over_names[rq->over], lm->model.cfg.layers, lm->model.cfg.layers == 1 ? "" : "s",
            lm->model.cfg.heads, lm->model.cfg.heads == 1 ? "" : "s",
            (long long)r->baseline.counted, data ? data : "the held-out set");
-    printf("  %-16s %10s %9s %10s %10s\n", neurons ? "layer neuron" : stream ? "layer" : "head",
+    printf("  %-16s %10s %9s %10s %10s\n",
+           neurons ? "layer neuron" : scales ? "layer LayerNorm" : stream ? "layer" : "head",
            "loss", "accuracy", "loss +", "accuracy -");
     printf("  %-16s %10.4f %9.4f\n", "none", r->baseline.loss, r->baseline.accuracy);
     for (int i = 0; i < r->n; i++) {
@@ -149,6 +154,7 @@ static void print_table(const loaded_model *lm, const ablate_request *rq, const 
         else snprintf(name, sizeof name, "%d.%d", s->layer + 1, s->head + 1);
         size_t at = strlen(name);
         if (neurons && s->neuron >= 0) snprintf(name + at, sizeof name - at, " n%d", s->neuron);
+        if (scales) snprintf(name + at, sizeof name - at, " %s", explain_ln_names[s->ln]);
         at = strlen(name);
         if (s->position >= 0) snprintf(name + at, sizeof name - at, " @%d", s->position);
         else if (s->key_position >= 0)

@@ -229,8 +229,9 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
     } else {
         const char *unit = r->over == EXPLAIN_OVER_NEURON ||
                                    r->over == EXPLAIN_OVER_NEURON_POSITION ? "neuron"
-                           : explain_site_has_heads(r->site) ? "head"
-                                                             : "layer";
+                           : r->site == QKV_SITE_LN_SCALE              ? "LayerNorm"
+                           : explain_site_has_heads(r->site)           ? "head"
+                                                                       : "layer";
         printf("  share of the difference recovered by patching each %s's clean %s (1 all, "
                "0 none)\n", unit, explain_site_names[r->site]);
         printf("  %-9s %-10s %-6s %12s %12s\n", unit, "position", "key", "exact", "attribution");
@@ -242,6 +243,8 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
             size_t end = strlen(name);
             if (s->neuron >= 0 && (s->site == QKV_SITE_MLP_PRE || s->site == QKV_SITE_MLP_POST))
                 snprintf(name + end, sizeof name - end, " n%d", s->neuron);
+            if (s->site == QKV_SITE_LN_SCALE) /* "2 attn", "2 mlp", "2 final" */
+                snprintf(name + end, sizeof name - end, " %s", explain_ln_names[s->ln]);
             if (s->position >= 0) {
                 if (clean) explain_position_label(lm, clean, s->position, at, sizeof at);
                 else snprintf(at, sizeof at, "%d", s->position);

@@ -17,14 +17,18 @@
              "(its attention weights), resid-pre or resid-post (the stream entering\n"           \
              "or leaving a layer); with an MLP, resid-mid (the stream between the\n"             \
              "attention and the MLP), mlp-pre and mlp-post (each neuron before and\n"            \
-             "after the activation) or mlp-out (what the MLP adds)"},                            \
+             "after the activation) or mlp-out (what the MLP adds); with LayerNorm,\n"         \
+             "ln-scale (each LayerNorm's 1/sigma: before the attention, before the\n"          \
+             "MLP, and the final one)"},                                                     \
     {"over", CLI_CHOICE, (over), .choices = explain_over_names, .arg = "W",                      \
      .help = "head: each head at every position (the default); head-position: at\n"              \
              "each query position (z, q, pattern); key-position: at each key\n"                  \
              "position (k, v, pattern); layer-position: each layer at each\n"                    \
              "position (the stream's and mlp-out's default; also every neuron of\n"              \
              "mlp-pre, mlp-post); neuron: each MLP neuron at every position\n"                   \
-             "(mlp-pre and mlp-post's default); neuron-position: at each position"}
+             "(mlp-pre and mlp-post's default); neuron-position: at each position;\n"          \
+             "ln: each LayerNorm at every position (ln-scale's default);\n"                     \
+             "ln-position: each LayerNorm at each position"}
 
 /* The model named by --model (`option`, may be NULL) or by the one operand argv[first]:
  * into *model, or EXIT_USAGE after one line (none, two, or an extra operand). */

@@ -12,8 +12,8 @@
 typedef struct {
     const char *op;
     int nin;
-    int ndim[3];
-    int64_t shape[3][4];
+    int ndim[4];
+    int64_t shape[4][4];
     qkv_tensor *(*build)(qkv_ctx *ctx, qkv_tensor **in, qkv_rng *rng);
 } gc_case;
 
@@ -180,6 +180,16 @@ static qkv_tensor *b_gelu_tanh(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
     (void)r;
     return qkv_gelu(c, qkv_scale(c, in[0], 2.5), QKV_ACT_GELU_TANH);
 }
+/* The LayerNorm's two ops, each alone, and composed (qkv_layernorm: the gradient of the
+ * whole LayerNorm, each op's backward adding its share into x's). */
+static qkv_tensor *b_layernorm_scale(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    (void)r;
+    return qkv_layernorm_scale(c, in[0], QKV_LAYERNORM_EPS);
+}
+static qkv_tensor *b_layernorm_apply(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
+    (void)r;
+    return qkv_layernorm_apply(c, in[0], in[1], in[2], in[3]);
+}
 static qkv_tensor *b_layernorm(qkv_ctx *c, qkv_tensor **in, qkv_rng *r) {
     (void)r;
     return qkv_layernorm(c, in[0], in[1], in[2], QKV_LAYERNORM_EPS);
@@ -243,7 +253,17 @@ static const gc_case cases[] = {
     {"relu", 1, {1}, {S1(7)}, b_relu},
     {"gelu", 1, {3}, {S3(2, 3, 4)}, b_gelu},
     {"gelu", 1, {2}, {S2(3, 5)}, b_gelu_tanh},
-    /* (B, T, C) with gain and bias; then 36 rows, three blocks of the sums over rows */
+    /* The LayerNorm's scale (B, T, C) -> (B, T, 1), and its apply with s any number (it is
+     * linear in s), gain and bias; then 36 rows, three blocks of the sums over rows. And the
+     * two composed, as the model uses them. */
+    {"layernorm_scale", 1, {3}, {S3(2, 3, 5)}, b_layernorm_scale},
+    {"layernorm_scale", 1, {2}, {S2(4, 6)}, b_layernorm_scale},
+    {"layernorm_scale", 1, {3}, {S3(3, 12, 4)}, b_layernorm_scale},
+    {"layernorm_apply", 4, {3, 3, 1, 1}, {S3(2, 3, 5), S3(2, 3, 1), S1(5), S1(5)},
+     b_layernorm_apply},
+    {"layernorm_apply", 4, {2, 2, 1, 1}, {S2(4, 6), S2(4, 1), S1(6), S1(6)}, b_layernorm_apply},
+    {"layernorm_apply", 4, {3, 3, 1, 1}, {S3(3, 12, 4), S3(3, 12, 1), S1(4), S1(4)},
+     b_layernorm_apply},
     {"layernorm", 3, {3, 1, 1}, {S3(2, 3, 5), S1(5), S1(5)}, b_layernorm},
     {"layernorm", 3, {2, 1, 1}, {S2(4, 6), S1(6), S1(6)}, b_layernorm},
     {"layernorm", 3, {3, 1, 1}, {S3(3, 12, 4), S1(4), S1(4)}, b_layernorm},
@@ -254,7 +274,8 @@ static const char *const checked_ops[] = {"matmul", "scale", "mask", "softmax", 
                                           "mul", "embedding", "reshape", "transpose",
                                           "cross_entropy", "mse", "sum", "mean", "attention",
                                           "attention_fused", "attention_heads", "relu",
-                                          "gelu", "layernorm"};
+                                          "gelu", "layernorm_scale",
+                                          "layernorm_apply", "layernorm"};
 #define NOPS ((int)(sizeof checked_ops / sizeof checked_ops[0]))
 
 int qkv_gradcheck_count(void) { return NOPS; }
@@ -285,7 +306,7 @@ static void check_case(const gc_case *gc, uint64_t seed, qkv_gradcheck_result *r
     QKV_CHECK(ctx && scratch, "gradcheck", "out of memory");
     qkv_ctx_set_no_grad(scratch, true);
     qkv_rng rng = qkv_rng_seed(seed);
-    qkv_tensor *in[3];
+    qkv_tensor *in[4];
     for (int i = 0; i < gc->nin; i++) {
         in[i] = qkv_param(ctx, qkv_randn(ctx, QKV_F64, gc->ndim[i], gc->shape[i], 1.0, &rng));
         double *x = in[i]->data;

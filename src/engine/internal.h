@@ -36,6 +36,9 @@ void *arena_alloc_raw(qkv_ctx *ctx, size_t bytes);
  * context is not in no-grad mode. Data is allocated but not initialised. */
 qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
                           const int64_t *shape, qkv_tensor *s0, qkv_tensor *s1, qkv_tensor *s2);
+/* Records a fourth input s of an op's output t (src[3]), made by tensor_new_op: t then
+ * requires a gradient if s does too (outside no-grad mode). */
+void tensor_add_fourth_src(qkv_tensor *t, qkv_tensor *s);
 /* A tensor made by `op` that shares x's data under another shape (no copy). */
 qkv_tensor *tensor_new_view(qkv_ctx *ctx, qkv_op op, qkv_tensor *x, int ndim,
                             const int64_t *shape);

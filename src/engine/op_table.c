@@ -23,7 +23,8 @@ void mean_backward(qkv_tensor *out);
 void attention_fused_backward(qkv_tensor *out); /* ops/attention_fused.c */
 void relu_backward(qkv_tensor *out);
 void gelu_backward(qkv_tensor *out);
-void layernorm_backward(qkv_tensor *out);
+void layernorm_scale_backward(qkv_tensor *out);
+void layernorm_apply_backward(qkv_tensor *out);
 
 const op_info op_table[] = {
     /* [op] = {name, backward, profile part, stores first} */
@@ -45,7 +46,10 @@ const op_info op_table[] = {
     [QKV_OP_ATTENTION] = {"attention_fused", attention_fused_backward, PROFILE_SOFTMAX, true},
     [QKV_OP_RELU] = {"relu", relu_backward, PROFILE_ELEMENTWISE, true},
     [QKV_OP_GELU] = {"gelu", gelu_backward, PROFILE_ELEMENTWISE, true},
-    [QKV_OP_LAYERNORM] = {"layernorm", layernorm_backward, PROFILE_ELEMENTWISE, true},
+    [QKV_OP_LAYERNORM_SCALE] = {"layernorm_scale", layernorm_scale_backward, PROFILE_ELEMENTWISE,
+                                true},
+    [QKV_OP_LAYERNORM_APPLY] = {"layernorm_apply", layernorm_apply_backward, PROFILE_ELEMENTWISE,
+                                true},
 };
 /* A row missing at the end stops the build here; one missing in the middle would be zeros,
  * which test_op_table (tests/test_autograd.c) finds: a NULL name or backward. */

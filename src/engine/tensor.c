@@ -116,6 +116,14 @@ qkv_tensor *tensor_new_op(qkv_ctx *ctx, qkv_op op, qkv_dtype dtype, int ndim,
     return t;
 }
 
+void tensor_add_fourth_src(qkv_tensor *t, qkv_tensor *s) {
+    t->src[3] = s;
+    if (s && s->requires_grad && !t->requires_grad && !t->ctx->no_grad) {
+        t->requires_grad = true;
+        t->grad = arena_alloc_raw(t->ctx, (size_t)t->size * qkv_dtype_size(t->dtype));
+    }
+}
+
 qkv_tensor *tensor_new_view(qkv_ctx *ctx, qkv_op op, qkv_tensor *x, int ndim,
                             const int64_t *shape) {
     qkv_tensor *t = qkv_ctx_alloc(ctx, sizeof *t);

@@ -10,11 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* means[l]: layer l's tensor of `site` averaged over the examples, (1, ...) in keep. */
+/* means[l][u]: layer l's tensor of `site` (unit u: explain_site_units) averaged over the
+ * examples, (1, ...) in keep; NULL where the model has none. */
 static qkv_status site_means(loaded_model *lm, const example_set *set, qkv_site site, qkv_ctx *keep,
-                             qkv_tensor **means) {
+                             qkv_tensor *means[][QKV_LNS]) {
     const qkv_model_config *c = &lm->model.cfg;
-    int T = c->seq_len;
+    int T = c->seq_len, units = explain_site_units(site), slots = c->layers * units;
     double *sum = NULL;
     int64_t per = 0;
     for (int start = 0; start < set->n; start += ANALYSIS_BATCH) {
@@ -23,26 +24,28 @@ static qkv_status site_means(loaded_model *lm, const example_set *set, qkv_site 
         qkv_probe probe = {0};
         qkv_model_forward_probe(&lm->model, lm->ctx, set->x + (size_t)start * T,
                                 set->len ? set->len + start : NULL, B, &probe);
-        for (int l = 0; l < c->layers; l++) {
-            const qkv_tensor *x = qkv_probe_site(&probe, site, l);
+        for (int i = 0; i < slots; i++) { /* every tensor of the site has one shape */
+            int l = i / units, u = i % units;
+            const qkv_tensor *x = explain_probe_tensor(&probe, site, l, u);
+            if (!x) continue;
             if (!sum) {
                 per = x->size / x->shape[0];
-                sum = calloc((size_t)(c->layers * per), sizeof *sum);
+                sum = calloc((size_t)(slots * per), sizeof *sum);
                 if (!sum) return qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory for the means");
-                for (int k = 0; k < c->layers; k++) {
-                    int64_t shape[4];
-                    memcpy(shape, x->shape, sizeof shape);
-                    shape[0] = 1;
-                    means[k] = qkv_new(keep, c->dtype, x->ndim, shape);
-                }
+            }
+            if (!means[l][u]) {
+                int64_t shape[4];
+                memcpy(shape, x->shape, sizeof shape);
+                shape[0] = 1;
+                means[l][u] = qkv_new(keep, c->dtype, x->ndim, shape);
             }
             for (int b = 0; b < B; b++)
-                for (int64_t k = 0; k < per; k++) sum[l * per + k] += qkv_get(x, b * per + k);
+                for (int64_t k = 0; k < per; k++) sum[i * per + k] += qkv_get(x, b * per + k);
         }
     }
-    for (int l = 0; sum && l < c->layers; l++)
-        for (int64_t k = 0; k < per; k++)
-            qkv_set(means[l], k, set->n ? sum[l * per + k] / set->n : 0);
+    for (int i = 0; sum && i < slots; i++)
+        for (int64_t k = 0; means[i / units][i % units] && k < per; k++)
+            qkv_set(means[i / units][i % units], k, set->n ? sum[i * per + k] / set->n : 0);
     free(sum);
     return QKV_OK;
 }
@@ -81,7 +84,7 @@ qkv_status explain_ablate(loaded_model *lm, const example_set *set, const ablate
     qkv_ctx *keep = s == QKV_OK ? loaded_model_arena(explain_site_bytes(lm, rq->site, 1), "ablate")
                                 : NULL;
     if (!keep) return s != QKV_OK ? s : QKV_ERR_NOMEM;
-    qkv_tensor *means[QKV_MAX_LAYERS] = {0};
+    qkv_tensor *means[QKV_MAX_LAYERS][QKV_LNS] = {{0}};
     s = rq->mean ? site_means(lm, set, rq->site, keep, means) : QKV_OK;
     qkv_head_edit *all = calloc((size_t)(r->n ? r->n : 1), sizeof *all);
     if (s == QKV_OK && !all) s = qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory");
@@ -92,7 +95,7 @@ qkv_status explain_ablate(loaded_model *lm, const example_set *set, const ablate
     }
     for (int i = 0; i < r->n; i++)
         all[i] = explain_spot_edit(&r->spots[i], rq->mean ? QKV_HEAD_MEAN : QKV_HEAD_ZERO,
-                           means[r->spots[i].layer]);
+                                   means[r->spots[i].layer][explain_spot_unit(&r->spots[i])]);
     s = explain_score_set(lm, set, NULL, 0, &r->baseline);
     for (int i = 0; s == QKV_OK && i < r->n; i++)
         s = explain_score_set(lm, set, &all[i], 1, &r->each[i]);
@@ -137,7 +140,9 @@ cJSON *explain_ablate_json(const loaded_model *lm, const ablate_request *rq, con
         char name[32];
         for (int i = 0; i < r->n; i++) {
             const explain_spot *s = &r->spots[i];
-            if (s->head < 0) snprintf(name, sizeof name, "%d", s->layer + 1);
+            if (s->site == QKV_SITE_LN_SCALE)
+                snprintf(name, sizeof name, "%d.%s", s->layer + 1, explain_ln_names[s->ln]);
+            else if (s->head < 0) snprintf(name, sizeof name, "%d", s->layer + 1);
             else explain_head_name(s->layer, s->head, name, sizeof name);
             cJSON_AddItemToArray(names, cJSON_CreateString(name));
         }

@@ -242,11 +242,15 @@ qkv_status explain_check_logit(const loaded_model *lm, const qkv_tensor *logits,
 
 const char *const explain_site_names[] = {"z", "q", "k", "v", "pattern", "resid-pre",
                                           "resid-post", "resid-mid", "mlp-pre", "mlp-post",
-                                          "mlp-out", NULL};
+                                          "mlp-out", "ln-scale", NULL};
 _Static_assert(sizeof explain_site_names / sizeof explain_site_names[0] == QKV_SITES + 1,
                "a name for every site");
 const char *const explain_over_names[] = {"head", "head-position", "key-position",
-                                          "layer-position", "neuron", "neuron-position", NULL};
+                                          "layer-position", "neuron", "neuron-position",
+                                          "ln", "ln-position", NULL};
+const char *const explain_ln_names[] = {"attn", "mlp", "final", NULL};
+_Static_assert(sizeof explain_ln_names / sizeof explain_ln_names[0] == QKV_LNS + 1,
+               "a name for every LayerNorm of a layer");
 
 /* The sites of a layer's stream, (B, To, C): no heads, positions only. */
 bool explain_stream_site(qkv_site site) {
@@ -260,36 +264,85 @@ bool explain_neuron_site(qkv_site site) {
 }
 
 bool explain_site_has_heads(qkv_site site) {
-    return !explain_stream_site(site) && !explain_neuron_site(site);
+    return !explain_stream_site(site) && !explain_neuron_site(site) &&
+           site != QKV_SITE_LN_SCALE;
 }
 
-/* A site's positions: query rows (z, q, the pattern's rows, the stream, the MLP), key rows
- * (k, v), key columns (the pattern's), neuron columns (the MLP's). */
+/* The sites of a model with an MLP only. */
+static bool mlp_site(qkv_site site) {
+    return site == QKV_SITE_RESID_MID || explain_neuron_site(site) || site == QKV_SITE_MLP_OUT;
+}
+
+int explain_site_units(qkv_site site) {
+    return site == QKV_SITE_LN_SCALE ? QKV_LNS : 1;
+}
+
+qkv_tensor *explain_probe_tensor(const qkv_probe *probe, qkv_site site, int l, int u) {
+    return site == QKV_SITE_LN_SCALE ? probe->ln_scale[l][u] : qkv_probe_site(probe, site, l);
+}
+
+int explain_spot_unit(const explain_spot *s) {
+    return s->site == QKV_SITE_LN_SCALE ? (int)s->ln : 0;
+}
+
+/* A site's positions: query rows (z, q, the pattern's rows, the stream, the MLP, a scale),
+ * key rows (k, v), key columns (the pattern's), neuron columns (the MLP's), LayerNorms (the
+ * scales'). */
 static bool over_applies(qkv_site site, explain_over over) {
     switch (over) {
-    case EXPLAIN_OVER_HEAD: return !explain_stream_site(site) && !explain_neuron_site(site);
+    case EXPLAIN_OVER_HEAD: return explain_site_has_heads(site);
     case EXPLAIN_OVER_HEAD_POSITION:
         return site == QKV_SITE_Z || site == QKV_SITE_Q || site == QKV_SITE_PATTERN;
     case EXPLAIN_OVER_KEY_POSITION:
         return site == QKV_SITE_K || site == QKV_SITE_V || site == QKV_SITE_PATTERN;
     case EXPLAIN_OVER_NEURON:
     case EXPLAIN_OVER_NEURON_POSITION: return explain_neuron_site(site);
+    case EXPLAIN_OVER_LN:
+    case EXPLAIN_OVER_LN_POSITION: return site == QKV_SITE_LN_SCALE;
     default: return explain_stream_site(site) || explain_neuron_site(site);
     }
 }
 
 explain_over explain_default_over(qkv_site site) {
-    return explain_stream_site(site)   ? EXPLAIN_OVER_LAYER_POSITION
-           : explain_neuron_site(site) ? EXPLAIN_OVER_NEURON
-                               : EXPLAIN_OVER_HEAD;
+    return explain_stream_site(site)     ? EXPLAIN_OVER_LAYER_POSITION
+           : explain_neuron_site(site)   ? EXPLAIN_OVER_NEURON
+           : site == QKV_SITE_LN_SCALE ? EXPLAIN_OVER_LN
+                                         : EXPLAIN_OVER_HEAD;
+}
+
+/* Whether the model has `site`: the stream's need the residual stream, the MLP's an MLP,
+ * ln-scale LayerNorm. */
+static bool model_has_site(const qkv_model_config *c, qkv_site site) {
+    if (mlp_site(site)) return c->mlp > 0;
+    if (site == QKV_SITE_LN_SCALE) return c->norm == QKV_NORM_LAYERNORM;
+    return c->residual || !explain_stream_site(site);
+}
+
+/* "z, q, k, v, pattern, resid-pre and resid-post": the sites the model has, for a message. */
+static void model_sites(const qkv_model_config *c, char *buf, size_t len) {
+    int n = 0, k = 0;
+    for (int site = 0; site < QKV_SITES; site++) n += model_has_site(c, (qkv_site)site);
+    buf[0] = '\0';
+    for (int site = 0; site < QKV_SITES; site++) {
+        if (!model_has_site(c, (qkv_site)site)) continue;
+        size_t at = strlen(buf);
+        snprintf(buf + at, len - at, "%s%s", k == 0 ? "" : k == n - 1 ? " and " : ", ",
+                 explain_site_names[site]);
+        k++;
+    }
 }
 
 qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_over over) {
     const qkv_model_config *c = &lm->model.cfg;
-    if (site >= QKV_SITE_RESID_MID && c->mlp == 0)
+    char sites[160];
+    model_sites(c, sites, sizeof sites);
+    if (mlp_site(site) && c->mlp == 0)
         return qkv_fail(QKV_ERR_VALUE, "--site %s: the model has no MLP (it was trained without "
-                        "--mlp); its sites are z, q, k, v, pattern%s", explain_site_names[site],
-                        c->residual ? ", resid-pre and resid-post" : "");
+                        "--mlp); its sites are %s", explain_site_names[site], sites);
+    if (site == QKV_SITE_LN_SCALE && c->norm != QKV_NORM_LAYERNORM)
+        return qkv_fail(QKV_ERR_VALUE, "--site %s: the model has no LayerNorm (it was trained "
+                        "without --norm layernorm); its sites are %s", explain_site_names[site],
+                        sites);
     if (!over_applies(site, over)) {
         char can[96] = "";
         for (int o = 0; explain_over_names[o]; o++)
@@ -301,14 +354,37 @@ qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_ove
     }
     if (explain_stream_site(site) && !c->residual)
         return qkv_fail(QKV_ERR_VALUE, "--site %s: the model has no residual stream (it was "
-                        "trained with --no-residual); its sites are z, q, k, v and pattern",
-                        explain_site_names[site]);
+                        "trained with --no-residual); its sites are %s",
+                        explain_site_names[site], sites);
+    return QKV_OK;
+}
+
+/* ln-scale's spots: each LayerNorm of each layer (before its attention, before its MLP, and
+ * on the last layer the final one), at every position or at each. */
+static qkv_status ln_spots(const qkv_model_config *c, explain_over over, int positions,
+                           explain_spot **spots, int *n) {
+    int per = over == EXPLAIN_OVER_LN_POSITION ? positions : 1;
+    int lns = c->layers * (c->mlp > 0 ? 2 : 1) + 1;
+    *spots = malloc((size_t)(lns * per) * sizeof **spots);
+    if (!*spots) return qkv_fail(QKV_ERR_NOMEM, "out of memory for %d places to patch", lns * per);
+    *n = 0;
+    for (int l = 0; l < c->layers; l++)
+        for (int u = 0; u < QKV_LNS; u++) {
+            if ((u == QKV_LN_MLP && c->mlp == 0) || (u == QKV_LN_FINAL && l < c->layers - 1))
+                continue;
+            for (int p = 0; p < per; p++)
+                (*spots)[(*n)++] = (explain_spot){
+                    .site = QKV_SITE_LN_SCALE, .layer = l, .head = -1,
+                    .position = over == EXPLAIN_OVER_LN_POSITION ? p : -1, .key_position = -1,
+                    .neuron = -1, .ln = (qkv_ln)u};
+        }
     return QKV_OK;
 }
 
 qkv_status explain_spots(const loaded_model *lm, qkv_site site, explain_over over, int positions,
                          int keys, explain_spot **spots, int *n) {
     const qkv_model_config *c = &lm->model.cfg;
+    if (site == QKV_SITE_LN_SCALE) return ln_spots(c, over, positions, spots, n);
     /* each layer's spots: heads x (positions, key positions or 1) x (neurons or 1) */
     bool headless = explain_stream_site(site) || explain_neuron_site(site);
     bool by_neuron = over == EXPLAIN_OVER_NEURON || over == EXPLAIN_OVER_NEURON_POSITION;
@@ -340,7 +416,13 @@ void explain_spot_text(const explain_spot *s, char *buf, size_t len) {
         [QKV_SITE_MLP_OUT] = "the output of the MLP of layer",
         [QKV_SITE_MLP_PRE] = "the MLP neurons before the activation, layer",
         [QKV_SITE_MLP_POST] = "the MLP neurons after the activation, layer"};
-    if (explain_neuron_site(s->site) && s->neuron >= 0)
+    if (s->site == QKV_SITE_LN_SCALE && s->ln == QKV_LN_FINAL)
+        snprintf(buf, len, "the scale (1/sigma) of the final LayerNorm (after layer %d)",
+                 s->layer + 1);
+    else if (s->site == QKV_SITE_LN_SCALE)
+        snprintf(buf, len, "the scale (1/sigma) of the LayerNorm before the %s of layer %d",
+                 s->ln == QKV_LN_ATTN ? "attention" : "MLP", s->layer + 1);
+    else if (explain_neuron_site(s->site) && s->neuron >= 0)
         snprintf(buf, len, "MLP neuron %d.%d %s the activation", s->layer + 1, s->neuron,
                  s->site == QKV_SITE_MLP_PRE ? "before" : "after");
     else if (explain_stream_site(s->site) || explain_neuron_site(s->site))
@@ -364,7 +446,7 @@ qkv_head_edit explain_spot_edit(const explain_spot *s, qkv_head_edit_kind kind,
                                                 : -1;
     return (qkv_head_edit){.kind = kind, .layer = s->layer, .head = s->head,
                            .position = keys ? s->key_position : s->position, .value = value,
-                           .site = s->site, .key_position = column};
+                           .site = s->site, .key_position = column, .ln = s->ln};
 }
 
 /* Bytes of layers tensors of `site` for B sequences, with their headers. */
@@ -374,8 +456,10 @@ double explain_site_bytes(const loaded_model *lm, qkv_site site, int B) {
     double per = site == QKV_SITE_K || site == QKV_SITE_V ? T * C
                  : site == QKV_SITE_PATTERN                ? c->heads * To * T
                  : explain_neuron_site(site)               ? To * c->mlp
+                 : site == QKV_SITE_LN_SCALE               ? To
                                                           : To * C;
-    return (double)c->layers * (B * per * qkv_dtype_size(c->dtype) + 1024);
+    return (double)c->layers * explain_site_units(site) *
+           (B * per * qkv_dtype_size(c->dtype) + 1024);
 }
 
 /* ---- scoring a set of examples ---- */
@@ -400,10 +484,11 @@ static const char *edits_text(const qkv_head_edit *edits, int n_edits, char *buf
         const qkv_head_edit *e = &edits[0];
         bool keys = e->site == QKV_SITE_K || e->site == QKV_SITE_V;
         bool neurons = explain_neuron_site(e->site);
+        bool scale = e->site == QKV_SITE_LN_SCALE;
         explain_spot s = {e->site, e->layer, e->head, keys ? -1 : e->position,
-                          keys ? e->position : neurons ? -1 : e->key_position,
-                          neurons ? e->key_position : -1};
-        if (explain_stream_site(e->site) || neurons) s.head = -1;
+                          keys ? e->position : neurons || scale ? -1 : e->key_position,
+                          neurons ? e->key_position : -1, e->ln};
+        if (!explain_site_has_heads(e->site)) s.head = -1;
         char what[128];
         explain_spot_text(&s, what, sizeof what);
         snprintf(buf, len, "with %s removed", what);
@@ -541,6 +626,8 @@ void explain_json_spot(cJSON *x, const explain_spot *s) {
     else cJSON_AddNumberToObject(x, "position", s->position);
     if (s->key_position < 0) cJSON_AddNullToObject(x, "key_position");
     else cJSON_AddNumberToObject(x, "key_position", s->key_position);
+    if (s->site == QKV_SITE_LN_SCALE) /* rows of ln-scale: which LayerNorm */
+        cJSON_AddStringToObject(x, "ln", explain_ln_names[s->ln]);
     if (!explain_neuron_site(s->site)) return; /* rows of the MLP's neurons: which one, or null */
     if (s->neuron < 0) cJSON_AddNullToObject(x, "neuron");
     else cJSON_AddNumberToObject(x, "neuron", s->neuron);

@@ -70,29 +70,38 @@ typedef enum {
                                     MLP's neurons there) */
     EXPLAIN_OVER_NEURON,         /* one MLP neuron (mlp-pre, mlp-post) at every position */
     EXPLAIN_OVER_NEURON_POSITION, /* one MLP neuron at each position */
+    EXPLAIN_OVER_LN,              /* one LayerNorm's scale (ln-scale) at every position */
+    EXPLAIN_OVER_LN_POSITION,     /* one LayerNorm's scale at each position */
 } explain_over;
 /* The names the CLI and the JSON use, in enum order, NULL-ended: "z", "q", "k", "v",
- * "pattern", "resid-pre", "resid-post", "resid-mid", "mlp-pre", "mlp-post", "mlp-out";
- * "head", "head-position", "key-position", "layer-position", "neuron", "neuron-position". */
+ * "pattern", "resid-pre", "resid-post", "resid-mid", "mlp-pre", "mlp-post", "mlp-out",
+ * "ln-scale"; "head", "head-position", "key-position", "layer-position", "neuron",
+ * "neuron-position", "ln", "ln-position"; and a layer's LayerNorms (qkv_ln): "attn" (before
+ * its attention), "mlp" (before its MLP), "final" (the final one, on the last layer). */
 extern const char *const explain_site_names[];
 extern const char *const explain_over_names[];
+extern const char *const explain_ln_names[];
 
-/* One place edited: site of head `head` (-1 for the sites without heads: the stream's and
- * the MLP's) of layer `layer`, at query position `position`, key position `key_position` and
- * MLP neuron `neuron` (-1: every one, or the site has none). */
+/* One place edited: site of head `head` (-1 for the sites without heads: the stream's, the
+ * MLP's, ln-scale) of layer `layer`, at query position `position`, key position
+ * `key_position` and MLP neuron `neuron` (-1: every one, or the site has none); for ln-scale,
+ * of the layer's LayerNorm `ln`. */
 typedef struct {
     qkv_site site;
     int layer, head, position, key_position;
     int neuron; /* read only for mlp-pre and mlp-post */
+    qkv_ln ln;  /* read only for ln-scale */
 } explain_spot;
 
-/* Whether a site has heads (z, q, k, v, pattern): the stream's and the MLP's have none. */
+/* Whether a site has heads (z, q, k, v, pattern): the stream's, the MLP's and ln-scale have
+ * none. */
 bool explain_site_has_heads(qkv_site site);
 /* The default --over of a site: head, layer-position for the stream's and mlp-out, neuron
- * for mlp-pre and mlp-post. */
+ * for mlp-pre and mlp-post, ln for ln-scale. */
 explain_over explain_default_over(qkv_site site);
 /* QKV_ERR_VALUE naming --site and --over and what the model has, when the model lacks `site`
- * (the stream's sites without the residual stream) or `over` does not apply to it. */
+ * (the stream's sites without the residual stream, the MLP's without an MLP, ln-scale
+ * without LayerNorm) or `over` does not apply to it. */
 qkv_status explain_check_site(const loaded_model *lm, qkv_site site, explain_over over);
 /* Every spot of `site` and `over`, layer by layer, head by head, position by position, for
  * inputs of `positions` query positions and `keys` key positions: (n) malloc'd into *spots;

@@ -19,11 +19,21 @@ qkv_status explain_check_logit(const loaded_model *lm, const qkv_tensor *logits,
 /* The sites of a layer's stream, (B, To, C), and the MLP's neurons, (B, To, N): no heads. */
 bool explain_stream_site(qkv_site site);
 bool explain_neuron_site(qkv_site site);
+/* The tensors a site has at each layer: QKV_LNS for ln-scale (one a LayerNorm, index ln;
+ * some NULL), else 1 (index 0). */
+int explain_site_units(qkv_site site);
+/* The tensor of `site` at layer l, unit u (explain_site_units) that a probe kept: NULL where
+ * the model has none (a layer's MLP LayerNorm without an MLP, the final one but on the last
+ * layer). */
+qkv_tensor *explain_probe_tensor(const qkv_probe *probe, qkv_site site, int l, int u);
+/* Spot s's unit: its LayerNorm for ln-scale, else 0. */
+int explain_spot_unit(const explain_spot *s);
 /* The probe's edit of spot s: rows are key positions for k and v, query positions
  * elsewhere; columns are the pattern's key positions and the MLP's neurons. */
 qkv_head_edit explain_spot_edit(const explain_spot *s, qkv_head_edit_kind kind,
                                 const qkv_tensor *value);
-/* Bytes of layers tensors of `site` for B sequences, with their headers. */
+/* Bytes of every tensor of `site` (each layer's, each unit's) for B sequences, with their
+ * headers. */
 double explain_site_bytes(const loaded_model *lm, qkv_site site, int B);
 
 /* JSON: v, or null where it is not finite; a score's loss and accuracy; "L.H" counted from 1;

@@ -15,7 +15,7 @@
 static double spot_dot(const explain_spot *s, const qkv_tensor *a, const qkv_tensor *b,
                        const qkv_tensor *graph, int64_t seq) {
     qkv_head_edit e = explain_spot_edit(s, QKV_HEAD_REPLACE, a);
-    bool headless = explain_stream_site(s->site) || explain_neuron_site(s->site);
+    bool headless = !explain_site_has_heads(s->site);
     int64_t G = headless ? 1 : a->shape[1], R = a->shape[a->ndim - 2], W = a->shape[a->ndim - 1];
     int64_t g = headless ? 0 : e.head;
     int64_t i0 = e.position < 0 ? 0 : e.position, i1 = e.position < 0 ? R : i0 + 1;
@@ -114,12 +114,13 @@ static qkv_status list_paths(const loaded_model *lm, patch_path **paths, int *n)
     return QKV_OK;
 }
 
-/* What a patching run of one batch keeps: the site's tensor of every layer on the clean and
- * the corrupted inputs (paths: z, and each MLP's output), the corrupted run's graph (its
- * gradients, for attribution). */
+/* What a patching run of one batch keeps: the site's tensor of every layer (and unit:
+ * explain_site_units, each LayerNorm's for ln-scale) on the clean and the corrupted inputs
+ * (paths: z, and each MLP's output), the corrupted run's graph (its gradients, for
+ * attribution). */
 typedef struct {
     qkv_ctx *keep, *graph, *record;
-    qkv_tensor *clean[QKV_MAX_LAYERS], *corrupt[QKV_MAX_LAYERS];
+    qkv_tensor *clean[QKV_MAX_LAYERS][QKV_LNS], *corrupt[QKV_MAX_LAYERS][QKV_LNS];
     qkv_tensor *clean_mlp[QKV_MAX_LAYERS], *corrupt_mlp[QKV_MAX_LAYERS]; /* paths: mlp-out */
     qkv_probe cp;                  /* the corrupted run's probe, in graph */
     double *metric;                /* (pairs): a patched run's metric */
@@ -145,18 +146,19 @@ static qkv_status patch_spots(loaded_model *lm, const patch_pairs *pairs, int fi
     qkv_status s = QKV_OK;
     for (int k = 0; k < r->n_rows && s == QKV_OK; k++) {
         const explain_spot *sp = &r->rows[k].spot;
+        int u = explain_spot_unit(sp);
         char where[128], run[192];
         explain_spot_text(sp, where, sizeof where);
         snprintf(run, sizeof run, "the corrupted run with the clean %s patched in", where);
         if (r->exact) {
-            qkv_head_edit e = explain_spot_edit(sp, QKV_HEAD_REPLACE, pb->clean[sp->layer]);
+            qkv_head_edit e = explain_spot_edit(sp, QKV_HEAD_REPLACE, pb->clean[sp->layer][u]);
             s = patched_run(lm, pairs, first, B, &e, 1, run, pb->metric);
             for (int b = 0; b < B; b++)
                 r->pair_patched[(size_t)(first + b) * r->n_rows + k] = pb->metric[first + b];
         }
         for (int b = 0; r->attribution && s == QKV_OK && b < B; b++) {
-            double a = spot_dot(sp, pb->clean[sp->layer], pb->corrupt[sp->layer],
-                                qkv_probe_site(&pb->cp, sp->site, sp->layer), b);
+            double a = spot_dot(sp, pb->clean[sp->layer][u], pb->corrupt[sp->layer][u],
+                                explain_probe_tensor(&pb->cp, sp->site, sp->layer, u), b);
             r->pair_attribution[(size_t)(first + b) * r->n_rows + k] = a;
             s = explain_check_finite(a, "the attribution of %s (d metric / d site from the corrupted "
                              "run's backward pass)", where);
@@ -244,12 +246,12 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
         int n = 0;
         for (int l = 0; l < L; l++) {
             for (int h = 0; h < H; h++)
-                edits[n++] = explain_spot_edit(&(explain_spot){QKV_SITE_Z, l, h, -1, -1, -1},
+                edits[n++] = explain_spot_edit(&(explain_spot){QKV_SITE_Z, l, h, -1, -1, -1, 0},
                                        QKV_HEAD_REPLACE,
-                                       l == ls && h == hs ? pb->clean[l] : pb->corrupt[l]);
+                                       l == ls && h == hs ? pb->clean[l][0] : pb->corrupt[l][0]);
             if (N > 0)
                 edits[n++] = explain_spot_edit(
-                    &(explain_spot){QKV_SITE_MLP_OUT, l, -1, -1, -1, -1}, QKV_HEAD_REPLACE,
+                    &(explain_spot){QKV_SITE_MLP_OUT, l, -1, -1, -1, -1, 0}, QKV_HEAD_REPLACE,
                     l == ls && hs < 0 ? pb->clean_mlp[l] : pb->corrupt_mlp[l]);
         }
         qkv_ctx_reset(pb->record);
@@ -274,7 +276,7 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
                 }
                 for (int e = 0; e < Dk; e++) {
                     int64_t at = (((int64_t)b * H + hs) * To + i) * Dk + e;
-                    dz[e] = qkv_get(pb->clean[ls], at) - qkv_get(pb->corrupt[ls], at);
+                    dz[e] = qkv_get(pb->clean[ls][0], at) - qkv_get(pb->corrupt[ls][0], at);
                 }
                 model_head_write(m, ls, hs, dz, u + (size_t)row * C);
             }
@@ -294,7 +296,7 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
             const char *via = explain_site_names[p->via];
             part_text(lr, hr, receiver, sizeof receiver);
             if (r->exact) { /* pass 3: only the receiver's input as pass 2 recorded it */
-                qkv_head_edit e = explain_spot_edit(&(explain_spot){p->via, lr, hr, -1, -1, -1},
+                qkv_head_edit e = explain_spot_edit(&(explain_spot){p->via, lr, hr, -1, -1, -1, 0},
                                             QKV_HEAD_REPLACE, qkv_probe_site(&rec, p->via, lr));
                 snprintf(run, sizeof run, "the corrupted run with the %s of %s as %s's clean "
                          "output alone makes it", via, receiver, sender);
@@ -455,7 +457,10 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
                                 pairs->clean_len ? pairs->clean_len + first : NULL, B, &clean);
         bool mlp_out = r->paths && c->mlp > 0; /* paths: the MLPs' outputs too */
         for (int l = 0; l < c->layers; l++) {
-            pb.clean[l] = kept(pb.keep, qkv_probe_site(&clean, site, l));
+            for (int u = 0; u < explain_site_units(site); u++) {
+                const qkv_tensor *x = explain_probe_tensor(&clean, site, l, u);
+                pb.clean[l][u] = x ? kept(pb.keep, x) : NULL;
+            }
             if (mlp_out) pb.clean_mlp[l] = kept(pb.keep, clean.mlp_out[l]);
         }
         /* the corrupted run, recorded: d metric / d site from one backward pass */
@@ -464,7 +469,10 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
             &lm->model, pb.graph, pairs->corrupt + (size_t)first * T,
             pairs->corrupt_len ? pairs->corrupt_len + first : NULL, B, &pb.cp);
         for (int l = 0; l < c->layers; l++) {
-            pb.corrupt[l] = kept(pb.keep, qkv_probe_site(&pb.cp, site, l));
+            for (int u = 0; u < explain_site_units(site); u++) {
+                const qkv_tensor *x = explain_probe_tensor(&pb.cp, site, l, u);
+                pb.corrupt[l][u] = x ? kept(pb.keep, x) : NULL;
+            }
             if (mlp_out) pb.corrupt_mlp[l] = kept(pb.keep, pb.cp.mlp_out[l]);
         }
         if (r->attribution) {

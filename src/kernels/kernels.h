@@ -233,33 +233,50 @@ void gelu_backward_f32(float *dx, const float *dy, const float *x, int64_t n, bo
 void gelu_forward_f64(double *y, const double *x, int64_t n, bool tanh_form);
 void gelu_backward_f64(double *dx, const double *dy, const double *x, int64_t n,
                        bool tanh_form, bool store);
-/* LayerNorm over rows of C (layernorm_kernel.c): y = (x − mean)·rstd·gain + bias, mean and the
- * biased variance var of each row, rstd = 1/√(var + eps); each row's mean and rstd into
- * mean[r], rstd[r] when they are not NULL (the backward's). Both types sum the rows in
- * double. Backward, with x̂ = (x − mean)·rstd and g = dy·gain:
- *   dx = rstd·(g − mean_row(g) − x̂·mean_row(g·x̂)), dgain = Σ_rows dy·x̂, dbias = Σ_rows dy,
- * into dx, dgain, dbias (each may be NULL), added, or stored (0 + value) for those `store`
- * names (LAYERNORM_STORE_*: written first in this pass), in the order dx, dgain, dbias. The
- * sums over rows run in layernorm_blocks(rows) blocks of rows, a number that depends on the
- * rows only, each block's partial sums in `scratch` (layernorm_scratch_doubles), then added
- * in block order: the bits do not depend on the thread count. */
-enum { LAYERNORM_STORE_DX = 1, LAYERNORM_STORE_DGAIN = 2, LAYERNORM_STORE_DBIAS = 4 };
+/* LayerNorm over rows of C as two ops (layernorm_kernel.c); both types sum the rows in double.
+ * layernorm_scale: s[r] = 1/√(var + eps), var the biased variance of row r; its mean and s in
+ * double into mean[r], rs[r] when they are not NULL (the backward's). Backward:
+ *   dx = ds·(−rs³·(x − mean)/C), added into dx or stored (0 + value) when `store`.
+ * layernorm_apply: y = (x − mean)·s·gain + bias, s (rows) given; each row's mean into mean[r]
+ * when it is not NULL. Backward, s held, with x̂ = (x − mean)·s and g = dy·gain:
+ *   dx = s·(g − mean_row(g)), ds = Σ_row g·(x − mean), dgain = Σ_rows dy·x̂, dbias = Σ_rows dy,
+ * into dx, ds, dgain, dbias (each may be NULL), added, or stored (0 + value) for those `store`
+ * names (LAYERNORM_STORE_*: written first in this pass), in the order dx and ds (row by row),
+ * dgain, dbias. The sums over rows run in layernorm_blocks(rows) blocks of rows, a number that
+ * depends on the rows only, each block's partial sums in `scratch`
+ * (layernorm_scratch_doubles), then added in block order: the bits do not depend on the
+ * thread count. */
+enum {
+    LAYERNORM_STORE_DX = 1,
+    LAYERNORM_STORE_DS = 2,
+    LAYERNORM_STORE_DGAIN = 4,
+    LAYERNORM_STORE_DBIAS = 8
+};
 int64_t layernorm_blocks(int64_t rows);
 size_t layernorm_scratch_doubles(int64_t rows, int64_t C);
-void layernorm_forward_f32(float *y, double *mean, double *rstd, const float *x,
-                           const float *gain, const float *bias, int64_t rows, int64_t C,
-                           double eps);
-void layernorm_backward_f32(float *dx, float *dgain, float *dbias, unsigned store,
-                            const float *dy, const float *x, const float *gain,
-                            const double *mean, const double *rstd, int64_t rows, int64_t C,
-                            double *scratch);
-void layernorm_forward_f64(double *y, double *mean, double *rstd, const double *x,
-                           const double *gain, const double *bias, int64_t rows, int64_t C,
-                           double eps);
-void layernorm_backward_f64(double *dx, double *dgain, double *dbias, unsigned store,
-                            const double *dy, const double *x, const double *gain,
-                            const double *mean, const double *rstd, int64_t rows, int64_t C,
-                            double *scratch);
+void layernorm_scale_forward_f32(float *s, double *mean, double *rs, const float *x,
+                                 int64_t rows, int64_t C, double eps);
+void layernorm_scale_backward_f32(float *dx, bool store, const float *ds, const float *x,
+                                  const double *mean, const double *rs, int64_t rows,
+                                  int64_t C);
+void layernorm_scale_forward_f64(double *s, double *mean, double *rs, const double *x,
+                                 int64_t rows, int64_t C, double eps);
+void layernorm_scale_backward_f64(double *dx, bool store, const double *ds, const double *x,
+                                  const double *mean, const double *rs, int64_t rows,
+                                  int64_t C);
+void layernorm_apply_forward_f32(float *y, double *mean, const float *x, const float *s,
+                                 const float *gain, const float *bias, int64_t rows, int64_t C);
+void layernorm_apply_backward_f32(float *dx, float *ds, float *dgain, float *dbias,
+                                  unsigned store, const float *dy, const float *x,
+                                  const float *s, const float *gain, const double *mean,
+                                  int64_t rows, int64_t C, double *scratch);
+void layernorm_apply_forward_f64(double *y, double *mean, const double *x, const double *s,
+                                 const double *gain, const double *bias, int64_t rows,
+                                 int64_t C);
+void layernorm_apply_backward_f64(double *dx, double *ds, double *dgain, double *dbias,
+                                  unsigned store, const double *dy, const double *x,
+                                  const double *s, const double *gain, const double *mean,
+                                  int64_t rows, int64_t C, double *scratch);
 /* The optimizers over n parameters at once (w[i], g[i], and the state m[i], v[i] where the
  * rule has it; NULL otherwise), each of size[i] elements. optim_grad_sq_* returns Σ g² (summed
  * in double), the same for any thread count; optim_update_* applies one step of rule r to

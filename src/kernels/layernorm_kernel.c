@@ -1,22 +1,22 @@
-/* layernorm_kernel.c - LayerNorm over rows of C, forward and backward, written out for f32 and
- * f64.
+/* layernorm_kernel.c - LayerNorm over rows of C as two ops, written out for f32 and f64:
+ * layernorm_scale (each row's s = 1/√(var + eps)) and layernorm_apply (y = (x − mean)·s·gain
+ * + bias for a given s), forward and backward.
  *
- * Precision: each row's mean and variance, and the backward's two row sums, are summed in
- * double for both types. For f32 that costs nothing that shows (a row is C elements read once
- * more) and keeps the variance, a sum of squares of differences, from losing digits to the
+ * Precision: each row's mean and variance, and the backward's row sums, are summed in double
+ * for both types. For f32 that costs nothing that shows (a row is C elements read once more)
+ * and keeps the variance, a sum of squares of differences, from losing digits to the
  * rounding of a float running sum over a wide row; the mean is taken first and the variance
- * from the differences (two passes), never as E[x²] − mean², which cancels. x̂ = (x − mean)·
- * rstd is formed in double and rounded once to the type, so a row with a large common offset
- * keeps its small differences (a float mean would be off by up to half its ulp in every x̂);
- * the rest of each element (·gain + bias, dy·gain) is arithmetic in the type, and the
- * backward's dx, a difference of terms that cancel over the row, is formed in double from them
- * and rounded once.
+ * from the differences (two passes), never as E[x²] − mean², which cancels. x̂ = (x − mean)·s
+ * is formed in double and rounded once to the type, so a row with a large common offset keeps
+ * its small differences (a float mean would be off by up to half its ulp in every x̂); the
+ * rest of each element (·gain + bias, dy·gain) is arithmetic in the type, and each gradient
+ * of x, a difference of terms that cancel over the row, is formed in double and rounded once.
  *
- * Threads: the forward and dx are row by row, each row on one thread. dgain and dbias are
- * sums over every row: the rows are cut into layernorm_blocks(rows) blocks, which depend on
- * the number of rows only, each block sums its rows in order into its own partials (double),
- * and the partials are added in block order; so the bits do not depend on the thread count.
- * Plain C compiled once, so every SIMD path runs the same instructions. */
+ * Threads: the forwards, dx and ds are row by row, each row on one thread. dgain and dbias
+ * are sums over every row: the rows are cut into layernorm_blocks(rows) blocks, which depend
+ * on the number of rows only, each block sums its rows in order into its own partials
+ * (double), and the partials are added in block order; so the bits do not depend on the
+ * thread count. Plain C compiled once, so every SIMD path runs the same instructions. */
 #include "kernels.h"
 
 #include <math.h>
@@ -54,72 +54,113 @@ static double column_total(const double *scratch, int64_t blocks, int64_t C, int
 }
 
 /* ---- f32 ---- */
-static void row_forward_f32(float *y, double *mean_out, double *rstd_out, const float *x,
-                            const float *gain, const float *bias, int64_t C, double eps) {
-    double sum = 0, sq = 0;
+
+/* A row's mean, in double. */
+static double row_mean_f32(const float *x, int64_t C) {
+    double sum = 0;
     for (int64_t j = 0; j < C; j++) sum += x[j];
-    double mean = sum / (double)C;
+    return sum / (double)C;
+}
+
+static void scale_row_f32(float *s, double *mean_out, double *s_out, const float *x, int64_t C,
+                          double eps) {
+    double mean = row_mean_f32(x, C), sq = 0;
     for (int64_t j = 0; j < C; j++) sq += ((double)x[j] - mean) * ((double)x[j] - mean);
-    double rstd = 1.0 / sqrt(sq / (double)C + eps); /* the biased variance, as PyTorch's */
-    for (int64_t j = 0; j < C; j++) {
-        float xhat = (float)(((double)x[j] - mean) * rstd);
-        y[j] = xhat * gain[j] + bias[j];
-    }
+    double rs = 1.0 / sqrt(sq / (double)C + eps); /* the biased variance, as PyTorch's */
+    *s = (float)rs;
     if (mean_out) {
         *mean_out = mean;
-        *rstd_out = rstd;
+        *s_out = rs;
     }
 }
 
-void layernorm_forward_f32(float *y, double *mean, double *rstd, const float *x,
-                           const float *gain, const float *bias, int64_t rows, int64_t C,
-                           double eps) {
+void layernorm_scale_forward_f32(float *s, double *mean, double *rs, const float *x,
+                                 int64_t rows, int64_t C, double eps) {
     KERNEL_FOR_STATIC(team_of(rows, C), r, rows,
-                      row_forward_f32(y + r * C, mean ? mean + r : NULL, rstd ? rstd + r : NULL,
-                                      x + r * C, gain, bias, C, eps););
+                      scale_row_f32(s + r, mean ? mean + r : NULL, rs ? rs + r : NULL,
+                                    x + r * C, C, eps););
 }
 
-/* One block of rows: dx row by row, and the block's partial Σ dy·x̂ and Σ dy per column
- * into part[0..C) and part[C..2C) (when part is not NULL). */
-static void block_backward_f32(float *dx, bool store_dx, double *part, const float *dy,
-                               const float *x, const float *gain, const double *mean,
-                               const double *rstd, int64_t lo, int64_t hi, int64_t C) {
+/* s = (var + eps)^(−1/2), var = Σ (x − mean)²/C  =>  ∂s/∂x_j = −s³·(x_j − mean)/C (the
+ * mean's own derivative cancels: Σ (x − mean) = 0). */
+static void scale_back_row_f32(float *dx, bool store, float ds, const float *x, double mean,
+                               double rs, int64_t C) {
+    double k = -(double)ds * rs * rs * rs / (double)C;
+    for (int64_t j = 0; j < C; j++)
+        dx[j] = (store ? 0.0f : dx[j]) + (float)(k * ((double)x[j] - mean));
+}
+
+void layernorm_scale_backward_f32(float *dx, bool store, const float *ds, const float *x,
+                                  const double *mean, const double *rs, int64_t rows,
+                                  int64_t C) {
+    KERNEL_FOR_STATIC(team_of(rows, C), r, rows,
+                      scale_back_row_f32(dx + r * C, store, ds[r], x + r * C, mean[r], rs[r],
+                                         C););
+}
+
+static void apply_row_f32(float *y, double *mean_out, const float *x, float s, const float *gain,
+                          const float *bias, int64_t C) {
+    double mean = row_mean_f32(x, C);
+    for (int64_t j = 0; j < C; j++) {
+        float xhat = (float)(((double)x[j] - mean) * (double)s);
+        y[j] = xhat * gain[j] + bias[j];
+    }
+    if (mean_out) *mean_out = mean;
+}
+
+void layernorm_apply_forward_f32(float *y, double *mean, const float *x, const float *s,
+                                 const float *gain, const float *bias, int64_t rows, int64_t C) {
+    KERNEL_FOR_STATIC(team_of(rows, C), r, rows,
+                      apply_row_f32(y + r * C, mean ? mean + r : NULL, x + r * C, s[r], gain,
+                                    bias, C););
+}
+
+/* One block of rows of the apply op's backward, s held: with g = dy·gain,
+ * dx = s·(g − mean_row(g)), ds = Σ_row g·(x − mean); and the block's partial Σ dy·x̂ and Σ dy
+ * per column into part[0..C) and part[C..2C) (when part is not NULL). */
+static void apply_back_block_f32(float *dx, float *ds, unsigned store, double *part,
+                                 const float *dy, const float *x, const float *s,
+                                 const float *gain, const double *mean, int64_t lo, int64_t hi,
+                                 int64_t C) {
     if (part)
         for (int64_t c = 0; c < 2 * C; c++) part[c] = 0;
     for (int64_t r = lo; r < hi; r++) {
         const float *xr = x + r * C, *dyr = dy + r * C;
-        double m = mean[r], rs = rstd[r], sum_g = 0, sum_gx = 0;
+        double m = mean[r], sr = s[r], sum_g = 0, sum_gd = 0;
         for (int64_t j = 0; j < C; j++) {
-            float xhat = (float)(((double)xr[j] - m) * rs), g = dyr[j] * gain[j];
+            float g = dyr[j] * gain[j];
             sum_g += g;
-            sum_gx += (double)g * xhat;
+            sum_gd += (double)g * ((double)xr[j] - m);
             if (part) {
+                float xhat = (float)(((double)xr[j] - m) * sr);
                 part[j] += (double)dyr[j] * xhat;
                 part[C + j] += dyr[j];
             }
         }
-        if (!dx) continue;
-        double mean_g = sum_g / (double)C, mean_gx = sum_gx / (double)C;
-        float *dxr = dx + r * C;
-        for (int64_t j = 0; j < C; j++) {
-            float xhat = (float)(((double)xr[j] - m) * rs), g = dyr[j] * gain[j];
-            float d = (float)(rs * ((double)g - mean_g - (double)xhat * mean_gx));
-            dxr[j] = (store_dx ? 0.0f : dxr[j]) + d;
+        if (dx) {
+            double mean_g = sum_g / (double)C;
+            float *dxr = dx + r * C;
+            for (int64_t j = 0; j < C; j++) {
+                float g = dyr[j] * gain[j];
+                dxr[j] = (store & LAYERNORM_STORE_DX ? 0.0f : dxr[j]) +
+                         (float)(sr * ((double)g - mean_g));
+            }
         }
+        if (ds) ds[r] = (store & LAYERNORM_STORE_DS ? 0.0f : ds[r]) + (float)sum_gd;
     }
 }
 
-void layernorm_backward_f32(float *dx, float *dgain, float *dbias, unsigned store,
-                            const float *dy, const float *x, const float *gain,
-                            const double *mean, const double *rstd, int64_t rows, int64_t C,
-                            double *scratch) {
+void layernorm_apply_backward_f32(float *dx, float *ds, float *dgain, float *dbias,
+                                  unsigned store, const float *dy, const float *x,
+                                  const float *s, const float *gain, const double *mean,
+                                  int64_t rows, int64_t C, double *scratch) {
     int64_t blocks = layernorm_blocks(rows);
     bool sums = dgain || dbias;
     KERNEL_FOR_STATIC(team_of(rows, C), b, blocks, {
         int64_t lo, hi;
         block_rows(rows, blocks, b, &lo, &hi);
-        block_backward_f32(dx, store & LAYERNORM_STORE_DX, sums ? scratch + b * 2 * C : NULL,
-                           dy, x, gain, mean, rstd, lo, hi, C);
+        apply_back_block_f32(dx, ds, store, sums ? scratch + b * 2 * C : NULL, dy, x, s, gain,
+                             mean, lo, hi, C);
     });
     for (int k = 0; k < 2; k++) { /* dgain, then dbias */
         float *d = k == 0 ? dgain : dbias;
@@ -131,66 +172,101 @@ void layernorm_backward_f32(float *dx, float *dgain, float *dbias, unsigned stor
 }
 
 /* ---- f64: the same, in double ---- */
-static void row_forward_f64(double *y, double *mean_out, double *rstd_out, const double *x,
-                            const double *gain, const double *bias, int64_t C, double eps) {
-    double sum = 0, sq = 0;
+
+static double row_mean_f64(const double *x, int64_t C) {
+    double sum = 0;
     for (int64_t j = 0; j < C; j++) sum += x[j];
-    double mean = sum / (double)C;
+    return sum / (double)C;
+}
+
+static void scale_row_f64(double *s, double *mean_out, double *s_out, const double *x,
+                          int64_t C, double eps) {
+    double mean = row_mean_f64(x, C), sq = 0;
     for (int64_t j = 0; j < C; j++) sq += (x[j] - mean) * (x[j] - mean);
-    double rstd = 1.0 / sqrt(sq / (double)C + eps);
-    for (int64_t j = 0; j < C; j++) y[j] = (x[j] - mean) * rstd * gain[j] + bias[j];
+    double rs = 1.0 / sqrt(sq / (double)C + eps);
+    *s = rs;
     if (mean_out) {
         *mean_out = mean;
-        *rstd_out = rstd;
+        *s_out = rs;
     }
 }
 
-void layernorm_forward_f64(double *y, double *mean, double *rstd, const double *x,
-                           const double *gain, const double *bias, int64_t rows, int64_t C,
-                           double eps) {
+void layernorm_scale_forward_f64(double *s, double *mean, double *rs, const double *x,
+                                 int64_t rows, int64_t C, double eps) {
     KERNEL_FOR_STATIC(team_of(rows, C), r, rows,
-                      row_forward_f64(y + r * C, mean ? mean + r : NULL, rstd ? rstd + r : NULL,
-                                      x + r * C, gain, bias, C, eps););
+                      scale_row_f64(s + r, mean ? mean + r : NULL, rs ? rs + r : NULL,
+                                    x + r * C, C, eps););
 }
 
-static void block_backward_f64(double *dx, bool store_dx, double *part, const double *dy,
-                               const double *x, const double *gain, const double *mean,
-                               const double *rstd, int64_t lo, int64_t hi, int64_t C) {
+static void scale_back_row_f64(double *dx, bool store, double ds, const double *x, double mean,
+                               double rs, int64_t C) {
+    double k = -ds * rs * rs * rs / (double)C;
+    for (int64_t j = 0; j < C; j++) dx[j] = (store ? 0.0 : dx[j]) + k * (x[j] - mean);
+}
+
+void layernorm_scale_backward_f64(double *dx, bool store, const double *ds, const double *x,
+                                  const double *mean, const double *rs, int64_t rows,
+                                  int64_t C) {
+    KERNEL_FOR_STATIC(team_of(rows, C), r, rows,
+                      scale_back_row_f64(dx + r * C, store, ds[r], x + r * C, mean[r], rs[r],
+                                         C););
+}
+
+static void apply_row_f64(double *y, double *mean_out, const double *x, double s,
+                          const double *gain, const double *bias, int64_t C) {
+    double mean = row_mean_f64(x, C);
+    for (int64_t j = 0; j < C; j++) y[j] = (x[j] - mean) * s * gain[j] + bias[j];
+    if (mean_out) *mean_out = mean;
+}
+
+void layernorm_apply_forward_f64(double *y, double *mean, const double *x, const double *s,
+                                 const double *gain, const double *bias, int64_t rows,
+                                 int64_t C) {
+    KERNEL_FOR_STATIC(team_of(rows, C), r, rows,
+                      apply_row_f64(y + r * C, mean ? mean + r : NULL, x + r * C, s[r], gain,
+                                    bias, C););
+}
+
+static void apply_back_block_f64(double *dx, double *ds, unsigned store, double *part,
+                                 const double *dy, const double *x, const double *s,
+                                 const double *gain, const double *mean, int64_t lo,
+                                 int64_t hi, int64_t C) {
     if (part)
         for (int64_t c = 0; c < 2 * C; c++) part[c] = 0;
     for (int64_t r = lo; r < hi; r++) {
         const double *xr = x + r * C, *dyr = dy + r * C;
-        double m = mean[r], rs = rstd[r], sum_g = 0, sum_gx = 0;
+        double m = mean[r], sr = s[r], sum_g = 0, sum_gd = 0;
         for (int64_t j = 0; j < C; j++) {
-            double xhat = (xr[j] - m) * rs, g = dyr[j] * gain[j];
+            double g = dyr[j] * gain[j];
             sum_g += g;
-            sum_gx += g * xhat;
+            sum_gd += g * (xr[j] - m);
             if (part) {
-                part[j] += dyr[j] * xhat;
+                part[j] += dyr[j] * ((xr[j] - m) * sr);
                 part[C + j] += dyr[j];
             }
         }
-        if (!dx) continue;
-        double mean_g = sum_g / (double)C, mean_gx = sum_gx / (double)C;
-        double *dxr = dx + r * C;
-        for (int64_t j = 0; j < C; j++) {
-            double xhat = (xr[j] - m) * rs, g = dyr[j] * gain[j];
-            dxr[j] = (store_dx ? 0.0 : dxr[j]) + rs * (g - mean_g - xhat * mean_gx);
+        if (dx) {
+            double mean_g = sum_g / (double)C;
+            double *dxr = dx + r * C;
+            for (int64_t j = 0; j < C; j++)
+                dxr[j] = (store & LAYERNORM_STORE_DX ? 0.0 : dxr[j]) +
+                         sr * (dyr[j] * gain[j] - mean_g);
         }
+        if (ds) ds[r] = (store & LAYERNORM_STORE_DS ? 0.0 : ds[r]) + sum_gd;
     }
 }
 
-void layernorm_backward_f64(double *dx, double *dgain, double *dbias, unsigned store,
-                            const double *dy, const double *x, const double *gain,
-                            const double *mean, const double *rstd, int64_t rows, int64_t C,
-                            double *scratch) {
+void layernorm_apply_backward_f64(double *dx, double *ds, double *dgain, double *dbias,
+                                  unsigned store, const double *dy, const double *x,
+                                  const double *s, const double *gain, const double *mean,
+                                  int64_t rows, int64_t C, double *scratch) {
     int64_t blocks = layernorm_blocks(rows);
     bool sums = dgain || dbias;
     KERNEL_FOR_STATIC(team_of(rows, C), b, blocks, {
         int64_t lo, hi;
         block_rows(rows, blocks, b, &lo, &hi);
-        block_backward_f64(dx, store & LAYERNORM_STORE_DX, sums ? scratch + b * 2 * C : NULL,
-                           dy, x, gain, mean, rstd, lo, hi, C);
+        apply_back_block_f64(dx, ds, store, sums ? scratch + b * 2 * C : NULL, dy, x, s, gain,
+                             mean, lo, hi, C);
     });
     for (int k = 0; k < 2; k++) { /* dgain, then dbias */
         double *d = k == 0 ? dgain : dbias;

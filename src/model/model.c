@@ -245,11 +245,17 @@ static qkv_tensor *attention_mask(qkv_ctx *step, const qkv_model_config *c, int 
 
 static const char *const site_names[QKV_SITES] = {
     "z", "q", "k", "v", "pattern", "resid_pre", "resid_post", "resid_mid", "mlp_pre", "mlp_post",
-    "mlp_out"};
+    "mlp_out", "ln_scale"};
 
-/* The sites without heads, (B, R, W): the stream's and the MLP's. */
+/* The sites without heads, (B, R, W): the stream's, the MLP's, the LayerNorms' scales. */
 static bool headless_site(qkv_site site) {
     return site == QKV_SITE_RESID_PRE || site == QKV_SITE_RESID_POST || site >= QKV_SITE_RESID_MID;
+}
+
+/* The sites of a model with an MLP only. */
+static bool mlp_site(qkv_site site) {
+    return site == QKV_SITE_RESID_MID || site == QKV_SITE_MLP_PRE || site == QKV_SITE_MLP_POST ||
+           site == QKV_SITE_MLP_OUT;
 }
 
 /* The sites whose columns an edit may pick: the pattern's keys, the MLP's neurons. */
@@ -257,14 +263,15 @@ static bool column_site(qkv_site site) {
     return site == QKV_SITE_PATTERN || site == QKV_SITE_MLP_PRE || site == QKV_SITE_MLP_POST;
 }
 
-/* Tensor y of `site` at layer l after the probe's edits of it: y * keep + put, where keep is
- * 1 and put 0 except at an edited entry (keep 0, put the new value), so an unedited entry is
- * y exactly and the gradient reaching y is dz * keep. y itself when no edit touches it.
- * A head's site is (B, H, R, W), the stream's and the MLP's (B, R, W) (one "head"): an edit
- * covers head `head`, row `position` (all: -1) and, for the pattern and the MLP's neurons,
- * column `key_position` (all: -1). */
+/* Tensor y of `site` at layer l (for ln_scale, of its LayerNorm `ln`; else ln is not read)
+ * after the probe's edits of it: y * keep + put, where keep is 1 and put 0 except at an
+ * edited entry (keep 0, put the new value), so an unedited entry is y exactly and the
+ * gradient reaching y is dz * keep. y itself when no edit touches it. A head's site is
+ * (B, H, R, W), the stream's, the MLP's and a scale (B, R, W) (one "head"): an edit covers
+ * head `head`, row `position` (all: -1) and, for the pattern and the MLP's neurons, column
+ * `key_position` (all: -1). */
 static qkv_tensor *edit_site(qkv_ctx *step, const qkv_probe *probe, qkv_site site, int l,
-                             qkv_tensor *y) {
+                             qkv_ln ln, qkv_tensor *y) {
     bool stream = headless_site(site);
     int64_t B = y->shape[0], G = stream ? 1 : y->shape[1];
     int64_t R = y->shape[y->ndim - 2], W = y->shape[y->ndim - 1];
@@ -272,6 +279,7 @@ static qkv_tensor *edit_site(qkv_ctx *step, const qkv_probe *probe, qkv_site sit
     for (int e = 0; e < probe->n_edits; e++) {
         const qkv_head_edit *ed = &probe->edits[e];
         if (ed->layer != l || ed->site != site || ed->kind == QKV_HEAD_KEEP) continue;
+        if (site == QKV_SITE_LN_SCALE && ed->ln != ln) continue;
         int g = stream ? 0 : ed->head;
         int col = column_site(site) ? ed->key_position : -1;
         QKV_CHECK(g >= 0 && g < G && ed->position >= -1 && ed->position < R && col >= -1 &&
@@ -312,39 +320,45 @@ static qkv_tensor *edit_site(qkv_ctx *step, const qkv_probe *probe, qkv_site sit
 static qkv_tensor *probe_attention(qkv_ctx *step, const qkv_probe *probe, int l, qkv_tensor *q,
                                    qkv_tensor *k, qkv_tensor *v, qkv_tensor *mask, int Dk,
                                    qkv_layer_trace *tr) {
-    tr->q = q = edit_site(step, probe, QKV_SITE_Q, l, q);
-    tr->k = k = edit_site(step, probe, QKV_SITE_K, l, k);
-    tr->v = v = edit_site(step, probe, QKV_SITE_V, l, v);
+    tr->q = q = edit_site(step, probe, QKV_SITE_Q, l, 0, q);
+    tr->k = k = edit_site(step, probe, QKV_SITE_K, l, 0, k);
+    tr->v = v = edit_site(step, probe, QKV_SITE_V, l, 0, v);
     tr->scores = qkv_matmul_ex(step, q, false, k, true); /* (B,H,Tq,T), no copy of Kᵀ */
     tr->scaled = qkv_scale(step, tr->scores, 1.0 / sqrt((double)Dk));
     tr->masked = mask ? qkv_mask(step, tr->scaled, mask) : tr->scaled;
-    tr->weights = edit_site(step, probe, QKV_SITE_PATTERN, l, qkv_softmax(step, tr->masked));
-    return tr->head_out = edit_site(step, probe, QKV_SITE_Z, l, qkv_matmul(step, tr->weights, v));
+    tr->weights = edit_site(step, probe, QKV_SITE_PATTERN, l, 0, qkv_softmax(step, tr->masked));
+    return tr->head_out =
+               edit_site(step, probe, QKV_SITE_Z, l, 0, qkv_matmul(step, tr->weights, v));
 }
 
 const char *qkv_norm_name(qkv_norm norm) {
     return norm == QKV_NORM_NONE ? "none" : norm == QKV_NORM_LAYERNORM ? "layernorm" : "?";
 }
 
-/* The LayerNorm of x (B, T, C) by gain and bias, or x itself in a model without one. */
+/* The LayerNorm of x (B, T, C) by gain and bias, or x itself in a model without one: its
+ * scale s (B, T, 1), then x's rows centred, times s, gain, plus bias. A probe edits s (the
+ * ln_scale site of layer l's LayerNorm `ln`) before it is applied, and keeps it. */
 static qkv_tensor *norm(qkv_ctx *step, const qkv_model *m, qkv_tensor *x, qkv_tensor *gain,
-                        qkv_tensor *bias) {
+                        qkv_tensor *bias, qkv_probe *probe, int l, qkv_ln ln) {
     if (m->cfg.norm != QKV_NORM_LAYERNORM) return x;
-    return qkv_layernorm(step, x, gain, bias, QKV_LAYERNORM_EPS);
+    qkv_tensor *s = qkv_layernorm_scale(step, x, QKV_LAYERNORM_EPS);
+    if (probe) probe->ln_scale[l][ln] = s = edit_site(step, probe, QKV_SITE_LN_SCALE, l, ln, s);
+    return qkv_layernorm_apply(step, x, s, gain, bias);
 }
 
 /* Layer l's MLP on the stream d (B, T, C), with its LayerNorm first: what it adds to the
  * stream, act(norm(d)·W_in + b_in)·W_out + b_out (B, T, C). A probe keeps its parts. */
 static qkv_tensor *mlp_block(qkv_ctx *step, const qkv_model *m, int l, qkv_tensor *d,
                              qkv_probe *probe) {
-    qkv_tensor *x = norm(step, m, d, m->ln_mlp_gain[l], m->ln_mlp_bias[l]);
+    qkv_tensor *x = norm(step, m, d, m->ln_mlp_gain[l], m->ln_mlp_bias[l], probe, l, QKV_LN_MLP);
     /* (B, T, N) */
     qkv_tensor *pre = qkv_add(step, qkv_matmul(step, x, m->mlp_w_in[l]), m->mlp_b_in[l]);
-    if (probe) probe->mlp_pre[l] = pre = edit_site(step, probe, QKV_SITE_MLP_PRE, l, pre);
+    if (probe) probe->mlp_pre[l] = pre = edit_site(step, probe, QKV_SITE_MLP_PRE, l, 0, pre);
     qkv_tensor *post = qkv_activation(step, pre, m->cfg.act);
-    if (probe) probe->mlp_post[l] = post = edit_site(step, probe, QKV_SITE_MLP_POST, l, post);
+    if (probe)
+        probe->mlp_post[l] = post = edit_site(step, probe, QKV_SITE_MLP_POST, l, 0, post);
     qkv_tensor *out = qkv_add(step, qkv_matmul(step, post, m->mlp_w_out[l]), m->mlp_b_out[l]);
-    if (probe) probe->mlp_out[l] = out = edit_site(step, probe, QKV_SITE_MLP_OUT, l, out);
+    if (probe) probe->mlp_out[l] = out = edit_site(step, probe, QKV_SITE_MLP_OUT, l, 0, out);
     return out;
 }
 
@@ -371,8 +385,9 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
         d = qkv_add(step, qkv_zeros(step, c->dtype, 3, (int64_t[]){B, Tq, c->d_model}),
                     m->dec_pos_emb);
     for (int l = 0; l < c->layers; l++) {
-        if (probe) probe->stream[l] = d = edit_site(step, probe, QKV_SITE_RESID_PRE, l, d);
-        qkv_tensor *a_in = norm(step, m, d, m->ln_attn_gain[l], m->ln_attn_bias[l]);
+        if (probe) probe->stream[l] = d = edit_site(step, probe, QKV_SITE_RESID_PRE, l, 0, d);
+        qkv_tensor *a_in =
+            norm(step, m, d, m->ln_attn_gain[l], m->ln_attn_bias[l], probe, l, QKV_LN_ATTN);
         qkv_tensor *kv_in = c->target_len ? x : a_in;
         qkv_tensor *q = qkv_matmul(step, a_in, m->w_q[l]);  /* (B,Tq,C): the heads side by side */
         qkv_tensor *k = qkv_matmul(step, kv_in, m->w_k[l]); /* (B,T,C) */
@@ -399,13 +414,14 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
         d = c->residual ? qkv_add(step, d, y) : y;
         if (c->mlp > 0) {
             if (probe)
-                probe->resid_mid[l] = d = edit_site(step, probe, QKV_SITE_RESID_MID, l, d);
+                probe->resid_mid[l] = d = edit_site(step, probe, QKV_SITE_RESID_MID, l, 0, d);
             d = qkv_add(step, d, mlp_block(step, m, l, d, probe));
         }
-        if (probe) probe->resid_post[l] = d = edit_site(step, probe, QKV_SITE_RESID_POST, l, d);
+        if (probe)
+            probe->resid_post[l] = d = edit_site(step, probe, QKV_SITE_RESID_POST, l, 0, d);
     }
     if (probe) probe->stream[c->layers] = d;
-    d = norm(step, m, d, m->ln_final_gain, m->ln_final_bias);
+    d = norm(step, m, d, m->ln_final_gain, m->ln_final_bias, probe, c->layers - 1, QKV_LN_FINAL);
     return qkv_add(step, qkv_matmul(step, d, m->head_w), m->head_b); /* (B,Tq,V) */
 }
 
@@ -448,6 +464,7 @@ qkv_tensor *qkv_probe_site(const qkv_probe *probe, qkv_site site, int layer) {
     case QKV_SITE_MLP_PRE: return probe->mlp_pre[layer];
     case QKV_SITE_MLP_POST: return probe->mlp_post[layer];
     case QKV_SITE_MLP_OUT: return probe->mlp_out[layer];
+    case QKV_SITE_LN_SCALE: return NULL; /* one a LayerNorm: probe->ln_scale */
     default: return probe->resid_post[layer];
     }
 }
@@ -457,12 +474,20 @@ qkv_tensor *qkv_model_forward_probe(qkv_model *m, qkv_ctx *step, const int32_t *
     QKV_CHECK(probe && probe->n_edits >= 0 && (probe->edits || !probe->n_edits),
               "model_forward_probe", "no probe, or %d edits without an array",
               probe ? probe->n_edits : 0);
-    for (int e = 0; e < probe->n_edits; e++)
-        QKV_CHECK(probe->edits[e].layer >= 0 && probe->edits[e].layer < m->cfg.layers &&
-                      probe->edits[e].site >= QKV_SITE_Z && probe->edits[e].site < QKV_SITES &&
-                      (m->cfg.mlp > 0 || probe->edits[e].site < QKV_SITE_RESID_MID),
-                  "model_forward_probe", "edit %d: layer %d of a model of %d layers, site %d "
-                  "(an MLP's needs an MLP)", e, probe->edits[e].layer, m->cfg.layers,
-                  (int)probe->edits[e].site);
+    const qkv_model_config *c = &m->cfg;
+    for (int e = 0; e < probe->n_edits; e++) {
+        const qkv_head_edit *ed = &probe->edits[e];
+        bool scale = ed->site == QKV_SITE_LN_SCALE;
+        /* a LayerNorm's scale: one the model has (the MLP's with an MLP, the final one on
+         * the last layer) */
+        bool ln_ok = !scale || (c->norm == QKV_NORM_LAYERNORM &&
+                                (ed->ln == QKV_LN_ATTN || (ed->ln == QKV_LN_MLP && c->mlp > 0) ||
+                                 (ed->ln == QKV_LN_FINAL && ed->layer == c->layers - 1)));
+        QKV_CHECK(ed->layer >= 0 && ed->layer < c->layers && ed->site >= QKV_SITE_Z &&
+                      ed->site < QKV_SITES && (c->mlp > 0 || !mlp_site(ed->site)) && ln_ok,
+                  "model_forward_probe", "edit %d: layer %d of a model of %d layers, site %d, "
+                  "LayerNorm %d (an MLP's needs an MLP, ln_scale LayerNorm)", e, ed->layer,
+                  c->layers, (int)ed->site, (int)ed->ln);
+    }
     return model_forward(m, step, tokens, lengths, batch, NULL, probe);
 }

@@ -277,10 +277,21 @@ static const char *check_circuits(const cJSON *j, const plot_source *src) {
     return n == 0 || n == want ? NULL : "composition does not score every pair of heads";
 }
 
+/* A row's LayerNorm (ln-scale's "ln": 0 "attn", 1 "mlp", 2 "final"), -1 if it names none,
+ * -2 if its "ln" is something else. */
+static int row_ln(const cJSON *e) {
+    static const char *const names[] = {"attn", "mlp", "final"};
+    const cJSON *ln = cJSON_GetObjectItemCaseSensitive(e, "ln");
+    if (!ln) return -1;
+    for (int i = 0; i < 3 && cJSON_IsString(ln); i++)
+        if (!strcmp(ln->valuestring, names[i])) return i;
+    return -2;
+}
+
 /* Whether entry e names a spot of the model (ablate's and patch's rows): a head of it, or for
- * the sites without heads (head null: the stream's, the MLP's) a layer; position null or in
- * 0..T-1, key_position null (or missing) or in 0..K-1, neuron null (or missing) or in
- * 0..QKV_MAX_MLP-1. */
+ * the sites without heads (head null: the stream's, the MLP's, the LayerNorms' scales) a
+ * layer; position null or in 0..T-1, key_position null (or missing) or in 0..K-1, neuron
+ * null (or missing) or in 0..QKV_MAX_MLP-1, ln missing or one of a layer's LayerNorms. */
 static bool model_spot(const cJSON *e, const plot_source *src, int64_t T, int64_t K) {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(e, "head");
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "position");
@@ -289,7 +300,8 @@ static bool model_spot(const cJSON *e, const plot_source *src, int64_t T, int64_
     bool head = cJSON_IsNull(h) ? whole_in(e, "layer", 1, src->layers) > 0 : model_head(e, src);
     return head && (!t || cJSON_IsNull(t) || whole_in(e, "position", 0, T - 1) >= 0) &&
            (!k || cJSON_IsNull(k) || whole_in(e, "key_position", 0, K - 1) >= 0) &&
-           (!u || cJSON_IsNull(u) || whole_in(e, "neuron", 0, QKV_MAX_MLP - 1) >= 0);
+           (!u || cJSON_IsNull(u) || whole_in(e, "neuron", 0, QKV_MAX_MLP - 1) >= 0) &&
+           row_ln(e) >= -1;
 }
 
 /* The most rows a layer of ablate or patch may have per position: a row per head, or per
@@ -653,17 +665,20 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
 
 /* ablate.json: the loss increase of each head removed, as a grid of layers by heads. */
 /* The rows of spots (ablate's "heads", patch's "results") as a matrix of value(row): one per
- * head (layer x head), or per MLP neuron (layer x neuron), when no row names a position; else
- * a row per head, "L.H" (a layer, "L", for the stream's sites; "L.N" for a neuron), by
- * position or by key position. NaN where no row is. */
+ * head (layer x head), or per MLP neuron (layer x neuron), or per LayerNorm (layer x attn,
+ * mlp, final), when no row names a position; else a row per head, "L.H" (a layer, "L", for
+ * the stream's sites; "L.N" for a neuron; "L.attn" for a LayerNorm), by position or by key
+ * position. NaN where no row is. */
 static qkv_status spot_matrix(const cJSON *rows, const plot_source *src, double base,
                               double (*value)(const cJSON *e, double base), matrix *m,
                               const char **xlabel, const char **ylabel) {
+    static const char *const ln_names[] = {"attn", "mlp", "final"};
     int64_t L = src->layers, T = 0, N = 0;
-    bool stream = false, keys = false, positions = false;
+    bool stream = false, keys = false, positions = false, lns = false;
     const cJSON *e;
     cJSON_ArrayForEach(e, rows) {
         stream |= cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "head"));
+        lns |= row_ln(e) >= 0;
         int64_t t = whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1);
         int64_t k = whole_in(e, "key_position", 0, QKV_MAX_SEQ_LEN - 1);
         int64_t u = whole_in(e, "neuron", 0, QKV_MAX_MLP - 1);
@@ -672,27 +687,42 @@ static qkv_status spot_matrix(const cJSON *rows, const plot_source *src, double 
         T = t + 1 > T ? t + 1 : T;
         N = u + 1 > N ? u + 1 : N;
     }
-    bool by_position = keys || positions, neurons = N > 0;
-    int64_t groups = neurons ? N : stream ? 1 : src->heads; /* rows per layer, or columns */
+    bool by_position = keys || positions, neurons = N > 0 && !lns;
+    /* rows per layer, or columns */
+    int64_t groups = lns ? 3 : neurons ? N : stream ? 1 : src->heads;
     if (!matrix_new(m, by_position ? (int)(L * groups) : (int)L,
                     by_position ? (int)T : (int)groups))
         return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     for (int i = 0; i < m->rows; i++)
         if (!by_position) snprintf(m->row_label[i], LABEL_LEN, "layer_%d", i + 1);
+        else if (lns) snprintf(m->row_label[i], LABEL_LEN, "%d.%s", (int)(i / groups + 1),
+                               ln_names[i % groups]);
         else if (stream && !neurons) snprintf(m->row_label[i], LABEL_LEN, "%d", i + 1);
         else snprintf(m->row_label[i], LABEL_LEN, "%d.%d", (int)(i / groups + 1),
                       (int)(i % groups + !neurons)); /* heads from 1, neurons from 0 */
     for (int c = 0; c < m->cols; c++)
-        snprintf(m->col_label[c], LABEL_LEN, "%d", by_position || neurons ? c : c + 1);
+        if (lns && !by_position) snprintf(m->col_label[c], LABEL_LEN, "%s", ln_names[c]);
+        else snprintf(m->col_label[c], LABEL_LEN, "%d", by_position || neurons ? c : c + 1);
     cJSON_ArrayForEach(e, rows) {
         int64_t l = LAYER(e) - 1;
-        int64_t g = neurons ? whole_in(e, "neuron", 0, QKV_MAX_MLP - 1) : stream ? 0 : HEAD(e) - 1;
+        int64_t g = lns       ? row_ln(e)
+                    : neurons ? whole_in(e, "neuron", 0, QKV_MAX_MLP - 1)
+                    : stream  ? 0
+                              : HEAD(e) - 1;
         int64_t t = keys ? whole_in(e, "key_position", 0, QKV_MAX_SEQ_LEN - 1) : POSITION(e);
         if ((by_position && t < 0) || g < 0) continue;
         m->v[by_position ? (l * groups + g) * T + t : l * groups + g] = value(e, base);
     }
-    *xlabel = keys ? "key position" : by_position ? "position" : neurons ? "neuron" : "head";
-    *ylabel = !by_position ? "layer" : neurons ? "layer.neuron" : stream ? "layer" : "layer.head";
+    *xlabel = keys          ? "key position"
+              : by_position ? "position"
+              : lns         ? "LayerNorm"
+              : neurons     ? "neuron"
+                            : "head";
+    *ylabel = !by_position ? "layer"
+              : lns        ? "layer.LayerNorm"
+              : neurons    ? "layer.neuron"
+              : stream     ? "layer"
+                           : "layer.head";
     return QKV_OK;
 }
 
