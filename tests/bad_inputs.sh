@@ -299,7 +299,7 @@ run_case() {
         if ! cmp -s "$O/before.txt" "$O/after.txt"; then
             fail "files were created or changed: $(diff "$O/before.txt" "$O/after.txt" | head -n 6 | tr '\n' ' ')"
         fi
-    done < <(cases)
+    done < <(cases | awk -F'\t' -v id="$want_id" '$1 == id')
     rm -rf "$W" "$O"
     [ "$found" = 1 ] || { echo "bad_inputs: no case '$want_id'"; return 1; }
     return $status
