@@ -109,8 +109,8 @@ const train_option train_option_table[] = {
              "adam 0.001)"},
     {"batch", "batch", OPTION_INT, AT(batch), 1, TRAIN_MAX_BATCH, .arg = "N", .deflt = "32",
      .saved = SAVED_ALWAYS, .word = "full", .word_value = 0,
-     .help = "sequences per step, or full: every training pair each step, in\n"
-             "order (modular only; default 32; modular full)"},
+     .help = "sequences per step (default 32; modular full: every training pair\n"
+             "each step, in order, which only modular has)"},
     {"steps", "steps", OPTION_INT, AT(steps), 1, TRAIN_MAX_STEPS, .arg = "N", .deflt = "3000",
      .saved = SAVED_ALWAYS, .with_resume = true,
      .help = "optimizer steps (default 3000; or the task's)"},
@@ -134,8 +134,8 @@ const train_option train_option_table[] = {
      .deflt = "steps/20", .saved = SAVED_ALWAYS,
      .help = "linear warm-up steps (default steps/20; modular 10)"},
     {"seed", "seed", OPTION_U64, AT(seed), .arg = "S", .deflt = "1", .saved = SAVED_ALWAYS,
-     .help = "seed of weights, data and held-out set (modular: of the weights;\n"
-             "--data-seed splits the pairs) (default 1)"},
+     .help = "seed of weights, data and held-out set (default 1; modular: of the\n"
+             "weights and drawn batches, --data-seed splits the pairs)"},
     {"threads", "threads", OPTION_INT, AT(threads), 1, QKV_MAX_THREADS, .arg = "N",
      .with_resume = true,
      .help = "OpenMP threads (default: $OMP_NUM_THREADS, else $SLURM_CPUS_PER_TASK,\n"
