@@ -504,8 +504,9 @@ QKV_API qkv_status qkv_task_modular(qkv_task *task, int modulus, qkv_modular_op 
 QKV_API void qkv_task_modular_split(const qkv_task *task, int32_t *order);
 /* Draws one sequence into the caller's arrays tokens[T] and targets[T] (targets[T/2] for
  * translate: task.target_len when it is not 0; -1 where a position
- * carries no target). Held-out sequences (a fixed eighth of all sequences, by hash) are drawn
- * only when `heldout` is true, and never otherwise, so training never sees them. */
+ * carries no target). Held-out sequences (a fixed eighth of all sequences, by hash; modular:
+ * the pairs its split holds out) are drawn only when `heldout` is true, and never otherwise,
+ * so training never sees them. */
 QKV_API void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, int32_t *tokens,
                              int32_t *targets);
 /* The targets of any input tokens[T] (not only one the task draws), as qkv_task_sample gives
