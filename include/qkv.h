@@ -119,6 +119,9 @@ QKV_API void qkv_set_field_names(const char *(*names)(const char *field));
 #define QKV_MAX_INIT_SCALE 100.0   /* init_scale: above 0 */
 #define QKV_MAX_THREADS 1024       /* threads a command may ask for */
 #define QKV_MAX_MLP 65536          /* an MLP's hidden units (mlp; 0: no MLP) */
+/* modular's modulus P: its P² pairs are all held in memory, and every held-out pair is
+ * evaluated, so at most about a million pairs (a vocabulary of P + 1 tokens) */
+#define QKV_MAX_MODULUS 1024
 /* The parameter table of a model (and of its optimizer): tok_emb, pos_emb, head.w, head.b,
  * dec_pos_emb, the final LayerNorm's gain and bias, and of each layer w_q, w_k, w_v, w_o, the
  * MLP's w_in, b_in, w_out, b_out and the two LayerNorms' gains and biases. */
@@ -455,9 +458,15 @@ typedef enum {
                          (causal); each output position predicts the next larger token */
     QKV_TASK_TRANSLATE, /* cross-attention: T source tokens, T/2 targets; target i is source
                            token 2i+1 through a fixed dictionary into a second vocabulary */
+    QKV_TASK_MODULAR, /* a b = with one target, (a op b) mod P, at `=`; every pair a, b below P:
+                         a fixed share trains, the rest is held out (qkv_task_modular) */
     QKV_TASK_DATA,    /* a user's examples from a file (qkv train --data); no ideal pattern */
     QKV_TASK_COUNT
 } qkv_task_kind;
+
+/* modular's operation: (a + b), (a - b) or (a · b) mod P */
+typedef enum { QKV_MODULAR_ADD, QKV_MODULAR_SUB, QKV_MODULAR_MUL, QKV_MODULAR_OPS } qkv_modular_op;
+#define QKV_MODULAR_SEQ_LEN 3 /* a b = */
 
 typedef struct {
     qkv_task_kind kind;
@@ -469,20 +478,45 @@ typedef struct {
     int n_outputs;        /* data: the distinct output tokens (for the chance level) */
     int target_len;       /* 0: one target per position; translate: T/2 targets, and the model
                              is an encoder-decoder (qkv_model_config.target_len) */
+    /* modular: tokens 0..modulus-1 are the numbers, token `modulus` is `=` (vocab = modulus + 1);
+     * n_train = floor(train_frac · modulus²) pairs train, split by data_seed */
+    int modulus, n_train;
+    qkv_modular_op op;
+    double train_frac;
+    uint64_t data_seed;
 } qkv_task;
 
-/* Names are "copy", "reverse", "shift", "lookup", "max" (static; "?" if unknown). */
+/* Names are "copy", "reverse", "shift", "lookup", "max", ..., "modular" (static; "?" if
+ * unknown). */
 QKV_API const char *qkv_task_name(qkv_task_kind kind);
+/* modular's operations by name: "add", "sub", "mul" (static; "?" if unknown). */
+QKV_API const char *qkv_modular_op_name(qkv_modular_op op);
 /* The default vocabulary of a task at a given length (0 if the length is invalid). */
 QKV_API int qkv_task_default_vocab(qkv_task_kind kind, int seq_len);
 /* Fills *task from a name, a length and a vocabulary (0 for the default), after checking
  * them: QKV_ERR_VALUE with a message naming the problem (an unknown name, a length outside
  * QKV_MIN_TASK_SEQ_LEN..QKV_MAX_TASK_SEQ_LEN or too long for lookup, a vocabulary allowing fewer than 4096 sequences). */
 QKV_API qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int vocab);
+/* Fills *task as the modular task: inputs `a b =` for every pair a, b in 0..modulus-1, target
+ * (a op b) mod modulus at `=`; floor(train_frac · modulus²) pairs train and the others are
+ * held out, chosen by data_seed (qkv_task_modular_split). QKV_ERR_VALUE naming the problem: a
+ * modulus outside 2..QKV_MAX_MODULUS, an unknown op, train_frac outside (0, 1) or leaving no
+ * training or no held-out pair. qkv_task_init("modular", 3, vocab) is this with modulus
+ * vocab - 1 (vocab 0: 113), add, 0.3 and data seed 0. */
+QKV_API qkv_status qkv_task_modular(qkv_task *task, int modulus, qkv_modular_op op,
+                                    double train_frac, uint64_t data_seed);
+/* modular's split: order[modulus²] receives the pairs' indices a·modulus + b shuffled by the
+ * data seed, the training pairs first: order[0 .. n_train-1] train, the rest are held out.
+ * The shuffle (docs/training.md): order[k] = k, then for i = 0 .. n_train-1, j = i +
+ * below(N - i) and order[i], order[j] swapped, below() drawn from qkv_rng_seed(data_seed ^
+ * QKV_MODULAR_SPLIT_XOR). */
+#define QKV_MODULAR_SPLIT_XOR 0x6d6f64756c617200ull /* "modular\0" */
+QKV_API void qkv_task_modular_split(const qkv_task *task, int32_t *order);
 /* Draws one sequence into the caller's arrays tokens[T] and targets[T] (targets[T/2] for
  * translate: task.target_len when it is not 0; -1 where a position
- * carries no target). Held-out sequences (a fixed eighth of all sequences, by hash) are drawn
- * only when `heldout` is true, and never otherwise, so training never sees them. */
+ * carries no target). Held-out sequences (a fixed eighth of all sequences, by hash; modular:
+ * the pairs its split holds out) are drawn only when `heldout` is true, and never otherwise,
+ * so training never sees them. */
 QKV_API void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, int32_t *tokens,
                              int32_t *targets);
 /* The targets of any input tokens[T] (not only one the task draws), as qkv_task_sample gives
@@ -494,6 +528,9 @@ QKV_API void qkv_task_sample(const qkv_task *task, qkv_rng *rng, bool heldout, i
  * query of a key no pair holds; recall and lookup: a query of a key two pairs give different
  * values. targets is then not written. */
 QKV_API qkv_status qkv_task_targets(const qkv_task *task, const int32_t *tokens, int32_t *targets);
+/* Whether tokens[T] is held out: a hash of the tokens (1 in 8) for the generated tasks;
+ * modular: the pair's place in qkv_task_modular_split (O(n_train) draws, no memory), and an
+ * input that is no pair (`a b =`) is not. */
 QKV_API bool qkv_task_is_heldout(const qkv_task *task, const int32_t *tokens); /* tokens[T] */
 /* ideal[i*T + j] = 1 where query i ideally attends to key j, else 0 (rows without a target
  * are all 0); `ideal` is the caller's array of T*T bytes. */
@@ -519,6 +556,15 @@ typedef struct {
     bool residual;
     int64_t steps;
     double lr[3]; /* the peak learning rate by optimizer: lr[QKV_SGD], [QKV_MOMENTUM], [QKV_ADAM] */
+    /* modular's training, as Nanda et al. (2023) trained it; the other tasks take the first
+     * values: */
+    int mlp;             /* 0 (modular 512) */
+    int batch;           /* 32 (modular 0: the full batch, every training pair each step) */
+    double weight_decay; /* 0 (modular 1) */
+    double clip;         /* 1 (modular 0: off) */
+    double beta2;        /* Adam's: 0.999 (modular 0.98) */
+    bool cosine;         /* the schedule: cosine (modular constant) */
+    int64_t warmup;      /* -1: steps/20 (modular 10) */
 } qkv_task_defaults;
 /* The defaults of a task by name ("copy" ... "translate", or "data" for a run on a data
  * file); an unknown name gets copy's. */

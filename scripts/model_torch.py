@@ -337,6 +337,8 @@ def draw_tokens(task, T, V, rng):
         return x + [n_keys * n_values + rng.below(n_keys)]
     if task in ("copy", "reverse", "shift", "max"):
         return [rng.below(V) for _ in range(T)]
+    if task == "modular":
+        die("modular's pairs are not drawn: they come from its split (modular_sets)")
     die("task %r: the tokens of a data file's model cannot be drawn from the seed" % task)
 
 
@@ -346,6 +348,38 @@ def translate_dict(n):
         j = rng.below(i + 1)
         d[i], d[j] = d[j], d[i]
     return d
+
+
+# ---- modular arithmetic (docs/training.md, "Modular arithmetic") ----
+MODULAR_SPLIT_XOR = 0x6D6F64756C617200  # "modular\0"
+
+
+class Modular:
+    """The task's pairs from the metadata: P = vocab - 1, op, train_frac, data_seed; the split
+    (a partial Fisher-Yates shuffle of the indices a*P + b) and both sets in index order."""
+
+    def __init__(self, meta):
+        self.P = int(meta["vocab"]) - 1
+        self.op = meta["op"]
+        N = self.P * self.P
+        self.n_train = int(math.floor(float(meta["train_frac"]) * N))
+        order = list(range(N))
+        rng = Rng(int(meta["data_seed"]) ^ MODULAR_SPLIT_XOR)
+        for i in range(self.n_train):
+            j = i + rng.below(N - i)
+            order[i], order[j] = order[j], order[i]
+        trains = set(order[:self.n_train])
+        self.train = [[k // self.P, k % self.P, self.P] for k in range(N) if k in trains]
+        self.held = set(k for k in range(N) if k not in trains)
+
+    def target(self, a, b):
+        return {"add": a + b, "sub": a - b, "mul": a * b}[self.op] % self.P
+
+    def is_heldout(self, s):
+        return s[2] == self.P and s[0] < self.P and s[1] < self.P and s[0] * self.P + s[1] in self.held
+
+
+MODULAR = {}  # the task of the model being checked: its Modular, by the metadata's values
 
 
 def task_targets(task, V, s):
@@ -382,6 +416,10 @@ def task_targets(task, V, s):
     if task == "translate":
         d = translate_dict(V // 2)
         return [V // 2 + d[s[2 * i + 1]] if s[2 * i + 1] < V // 2 else -2 for i in range(T // 2)]
+    if task == "modular":
+        m = MODULAR["task"]
+        ok = s[2] == m.P and s[0] < m.P and s[1] < m.P
+        return [-1, -1, m.target(s[0], s[1]) if ok else -2]
     die("unknown task %r" % task)
 
 
@@ -402,8 +440,13 @@ def is_heldout(seq):
     return h % 8 == 0
 
 
-def training_batch(task, T, V, rng, batch):
-    """One training batch: each sequence drawn again while it is held out (docs/model.md)."""
+def training_batch(task, T, V, rng, batch, full=False):
+    """One training batch: each sequence drawn again while it is held out (docs/model.md);
+    modular: every training pair in order (full), or training pair below(n_train) each."""
+    if task == "modular":
+        m = MODULAR["task"]
+        xs = list(m.train) if full else [m.train[rng.below(m.n_train)] for _ in range(batch)]
+        return xs, [task_targets(task, V, x) for x in xs]
     xs = []
     for _ in range(batch):
         while True:
@@ -442,7 +485,8 @@ def compare(model, grads_path, dtype, out):
     elif model.task != "data" and expected_targets(model.task, model.V, tokens) != targets.tolist():
         failures.append("the targets do not follow from the tokens by the %s rule" % model.task)
     # a data file's examples are held out by their line's bytes, which the batch does not hold
-    held = sum(is_heldout(s) for s in tokens.tolist()) if model.task != "data" else 0
+    heldout = MODULAR["task"].is_heldout if model.task == "modular" else is_heldout
+    held = sum(heldout(s) for s in tokens.tolist()) if model.task != "data" else 0
     if held:
         failures.append("%d training sequence(s) fall in the held-out split" % held)
 
@@ -584,6 +628,9 @@ def replay(model, meta, run_dir, dtype):
         steps, batch, clip = int(meta["step"]), int(meta["batch"]), float(meta["clip"])
         wd, optim = float(meta["weight_decay"]), meta["optim"]
         data_rng = meta["data_rng"]
+        # absent at their defaults: Adam's betas, the drawn batch
+        b1, b2 = float(meta.get("beta1", "0.9")), float(meta.get("beta2", "0.999"))
+        full = meta.get("full_batch", "false") == "true"
     except (KeyError, ValueError) as e:
         die("%s: metadata: %s" % (run_dir, e))
     if not rows:
@@ -596,7 +643,7 @@ def replay(model, meta, run_dir, dtype):
     T = model.T
     losses = {}
     for step in range(1, steps + 1):
-        xs, ys = training_batch(model.task, T, model.V, rng, batch)
+        xs, ys = training_batch(model.task, T, model.V, rng, batch, full)
         tokens, targets = torch.tensor(xs), torch.tensor(ys)
         for t in p.values():
             t.grad = None
@@ -607,7 +654,7 @@ def replay(model, meta, run_dir, dtype):
             norm = math.sqrt(sum(float((t.grad.double() ** 2).sum()) for t in p.values()))
             gs = clip / norm if clip > 0 and norm > clip else 1.0
             lr = schedule_lr(meta, step)
-            b1, b2, eps = 0.9, 0.999, 1e-8
+            eps = 1e-8
             bias1, bias2 = 1 - b1 ** step, 1 - b2 ** step
             for n, w in p.items():
                 g = w.grad * gs
@@ -666,6 +713,11 @@ def check_one(path, grads, args, dtype):
         path = os.path.join(path, "model.safetensors")
     tensors, meta = load_safetensors(path)
     model = Model(tensors, meta, path)
+    if model.task == "modular":
+        try:
+            MODULAR["task"] = Modular(meta)
+        except (KeyError, ValueError) as e:
+            die("%s: metadata: %s" % (path, e))
     summary = "%s: %s" % (path, model.describe())
     if args.train:
         if dtype != torch.float64 or model.params["tok_emb"].dtype != torch.float64:

@@ -201,6 +201,21 @@ small64=(--task lookup --d-model 32 --heads 2 --batch 16 --steps 6 --eval-every 
 run 0 "f64, threads 1" -- train "${small64[@]}" --threads 1 --out t64a
 run 0 "f64, threads 2" -- train "${small64[@]}" --threads 2 --out t64b
 check "f64 model.safetensors identical with 1 and 2 threads" cmp -s t64a/model.safetensors t64b/model.safetensors
+# modular's full batch (every training pair, in two shards whatever the threads), repeated
+# from its summary.json (batch "full", the split's options), and continued by --resume
+mod=(--task modular --modulus 17 --d-model 32 --mlp 64 --steps 8 --eval-every 2 --quiet)
+run 0 "modular, threads 1" -- train "${mod[@]}" --threads 1 --out m1
+run 0 "modular, threads 2" -- train "${mod[@]}" --threads 2 --out m2
+check "modular model.safetensors identical with 1 and 2 threads" cmp -s m1/model.safetensors m2/model.safetensors
+check "modular metrics.csv identical with 1 and 2 threads" cmp -s m1/metrics.csv m2/metrics.csv
+check "modular summary.json records the full batch and the split" \
+    grep -q '"modulus":17,"op":"add","train_frac":0.3,"data_seed":0,.*"batch":"full"' \
+    <(tr -d ' \t\n' <m1/summary.json)
+run 0 "modular repeated from summary.json" -- train --config m1/summary.json --out m3 --quiet
+check "modular --config summary.json gives the same model" cmp -s m1/model.safetensors m3/model.safetensors
+run 0 "modular, 4 steps" -- train "${mod[@]}" --steps 4 --out m4
+run 0 "modular resumed to 8" -- train --resume m4 --steps 8 --eval-every 2 --quiet
+check "modular resumed model == straight" cmp -s m1/model.safetensors m4/model.safetensors
 run 0 "same seed again" -- train --task copy --steps 300 --d-model 32 --out run1b --quiet
 check "same seed, same model.safetensors" cmp -s run1/model.safetensors run1b/model.safetensors
 check "same seed, same metrics.csv" cmp -s run1/metrics.csv run1b/metrics.csv

@@ -2,7 +2,7 @@
 # commands_test.sh QKV - every command's working path once, on one model small enough to run
 # under valgrind in seconds: train (with its plots and snapshots), eval, inspect, plot, circuits,
 # ablate, patch (exact and attribution), attribute, lens, grads, both studies, bench, and a sweep of
-# two runs and its table. Each must exit 0 and write what it says it writes. Every command of
+# two runs and its table; and the commands that read a model on a modular one. Each must exit 0 and write what it says it writes. Every command of
 # `qkv --help` but gradcheck (every op's finite differences: minutes under valgrind;
 # test_gradcheck runs its code in every other stage) and selftest (every kernel's cases and 20
 # training steps on two paths, a minute under valgrind; selftest_test runs it in every other
@@ -81,6 +81,21 @@ run bench bench --config tiny --repeat 1 --seconds 0.01 --threads 1 --json &&
 run sweep sweep --grid 'lr=0.01,0.02' --out grid -- --task copy --seq-len 4 --vocab 8 \
     --d-model 4 --steps 2 --quiet && has grid/sweep.json grid/lr=0.02/model.safetensors
 run collect sweep --collect grid && says collect "lr"
+
+# modular arithmetic (one target at =, a split of the pairs, the full batch, an MLP): the
+# commands that read a model, once each on a tiny one
+run modular_train train --task modular --modulus 5 --d-model 8 --heads 2 --mlp 8 --steps 4 \
+    --eval-every 2 --quiet --out mod && has mod/model.safetensors
+run modular_eval eval --model mod --json && says modular_eval '"heldout_targets":18'
+run modular_inspect inspect --model mod --input "1 2 =" && says modular_inspect "="
+run modular_circuits circuits --model mod --json && says modular_circuits '"="'
+run modular_ablate ablate mod --json && says modular_ablate '"examples":18'
+run modular_patch patch mod --clean "1 2 =" --corrupt "3 2 =" --answer 3 --wrong 0 --json &&
+    says modular_patch '"method"'
+run modular_attribute attribute mod --input "1 2 =" --json && says modular_attribute '"parts"'
+run modular_lens lens mod --input "1 2 =" --json && says modular_lens '"layers"'
+run modular_grads grads --model mod --out mod_grads.safetensors && has mod_grads.safetensors
+run modular_resume train --resume mod --steps 6 --quiet
 
 # every command qkv lists ran above (the first word after "run NAME")
 listed=$($QKV --help | sed -n 's/^  \([a-z]\{2,\}\)  .*/\1/p')

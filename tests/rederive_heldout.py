@@ -5,7 +5,8 @@ Given a directory written by `qkv train --out DIR` and the JSON that `qkv eval -
 --json` printed, this script rebuilds everything from the model file and the documentation,
 reading no qkv source: the generator (splitmix64 seeding, xoshiro256**, the unbiased draw
 below n), the held-out set (the seed XOR its constant, each sequence drawn and redrawn until
-it falls in the held-out split, lookup's order of draws), the forward pass in float64 numpy
+it falls in the held-out split, lookup's order of draws; modular's split of its pairs by a
+partial Fisher-Yates shuffle from the data seed), the forward pass in float64 numpy
 from the file's weights, and the held-out loss, accuracy and attention mass. It also checks
 that the attention maps show held-out sequence 0, and each head's attention entropy (and the
 induction task's in-context score) in the last row of metrics.csv.
@@ -185,9 +186,43 @@ def targets_and_ideal(task, T, V, x, layer=0, layers=1):
             if x[j] // n_values == key:
                 y[T - 1] = x[j] % n_values
                 ideal[T - 1, j] = 1
+    elif task == "modular":  # one target, at =, which reads both numbers
+        y = [-1, -1, modular_target(MODULAR_OP, V - 1, x[0], x[1])]
+        ideal[2, 0] = ideal[2, 1] = 1
     else:
         die("unknown task %r" % task)
     return y, ideal
+
+
+MODULAR_OP = "add"  # modular's op: the model's (main sets it from the metadata)
+
+
+# ---- modular arithmetic (docs/training.md, "Modular arithmetic") ----
+MODULAR_SPLIT_XOR = 0x6D6F64756C617200  # "modular\0"
+
+
+def modular_split(P, n_train, data_seed):
+    """The pair indices a*P + b shuffled: for i in 0 .. n_train-1, j = i + below(P*P - i) and
+    order[i], order[j] swapped; the first n_train train."""
+    N = P * P
+    order = list(range(N))
+    rng = Rng(data_seed ^ MODULAR_SPLIT_XOR)
+    for i in range(n_train):
+        j = i + rng.below(N - i)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+def modular_target(op, P, a, b):
+    return {"add": a + b, "sub": a - b, "mul": a * b}[op] % P
+
+
+def modular_heldout(meta):
+    """Every held-out pair a b = in the order of a*P + b (tokens 0..P-1, = is P)."""
+    P = int(meta["vocab"]) - 1
+    n_train = int(math.floor(float(meta["train_frac"]) * P * P))
+    train = set(modular_split(P, n_train, int(meta["data_seed"]))[:n_train])
+    return [[k // P, k % P, P] for k in range(P * P) if k not in train]
 
 
 def heldout_set(task, T, V, seed):
@@ -302,6 +337,16 @@ def forward(p, meta, tokens, lengths=None):
         attn.append(a)
         y = (a @ v).transpose(0, 2, 1, 3).reshape(B, Tq, C) @ w["attn.%d.w_o" % l]
         d = d + y if meta["residual"] == "true" else y
+        if int(meta.get("mlp", "0")):  # the block's MLP: d + act(d W_in + b_in) W_out + b_out
+            h = d @ w["mlp.%d.w_in" % l] + w["mlp.%d.b_in" % l]
+            act = meta.get("act", "relu")
+            if act == "relu":
+                h = np.maximum(h, 0)
+            elif act == "gelu":
+                h = h * 0.5 * (1 + np.vectorize(math.erf)(h / math.sqrt(2)))
+            else:
+                h = 0.5 * h * (1 + np.tanh(math.sqrt(2 / math.pi) * (h + 0.044715 * h ** 3)))
+            d = d + h @ w["mlp.%d.w_out" % l] + w["mlp.%d.b_out" % l]
     return d @ w["head.w"] + w["head.b"], attn
 
 
@@ -319,6 +364,8 @@ def label(task, T, V, t):
         return "k%d" % t if t < V // 2 else "v%d" % (t - V // 2)
     if task == "sort" and t == V - 1:
         return "|"
+    if task == "modular" and t == V - 1:
+        return "="
     if task == "translate":
         return "s%d" % t if t < V // 2 else "w%d" % (t - V // 2)
     if task != "lookup":
@@ -343,7 +390,14 @@ def main():
     task, T, V, seed = meta["task"], int(meta["seq_len"]), int(meta["vocab"]), int(meta["seed"])
     if task == "data":
         return main_data(d, p, meta, got)
-    seqs = heldout_set(task, T, V, seed)
+    if meta.get("norm", "none") != "none":
+        die("the re-derivation has no LayerNorm")
+    if task == "modular":
+        global MODULAR_OP
+        MODULAR_OP = meta["op"]
+        seqs = modular_heldout(meta)
+    else:
+        seqs = heldout_set(task, T, V, seed)
     tokens = np.array(seqs, dtype=np.int64)
     logits, attn = forward(p, meta, tokens)
     correct = counted = 0

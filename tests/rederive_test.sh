@@ -19,7 +19,8 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # every task's draw (lookup's shuffle, values and query; induction's segment, recall's pairs,
 # sort's distinct tokens, translate's dictionary), several heads and layers, the causal mask,
-# an encoder-decoder, a seed other than 1, and an f64 model
+# an encoder-decoder, a seed other than 1, and an f64 model; modular's split of its pairs (its
+# ops, a data seed, a train share; the full batch and a drawn one) with an MLP
 i=0
 for opts in "--task lookup --steps 150 --seed 7" \
             "--task copy --heads 2 --causal --steps 100 --dtype f64" \
@@ -29,7 +30,9 @@ for opts in "--task lookup --steps 150 --seed 7" \
             "--task induction --d-model 32 --steps 80" \
             "--task recall --d-model 32 --steps 60" \
             "--task sort --seq-len 9 --d-model 32 --steps 60" \
-            "--task translate --d-model 32 --heads 2 --steps 60"; do
+            "--task translate --d-model 32 --heads 2 --steps 60" \
+            "--task modular --modulus 17 --op sub --train-frac 0.4 --data-seed 5 --mlp 32 --steps 60" \
+            "--task modular --modulus 11 --op mul --d-model 32 --mlp 16 --act gelu --batch 16 --steps 40"; do
     i=$((i + 1))
     # shellcheck disable=SC2086
     if ! "$QKV" train $opts --out "$W/m$i" --quiet; then fail "qkv train $opts"; continue; fi

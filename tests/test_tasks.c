@@ -552,6 +552,66 @@ START_TEST(test_lookup_query_of_no_key) {
 }
 END_TEST
 
+/* modular: the split holds floor(F·P²) training pairs, a permutation's first; each pair's
+ * qkv_task_is_heldout agrees with it; the data seed moves it and the op does not; the targets,
+ * the ideal row, the labels; qkv_task_init("modular") is the defaults; bad values refused. */
+START_TEST(test_modular) {
+    enum { P = 13, N = P * P };
+    qkv_task task, other;
+    ck_assert_int_eq(qkv_task_modular(&task, P, QKV_MODULAR_SUB, 0.3, 7), QKV_OK);
+    ck_assert_int_eq(task.n_train, (int)floor(0.3 * N));
+    ck_assert_int_eq(task.vocab, P + 1);
+    ck_assert_int_eq(task.seq_len, 3);
+    int32_t order[N], again[N];
+    qkv_task_modular_split(&task, order);
+    uint8_t seen[N] = {0}, trains[N] = {0};
+    for (int i = 0; i < N; i++) seen[order[i]]++, trains[order[i]] = i < task.n_train;
+    for (int k = 0; k < N; k++) ck_assert_int_eq(seen[k], 1); /* a permutation */
+    for (int k = 0; k < N; k++) {
+        int32_t x[3] = {k / P, k % P, P}, y[3];
+        ck_assert(qkv_task_is_heldout(&task, x) == !trains[k]);
+        ck_assert_int_eq(qkv_task_targets(&task, x, y), QKV_OK);
+        ck_assert(y[0] == -1 && y[1] == -1 && y[2] == ((k / P - k % P) % P + P) % P);
+    }
+    /* another op, the same split; another data seed, another */
+    ck_assert_int_eq(qkv_task_modular(&other, P, QKV_MODULAR_MUL, 0.3, 7), QKV_OK);
+    qkv_task_modular_split(&other, again);
+    ck_assert_int_eq(memcmp(order, again, sizeof order), 0);
+    ck_assert_int_eq(qkv_task_modular(&other, P, QKV_MODULAR_SUB, 0.3, 8), QKV_OK);
+    qkv_task_modular_split(&other, again);
+    ck_assert_int_ne(memcmp(order, again, sizeof order), 0);
+    /* mul, with a·b past int32 for the largest modulus */
+    ck_assert_int_eq(qkv_task_modular(&other, QKV_MAX_MODULUS, QKV_MODULAR_MUL, 0.5, 0), QKV_OK);
+    int32_t big[3] = {QKV_MAX_MODULUS - 1, QKV_MAX_MODULUS - 2, QKV_MAX_MODULUS}, y[3];
+    ck_assert_int_eq(qkv_task_targets(&other, big, y), QKV_OK);
+    ck_assert_int_eq(y[2], (int32_t)(((int64_t)big[0] * big[1]) % QKV_MAX_MODULUS));
+    /* = at the end only; the ideal row; the labels */
+    int32_t bad[3] = {P, 1, P};
+    ck_assert_int_eq(qkv_task_targets(&task, bad, y), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "a b ="));
+    uint8_t ideal[9];
+    int32_t x[3] = {2, 5, P};
+    qkv_task_ideal(&task, x, ideal);
+    for (int i = 0; i < 9; i++) ck_assert_int_eq(ideal[i], i == 6 || i == 7);
+    char label[16];
+    qkv_task_token_label(&task, P, label, sizeof label);
+    ck_assert_str_eq(label, "=");
+    ck_assert_double_eq(qkv_task_chance(&task), 1.0 / P);
+    /* the defaults, and what is refused */
+    ck_assert_int_eq(qkv_task_init(&other, "modular", 3, 0), QKV_OK);
+    ck_assert(other.modulus == 113 && other.op == QKV_MODULAR_ADD && other.train_frac == 0.3 &&
+              other.data_seed == 0 && other.n_train == 3830);
+    ck_assert_int_eq(qkv_task_init(&other, "modular", 4, 0), QKV_ERR_VALUE);
+    ck_assert_int_eq(qkv_task_modular(&other, 1, QKV_MODULAR_ADD, 0.3, 0), QKV_ERR_VALUE);
+    ck_assert_int_eq(qkv_task_modular(&other, QKV_MAX_MODULUS + 1, QKV_MODULAR_ADD, 0.3, 0),
+                     QKV_ERR_VALUE);
+    ck_assert_int_eq(qkv_task_modular(&other, P, QKV_MODULAR_OPS, 0.3, 0), QKV_ERR_VALUE);
+    ck_assert_int_eq(qkv_task_modular(&other, P, QKV_MODULAR_ADD, 1, 0), QKV_ERR_VALUE);
+    ck_assert_int_eq(qkv_task_modular(&other, 2, QKV_MODULAR_ADD, 0.2, 0), QKV_ERR_VALUE);
+    ck_assert_ptr_nonnull(strstr(qkv_last_error(), "no training pair"));
+}
+END_TEST
+
 static Suite *tasks_suite(void) {
     Suite *s = suite_create("tasks");
     TCase *tc = tcase_create("tasks");
@@ -564,6 +624,7 @@ static Suite *tasks_suite(void) {
     tcase_add_test(tc, test_new_task_init_rejects);
     tcase_add_loop_test(tc, test_targets_of_any_input, 0, N_TASKS);
     tcase_add_test(tc, test_lookup_query_of_no_key);
+    tcase_add_test(tc, test_modular);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -74,6 +74,8 @@ typedef struct {
     const char *const *choices;                /* CLI_CHOICE: the values, NULL-ended */
     bool (*parse)(const char *text, void *dest); /* CLI_CUSTOM */
     int value;          /* CLI_SET */
+    const char *word;   /* CLI_INT: a word it takes besides numbers, storing word_value */
+    long word_value;
     bool given;         /* set by cli_parse_options: the option was on the command line */
 } cli_option;
 

@@ -70,7 +70,8 @@ static cli_command train_table(train_options *o, cli_option *rows) {
         rows[n++] = (cli_option){.name = r->flag, .kind = kind_of[r->type],
                                  .dest = r->flag ? train_option_value(o, r) : NULL,
                                  .lo = r->lo, .hi = r->hi, .lo_open = r->lo_open, .arg = r->arg,
-                                 .help = r->help, .choices = r->choices, .value = r->set_value};
+                                 .help = r->help, .choices = r->choices, .value = r->set_value,
+                                 .word = r->word, .word_value = r->word_value};
     rows[n++] = (cli_option)CLI_NO_SELFTEST_ROW;
     rows[n++] = (cli_option){"help", CLI_HELP, .help = "show this help"};
     rows[n] = (cli_option){0};
@@ -135,6 +136,14 @@ static int train_parse(int argc, char **argv, train_args *a) {
         cli_error("train: --heldout FILE names held-out examples of a --data FILE");
         return EXIT_USAGE;
     }
+    /* modular's options, with another task */
+    static const char *const modular_only[] = {"modulus", "op", "train-frac", "data-seed"};
+    for (size_t i = 0; i < sizeof modular_only / sizeof *modular_only; i++)
+        if (cli_option_given(&cmd, modular_only[i]) && (o->data || strcmp(o->task, "modular"))) {
+            cli_error("train: --%s is an option of --task modular, not of %s", modular_only[i],
+                      o->data ? "--data" : o->task);
+            return EXIT_USAGE;
+        }
     /* absolute paths: the model file names them, for eval and --resume from anywhere */
     char *abs[2] = {NULL, NULL};
     const char **paths[2] = {&o->data, &o->heldout};

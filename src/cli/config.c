@@ -147,11 +147,11 @@ static int option_args(arg_list *l, const char *path, const cJSON *item,
         ok = push(l, flag) && push(l, item->valuestring);
         break;
     default:
-        if (cJSON_IsNumber(item) && !strcmp(name, "seed") &&
+        if (cJSON_IsNumber(item) && row && row->type == OPTION_U64 &&
             fabs(item->valuedouble) >= 9007199254740992.0) {
             /* a JSON number past 2^53 is rounded as it is read: not the seed written */
-            cli_error("train: %s: 'seed' is 2^53 or more, which a JSON number cannot hold "
-                      "exactly; write it as a string (\"seed\": \"%.0f\")", path,
+            cli_error("train: %s: '%s' is 2^53 or more, which a JSON number cannot hold "
+                      "exactly; write it as a string (\"%s\": \"%.0f\")", path, key, key,
                       item->valuedouble);
             return EXIT_USAGE;
         } else if (cJSON_IsNumber(item)) {
@@ -174,10 +174,14 @@ static int option_args(arg_list *l, const char *path, const cJSON *item,
             }
             format_number(v, value, sizeof value);
             ok = push(l, flag) && push(l, value);
-        } else if (cJSON_IsString(item) && !strcmp(name, "seed")) {
+        } else if (cJSON_IsString(item) && row && row->word && !strcmp(item->valuestring, row->word)) {
+            ok = push(l, flag) && push(l, item->valuestring); /* "batch": "full" */
+        } else if (cJSON_IsString(item) && row && row->type == OPTION_U64) {
             ok = push(l, flag) && push(l, item->valuestring);
         } else {
-            cli_error("train: %s: '%s' must be a number", path, key);
+            cli_error("train: %s: '%s' must be a number%s%s%s", path, key,
+                      row && row->word ? " or \"" : "", row && row->word ? row->word : "",
+                      row && row->word ? "\"" : "");
             return EXIT_USAGE;
         }
     }

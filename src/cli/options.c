@@ -110,7 +110,12 @@ static void list_choices(const char *const *choices, char *out, size_t len) {
 /* Converts and stores one value; false after one line. */
 static bool store(const cli_option *o, const char *text) {
     switch (o->kind) {
-    case CLI_INT: return cli_parse_int(o->name, text, (long)o->lo, (long)o->hi, o->dest);
+    case CLI_INT:
+        if (o->word && !strcmp(text, o->word)) { /* --batch full */
+            *(long *)o->dest = o->word_value;
+            return true;
+        }
+        return cli_parse_int(o->name, text, (long)o->lo, (long)o->hi, o->dest);
     case CLI_U64: return cli_parse_u64(o->name, text, o->dest);
     case CLI_DOUBLE: return cli_parse_double(o->name, text, o->lo, o->hi, o->lo_open, o->dest);
     case CLI_STRING: *(const char **)o->dest = text; return true;

@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,16 +30,28 @@ static int32_t translate_word(int n, int32_t s) {
 }
 
 static const char *const task_names[QKV_TASK_COUNT] = {
-    "copy", "reverse", "shift", "lookup", "max", "induction", "recall", "sort", "translate", "data"};
+    "copy", "reverse", "shift", "lookup", "max", "induction", "recall", "sort", "translate",
+    "modular", "data"};
 
 const char *qkv_task_name(qkv_task_kind kind) {
     return kind >= 0 && kind < QKV_TASK_COUNT ? task_names[kind] : "?";
 }
 
+static const char *const modular_op_names[QKV_MODULAR_OPS] = {"add", "sub", "mul"};
+
+const char *qkv_modular_op_name(qkv_modular_op op) {
+    return op >= 0 && op < QKV_MODULAR_OPS ? modular_op_names[op] : "?";
+}
+
+#define MODULAR_MODULUS 113 /* modular's default modulus, train share and data seed */
+#define MODULAR_TRAIN_FRAC 0.3
+#define MODULAR_DATA_SEED 0
+
 int qkv_task_default_vocab(qkv_task_kind kind, int seq_len) {
     if (seq_len < QKV_MIN_TASK_SEQ_LEN) return 0;
     if (kind == QKV_TASK_LOOKUP) return (seq_len - 1) * (LOOKUP_VALUES + 1);
     if (kind == QKV_TASK_RECALL || kind == QKV_TASK_TRANSLATE) return 32;
+    if (kind == QKV_TASK_MODULAR) return MODULAR_MODULUS + 1;
     if (kind == QKV_TASK_INDUCTION || kind == QKV_TASK_SORT)
         return seq_len / 2 + 1 > 16 ? seq_len / 2 + 1 : 16;
     return 16;
@@ -59,10 +72,17 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
     while (k < QKV_TASK_COUNT && strcmp(name, task_names[k]) != 0) k++;
     if (k == QKV_TASK_COUNT)
         return qkv_fail(QKV_ERR_VALUE, "unknown task '%s' (copy, reverse, shift, lookup, max, "
-                        "induction, recall, sort, translate)", name);
+                        "induction, recall, sort, translate, modular)", name);
     task->kind = (qkv_task_kind)k;
     if (task->kind == QKV_TASK_DATA)
         return qkv_fail(QKV_ERR_VALUE, "a task of your own comes from a file: %s", field_name("data_path"));
+    if (task->kind == QKV_TASK_MODULAR) {
+        if (seq_len != QKV_MODULAR_SEQ_LEN)
+            return qkv_fail(QKV_ERR_VALUE, "%s %d does not fit modular: its input is a b = "
+                            "(%d tokens)", len_name, seq_len, QKV_MODULAR_SEQ_LEN);
+        return qkv_task_modular(task, vocab > 0 ? vocab - 1 : MODULAR_MODULUS, QKV_MODULAR_ADD,
+                                MODULAR_TRAIN_FRAC, MODULAR_DATA_SEED);
+    }
     if (seq_len < QKV_MIN_TASK_SEQ_LEN || seq_len > QKV_MAX_TASK_SEQ_LEN)
         return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range for %s (%d..%d)", len_name, seq_len,
                         name, QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN);
@@ -150,6 +170,78 @@ qkv_status qkv_task_init(qkv_task *task, const char *name, int seq_len, int voca
     return QKV_OK;
 }
 
+qkv_status qkv_task_modular(qkv_task *task, int modulus, qkv_modular_op op, double train_frac,
+                            uint64_t data_seed) {
+    memset(task, 0, sizeof *task);
+    task->kind = QKV_TASK_MODULAR;
+    if (modulus < 2 || modulus > QKV_MAX_MODULUS)
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (2..%d: its %d pairs are all "
+                        "held in memory)", field_name("modulus"), modulus, QKV_MAX_MODULUS,
+                        modulus < 2 ? modulus * modulus : QKV_MAX_MODULUS * QKV_MAX_MODULUS);
+    if (op < 0 || op >= QKV_MODULAR_OPS)
+        return qkv_fail(QKV_ERR_VALUE, "%s %d is not one of add, sub, mul", field_name("op"),
+                        (int)op);
+    int64_t pairs = (int64_t)modulus * modulus;
+    if (!(train_frac > 0 && train_frac < 1))
+        return qkv_fail(QKV_ERR_VALUE, "%s %g is out of range (above 0, below 1)",
+                        field_name("train_frac"), train_frac);
+    int64_t n_train = (int64_t)floor(train_frac * (double)pairs);
+    if (n_train < 1 || n_train > pairs - 1)
+        return qkv_fail(QKV_ERR_VALUE, "%s %g of the %" PRId64 " pairs of %s %d leaves %s: "
+                        "%s", field_name("train_frac"), train_frac, pairs,
+                        field_name("modulus"), modulus,
+                        n_train < 1 ? "no training pair" : "no held-out pair",
+                        n_train < 1 ? "raise it" : "lower it");
+    task->seq_len = QKV_MODULAR_SEQ_LEN;
+    task->vocab = modulus + 1;
+    task->modulus = modulus;
+    task->n_train = (int)n_train;
+    task->op = op;
+    task->train_frac = train_frac;
+    task->data_seed = data_seed;
+    return QKV_OK;
+}
+
+void qkv_task_modular_split(const qkv_task *task, int32_t *order) {
+    int32_t N = task->modulus * task->modulus;
+    for (int32_t k = 0; k < N; k++) order[k] = k;
+    qkv_rng rng = qkv_rng_seed(task->data_seed ^ QKV_MODULAR_SPLIT_XOR);
+    for (int32_t i = 0; i < task->n_train; i++) {
+        int32_t j = i + (int32_t)qkv_rng_below(&rng, (uint32_t)(N - i)), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+}
+
+/* Whether pair index k trains: the same shuffle as qkv_task_modular_split, following where k
+ * goes. It starts at position k; step i swaps positions i and j: k at i moves to j, k at j
+ * moves to i, where it stays (later steps swap only later positions). */
+static bool modular_trains(const qkv_task *task, int32_t k) {
+    int32_t N = task->modulus * task->modulus, at = k;
+    qkv_rng rng = qkv_rng_seed(task->data_seed ^ QKV_MODULAR_SPLIT_XOR);
+    for (int32_t i = 0; i < task->n_train; i++) {
+        int32_t j = i + (int32_t)qkv_rng_below(&rng, (uint32_t)(N - i));
+        if (at == i) at = j;
+        else if (at == j) return true; /* placed at i < n_train */
+    }
+    return at < task->n_train;
+}
+
+/* modular: (a op b) mod P, of tokens below P */
+static int32_t modular_result(const qkv_task *task, int32_t a, int32_t b) {
+    int64_t P = task->modulus;
+    int64_t r = task->op == QKV_MODULAR_ADD   ? (int64_t)a + b
+                : task->op == QKV_MODULAR_SUB ? (int64_t)a - b + P
+                                              : (int64_t)a * b;
+    return (int32_t)(r % P);
+}
+
+/* modular: whether x holds a pair, a b = */
+static bool modular_pair(const qkv_task *task, const int32_t *x) {
+    int32_t P = task->modulus;
+    return x[0] >= 0 && x[0] < P && x[1] >= 0 && x[1] < P && x[2] == P;
+}
+
 uint64_t heldout_hash_bytes(uint64_t h, const unsigned char *bytes, size_t n) {
     for (size_t i = 0; i < n; i++) {
         h ^= bytes[i];
@@ -181,6 +273,9 @@ static uint64_t sequence_hash(const int32_t *tokens, int n) {
 }
 
 bool qkv_task_is_heldout(const qkv_task *task, const int32_t *tokens) {
+    if (task->kind == QKV_TASK_MODULAR)
+        return modular_pair(task, tokens) &&
+               !modular_trains(task, tokens[0] * task->modulus + tokens[1]);
     return heldout_picks(sequence_hash(tokens, task->seq_len));
 }
 
@@ -238,6 +333,12 @@ static void draw_tokens(const qkv_task *task, qkv_rng *rng, int32_t *x) {
     }
     if (task->kind == QKV_TASK_TRANSLATE) {
         for (int i = 0; i < T; i++) x[i] = (int32_t)qkv_rng_below(rng, (uint32_t)task->vocab / 2);
+        return;
+    }
+    if (task->kind == QKV_TASK_MODULAR) { /* a, b, then = */
+        x[0] = (int32_t)qkv_rng_below(rng, (uint32_t)task->modulus);
+        x[1] = (int32_t)qkv_rng_below(rng, (uint32_t)task->modulus);
+        x[2] = task->modulus;
         return;
     }
     if (task->kind != QKV_TASK_LOOKUP) {
@@ -298,6 +399,12 @@ static qkv_status check_targets_defined(const qkv_task *task, const int32_t *x) 
         if (x[i] < 0 || x[i] >= V)
             return qkv_fail(QKV_ERR_VALUE, "position %d holds token %d, which is not a token of "
                             "%s (0..%d)", i, (int)x[i], qkv_task_name(task->kind), V - 1);
+    if (task->kind == QKV_TASK_MODULAR) /* a b =: numbers, then = */
+        for (int i = 0; i < T; i++)
+            if ((i < T - 1) == (x[i] == task->modulus))
+                return no_target(task, x, i, "%s: modular's input is a b =, two numbers "
+                                 "(0..%d) and =", i < T - 1 ? "= before the last position"
+                                 : "a number at the last position", task->modulus - 1);
     if (task->kind == QKV_TASK_TRANSLATE) /* target i translates source position 2i+1 */
         for (int i = 0; i < T; i++)
             if (x[i] >= V / 2)
@@ -331,6 +438,11 @@ static qkv_status check_targets_defined(const qkv_task *task, const int32_t *x) 
 /* The targets of x, every one of them defined (check_targets_defined). */
 static void fill_targets(const qkv_task *task, const int32_t *x, int32_t *y) {
     int T = task->seq_len;
+    if (task->kind == QKV_TASK_MODULAR) { /* one target, at = */
+        y[0] = y[1] = -1;
+        y[2] = modular_result(task, x[0], x[1]);
+        return;
+    }
     if (task->kind == QKV_TASK_TRANSLATE) { /* T/2 targets */
         for (int i = 0; i < task->target_len; i++)
             y[i] = translate_word(task->vocab / 2, x[2 * i + 1]);
@@ -402,6 +514,8 @@ void qkv_task_ideal(const qkv_task *task, const int32_t *x, uint8_t *ideal) {
     }
     if (task->kind == QKV_TASK_TRANSLATE) /* decoder position i -> source position 2i+1 */
         for (int i = 0; i < task->target_len; i++) ideal[(size_t)i * T + 2 * i + 1] = 1;
+    if (task->kind == QKV_TASK_MODULAR) /* = reads both numbers */
+        ideal[2 * T + 0] = ideal[2 * T + 1] = 1;
     if (task->kind == QKV_TASK_INDUCTION) { /* the token after the earlier copy */
         int n = induction_segment(task, x);
         for (int i = n; i < T - 1; i++) /* every earlier copy: the segment repeats */
@@ -436,6 +550,7 @@ double qkv_task_chance(const qkv_task *task) {
     case QKV_TASK_RECALL: return 1.0 / task->n_values;
     case QKV_TASK_SORT: return 1.0 / (task->vocab - 1);
     case QKV_TASK_TRANSLATE: return 2.0 / task->vocab;
+    case QKV_TASK_MODULAR: return 1.0 / task->modulus;
     case QKV_TASK_DATA: return task->n_outputs ? 1.0 / task->n_outputs : 1;
     default: return 1.0 / task->vocab;
     }
@@ -446,6 +561,8 @@ void qkv_task_token_label(const qkv_task *task, int32_t t, char *buf, size_t len
         snprintf(buf, len, t < task->vocab / 2 ? "s%d" : "w%d", t < task->vocab / 2 ? t : t - task->vocab / 2);
     else if (task->kind == QKV_TASK_SORT && t == task->vocab - 1)
         snprintf(buf, len, "|");
+    else if (task->kind == QKV_TASK_MODULAR && t == task->modulus)
+        snprintf(buf, len, "=");
     else if (task->kind == QKV_TASK_RECALL)
         snprintf(buf, len, t < task->n_keys ? "k%d" : "v%d", t < task->n_keys ? t : t - task->n_keys);
     else if (task->kind != QKV_TASK_LOOKUP)

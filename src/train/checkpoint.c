@@ -65,6 +65,11 @@ static const config_field config_fields[] = {
     {"batch", FIELD_INT, 1, TRAIN_MAX_BATCH, {0}, FIELD(batch), NULL, false},
     {"steps", FIELD_INT64, 0, 1e15, {0}, FIELD(steps), NULL, false},
     {"seed", FIELD_U64, 0, 0, {0}, FIELD(seed), NULL, false},
+    /* Adam's decay rates and the full batch (modular's training): files from before them
+     * have none, and a run at their defaults writes none, so its file is what it was */
+    {"beta1", FIELD_DOUBLE, 0, TRAIN_MAX_BETA, {0}, FIELD(beta1), "0.90000000000000002", true},
+    {"beta2", FIELD_DOUBLE, 0, TRAIN_MAX_BETA, {0}, FIELD(beta2), "0.999", true},
+    {"full_batch", FIELD_WORD, 0, 0, {"false", "true"}, FIELD(full_batch), "false", true},
 };
 #define N_CONFIG_FIELDS ((int)(sizeof config_fields / sizeof config_fields[0]))
 
@@ -205,6 +210,11 @@ qkv_status trainer_save(const trainer *t, const char *path) {
         meta[2 * nm] = config_fields[i].key;
         meta[2 * nm + 1] = vals[nm];
         nm++;
+    }
+    if (c->task.kind == QKV_TASK_MODULAR) { /* the modulus is vocab - 1 */
+        META("op", "%s", qkv_modular_op_name(c->task.op));
+        META("train_frac", "%.17g", c->task.train_frac);
+        META("data_seed", "%" PRIu64, c->task.data_seed);
     }
     META("step", "%" PRId64, t->optim.step);
     if (t->metrics_rows >= 0) META("metrics_rows", "%" PRId64, t->metrics_rows);
@@ -348,6 +358,24 @@ static qkv_status read_config(const qkv_st *st, const char *path, train_config *
         c->task.kind = QKV_TASK_DATA;
         qkv_status s = find_copies(st, path, c);
         if (s != QKV_OK) return s;
+    } else if (!strcmp(task, "modular")) { /* the modulus is vocab - 1 */
+        const char *op = qkv_st_meta(st, "op"), *frac = qkv_st_meta(st, "train_frac");
+        const char *seed = qkv_st_meta(st, "data_seed");
+        int k = 0;
+        while (op && k < QKV_MODULAR_OPS && strcmp(op, qkv_modular_op_name((qkv_modular_op)k))) k++;
+        double train_frac = 0;
+        uint64_t data_seed = 0;
+        if (!op || k == QKV_MODULAR_OPS || !frac || number_real(frac, &train_frac) != NUMBER_OK ||
+            !seed || number_u64(seed, &data_seed) != NUMBER_OK)
+            return qkv_fail(QKV_ERR_FORMAT, "%s: metadata 'op', 'train_frac' or 'data_seed' is "
+                            "missing or wrong", path);
+        if (c->task.seq_len != QKV_MODULAR_SEQ_LEN)
+            return qkv_fail(QKV_ERR_FORMAT, "%s: modular's seq_len is not %d", path,
+                            QKV_MODULAR_SEQ_LEN);
+        if (qkv_task_modular(&c->task, c->task.vocab - 1, (qkv_modular_op)k, train_frac,
+                             data_seed) != QKV_OK)
+            return qkv_fail(QKV_ERR_FORMAT, "%s: %s", path, qkv_last_error());
+        c->model.seq_len = c->task.seq_len; /* the same: vocab and seq_len */
     } else if (qkv_task_init(&c->task, task, c->task.seq_len, c->task.vocab) != QKV_OK) {
         return qkv_fail(QKV_ERR_FORMAT, "%s: %s", path, qkv_last_error());
     }

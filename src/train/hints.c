@@ -170,6 +170,13 @@ train_hint_kind train_hint_of(const train_config *cfg, const qkv_model_config *c
     if (!near_chance && !far_from_ideal && !far_from_done) return HINT_NONE;
     const char *name = qkv_task_name(task->kind);
     qkv_task_defaults d = qkv_train_defaults(name);
+    if (task->kind == QKV_TASK_MODULAR) { /* its held-out loss rises while it memorizes */
+        snprintf(buf, len, "hint: modular arithmetic first memorizes its training pairs and "
+                 "generalizes much later (grokking), driven by the weight decay: the default "
+                 "run takes %ld steps with --weight-decay %g (this run: %ld steps, %g)",
+                 (long)d.steps, d.weight_decay, (long)step, cfg->weight_decay);
+        return HINT_STEPS;
+    }
     double begun = first_loss(m);
     if (!(r->loss <= begun) && !isnan(begun)) { /* a loss that is not finite too */
         snprintf(buf, len, "hint: training diverged: the held-out loss rose from %.4g to %.4g; "

@@ -19,11 +19,17 @@ typedef struct {
     const char *config, *task, *data, *heldout, *out, *resume;
     long seq_len, vocab, d_model, heads, layers, batch, warmup, steps, threads;
     long eval_every, save_every, snapshot_every;
-    long mlp;
+    long mlp;      /* -1: the task's, as batch (0: full), weight_decay, clip, schedule, beta2 */
     int residual; /* -1: the task's; 0 or 1 */
     int optim, schedule, dtype, act, norm; /* the index of the value in the row's choices */
     double lr, init_scale, weight_decay, clip; /* lr 0: the optimizer's default */
+    double beta1, beta2;
     uint64_t seed;
+    /* modular */
+    long modulus;
+    int op;
+    double train_frac;
+    uint64_t data_seed;
     bool causal, plot, json, quiet, force;
 } train_options;
 
@@ -44,6 +50,7 @@ typedef enum {
     SAVED_ALWAYS,  /* every run records it */
     SAVED_TASK,    /* a built-in task's run only: its data file sets it */
     SAVED_DATA,    /* a data file's run only */
+    SAVED_MODULAR, /* a modular run only (--task modular) */
 } train_option_saved;
 
 typedef struct {
@@ -63,6 +70,9 @@ typedef struct {
     bool command_line_only; /* not in a --config file (--config, --out, --resume) */
     const char *field;     /* the train_config field the library's messages name, where it is
                               not `key` ("data_path" for --data); NULL: `key` */
+    const char *word;      /* OPTION_INT: a word it takes besides numbers ("full" for --batch),
+                              standing for word_value; NULL: none */
+    long word_value;
 } train_option;
 
 /* The rows in the order of the help, ended by a row whose flag and help are NULL. */

@@ -24,12 +24,18 @@ static cJSON *run_config_json(const trainer *t, const run_options *o) {
     bool data = t->data != NULL; /* the examples set the task, the length and the vocabulary */
     for (const train_option *r = train_option_table; j && (r->flag || r->help); r++) {
         if (r->saved == SAVED_NOT || (r->saved == SAVED_TASK && data) ||
-            (r->saved == SAVED_DATA && !data))
+            (r->saved == SAVED_DATA && !data) ||
+            (r->saved == SAVED_MODULAR && t->cfg.task.kind != QKV_TASK_MODULAR))
             continue;
         const void *value = train_option_value(&v, r);
         char text[32];
         switch (r->type) {
-        case OPTION_INT: cJSON_AddNumberToObject(j, r->key, (double)*(const long *)value); break;
+        case OPTION_INT:
+            if (r->word && *(const long *)value == r->word_value) /* "batch": "full" */
+                cJSON_AddStringToObject(j, r->key, r->word);
+            else
+                cJSON_AddNumberToObject(j, r->key, (double)*(const long *)value);
+            break;
         case OPTION_DOUBLE: cJSON_AddNumberToObject(j, r->key, *(const double *)value); break;
         case OPTION_U64: /* a JSON number holds integers exactly up to 2^53; a larger seed is
                           * written as a string, which --config also takes for it. The number

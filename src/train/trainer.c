@@ -51,6 +51,43 @@ static qkv_status init_data(trainer *t) {
     return QKV_OK;
 }
 
+qkv_status train_check_betas(double beta1, double beta2) {
+    double beta[2] = {beta1, beta2};
+    for (int i = 0; i < 2; i++)
+        if (!(beta[i] >= 0 && beta[i] < TRAIN_MAX_BETA)) /* 0: the default */
+            return qkv_fail(QKV_ERR_VALUE, "%s %g is out of range (above 0, below %d)",
+                            field_name(i ? "beta2" : "beta1"), beta[i], TRAIN_MAX_BETA);
+    return QKV_OK;
+}
+
+/* modular's examples: every pair a b =, the training pairs (qkv_task_modular_split's first
+ * n_train) into train_tokens and the others into held_tokens, each set in the order of the
+ * pair's index a·P + b. */
+static qkv_status modular_sets(trainer *t) {
+    const qkv_task *task = &t->cfg.task;
+    int32_t P = task->modulus, N = P * P;
+    int32_t *order = malloc((size_t)N * sizeof *order);
+    uint8_t *trains = calloc((size_t)N, 1);
+    if (!order || !trains) {
+        free(order), free(trains);
+        trainer_free(t);
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory setting up training");
+    }
+    qkv_task_modular_split(task, order);
+    for (int32_t i = 0; i < task->n_train; i++) trains[order[i]] = 1;
+    int n[2] = {0, 0}; /* held, train */
+    for (int32_t k = 0; k < N; k++) {
+        int32_t x[3] = {k / P, k % P, P};
+        int32_t *to = trains[k] ? t->train_tokens : t->held_tokens;
+        int32_t *ty = trains[k] ? t->train_targets : t->held_targets;
+        memcpy(to + (size_t)n[trains[k]] * 3, x, sizeof x);
+        qkv_task_targets(task, x, ty + (size_t)n[trains[k]] * 3);
+        n[trains[k]]++;
+    }
+    free(order), free(trains);
+    return QKV_OK;
+}
+
 qkv_status trainer_check_config(const train_config *cfg) {
     if (cfg->batch < 1 || cfg->batch > TRAIN_MAX_BATCH)
         return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (1..%d)", field_name("batch"),
@@ -63,9 +100,14 @@ qkv_status trainer_check_config(const train_config *cfg) {
     if ((st = train_option_check("steps", (double)cfg->steps)) != QKV_OK ||
         (st = train_option_check("warmup", (double)cfg->warmup)) != QKV_OK ||
         (st = train_option_check("weight_decay", cfg->weight_decay)) != QKV_OK ||
-        (st = train_option_check("clip", cfg->clip)) != QKV_OK)
+        (st = train_option_check("clip", cfg->clip)) != QKV_OK ||
+        (st = train_check_betas(cfg->beta1, cfg->beta2)) != QKV_OK)
         return st;
     const qkv_task *task = &cfg->task;
+    if (cfg->full_batch && (task->kind != QKV_TASK_MODULAR || cfg->batch != task->n_train))
+        return qkv_fail(QKV_ERR_VALUE, "%s full is every training pair of modular (%d), not %d "
+                        "sequences of %s", field_name("batch"), task->n_train, cfg->batch,
+                        qkv_task_name(task->kind));
     if (cfg->model.vocab < task->vocab || cfg->model.seq_len != task->seq_len ||
         (!cfg->data_path[0] && cfg->model.target_len != task->target_len))
         return qkv_fail(QKV_ERR_VALUE, "the model does not fit the task");
@@ -140,10 +182,17 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
     qkv_optim_init(&t->optim, &t->model, cfg->optim, cfg->lr);
     t->optim.weight_decay = cfg->weight_decay;
     t->optim.clip = cfg->clip;
+    /* 0: qkv_optim_init's, kept in the config as the values they are */
+    if (t->cfg.beta1 == 0) t->cfg.beta1 = t->optim.beta1;
+    if (t->cfg.beta2 == 0) t->cfg.beta2 = t->optim.beta2;
+    t->optim.beta1 = t->cfg.beta1;
+    t->optim.beta2 = t->cfg.beta2;
     t->data_rng = qkv_rng_seed(cfg->seed ^ 0x5eed0da7a0000001ull);
     int T = task->seq_len, To = cfg->model.target_len ? cfg->model.target_len : T;
     t->target_len = To;
-    t->n_held = t->data ? t->data->n_held : TRAIN_HELDOUT;
+    bool modular = task->kind == QKV_TASK_MODULAR;
+    int64_t pairs = (int64_t)task->modulus * task->modulus;
+    t->n_held = t->data ? t->data->n_held : modular ? (int)(pairs - task->n_train) : TRAIN_HELDOUT;
     size_t bt = (size_t)cfg->batch * (size_t)T, ht = (size_t)t->n_held * (size_t)T;
     size_t bto = (size_t)cfg->batch * (size_t)To, hto = (size_t)t->n_held * (size_t)To;
     t->nshards = shards;
@@ -168,8 +217,14 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
         t->lengths = malloc((size_t)cfg->batch * sizeof *t->lengths);
         t->held_lengths = malloc((size_t)t->n_held * sizeof *t->held_lengths);
     }
+    if (modular) {
+        t->n_train = task->n_train;
+        t->train_tokens = malloc((size_t)t->n_train * T * sizeof *t->train_tokens);
+        t->train_targets = malloc((size_t)t->n_train * To * sizeof *t->train_targets);
+    }
     if (!t->eval_ctx || !t->tokens || !t->targets || !t->held_tokens ||
-        !t->held_targets || !t->ideal || (t->data && (!t->lengths || !t->held_lengths))) {
+        !t->held_targets || !t->ideal || (t->data && (!t->lengths || !t->held_lengths)) ||
+        (modular && (!t->train_tokens || !t->train_targets))) {
         trainer_free(t);
         return qkv_fail(QKV_ERR_NOMEM, "out of memory setting up training");
     }
@@ -181,6 +236,7 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
         memcpy(t->held_lengths, t->data->held_len, (size_t)t->n_held * sizeof *t->held_lengths);
         return QKV_OK;
     }
+    if (modular) return modular_sets(t);
     qkv_rng held = qkv_rng_seed(cfg->seed ^ 0x4e1d000700000007ull);
     for (int i = 0; i < TRAIN_HELDOUT; i++)
         qkv_task_sample(task, &held, true, t->held_tokens + i * T, t->held_targets + i * To);
@@ -200,6 +256,8 @@ void trainer_free(trainer *t) {
     free(t->held_targets);
     free(t->lengths);
     free(t->held_lengths);
+    free(t->train_tokens);
+    free(t->train_targets);
     free(t->ideal);
     if (t->data) dataset_free(t->data);
     free(t->data);
@@ -249,6 +307,15 @@ void trainer_sample(const trainer *t, qkv_rng *rng, int batch, int32_t *tokens, 
             memcpy(tokens + (size_t)b * T, d->train_x + e * T, (size_t)T * sizeof *tokens);
             memcpy(targets + (size_t)b * To, d->train_y + e * To, (size_t)To * sizeof *targets);
             lengths[b] = d->train_len[e];
+        }
+        return;
+    }
+    if (t->train_tokens) { /* modular: every training pair in order, or below(n_train) each */
+        bool full = t->cfg.full_batch && batch == t->n_train;
+        for (int b = 0; b < batch; b++) {
+            size_t e = full ? (size_t)b : qkv_rng_below(rng, (uint32_t)t->n_train);
+            memcpy(tokens + (size_t)b * T, t->train_tokens + e * T, (size_t)T * sizeof *tokens);
+            memcpy(targets + (size_t)b * To, t->train_targets + e * To, (size_t)To * sizeof *targets);
         }
         return;
     }

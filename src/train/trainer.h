@@ -13,6 +13,7 @@
 #define TRAIN_MAX_STEPS 100000000 /* steps, and the warm-up and every-N-steps options */
 #define TRAIN_MAX_WEIGHT_DECAY 1e6
 #define TRAIN_MAX_CLIP 1e12    /* clip: 0 turns it off */
+#define TRAIN_MAX_BETA 1       /* Adam's beta1 and beta2: 0 up to, not including, 1 */
 
 typedef struct {
     /* what was asked for */
@@ -23,6 +24,8 @@ typedef struct {
     bool cosine;              /* cosine decay of the learning rate to 0 over `steps` */
     int64_t warmup;           /* linear warm-up steps */
     int batch;
+    bool full_batch;          /* batch is every training example (modular's n_train), in order */
+    double beta1, beta2;      /* Adam's decay rates (qkv_optim_init's: 0.9, 0.999) */
     int64_t steps;
     uint64_t seed;
     /* A task of the user's own: the examples' file, and the held-out file ("" for a hash of
@@ -78,6 +81,9 @@ typedef struct {
     int n_held;                           /* TRAIN_HELDOUT, or a data file's held-out examples */
     int target_len;                       /* To: T, or an encoder-decoder's output length */
     dataset *data;                        /* a data run's examples (owned), else NULL */
+    int32_t *train_tokens, *train_targets; /* modular: its n_train training pairs (n_train, T)
+                                             and their targets, else NULL */
+    int n_train;
     uint8_t *ideal;                       /* (T, T): one sequence's ideal pattern, scratch */
     double last_loss, last_train_acc;
     int64_t metrics_rows;     /* rows of the run's metrics.csv that belong to this state (its
@@ -125,12 +131,15 @@ typedef struct {
  * config does ("batch 0 is out of range (1..65536)"); allocates nothing. A data run's task
  * and sizes come from its file: trainer_init reads it first. */
 qkv_status trainer_check_config(const train_config *cfg);
+/* Adam's beta1 and beta2 in [0, 1) (0: the default): else QKV_ERR_VALUE naming the field. */
+qkv_status train_check_betas(double beta1, double beta2);
 /* Checks the config (trainer_check_config) and the memory it needs, and builds everything. */
 qkv_status trainer_init(trainer *t, const train_config *cfg);
 void trainer_free(trainer *t);
 /* The learning rate of step `step` (1-based): warm-up, then constant or cosine decay. */
 double trainer_lr(const train_config *cfg, int64_t step);
-/* Draws `batch` training sequences (never held-out ones) with rng: tokens (batch, T), targets
+/* Draws `batch` training sequences (never held-out ones) with rng (modular: training pairs,
+ * below(n_train) each; with full_batch, every training pair in order, drawing nothing): tokens (batch, T), targets
  * (batch, To) and, for a data run, the input lengths (batch) of its padding mask (lengths is
  * not touched otherwise). trainer_step draws its batches so, with t->data_rng. */
 void trainer_sample(const trainer *t, qkv_rng *rng, int batch, int32_t *tokens, int32_t *targets,
