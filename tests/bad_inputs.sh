@@ -4,6 +4,10 @@
 # usage: tests/bad_inputs.sh QKV [--show]        run every case (--show: print what each does)
 #        tests/bad_inputs.sh QKV --setup DIR      make the fixtures in DIR
 #        tests/bad_inputs.sh QKV --case ID DIR    run case ID in a copy of the fixtures in DIR
+#        tests/bad_inputs.sh QKV --cases DIR <IDS the cases named on stdin in one copy of
+#                                                 them, without the check of their files
+#                                                 (the sanitizer stages: each case's own
+#                                                 copy and files are checked in stage 1)
 #        tests/bad_inputs.sh --markdown           print the table as docs/errors.md lists it
 #        tests/bad_inputs.sh --check-doc DOC      DOC's table is the one --markdown prints
 #
@@ -52,7 +56,7 @@ case "${1:-}" in
     [ "$n" -ge 128 ] || { echo "bad_inputs: $n cases, fewer than the 128 the table has had"; exit 1; }
     echo "bad_inputs: $doc lists all $n cases"
     exit 0 ;;
-"" | -*) echo "usage: bad_inputs.sh QKV [--show | --setup DIR | --case ID DIR] | --markdown | --check-doc DOC" >&2; exit 2 ;;
+"" | -*) echo "usage: bad_inputs.sh QKV [--show | --setup DIR | --case ID DIR | --cases DIR <ids] | --markdown | --check-doc DOC" >&2; exit 2 ;;
 esac
 
 QKV=$1
@@ -262,12 +266,17 @@ snapshot() {
 }
 
 # Runs case $1 in a copy of fixture directory $2; prints FAIL lines; returns 0 if it passed.
+# With $3, a copy that cases share: the case runs there, and its files are not checked.
 run_case() {
-    local want_id=$1 F=$2 id cmd want frag found=0
+    local want_id=$1 F=$2 shared=${3:-} id cmd want frag found=0
     local W O
-    W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_input.XXXXXX") && O=$W.out && mkdir "$O" || return 1
-    cp -a "$F"/. "$W"/
-    mv "$W/.before" "$O/before.txt" # the fixtures' snapshot (setup), which is the copy's
+    if [ -n "$shared" ]; then
+        W=$shared && O=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_input.XXXXXX") || return 1
+    else
+        W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_input.XXXXXX") && O=$W.out && mkdir "$O" || return 1
+        cp -a "$F"/. "$W"/
+        mv "$W/.before" "$O/before.txt" # the fixtures' snapshot (setup), which is the copy's
+    fi
     LONG=$(printf 'x%.0s' $(seq 1100)) # a path too long for qkv's buffers
     MID=$(printf 'long_dir/%.0s' $(seq 110))nowhere.safetensors # fits, but not in a short message
     export LONG MID
@@ -295,12 +304,13 @@ run_case() {
         elif ! grep -Fq -- "$frag" "$O/err.txt"; then fail "message '$msg' lacks '$frag'"
         elif [ -s "$O/out.txt" ]; then fail "printed on stdout: $(head -c 200 "$O/out.txt")"
         fi
+        [ -n "$shared" ] && continue
         (cd "$W" && snapshot) >"$O/after.txt"
         if ! cmp -s "$O/before.txt" "$O/after.txt"; then
             fail "files were created or changed: $(diff "$O/before.txt" "$O/after.txt" | head -n 6 | tr '\n' ' ')"
         fi
     done < <(cases | awk -F'\t' -v id="$want_id" '$1 == id')
-    rm -rf "$W" "$O"
+    if [ -n "$shared" ]; then rm -rf "$O"; else rm -rf "$W" "$O"; fi
     [ "$found" = 1 ] || { echo "bad_inputs: no case '$want_id'"; return 1; }
     return $status
 }
@@ -309,8 +319,20 @@ SHOW=
 case "$MODE" in
 --setup) setup "${3:?usage: bad_inputs.sh QKV --setup DIR}"; exit 0 ;;
 --case) run_case "${3:?usage: bad_inputs.sh QKV --case ID DIR}" "${4:?fixture DIR}"; exit ;;
+--cases) # the ids on stdin, one copy of the fixtures for them all
+    F=${3:?usage: bad_inputs.sh QKV --cases DIR <ids}
+    S=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_inputs.XXXXXX") || exit 1
+    cp -a "$F"/. "$S"/ && rm "$S/.before"
+    n=0 failures=0
+    while read -r id; do
+        n=$((n + 1))
+        run_case "$id" "$F" "$S" || failures=$((failures + 1))
+    done
+    rm -rf "$S"
+    echo "bad_inputs: $n cases in one copy of the fixtures, $failures failed"
+    [ "$failures" -eq 0 ]; exit ;;
 --show | "") SHOW=${MODE#--} ;;
-*) echo "usage: bad_inputs.sh QKV [--show | --setup DIR | --case ID DIR]" >&2; exit 2 ;;
+*) echo "usage: bad_inputs.sh QKV [--show | --setup DIR | --case ID DIR | --cases DIR <ids]" >&2; exit 2 ;;
 esac
 
 # Every case, in fixtures made for this run.
