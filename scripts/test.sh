@@ -9,6 +9,6 @@ shift || true
 # QKV_BUILD_TESTS=ON: scripts/demo.sh may have configured the same directory without them
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DQKV_BUILD_TESTS=ON "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"
-ctest --test-dir "$build" --output-on-failure -j2
+ctest --test-dir "$build" --output-on-failure -j"${CTEST_PARALLEL_LEVEL:-2}"
 count=$(ctest --test-dir "$build" -N | sed -n 's/^Total Tests: //p')
 echo "test: all $count tests passed in $build (Check suites, CLI, plots, browser, kill, oracles)"
