@@ -1,7 +1,6 @@
 /* cmd_ablate.c - `qkv ablate`: each head's output removed in turn, the held-out loss and
  * accuracy without it (explore/explain.c). */
 #include "cli.h"
-#include "io/paths.h"
 #include "explain_cli.h"
 #include "explore/eval_data.h"
 #include "engine/engine.h"
@@ -79,53 +78,46 @@ static bool read_head(char *item, uint64_t *layer, uint64_t *head) {
     return ok;
 }
 
-/* One head of --heads, checked against the model and the heads before it: false after one
- * line. `seen` marks the heads listed so far, by layer then head. */
-static bool add_head(const char *item, const qkv_model_config *c, unsigned char *seen,
-                     ablate_request *rq) {
+/* One head of --heads, checked against the model and the heads before it: QKV_ERR_VALUE
+ * naming it. `seen` marks the heads listed so far, by layer then head. */
+static qkv_status add_head(const char *item, const qkv_model_config *c, unsigned char *seen,
+                           ablate_request *rq) {
     char text[48];
     uint64_t lv, hv;
     snprintf(text, sizeof text, "%s", item);
-    if (strlen(item) >= sizeof text || !read_head(text, &lv, &hv)) {
-        cli_error("--heads: '%.40s' is not LAYER.HEAD (e.g. 2.1)", item);
-        return false;
-    }
+    if (strlen(item) >= sizeof text || !read_head(text, &lv, &hv))
+        return qkv_fail(QKV_ERR_VALUE, "--heads: '%.40s' is not LAYER.HEAD (e.g. 2.1)", item);
     int l = lv > INT_MAX ? 0 : (int)lv, h = hv > INT_MAX ? 0 : (int)hv; /* 0: none such */
-    if (l < 1 || l > c->layers || h < 1 || h > c->heads) {
-        cli_error("--heads: head %s does not exist: the model has %d layer%s of %d head%s", item,
-                  c->layers, c->layers == 1 ? "" : "s", c->heads, c->heads == 1 ? "" : "s");
-        return false;
-    }
-    if (seen[(size_t)(l - 1) * c->heads + (h - 1)]++) {
-        cli_error("--heads: head %d.%d is listed twice (once as '%s')", l, h, item);
-        return false;
-    }
+    if (l < 1 || l > c->layers || h < 1 || h > c->heads)
+        return qkv_fail(QKV_ERR_VALUE, "--heads: head %s does not exist: the model has %d layer%s "
+                        "of %d head%s", item, c->layers, c->layers == 1 ? "" : "s", c->heads,
+                        c->heads == 1 ? "" : "s");
+    if (seen[(size_t)(l - 1) * c->heads + (h - 1)]++)
+        return qkv_fail(QKV_ERR_VALUE, "--heads: head %d.%d is listed twice (once as '%s')", l, h,
+                        item);
     rq->heads[rq->n_heads++] = (explain_head){l - 1, h - 1};
-    return true;
+    return QKV_OK;
 }
 
 /* "2.1,2.2" -> heads (0-based), checked against the model. */
-static bool parse_heads(const char *text, const loaded_model *lm, ablate_request *rq) {
+static qkv_status parse_heads(const char *text, const loaded_model *lm, ablate_request *rq) {
     const qkv_model_config *c = &lm->model.cfg;
-    if (!*text) {
-        cli_error("--heads: no head given");
-        return false;
-    }
+    if (!*text) return qkv_fail(QKV_ERR_VALUE, "--heads: no head given");
     /* each head at most once (a second listing is refused): at most every head */
     unsigned char *seen = calloc((size_t)c->layers * c->heads, 1);
     rq->heads = malloc((size_t)c->layers * c->heads * sizeof *rq->heads);
     char *copy = strdup(text);
-    bool ok = seen && copy && rq->heads;
-    if (!ok) cli_error("--heads: out of memory");
+    qkv_status s = seen && copy && rq->heads ? QKV_OK
+                                             : qkv_fail(QKV_ERR_NOMEM, "--heads: out of memory");
     /* every item between commas, the empty ones too ("1.1," and "1.1,,2.1" are refused) */
-    for (char *item = copy, *next = NULL; ok && item; item = next) {
+    for (char *item = copy, *next = NULL; s == QKV_OK && item; item = next) {
         next = strchr(item, ',');
         if (next) *next++ = '\0';
-        ok = add_head(item, c, seen, rq);
+        s = add_head(item, c, seen, rq);
     }
     free(copy);
     free(seen);
-    return ok;
+    return s;
 }
 
 static void print_table(const loaded_model *lm, const ablate_request *rq, const ablate_result *r,
@@ -169,54 +161,53 @@ static void print_table(const loaded_model *lm, const ablate_request *rq, const 
                r->together.loss - r->baseline.loss, r->baseline.accuracy - r->together.accuracy);
 }
 
+/* One run of the command: its options, request, examples, result (explain_cli_run's state).
+ * Its messages are printed as they are: --heads's name the option, the analysis's the file. */
+typedef struct {
+    const ablate_args *a;
+    ablate_request rq;
+    eval_file file; /* --data's examples */
+    ablate_result r;
+} ablate_job;
+
+static qkv_status ablate_compute(loaded_model *lm, void *state) {
+    ablate_job *job = state;
+    const ablate_args *a = job->a;
+    qkv_status s = a->heads ? parse_heads(a->heads, lm, &job->rq) : QKV_OK;
+    if (s != QKV_OK) return s;
+    if (explain_check_site(lm, job->rq.site, job->rq.over) != QKV_OK)
+        return qkv_fail(QKV_ERR_VALUE, "ablate: %s", qkv_last_error());
+    example_set set = loaded_model_heldout(lm);
+    if (a->data) {
+        if ((s = eval_file_read(&job->file, lm, a->data)) != QKV_OK) return s;
+        set = (example_set){job->file.n, job->file.x, job->file.y, lm->data ? job->file.len : NULL};
+    }
+    return explain_ablate(lm, &set, &job->rq, &job->r);
+}
+
+static cJSON *ablate_json(const loaded_model *lm, void *state) {
+    ablate_job *job = state;
+    cJSON *j = explain_ablate_json(lm, &job->rq, &job->r, job->a->data);
+    if (!j) qkv_fail(QKV_ERR_NOMEM, "ablate: out of memory");
+    return j;
+}
+
+static qkv_status ablate_table(const loaded_model *lm, void *state) {
+    ablate_job *job = state;
+    print_table(lm, &job->rq, &job->r, job->a->data);
+    return QKV_OK;
+}
+
 static int ablate_run(const ablate_args *a) {
-    loaded_model lm;
-    char path[RUN_PATH_LEN];
-    int code = explain_cli_load(a->model, a->dtype, a->threads, &lm, path, sizeof path);
-    if (code != EXIT_OK) return code;
-    const char *inputs[4] = {path, NULL, NULL, NULL}; /* the model, its data file, --data */
-    int k = 1;
-    if (lm.data) inputs[k++] = lm.data->path;
-    if (a->data) inputs[k++] = a->data;
-    eval_file file = {0};
-    ablate_request rq = {.mean = a->mode == 1, .together = a->together,
-                         .site = (qkv_site)a->site, .over = (explain_over)a->over};
-    ablate_result *r = calloc(1, sizeof *r);
-    code = cli_check_outputs("ablate", (cli_output[]){{"out", a->out}, {0}}, inputs);
-    if (code == EXIT_OK && !r) {
-        cli_error("ablate: out of memory");
-        code = EXIT_NOMEM;
-    }
-    if (code == EXIT_OK && a->heads && !parse_heads(a->heads, &lm, &rq)) code = EXIT_USAGE;
-    if (code == EXIT_OK && explain_check_site(&lm, rq.site, rq.over) != QKV_OK) {
-        cli_error("ablate: %s", qkv_last_error());
-        code = EXIT_USAGE;
-    }
-    if (code == EXIT_OK) {
-        example_set set = loaded_model_heldout(&lm);
-        qkv_status s = a->data ? eval_file_read(&file, &lm, a->data) : QKV_OK;
-        if (a->data && s == QKV_OK)
-            set = (example_set){file.n, file.x, file.y, lm.data ? file.len : NULL};
-        if (s == QKV_OK) s = explain_ablate(&lm, &set, &rq, r);
-        if (s != QKV_OK) {
-            cli_error("%s", qkv_last_error());
-            code = cli_exit_for(s);
-        }
-    }
-    if (code == EXIT_OK) {
-        cJSON *j = explain_ablate_json(&lm, &rq, r, a->data);
-        if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
-        else if ((code = explain_cli_save(j, a->out)) == EXIT_OK) {
-            if (!a->json) print_table(&lm, &rq, r, a->data);
-            code = explain_cli_print(j, a->json, a->out);
-        }
-        cJSON_Delete(j);
-    }
-    eval_file_free(&file);
-    if (r) explain_ablate_free(r);
-    free(r);
-    free(rq.heads);
-    loaded_model_free(&lm);
+    ablate_job job = {.a = a, .rq = {.mean = a->mode == 1, .together = a->together,
+                                     .site = (qkv_site)a->site, .over = (explain_over)a->over}};
+    int code = explain_cli_run(&(explain_cli_job){
+        .who = "ablate", .model = a->model, .out = a->out, .input = a->data, .dtype = a->dtype,
+        .threads = a->threads, .print_json = a->json, .plain_errors = true,
+        .run = ablate_compute, .json = ablate_json, .table = ablate_table, .state = &job});
+    eval_file_free(&job.file);
+    explain_ablate_free(&job.r);
+    free(job.rq.heads);
     return code;
 }
 

@@ -117,9 +117,10 @@ static cJSON *attribute_json(const loaded_model *lm, void *state) {
     return j;
 }
 
-static void attribute_table(const loaded_model *lm, void *state) {
+static qkv_status attribute_table(const loaded_model *lm, void *state) {
     attribute_job *job = state;
     print_table(lm, job->in, &job->r);
+    return QKV_OK;
 }
 
 static int attribute_run(const attribute_args *a) {

@@ -324,54 +324,55 @@ static void print_table(const loaded_model *lm, const double *copying, const dou
             }
 }
 
-static int circuits_run(const circuits_args *a) {
-    char path[RUN_PATH_LEN];
-    if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
-    loaded_model lm;
-    qkv_status s = loaded_model_load(&lm, path, TRAIN_DTYPE_OF_FILE);
-    if (s != QKV_OK) {
-        cli_error("%s", qkv_last_error());
-        return cli_exit_for(s);
-    }
-    int code = cli_check_outputs("circuits", (cli_output[]){{"out", a->out}, {0}},
-                                 (const char *[]){path, lm.data ? lm.data->path : NULL, NULL});
-    if (code != EXIT_OK) {
-        loaded_model_free(&lm);
-        return code;
-    }
-    const qkv_model_config *c = &lm.model.cfg;
+/* One run of the command: the scores (explain_cli_run's state). Its messages are printed as
+ * they are: they name circuits, LAPACK or the file themselves. */
+typedef struct {
+    double *copying;     /* (L*H) */
+    double *composition; /* (L-1, 3, H, H) */
+    mapping mp;
+} circuits_job;
+
+static qkv_status circuits_compute(loaded_model *lm, void *state) {
+    circuits_job *job = state;
+    const qkv_model_config *c = &lm->model.cfg;
     int L = c->layers, H = c->heads;
-    double *copying = malloc((size_t)L * H * sizeof *copying);
-    double *composition = malloc((size_t)(L > 1 ? L - 1 : 1) * 3 * H * H * sizeof *composition);
-    s = copying && composition ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
-    if (s == QKV_OK) s = qkv_copying_scores(&lm.model, copying);
-    if (s == QKV_OK) s = qkv_composition_scores(&lm.model, composition);
-    mapping mp = {0};
-    if (s == QKV_OK) s = mapping_build(&lm, &mp);
-    cJSON *j = s == QKV_OK && (a->json || a->out)
-                   ? circuits_json(&lm, copying, composition, &mp, &s) : NULL;
-    code = s == QKV_OK ? explain_cli_save(j, a->out) : EXIT_OK;
-    if (s == QKV_OK && code == EXIT_OK) {
-        if (!a->json) {
-            print_table(&lm, copying, composition, &mp);
-            if (c->norm == QKV_NORM_LAYERNORM)
-                printf("LayerNorm folded: each gain into the weights that read the stream, the "
-                       "centring into those that write it (docs/explain.md)\n");
-            if (c->mlp > 0) {
-                printf("the heads' circuits are their direct paths: the MLPs are beside them\n");
-                s = print_neurons(&lm);
-            }
-        }
-        code = explain_cli_print(j, a->json, a->out);
-    }
-    cJSON_Delete(j);
-    mapping_free(&mp);
-    free(copying), free(composition);
-    loaded_model_free(&lm);
-    if (s != QKV_OK) {
-        cli_error("%s", qkv_last_error());
-        return cli_exit_for(s);
-    }
+    job->copying = malloc((size_t)L * H * sizeof *job->copying);
+    job->composition = malloc((size_t)(L > 1 ? L - 1 : 1) * 3 * H * H * sizeof *job->composition);
+    qkv_status s = job->copying && job->composition
+                       ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
+    if (s == QKV_OK) s = qkv_copying_scores(&lm->model, job->copying);
+    if (s == QKV_OK) s = qkv_composition_scores(&lm->model, job->composition);
+    if (s == QKV_OK) s = mapping_build(lm, &job->mp);
+    return s;
+}
+
+static cJSON *circuits_json_of(const loaded_model *lm, void *state) {
+    circuits_job *job = state;
+    qkv_status s; /* not QKV_OK only out of memory, after qkv_fail */
+    return circuits_json(lm, job->copying, job->composition, &job->mp, &s);
+}
+
+static qkv_status circuits_table(const loaded_model *lm, void *state) {
+    circuits_job *job = state;
+    const qkv_model_config *c = &lm->model.cfg;
+    print_table(lm, job->copying, job->composition, &job->mp);
+    if (c->norm == QKV_NORM_LAYERNORM)
+        printf("LayerNorm folded: each gain into the weights that read the stream, the "
+               "centring into those that write it (docs/explain.md)\n");
+    if (c->mlp == 0) return QKV_OK;
+    printf("the heads' circuits are their direct paths: the MLPs are beside them\n");
+    return print_neurons(lm);
+}
+
+static int circuits_run(const circuits_args *a) {
+    circuits_job job = {0};
+    int code = explain_cli_run(&(explain_cli_job){
+        .who = "circuits", .model = a->model, .out = a->out, .dtype = TRAIN_DTYPE_OF_FILE,
+        .threads = -1, .print_json = a->json, .json_when_asked = true, .plain_errors = true,
+        .run = circuits_compute, .json = circuits_json_of, .table = circuits_table,
+        .state = &job});
+    mapping_free(&job.mp);
+    free(job.copying), free(job.composition);
     return code;
 }
 

@@ -123,9 +123,10 @@ static cJSON *lens_json_of(const loaded_model *lm, void *state) {
     return lens_json(lm, job->in, &job->r);
 }
 
-static void lens_table(const loaded_model *lm, void *state) {
+static qkv_status lens_table(const loaded_model *lm, void *state) {
     lens_job *job = state;
     print_table(lm, job->in, &job->r);
+    return QKV_OK;
 }
 
 static int lens_command(const lens_args *a) {

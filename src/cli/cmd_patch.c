@@ -2,7 +2,6 @@
  * copied into the run on a corrupted one, exactly and by attribution, for one pair or a set
  * of pairs; and path patching (explore/explain.c, explore/pairs.c). */
 #include "cli.h"
-#include "io/paths.h"
 #include "explain_cli.h"
 #include "explore/explain.h"
 #include "explore/pairs.h"
@@ -124,25 +123,20 @@ static int count_words(const char *text) {
 
 /* The one pair of --clean and --corrupt as a set: in[0], in[1] read, the metric's position,
  * answer and wrong token (given, or the predictions). */
-static int one_pair(loaded_model *lm, const patch_args *a, explain_input *in, pair_set *p) {
+static qkv_status one_pair(loaded_model *lm, const patch_args *a, explain_input *in, pair_set *p) {
     memset(p, 0, sizeof *p);
-    if (count_words(a->clean) != count_words(a->corrupt)) {
-        cli_error("patch: --clean has %d tokens and --corrupt %d: patching needs inputs of one "
-                  "length", count_words(a->clean), count_words(a->corrupt));
-        return EXIT_USAGE;
-    }
+    if (count_words(a->clean) != count_words(a->corrupt))
+        return qkv_fail(QKV_ERR_VALUE, "--clean has %d tokens and --corrupt %d: patching needs "
+                        "inputs of one length", count_words(a->clean), count_words(a->corrupt));
     qkv_status s;
     if ((s = explain_read_input(lm, "--clean", a->clean, &in[0])) != QKV_OK ||
         (s = explain_read_input(lm, "--corrupt", a->corrupt, &in[1])) != QKV_OK)
-        goto fail;
+        return s;
     int T = lm->model.cfg.seq_len;
     p->clean = malloc((size_t)T * sizeof *p->clean);
     p->corrupt = malloc((size_t)T * sizeof *p->corrupt);
     p->metric = malloc(sizeof *p->metric);
-    if (!p->clean || !p->corrupt || !p->metric) {
-        cli_error("patch: out of memory");
-        return EXIT_NOMEM;
-    }
+    if (!p->clean || !p->corrupt || !p->metric) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
     memcpy(p->clean, in[0].tokens, (size_t)T * sizeof *p->clean);
     memcpy(p->corrupt, in[1].tokens, (size_t)T * sizeof *p->corrupt);
     p->clean_len = &in[0].len, p->corrupt_len = &in[1].len; /* not owned: see patch_run */
@@ -150,32 +144,26 @@ static int one_pair(loaded_model *lm, const patch_args *a, explain_input *in, pa
     p->positions = lm->model.cfg.target_len ? lm->target_len : in[0].n;
     patch_metric *m = p->metric;
     m->position = a->position >= 0 ? (int)a->position : explain_default_position(lm, &in[0]);
-    if (m->position < 0) {
-        cli_error("patch: the clean input has no position with a target: give --position");
-        return EXIT_USAGE;
-    }
-    if ((s = explain_check_position(lm, &in[0], m->position)) != QKV_OK) goto fail;
+    if (m->position < 0)
+        return qkv_fail(QKV_ERR_VALUE, "the clean input has no position with a target: give "
+                        "--position");
+    if ((s = explain_check_position(lm, &in[0], m->position)) != QKV_OK) return s;
     m->answer = a->answer ? explain_read_class(lm, "--answer", a->answer) : -1;
     m->wrong = a->wrong ? explain_read_class(lm, "--wrong", a->wrong) : -1;
-    if ((a->answer && m->answer < 0) || (a->wrong && m->wrong < 0)) {
-        s = QKV_ERR_VALUE; /* explain_read_class's */
-        goto fail;
-    }
+    if ((a->answer && m->answer < 0) || (a->wrong && m->wrong < 0))
+        return QKV_ERR_VALUE; /* explain_read_class's */
     if ((s = explain_fill_predictions(lm, p->clean, p->corrupt, lm->data ? p->clean_len : NULL,
                                       lm->data ? p->corrupt_len : NULL, 1, m, NULL, NULL)) !=
         QKV_OK)
-        goto fail;
+        return s;
     if (m->answer == m->wrong) {
         char label[32];
         loaded_model_token_label(lm, m->answer, label, sizeof label);
-        cli_error("patch: the answer and the wrong token are both '%s'%s: the metric would be 0",
-                  label, a->answer && a->wrong ? "" : " (give --answer and --wrong)");
-        return EXIT_USAGE;
+        return qkv_fail(QKV_ERR_VALUE, "the answer and the wrong token are both '%s'%s: the "
+                        "metric would be 0", label,
+                        a->answer && a->wrong ? "" : " (give --answer and --wrong)");
     }
-    return EXIT_OK;
-fail:
-    cli_error("patch: %s", qkv_last_error());
-    return s == QKV_ERR_VALUE ? EXIT_USAGE : cli_exit_for(s);
+    return QKV_OK;
 }
 
 static void print_share(double v) {
@@ -280,70 +268,70 @@ static qkv_status write_per_pair(const patch_result *r, atomic_file *af) {
     return QKV_OK;
 }
 
-static int patch_run(const patch_args *a) {
-    loaded_model lm;
-    char path[RUN_PATH_LEN];
-    int code = explain_cli_load(a->model, a->dtype, a->threads, &lm, path, sizeof path);
-    if (code != EXIT_OK) return code;
-    const char *inputs[4] = {path}; /* NULL-ended: no hole */
-    int n_inputs = 1;
-    if (lm.data) inputs[n_inputs++] = lm.data->path;
-    if (a->pairs) inputs[n_inputs++] = a->pairs;
-    explain_input *in = a->clean ? malloc(2 * sizeof *in) : NULL;
-    pair_set pairs = {0};
-    patch_result r = {.site = (qkv_site)a->site, .over = (explain_over)a->over,
-                      .paths = a->path, .exact = a->method != 1, .attribution = a->method != 0};
-    atomic_file af = {0};
-    cJSON *j = NULL;
+/* One run of the command: its options, inputs, pairs, result and --per-pair's file
+ * (explain_cli_run's state). */
+typedef struct {
+    const patch_args *a;
+    explain_input *in; /* --clean and --corrupt's, or NULL */
+    pair_set pairs;
+    patch_result r;
+    atomic_file per_pair;
+} patch_job;
+
+static qkv_status patch_compute(loaded_model *lm, void *state) {
+    patch_job *job = state;
+    const patch_args *a = job->a;
     qkv_status s = QKV_OK;
-    const cli_output outputs[] = {{"per-pair", a->per_pair}, {"out", a->out}, {0}};
-    if ((code = cli_check_outputs("patch", outputs, inputs)) != EXIT_OK) goto done;
-    if (a->clean && !in) {
-        cli_error("patch: out of memory");
-        code = EXIT_NOMEM;
-        goto done;
-    }
-    if (!a->path && (s = explain_check_site(&lm, r.site, r.over)) != QKV_OK) goto fail;
-    if (a->clean) {
-        if ((code = one_pair(&lm, a, in, &pairs)) != EXIT_OK) goto done;
-    } else if (a->pairs) {
-        if ((s = pair_set_read(&pairs, &lm, a->pairs, (int)a->position)) != QKV_OK) goto fail;
-    } else if ((s = pair_set_corrupt_from(&pairs, &lm, (corrupt_kind)a->corrupt_from,
-                                          (int)a->position, (uint64_t)a->seed)) != QKV_OK) {
-        goto fail;
-    }
-    r.left_out = pairs.skipped;
-    patch_pairs view = pair_set_view(&pairs, &lm);
-    if ((s = explain_patch(&lm, &view, &r)) != QKV_OK) goto fail;
-    if (a->per_pair && (s = atomic_open(&af, a->per_pair)) == QKV_OK)
-        s = write_per_pair(&r, &af);
-    if (s == QKV_OK &&
-        !(j = explain_patch_json(&lm, in ? &in[0] : NULL, in ? &in[1] : NULL, &pairs.metric[0],
-                                 a->pairs ? a->pairs : a->corrupt_from == CORRUPT_RESAMPLE
-                                                           ? "resample"
-                                                           : "shuffle",
-                                 &r)))
-        s = qkv_fail(QKV_ERR_NOMEM, "out of memory");
-    if (s == QKV_OK && in) /* false: a position no training example of this length had a target at */
+    if (a->clean && !job->in) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    if (!a->path && (s = explain_check_site(lm, job->r.site, job->r.over)) != QKV_OK) return s;
+    if (a->clean) s = one_pair(lm, a, job->in, &job->pairs);
+    else if (a->pairs) s = pair_set_read(&job->pairs, lm, a->pairs, (int)a->position);
+    else s = pair_set_corrupt_from(&job->pairs, lm, (corrupt_kind)a->corrupt_from,
+                                   (int)a->position, (uint64_t)a->seed);
+    if (s != QKV_OK) return s;
+    job->r.left_out = job->pairs.skipped;
+    patch_pairs view = pair_set_view(&job->pairs, lm);
+    if ((s = explain_patch(lm, &view, &job->r)) != QKV_OK) return s;
+    if (a->per_pair && (s = atomic_open(&job->per_pair, a->per_pair)) == QKV_OK)
+        s = write_per_pair(&job->r, &job->per_pair);
+    return s;
+}
+
+static cJSON *patch_json(const loaded_model *lm, void *state) {
+    patch_job *job = state;
+    const patch_args *a = job->a;
+    const explain_input *in = job->in;
+    const char *source = a->pairs                             ? a->pairs
+                         : a->corrupt_from == CORRUPT_RESAMPLE ? "resample"
+                                                               : "shuffle";
+    cJSON *j = explain_patch_json(lm, in ? &in[0] : NULL, in ? &in[1] : NULL,
+                                  &job->pairs.metric[0], source, &job->r);
+    if (j && in) /* false: a position no training example of this length had a target at */
         cJSON_AddBoolToObject(j, "position_has_target",
-                              explain_position_trained(&lm, &in[0], pairs.metric[0].position));
-    if (s != QKV_OK) goto fail;
-    if ((code = explain_cli_save_both(j, a->out, &af)) == EXIT_OK) {
-        if (!a->json) print_table(&lm, in ? &in[0] : NULL, &pairs, &r);
-        code = explain_cli_print(j, a->json, a->out);
-    }
-    goto done;
-fail:
-    if (af.f) atomic_abort(&af);
-    cli_error("patch: %s", qkv_last_error());
-    code = s == QKV_ERR_VALUE ? EXIT_USAGE : cli_exit_for(s);
-done:
-    cJSON_Delete(j);
-    if (a->clean) pairs.clean_len = pairs.corrupt_len = NULL; /* in[]'s */
-    pair_set_free(&pairs);
-    explain_patch_free(&r);
-    free(in);
-    loaded_model_free(&lm);
+                              explain_position_trained(lm, &in[0], job->pairs.metric[0].position));
+    return j;
+}
+
+static qkv_status patch_table(const loaded_model *lm, void *state) {
+    patch_job *job = state;
+    print_table(lm, job->in ? &job->in[0] : NULL, &job->pairs, &job->r);
+    return QKV_OK;
+}
+
+static int patch_run(const patch_args *a) {
+    patch_job job = {.a = a, .in = a->clean ? malloc(2 * sizeof *job.in) : NULL,
+                     .r = {.site = (qkv_site)a->site, .over = (explain_over)a->over,
+                           .paths = a->path, .exact = a->method != 1,
+                           .attribution = a->method != 0}};
+    const cli_output outputs[] = {{"per-pair", a->per_pair}, {"out", a->out}, {0}};
+    int code = explain_cli_run(&(explain_cli_job){
+        .who = "patch", .model = a->model, .out = a->out, .input = a->pairs, .outputs = outputs,
+        .second = &job.per_pair, .dtype = a->dtype, .threads = a->threads, .print_json = a->json,
+        .run = patch_compute, .json = patch_json, .table = patch_table, .state = &job});
+    if (a->clean) job.pairs.clean_len = job.pairs.corrupt_len = NULL; /* in[]'s */
+    pair_set_free(&job.pairs);
+    explain_patch_free(&job.r);
+    free(job.in);
     return code;
 }
 

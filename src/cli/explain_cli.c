@@ -31,7 +31,7 @@ int explain_cli_model(const char *who, const char *option, int argc, char **argv
 
 int explain_cli_load(const char *model, int dtype, long threads, loaded_model *lm, char *path,
                      size_t len) {
-    int code = cli_set_threads(threads);
+    int code = threads < 0 ? EXIT_OK : cli_set_threads(threads);
     if (code != EXIT_OK) return code;
     if (!cli_model_path(model, path, len)) return EXIT_IO;
     qkv_status s = loaded_model_load(lm, path, dtype);
@@ -42,6 +42,13 @@ int explain_cli_load(const char *model, int dtype, long threads, loaded_model *l
     return EXIT_OK;
 }
 
+/* The one line of a hook's failure, "WHO: message" or the message alone; its exit code. */
+static int job_failed(const explain_cli_job *job, qkv_status s) {
+    if (job->plain_errors) cli_error("%s", qkv_last_error());
+    else cli_error("%s: %s", job->who, qkv_last_error());
+    return cli_exit_for(s);
+}
+
 int explain_cli_run(const explain_cli_job *job) {
     loaded_model lm;
     char path[RUN_PATH_LEN];
@@ -49,20 +56,26 @@ int explain_cli_run(const explain_cli_job *job) {
     if (code != EXIT_OK) return code;
     const char *inputs[] = {path, lm.data ? lm.data->path : job->input, lm.data ? job->input : NULL,
                             NULL};
-    code = cli_check_outputs(job->who, (cli_output[]){{"out", job->out}, {0}}, inputs);
+    const cli_output only_out[] = {{"out", job->out}, {0}};
+    code = cli_check_outputs(job->who, job->outputs ? job->outputs : only_out, inputs);
     qkv_status s = code == EXIT_OK ? job->run(&lm, job->state) : QKV_OK;
+    bool wanted = !job->json_when_asked || job->print_json || job->out;
+    cJSON *j = NULL;
+    if (code == EXIT_OK && s == QKV_OK && wanted && !(j = job->json(&lm, job->state)))
+        s = job->plain_errors ? QKV_ERR_NOMEM : qkv_fail(QKV_ERR_NOMEM, "out of memory");
     if (s != QKV_OK) {
-        cli_error("%s: %s", job->who, qkv_last_error());
-        code = cli_exit_for(s);
+        if (job->second && job->second->f) atomic_abort(job->second);
+        code = job_failed(job, s);
     } else if (code == EXIT_OK) {
-        cJSON *j = job->json(&lm, job->state);
-        if (!j) code = cli_exit_for(qkv_fail(QKV_ERR_NOMEM, "out of memory"));
-        else if ((code = explain_cli_save(j, job->out)) == EXIT_OK) {
-            if (!job->print_json) job->table(&lm, job->state);
+        code = job->second ? explain_cli_save_both(j, job->out, job->second)
+                           : explain_cli_save(j, job->out);
+        if (code == EXIT_OK) {
+            qkv_status t = job->print_json ? QKV_OK : job->table(&lm, job->state);
             code = explain_cli_print(j, job->print_json, job->out);
+            if (t != QKV_OK) code = job_failed(job, t);
         }
-        cJSON_Delete(j);
     }
+    cJSON_Delete(j);
     loaded_model_free(&lm);
     return code;
 }

@@ -1,5 +1,6 @@
-/* explain_cli.h - what ablate, patch and attribute (and eval --data) share at the command
- * line: the model as an operand or --model, its loading, and the JSON to stdout or a file. */
+/* explain_cli.h - what ablate, patch, attribute, lens and circuits (and eval --data) share at
+ * the command line: the model as an operand or --model, its loading, the JSON to stdout or a
+ * file, and the skeleton of a run (explain_cli_run). */
 #ifndef QKV_CLI_EXPLAIN_H
 #define QKV_CLI_EXPLAIN_H
 
@@ -34,9 +35,9 @@
  * into *model, or EXIT_USAGE after one line (none, two, or an extra operand). */
 int explain_cli_model(const char *who, const char *option, int argc, char **argv, int first,
                       const char **model);
-/* Sets the threads, finds the model file (a directory's model.safetensors) into path, and
- * loads it in `dtype` (TRAIN_DTYPE_OF_FILE or a qkv_dtype): EXIT_OK or the exit code after
- * one line. */
+/* Sets the threads (`threads` < 0: leaves them as they are), finds the model file (a
+ * directory's model.safetensors) into path, and loads it in `dtype` (TRAIN_DTYPE_OF_FILE or a
+ * qkv_dtype): EXIT_OK or the exit code after one line. */
 int explain_cli_load(const char *model, int dtype, long threads, loaded_model *lm, char *path,
                      size_t len);
 /* The JSON object written to `out` (atomically) when not NULL, before anything is printed:
@@ -53,19 +54,27 @@ int explain_cli_print(const cJSON *o, bool json, const char *out);
 /* The analysis commands' shared skeleton: load the model (explain_cli_load), check the
  * outputs against the inputs (the model, its data file, `input`), compute (`run`), build the
  * JSON object (`json`), save it to `out`, print the table (`table`, unless `print_json`) and
- * the JSON, free. `run` returns a status whose message qkv_last_error holds (a usage error:
- * QKV_ERR_VALUE, exit 2), printed as "WHO: message"; `state` is the command's own. Returns
- * the exit code. */
+ * the JSON, free. `run` and `table` return a status whose message qkv_last_error holds (a
+ * usage error: QKV_ERR_VALUE, exit 2), printed as "WHO: message"; `json` returns NULL when
+ * out of memory ("WHO: out of memory"). A failure of `table` is printed after the rest (the
+ * table so far, "wrote OUT"). `state` is the command's own. Returns the exit code. */
 typedef struct {
     const char *who;          /* "attribute": the command, as its messages begin */
     const char *model, *out;  /* --model (or DIR) and --out */
     const char *input;        /* a further file it reads (patch --pairs), or NULL */
+    const cli_output *outputs; /* the outputs checked, in order (patch: --per-pair, --out);
+                                  NULL: --out alone */
+    atomic_file *second;      /* a second output that `run` may open: committed with --out
+                                 (explain_cli_save_both), or aborted on a failure; or NULL */
     int dtype;                /* TRAIN_DTYPE_OF_FILE or a qkv_dtype */
-    long threads;
+    long threads;             /* -1: left as they are (circuits runs none) */
     bool print_json;          /* --json: the object on stdout instead of the table */
+    bool json_when_asked;     /* `json` only for --json or --out (circuits': every matrix) */
+    bool plain_errors;        /* the messages printed as they are, each naming what failed
+                                 itself; `json` then sets its own (qkv_fail) before NULL */
     qkv_status (*run)(loaded_model *lm, void *state);
     cJSON *(*json)(const loaded_model *lm, void *state);
-    void (*table)(const loaded_model *lm, void *state);
+    qkv_status (*table)(const loaded_model *lm, void *state);
     void *state;
 } explain_cli_job;
 int explain_cli_run(const explain_cli_job *job);
