@@ -666,7 +666,10 @@ static const struct {
     {"\"optim\":\"momentum\"", "\"optim\":\"rmsprop!\"", "metadata 'optim' is not one of qkv's values (sgd, momentum, adam)"},
     {"\"residual\":\"true\"", "\"residual\":\"yes!\"", "metadata 'residual' is not one of qkv's values"},
     {"\"causal\":\"true\"", "\"causal\":\"True\"", "metadata 'causal' is not one of qkv's values"},
-    {"\"schedule\":\"constant\"", "\"schedule\":\"linear!!\"", "metadata 'schedule' is not one of"},
+    {"\"schedule\":\"constant\"", "\"schedule\":\"linear!!\"", "metadata 'schedule' is not one of qkv's values (cosine, constant)"},
+    /* the ranges are those of train's options (train/options.c) */
+    {"\"steps\":\"10\"", "\"steps\":\"-1\"", "metadata 'steps' is out of range (1..1e+08)"},
+    {"\"lr\":\"0.10000000000000001\"", "\"lr\":\"0.00000000000000000\"", "metadata 'lr' is out of range (above 0..1e+06)"},
     {"\"dtype\":\"f32\"", "\"dtype\":\"f16\"", "metadata 'dtype' is not one of qkv's values (f32, f64)"},
     {"\"heads\":\"2\"", "\"heads\":\"x\"", "metadata 'heads' is not a number ('x')"},
     {"\"warmup\":\"100\"", "\"warmup\":\"1.5\"", "metadata 'warmup' is not a whole number"},
@@ -726,6 +729,14 @@ START_TEST(test_checkpoint_refuses_unknown_values) {
         remove(path);
     }
     snprintf(path, sizeof path, "%s/model.safetensors", tmpdir);
+    /* what --lr allows reads back: any lr above 0, however small */
+    c.lr = 1e-305;
+    ck_assert_int_eq(trainer_init(&t, &c), QKV_OK);
+    ck_assert_int_eq(trainer_save(&t, path), QKV_OK);
+    trainer_free(&t);
+    ck_assert_msg(trainer_load(&t, path) == QKV_OK, "%s", qkv_last_error());
+    ck_assert(t.cfg.lr == 1e-305);
+    trainer_free(&t);
     remove(path);
     remove(tmpdir);
 }

@@ -1,10 +1,11 @@
 /* checkpoint.c - a trainer's state as a safetensors file, and back: the parameters, the
- * optimizer's moments and, in __metadata__, the config (one row of config_fields per key),
- * the step and the data RNG. */
+ * optimizer's moments and, in __metadata__, the config (one row of config_fields per key, its
+ * type, range and words from train's option schema), the step and the data RNG. */
 #include "train/checkpoint.h"
 
 #include "engine/engine.h"
 #include "io/io.h"
+#include "train/options.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -14,114 +15,129 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* How a config field is written as text and read back. */
-typedef enum {
-    FIELD_INT,    /* an int: a whole number in [lo, hi] */
-    FIELD_INT64,  /* an int64_t: a whole number in [lo, hi] */
-    FIELD_DOUBLE, /* a double in [lo, hi], written with 17 digits (read back exactly) */
-    FIELD_U64,    /* a uint64_t in decimal digits (the seed: all 64 bits) */
-    FIELD_WORD,   /* a bool or an enum: one of `words`, its value the word's index */
-} field_kind;
-
+/* A config field of the file: a key of train's option schema (train/options.c), whose row
+ * gives its type, range, words and default, and the train_config field that holds it. */
 typedef struct {
-    const char *key;      /* the metadata key */
-    field_kind kind;
-    double lo, hi;        /* FIELD_INT, FIELD_INT64, FIELD_DOUBLE: the range of a valid value */
-    const char *words[4]; /* FIELD_WORD: the words by value, NULL after the last */
+    const char *key;      /* the metadata key: the option's config key */
     size_t offset, size;  /* the field of train_config */
-    const char *absent;   /* the value of a key that a file may lack (older files), or NULL */
-    bool omit_absent;     /* not written when its value is `absent`: a field newer than the
-                             files of models without it, which stay what they were */
+    bool absent_default;  /* a file may lack it (older files): the option's default then */
+    bool omit_absent;     /* not written at that default: a field newer than the files of
+                             models without it, which stay what they were */
+    const char *true_word; /* a choice held as a bool (schedule's cosine): the word of true */
+    const train_option *row; /* a key that is no option of its own: its row here; else NULL */
 } config_field;
 
-#define FIELD(member) offsetof(train_config, member), sizeof(((train_config *)0)->member)
+/* full_batch is no option of its own (--batch full sets it, with batch the training set's
+ * size): a bool, false unless set. */
+static const train_option full_batch_row = {.key = "full_batch", .type = OPTION_FLAG,
+                                            .deflt = "false"};
 
-/* The config in a file, in the order it is written. seq_len and vocab are the task's (and the
- * model's: they are the same). */
+#define FIELD(member)                                                                       \
+    .offset = offsetof(train_config, member), .size = sizeof(((train_config *)0)->member)
+
+/* The config in a file, in the order it is written (not the help's order of the schema).
+ * seq_len and vocab are the task's (and the model's: they are the same). */
 static const config_field config_fields[] = {
-    {"seq_len", FIELD_INT, QKV_MIN_TASK_SEQ_LEN, QKV_MAX_TASK_SEQ_LEN, {0}, FIELD(task.seq_len),
-     NULL, false},
-    {"vocab", FIELD_INT, 2, QKV_MAX_VOCAB, {0}, FIELD(task.vocab), NULL, false},
-    {"d_model", FIELD_INT, 1, QKV_MAX_D_MODEL, {0}, FIELD(model.d_model), NULL, false},
-    {"heads", FIELD_INT, 1, QKV_MAX_HEADS, {0}, FIELD(model.heads), NULL, false},
-    {"layers", FIELD_INT, 1, QKV_MAX_LAYERS, {0}, FIELD(model.layers), NULL, false},
-    {"residual", FIELD_WORD, 0, 0, {"false", "true"}, FIELD(model.residual), NULL, false},
-    {"causal", FIELD_WORD, 0, 0, {"false", "true"}, FIELD(model.causal), NULL, false},
-    {"init_scale", FIELD_DOUBLE, 1e-300, QKV_MAX_INIT_SCALE, {0}, FIELD(model.init_scale), NULL,
-     false},
+    {"seq_len", FIELD(task.seq_len)},
+    {"vocab", FIELD(task.vocab)},
+    {"d_model", FIELD(model.d_model)},
+    {"heads", FIELD(model.heads)},
+    {"layers", FIELD(model.layers)},
+    {"residual", FIELD(model.residual)},
+    {"causal", FIELD(model.causal)},
+    {"init_scale", FIELD(model.init_scale)},
     /* files from before f64 models have no dtype: f32 */
-    {"dtype", FIELD_WORD, 0, 0, {"f32", "f64"}, FIELD(model.dtype), "f32", false},
+    {"dtype", FIELD(model.dtype), .absent_default = true},
     /* files from before MLP and LayerNorm models have none; a model without them writes no
      * such key, so its file is what it always was */
-    {"mlp", FIELD_INT, 0, QKV_MAX_MLP, {0}, FIELD(model.mlp), "0", true},
-    {"act", FIELD_WORD, 0, 0, {"relu", "gelu", "gelu-tanh"}, FIELD(model.act), "relu", true},
-    {"norm", FIELD_WORD, 0, 0, {"none", "layernorm"}, FIELD(model.norm), "none", true},
-    {"optim", FIELD_WORD, 0, 0, {"sgd", "momentum", "adam"}, FIELD(optim), NULL, false},
-    {"lr", FIELD_DOUBLE, 1e-300, TRAIN_MAX_LR, {0}, FIELD(lr), NULL, false},
-    {"weight_decay", FIELD_DOUBLE, 0, 1e6, {0}, FIELD(weight_decay), NULL, false},
-    {"clip", FIELD_DOUBLE, 0, 1e300, {0}, FIELD(clip), NULL, false},
-    {"schedule", FIELD_WORD, 0, 0, {"constant", "cosine"}, FIELD(cosine), NULL, false},
-    {"warmup", FIELD_INT64, 0, 1e15, {0}, FIELD(warmup), NULL, false},
-    {"batch", FIELD_INT, 1, TRAIN_MAX_BATCH, {0}, FIELD(batch), NULL, false},
-    {"steps", FIELD_INT64, 0, 1e15, {0}, FIELD(steps), NULL, false},
-    {"seed", FIELD_U64, 0, 0, {0}, FIELD(seed), NULL, false},
+    {"mlp", FIELD(model.mlp), .absent_default = true, .omit_absent = true},
+    {"act", FIELD(model.act), .absent_default = true, .omit_absent = true},
+    {"norm", FIELD(model.norm), .absent_default = true, .omit_absent = true},
+    {"optim", FIELD(optim)},
+    {"lr", FIELD(lr)},
+    {"weight_decay", FIELD(weight_decay)},
+    {"clip", FIELD(clip)},
+    {"schedule", FIELD(cosine), .true_word = "cosine"},
+    {"warmup", FIELD(warmup)},
+    {"batch", FIELD(batch)},
+    {"steps", FIELD(steps)},
+    {"seed", FIELD(seed)},
     /* Adam's decay rates and the full batch (modular's training): files from before them
      * have none, and a run at their defaults writes none, so its file is what it was */
-    {"beta1", FIELD_DOUBLE, 0, TRAIN_MAX_BETA, {0}, FIELD(beta1), "0.90000000000000002", true},
-    {"beta2", FIELD_DOUBLE, 0, TRAIN_MAX_BETA, {0}, FIELD(beta2), "0.999", true},
-    {"full_batch", FIELD_WORD, 0, 0, {"false", "true"}, FIELD(full_batch), "false", true},
+    {"beta1", FIELD(beta1), .absent_default = true, .omit_absent = true},
+    {"beta2", FIELD(beta2), .absent_default = true, .omit_absent = true},
+    {"full_batch", FIELD(full_batch), .absent_default = true, .omit_absent = true,
+     .row = &full_batch_row},
 };
 #define N_CONFIG_FIELDS ((int)(sizeof config_fields / sizeof config_fields[0]))
 
-/* A word's value is its index: the enums count from 0 in the table's order. */
-_Static_assert(QKV_SGD == 0 && QKV_MOMENTUM == 1 && QKV_ADAM == 2, "optim words");
-_Static_assert(QKV_F32 == 0 && QKV_F64 == 1, "dtype words");
-_Static_assert(QKV_ACT_RELU == 0 && QKV_ACT_GELU == 1 && QKV_ACT_GELU_TANH == 2, "act words");
-_Static_assert(QKV_NORM_NONE == 0 && QKV_NORM_LAYERNORM == 1, "norm words");
+/* A choice's value is its index in the row's words: the enums count from 0 in that order
+ * (train/options.c checks them); a bool option's words are these. */
+static const char *const bool_words[] = {"false", "true", NULL};
 _Static_assert(sizeof(qkv_optim_kind) == sizeof(int) && sizeof(qkv_dtype) == sizeof(int) &&
                    sizeof(qkv_act) == sizeof(int) && sizeof(qkv_norm) == sizeof(int),
                "an enum field is stored as an int");
 
+/* The schema's row of the field, and its words (a choice's, or false and true). */
+static const train_option *field_row(const config_field *f) {
+    const train_option *r = f->row ? f->row : train_option_find(f->key);
+    QKV_CHECK(r && r->type != OPTION_HEADING && r->type != OPTION_TEXT, "checkpoint",
+              "metadata '%s' is no option of train's schema", f->key);
+    return r;
+}
+
+static const char *const *field_words(const train_option *r) {
+    return r->type == OPTION_CHOICE ? r->choices : bool_words;
+}
+
 /* The field's value as text, into buf. */
 static void field_text(const config_field *f, const train_config *c, char *buf, size_t len) {
+    const train_option *r = field_row(f);
     const char *at = (const char *)c + f->offset;
-    switch (f->kind) {
-    case FIELD_INT: snprintf(buf, len, "%d", *(const int *)at); break;
-    case FIELD_INT64: snprintf(buf, len, "%" PRId64, *(const int64_t *)at); break;
-    case FIELD_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)at); break;
-    case FIELD_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)at); break;
-    case FIELD_WORD: {
+    switch (r->type) {
+    case OPTION_INT:
+        if (f->size == sizeof(int64_t)) snprintf(buf, len, "%" PRId64, *(const int64_t *)at);
+        else snprintf(buf, len, "%d", *(const int *)at);
+        break;
+    case OPTION_DOUBLE: snprintf(buf, len, "%.17g", *(const double *)at); break;
+    case OPTION_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)at); break;
+    default: { /* a word: a choice's, or false or true */
+        const char *const *words = field_words(r);
         int value = f->size == sizeof(bool) ? *(const bool *)at : *(const int *)at;
-        snprintf(buf, len, "%s", f->words[value]);
+        if (f->true_word) { /* a bool choice: the true word, or the first other one */
+            bool is_true = value;
+            for (value = 0; !strcmp(words[value], f->true_word) != is_true; value++) {}
+        }
+        snprintf(buf, len, "%s", words[value]);
         break;
     }
     }
 }
 
-/* Reads the field from the file's metadata into c: QKV_ERR_FORMAT, naming the key, for a
- * value missing, out of range or not one of its words. */
-static qkv_status read_field(const config_field *f, const qkv_st *st, const char *path,
+/* Reads the field's value from `text` into c: QKV_ERR_FORMAT, naming the key, for a value
+ * out of range or not one of its words. */
+static qkv_status read_value(const config_field *f, const char *text, const char *path,
                              train_config *c) {
-    const char *text = qkv_st_meta(st, f->key);
-    if (!text) text = f->absent;
-    if (!text) return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is missing", path, f->key);
+    const train_option *r = field_row(f);
     char *at = (char *)c + f->offset;
-    if (f->kind == FIELD_WORD) {
-        for (int i = 0; f->words[i]; i++) {
-            if (strcmp(text, f->words[i])) continue;
-            if (f->size == sizeof(bool)) *(bool *)at = i;
+    if (r->type != OPTION_INT && r->type != OPTION_DOUBLE && r->type != OPTION_U64) {
+        const char *const *words = field_words(r);
+        for (int i = 0; words[i]; i++) {
+            if (strcmp(text, words[i])) continue;
+            if (f->true_word) *(bool *)at = !strcmp(words[i], f->true_word);
+            else if (f->size == sizeof(bool)) *(bool *)at = i;
             else *(int *)at = i;
             return QKV_OK;
         }
         char list[64] = "";
-        for (int i = 0; f->words[i]; i++)
+        for (int i = 0; words[i]; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-                     f->words[i]);
+                     words[i]);
         return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not one of qkv's values (%s)", path,
                         f->key, list);
     }
     /* numbers by the one syntax of engine/numbers.c: no "+4", " 4", "0x4" or "4.0" */
-    if (f->kind == FIELD_U64) {
+    if (r->type == OPTION_U64) {
         if (number_u64(text, (uint64_t *)at) != NUMBER_OK)
             return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not a number of 0..2^64-1",
                             path, f->key);
@@ -129,21 +145,43 @@ static qkv_status read_field(const config_field *f, const qkv_st *st, const char
     }
     double v = 0;
     int64_t whole = 0;
-    number_read r = f->kind == FIELD_DOUBLE
-                        ? number_real(text, &v)
-                        : number_int(text, (int64_t)f->lo, (int64_t)f->hi, &whole);
-    if (r == NUMBER_BAD && f->kind != FIELD_DOUBLE && number_real(text, &v) == NUMBER_OK)
+    bool real = r->type == OPTION_DOUBLE;
+    number_read got = real ? number_real(text, &v)
+                           : number_int(text, (int64_t)r->lo, (int64_t)r->hi, &whole);
+    if (got == NUMBER_BAD && !real && number_real(text, &v) == NUMBER_OK)
         return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not a whole number", path, f->key);
-    if (r == NUMBER_BAD)
+    if (got == NUMBER_BAD)
         return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is not a number ('%.40s')", path,
                         f->key, text);
-    if (r == NUMBER_RANGE || (f->kind == FIELD_DOUBLE && !(v >= f->lo && v <= f->hi)))
-        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is out of range (%g..%g)", path,
-                        f->key, f->lo, f->hi);
-    if (f->kind == FIELD_INT) *(int *)at = (int)whole;
-    else if (f->kind == FIELD_INT64) *(int64_t *)at = whole;
-    else *(double *)at = v;
+    if (got == NUMBER_RANGE || (real && !((r->lo_open ? v > r->lo : v >= r->lo) && v <= r->hi)))
+        return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is out of range (%s%g..%g)", path,
+                        f->key, r->lo_open ? "above " : "", r->lo, r->hi);
+    if (real) *(double *)at = v;
+    else if (f->size == sizeof(int64_t)) *(int64_t *)at = whole;
+    else *(int *)at = (int)whole;
     return QKV_OK;
+}
+
+/* Reads the field from the file's metadata into c (a key a file may lack: its default):
+ * QKV_ERR_FORMAT, naming the key, for a value missing, out of range or not one of its
+ * words. */
+static qkv_status read_field(const config_field *f, const qkv_st *st, const char *path,
+                             train_config *c) {
+    const char *text = qkv_st_meta(st, f->key);
+    if (!text && f->absent_default) text = field_row(f)->deflt;
+    if (!text) return qkv_fail(QKV_ERR_FORMAT, "%s: metadata '%s' is missing", path, f->key);
+    return read_value(f, text, path, c);
+}
+
+/* Whether `text`, the field as written, is its default as written ("0.9" is written
+ * "0.90000000000000002"). */
+static bool is_default(const config_field *f, const char *text) {
+    train_config d = {0};
+    char deflt[96];
+    QKV_CHECK(read_value(f, field_row(f)->deflt, "", &d) == QKV_OK, "checkpoint",
+              "the default of '%s' does not read", f->key);
+    field_text(f, &d, deflt, sizeof deflt);
+    return !strcmp(text, deflt);
 }
 
 /* The first element of x that is not finite (or, with nonneg, negative); -1 if none. */
@@ -206,7 +244,7 @@ qkv_status trainer_save(const trainer *t, const char *path) {
     for (int i = 0; i < N_CONFIG_FIELDS; i++) {
         field_text(&config_fields[i], c, vals[nm], sizeof vals[nm]);
         const config_field *f = &config_fields[i];
-        if (f->omit_absent && !strcmp(vals[nm], f->absent)) continue;
+        if (f->omit_absent && is_default(f, vals[nm])) continue;
         meta[2 * nm] = config_fields[i].key;
         meta[2 * nm + 1] = vals[nm];
         nm++;

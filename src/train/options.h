@@ -1,7 +1,8 @@
 /* options.h - the schema of `qkv train`'s options: one row per option, read by everything that
  * names one. The command line's table and help (src/cli/cmd_train.c), the keys of a run's
  * config in summary.json (run.c), `--config` files (src/cli/config.c), a sweep's cells (through
- * train's parser), trainer_check_config's ranges and the man page's option list (checked by
+ * train's parser), trainer_check_config's ranges, the model file's config keys (their types,
+ * ranges, words and defaults: checkpoint.c) and the man page's option list (checked by
  * tests/man_test.sh) all come from train_option_table. Adding an option: docs/architecture.md,
  * "Adding a training option". */
 #ifndef QKV_TRAIN_OPTIONS_H
