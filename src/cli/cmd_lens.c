@@ -73,12 +73,12 @@ static void print_table(const loaded_model *lm, const explain_input *in, const l
     printf("\n");
     for (int i = 0; i < r->positions; i++) {
         explain_position_label(lm, in, i, pos, sizeof pos);
-        loaded_model_token_label(lm, r->final[i].token, tok, sizeof tok);
+        loaded_model_class_label(lm, r->final[i].token, tok, sizeof tok);
         printf("  %-12s %-8s", pos, tok);
         for (int b = 0; b < r->boundaries; b++) {
             size_t cell = (size_t)b * r->positions + i;
             char text[64], rank[16] = "";
-            loaded_model_token_label(lm, r->top_token[cell * r->top], tok, sizeof tok);
+            loaded_model_class_label(lm, r->top_token[cell * r->top], tok, sizeof tok);
             if (r->rank_of_final[cell] != 1)
                 snprintf(rank, sizeof rank, " [%d]", (int)r->rank_of_final[cell]);
             snprintf(text, sizeof text, "%s %.3f%s", tok, r->top_prob[cell * r->top], rank);
@@ -95,7 +95,7 @@ static void print_table(const loaded_model *lm, const explain_input *in, const l
     for (int i = 0; i < r->positions; i++) {
         const dla_result *f = &r->final[i];
         explain_position_label(lm, in, i, pos, sizeof pos);
-        loaded_model_token_label(lm, f->token, tok, sizeof tok);
+        loaded_model_class_label(lm, f->token, tok, sizeof tok);
         printf("  %-12s %-8s %12.6f", pos, tok, f->logit);
         for (int k = 0; k < f->n_parts; k++) printf(" %10.4f", f->parts[k].value);
         printf("\n");

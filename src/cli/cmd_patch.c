@@ -167,7 +167,7 @@ static int one_pair(loaded_model *lm, const patch_args *a, explain_input *in, pa
         goto fail;
     if (m->answer == m->wrong) {
         char label[32];
-        loaded_model_token_label(lm, m->answer, label, sizeof label);
+        loaded_model_class_label(lm, m->answer, label, sizeof label);
         cli_error("patch: the answer and the wrong token are both '%s'%s: the metric would be 0",
                   label, a->answer && a->wrong ? "" : " (give --answer and --wrong)");
         return EXIT_USAGE;
@@ -187,8 +187,8 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
                         const patch_result *r) {
     char pos[80], ans[32], wr[32];
     const patch_metric *m = &p->metric[0];
-    loaded_model_token_label(lm, m->answer, ans, sizeof ans);
-    loaded_model_token_label(lm, m->wrong, wr, sizeof wr);
+    loaded_model_class_label(lm, m->answer, ans, sizeof ans);
+    loaded_model_class_label(lm, m->wrong, wr, sizeof wr);
     if (clean) {
         explain_position_label(lm, clean, m->position, pos, sizeof pos);
         if (!explain_position_trained(lm, clean, m->position)) /* named, never taken for one */

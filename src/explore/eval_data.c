@@ -157,13 +157,13 @@ static void write_example(const loaded_model *lm, const eval_file *f, int e,
         int best = (int)qkv_argmax(logits, row, V);
         double max = qkv_get(logits, row + best), z = 0;
         for (int j = 0; j < V; j++) z += exp(qkv_get(logits, row + j) - max);
-        cJSON_AddItemToArray(pr, explain_token_json(lm, best));
+        cJSON_AddItemToArray(pr, explain_class_json(lm, best));
         cJSON_AddItemToArray(pb, cJSON_CreateNumber(1.0 / z));
         if (y[i] < 0) {
             cJSON_AddItemToArray(tg, cJSON_CreateNull());
             cJSON_AddItemToArray(ok, cJSON_CreateNull());
         } else {
-            cJSON_AddItemToArray(tg, explain_token_json(lm, y[i]));
+            cJSON_AddItemToArray(tg, explain_class_json(lm, y[i]));
             cJSON_AddItemToArray(ok, cJSON_CreateBool(best == y[i]));
             right += best == y[i], counted++;
         }
