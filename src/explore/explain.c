@@ -95,8 +95,11 @@ static qkv_status read_words(const loaded_model *lm, const char *option, const c
         else if (len < sizeof word) id = word_token(lm, word);
         if (id < (classes ? -1 : 0)) {
             expectation(lm, classes, expect, sizeof expect);
-            return qkv_fail(QKV_ERR_VALUE, "%s: '%.*s' (token %d) is not %s", option,
-                            (int)(len < 40 ? len : 40), p, n, expect);
+            /* "1,2,3": one word to a reader that splits at spaces */
+            bool listed = memchr(p, ',', len) || memchr(p, ';', len);
+            return qkv_fail(QKV_ERR_VALUE, "%s: '%.*s' at position %d is not %s%s", option,
+                            (int)(len < 40 ? len : 40), p, n, expect,
+                            listed ? " (tokens are separated by spaces)" : "");
         }
         out[n++] = (int32_t)id;
         p += len;
