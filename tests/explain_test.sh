@@ -248,7 +248,15 @@ refuse() { # CODE FRAGMENT ARGS...
        [ ! -s out.txt ] && [ ! -e new.json ]; then ok "refused: $*"; else
         fail "$* gave exit $rc: $(cat err.txt out.txt)"; fi
 }
-# a position without a target (induction's first four and its last) is read, and named so
+# a position without a target (induction's first four and its last) is read, and named so;
+# the lens marks them
+"$QKV" lens m --input "$clean" >a.txt && grep -q '^  0:6\*  ' a.txt && grep -q '^  15:9\*  ' a.txt &&
+    grep -q '^  4:6  ' a.txt && grep -q '; \* a position with no target in training)$' a.txt &&
+    "$QKV" lens m --input "$clean" --json | "$PY" -c "
+import json, sys
+d = json.load(sys.stdin)['decomposition']
+assert [e['has_target'] for e in d] == [False] * 4 + [True] * 11 + [False], d
+" && ok "lens marks the positions without a target" || fail "lens: the positions without a target: $(head -c 600 a.txt)"
 "$QKV" attribute m --input "$clean" --position 15 >a.txt &&
     grep -q "^attribute: the logit of '[0-9]*' at position 15:9 (no target in training) is " a.txt &&
     "$QKV" attribute m --input "$clean" --position 2 --token 11 --json >a.json &&

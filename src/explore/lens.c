@@ -130,6 +130,8 @@ cJSON *lens_json(const loaded_model *lm, const explain_input *in, const lens_res
         cJSON_AddNumberToObject(p, "position", f->position);
         cJSON_AddItemToObject(p, "token", explain_class_json(lm, f->token));
         cJSON_AddNumberToObject(p, "logit", f->logit);
+        /* false: the model was never taught to predict there (the table's "*") */
+        cJSON_AddBoolToObject(p, "has_target", explain_position_trained(lm, in, f->position));
         for (int k = 0; k < f->n_parts; k++) {
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "name", f->parts[k].name);
