@@ -61,7 +61,7 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
         return EXIT_USAGE;
     }
     if (!a->model) {
-        cli_error("eval: --model FILE is required");
+        cli_error("eval: which model? (qkv eval DIR, or --model FILE)");
         return EXIT_USAGE;
     }
     return CLI_RUN;

@@ -93,7 +93,7 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
         return EXIT_USAGE;
     }
     if ((a->clean || a->corrupt) && !(a->clean && a->corrupt)) {
-        cli_error("patch: --clean and --corrupt are given together");
+        cli_error("patch: --clean and --corrupt must be given together");
         return EXIT_USAGE;
     }
     if ((a->answer || a->wrong) && !a->clean) {
@@ -169,7 +169,8 @@ static int one_pair(loaded_model *lm, const patch_args *a, explain_input *in, pa
         char label[32];
         loaded_model_class_label(lm, m->answer, label, sizeof label);
         cli_error("patch: the answer and the wrong token are both '%s'%s: the metric would be 0",
-                  label, a->answer && a->wrong ? "" : " (give --answer and --wrong)");
+                  label, a->answer && a->wrong ? "" : " (give another --position, or --answer "
+                                                      "and --wrong)");
         return EXIT_USAGE;
     }
     return EXIT_OK;
