@@ -118,6 +118,15 @@ PYEOF
 "$QKV" eval m | grep -Eq '^  held-out example: ([0-9]+ ){16}→ _ _ _ _ ([0-9]+ ){11}_ \(' &&
     ok "eval's example line shows every position" || fail "eval's example line: $("$QKV" eval m | tail -1)"
 
+# one example, one pair, an induction model: the words agree with their numbers
+printf '%s\n' "$clean" >one.txt
+printf '%s\t%s\n' "$clean" "$corrupt" >onepair.txt
+"$QKV" eval m --data one.txt | grep -q '^eval: one.txt, 1 example, 11 positions with a target$' &&
+    "$QKV" patch m --pairs onepair.txt | grep -q '^patch: logit\[answer\] - logit\[wrong\] over 1 pair (' &&
+    { "$QKV" eval m --data onepair.txt 2>&1 | grep -q "a tab: an induction model's examples"; } &&
+    "$QKV" ablate m | grep -q '^ablate: zero ablation of each head (--site z, --over head), ' &&
+    ok "plurals and articles" || fail "plurals and articles"
+
 # every command: --json is one object with the fields of docs/explain.md; --out the same object
 check_json() { # FILE COMMAND FIELDS...
     "$PY" - "$@" <<'PYEOF'

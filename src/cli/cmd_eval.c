@@ -77,8 +77,8 @@ static void print_score(int width, double v) {
 static void print_data_result(const loaded_model *lm, const eval_file *f,
                               const eval_data_result *r) {
     const qkv_model_config *c = &lm->model.cfg;
-    printf("eval: %s, %d examples, %lld positions with a target\n", f->path, f->n,
-           (long long)r->score.counted);
+    printf("eval: %s, %d example%s, %lld position%s with a target\n", f->path, f->n,
+           f->n == 1 ? "" : "s", (long long)r->score.counted, r->score.counted == 1 ? "" : "s");
     printf("  loss %.4f, accuracy %.2f%% (chance %.2f%%)\n", r->score.loss,
            100 * r->score.accuracy, 100 * r->chance);
     printf("  accuracy by position:");

@@ -197,9 +197,9 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
         printf("patch: logit[%s] - logit[%s] at position %s: clean %.6g, corrupted %.6g\n", ans,
                wr, pos, r->clean, r->corrupt);
     } else {
-        printf("patch: logit[answer] - logit[wrong] over %d pairs (the first: logit[%s] - "
-               "logit[%s] at position %d): mean clean %.6g, mean corrupted %.6g\n", p->n, ans, wr,
-               m->position, r->clean, r->corrupt);
+        printf("patch: logit[answer] - logit[wrong] over %d pair%s (the first: logit[%s] - "
+               "logit[%s] at position %d): mean clean %.6g, mean corrupted %.6g\n", p->n,
+               p->n == 1 ? "" : "s", ans, wr, m->position, r->clean, r->corrupt);
         if (p->skipped)
             printf("  (%d held-out examples left out: the model predicts the answer on the "
                    "corrupted input too)\n", p->skipped);

@@ -95,9 +95,10 @@ qkv_status eval_file_read(eval_file *f, const loaded_model *lm, const char *path
             n = counts[0];
         } else {
             if (strchr(buf, '\t')) {
-                s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: a tab: a %s model's examples are "
+                const char *task = qkv_task_name(lm->cfg.task.kind);
+                s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: a tab: %s %s model's examples are "
                              "lines of input tokens only (the task gives the targets)", path,
-                             (long long)line, qkv_task_name(lm->cfg.task.kind));
+                             (long long)line, strchr("aeiou", task[0]) ? "an" : "a", task);
                 break;
             }
             if ((n = read_task_input(lm, path, line, buf, T, x)) < 0) {
