@@ -246,6 +246,8 @@ assert all(h["entropy"] is not None for h in ev["head_scores"])
 PY
 "$QKV" eval w72 2>/dev/null | grep -q '^  (the attention mass and head scores above are of the first 64 heads of each layer.s 72;' &&
     ok "72 heads: eval says its head scores stop at 64" || fail "72 heads: eval's summary hides its 64-head limit"
+"$QKV" eval w72 2>/dev/null | head -1 | grep -q ', after 1 step$' && ok "eval: after 1 step" ||
+    fail "eval of a 1-step model: $("$QKV" eval w72 2>/dev/null | head -1)"
 
 # refusals: one line, the documented exit code, nothing written
 refuse() { # CODE FRAGMENT ARGS...

@@ -173,7 +173,8 @@ static int eval_run(const eval_args *a) {
         cli_print_result_json(&t, r, NULL, t.optim.step, seconds, "eval", false);
     else {
         char tail[64];
-        snprintf(tail, sizeof tail, "after %" PRId64 " steps", t.optim.step);
+        snprintf(tail, sizeof tail, "after %" PRId64 " step%s", t.optim.step,
+                 t.optim.step == 1 ? "" : "s");
         cli_print_summary(&t, &r, tail, false);
         cli_print_hint(&t, &r, NULL, false);
         cli_print_example(&t);
