@@ -118,6 +118,11 @@ PYEOF
 "$QKV" eval m | grep -Eq '^  held-out example: ([0-9]+ ){16}→ _ _ _ _ ([0-9]+ ){11}_ \(' &&
     ok "eval's example line shows every position" || fail "eval's example line: $("$QKV" eval m | tail -1)"
 
+# the help names what each command can exit with, and plot every analysis file it draws
+"$QKV" eval --help | grep -q '^Exit codes: 0 done' && "$QKV" attribute --help | grep -q '5 a number is not finite' &&
+    "$QKV" plot --help | grep -q '(lens.json, qkv lens --out)' && ok "help: exit codes and lens.json" ||
+    fail "help: eval's exit codes, attribute's exit 5 or plot's lens.json missing"
+
 # one example, one pair, an induction model: the words agree with their numbers
 printf '%s\n' "$clean" >one.txt
 printf '%s\t%s\n' "$clean" "$corrupt" >onepair.txt

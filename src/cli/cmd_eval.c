@@ -48,6 +48,9 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
                  "\n",
         .options = options,
         .column = 22,
+        .epilog = "\nExit codes: 0 done, 2 bad option or input, 3 a file cannot be read or "
+                  "written,\n4 the model file is corrupt or a line of the --data file is bad, 5 a "
+                  "number is not\nfinite, 6 out of memory.\n",
         .operands = true};
     int first;
     int code = cli_parse_options(&cmd, argc, argv, &first);
