@@ -79,8 +79,8 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
         .options = options,
         .column = 22,
         .epilog = "\nExit codes: 0 done, 2 bad option or input, 3 a file cannot be read or "
-                  "written,\n4 the model file is corrupt, 5 a number is not finite, 6 out of "
-                  "memory.\n",
+                  "written,\n4 the model file is corrupt or a line of the --pairs file is bad, 5 a "
+                  "number is not\nfinite, 6 out of memory.\n",
         .operands = true};
     int first;
     int code = cli_parse_options(&cmd, argc, argv, &first);
