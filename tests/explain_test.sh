@@ -85,6 +85,20 @@ js = json.load(open(sys.argv[1]))
 assert js["pairs_from"] == "shuffle" and js["pairs"] > 0 and js["pairs"] + js["pairs_left_out"] == 512
 assert js["answer"] != js["wrong"] and len(js["results"]) == 1
 PYEOF
+    # lookup's outputs are values: v2, never the pair token k0:v2 that shares its id
+    lk_in="k3:v2 k5:v2 k6:v2 k0:v2 k1:v1 k2:v2 k4:v2 ?k5"
+    "$QKV" eval lk | grep -Eq '^  held-out example: .* → _ _ _ _ _ _ _ ([0-9]+|v[0-9]+) \(' &&
+        "$QKV" attribute lk --input "$lk_in" --token v1 | grep -q "^attribute: the logit of 'v1' " &&
+        "$QKV" circuits lk | grep -Eq '^  1\.1  k0:v0->(v[0-9]+|[0-9]+)[!?]? ' &&
+        "$QKV" lens lk --input "$lk_in" --json >a.txt && "$PY" - a.txt <<'PYEOF' &&
+import json, re, sys
+js = json.load(open(sys.argv[1]))
+names = [t["token"] for b in js["layers"] for c in b["positions"] for t in c["top"]]
+names += [d["token"] for d in js["decomposition"]]
+assert all(re.fullmatch(r"v[0-3]|[0-9]+", n) for n in names), names
+PYEOF
+        ok "lookup: eval, attribute, circuits and lens name outputs as values" ||
+        fail "lookup: an output named as a pair token"
 else
     fail "lookup model or patch --corrupt-from shuffle"
 fi
@@ -99,6 +113,24 @@ PYEOF
 # eval: the operand is --model, and without --data the bytes are those of before
 "$QKV" eval --model m >a.txt && "$QKV" eval m >b.txt && cmp -s a.txt b.txt &&
     ok "eval DIR prints what eval --model DIR prints" || fail "eval DIR differs from eval --model"
+
+# the example line: an output for every input position, the last (no target: _) too
+"$QKV" eval m | grep -Eq '^  held-out example: ([0-9]+ ){16}→ _ _ _ _ ([0-9]+ ){11}_ \(' &&
+    ok "eval's example line shows every position" || fail "eval's example line: $("$QKV" eval m | tail -1)"
+
+# the help names what each command can exit with, and plot every analysis file it draws
+"$QKV" eval --help | grep -q '^Exit codes: 0 done' && "$QKV" attribute --help | grep -q '5 a number is not finite' &&
+    "$QKV" plot --help | grep -q '(lens.json, qkv lens --out)' && ok "help: exit codes and lens.json" ||
+    fail "help: eval's exit codes, attribute's exit 5 or plot's lens.json missing"
+
+# one example, one pair, an induction model: the words agree with their numbers
+printf '%s\n' "$clean" >one.txt
+printf '%s\t%s\n' "$clean" "$corrupt" >onepair.txt
+"$QKV" eval m --data one.txt | grep -q '^eval: one.txt, 1 example, 11 positions with a target$' &&
+    "$QKV" patch m --pairs onepair.txt | grep -q '^patch: logit\[answer\] - logit\[wrong\] over 1 pair (' &&
+    { "$QKV" eval m --data onepair.txt 2>&1 | grep -q "a tab: an induction model's examples"; } &&
+    "$QKV" ablate m | grep -q '^ablate: zero ablation of each head (--site z, --over head), ' &&
+    ok "plurals and articles" || fail "plurals and articles"
 
 # every command: --json is one object with the fields of docs/explain.md; --out the same object
 check_json() { # FILE COMMAND FIELDS...
@@ -219,6 +251,8 @@ assert all(h["entropy"] is not None for h in ev["head_scores"])
 PY
 "$QKV" eval w72 2>/dev/null | grep -q '^  (the attention mass and head scores above are of the first 64 heads of each layer.s 72;' &&
     ok "72 heads: eval says its head scores stop at 64" || fail "72 heads: eval's summary hides its 64-head limit"
+"$QKV" eval w72 2>/dev/null | head -1 | grep -q ', after 1 step$' && ok "eval: after 1 step" ||
+    fail "eval of a 1-step model: $("$QKV" eval w72 2>/dev/null | head -1)"
 
 # refusals: one line, the documented exit code, nothing written
 refuse() { # CODE FRAGMENT ARGS...
@@ -230,8 +264,29 @@ refuse() { # CODE FRAGMENT ARGS...
        [ ! -s out.txt ] && [ ! -e new.json ]; then ok "refused: $*"; else
         fail "$* gave exit $rc: $(cat err.txt out.txt)"; fi
 }
-refuse 2 "--position 2 has no target" attribute m --input "$clean" --position 2 --out new.json
-refuse 2 "--position 0 has no target" patch m --clean "$clean" --corrupt "$corrupt" --position 0
+# a position without a target (induction's first four and its last) is read, and named so;
+# the lens marks them
+"$QKV" lens m --input "$clean" >a.txt && grep -q '^  0:6\*  ' a.txt && grep -q '^  15:9\*  ' a.txt &&
+    grep -q '^  4:6  ' a.txt && grep -q '; \* a position with no target in training)$' a.txt &&
+    "$QKV" lens m --input "$clean" --json | "$PY" -c "
+import json, sys
+d = json.load(sys.stdin)['decomposition']
+assert [e['has_target'] for e in d] == [False] * 4 + [True] * 11 + [False], d
+" && ok "lens marks the positions without a target" || fail "lens: the positions without a target: $(head -c 600 a.txt)"
+"$QKV" attribute m --input "$clean" --position 15 >a.txt &&
+    grep -q "^attribute: the logit of '[0-9]*' at position 15:9 (no target in training) is " a.txt &&
+    "$QKV" attribute m --input "$clean" --position 2 --token 11 --json >a.json &&
+    "$QKV" patch m --clean "$clean" --corrupt "$corrupt" --position 0 --answer 12 --wrong 2 \
+        --json >p.json &&
+    "$PY" -c "
+import json
+a, p = json.load(open('a.json')), json.load(open('p.json'))
+assert a['position'] == 2 and a['token'] == '11' and a['position_has_target'] is False, a
+assert p['position'] == 0 and p['answer'] == '12' and p['position_has_target'] is False, p
+" && ok "attribute and patch read a position without a target, and name it" ||
+    fail "a position without a target: $(head -c 300 a.txt)"
+refuse 2 "--position 16 is past the last position (15)" attribute m --input "$clean" \
+    --position 16 --out new.json
 refuse 2 "no position with a target" patch m --clean "1 2 3 4 5 7 8 10 13 14 15 0 6 2 3 4" \
     --corrupt "$corrupt"
 refuse 2 "is the input" eval m --data data.txt --per-example data.txt

@@ -220,6 +220,9 @@ bg=$!
 for _ in $(seq 200); do [ -e intr/model.safetensors ] && break; sleep 0.05; done
 kill -INT "$bg"; wait "$bg"; rc=$?; bg=
 [ "$rc" = 7 ] && ok || fail "SIGINT: exit $rc"
+# to a file (no terminal's "^C" to end), one line, no empty one before it
+grep -q '^qkv: interrupted by SIGINT' err.txt && [ "$(wc -l <err.txt)" = 1 ] && ok ||
+    fail "SIGINT's message: $(od -c err.txt | head -3)"
 "$PYTHON" - intr <<'PYEOF' && ok || fail "summary.json after SIGINT: $(cat intr/summary.json)"
 import json, sys
 s = json.load(open(sys.argv[1] + "/summary.json"))

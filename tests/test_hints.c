@@ -81,6 +81,20 @@ START_TEST(test_hint_diverged) {
                           "a lower --lr (this run's: 0.005)");
     ck_assert_ptr_null(strstr(buf, "too few steps")); /* issue 25: never for a diverged run */
     metrics_free(&m);
+    /* the same held-out loss after the training batches were all right: memorized, not
+     * diverged */
+    make_metrics(&m, 2, steps, scores, rose);
+    m.rows[1].train_acc = 1.0;
+    ck_assert_int_eq(train_hint(&t, &r, &m, buf, sizeof buf), HINT_MEMORIZED);
+    ck_assert_str_eq(buf, "hint: the model memorized its training examples (training accuracy "
+                          "100%) while the held-out loss rose from 2.7 to 40: more training "
+                          "examples, --weight-decay (this run's: 0) or a smaller --d-model help "
+                          "it generalize, and more --steps may bring a later generalization");
+    ck_assert_ptr_null(strstr(buf, "--lr"));
+    /* a training accuracy short of it stays a divergence */
+    m.rows[1].train_acc = 0.5;
+    ck_assert_int_eq(train_hint(&t, &r, &m, buf, sizeof buf), HINT_DIVERGED);
+    metrics_free(&m);
     /* the same run with its loss falling: too few steps (50 of copy's 3000) */
     make_metrics(&m, 2, steps, scores, fell);
     r = result(0.07, 2.5);

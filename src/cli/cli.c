@@ -36,6 +36,40 @@ static void print_usage(FILE *out) {
     fprintf(out, "\n  -h, --help     show this help\n  -V, --version  print the version\n");
 }
 
+/* The edits (insertions, deletions, substitutions, swaps of two neighbours) that make a
+ * into b, counted up to 3 ("trian" is one from "train"). */
+static int edit_distance(const char *a, const char *b) {
+    enum { MAX = 16 };
+    size_t n = strlen(a), m = strlen(b);
+    if (n >= MAX || m >= MAX) return 3;
+    int d[MAX][MAX];
+    for (size_t i = 0; i <= n; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= n; i++)
+        for (size_t j = 1; j <= m; j++) {
+            int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < best) best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best) best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    return d[n][m] < 3 ? d[n][m] : 3;
+}
+
+/* The command nearest `cmd` by a typo (one edit; two for names of 6 letters or more), or
+ * NULL. */
+static const char *nearest_command(const char *cmd) {
+    const char *best = NULL;
+    int least = strlen(cmd) >= 6 ? 2 : 1;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        int d = edit_distance(cmd, commands[i].name);
+        if (d <= least && (!best || d < edit_distance(cmd, best))) best = commands[i].name;
+    }
+    return best;
+}
+
 /* qkv --version: the version, then the SIMD path and the threads the kernels use. */
 static void print_version(void) {
     printf("qkv %s\n", QKV_VERSION_STRING);
@@ -78,6 +112,8 @@ int cli_main(int argc, char **argv, bool parse_only) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1, parse_only);
-    cli_error("unknown command '%s' (see qkv --help)", cmd);
+    const char *near = nearest_command(cmd);
+    if (near) cli_error("unknown command '%s'; did you mean %s? (see qkv --help)", cmd, near);
+    else cli_error("unknown command '%s' (see qkv --help)", cmd);
     return EXIT_USAGE;
 }

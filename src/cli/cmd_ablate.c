@@ -127,10 +127,10 @@ static void print_table(const loaded_model *lm, const ablate_request *rq, const 
     bool scales = rq->site == QKV_SITE_LN_SCALE;
     printf("ablate: %s ablation of %s (--site %s, --over %s), %d layer%s x %d head%s, %lld "
            "positions with a target (%s)\n", rq->mean ? "mean" : "zero",
-           neurons  ? "the MLP's"
+           neurons  ? "the MLP's neurons"
            : scales ? "each LayerNorm's scale"
            : stream ? "the stream"
-                    : "each head's",
+                    : "each head",
            explain_site_names[rq->site],
            explain_over_names[rq->over], lm->model.cfg.layers, lm->model.cfg.layers == 1 ? "" : "s",
            lm->model.cfg.heads, lm->model.cfg.heads == 1 ? "" : "s",

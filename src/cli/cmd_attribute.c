@@ -50,7 +50,8 @@ static int attribute_parse(int argc, char **argv, attribute_args *a) {
         .options = options,
         .column = 22,
         .epilog = "\nExit codes: 0 done, 2 bad option or input, 3 a file cannot be read or "
-                  "written,\n4 the model file is corrupt, 6 out of memory.\n",
+                  "written,\n4 the model file is corrupt, 5 a number is not finite, 6 out of "
+                  "memory.\n",
         .operands = true};
     int first;
     int code = cli_parse_options(&cmd, argc, argv, &first);
@@ -68,7 +69,7 @@ static void print_table(const loaded_model *lm, const explain_input *in, const d
     explain_position_label(lm, in, r->position, pos, sizeof pos);
     if (!explain_position_trained(lm, in, r->position)) /* named, never taken for a target */
         snprintf(pos + strlen(pos), sizeof pos - strlen(pos), " (no target in training)");
-    loaded_model_token_label(lm, r->token, tok, sizeof tok);
+    loaded_model_class_label(lm, r->token, tok, sizeof tok);
     printf("attribute: the logit of '%s' at position %s is %.9g\n", tok, pos, r->logit);
     if (lm->model.cfg.norm != QKV_NORM_NONE)
         printf("  each part centred and divided by the final LayerNorm's scale (1/sigma %.6g) "

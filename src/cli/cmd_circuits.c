@@ -68,7 +68,7 @@ static cJSON *key_tokens_json(const loaded_model *lm, const mapping *mp, const i
     cJSON *a = cJSON_CreateArray();
     for (int i = 0; a && i < lm->model.cfg.vocab; i++)
         if (mp->key_token[i])
-            cJSON_AddItemToArray(a, tokens[i] >= 0 ? explain_token_json(lm, tokens[i])
+            cJSON_AddItemToArray(a, tokens[i] >= 0 ? explain_class_json(lm, tokens[i])
                                                    : cJSON_CreateNull());
     return a;
 }
@@ -124,12 +124,16 @@ static cJSON *matrix_json(const double *m, int rows, int cols) {
     return a;
 }
 
-static void add_labels(cJSON *j, const char *key, const loaded_model *lm, int n, bool tokens) {
+/* n labels: the tokens (or with `classes`, the output classes) 0..n-1, or the numbers. */
+static void add_labels(cJSON *j, const char *key, const loaded_model *lm, int n, bool tokens,
+                       bool classes) {
     cJSON *a = cJSON_AddArrayToObject(j, key);
     for (int i = 0; a && i < n; i++) {
         char label[64];
         snprintf(label, sizeof label, "%d", i);
-        cJSON_AddItemToArray(a, tokens ? explain_token_json(lm, i) : cJSON_CreateString(label));
+        cJSON_AddItemToArray(a, classes  ? explain_class_json(lm, i)
+                                : tokens ? explain_token_json(lm, i)
+                                         : cJSON_CreateString(label));
     }
 }
 
@@ -152,8 +156,9 @@ static cJSON *circuits_json(const loaded_model *lm, const double *copying,
         cJSON_AddNumberToObject(j, "d_k", c->d_model / H);
         cJSON_AddNumberToObject(j, "scale", 1.0 / sqrt((double)(c->d_model / H)));
         cJSON_AddBoolToObject(j, "encoder_decoder", c->target_len > 0);
-        add_labels(j, "vocab", lm, V, true);        /* rows and columns of ov, columns of qk */
-        add_labels(j, "query_labels", lm, Rq, !c->target_len); /* rows of qk */
+        add_labels(j, "vocab", lm, V, true, false); /* rows and columns of ov, columns of qk */
+        add_labels(j, "output_labels", lm, V, true, true); /* ov's columns as outputs */
+        add_labels(j, "query_labels", lm, Rq, !c->target_len, false); /* rows of qk */
         cJSON_AddNumberToObject(j, "query_positions", Tq); /* qk_pos is (query_positions, */
         cJSON_AddNumberToObject(j, "key_positions", T);    /*            key_positions) */
         /* the mapping view: the tokens keys can hold (indices into vocab; an encoder-
@@ -250,7 +255,7 @@ static qkv_status print_neurons(const loaded_model *lm) {
                 if (nl[(size_t)n * V + t] > nl[(size_t)n * V + best]) best = t;
             char tok[32];
             printf("  neuron %-5d %10.4f   %s %+.4f\n", n, norm[n],
-                   loaded_model_token_text(lm, best, tok, sizeof tok), nl[(size_t)n * V + best]);
+                   loaded_model_class_text(lm, best, tok, sizeof tok), nl[(size_t)n * V + best]);
         }
     }
     free(nl), free(norm), free(order);
@@ -278,7 +283,7 @@ static void print_mapping(const loaded_model *lm, const mapping *mp) {
             if (!mp->key_token[k]) continue;
             char from[32], to[32];
             printf(" %s->%s%s", loaded_model_token_text(lm, k, from, sizeof from),
-                   loaded_model_token_text(lm, top, to, sizeof to),
+                   loaded_model_class_text(lm, top, to, sizeof to),
                    mp->expected[k] < 0 ? "?" : mp->expected[k] != top ? "!" : "");
         }
         printf("\n");

@@ -48,6 +48,9 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
                  "\n",
         .options = options,
         .column = 22,
+        .epilog = "\nExit codes: 0 done, 2 bad option or input, 3 a file cannot be read or "
+                  "written,\n4 the model file is corrupt or a line of the --data file is bad, 5 a "
+                  "number is not\nfinite, 6 out of memory.\n",
         .operands = true};
     int first;
     int code = cli_parse_options(&cmd, argc, argv, &first);
@@ -61,7 +64,7 @@ static int eval_parse(int argc, char **argv, eval_args *a) {
         return EXIT_USAGE;
     }
     if (!a->model) {
-        cli_error("eval: --model FILE is required");
+        cli_error("eval: which model? (qkv eval DIR, or --model FILE)");
         return EXIT_USAGE;
     }
     return CLI_RUN;
@@ -77,8 +80,8 @@ static void print_score(int width, double v) {
 static void print_data_result(const loaded_model *lm, const eval_file *f,
                               const eval_data_result *r) {
     const qkv_model_config *c = &lm->model.cfg;
-    printf("eval: %s, %d examples, %lld positions with a target\n", f->path, f->n,
-           (long long)r->score.counted);
+    printf("eval: %s, %d example%s, %lld position%s with a target\n", f->path, f->n,
+           f->n == 1 ? "" : "s", (long long)r->score.counted, r->score.counted == 1 ? "" : "s");
     printf("  loss %.4f, accuracy %.2f%% (chance %.2f%%)\n", r->score.loss,
            100 * r->score.accuracy, 100 * r->chance);
     printf("  accuracy by position:");
@@ -173,7 +176,8 @@ static int eval_run(const eval_args *a) {
         cli_print_result_json(&t, r, NULL, t.optim.step, seconds, "eval", false);
     else {
         char tail[64];
-        snprintf(tail, sizeof tail, "after %" PRId64 " steps", t.optim.step);
+        snprintf(tail, sizeof tail, "after %" PRId64 " step%s", t.optim.step,
+                 t.optim.step == 1 ? "" : "s");
         cli_print_summary(&t, &r, tail, false);
         cli_print_hint(&t, &r, NULL, false);
         cli_print_example(&t);

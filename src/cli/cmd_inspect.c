@@ -184,10 +184,10 @@ static void print_text(const inspection *in, bool full) {
     if (c->norm != QKV_NORM_NONE)
         snprintf(blocks + strlen(blocks), sizeof blocks - strlen(blocks), ", %s",
                  qkv_norm_name(c->norm));
-    printf("%s model: %d layer%s x %d head%s%s, d_model %d, d_k %d%s, after %" PRId64 " steps\n",
+    printf("%s model: %d layer%s x %d head%s%s, d_model %d, d_k %d%s, after %" PRId64 " step%s\n",
            qkv_task_name(task->kind), c->layers, c->layers > 1 ? "s" : "", c->heads,
            c->heads > 1 ? "s" : "", blocks, c->d_model, in->Dk,
-           c->causal ? ", causal mask" : "", in->lm.step);
+           c->causal ? ", causal mask" : "", in->lm.step, in->lm.step == 1 ? "" : "s");
     if (in->lm.data)
         printf("data file %s; %d of at most %d input tokens%s\n", in->lm.data->path, in->T,
                in->model_T, in->T < in->model_T ? ", padded as in training" : "");

@@ -58,6 +58,14 @@ static int lens_parse(int argc, char **argv, lens_args *a) {
     return explain_cli_model("lens", a->model, argc, argv, first, &a->model);
 }
 
+/* Position i's label, "*" after it where it had no target in training (the table's note). */
+static void position_label(const loaded_model *lm, const explain_input *in, int i, char *buf,
+                           size_t len) {
+    explain_position_label(lm, in, i, buf, len);
+    if (!explain_position_trained(lm, in, i))
+        snprintf(buf + strlen(buf), len - strlen(buf), "*");
+}
+
 /* A table: for each position, the top token and its probability after each layer (with the
  * final prediction's rank when it is not on top), then the parts of the final logit. */
 static void print_table(const loaded_model *lm, const explain_input *in, const lens_result *r) {
@@ -72,13 +80,13 @@ static void print_table(const loaded_model *lm, const explain_input *in, const l
     }
     printf("\n");
     for (int i = 0; i < r->positions; i++) {
-        explain_position_label(lm, in, i, pos, sizeof pos);
-        loaded_model_token_label(lm, r->final[i].token, tok, sizeof tok);
+        position_label(lm, in, i, pos, sizeof pos);
+        loaded_model_class_label(lm, r->final[i].token, tok, sizeof tok);
         printf("  %-12s %-8s", pos, tok);
         for (int b = 0; b < r->boundaries; b++) {
             size_t cell = (size_t)b * r->positions + i;
             char text[64], rank[16] = "";
-            loaded_model_token_label(lm, r->top_token[cell * r->top], tok, sizeof tok);
+            loaded_model_class_label(lm, r->top_token[cell * r->top], tok, sizeof tok);
             if (r->rank_of_final[cell] != 1)
                 snprintf(rank, sizeof rank, " [%d]", (int)r->rank_of_final[cell]);
             snprintf(text, sizeof text, "%s %.3f%s", tok, r->top_prob[cell * r->top], rank);
@@ -86,7 +94,10 @@ static void print_table(const loaded_model *lm, const explain_input *in, const l
         }
         printf("\n");
     }
-    printf("  (--json or --out lists the top %d of each)\n", r->top);
+    bool untrained = false;
+    for (int i = 0; i < r->positions; i++) untrained |= !explain_position_trained(lm, in, i);
+    printf("  (--json or --out lists the top %d of each%s)\n", r->top,
+           untrained ? "; * a position with no target in training" : "");
     printf("decomposition: the final prediction's logit = the sum of its parts\n");
     printf("  %-12s %-8s %12s", "position", "token", "logit");
     const dla_result *f0 = &r->final[0];
@@ -94,8 +105,8 @@ static void print_table(const loaded_model *lm, const explain_input *in, const l
     printf("\n");
     for (int i = 0; i < r->positions; i++) {
         const dla_result *f = &r->final[i];
-        explain_position_label(lm, in, i, pos, sizeof pos);
-        loaded_model_token_label(lm, f->token, tok, sizeof tok);
+        position_label(lm, in, i, pos, sizeof pos);
+        loaded_model_class_label(lm, f->token, tok, sizeof tok);
         printf("  %-12s %-8s %12.6f", pos, tok, f->logit);
         for (int k = 0; k < f->n_parts; k++) printf(" %10.4f", f->parts[k].value);
         printf("\n");

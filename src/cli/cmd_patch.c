@@ -78,8 +78,8 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
         .options = options,
         .column = 22,
         .epilog = "\nExit codes: 0 done, 2 bad option or input, 3 a file cannot be read or "
-                  "written,\n4 the model file is corrupt, 5 a number is not finite, 6 out of "
-                  "memory.\n",
+                  "written,\n4 the model file is corrupt or a line of the --pairs file is bad, 5 a "
+                  "number is not\nfinite, 6 out of memory.\n",
         .operands = true};
     int first;
     int code = cli_parse_options(&cmd, argc, argv, &first);
@@ -92,7 +92,7 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
         return EXIT_USAGE;
     }
     if ((a->clean || a->corrupt) && !(a->clean && a->corrupt)) {
-        cli_error("patch: --clean and --corrupt are given together");
+        cli_error("patch: --clean and --corrupt must be given together");
         return EXIT_USAGE;
     }
     if ((a->answer || a->wrong) && !a->clean) {
@@ -158,10 +158,11 @@ static qkv_status one_pair(loaded_model *lm, const patch_args *a, explain_input 
         return s;
     if (m->answer == m->wrong) {
         char label[32];
-        loaded_model_token_label(lm, m->answer, label, sizeof label);
+        loaded_model_class_label(lm, m->answer, label, sizeof label);
         return qkv_fail(QKV_ERR_VALUE, "the answer and the wrong token are both '%s'%s: the "
                         "metric would be 0", label,
-                        a->answer && a->wrong ? "" : " (give --answer and --wrong)");
+                        a->answer && a->wrong ? "" : " (give another --position, or --answer "
+                                                     "and --wrong)");
     }
     return QKV_OK;
 }
@@ -175,8 +176,8 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
                         const patch_result *r) {
     char pos[80], ans[32], wr[32];
     const patch_metric *m = &p->metric[0];
-    loaded_model_token_label(lm, m->answer, ans, sizeof ans);
-    loaded_model_token_label(lm, m->wrong, wr, sizeof wr);
+    loaded_model_class_label(lm, m->answer, ans, sizeof ans);
+    loaded_model_class_label(lm, m->wrong, wr, sizeof wr);
     if (clean) {
         explain_position_label(lm, clean, m->position, pos, sizeof pos);
         if (!explain_position_trained(lm, clean, m->position)) /* named, never taken for one */
@@ -184,9 +185,9 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
         printf("patch: logit[%s] - logit[%s] at position %s: clean %.6g, corrupted %.6g\n", ans,
                wr, pos, r->clean, r->corrupt);
     } else {
-        printf("patch: logit[answer] - logit[wrong] over %d pairs (the first: logit[%s] - "
-               "logit[%s] at position %d): mean clean %.6g, mean corrupted %.6g\n", p->n, ans, wr,
-               m->position, r->clean, r->corrupt);
+        printf("patch: logit[answer] - logit[wrong] over %d pair%s (the first: logit[%s] - "
+               "logit[%s] at position %d): mean clean %.6g, mean corrupted %.6g\n", p->n,
+               p->n == 1 ? "" : "s", ans, wr, m->position, r->clean, r->corrupt);
         if (p->skipped)
             printf("  (%d held-out examples left out: the model predicts the answer on the "
                    "corrupted input too)\n", p->skipped);

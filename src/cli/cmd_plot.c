@@ -66,6 +66,8 @@ static int plot_parse(int argc, char **argv, plot_args *a) {
                  "                               (patch.json, qkv patch --out)\n"
                  "  attribute                    attribution: the logit's parts as bars\n"
                  "                               (attribute.json, qkv attribute --out)\n"
+                 "  lens, lens_parts             the logit lens: the top token after each layer,\n"
+                 "                               and the final logit's parts (lens.json, qkv lens --out)\n"
                  "\n",
         .options = options,
         .column = 22,

@@ -284,8 +284,9 @@ static int train_run(train_args *a) {
                                   t.optim.step > run.start_step);
         else { /* --quiet too: the summary's first line is what a script reads */
             char tail[RUN_PATH_LEN + 100]; /* "N steps in X s, saved to " and the run */
-            snprintf(tail, sizeof tail, "%" PRId64 " steps in %.2f s%s%s", t.optim.step,
-                     p.seconds, out_dir ? ", saved to " : "", out_dir ? out_dir : "");
+            snprintf(tail, sizeof tail, "%" PRId64 " step%s in %.2f s%s%s", t.optim.step,
+                     t.optim.step == 1 ? "" : "s", p.seconds, out_dir ? ", saved to " : "",
+                     out_dir ? out_dir : "");
             cli_print_summary(&t, &run.last, tail, quiet);
             cli_print_hint(&t, &run.last, &run.metrics, quiet); /* --quiet: on stderr */
             if (!quiet) cli_print_example(&t), cli_print_phase_changes(&t, &run.metrics);

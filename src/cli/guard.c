@@ -53,6 +53,9 @@ static void put(const char *s) { /* async-signal-safe */
 /* While a checkpoint's commit record is being saved, a signal waits (held) until the note
  * names it: otherwise a signal just after its rename would name the checkpoint before it. */
 static volatile sig_atomic_t held, pending;
+/* Whether stderr is a terminal, known before any signal (isatty is no signal-safe call): there
+ * a Ctrl-C leaves "^C" on the line, which the message begins after; a file gets no empty line. */
+static volatile sig_atomic_t stderr_terminal;
 
 static void on_signal(int sig) {
     if (held) {
@@ -61,7 +64,8 @@ static void on_signal(int sig) {
     }
     io_remove_temporaries();
     io_write_signal_record(); /* summary.json: "interrupted", at the step on disk */
-    put(sig == SIGINT ? "\nqkv: interrupted by SIGINT"
+    if (sig == SIGINT && stderr_terminal) put("\n");
+    put(sig == SIGINT ? "qkv: interrupted by SIGINT"
         : sig == SIGTERM ? "qkv: interrupted by SIGTERM" : "qkv: interrupted by SIGHUP");
     int note = note_current;
     if (note >= 0) {
@@ -122,6 +126,7 @@ int cli_guard_install(void) {
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
+    stderr_terminal = isatty(STDERR_FILENO);
     sa.sa_handler = on_signal;
     sigfillset(&sa.sa_mask); /* one handler at a time */
     sigaction(SIGINT, &sa, NULL);

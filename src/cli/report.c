@@ -41,18 +41,21 @@ void cli_print_result_json(trainer *t, eval_result r, const metrics_table *m, in
     cJSON_Delete(report);
 }
 
-/* Up to `max` labels of tokens x[0..n), a space before each; "_" for a negative one. */
-static void print_tokens(const trainer *t, const int32_t *x, int n, int max) {
+/* Up to `max` labels of tokens x[0..n) (with `classes`, of output classes), a space before
+ * each; "_" for a negative one. */
+static void print_tokens(const trainer *t, const int32_t *x, int n, int max, bool classes) {
     for (int i = 0; i < n && i < max; i++) {
         char label[64] = "_";
-        if (x[i] >= 0) trainer_token_label(t, x[i], label, sizeof label);
+        if (x[i] >= 0 && classes) trainer_class_label(t, x[i], label, sizeof label);
+        else if (x[i] >= 0) trainer_token_label(t, x[i], label, sizeof label);
         printf(" %s", label);
     }
     if (n > max) printf(" ...");
 }
 
 /* Held-out example 1 (the one the maps show) in the task's tokens or the data file's
- * strings: its input, the model's output where there are targets, and how much is right. */
+ * strings: its input, the model's output at every position ("_" where there is no target),
+ * and how much is right. */
 void cli_print_example(trainer *t) {
     enum { SHOWN = 24 };
     int T = t->model.cfg.seq_len, To = t->target_len;
@@ -61,15 +64,19 @@ void cli_print_example(trainer *t) {
     int32_t *out = pred + To;
     const int32_t *y = t->held_targets;
     trainer_predict(t, 0, pred);
-    int n_in = t->held_lengths ? t->held_lengths[0] : T, n_out = 0, right = 0, targets = 0;
+    int n_in = t->held_lengths ? t->held_lengths[0] : T, right = 0, targets = 0;
+    /* self-attention: an output for each input token, the last too; a decoder: its
+     * positions up to the last target (a data file's shorter outputs are padded after it) */
+    int n_out = t->model.cfg.target_len ? 0 : n_in;
     for (int i = 0; i < To; i++) {
         out[i] = y[i] < 0 ? -1 : pred[i];
-        if (y[i] >= 0) n_out = i + 1, targets++, right += pred[i] == y[i];
+        if (y[i] >= 0) targets++, right += pred[i] == y[i];
+        if (y[i] >= 0 && i >= n_out) n_out = i + 1; /* never a target left out */
     }
     printf("  held-out example:");
-    print_tokens(t, t->held_tokens, n_in, SHOWN);
+    print_tokens(t, t->held_tokens, n_in, SHOWN, false);
     printf(" →");
-    print_tokens(t, out, n_out, SHOWN);
+    print_tokens(t, out, n_out, SHOWN, true);
     printf(" (%d of %d targets right)\n", right, targets);
     free(pred);
 }

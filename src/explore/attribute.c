@@ -42,7 +42,7 @@ qkv_status explain_attribute_probe(const loaded_model *lm, const qkv_tensor *log
     qkv_status s = explain_check_logit(lm, logits, 0, position, token, "the run of the input");
     if (s == QKV_OK) {
         char label[32];
-        loaded_model_token_label(lm, token, label, sizeof label);
+        loaded_model_class_label(lm, token, label, sizeof label);
         n = model_stream_parts(m, probe, 0, position, neurons, ids, vectors);
         r->final_scale = model_final_scale(m, probe->stream[m->cfg.layers], position);
         for (int i = 0; i < n; i++) {
@@ -73,7 +73,7 @@ cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in,
                               const dla_result *r) {
     cJSON *o = explain_json_header(lm, "attribute", in);
     cJSON_AddNumberToObject(o, "position", r->position);
-    cJSON_AddItemToObject(o, "token", explain_token_json(lm, r->token));
+    cJSON_AddItemToObject(o, "token", explain_class_json(lm, r->token));
     explain_json_number(o, "logit", r->logit);
     cJSON *parts = cJSON_AddArrayToObject(o, "parts");
     for (int i = 0; i < r->n_parts; i++) {

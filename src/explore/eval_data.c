@@ -95,9 +95,10 @@ qkv_status eval_file_read(eval_file *f, const loaded_model *lm, const char *path
             n = counts[0];
         } else {
             if (strchr(buf, '\t')) {
-                s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: a tab: a %s model's examples are "
+                const char *task = qkv_task_name(lm->cfg.task.kind);
+                s = qkv_fail(QKV_ERR_FORMAT, "%s line %lld: a tab: %s %s model's examples are "
                              "lines of input tokens only (the task gives the targets)", path,
-                             (long long)line, qkv_task_name(lm->cfg.task.kind));
+                             (long long)line, strchr("aeiou", task[0]) ? "an" : "a", task);
                 break;
             }
             if ((n = read_task_input(lm, path, line, buf, T, x)) < 0) {
@@ -157,13 +158,13 @@ static void write_example(const loaded_model *lm, const eval_file *f, int e,
         int best = (int)qkv_argmax(logits, row, V);
         double max = qkv_get(logits, row + best), z = 0;
         for (int j = 0; j < V; j++) z += exp(qkv_get(logits, row + j) - max);
-        cJSON_AddItemToArray(pr, explain_token_json(lm, best));
+        cJSON_AddItemToArray(pr, explain_class_json(lm, best));
         cJSON_AddItemToArray(pb, cJSON_CreateNumber(1.0 / z));
         if (y[i] < 0) {
             cJSON_AddItemToArray(tg, cJSON_CreateNull());
             cJSON_AddItemToArray(ok, cJSON_CreateNull());
         } else {
-            cJSON_AddItemToArray(tg, explain_token_json(lm, y[i]));
+            cJSON_AddItemToArray(tg, explain_class_json(lm, y[i]));
             cJSON_AddItemToArray(ok, cJSON_CreateBool(best == y[i]));
             right += best == y[i], counted++;
         }

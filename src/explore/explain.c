@@ -95,8 +95,11 @@ static qkv_status read_words(const loaded_model *lm, const char *option, const c
         else if (len < sizeof word) id = word_token(lm, word);
         if (id < (classes ? -1 : 0)) {
             expectation(lm, classes, expect, sizeof expect);
-            return qkv_fail(QKV_ERR_VALUE, "%s: '%.*s' (token %d) is not %s", option,
-                            (int)(len < 40 ? len : 40), p, n, expect);
+            /* "1,2,3": one word to a reader that splits at spaces */
+            bool listed = memchr(p, ',', len) || memchr(p, ';', len);
+            return qkv_fail(QKV_ERR_VALUE, "%s: '%.*s' at position %d is not %s%s", option,
+                            (int)(len < 40 ? len : 40), p, n, expect,
+                            listed ? " (tokens are separated by spaces)" : "");
         }
         out[n++] = (int32_t)id;
         p += len;
@@ -201,12 +204,9 @@ int explain_default_position(const loaded_model *lm, const explain_input *in) {
 }
 
 qkv_status explain_check_position(const loaded_model *lm, const explain_input *in, int i) {
-    if (has_target(lm, in, i)) return QKV_OK;
-    if (i >= query_positions(lm, in))
-        return qkv_fail(QKV_ERR_VALUE, "--position %d is past the last position (%d)", i,
-                        query_positions(lm, in) - 1);
-    return qkv_fail(QKV_ERR_VALUE, "--position %d has no target in this input (the task "
-                    "predicts nothing there)", i);
+    if (i >= 0 && i < query_positions(lm, in)) return QKV_OK;
+    return qkv_fail(QKV_ERR_VALUE, "--position %d is past the last position (%d)", i,
+                    query_positions(lm, in) - 1);
 }
 
 /* ---- numbers a metric is made of: finite, or refused saying which and where ---- */
@@ -233,7 +233,7 @@ qkv_status explain_check_logit(const loaded_model *lm, const qkv_tensor *logits,
                                int token, const char *run) {
     int64_t To = logits->shape[1], V = logits->shape[2];
     char label[32];
-    loaded_model_token_label(lm, token, label, sizeof label);
+    loaded_model_class_label(lm, token, label, sizeof label);
     return explain_check_finite(qkv_get(logits, ((int64_t)b * To + i) * V + token),
                         "the logit of '%s' at position %d in %s", label, i, run);
 }
@@ -571,6 +571,11 @@ void explain_head_name(int layer, int head, char *buf, size_t len) {
 cJSON *explain_token_json(const loaded_model *lm, int32_t token) {
     char label[32];
     return cJSON_CreateString(loaded_model_token_text(lm, token, label, sizeof label));
+}
+
+cJSON *explain_class_json(const loaded_model *lm, int32_t c) {
+    char label[32];
+    return cJSON_CreateString(loaded_model_class_text(lm, c, label, sizeof label));
 }
 
 cJSON *explain_json_token_labels(const loaded_model *lm, const explain_input *in) {

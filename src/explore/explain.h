@@ -58,7 +58,9 @@ bool explain_position_trained(const loaded_model *lm, const explain_input *in, i
 /* The position a metric reads by default: the last that had a target in training
  * (explain_position_trained); -1 if none. */
 int explain_default_position(const loaded_model *lm, const explain_input *in);
-/* Whether query position i carries a target (QKV_ERR_VALUE, naming --position, if not). */
+/* Whether query position i is one of the input's query positions (QKV_ERR_VALUE, naming
+ * --position, if past the last). A position without a target is read all the same: a logit
+ * is defined at every position; callers name it (explain_position_trained). */
 qkv_status explain_check_position(const loaded_model *lm, const explain_input *in, int i);
 
 /* ---- hook points: the part of the forward an analysis edits ---- */
@@ -271,6 +273,8 @@ void explain_attribute_free(dla_result *r);
 /* A token as every JSON output names it: the token itself (a data file's UTF-8 string, whole,
  * or a task's label), never shortened. */
 cJSON *explain_token_json(const loaded_model *lm, int32_t token);
+/* An output class as every JSON output names it (loaded_model_class_text): lookup's "v2". */
+cJSON *explain_class_json(const loaded_model *lm, int32_t c);
 cJSON *explain_json_header(const loaded_model *lm, const char *command, const explain_input *in);
 cJSON *explain_ablate_json(const loaded_model *lm, const ablate_request *rq, const ablate_result *r,
                            const char *data_path);

@@ -25,13 +25,8 @@ void inspect_class_label(const inspection *in, int c, char *buf, size_t len) {
 }
 
 const char *inspect_class_text(const inspection *in, int c, char *buf, size_t len) {
-    const qkv_task *task = &in->lm.cfg.task;
     if (c < 0) return "_";
-    if (!in->lm.data && task->kind == QKV_TASK_LOOKUP && c < task->n_values) {
-        snprintf(buf, len, "v%d", c);
-        return buf;
-    }
-    return loaded_model_token_text(&in->lm, c, buf, len);
+    return loaded_model_class_text(&in->lm, c, buf, len);
 }
 
 /* x is (1, H, R, C) */

@@ -79,7 +79,7 @@ qkv_status lens_run(loaded_model *lm, const explain_input *in, int top, lens_res
             for (int j = 0; j < V; j++)
                 if (!isfinite(logits[j])) {
                     char label[32];
-                    loaded_model_token_label(lm, j, label, sizeof label);
+                    loaded_model_class_label(lm, j, label, sizeof label);
                     s = qkv_fail(QKV_ERR_NUMERIC, "the logit of '%s' after layer %d at "
                                  "position %d is not finite (%s): the model's forward overflows "
                                  "(weights too large for its numbers)", label, b, i,
@@ -113,7 +113,7 @@ cJSON *lens_json(const loaded_model *lm, const explain_input *in, const lens_res
             for (int k = 0; k < r->top; k++) {
                 cJSON *e = cJSON_CreateObject();
                 cJSON_AddItemToObject(e, "token",
-                                      explain_token_json(lm, r->top_token[cell * r->top + k]));
+                                      explain_class_json(lm, r->top_token[cell * r->top + k]));
                 cJSON_AddNumberToObject(e, "prob", r->top_prob[cell * r->top + k]);
                 cJSON_AddItemToArray(top, e);
             }
@@ -128,8 +128,10 @@ cJSON *lens_json(const loaded_model *lm, const explain_input *in, const lens_res
         const dla_result *f = &r->final[i];
         cJSON *p = cJSON_CreateObject(), *parts = cJSON_CreateArray();
         cJSON_AddNumberToObject(p, "position", f->position);
-        cJSON_AddItemToObject(p, "token", explain_token_json(lm, f->token));
+        cJSON_AddItemToObject(p, "token", explain_class_json(lm, f->token));
         cJSON_AddNumberToObject(p, "logit", f->logit);
+        /* false: the model was never taught to predict there (the table's "*") */
+        cJSON_AddBoolToObject(p, "has_target", explain_position_trained(lm, in, f->position));
         for (int k = 0; k < f->n_parts; k++) {
             cJSON *e = cJSON_CreateObject();
             cJSON_AddStringToObject(e, "name", f->parts[k].name);

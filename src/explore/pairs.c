@@ -140,9 +140,12 @@ qkv_status pair_set_read(pair_set *p, loaded_model *lm, const char *path, int po
                      "tokens)", path);
     free(buf), free(in);
     fclose(f);
-    return s == QKV_OK ? explain_fill_predictions(lm, p->clean, p->corrupt, p->clean_len,
-                                                  p->corrupt_len, p->n, p->metric, path, p->line)
-                       : s;
+    if (s == QKV_OK)
+        s = explain_fill_predictions(lm, p->clean, p->corrupt, p->clean_len, p->corrupt_len,
+                                     p->n, p->metric, path, p->line);
+    /* what is wrong is the file's (a line of it, or no pair at all): exit 4, as a bad line of
+     * every file qkv reads (docs/errors.md) */
+    return s == QKV_ERR_VALUE ? qkv_fail(QKV_ERR_FORMAT, "%s", qkv_last_error()) : s;
 }
 
 /* resample: the segment's first occurrence x[0 .. n) drawn again, distinct tokens that avoid

@@ -398,7 +398,7 @@ qkv_status explain_fill_predictions(loaded_model *lm, const int32_t *clean, cons
     for (int k = 0; s == QKV_OK && path && k < n; k++)
         if (metric[k].answer == metric[k].wrong) {
             char label[32];
-            loaded_model_token_label(lm, metric[k].answer, label, sizeof label);
+            loaded_model_class_label(lm, metric[k].answer, label, sizeof label);
             s = qkv_fail(QKV_ERR_VALUE, "%s line %lld: the answer and the wrong token are both "
                          "'%s': the metric would be 0 (give them as the line's third and fourth "
                          "fields)", path, (long long)line[k], label);
@@ -553,8 +553,8 @@ cJSON *explain_patch_json(const loaded_model *lm, const explain_input *clean,
         cJSON_AddNumberToObject(o, "pairs_left_out", r->left_out);
     }
     cJSON_AddNumberToObject(o, "position", metric->position);
-    cJSON_AddItemToObject(o, "answer", explain_token_json(lm, metric->answer));
-    cJSON_AddItemToObject(o, "wrong", explain_token_json(lm, metric->wrong));
+    cJSON_AddItemToObject(o, "answer", explain_class_json(lm, metric->answer));
+    cJSON_AddItemToObject(o, "wrong", explain_class_json(lm, metric->wrong));
     if (r->paths) {
         cJSON_AddNullToObject(o, "site");
         cJSON_AddNullToObject(o, "over");

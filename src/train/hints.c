@@ -10,6 +10,7 @@
 
 #define DATA_FAR_FROM_DONE 0.9 /* a data file's accuracy below this gets a hint */
 #define CAUSAL_HIDDEN_SHARE 0.25 /* of the targets the mask hides, before the hint says so */
+#define MEMORIZED_TRAIN_ACC 0.99 /* the training batch's accuracy of a run that memorized */
 
 const char *head_score_name(head_score score) {
     static const char *const names[] = {"previous-token", "duplicate-token", "induction"};
@@ -151,6 +152,11 @@ static double first_loss(const metrics_table *m) {
     return m && m->n > 0 ? row_loss(&m->rows[0]) : NAN;
 }
 
+/* The training batch's accuracy at the run's last evaluation, NaN when there is none. */
+static double last_train_acc(const metrics_table *m) {
+    return m && m->n > 0 ? m->rows[m->n - 1].train_acc : NAN;
+}
+
 train_hint_kind train_hint(const trainer *t, const eval_result *r, const metrics_table *m,
                            char *buf, size_t len) {
     example_set held = {t->n_held, t->held_tokens, t->held_targets, t->held_lengths};
@@ -178,6 +184,16 @@ train_hint_kind train_hint_of(const train_config *cfg, const qkv_model_config *c
         return HINT_STEPS;
     }
     double begun = first_loss(m);
+    double fitted = last_train_acc(m);
+    if (!(r->loss <= begun) && !isnan(begun) && isfinite(r->loss) &&
+        fitted >= MEMORIZED_TRAIN_ACC) { /* the training examples right, the held-out wrong */
+        snprintf(buf, len, "hint: the model memorized its training examples (training accuracy "
+                 "%.0f%%) while the held-out loss rose from %.4g to %.4g: more training "
+                 "examples, --weight-decay (this run's: %g) or a smaller --d-model help it "
+                 "generalize, and more --steps may bring a later generalization",
+                 100 * fitted, begun, r->loss, cfg->weight_decay);
+        return HINT_MEMORIZED;
+    }
     if (!(r->loss <= begun) && !isnan(begun)) { /* a loss that is not finite too */
         snprintf(buf, len, "hint: training diverged: the held-out loss rose from %.4g to %.4g; "
                  "try a lower --lr (this run's: %g)", begun, r->loss, cfg->lr);

@@ -77,12 +77,14 @@ typedef enum {
     HINT_STEPS,    /* fewer steps than the task's default */
     HINT_NARROW,   /* d_model below 32 */
     HINT_OTHER,    /* more steps, width, heads, or another learning rate */
+    HINT_MEMORIZED, /* the training examples right (train accuracy near 100%), the held-out
+                       loss above where it began */
 } train_hint_kind;
 
 /* The one hint for a model evaluated as r: when a task's accuracy is near chance or its
  * attention far from the ideal, or a data file's accuracy below 90%. Its line ("hint: ...",
  * no newline) into buf; "" for HINT_NONE. m: the run's metrics (the first row's loss tells a
- * diverged run), or NULL. */
+ * diverged run, the last row's training accuracy one that memorized), or NULL. */
 train_hint_kind train_hint(const trainer *t, const eval_result *r, const metrics_table *m,
                            char *buf, size_t len);
 /* The same for a model of train config cfg and model config c, saved at `step`, whose

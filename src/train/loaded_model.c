@@ -105,3 +105,11 @@ const char *loaded_model_token_text(const loaded_model *m, int32_t token, char *
                                     size_t len) {
     return train_token_text(&m->cfg.task, m->data, token, buf, len);
 }
+
+void loaded_model_class_label(const loaded_model *m, int32_t c, char *buf, size_t len) {
+    train_class_label(&m->cfg.task, m->data, c, buf, len);
+}
+
+const char *loaded_model_class_text(const loaded_model *m, int32_t c, char *buf, size_t len) {
+    return train_class_text(&m->cfg.task, m->data, c, buf, len);
+}

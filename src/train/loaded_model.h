@@ -62,5 +62,9 @@ void loaded_model_token_label(const loaded_model *m, int32_t token, char *buf, s
  * (UTF-8, whole; "?" for no token), or the task's label written into buf. */
 const char *loaded_model_token_text(const loaded_model *m, int32_t token, char *buf,
                                     size_t len);
+/* An output class's label and text (train_class_label): lookup's values read "v2", not as the
+ * pair token "k0:v2" of the same id. */
+void loaded_model_class_label(const loaded_model *m, int32_t c, char *buf, size_t len);
+const char *loaded_model_class_text(const loaded_model *m, int32_t c, char *buf, size_t len);
 
 #endif

@@ -140,8 +140,10 @@ static qkv_status write_maps(const trainer *t, const char *dir, const char *sub,
         /* an encoder-decoder's rows are decoder positions: labelled by their target */
         if (c->target_len && y[i] < 0)
             snprintf(labels[T + i], MAP_LABEL, "_");
+        else if (c->target_len)
+            trainer_class_label(t, y[i], labels[T + i], MAP_LABEL);
         else
-            trainer_token_label(t, c->target_len ? y[i] : x[i], labels[T + i], MAP_LABEL);
+            trainer_token_label(t, x[i], labels[T + i], MAP_LABEL);
     }
     map_labels ml = {.task = qkv_task_name(t->cfg.task.kind), .layers = c->layers,
                      .heads = c->heads, .keys = T, .queries = Tq, .decoder = c->target_len != 0,

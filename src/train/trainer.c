@@ -697,6 +697,34 @@ const char *train_token_text(const qkv_task *task, const dataset *data, int32_t 
     return text ? text : "?";
 }
 
+/* Lookup's outputs are values: class c < n_values is the value "v<c>", not the pair token
+ * that shares its id, and a class no value uses is its id ("20"); every other task's class
+ * reads as the token of its id. Both spellings read back (explain_read_class). */
+static bool lookup_class(const qkv_task *task, const dataset *data, int32_t c) {
+    return !data && task->kind == QKV_TASK_LOOKUP && c >= 0;
+}
+
+static void lookup_class_label(const qkv_task *task, int32_t c, char *buf, size_t len) {
+    snprintf(buf, len, c < task->n_values ? "v%d" : "%d", (int)c);
+}
+
+void train_class_label(const qkv_task *task, const dataset *data, int32_t c, char *buf,
+                       size_t len) {
+    if (lookup_class(task, data, c)) lookup_class_label(task, c, buf, len);
+    else train_token_label(task, data, c, buf, len);
+}
+
+void trainer_class_label(const trainer *t, int32_t c, char *buf, size_t len) {
+    train_class_label(&t->cfg.task, t->data, c, buf, len);
+}
+
+const char *train_class_text(const qkv_task *task, const dataset *data, int32_t c, char *buf,
+                             size_t len) {
+    if (!lookup_class(task, data, c)) return train_token_text(task, data, c, buf, len);
+    lookup_class_label(task, c, buf, len);
+    return buf;
+}
+
 void trainer_attention_grads(trainer *t, int index, float *dA, float *dS) {
     const qkv_model_config *c = &t->model.cfg;
     int T = c->seq_len, To = t->target_len;

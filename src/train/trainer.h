@@ -188,6 +188,13 @@ void trainer_token_label(const trainer *t, int32_t token, char *buf, size_t len)
  * (UTF-8, whole; "?" for no token), or the task's label written into buf. */
 const char *train_token_text(const qkv_task *task, const dataset *data, int32_t token,
                              char *buf, size_t len);
+/* An output class's label and text, as the two above: the token of its id, but lookup's
+ * classes 0..n_values-1 are its values, "v0", "v1", ... (its pair tokens share those ids). */
+void train_class_label(const qkv_task *task, const dataset *data, int32_t c, char *buf,
+                       size_t len);
+void trainer_class_label(const trainer *t, int32_t c, char *buf, size_t len);
+const char *train_class_text(const qkv_task *task, const dataset *data, int32_t c, char *buf,
+                             size_t len);
 /* For held-out example `index`, one forward and backward pass of its cross-entropy loss: the
  * gradient of every layer's attention weights, dA, and of the scores that enter the softmax
  * (after scale and mask), dS, into dA and dS, each (L, H, T, T). Parameter gradients are left
