@@ -277,8 +277,8 @@ run_case() {
         cp -a "$F"/. "$W"/
         mv "$W/.before" "$O/before.txt" # the fixtures' snapshot (setup), which is the copy's
     fi
-    LONG=$(printf 'x%.0s' $(seq 1100)) # a path too long for qkv's buffers
-    MID=$(printf 'long_dir/%.0s' $(seq 110))nowhere.safetensors # fits, but not in a short message
+    printf -v LONG 'x%.0s' {1..1100} # a path too long for qkv's buffers
+    printf -v MID 'long_dir/%.0s' {1..110} && MID+=nowhere.safetensors # fits, but not in a short message
     export LONG MID
     local status=0
     while IFS=$'\t' read -r id cmd want frag; do
