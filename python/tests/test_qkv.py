@@ -28,7 +28,11 @@ import sys
 import tempfile
 import unittest
 
-import numpy as np
+try:
+    import numpy as np
+except ImportError as e:
+    print("test_qkv: skipping: %s (the package needs numpy: Debian's python3-numpy)" % e)
+    sys.exit(77)
 
 import qkv
 from qkv import _lib
@@ -344,7 +348,7 @@ class PackageTest(unittest.TestCase):
             import transformer_lens_torch as tl
         except ImportError as e:
             self.skipTest("torch: %s" % e)
-        for name, tol in (("ind32", 2e-5), ("ind64", 1e-12), ("blk32", 2e-5), ("blk64", 1e-12)):
+        for name, tol in (("ind32", 2e-6), ("ind64", 1e-13), ("blk32", 2e-6), ("blk64", 1e-13)):
             with self.subTest(model=name):
                 m = self.m[name]
                 out = os.path.join(self.dir, name + ".tl")
