@@ -176,6 +176,9 @@ _proto("qkv_model_forward_probe", TensorP, POINTER(Model), c_void_p, POINTER(c_i
 _proto("qkv_task_name", c_char_p, c_int)
 _proto("qkv_task_token_label", None, POINTER(Task), c_int32, c_char_p, c_size_t)
 _proto("qkv_task_targets", c_int, POINTER(Task), POINTER(c_int32), POINTER(c_int32))
+_proto("qkv_task_sample", None, POINTER(Task), POINTER(Rng), c_bool, POINTER(c_int32),
+       POINTER(c_int32))
+_proto("qkv_rng_seed", Rng, c_uint64)
 _proto("qkv_act_name", c_char_p, c_int)
 _proto("qkv_norm_name", c_char_p, c_int)
 _proto("qkv_st_load", c_int, c_char_p, POINTER(c_void_p))

@@ -11,6 +11,7 @@ import ctypes
 import math
 import os
 import re
+import time
 import warnings
 
 import numpy as np
@@ -59,9 +60,19 @@ def _simd_probe():
         warnings.warn("qkv: " + msg.value.decode())
 
 
+_limit = None
+
+
 def _memory_limit():
     """Bytes this process may use: the least of the physical memory, the cgroup's limit and
-    ulimit -v (as the CLI's memory check, src/engine/memory.c)."""
+    ulimit -v (as the CLI's memory check, src/engine/memory.c); read once a process."""
+    global _limit
+    if _limit is None:
+        _limit = _read_memory_limit()
+    return _limit
+
+
+def _read_memory_limit():
     limits = []
     try:
         limits.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
@@ -234,6 +245,8 @@ class HookedModel:
                 else ValueError(msg)
         self._loaded = True
         self._pool = []
+        # the seconds the C forward pass of the last run took (its hooks' Python included)
+        self.last_forward_seconds = None
         c = self._m.cfg
         if c.target_len:
             self.close()
@@ -330,6 +343,25 @@ class HookedModel:
             t = int(word)
             return t if t < self.cfg.d_vocab else -1
         return self._ids.get(word, -1)
+
+    def sample_tokens(self, n, seed=1, heldout=True):
+        """(tokens (n, n_ctx), targets (n, n_ctx)) of n sequences the model's task draws
+        (qkv_task_sample, from `seed`): held-out ones, as qkv eval scores, or training ones;
+        targets -1 where a position has none. A data file's model has no generator
+        (ValueError)."""
+        if self.is_data:
+            raise ValueError("sample_tokens: a data file's model has no task to draw from")
+        if not isinstance(n, int) or n < 1:
+            raise ValueError("sample_tokens: %r is not a number of sequences (1 or more)" % (n,))
+        T = self.cfg.n_ctx
+        x = np.zeros((n, T), dtype=np.int32)
+        y = np.zeros((n, T), dtype=np.int32)
+        rng = lib.qkv_rng_seed(seed)
+        i32p = ctypes.POINTER(ctypes.c_int32)
+        for b in range(n):
+            lib.qkv_task_sample(ctypes.byref(self._task), ctypes.byref(rng), bool(heldout),
+                                x[b].ctypes.data_as(i32p), y[b].ctypes.data_as(i32p))
+        return x, y
 
     def to_str_tokens(self, tokens):
         """The names of token ids: a list for one sequence (1-D, or (1, T)), a list of lists for
@@ -566,9 +598,8 @@ class HookedModel:
             raise ValueError("%s: %d tokens a sequence: a %s model reads exactly %d (its "
                              "--seq-len)" % (what, T, c.task, c.n_ctx))
         lo = 1 if self.is_data else 0
-        bad = np.argwhere((a < lo) | (a >= c.d_vocab))
-        if len(bad):
-            b, i = bad[0]
+        if a.min() < lo or a.max() >= c.d_vocab:
+            b, i = np.argwhere((a < lo) | (a >= c.d_vocab))[0]
             raise ValueError("%s: token %d at [%d, %d] is outside the vocabulary (%d..%d%s)" % (
                 what, a[b, i], b, i, lo, c.d_vocab - 1,
                 ", id 0 is the padding" if self.is_data else ""))
@@ -604,10 +635,12 @@ class HookedModel:
                 hooks, errors, site, layer, ln, y, step, T))
             probe.hook = callback
         i32p = ctypes.POINTER(ctypes.c_int32)
+        start = time.perf_counter()
         logits = lib.qkv_model_forward_probe(
             ctypes.byref(self._m), arena.ctx, x.ctypes.data_as(i32p),
             lengths.ctypes.data_as(i32p) if lengths is not None else None, B,
             ctypes.byref(probe))
+        self.last_forward_seconds = time.perf_counter() - start
         return arena, probe, logits, typed, errors
 
     def _site_of(self, site, layer, ln):
