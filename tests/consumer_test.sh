@@ -64,8 +64,9 @@ if command -v gnuplot >/dev/null 2>&1; then
 fi
 
 # The installed Python package loads the installed libqkv (the path its _install.py gives),
-# when there is a python3 with numpy (QKV_PYTHON, QKV_PYTHONDIR: from tests/library.cmake).
-if [ -n "${QKV_PYTHON:-}" ] && "$QKV_PYTHON" -c "import numpy" >/dev/null 2>&1; then
+# when there is a python3 with numpy (QKV_PYTHON, QKV_PYTHONDIR: from tests/library.cmake)
+# and the library is not built with a sanitizer (whose runtime python3 would not load first).
+if [ -z "$san" ] && [ -n "${QKV_PYTHON:-}" ] && "$QKV_PYTHON" -c "import numpy" >/dev/null 2>&1; then
     echo "== installed Python package"
     [ -e "$prefix/$QKV_PYTHONDIR/qkv/__init__.py" ] && [ -e "$prefix/$QKV_PYTHONDIR/qkv/_install.py" ] ||
         fail "cmake --install did not install the Python package into $QKV_PYTHONDIR/qkv"

@@ -96,6 +96,11 @@ def _read_memory_limit():
     return min(limits) if limits else float("inf")
 
 
+class _Pool(list):
+    """A model's free arenas (qkv contexts, reset), for its next runs; closed with it."""
+    closed = False
+
+
 class _Arena:
     """A qkv context (arena) that holds one run's tensors; the arrays of its cache keep it
     alive. When the last goes, the arena goes back to its model's pool (reset: its memory is
@@ -114,7 +119,7 @@ class _Arena:
         ctx, self.ctx = self.ctx, None
         if not ctx or lib is None:
             return
-        if (self.pool is not None and len(self.pool) < _POOLED_ARENAS and
+        if (not self.pool.closed and len(self.pool) < _POOLED_ARENAS and
                 lib.qkv_ctx_capacity(ctx) <= _POOLED_ARENA_BYTES):
             lib.qkv_ctx_reset(ctx)
             self.pool.append(ctx)
@@ -244,7 +249,7 @@ class HookedModel:
             raise MemoryError(msg) if status == 5 else OSError(msg) if status == 1 \
                 else ValueError(msg)
         self._loaded = True
-        self._pool = []
+        self._pool = _Pool()
         # the seconds the C forward pass of the last run took (its hooks' Python included)
         self.last_forward_seconds = None
         c = self._m.cfg
@@ -267,9 +272,12 @@ class HookedModel:
         if getattr(self, "_loaded", False):
             self._loaded = False
             lib.qkv_model_free(ctypes.byref(self._m))
-        for ctx in getattr(self, "_pool", []):
-            lib.qkv_ctx_free(ctx)
-        self._pool = []
+        pool = getattr(self, "_pool", None)
+        if pool is not None:
+            pool.closed = True  # the arenas still in use are freed when their caches go
+            for ctx in pool:
+                lib.qkv_ctx_free(ctx)
+            pool.clear()
 
     def __del__(self):
         if lib is not None:
@@ -383,6 +391,8 @@ class HookedModel:
 
     # ---- the weights, in TransformerLens's shapes ------------------------------------------
     def _param(self, tp):
+        if not self._loaded:
+            raise ValueError("the model was closed")
         return _copy(tp)
 
     def _per_layer(self, field, f=lambda w: w):
@@ -725,9 +735,8 @@ class HookedModel:
     def _from_tl(self, s, act, given, raw, T):
         """The hooks' result in C's layout, over the full (padded) length, or None when it is
         the value they were given, bit for bit. A scale: s = 1/sigma where sigma changed."""
-        changed = act.view(np.uint8).reshape(act.shape + (-1,)) != \
-            given.view(np.uint8).reshape(given.shape + (-1,))
-        changed = changed.any(axis=-1)
+        bits = np.uint64 if act.dtype == np.float64 else np.uint32  # any strides: same width
+        changed = act.view(bits) != given.view(bits)
         if not changed.any():
             return None
         new = raw.copy()

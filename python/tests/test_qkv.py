@@ -39,6 +39,7 @@ from qkv import _lib
 
 QKV = os.environ.get("QKV_BIN", "build/qkv")
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # transformer_lens_torch
 DATA = os.path.join(HERE, "..", "..", "tests", "data", "swap_pairs.tsv")
 CLEAN = "3 9 14 5 7 11 2 8 3 9 14 5 7 11 2 8"
 CORRUPT = "6 12 1 10 4 13 0 15 3 9 14 5 7 11 2 8"
@@ -262,6 +263,23 @@ class PackageTest(unittest.TestCase):
                      for n in m.editable_hook_names]
             self.assertTrue(same_bits(m.run_with_hooks(x, fwd_hooks=hooks), m(x)))
             self.assertEqual(seen, m.editable_hook_names)  # in the forward's order
+            # any strides: the same values in Fortran order change nothing either
+            hooks = [(n, lambda a, hook: np.asfortranarray(a)) for n in m.editable_hook_names]
+            self.assertTrue(same_bits(m.run_with_hooks(x, fwd_hooks=hooks), m(x)))
+
+    def test_cache_outlives_close(self):
+        """A cache's arrays are its own arena's: they outlive the model's close; the model's
+        weights do not."""
+        m = qkv.load(self.path["ind32"])
+        x = self.inputs("ind32", 2, 4)
+        logits, cache = m.run_with_cache(x)
+        want = np.array(cache["pattern", 1])
+        m.close()
+        self.assertTrue(same_bits(cache["pattern", 1], want))
+        with self.assertRaisesRegex(ValueError, "closed"):
+            m.W_E
+        with self.assertRaisesRegex(ValueError, "closed"):
+            m(x)
 
     def test_ln_scale_hook(self):
         """sigma doubled at the final LayerNorm halves what it adds (up to the bias): the
@@ -345,9 +363,9 @@ class PackageTest(unittest.TestCase):
     def test_export_into_transformer_lens(self):
         try:
             import torch
-            import transformer_lens_torch as tl
         except ImportError as e:
             self.skipTest("torch: %s" % e)
+        import transformer_lens_torch as tl
         for name, tol in (("ind32", 2e-6), ("ind64", 1e-13), ("blk32", 2e-6), ("blk64", 1e-13)):
             with self.subTest(model=name):
                 m = self.m[name]
@@ -439,5 +457,4 @@ class PackageTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, HERE)
     unittest.main(verbosity=2)
