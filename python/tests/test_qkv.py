@@ -254,8 +254,9 @@ class PackageTest(unittest.TestCase):
 
     def test_hook_that_changes_nothing(self):
         """A hook returning its argument, on every editable site, leaves every bit alone;
-        so does one that reads a LayerNorm's sigma and gives it back."""
-        for name in ("ind32", "blk32", "blk64"):
+        so does one that reads a LayerNorm's sigma and gives it back; on a data file's model
+        too (its padded positions out of the hook's sight)."""
+        for name in ("ind32", "blk32", "blk64", "data"):
             m = self.m[name]
             x = self.inputs(name, 3, 5)
             seen = []
