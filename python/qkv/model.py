@@ -8,7 +8,6 @@ every analysis of qkv does (y·keep + put, src/model/model.c). Nothing of the fo
 computed here; the arrays of a cache are views of what the C forward wrote.
 """
 import ctypes
-import math
 import os
 import re
 import time
@@ -265,6 +264,8 @@ class HookedModel:
         self._names = self._token_names()
         self._ids = {name: i for i, name in enumerate(self._names)}
         self._sites = self._make_sites()
+        self._by_site = {(s.site, s.layer, s.ln if s.site == _lib.SITE_LN_SCALE else 0): s
+                         for s in self._sites.values() if s.site is not None}
 
     # ---- the model's own -------------------------------------------------------------
     def close(self):
@@ -654,17 +655,8 @@ class HookedModel:
         return arena, probe, logits, typed, errors
 
     def _site_of(self, site, layer, ln):
-        key = (site, layer, ln if site == _lib.SITE_LN_SCALE else 0)
-        return self._by_site.get(key)
-
-    @property
-    def _by_site(self):
-        table = self.__dict__.get("_by_site_table")
-        if table is None:
-            table = {(s.site, s.layer, s.ln if s.site == _lib.SITE_LN_SCALE else 0): s
-                     for s in self._sites.values() if s.site is not None}
-            self.__dict__["_by_site_table"] = table
-        return table
+        """The Site of a C site (qkv_site, layer, and for ln_scale its LayerNorm)."""
+        return self._by_site.get((site, layer, ln if site == _lib.SITE_LN_SCALE else 0))
 
     def _on_site(self, hooks, errors, site, layer, ln, y, step, T):
         """The probe's hook (qkv_probe_hook): the Python hooks of this site, if any, on a copy
@@ -749,10 +741,6 @@ class HookedModel:
         else:
             new[:, :T] = act
         return new
-
-    def _finish(self, arena, errors):
-        if errors:
-            raise errors[0]
 
     def _logits(self, arena, logits, T):
         return _array(logits, arena)[:, :T]
@@ -861,7 +849,8 @@ class HookedModel:
         edit, look = self._hook_table(fwd_hooks, "run_with_cache")
         keep = self._names_filter(names_filter)
         arena, probe, logits, x, errors = self._run(tokens, edit, "run_with_cache")
-        self._finish(arena, errors)
+        if errors:
+            raise errors[0]
         cache = self._cache(arena, probe, x, keep)
         if look:
             full = cache if keep is None else self._cache(arena, probe, x, None)
@@ -880,7 +869,8 @@ class HookedModel:
                              (return_type,))
         edit, look = self._hook_table(fwd_hooks, "run_with_hooks")
         arena, probe, logits, x, errors = self._run(tokens, edit, "run_with_hooks")
-        self._finish(arena, errors)
+        if errors:
+            raise errors[0]
         if look:
             self._look(look, self._cache(arena, probe, x, None), "run_with_hooks")
         return self._logits(arena, logits, x.shape[1]) if return_type == "logits" else None
