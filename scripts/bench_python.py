@@ -26,7 +26,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
 
 import qkv
 from qkv import _lib
