@@ -743,6 +743,18 @@ typedef struct {
                          for the other sites */
     qkv_ln ln;        /* ln_scale: which LayerNorm of the layer; ignored for the other sites */
 } qkv_head_edit;
+/* A probe's hook (qkv_probe.hook), for edits that depend on the run itself (a caller's code
+ * at each site, as the Python package's run_with_hooks): called at every site the forward
+ * passes, in the forward's order, after the probe's edits of that site, with `user` the
+ * probe's hook_user, the site's tensor y (the shapes above), `ln` its LayerNorm for ln_scale
+ * (else QKV_LN_ATTN) and the step's context. It returns NULL to leave the site as it is, or
+ * a tensor of y's dtype and shape (made in `step`, e.g. by qkv_from_array) that replaces y
+ * where its bits differ from y's: the one edit of every site, y·keep + put, with keep 0 and
+ * put the new value at those entries and keep 1, put 0 elsewhere (so an entry the hook leaves
+ * alone is y exactly, and the gradient reaching y is dz·keep). y must not be changed or kept
+ * past the call. Any other tensor dies, as a misuse does. */
+typedef const qkv_tensor *(*qkv_probe_hook)(void *user, qkv_site site, int layer, qkv_ln ln,
+                                            const qkv_tensor *y, qkv_ctx *step);
 /* What qkv_model_forward_probe changes and keeps. Tensors it keeps belong to the step's
  * graph: after qkv_backward each holds the gradient of the loss by that part. Every tensor
  * kept is the one the forward used, after the edits. */
@@ -771,6 +783,12 @@ typedef struct {
      * [l][QKV_LN_MLP] before its MLP (with an MLP), [layers - 1][QKV_LN_FINAL] the final
      * LayerNorm's; NULL where there is none */
     qkv_tensor *ln_scale[QKV_MAX_LAYERS][QKV_LNS];
+    /* in, optional: a hook called at every site (above; NULL: none), and what it is given */
+    qkv_probe_hook hook;
+    void *hook_user;
+    /* out: (B, To, C), what layer l's attention adds to the stream, merge(z)·W_O (before the
+     * residual sum; without the residual stream, the layer's output) */
+    qkv_tensor *attn_out[QKV_MAX_LAYERS];
 } qkv_probe;
 /* qkv_model_forward_padded with the composed attention (training's fused path is
  * untouched), every site edited as probe->edits say, and every part of every layer kept in
@@ -787,6 +805,12 @@ QKV_API qkv_tensor *qkv_probe_site(const qkv_probe *probe, qkv_site site, int la
  * batch: upper bounds, for memory checks before allocating (docs/errors.md). */
 QKV_API double qkv_model_param_bytes(const qkv_model_config *cfg);
 QKV_API double qkv_model_step_bytes(const qkv_model_config *cfg, int batch);
+
+/* The size in bytes of the public struct named `name` ("qkv_tensor", "qkv_rng",
+ * "qkv_model_config", "qkv_model", "qkv_task", "qkv_layer_trace", "qkv_head_edit",
+ * "qkv_probe"), 0 for any other name: for bindings from other languages, which hold their own
+ * copies of these layouts (the Python package checks its copies against them at import). */
+QKV_API size_t qkv_struct_size(const char *name);
 
 /* ---- circuits: what each head computes, read from the weights alone (docs/explain.md) ---- */
 /* Layers and heads are 0-based; Dk = d_model / heads; every number is computed in double.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what qkv needs on a fresh Debian machine (run as root, or through sudo).
 #   scripts/setup.sh          what building, running and plotting need: a C11 compiler (gcc, whose
-#                             libgomp gives OpenMP), CMake, pkg-config, cJSON and gnuplot
+#                             libgomp gives OpenMP), CMake, pkg-config, cJSON, gnuplot, and
+#                             python3 with numpy for the Python package
 #   scripts/setup.sh --test   that, and what the tests need besides (scripts/test.sh, .ci/run)
 set -euo pipefail
 with_tests=0
@@ -14,8 +15,9 @@ if [ "$(id -u)" -ne 0 ]; then
     exec sudo bash "$0" "$@" # apt-get needs root
 fi
 export DEBIAN_FRONTEND=noninteractive
-# liblapack-dev: the eigenvalues of qkv circuits (src/model/circuits.c)
-packages=(build-essential cmake pkg-config libcjson-dev liblapack-dev gnuplot-nox)
+# liblapack-dev: the eigenvalues of qkv circuits (src/model/circuits.c); python3-numpy: the
+# Python package (python/qkv, docs/python.md), which reaches libqkv through ctypes
+packages=(build-essential cmake pkg-config libcjson-dev liblapack-dev gnuplot-nox python3-numpy)
 if [ "$with_tests" = 1 ]; then
     # arm64 packages too: .ci/run cross-compiles for aarch64 (cmake/toolchain-aarch64-linux-gnu.cmake)
     dpkg --add-architecture arm64

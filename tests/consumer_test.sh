@@ -9,8 +9,8 @@
 # It also checks the installed files and runs the installed qkv.
 # Environment (set by tests/CMakeLists.txt): CMAKE_COMMAND, QKV_BUILD_DIR, QKV_SOURCE_DIR,
 # QKV_VERSION, QKV_CC, QKV_SAN_FLAGS (the -fsanitize flags of a QKV_SANITIZE build, to pass on),
-# PKG_CONFIG, QKV_BINDIR, QKV_LIBDIR, QKV_INCLUDEDIR, QKV_DATADIR, QKV_MANDIR (install dirs,
-# relative to the prefix).
+# PKG_CONFIG, QKV_BINDIR, QKV_LIBDIR, QKV_INCLUDEDIR, QKV_DATADIR, QKV_MANDIR, QKV_PYTHONDIR
+# (install dirs, relative to the prefix), QKV_PYTHON (a python3 for the Python package).
 set -eu
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/qkv-consumer.XXXXXX")
@@ -61,6 +61,26 @@ if command -v gnuplot >/dev/null 2>&1; then
         --threads 1 --out "$tmp/run"
     quiet env QKV_SCRIPTS= "$prefix/$QKV_BINDIR/qkv" plot "$tmp/run"
     [ -s "$tmp/run/plots/curves.png" ] || fail "the installed qkv plot made no curves.png"
+fi
+
+# The installed Python package loads the installed libqkv (the path its _install.py gives),
+# when there is a python3 with numpy (QKV_PYTHON, QKV_PYTHONDIR: from tests/library.cmake)
+# and the library is not built with a sanitizer (whose runtime python3 would not load first).
+if [ -z "$san" ] && [ -n "${QKV_PYTHON:-}" ] && "$QKV_PYTHON" -c "import numpy" >/dev/null 2>&1; then
+    echo "== installed Python package"
+    [ -e "$prefix/$QKV_PYTHONDIR/qkv/__init__.py" ] && [ -e "$prefix/$QKV_PYTHONDIR/qkv/_install.py" ] ||
+        fail "cmake --install did not install the Python package into $QKV_PYTHONDIR/qkv"
+    quiet "$prefix/$QKV_BINDIR/qkv" train --task induction --steps 2 --eval-every 2 --quiet \
+        --threads 1 --out "$tmp/py_run"
+    quiet env -u QKV_LIBRARY PYTHONPATH="$prefix/$QKV_PYTHONDIR" "$QKV_PYTHON" -c "
+import os, sys, qkv
+want = os.path.realpath('$libdir/libqkv.so.$major')
+if os.path.realpath(qkv.library_path) != want:
+    sys.exit('qkv.library_path is %s, not the installed %s' % (qkv.library_path, want))
+m = qkv.load('$tmp/py_run')
+logits, cache = m.run_with_cache(m.to_tokens(' '.join(['1'] * m.cfg.n_ctx)))
+assert logits.shape == (1, m.cfg.n_ctx, m.cfg.d_vocab) and 'blocks.0.attn.hook_pattern' in cache
+"
 fi
 
 ld_path="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -1,6 +1,7 @@
 # library.cmake - the tests of qkv as a library other programs build on (issue 7), included
 # by the top-level CMakeLists.txt after the install rules:
-#   consumer_test        install, then build tests/consumer with find_package and pkg-config
+#   consumer_test        install, then build tests/consumer with find_package and pkg-config,
+#                        and import the installed Python package
 #   symbols_test         libqkv.so exports the QKV_API functions of qkv.h and nothing else
 #   version_test         project(), qkv.h, qkv --version, qkvConfigVersion.cmake, qkv.pc,
 #                        the SONAME and the man page all say the same version
@@ -16,7 +17,7 @@ endif()
 add_test(NAME consumer_test COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/consumer_test.sh)
 set_tests_properties(consumer_test PROPERTIES
   TIMEOUT 900 RESOURCE_LOCK qkv_install
-  ENVIRONMENT "CMAKE_COMMAND=${CMAKE_COMMAND};QKV_BUILD_DIR=${PROJECT_BINARY_DIR};QKV_SOURCE_DIR=${PROJECT_SOURCE_DIR};QKV_VERSION=${PROJECT_VERSION};QKV_CC=${CMAKE_C_COMPILER};QKV_SAN_FLAGS=${_qkv_san_flags};PKG_CONFIG=${PKG_CONFIG_EXECUTABLE};QKV_BINDIR=${CMAKE_INSTALL_BINDIR};QKV_LIBDIR=${CMAKE_INSTALL_LIBDIR};QKV_INCLUDEDIR=${CMAKE_INSTALL_INCLUDEDIR};QKV_DATADIR=${CMAKE_INSTALL_DATADIR};QKV_MANDIR=${CMAKE_INSTALL_MANDIR};OMP_NUM_THREADS=1")
+  ENVIRONMENT "CMAKE_COMMAND=${CMAKE_COMMAND};QKV_BUILD_DIR=${PROJECT_BINARY_DIR};QKV_SOURCE_DIR=${PROJECT_SOURCE_DIR};QKV_VERSION=${PROJECT_VERSION};QKV_CC=${CMAKE_C_COMPILER};QKV_SAN_FLAGS=${_qkv_san_flags};PKG_CONFIG=${PKG_CONFIG_EXECUTABLE};QKV_BINDIR=${CMAKE_INSTALL_BINDIR};QKV_LIBDIR=${CMAKE_INSTALL_LIBDIR};QKV_INCLUDEDIR=${CMAKE_INSTALL_INCLUDEDIR};QKV_DATADIR=${CMAKE_INSTALL_DATADIR};QKV_MANDIR=${CMAKE_INSTALL_MANDIR};QKV_PYTHONDIR=${_qkv_pythondir};QKV_PYTHON=${QKV_INSTALL_PYTHON3};OMP_NUM_THREADS=1")
 
 add_test(NAME symbols_test
          COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/symbols_test.sh ${CMAKE_NM}

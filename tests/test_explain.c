@@ -119,6 +119,73 @@ START_TEST(test_probe_is_the_forward) {
 }
 END_TEST
 
+/* What the probe's hook of test_probe_hook saw and does: it counts its calls, and at z of
+ * layer `layer` returns a copy with head `head` zeroed (or, with `same`, an unchanged copy). */
+typedef struct {
+    int calls, layer, head;
+    bool same;
+    qkv_site first;
+} hook_state;
+
+static const qkv_tensor *zero_head_hook(void *user, qkv_site site, int layer, qkv_ln ln,
+                                        const qkv_tensor *y, qkv_ctx *step) {
+    hook_state *st = user;
+    (void)ln;
+    if (st->calls++ == 0) st->first = site;
+    if (site != QKV_SITE_Z || layer != st->layer) return NULL;
+    qkv_tensor *h = qkv_from_array(step, y->dtype, y->ndim, y->shape, y->data);
+    int64_t per = y->shape[2] * y->shape[3]; /* (B, H, To, Dk) */
+    for (int64_t b = 0; !st->same && b < y->shape[0]; b++)
+        for (int64_t k = 0; k < per; k++) qkv_set(h, (b * y->shape[1] + st->head) * per + k, 0);
+    return h;
+}
+
+/* The probe's hook (qkv_probe.hook): called at every site, the first resid_pre; one that
+ * returns NULL, or the site's own bits, changes nothing; one that zeroes a head's z gives the
+ * zero edit's logits, bit for bit. attn_out is what the layer adds to the stream. And
+ * qkv_struct_size is the C layout's. */
+START_TEST(test_probe_hook) {
+    for (int d = 0; d < 2; d++) {
+        loaded_model t;
+        make_model(&t, _i, FLOATS[d]);
+        const qkv_model_config *c = &t.model.cfg;
+        int L = c->layers;
+        qkv_probe plain = {0};
+        qkv_tensor *want = qkv_model_forward_probe(&t.model, ctx, t.held_tokens, NULL, 4, &plain);
+        hook_state st = {.layer = L - 1, .head = 1, .same = true};
+        qkv_probe hp = {.hook = zero_head_hook, .hook_user = &st};
+        qkv_tensor *same = qkv_model_forward_probe(&t.model, ctx, t.held_tokens, NULL, 4, &hp);
+        ck_assert_int_eq(st.calls, 7 * L); /* q, k, v, pattern, z, resid-pre, resid-post */
+        ck_assert_int_eq(st.first, QKV_SITE_RESID_PRE);
+        qkv_head_edit zero = {.kind = QKV_HEAD_ZERO, .layer = L - 1, .head = 1, .position = -1};
+        qkv_probe zp = {.edits = &zero, .n_edits = 1};
+        qkv_tensor *zeroed = qkv_model_forward_probe(&t.model, ctx, t.held_tokens, NULL, 4, &zp);
+        st = (hook_state){.layer = L - 1, .head = 1};
+        hp = (qkv_probe){.hook = zero_head_hook, .hook_user = &st};
+        qkv_tensor *hooked = qkv_model_forward_probe(&t.model, ctx, t.held_tokens, NULL, 4, &hp);
+        bool differs = false;
+        for (int64_t k = 0; k < want->size; k++) {
+            ck_assert(qkv_get(same, k) == qkv_get(want, k));
+            ck_assert(qkv_get(hooked, k) == qkv_get(zeroed, k));
+            differs |= qkv_get(zeroed, k) != qkv_get(want, k);
+        }
+        ck_assert(differs);
+        for (int l = 0; l < L; l++) { /* resid_post = stream + attn_out, or attn_out */
+            qkv_tensor *a = plain.attn_out[l], *post = plain.resid_post[l];
+            ck_assert_ptr_nonnull(a);
+            const qkv_tensor *sum = c->residual ? qkv_add(ctx, plain.stream[l], a) : a;
+            ck_assert_int_eq(sum->size, post->size);
+            for (int64_t k = 0; k < a->size; k++) ck_assert(qkv_get(post, k) == qkv_get(sum, k));
+        }
+        loaded_model_free(&t);
+    }
+    ck_assert_uint_eq(qkv_struct_size("qkv_probe"), sizeof(qkv_probe));
+    ck_assert_uint_eq(qkv_struct_size("qkv_model"), sizeof(qkv_model));
+    ck_assert_uint_eq(qkv_struct_size("qkv_probe "), 0);
+    ck_assert_uint_eq(qkv_struct_size(NULL), 0);
+}
+END_TEST
+
 /* The DLA parts add up to the logit: f64 to 1e-12, f32 to 1e-5, relative to the largest of
  * the logit and the parts' absolute sum (the scale of the sum's roundings), at every position
  * with a target, for the predicted token and for another. */
@@ -1037,6 +1104,7 @@ static Suite *explain_suite(void) {
     TCase *tc = tcase_create("exact");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_loop_test(tc, test_probe_is_the_forward, 0, NMODELS);
+    tcase_add_loop_test(tc, test_probe_hook, 0, NMODELS);
     tcase_add_loop_test(tc, test_dla_adds_up, 0, NMODELS);
     tcase_add_test(tc, test_ablating_nothing_changes_nothing);
     tcase_add_test(tc, test_every_head_of_a_wide_layer);

@@ -263,13 +263,40 @@ static bool column_site(qkv_site site) {
     return site == QKV_SITE_PATTERN || site == QKV_SITE_MLP_PRE || site == QKV_SITE_MLP_POST;
 }
 
+/* The probe's hook at y, the tensor of `site` at layer l after the probe's edits: where the
+ * tensor the hook returns differs from y bit for bit, keep 0 and put its value (y·keep + put,
+ * as edit_site); y itself when it returns NULL or the same bits everywhere. */
+static qkv_tensor *hook_site(qkv_ctx *step, const qkv_probe *probe, qkv_site site, int l,
+                             qkv_ln ln, qkv_tensor *y) {
+    const qkv_tensor *h = probe->hook(probe->hook_user, site, l, ln, y, step);
+    if (!h) return y;
+    bool same = h->dtype == y->dtype && h->ndim == y->ndim;
+    for (int d = 0; same && d < y->ndim; d++) same = h->shape[d] == y->shape[d];
+    QKV_CHECK(same, "model_forward_probe", "the hook's value of %s at layer %d is %s, not %s "
+              "of the model's dtype", site_names[site], l, SHAPE(h), SHAPE(y));
+    size_t width = qkv_dtype_size(y->dtype);
+    const unsigned char *a = y->data, *b = h->data;
+    qkv_tensor *keep = NULL, *put = NULL;
+    for (int64_t i = 0; i < y->size; i++) {
+        if (!memcmp(a + (size_t)i * width, b + (size_t)i * width, width)) continue;
+        if (!keep) {
+            keep = qkv_ones(step, y->dtype, y->ndim, y->shape);
+            put = qkv_zeros(step, y->dtype, y->ndim, y->shape);
+        }
+        qkv_set(keep, i, 0.0);
+        memcpy((unsigned char *)put->data + (size_t)i * width, b + (size_t)i * width, width);
+    }
+    return keep ? qkv_add(step, qkv_mul(step, y, keep), put) : y;
+}
+
 /* Tensor y of `site` at layer l (for ln_scale, of its LayerNorm `ln`; else ln is not read)
  * after the probe's edits of it: y * keep + put, where keep is 1 and put 0 except at an
  * edited entry (keep 0, put the new value), so an unedited entry is y exactly and the
  * gradient reaching y is dz * keep. y itself when no edit touches it. A head's site is
  * (B, H, R, W), the stream's, the MLP's and a scale (B, R, W) (one "head"): an edit covers
  * head `head`, row `position` (all: -1) and, for the pattern and the MLP's neurons, column
- * `key_position` (all: -1). */
+ * `key_position` (all: -1). Then the probe's hook, if it has one, edits it the same way
+ * (hook_site). */
 static qkv_tensor *edit_site(qkv_ctx *step, const qkv_probe *probe, qkv_site site, int l,
                              qkv_ln ln, qkv_tensor *y) {
     bool stream = headless_site(site);
@@ -311,7 +338,8 @@ static qkv_tensor *edit_site(qkv_ctx *step, const qkv_probe *probe, qkv_site sit
                     qkv_set(put, at, ed->kind == QKV_HEAD_ZERO ? 0.0 : qkv_get(v, from));
                 }
     }
-    return keep ? qkv_add(step, qkv_mul(step, y, keep), put) : y;
+    if (keep) y = qkv_add(step, qkv_mul(step, y, keep), put);
+    return probe->hook ? hook_site(step, probe, site, l, ln, y) : y;
 }
 
 /* Layer l's attention from its parts (matmul, scale, mask, softmax, matmul: the composed
@@ -411,6 +439,7 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
             y = merge_heads(step, y, B, Tq, H, Dk);
         }
         y = qkv_matmul(step, y, m->w_o[l]); /* (B,Tq,C) */
+        if (probe) probe->attn_out[l] = y;
         d = c->residual ? qkv_add(step, d, y) : y;
         if (c->mlp > 0) {
             if (probe)
