@@ -159,7 +159,8 @@ def measures(d):
     out["clusters"], out["shares"], out["share_matrix"] = clusters, shares, matrices
 
     if op == "mul":
-        out["restricted_loss"] = out["excluded_loss"] = out["logit_share"] = None
+        out["restricted_loss"] = out["restricted_acc"] = None
+        out["excluded_loss"] = out["logit_share"] = None
         out["key_logit_shares"] = None
         return out
     sg = 1 if op == "add" else -1
@@ -183,6 +184,7 @@ def measures(d):
     restricted = Lg.mean(axis=(0, 1))[None, :] + part
     excluded = logits[:, :P] - part
     out["restricted_loss"] = nll(restricted[~trains], target[~trains]).mean()
+    out["restricted_acc"] = (restricted[~trains].argmax(axis=1) == target[~trains]).mean()
     out["excluded_loss"] = nll(excluded[trains], target[trains]).mean()
     return out
 
@@ -273,7 +275,8 @@ def main():
     for key in ("embed_norms", "neuron_logit_norms", "key_logit_shares"):
         check_list(key, got[key], want[key])
     for key in ("gini_embed", "gini_neuron_logits", "sum_squared_weights", "train_loss", "train_acc",
-                "test_loss", "test_acc", "restricted_loss", "excluded_loss", "logit_share"):
+                "test_loss", "test_acc", "restricted_loss", "restricted_acc", "excluded_loss",
+                "logit_share"):
         check(key, got[key], None if want[key] is None else float(want[key]))
     if len(got["mlp"]) != len(want["clusters"]):
         print("FAIL: mlp: qkv %d layers, numpy %d" % (len(got["mlp"]), len(want["clusters"])))
@@ -293,7 +296,7 @@ def main():
         last = rows[-1]
         for key, mine in (("train_set_loss", "train_loss"), ("train_set_acc", "train_acc"),
                           ("heldout_loss", "test_loss"), ("heldout_acc", "test_acc"),
-                          ("sum_squared_weights", None), ("restricted_loss", None),
+                          ("sum_squared_weights", None), ("restricted_loss", None), ("restricted_acc", None),
                           ("excluded_loss", None), ("gini_embed", None),
                           ("gini_neuron_logits", None), ("logit_share", None)):
             v = want[mine or key]

@@ -133,6 +133,137 @@ START_TEST(test_measures_of_a_model) {
 }
 END_TEST
 
+/* ---- the phases (docs/grokking.md, "The phases") on hand-made histories ---- */
+
+/* A history of n evaluations 1000 steps apart, from arrays (NAN where unknown). */
+static int history(grok_point *h, int n, const double *train_loss, const double *train_acc,
+                   const double *test_loss, const double *test_acc, const double *restricted_acc) {
+    for (int i = 0; i < n; i++)
+        h[i] = (grok_point){.step = 1000 * i, .train_loss = train_loss[i], .train_acc = train_acc[i],
+                            .test_loss = test_loss[i], .test_acc = test_acc[i],
+                            .restricted_acc = restricted_acc[i]};
+    return n;
+}
+
+/* The paper's story: memorized at 1000, the circuit alone right at 4000 while the test loss
+ * is still high, generalized at 6000, cleaned up at 7000 (test loss 4e-7 <= 10 x 5e-8). */
+START_TEST(test_phases_grokking) {
+    grok_point h[9];
+    double trl[9] = {3.4, 1e-3, 1e-7, 1e-7, 1e-7, 9e-8, 7e-8, 5e-8, 5e-8};
+    double tra[9] = {0.03, 0.995, 1, 1, 1, 1, 1, 1, 1};
+    double tel[9] = {3.5, 20, 25, 18, 9, 2, 1e-3, 4e-7, 2e-7};
+    double tea[9] = {0.03, 0.02, 0.03, 0.05, 0.2, 0.8, 0.995, 1, 1};
+    double rea[9] = {0.03, 0.03, 0.1, 0.5, 0.999, 1, 1, 1, 1};
+    grok_phases p = grok_phases_of(h, history(h, 9, trl, tra, tel, tea, rea));
+    ck_assert(p.generalized);
+    ck_assert_int_eq(p.memorized, 1000);
+    ck_assert_int_eq(p.formed, 4000);
+    ck_assert_int_eq(p.generalized_at, 6000);
+    ck_assert_int_eq(p.cleaned, 7000);
+}
+END_TEST
+
+/* A run that memorizes and never generalizes: no circuit, no generalization, no cleanup. */
+START_TEST(test_phases_memorizing) {
+    grok_point h[5];
+    double trl[5] = {3.4, 0.5, 1e-3, 1e-7, 1e-7}, tra[5] = {0.03, 0.8, 1, 1, 1};
+    double tel[5] = {3.5, 8, 20, 40, 38}, tea[5] = {0.03, 0.01, 0, 0.005, 0.005};
+    double rea[5] = {0.04, 0.04, 0.04, 0.03, 0.04};
+    grok_phases p = grok_phases_of(h, history(h, 5, trl, tra, tel, tea, rea));
+    ck_assert(!p.generalized);
+    ck_assert_int_eq(p.memorized, 2000);
+    ck_assert_int_eq(p.formed, -1);
+    ck_assert_int_eq(p.generalized_at, -1);
+    ck_assert_int_eq(p.cleaned, -1);
+}
+END_TEST
+
+/* Stopped in the middle: the circuit formed (3000) but the run has not generalized yet; a
+ * restricted accuracy of 99% before memorization ends does not count (1000). */
+START_TEST(test_phases_formed_only) {
+    grok_point h[5];
+    double trl[5] = {3.4, 0.2, 1e-7, 1e-7, 1e-7}, tra[5] = {0.03, 0.9, 1, 1, 1};
+    double tel[5] = {3.5, 8, 20, 15, 10}, tea[5] = {0.03, 0.2, 0.1, 0.3, 0.6};
+    double rea[5] = {0.03, 0.995, 0.5, 0.992, 1};
+    grok_phases p = grok_phases_of(h, history(h, 5, trl, tra, tel, tea, rea));
+    ck_assert(!p.generalized);
+    ck_assert_int_eq(p.memorized, 2000);
+    ck_assert_int_eq(p.formed, 3000);
+    ck_assert_int_eq(p.generalized_at, -1);
+    ck_assert_int_eq(p.cleaned, -1);
+}
+END_TEST
+
+/* Generalization counts from the first of the last evaluations at 99%: a test accuracy that
+ * reached it (3000) and fell back does not; the test loss within 10 x the train loss before
+ * then (the end of training, 2000) does not clean up; a loss that stays 20 x does not. */
+START_TEST(test_phases_generalized_late) {
+    grok_point h[7];
+    double trl[7] = {3.4, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6, 1e-6}, tra[7] = {0.03, 1, 1, 1, 1, 1, 1};
+    double tel[7] = {3.5, 1, 5e-6, 0.1, 0.5, 2e-5, 2e-5}, tea[7] = {0.03, 0.5, 0.9, 0.995, 0.9, 0.999, 1};
+    double rea[7] = {0.03, 0.999, 1, 1, 1, 1, 1};
+    grok_phases p = grok_phases_of(h, history(h, 7, trl, tra, tel, tea, rea));
+    ck_assert(p.generalized);
+    ck_assert_int_eq(p.memorized, 1000);
+    ck_assert_int_eq(p.formed, 1000);
+    ck_assert_int_eq(p.generalized_at, 5000);
+    ck_assert_int_eq(p.cleaned, -1);
+}
+END_TEST
+
+/* Without the restricted accuracy (a mul run: NaN), generalization is still named, but not
+ * the circuit's formation nor the cleanup that follows it; an empty history names nothing. */
+START_TEST(test_phases_without_measures) {
+    grok_point h[3];
+    double trl[3] = {3.4, 1e-7, 1e-7}, tra[3] = {0.03, 1, 1};
+    double tel[3] = {3.5, 1e-6, 2e-7}, tea[3] = {0.03, 1, 1};
+    double rea[3] = {NAN, NAN, NAN};
+    grok_phases p = grok_phases_of(h, history(h, 3, trl, tra, tel, tea, rea));
+    ck_assert(p.generalized);
+    ck_assert_int_eq(p.memorized, 1000);
+    ck_assert_int_eq(p.generalized_at, 1000);
+    ck_assert_int_eq(p.formed, -1);
+    ck_assert_int_eq(p.cleaned, -1);
+    p = grok_phases_of(h, 0);
+    ck_assert(!p.generalized);
+    ck_assert_int_eq(p.memorized + p.formed + p.generalized_at + p.cleaned, -4);
+}
+END_TEST
+
+/* summary.json's object from a metrics table: the phases of its rows and the key
+ * frequencies, null where a phase is not reached. */
+START_TEST(test_grokking_json) {
+    metrics_table m;
+    metrics_init(&m, 1, 1);
+    metrics_add_fourier_columns(&m);
+    double tra[3] = {0.05, 1, 1}, tea[3] = {0.03, 0.5, 1}, rea[3] = {0.05, 1, 1};
+    for (int i = 0; i < 3; i++) {
+        double *s = metrics_new_scores(&m);
+        ck_assert_ptr_nonnull(s);
+        s[m.first_fourier_column + FOURIER_COL_TRAIN_ACC] = tra[i];
+        s[m.first_fourier_column + FOURIER_COL_TRAIN_LOSS] = 1e-3;
+        s[m.first_fourier_column + FOURIER_COL_RESTRICTED_ACC] = rea[i];
+        metrics_add(&m, (metrics_row){.step = 500 * i, .heldout_acc = tea[i],
+                                      .heldout_loss = i == 2 ? 5e-3 : 4, .scores = s});
+    }
+    int keys[2] = {4, 11};
+    cJSON *j = grokking_json(&m, keys, 2);
+    ck_assert_ptr_nonnull(j);
+    char *text = cJSON_PrintUnformatted(j);
+    ck_assert_str_eq(text, "{\"generalized\":true,\"memorization_end\":500,"
+                           "\"circuit_formation_end\":500,\"generalization_step\":1000,"
+                           "\"cleanup_end\":1000,\"key_frequencies\":[4,11]}");
+    free(text);
+    cJSON_Delete(j);
+    j = grokking_json(&m, NULL, -1);
+    ck_assert(cJSON_IsNull(cJSON_GetObjectItem(j, "key_frequencies")));
+    cJSON_Delete(j);
+    metrics_free(&m);
+    metrics_init(&m, 1, 1); /* another task's table has no phases */
+    ck_assert_ptr_null(grokking_json(&m, keys, 2));
+}
+END_TEST
+
 static Suite *grokking_suite(void) {
     Suite *s = suite_create("grokking");
     TCase *tc = tcase_create("fourier");
@@ -143,6 +274,14 @@ static Suite *grokking_suite(void) {
     tcase_add_test(tc, test_key_frequencies);
     tcase_add_test(tc, test_measures_of_a_model);
     suite_add_tcase(s, tc);
+    TCase *phases = tcase_create("phases");
+    tcase_add_test(phases, test_phases_grokking);
+    tcase_add_test(phases, test_phases_memorizing);
+    tcase_add_test(phases, test_phases_formed_only);
+    tcase_add_test(phases, test_phases_generalized_late);
+    tcase_add_test(phases, test_phases_without_measures);
+    tcase_add_test(phases, test_grokking_json);
+    suite_add_tcase(s, phases);
     return s;
 }
 

@@ -115,6 +115,7 @@ static cJSON *fourier_json(const loaded_model *lm, void *state) {
     add_number(j, "test_loss", f->test_loss);
     add_number(j, "test_acc", f->test_acc);
     add_number(j, "restricted_loss", f->restricted_loss);
+    add_number(j, "restricted_acc", f->restricted_acc);
     add_number(j, "excluded_loss", f->excluded_loss);
     add_number(j, "logit_share", f->logit_share);
     bool mul = lm->cfg.task.op == QKV_MODULAR_MUL;
@@ -176,8 +177,9 @@ static qkv_status fourier_table(const loaded_model *lm, void *state) {
     if (lm->cfg.task.op == QKV_MODULAR_MUL) {
         printf("restricted and excluded losses, logit share: - (defined for add and sub)\n");
     } else {
-        printf("restricted loss (held-out pairs, the logits kept along the key frequencies): %s\n",
-               number_text(f->restricted_loss, "%.6g", b[0], 32));
+        printf("restricted loss (held-out pairs, the logits kept along the key frequencies): %s "
+               "(accuracy %s)\n", number_text(f->restricted_loss, "%.6g", b[0], 32),
+               number_text(f->restricted_acc, "%.4f", b[1], 32));
         printf("excluded loss (training pairs, those directions removed): %s\n",
                number_text(f->excluded_loss, "%.6g", b[0], 32));
         printf("logits' share along cos and sin(w(a %c b - c)) of the key frequencies: %s",

@@ -20,7 +20,8 @@ void metrics_init(metrics_table *m, int layers, int heads) {
 }
 
 const char *const metrics_fourier_names[FOURIER_COLUMNS] = {
-    "train_set_loss", "train_set_acc", "sum_squared_weights", "restricted_loss", "excluded_loss",
+    "train_set_loss", "train_set_acc", "sum_squared_weights", "restricted_loss", "restricted_acc",
+    "excluded_loss",
     "gini_embed", "gini_neuron_logits", "logit_share", "key_count"};
 
 void metrics_add_fourier_columns(metrics_table *m) {

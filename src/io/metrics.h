@@ -46,6 +46,7 @@ typedef enum {
     FOURIER_COL_TRAIN_ACC,      /* train_set_acc */
     FOURIER_COL_WEIGHTS,        /* sum_squared_weights */
     FOURIER_COL_RESTRICTED,     /* restricted_loss */
+    FOURIER_COL_RESTRICTED_ACC, /* restricted_acc */
     FOURIER_COL_EXCLUDED,       /* excluded_loss */
     FOURIER_COL_GINI_EMBED,     /* gini_embed */
     FOURIER_COL_GINI_LOGITS,    /* gini_neuron_logits */

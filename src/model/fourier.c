@@ -373,12 +373,19 @@ static void logit_measures(const pair_sums *p, fourier_measures *f) {
     /* the restricted logits depend on the pair through s alone: mean[c] + the key part at s;
      * each held-out pair of s (its target is s) has the loss of row s */
     double restricted = 0;
+    int64_t right = 0;
     for (int s = 0; s < P; s++) {
         if (!p->held_at[s]) continue;
-        for (int c = 0; c < P; c++) p->logit[c] = p->mean[c] + key_part(p, c, s);
+        int top = 0; /* the first largest, as qkv_argmax */
+        for (int c = 0; c < P; c++) {
+            p->logit[c] = p->mean[c] + key_part(p, c, s);
+            if (p->logit[c] > p->logit[top]) top = c;
+        }
         restricted += (double)p->held_at[s] * nll(p->logit, P, s);
+        right += top == s ? p->held_at[s] : 0;
     }
     f->restricted_loss = p->n_held ? restricted / (double)p->n_held : NAN;
+    f->restricted_acc = p->n_held ? (double)right / (double)p->n_held : NAN;
     f->excluded_loss = p->n_train ? p->excluded / (double)p->n_train : NAN;
 }
 
@@ -453,7 +460,7 @@ qkv_status fourier_measure(qkv_model *m, const qkv_task *task, qkv_ctx *ctx, int
     if (!f->embed_norm || (m->cfg.mlp && !f->logit_map_norm) || !f->keys || !f->key_share ||
         (U && (!f->neuron_share || !f->neuron_cluster)) || !basis)
         s = qkv_fail(QKV_ERR_NOMEM, "out of memory for the Fourier measures");
-    f->restricted_loss = f->excluded_loss = f->logit_share = NAN;
+    f->restricted_loss = f->restricted_acc = f->excluded_loss = f->logit_share = NAN;
     if (s == QKV_OK) {
         fourier_basis(P, basis);
         s = weight_norms(m, P, basis, f);

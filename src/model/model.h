@@ -132,7 +132,7 @@ typedef struct {
     double sum_squared_weights;
     /* over every pair, from a forward of all P² (at `=`): */
     double train_loss, train_acc, test_loss, test_acc; /* every training / held-out pair */
-    double restricted_loss, excluded_loss; /* NaN for mul */
+    double restricted_loss, restricted_acc, excluded_loss; /* NaN for mul */
     double logit_share, *key_share; /* (n_keys): the logits' share along each key frequency's
                                        cos(w(a + b - c)) and sin (sub: a - b); NaN for mul */
     int neurons;                /* layers × mlp with neurons asked, else 0 */

@@ -1,6 +1,6 @@
 /* grokking.h - a modular run's phases (memorization, circuit formation, cleanup), named from
- * the history of its progress measures by the rule of docs/grokking.md: summary.json's
- * "grokking". */
+ * the history of its progress measures by the rule of docs/grokking.md ("The phases"):
+ * summary.json's "grokking". */
 #ifndef QKV_TRAIN_GROKKING_H
 #define QKV_TRAIN_GROKKING_H
 
@@ -14,26 +14,29 @@ struct cJSON;
 /* One evaluation of a modular run: the measures the rule reads (NaN where unknown). */
 typedef struct {
     int64_t step;
-    double train_acc;                       /* over every training pair */
-    double test_acc, test_loss;             /* over every held-out pair */
-    double restricted_loss, excluded_loss;
+    double train_loss, train_acc; /* over every training pair */
+    double test_loss, test_acc;   /* over every held-out pair */
+    double restricted_acc;        /* the restricted logits' accuracy on the held-out pairs */
 } grok_point;
 
-typedef struct {
-    bool generalized;        /* the test accuracy reached GROK_ACCURACY */
-    int64_t memorized;       /* the step where memorization ends; -1: never */
-    int64_t generalized_at;  /* the first step of test accuracy >= GROK_ACCURACY; -1: never */
-    int64_t formed;          /* where circuit formation ends (cleanup begins); -1: unknown */
-    int64_t cleaned;         /* where cleanup ends; -1: unknown */
-} grok_phases;
+#define GROK_ACCURACY 0.99 /* memorized, circuit formed, generalized: an accuracy this high */
+#define GROK_CLEAN_RATIO 10 /* cleaned up: the test loss within this factor of the train loss */
 
-#define GROK_ACCURACY 0.99 /* memorized: train accuracy; generalized: test accuracy */
+typedef struct {
+    /* the step where each ends; -1: not in the history */
+    int64_t memorized;      /* the first evaluation of train accuracy >= GROK_ACCURACY */
+    int64_t formed;         /* from memorized on, the first of restricted accuracy >= it */
+    int64_t generalized_at; /* the first of the last evaluations of test accuracy >= it */
+    int64_t cleaned;        /* from formed and generalized_at on, the first whose test loss is
+                               at most GROK_CLEAN_RATIO times its train loss */
+    bool generalized;       /* the last evaluation's test accuracy is >= GROK_ACCURACY */
+} grok_phases;
 
 /* The phases of the history h[0 .. n-1] (ascending steps): a pure function of it. */
 grok_phases grok_phases_of(const grok_point *h, int n);
 /* summary.json's "grokking" object from a modular run's metrics rows (the progress measures'
  * columns: metrics_add_fourier_columns) and the last evaluation's key frequencies (n_keys -1:
- * unknown, null). NULL when out of memory. */
+ * unknown, written null). NULL when out of memory or the table has no such columns. */
 struct cJSON *grokking_json(const metrics_table *m, const int *keys, int n_keys);
 
 #endif

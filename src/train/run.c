@@ -105,6 +105,7 @@ static void fourier_columns(const fourier_measures *f, double *out) {
     out[FOURIER_COL_TRAIN_ACC] = f->train_acc;
     out[FOURIER_COL_WEIGHTS] = f->sum_squared_weights;
     out[FOURIER_COL_RESTRICTED] = f->restricted_loss;
+    out[FOURIER_COL_RESTRICTED_ACC] = f->restricted_acc;
     out[FOURIER_COL_EXCLUDED] = f->excluded_loss;
     out[FOURIER_COL_GINI_EMBED] = f->gini_embed;
     out[FOURIER_COL_GINI_LOGITS] = f->gini_neuron_logits;
