@@ -45,6 +45,20 @@ for opts in "--modulus 13 --steps 60" \
     "$PY" "$SCRIPT" --plant "$W/m$i" "$W/p$i" "2,$(( i == 2 ? 6 : 5 ))" && compare "$W/p$i"
 done
 
+# the measures are the same bits on one thread and two, and on the plain C path
+bits() { # NAME THREADS [PATH]
+    local path=${3:-}
+    env ${path:+QKV_SIMD=$path} "$QKV" train --task modular --modulus 11 --d-model 16 --mlp 16 \
+        --steps 6 --eval-every 2 --threads "$2" --quiet --out "$W/$1" >/dev/null 2>&1 ||
+        fail "qkv train --threads $2 ${path:+(QKV_SIMD=$path)}"
+}
+bits t1 1 && bits t2 2 && bits c1 1 scalar
+if cmp -s "$W/t1/metrics.jsonl" "$W/t2/metrics.jsonl" && cmp -s "$W/t1/metrics.jsonl" "$W/c1/metrics.jsonl"; then
+    echo "ok: the measures are the same bits on 1 and 2 threads and on the plain C path"
+else
+    fail "the measures of metrics.jsonl differ between thread counts or SIMD paths"
+fi
+
 # the check can fail: the restricted loss off by 1e-5 of itself is caught
 "$PY" - "$W/p1.json" "$W/bad.json" <<'PYEOF'
 import json, sys
