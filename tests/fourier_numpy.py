@@ -39,6 +39,7 @@ from rederive_heldout import load_safetensors, modular_split  # noqa: E402  (doc
 
 TOL = 1e-6
 KEY_RATIO = 4.0
+KEY_SHARE_OF_TOP = 0.1
 CONSTANT_NEURON = 1e-12
 
 
@@ -65,7 +66,8 @@ def gini(x):
 def key_frequencies(norms):
     e = norms[1:] ** 2
     med = np.median(e)
-    return [k for k in range(1, len(norms)) if e[k - 1] > 0 and e[k - 1] >= KEY_RATIO * med]
+    return [k for k in range(1, len(norms))
+            if e[k - 1] > 0 and e[k - 1] >= KEY_RATIO * med and e[k - 1] >= KEY_SHARE_OF_TOP * e.max()]
 
 
 def forward(w, meta, tokens):

@@ -77,7 +77,8 @@ START_TEST(test_fourier_gini) {
 END_TEST
 
 /* A frequency is key when its squared norm is at least 4 times the median of frequencies
- * 1 .. P/2: none of a flat spectrum, the two that stand out, none below P = 6. */
+ * 1 .. P/2 and a tenth of the largest: none of a flat spectrum, the two that stand out, none
+ * below P = 6, not a small one that stands out of a cleaned-up spectrum only. */
 START_TEST(test_key_frequencies) {
     int keys[8];
     double flat[8] = {9, 1, 1.2, 0.9, 1, 1.1, 1, 0.95}; /* frequency 0 is not a candidate */
@@ -91,6 +92,12 @@ START_TEST(test_key_frequencies) {
     ck_assert_int_eq(keys[0], 2);
     double small[3] = {1, 10, 0}; /* P = 5: the median of two is their mean */
     ck_assert_int_eq(fourier_key_frequencies(small, 5, keys), 0);
+    /* after cleanup the unused frequencies are near 0: one 5 times the median but under a
+     * tenth of the largest (3² = 9 < 12.1) is not key */
+    double clean[8] = {0, 10, 0.1, 0.2, 3, 0.1, 11, 0.3};
+    ck_assert_int_eq(fourier_key_frequencies(clean, 15, keys), 2);
+    ck_assert_int_eq(keys[0], 1);
+    ck_assert_int_eq(keys[1], 6);
 }
 END_TEST
 

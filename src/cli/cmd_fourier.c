@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#define FOURIER_TABLE_ROWS 8 /* frequencies the table lists at least (by norm) */
+
 typedef struct {
     const char *model, *out;
     long threads;
@@ -153,21 +155,29 @@ static qkv_status fourier_table(const loaded_model *lm, void *state) {
            P, (long long)lm->step, F, P);
     printf("key frequencies:");
     for (int i = 0; i < f->n_keys; i++) printf(" %d", f->keys[i]);
-    printf("%s (a squared norm in the embedding at least 4x the median)\n",
+    printf("%s (squared norm in the embedding >= 4x the median, >= 1/10 of the largest)\n",
            f->n_keys ? "" : " none");
     double total = 0;
     for (int k = 1; k <= F; k++) total += f->embed_norm[k] * f->embed_norm[k];
-    printf("embedding: norm of each frequency (its share of the squared norm of frequencies 1..%d)\n", F);
-    for (int k = 0; k <= F; k++) {
+    /* the frequencies by norm, largest first (the lower first among equals): the key ones
+     * and a few more, FOURIER_TABLE_ROWS at least; --json has them all */
+    int shown = f->n_keys + 3 > FOURIER_TABLE_ROWS ? f->n_keys + 3 : FOURIER_TABLE_ROWS;
+    shown = shown < F ? shown : F;
+    printf("embedding: the %d frequencies of largest norm of %d (each one's share of the squared "
+           "norm of all; the constant's norm %.4f)\n", shown, F, f->embed_norm[0]);
+    bool *done = calloc((size_t)F + 1, sizeof *done);
+    for (int row = 0; done && row < shown; row++) {
+        int k = 0;
+        for (int j = 1; j <= F; j++)
+            if (!done[j] && (k == 0 || f->embed_norm[j] > f->embed_norm[k])) k = j;
+        done[k] = true;
         bool key = false;
         for (int i = 0; i < f->n_keys; i++) key |= f->keys[i] == k;
-        if (k == 0)
-            printf("  %5s %10.4f\n", "const", f->embed_norm[0]);
-        else
-            printf("  %5d %10.4f  %s%s\n", k, f->embed_norm[k],
-                   number_text(f->embed_norm[k] * f->embed_norm[k] / total, "%.3f", b[0], 32),
-                   key ? "  key" : "");
+        printf("  %5d %10.4f  %s%s\n", k, f->embed_norm[k],
+               number_text(f->embed_norm[k] * f->embed_norm[k] / total, "%.3f", b[0], 32),
+               key ? "  key" : "");
     }
+    free(done);
     printf("gini of the frequencies' norms: embedding %s, neuron-logit map %s\n",
            number_text(f->gini_embed, "%.4f", b[0], 32),
            number_text(f->gini_neuron_logits, "%.4f", b[1], 32));
@@ -206,7 +216,7 @@ static qkv_status fourier_table(const loaded_model *lm, void *state) {
         for (int u = 0; u < c->mlp; u++) constant += cluster[u] == 0;
         if (constant) printf("  %9s %8d\n", "constant", constant);
     }
-    if (c->mlp) printf("  (--json or --out lists every neuron)\n");
+    printf("  (--json or --out lists every frequency%s)\n", c->mlp ? " and every neuron" : "");
     return QKV_OK;
 }
 

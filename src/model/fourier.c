@@ -16,9 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A frequency is key when its squared norm in the embedding is at least this many times the
- * median over the frequencies 1 .. P/2 (docs/grokking.md, "Key frequencies"). */
+/* A frequency is key when its squared norm in the embedding is at least KEY_RATIO times the
+ * median over the frequencies 1 .. P/2 and at least KEY_SHARE_OF_TOP of the largest
+ * (docs/grokking.md, "Key frequencies"). */
 #define KEY_RATIO 4.0
+#define KEY_SHARE_OF_TOP 0.1
 /* A neuron whose variance over the inputs is at most this share of its mean square is
  * constant (dead): it has no frequency share and no cluster. */
 #define CONSTANT_NEURON 1e-12
@@ -117,11 +119,11 @@ int fourier_key_frequencies(const double *norm, int P, int *keys) {
     if (!sq) return 0;
     for (int k = 1; k <= F; k++) sq[k - 1] = norm[k] * norm[k];
     qsort(sq, (size_t)F, sizeof *sq, compare_doubles);
-    double median = F % 2 ? sq[F / 2] : (sq[F / 2 - 1] + sq[F / 2]) / 2;
+    double median = F % 2 ? sq[F / 2] : (sq[F / 2 - 1] + sq[F / 2]) / 2, top = sq[F - 1];
     free(sq);
     for (int k = 1; k <= F; k++) {
         double e = norm[k] * norm[k];
-        if (e > 0 && e >= KEY_RATIO * median) keys[n++] = k;
+        if (e > 0 && e >= KEY_RATIO * median && e >= KEY_SHARE_OF_TOP * top) keys[n++] = k;
     }
     return n;
 }

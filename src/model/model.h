@@ -116,7 +116,7 @@ void fourier_norms(const double *basis, int P, const double *x, int n, double *n
 double fourier_gini(const double *x, int n);
 /* The key frequencies of an embedding whose norms (P/2 + 1) are `norm`, ascending, into keys
  * (up to P/2 of them): each k >= 1 whose squared norm is at least 4 times the median over
- * the frequencies 1 .. P/2. Returns how many. */
+ * the frequencies 1 .. P/2 and at least a tenth of the largest. Returns how many. */
 int fourier_key_frequencies(const double *norm, int P, int *keys);
 /* Σ of the squares of every parameter (weights, biases, embeddings), in double. */
 double model_sum_squared_weights(const qkv_model *m);
