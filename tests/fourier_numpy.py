@@ -192,6 +192,7 @@ def measures(d):
 
 
 failures = 0
+largest = 0.0  # the largest relative difference seen
 
 
 def check(name, got, want):
@@ -205,6 +206,9 @@ def check(name, got, want):
         print("FAIL: %s: qkv none, numpy %r" % (name, want))
         failures += 1
         return
+    global largest
+    if want != 0:
+        largest = max(largest, abs(got - want) / abs(want))
     if abs(got - want) > TOL * abs(want) + 1e-9:
         print("FAIL: %s: qkv %.12g, numpy %.12g" % (name, got, want))
         failures += 1
@@ -311,10 +315,11 @@ def main():
             failures_add()
     if failures:
         return 1
-    print("P = %d %s: keys %s, logit share %s, restricted %s, excluded %s, %d neurons: all agree to %g"
+    print("P = %d %s: keys %s, logit share %s, restricted %s, excluded %s, %d neurons: all agree "
+          "to %g (the largest relative difference %.1e)"
           % (want["modulus"], want["op"], want["key_frequencies"], want["logit_share"],
              want["restricted_loss"], want["excluded_loss"],
-             sum(len(c) for c in want["clusters"]), TOL))
+             sum(len(c) for c in want["clusters"]), TOL, largest))
     return 0
 
 
