@@ -66,13 +66,15 @@ stats data using 1 nooutput
 style = STATS_records > 60 ? 'lines' : 'linespoints pt 7 ps 0.6'
 pos(v) = v > 0 ? v : NaN
 gen_dash = gen >= 0 ? 2 : 1
+t_restricted = op eq 'mul' ? 'restricted: not defined for mul' : 'restricted (held-out pairs, the key frequencies only)'
+t_excluded = op eq 'mul' ? 'excluded: not defined for mul' : 'excluded (training pairs, the key directions removed)'
 # the excluded loss is a wide light band, and the train loss is drawn again last: while there
 # is no key frequency the excluded loss is the train loss (over P outputs), and one line would
 # hide the other
 curves = "data using 1:(pos($2)) with @style @train title 'train (every training pair)', " . \
          "data using 1:(pos($3)) with @style @test title 'test (every held-out pair)', " . \
-         "data using 1:(pos($4)) with @style @restricted title 'restricted (held-out pairs, the key frequencies only)', " . \
-         "data using 1:(pos($5)) with @style @excluded title 'excluded (training pairs, the key directions removed)'"
+         "data using 1:(pos($4)) with @style @restricted title t_restricted, " . \
+         "data using 1:(pos($5)) with @style @excluded title t_excluded"
 if (phases) {
     plot @curves, \
          keyentry with boxes fs solid 1 noborder fc rgb (mem >= 0 ? mem_colour : 'white') title t_mem, \
