@@ -540,7 +540,7 @@ void grok_json(FILE *f, const grok_data *g) {
                     const float *m = g->attention + ((int64_t)(l * g->heads + h) * 2 + to) * PP;
                     for (int a = 0; a < P; a++) {
                         fputs(a ? ",[" : "[", f);
-                        for (int b = 0; b < P; b++) fprintf(f, "%s%.3g", b ? "," : "", m[(int64_t)a * P + b]);
+                        for (int b = 0; b < P; b++) fprintf(f, "%s%.4g", b ? "," : "", m[(int64_t)a * P + b]);
                         fputc(']', f);
                     }
                     fputc(']', f);
