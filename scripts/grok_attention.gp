@@ -35,7 +35,9 @@ set ytics 0, tic
 unset key
 set multiplot title sprintf("%s, step %d: layer %d's attention from = to a and to b, for every pair\n(a up the side, b across; the rest of each row's weight is on = itself)", ttl, int(step), layer) font ',12'
 # margins in screen units around a grid of panels, the colour bar at the right
-left = 60.0 / width; right = 1 - 90.0 / width; top = 1 - 78.0 / height; bottom = 30.0 / height
+# (centred when the title's lines make the picture wider than the panels)
+left_px = (width - cols * panel - 90 + 60) / 2.0
+left = left_px / width; right = (left_px + cols * panel) / width; top = 1 - 78.0 / height; bottom = 48.0 / height
 pw = (right - left) / cols; ph = (top - bottom) / (2 * bands)
 do for [h = 1:heads] {
     c = (h - 1) % cols; b = int((h - 1) / cols)
@@ -54,7 +56,7 @@ do for [h = 1:heads] {
         }
         xl = to == 1 && (b == bands - 1 || h + cols > heads) ? 'b' : ''
         yl = c == 0 ? 'a' : ''
-        set xlabel xl offset 0,0.8
+        set xlabel xl offset 0,0.4
         set ylabel yl offset 1.5,0
         plot data index (2 * (h - 1) + to) matrix with image pixels
     }

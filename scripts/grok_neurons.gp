@@ -45,6 +45,9 @@ unset ytics
 set lmargin 17
 row_px = 480.0 / nr                               # about: the plot is some 480 pixels high
 start = 0; named = -100
+# many clusters (an untrained model's neurons spread over every frequency): fainter lines
+edge_width = words(clusters) > 12 ? 0.5 : 1
+edge_colour = words(clusters) > 12 ? '#f4b183' : '#e6550d'
 do for [i = 1:words(clusters)] {
     w = word(clusters, i)
     c = int(w[1:strstrt(w, ':') - 1]); count = int(w[strstrt(w, ':') + 1:])
@@ -55,7 +58,7 @@ do for [i = 1:words(clusters)] {
         named = (middle + 0.5) * row_px
     }
     if (start > 0) {
-        set arrow i from graph 0, first start - 0.5 to graph 1, first start - 0.5 nohead lw 1 lc rgb '#e6550d' front
+        set arrow i from graph 0, first start - 0.5 to graph 1, first start - 0.5 nohead lw edge_width lc rgb edge_colour front
     }
     start = start + count
 }

@@ -564,21 +564,22 @@ def check_grokking(wd, name, d, inspect):
             out[`${fig}/${e.dataset.head || ''}${e.dataset.to || ''}`] = [e.dataset.cells, [...x.getImageData(0, 0, i.width, i.height).data]];
             if (--left === 0) done(out); };
           i.src = e.getAttribute('href'); });""")
-    blue = lambda v: wd.run("return grokBlue(arguments[0])", v)
+    blues = lambda vs: wd.run("return arguments[0].map(v => v === null ? [212, 216, 221] : grokBlue(v))", vs)
     want_images = {"view-grok-fourier/", "view-grok-neurons/"} | {f"view-grok-attention-l1/{h}{t}" for h in range(1, 5) for t in "ab"}
     if set(pixels) != want_images:
         fail(f"{name}: the heatmap images are {sorted(pixels)}, not {sorted(want_images)}")
         return
     rgb = lambda px, w, i, j: px[4 * (j * w + i):4 * (j * w + i) + 3]
     cells, px = pixels["view-grok-neurons/"]
-    if cells != f"{F}x{len(z['name'])}" or any(rgb(px, F, k, u) != (blue(v) if v is not None else [212, 216, 221])
-                                               for u in (0, len(z["name"]) // 2, len(z["name"]) - 1)
-                                               for k, v in enumerate(z["by_frequency"][u])):
+    sample = (0, len(z["name"]) // 2, len(z["name"]) - 1)
+    colours = blues([v for u in sample for v in z["by_frequency"][u]])
+    if cells != f"{F}x{len(z['name'])}" or any(rgb(px, F, k, u) != colours[n * F + k]
+                                               for n, u in enumerate(sample) for k in range(F)):
         fail(f"{name}: the neurons' image ({cells}) is not their shares")
     cells, px = pixels["view-grok-fourier/"]
     width, top = int(cells.split("x")[0]), max(v for e in g["evals"]["embed_norms"] for v in e if v is not None)
-    if cells != f"{width}x{F}" or any(rgb(px, width, width - 1, F - k) != blue(v / top)
-                                      for k, v in enumerate(g["evals"]["embed_norms"][-1], 1)):
+    colours = blues([v / top for v in g["evals"]["embed_norms"][-1]])
+    if cells != f"{width}x{F}" or any(rgb(px, width, width - 1, F - k) != colours[k - 1] for k in range(1, F + 1)):
         fail(f"{name}: the last column of the norms' image ({cells}) is not the last evaluation's norms")
     at = g["attention"][0]
     for h in range(4):

@@ -8,7 +8,9 @@
  * cross-attention (Nq != Nk) is drawn as well as one of self-attention. Which queries and
  * keys are padding (dat_padding) goes with them, and so do the files of the analysis commands
  * (ablate.json, patch.json, attribute.json, circuits.json, lens.json), as they are but for the
- * positional part of the QK circuits, which the page does not draw. */
+ * positional part of the QK circuits, which the page does not draw. A modular run's page adds
+ * its grokking views (grokking.c's object, drawn by scripts/grokking.js, which goes into the
+ * template at its marker). */
 #include "engine/engine.h"
 #include "io/io.h"
 #include "plot/plot.h"
