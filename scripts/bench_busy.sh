@@ -102,8 +102,12 @@ def median(v):
 def ratio(a, b):  # the rounds' own quotients a/b: median (lowest-highest)
     q = sorted(a[r] / b[r] for r in a if r in b)
     return f"{median(q):.2f}x ({q[0]:.2f}-{q[-1]:.2f})"
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "")
-print(f"#### {cpu}, {cores} cores; qkv {simd}; median of {rounds} rounds "
+info = {}
+for l in open("/proc/cpuinfo"):
+    key, _, value = l.partition(":")
+    info.setdefault(key.strip(), value.strip())
+cpu = f"{info.get('model name', '')} (family {info.get('cpu family', '?')}, model {info.get('model', '?')})"
+print(f"#### {cpu}, {cores} cores; qkv {simd} path; median of {rounds} rounds "
       "(the spinning wait beside the busy processes: the first round's)\n")
 print("| workload | machine | default threads | --threads 1 | default / 1 thread | spinning wait | spinning / default |")
 print("|---|---|---|---|---|---|---|")
