@@ -24,12 +24,16 @@
 #              machine (the header names this machine's CPU and cores)
 #   --no-gemm  skip the second part: build/tests/bench_gemm (qkv's f32 matmul against
 #              OpenBLAS) once per x86 path this CPU runs, QKV_SIMD forced
+#   scripts/bench.sh --busy [--rounds N]
+#              instead: qkv on a machine that is doing something else, beside two CPU-bound
+#              processes, at the default thread count and on 1 thread (scripts/bench_busy.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: scripts/bench.sh [--seconds X] [--rounds N] [--markdown] [--threads \"1 2 4\"] [--simd PATH] [--no-gemm] [--config C] [--raw FILE | --from FILE]"
+usage="usage: scripts/bench.sh [--busy [--rounds N]] | [--seconds X] [--rounds N] [--markdown] [--threads \"1 2 4\"] [--simd PATH] [--no-gemm] [--config C] [--raw FILE | --from FILE]"
 seconds=3 rounds=3 markdown=0 gemm=1 threads="" raw="" from="" config=all
 while [ $# -gt 0 ]; do
     case "$1" in
+        --busy) shift; exec bash scripts/bench_busy.sh "$@" ;;
         --seconds) seconds=$2; shift 2 ;;
         --rounds) rounds=$2; shift 2 ;;
         --markdown) markdown=1; shift ;;

@@ -81,6 +81,35 @@ const kernel_isa *kernel_isa_active(void);
 const kernel_isa *kernel_isa_find(const char *name);
 /* The best table this CPU runs (never an emulated one). */
 const kernel_isa *kernel_isa_best(void);
+/* ---- the FMA units' width (peak.c): the AVX-512 path's peak over the AVX2 path's, on one
+ * thread, is about 2 where the units are 512 bits wide (two 512-bit FMA ports: Intel Xeons,
+ * AMD Zen 5) and about 1 where each 512-bit FMA runs in two 256-bit halves (AMD Zen 4). ---- */
+typedef enum {
+    FMA_WIDTH_UNTOLD, /* the trials disagree: the machine was too busy to tell */
+    FMA_WIDTH_HALF,   /* ratio below FMA_HALF_MAX: 512-bit FMAs on 256-bit units */
+    FMA_WIDTH_FULL,   /* ratio FMA_FULL_MIN or more: 512-bit FMA units */
+} fma_width;
+#define FMA_HALF_MAX 1.3
+#define FMA_FULL_MIN 1.5
+/* Trials of each path, taken in turn, and how close to its best a second trial must come. */
+#define FMA_WIDTH_TRIALS 8
+#define FMA_WIDTH_AGREE 0.05
+typedef struct {
+    double wide, narrow; /* GFLOP/s on one thread: each path's best trial */
+    double ratio;        /* wide / narrow; 0 when either is unknown */
+    fma_width width;
+} fma_width_result;
+/* The width from `trials` trials of each path (GFLOP/s per second of the thread's CPU time):
+ * each path's best trial, since load only ever slows a trial, and told only where a second
+ * trial of each path comes within FMA_WIDTH_AGREE of its best, and the ratio is near 1 or 2
+ * (below FMA_HALF_MAX, or FMA_FULL_MIN and above); else FMA_WIDTH_UNTOLD. */
+fma_width_result fma_width_decide(const double *wide, const double *narrow, int trials);
+/* Measures and decides: FMA_WIDTH_TRIALS trials of path `wide` and of path `narrow`
+ * ("avx512", "avx2") in turn on the calling thread, over about `seconds` in all, each timed
+ * by the thread's CPU clock, so that time the thread spent waiting for a core is not counted.
+ * Rates 0 and FMA_WIDTH_UNTOLD when this CPU runs either path not. */
+fma_width_result fma_width_measure(const char *wide, const char *narrow, double seconds);
+
 /* Makes isa the table of the whole process: only between computations (isa_check.c). */
 void kernel_isa_use(const kernel_isa *isa);
 /* The same, for the start-up probe leaving a path whose bits differ: when that leaves the
