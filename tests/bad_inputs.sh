@@ -120,11 +120,13 @@ setup() { # DIR
         --out xrun >setup.txt 2>&1 || { echo "bad_inputs: cannot train xrun:"; cat setup.txt; exit 1; }
     printf 'a b\tb\n\tb a\n' >data/empty_input_cross.tsv
     # A model without the residual stream; files of prompt pairs for qkv patch --pairs: a token
-    # the model lacks, a pair's inputs of two lengths (datarun), answer = wrong, five fields
+    # the model lacks, a pair's inputs of two lengths (datarun), pairs of two lengths (datarun,
+    # xrun), answer = wrong, five fields
     $QKV train --task copy --seq-len 4 --vocab 8 --d-model 4 --steps 1 --no-residual --quiet \
         --out nores >setup.txt 2>&1 || { echo "bad_inputs: cannot train nores:"; cat setup.txt; exit 1; }
     printf '1 2 3 4\t4 3 2 1\n1 2 3 4\t1 2 9 4\n' >data/pairs_unknown.txt
     printf 'a b c\tb a\n' >data/pairs_lengths.txt
+    printf 'a b c\tc b a\nc a\ta c\n' >data/pairs_two_lengths.txt # for datarun and xrun alike
     printf '1 2 3 4\t4 3 2 1\t5\t5\n' >data/pairs_same.txt
     printf '1 2 3 4\t4 3 2 1\t5\t6\t7\n' >data/pairs_fields.txt
     printf 's0 s1 s2 s3\ns0 w1 s2 s3\n' >data/translate_target_word.txt
