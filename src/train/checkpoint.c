@@ -463,7 +463,7 @@ qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, in
                         "weights (leave %s out, or give f64)", path, field_name("dtype"),
                         field_name("dtype"));
     if (as != TRAIN_DTYPE_OF_FILE) c.model.dtype = (qkv_dtype)as;
-    if ((s = trainer_init(t, &c)) != QKV_OK)
+    if ((s = trainer_init_for(t, &c, "loading the model")) != QKV_OK)
         /* a value out of range here came from the file: the file is bad, not the command line */
         return qkv_fail(s == QKV_ERR_VALUE ? QKV_ERR_FORMAT : s, "%s: %s", path, qkv_last_error());
     if (t->data && (t->model.cfg.vocab != c.task.vocab || t->model.cfg.seq_len != c.task.seq_len)) {
