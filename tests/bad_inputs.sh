@@ -138,8 +138,9 @@ setup() { # DIR
     printf '{"steps": 1e300}\n' >config_huge.json
     printf '{"lr": 1e999}\n' >config_inf.json
     # Sweeps written (--emit: nothing run) whose one cell's summary.json is cut short, has no
-    # status, or is a FIFO
-    for s in swcut swnostatus swfifo swmd; do
+    # status, is a FIFO, a link to itself, a link to nowhere or larger than 4 MiB; whose cell
+    # is a link to nowhere; whose sweep.json is a link to itself
+    for s in swcut swnostatus swfifo swmd swloop swdangle swbig swcell swjson; do
         $QKV sweep --grid seed=1 --out $s --emit parallel --quiet -- --task copy --steps 1 \
             >setup.txt 2>&1 || { echo "bad_inputs: cannot write sweep $s:"; cat setup.txt; exit 1; }
         mkdir $s/seed=1
@@ -147,6 +148,11 @@ setup() { # DIR
     head -c 60 run/summary.json >swcut/seed=1/summary.json
     printf '{"format": "qkv-summary"}\n' >swnostatus/seed=1/summary.json
     mkfifo swfifo/seed=1/summary.json
+    ln -s summary.json swloop/seed=1/summary.json
+    ln -s no_such_summary.json swdangle/seed=1/summary.json
+    truncate -s 5M swbig/seed=1/summary.json
+    rmdir swcell/seed=1 && ln -s no_such_cell swcell/seed=1
+    rm swjson/sweep.json && ln -s sweep.json swjson/sweep.json
     rmdir swmd/seed=1 && mkdir swmd/sweep.md # a directory where --collect writes a table
     mkdir -p stdir/scaling.png               # and where study --scaling draws its figure
     rm setup.txt
@@ -254,6 +260,15 @@ lens_case('prob', layers=[lens['layers'][0], {'after': 1, 'positions': [
 lens_case('decomposition', decomposition=lens['decomposition'][:3])
 lens_case('part', decomposition=[dict(d, parts=[{'name': '1.9', 'value': 1}]) for d in lens['decomposition']])
 PY
+    # Files that are there but cannot be read, never taken for missing ones: an analysis file
+    # and a run's metrics.csv that link to nowhere, a data run's copy of its file that links
+    # to itself, the metrics a resumed run reads back (metrics.csv to nowhere, metrics.jsonl
+    # to itself)
+    cp -r run an_dangle && ln -s no_such.json an_dangle/lens.json
+    cp -r run pg_dangle && rm pg_dangle/metrics.csv && ln -s no_such.csv pg_dangle/metrics.csv
+    cp -r datarun dataloop && rm dataloop/data/train.tsv && ln -s train.tsv dataloop/data/train.tsv
+    cp -r run rsmetrics && rm rsmetrics/metrics.csv && ln -s no_such.csv rsmetrics/metrics.csv
+    cp -r run rsjsonl && rm rsjsonl/metrics.jsonl && ln -s metrics.jsonl rsjsonl/metrics.jsonl
     # The fixtures' snapshot, taken once: a case's copy (cp -a keeps every time, mode and
     # link) has the same one, so each case takes only its "after" snapshot
     local before

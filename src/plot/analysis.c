@@ -21,15 +21,19 @@
 #define MAX_JSON_BYTES (256 << 20) /* a larger analysis file is refused, not read */
 #define LABEL_LEN 48
 
-/* DIR/NAME parsed, NULL when there is none (*s QKV_OK) or it cannot be read or parsed (*s set). */
+/* DIR/NAME parsed, NULL when there is none (*s QKV_OK) or it cannot be read or parsed (*s set):
+ * a link to nowhere, a directory or a file without read permission is there (io_absent). */
 cJSON *plot_read_json(const char *dir, const char *name, qkv_status *s) {
     char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     *s = QKV_OK;
-    if (!plot_is_file(path)) return NULL;
+    if (io_absent(path)) return NULL;
     int fd;
     size_t size;
-    if ((*s = io_open_regular(path, &fd, &size)) != QKV_OK) return NULL;
+    if ((*s = io_open_regular(path, &fd, &size)) != QKV_OK) {
+        *s = qkv_fail(*s, "plot: %s", qkv_last_error());
+        return NULL;
+    }
     if (size > MAX_JSON_BYTES) {
         close(fd);
         *s = qkv_fail(QKV_ERR_FORMAT, "plot: %s is larger than %d MiB", path, MAX_JSON_BYTES >> 20);

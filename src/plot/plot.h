@@ -92,6 +92,11 @@ typedef struct {
 bool dat_padding(const char *dir, const plot_source *src, dat_pad *pad);
 void dat_pad_free(dat_pad *pad);
 
+/* The files a plot may go without (metrics.csv, the gradient maps): QKV_OK when each is
+ * absent (io_absent) or a regular file that opens; else QKV_ERR_IO naming the one that is
+ * there but cannot be read, never taken for a missing one. Checked before anything is drawn. */
+qkv_status plot_check_optional(const char *dir, const plot_source *src);
+
 /* ---- analysis.c ---- */
 /* The analysis files a run directory may hold: circuits.json (qkv circuits --out: QK and OV
  * circuits per head, composition scores), ablate.json, patch.json, attribute.json and

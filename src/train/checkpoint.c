@@ -358,8 +358,9 @@ static qkv_status find_copies(const qkv_st *st, const char *path, train_config *
         (held_copy &&
          (size_t)snprintf(held, sizeof held, "%.*s/%s", dir_len, dir, held_copy) >= sizeof held))
         return QKV_OK; /* too long a path for a copy: the files' own paths */
-    struct stat sb;
-    if (stat(data, &sb) != 0 || (held_copy && stat(held, &sb) != 0)) return QKV_OK;
+    /* a copy that is there but cannot be read (a link to nowhere, no permission) is read, and
+     * says so: never taken for a missing one */
+    if (io_absent(data) || (held_copy && io_absent(held))) return QKV_OK;
     snprintf(c->data_copy, sizeof c->data_copy, "%s", data);
     if (held_copy) snprintf(c->heldout_copy, sizeof c->heldout_copy, "%s", held);
     return QKV_OK;
