@@ -228,6 +228,10 @@ circuits('cell_string', heads=[dict(head, qk=[['x'] * 8] + square[1:])])
 circuits('composition_one_layer', composition=comp('1.1', '2.1'))
 circuits('key_tokens_outside', key_tokens=[0, 3, 8])  # 8: past the vocabulary's 8 tokens
 circuits('key_tokens_falling', key_tokens=[3, 1])
+circuits('key_tokens_empty', key_tokens=[])  # no row or column to draw
+nine = [str(i) for i in range(9)]  # a vocabulary of 9 beside a model of 8
+circuits('vocab_not_model', vocab=nine, query_labels=nine,
+         heads=[dict(head, qk=[[0.5] * 9] * 9, ov=[[0.5] * 9] * 9)])
 circuits('trailing', text=json.dumps(good) + ' x')
 def other(case, name, j):
     with open(tree('an_' + case) + '/' + name, 'w') as f:
@@ -238,6 +242,8 @@ other('patch_position', 'patch.json', {'positions': ['0:1', '1:2', '2:3', '3:4']
       {'layer': 1, 'head': 1, 'position': 60000, 'exact': 0.5, 'attribution': 0.5}]})
 other('patch_mlp_itself', 'patch.json', {'path': True, 'paths': [  # an MLP does not read its own output
       {'sender': 'mlp 1', 'receiver': 'mlp 1', 'via': 'mlp-pre', 'exact': 0.5, 'attribution': 0.5}]})
+other('patch_positions_beyond', 'patch.json', {'positions': ['0:1', '1:2', '2:3', '3:4', '4:5'],
+      'results': [{'layer': 1, 'head': 1, 'position': 4, 'exact': 0.5, 'attribution': 0.5}]})
 other('attribute_head', 'attribute.json',
       {'logit': 1, 'parts': [{'name': '1.9', 'layer': 1, 'head': 9, 'value': 1}]})
 # lens.json: one entry per boundary (after 0, after 1) and per position (4), the parts of the
@@ -259,6 +265,10 @@ lens_case('prob', layers=[lens['layers'][0], {'after': 1, 'positions': [
     dict(cell(0), top=[{'token': '1', 'prob': 2}])] + [cell(i) for i in range(1, 4)]}])
 lens_case('decomposition', decomposition=lens['decomposition'][:3])
 lens_case('part', decomposition=[dict(d, parts=[{'name': '1.9', 'value': 1}]) for d in lens['decomposition']])
+# 5 positions, each whole, beside a model of 4
+lens_case('positions_beyond', positions=lens['positions'] + ['4:5'],
+          layers=[{'after': b, 'positions': [cell(i) for i in range(5)]} for b in range(2)],
+          decomposition=[dict(lens['decomposition'][0], position=i) for i in range(5)])
 PY
     # Files that are there but cannot be read, never taken for missing ones: an analysis file
     # and a run's metrics.csv that link to nowhere, a data run's copy of its file that links

@@ -199,29 +199,38 @@ awk 'NR == 4 && $1 == "layer_2" && $2 == 0.55 && $3 == 0.41 { ok = 1 } END { exi
 "$QKV" plot "$RUN" --format svg >/dev/null || fail "plot --format svg with the analysis files exited $?"
 check_svg "$RUN/plots/circuit_ov_layer2_head1.svg"
 check_svg "$RUN/plots/attribute.svg"
-# readable from 1 to 64 heads and 4 to 128 tokens: a patching map of 64 heads x 128 positions,
-# and bars for 64 heads (gnuplot thins the labels; the image grows). The files are of a model
-# of one layer of 64 heads beside them (plot refuses heads the model does not have), drawn
-# without its gradients and snapshots, fewer pictures to wait for.
-BIG=$TMP/big
+# readable from 1 to 64 heads and 4 to 128 tokens: a patching map of 64 heads x 4 positions
+# and one of 2 heads x 128 positions, and bars for 64 heads (gnuplot thins the labels; the
+# image grows). The files are of a model beside them of one layer of 64 heads (T 4), or of 2
+# heads (T 128): plot refuses heads and positions the model does not have. Drawn without
+# gradients and snapshots, fewer pictures to wait for.
+BIG=$TMP/big LONG=$TMP/long
 "$QKV" train --task copy --seq-len 4 --vocab 8 --d-model 64 --heads 64 --steps 1 --quiet \
     --out "$BIG" >/dev/null 2>&1 || fail "training the 64-head model exited $?"
-rm -rf "$BIG/gradients" "$BIG/snapshots"
-awk 'BEGIN { printf "{\"clean\":1,\"corrupt\":0,\"layers\":1,\"heads_per_layer\":64,\"positions\":["
-    for (t = 0; t < 128; t++) printf "%s\"%d:a\"", t ? "," : "", t
+"$QKV" train --task copy --seq-len 128 --vocab 8 --d-model 8 --heads 2 --steps 1 --quiet \
+    --out "$LONG" >/dev/null 2>&1 || fail "training the 128-token model exited $?"
+rm -rf "$BIG/gradients" "$BIG/snapshots" "$LONG/gradients" "$LONG/snapshots"
+patch_json() { # HEADS POSITIONS
+    awk -v H="$1" -v T="$2" 'BEGIN { printf "{\"clean\":1,\"corrupt\":0,\"layers\":1,\"heads_per_layer\":%d,\"positions\":[", H
+    for (t = 0; t < T; t++) printf "%s\"%d:a\"", t ? "," : "", t
     printf "],\"results\":["
-    for (h = 1; h <= 64; h++) for (t = 0; t < 128; t++)
+    for (h = 1; h <= H; h++) for (t = 0; t < T; t++)
         printf "%s{\"layer\":1,\"head\":%d,\"position\":%d,\"exact\":%.3f,\"attribution\":null}",
                (h > 1 || t > 0) ? "," : "", h, t, ((h * 7 + t) % 11) / 10 - 0.3
-    printf "]}\n" }' >"$BIG/patch.json"
+    printf "]}\n" }'
+}
+patch_json 64 4 >"$BIG/patch.json"
+patch_json 2 128 >"$LONG/patch.json"
 awk 'BEGIN { printf "{\"logit\":1,\"parts\":[{\"name\":\"embedding\",\"value\":0.5}"
     for (h = 1; h <= 64; h++) printf ",{\"name\":\"head\",\"layer\":1,\"head\":%d,\"value\":%.3f}", h, (h % 9) / 10 - 0.4
     printf "],\"sum\":1}\n" }' >"$BIG/attribute.json"
 "$QKV" plot "$BIG" >/dev/null || fail "plot with the 64-head files exited $?"
+"$QKV" plot "$LONG" >/dev/null || fail "plot with the 128-position files exited $?"
 check_png "$BIG/plots/patch.png"
 check_png "$BIG/plots/attribute.png"
-[ "$(be32 "$BIG/plots/patch.png" 16)" -ge 1000 ] || fail "the 64-head patching map did not grow"
-[ "$(sed -n 2p "$BIG/plots/patch.dat" | wc -w)" -eq 129 ] || fail "patch.dat of 128 positions"
+check_png "$LONG/plots/patch.png"
+[ "$(be32 "$LONG/plots/patch.png" 16)" -ge 1000 ] || fail "the 128-position patching map did not grow"
+[ "$(sed -n 2p "$LONG/plots/patch.dat" | wc -w)" -eq 129 ] || fail "patch.dat of 128 positions"
 [ "$(grep -c . "$BIG/plots/patch.dat")" -eq 66 ] || fail "patch.dat of 64 heads"
 # the page holds the same views
 "$QKV" plot "$BIG" --format html >/dev/null || fail "plot --format html with the 64-head files exited $?"
@@ -233,6 +242,17 @@ bad 4 plot "$BIG" --format html
 printf 'not json' >"$BIG/ablate.json"
 bad 4 plot "$BIG"
 bad 4 plot "$BIG" --format html
+# empty lists the checks accept (no part, no path, no ablated head) are drawn safely: nothing
+# of them, no .dat, exit 0 (gnuplot once failed on the empty bars and paths)
+EMPTY=$TMP/empty
+cp -r "$RUN" "$EMPTY" && rm -rf "$EMPTY/plots" "$EMPTY/gradients" "$EMPTY/snapshots" "$EMPTY/circuits.json"
+printf '{"logit":1,"parts":[]}' >"$EMPTY/attribute.json"
+printf '{"path":true,"paths":[]}' >"$EMPTY/patch.json"
+printf '{"baseline":{"loss":2},"heads":[]}' >"$EMPTY/ablate.json"
+"$QKV" plot "$EMPTY" >/dev/null 2>"$TMP/err" || fail "plot of empty analysis lists exited $?: $(cat "$TMP/err")"
+for f in attribute patch ablate; do
+    [ -e "$EMPTY/plots/$f.png" ] || [ -e "$EMPTY/plots/$f.dat" ] && fail "an empty $f.json drew plots/$f"
+done
 
 # ---- padding and undefined values: a one-layer model of a data file whose examples have 2 to
 # 7 tokens (its held-out file starts with a short one, the fixed example the maps show) ----

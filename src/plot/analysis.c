@@ -221,11 +221,12 @@ static bool model_head(const cJSON *e, const plot_source *src) {
 #define POSITION(e) whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1)
 
 /* circuits.json's key_tokens (optional: a file of before has none): indices into vocab, each
- * below V and above the one before; false when it is anything else. */
+ * below V and above the one before, at least one (the circuits' rows and columns); false when
+ * it is anything else. */
 static bool key_tokens_valid(const cJSON *j, int64_t V) {
     const cJSON *keys = cJSON_GetObjectItemCaseSensitive(j, "key_tokens"), *k;
     if (!keys) return true;
-    if (!cJSON_IsArray(keys)) return false;
+    if (!cJSON_IsArray(keys) || cJSON_GetArraySize(keys) == 0) return false;
     double before = -1;
     cJSON_ArrayForEach(k, keys) {
         if (!cJSON_IsNumber(k) || k->valuedouble != floor(k->valuedouble) ||
@@ -240,8 +241,14 @@ static const char *check_circuits(const cJSON *j, const plot_source *src) {
     int64_t L = src->layers, H = src->heads;
     int64_t V = strings(array_item(j, "vocab"), QKV_MAX_VOCAB);
     int64_t R = strings(array_item(j, "query_labels"), QKV_MAX_VOCAB);
+    bool decoder = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "encoder_decoder"));
     if (V < 1 || R < 1) return "vocab or query_labels is not a list of token names";
-    if (!key_tokens_valid(j, V)) return "key_tokens is not a rising list of indices into vocab";
+    /* the model's sizes: its vocabulary, and the QK circuit's rows (an encoder-decoder's
+     * decoder positions, else the vocabulary) */
+    if (V != src->vocab || decoder != src->cross || R != (decoder ? src->queries : V))
+        return "its vocab, query_labels or encoder_decoder are not those of the model beside it";
+    if (!key_tokens_valid(j, V))
+        return "key_tokens is not a non-empty rising list of indices into vocab";
     const cJSON *heads = array_item(j, "heads"), *e;
     if (!heads) return "no heads";
     /* each head of the model once: L x H flags, at most 8 x 8192 bytes */
@@ -265,7 +272,6 @@ static const char *check_circuits(const cJSON *j, const plot_source *src) {
     /* none, or each pair of heads of consecutive layers once per kind (Q only in an
      * encoder-decoder): the matrices drawn, (L - 1) H by (L - 1) H, are then at most L - 1
      * times as many numbers as the file holds */
-    bool decoder = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "encoder_decoder"));
     int64_t want = (decoder ? 1 : 3) * (L - 1) * H * H;
     n = 0;
     cJSON_ArrayForEach(e, comp) {
@@ -317,10 +323,11 @@ static const char *check_ablate(const cJSON *j, const plot_source *src) {
     const cJSON *heads = array_item(j, "heads"), *e;
     if (!heads || !isfinite(number(cJSON_GetObjectItemCaseSensitive(j, "baseline"), "loss")))
         return "no baseline loss or heads";
-    /* at most a row per head (or layer) and position of the longest input qkv reads */
-    int64_t T = QKV_MAX_TASK_SEQ_LEN, n = 0;
+    /* at most a row per head (or layer) and position of the model's inputs */
+    int64_t T = src->queries > src->seq_len ? src->queries : src->seq_len, n = 0;
     cJSON_ArrayForEach(e, heads)
-        if (++n > (int64_t)src->layers * ROWS_PER_LAYER * T || !model_spot(e, src, T, T) ||
+        if (++n > (int64_t)src->layers * ROWS_PER_LAYER * T ||
+            !model_spot(e, src, src->queries, src->seq_len) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "loss")))
             return "its heads are not the model's";
     return NULL;
@@ -369,12 +376,15 @@ static const char *check_patch(const cJSON *j, const plot_source *src) {
     }
     const cJSON *results = array_item(j, "results"), *e;
     if (!results) return "no results";
-    /* positions index the input's query positions, key positions its tokens; both listed */
+    /* positions index the input's query positions, key positions its tokens; both listed,
+     * and no more than the model has */
     int64_t T = strings(array_item(j, "positions"), QKV_MAX_SEQ_LEN), n = 0;
     int64_t K = strings(array_item(j, "tokens"), QKV_MAX_SEQ_LEN);
-    bool pairs = !array_item(j, "positions"); /* a set of pairs: the longest input qkv reads */
-    T = pairs ? QKV_MAX_TASK_SEQ_LEN : T > 0 ? T : 0;
-    K = pairs ? QKV_MAX_TASK_SEQ_LEN : K > 0 ? K : 0;
+    if (T > src->queries || K > src->seq_len)
+        return "its positions or tokens are more than the model beside it has";
+    bool pairs = !array_item(j, "positions"); /* a set of pairs: the model's positions */
+    T = pairs ? src->queries : T > 0 ? T : 0;
+    K = pairs ? src->seq_len : K > 0 ? K : 0;
     int64_t most = T > K ? T : K;
     cJSON_ArrayForEach(e, results) {
         if (++n > (int64_t)src->layers * ROWS_PER_LAYER * (most > 0 ? most : 1) ||
@@ -434,6 +444,7 @@ static const char *check_lens(const cJSON *j, const plot_source *src) {
     int64_t P = strings(array_item(j, "positions"), QKV_MAX_SEQ_LEN), b = 0, top = 0;
     const cJSON *layers = array_item(j, "layers"), *e, *c;
     if (P < 1 || !layers) return "no positions or layers";
+    if (P > src->queries) return "its positions are more than the model beside it has";
     cJSON_ArrayForEach(e, layers) {
         if (b > src->layers || whole_in(e, "after", 0, QKV_MAX_LAYERS) != b)
             return "its layers are not after 0 .. each layer of the model, in order";
@@ -580,7 +591,7 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
             /* a data file's vocabulary starts with its padding token, which no example
              * attends to or predicts: no value (drawn grey), in its column and in its row
              * (with key_tokens, the padding is no key token: it has neither) */
-            if (!strcmp(m.col_label[0], DAT_PAD_TOKEN)) {
+            if (nc > 0 && !strcmp(m.col_label[0], DAT_PAD_TOKEN)) {
                 for (int i = 0; i < nr; i++) m.v[(int64_t)i * nc] = NAN;
                 if (!strcmp(m.row_label[0], DAT_PAD_TOKEN))
                     for (int c = 0; c < nc; c++) m.v[c] = NAN;
@@ -772,6 +783,7 @@ static plot_status plot_ablate(plotter *p, const char *dir, const char *format, 
 static plot_status plot_paths(plotter *p, const char *dir, const char *format, const cJSON *j,
                               const plot_source *src) {
     const cJSON *paths = array_item(j, "paths"), *e; /* checked by check_patch */
+    if (!cJSON_GetArraySize(paths)) return QKV_OK; /* no path: nothing to draw */
     int64_t L = src->layers, H = src->heads, M = 0; /* M: 1 where the paths name MLPs */
     int l, h;
     cJSON_ArrayForEach(e, paths)
@@ -859,6 +871,7 @@ static plot_status plot_attribute(plotter *p, const char *dir, const char *forma
                        const plot_source *src) {
     (void)src; /* the file is checked against it */
     const cJSON *parts = array_item(j, "parts"); /* checked by check_attribute */
+    if (!cJSON_GetArraySize(parts)) return QKV_OK; /* no part: nothing to draw */
     char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/plots/attribute.dat", dir);
     atomic_file af;

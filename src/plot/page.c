@@ -215,9 +215,11 @@ static void json_safe(FILE *out, const cJSON *j) {
 }
 
 /* Reads DIR/<name>.json of each analysis into j[] (NULL where there is none), each checked
- * as qkv plot checks it (plot_read_analysis): a bad one is QKV_ERR_FORMAT, naming it. */
+ * as qkv plot checks it (plot_read_analysis): a bad one is QKV_ERR_FORMAT, naming it. None
+ * for a file of qkv inspect (no run's model to check them against; the page shows none). */
 static qkv_status read_analyses(const char *dir, const plot_source *src, cJSON *j[N_ANALYSES]) {
     for (size_t i = 0; i < N_ANALYSES; i++) j[i] = NULL;
+    if (src->inspect) return QKV_OK;
     for (size_t i = 0; i < N_ANALYSES; i++) {
         char name[32];
         snprintf(name, sizeof name, "%s.json", ANALYSES[i]);

@@ -27,6 +27,10 @@ typedef struct {
     double chance_acc, chance_loss; /* a uniform guess's accuracy and loss; 0 if unknown */
     bool inspect;                   /* the maps are of one input of qkv inspect, not of a run */
     bool cross;                     /* an encoder-decoder's cross-attention: no head scores */
+    /* a run's model's sizes (from its tensors' shapes), which every analysis file beside it
+     * is checked against: the vocabulary, the inputs' positions (keys) and the query
+     * positions (an encoder-decoder's decoder positions; else the inputs') */
+    int vocab, seq_len, queries;
 } plot_source;
 
 /* What a plot call made: the page (`page`, its file in `path`), or `images` images in the

@@ -99,9 +99,21 @@ static int meta_int(const char *text, int64_t hi) {
     return text && number_int(text, 1, hi, &v) == NUMBER_OK ? (int)v : 0;
 }
 
-/* Reads task, layers and heads from the model's metadata. */
+/* The first dim of tensor `name` of st (a model's embedding: its rows), 0 if it is not there. */
+static int rows_of(const qkv_st *st, const char *name) {
+    int64_t shape[QKV_MAX_DIMS];
+    int nd;
+    return qkv_st_info(st, name, NULL, &nd, shape) && nd == 2 && shape[0] > 0 &&
+                   shape[0] <= QKV_MAX_SEQ_LEN + (int64_t)QKV_MAX_VOCAB
+               ? (int)shape[0]
+               : 0;
+}
+
+/* Reads task, layers and heads from the model's metadata, and its sizes from its embeddings'
+ * shapes (the vocabulary, the positions, an encoder-decoder's decoder positions). */
 static plot_status read_model(const char *dir, char *task, size_t len, int *layers, int *heads,
-                              bool *causal, bool *cross, double *chance_acc, double *chance_loss) {
+                              bool *causal, bool *cross, double *chance_acc, double *chance_loss,
+                              int *vocab, int *seq_len, int *queries) {
     char path[PLOT_PATH_LEN];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!need_file(path)) return QKV_ERR_IO;
@@ -128,10 +140,14 @@ static plot_status read_model(const char *dir, char *task, size_t len, int *laye
               *heads <= QKV_MAX_HEADS;
     if (ok) snprintf(task, len, "%s", t);
     *cross = qkv_st_info(st, "dec_pos_emb", NULL, NULL, NULL); /* an encoder-decoder's */
+    *vocab = rows_of(st, "tok_emb");
+    *seq_len = rows_of(st, "pos_emb");
+    *queries = *cross ? rows_of(st, "dec_pos_emb") : *seq_len;
+    ok = ok && *vocab > 0 && *seq_len > 0 && *queries > 0;
     qkv_st_free(st);
     if (!ok)
-        return qkv_fail(QKV_ERR_FORMAT, "plot: %s: not a qkv model (task, layers or heads "
-                                        "missing)", path);
+        return qkv_fail(QKV_ERR_FORMAT, "plot: %s: not a qkv model (task, layers, heads or "
+                                        "embeddings missing)", path);
     return QKV_OK;
 }
 
@@ -458,7 +474,8 @@ plot_status plot_dir(const char *dir, const char *format, plot_made *made) {
         return qkv_fail(QKV_ERR_IO, "plot: %s is not a directory", dir);
     } else if ((code = read_model(dir, src.task, sizeof src.task, &src.layers, &src.heads,
                                   &src.causal, &src.cross, &src.chance_acc,
-                                  &src.chance_loss)) != QKV_OK) {
+                                  &src.chance_loss, &src.vocab, &src.seq_len,
+                                  &src.queries)) != QKV_OK) {
         return code;
     }
     if (!strcmp(format, "html")) return plot_page(dir, &src, made);
