@@ -254,6 +254,68 @@ for f in attribute patch ablate; do
     [ -e "$EMPTY/plots/$f.png" ] || [ -e "$EMPTY/plots/$f.dat" ] && fail "an empty $f.json drew plots/$f"
 done
 
+# ---- what the analysis pictures say, and their layout: a shift model (causal; its first
+# position has no target) of 16 positions, 2 x 2 heads: its patching of k by key position (4
+# rows x 16 columns), attribution, lens and ablation, drawn as SVG ----
+VIEWS=$TMP/views
+"$QKV" train --task shift --seq-len 16 --vocab 8 --d-model 8 --heads 2 --layers 2 --steps 1 --quiet \
+    --out "$VIEWS" >/dev/null 2>&1 || fail "training the shift model exited $?"
+clean="1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0" corrupt="2 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0"
+"$QKV" patch "$VIEWS" --clean "$clean" --corrupt "$corrupt" --position 1 --answer 1 --wrong 2 \
+    --site k --over key-position --out "$VIEWS/patch.json" >/dev/null || fail "patch --out exited $?"
+"$QKV" attribute "$VIEWS" --input "$clean" --position 1 --out "$VIEWS/attribute.json" >/dev/null ||
+    fail "attribute --out exited $?"
+"$QKV" lens "$VIEWS" --input "$clean" --out "$VIEWS/lens.json" >/dev/null || fail "lens --out exited $?"
+"$QKV" ablate "$VIEWS" --out "$VIEWS/ablate.json" >/dev/null || fail "ablate --out exited $?"
+"$QKV" plot "$VIEWS" --format svg >/dev/null || fail "plot of the shift model's analyses exited $?"
+"$QKV" plot "$VIEWS" >/dev/null || fail "plot (png) of the shift model's analyses exited $?"
+python3 - "$VIEWS/plots" <<'PY' || fail "the analysis pictures of the shift model (above)"
+import re, sys
+d, bad = sys.argv[1], []
+def texts(name):
+    # gnuplot's SVG: each text in a <g transform="translate(x,y)" ... font-size="N"> of its own
+    # (a title's lines as <tspan>s)
+    svg = open(f"{d}/{name}.svg").read()
+    got = [(float(x), float(y), float(fs), re.sub("<[^>]+>", "", t).strip())
+           for x, y, fs, t in re.findall(r'translate\(([-\d.]+),([-\d.]+)\)[^>]*?font-size="([\d.]+)"[^>]*>\s*<text>(.*?)</text>', svg, re.S)]
+    return got, svg
+# every title names what the picture was made of
+for name, words in (("patch", ["position 1:2", "answer 1", "wrong 2", "clean: 1 2 3", "corrupt: 2 2 3"]),
+                    ("attribute", ["at position 1:2", "input: 1 2 3"]),
+                    ("lens", ["input: 1 2 3", "(*: no target in training)", "0:1*"]),
+                    ("lens_parts", ["input: 1 2 3", "0:1*"]),
+                    ("ablate", ["over the held-out set"])):
+    t, svg = texts(name)
+    flat = " ".join(re.sub("<[^>]+>", " ", svg).split())
+    for w in words:
+        if w not in flat:
+            bad.append(f"{name}.svg does not say {w!r}")
+# the patching map of 4 rows x 16 key positions takes the height its cells need (it once left
+# half of a 580-pixel picture empty), and its colour bar's tick labels stand apart (20 pixels
+# or more: they were 17 here, and overlapped in the PNG)
+h = int(re.search(r'viewBox="0 0 \d+ (\d+)"', open(f"{d}/patch.svg").read()).group(1))
+if h >= 420:
+    bad.append(f"patch.svg of 4 x 16 cells is {h} pixels high")
+t, _ = texts("patch")
+numbers = [(x, y, fs) for x, y, fs, s in t if re.fullmatch(r"-?[\d.]+(e-?\d+)?", s)]
+right = max(x for x, _, _ in numbers)
+bar = sorted(y for x, y, fs in numbers if x > right - 2)
+gaps = [b - a for a, b in zip(bar, bar[1:])]
+if len(bar) < 3 or min(gaps) < 20:
+    bad.append(f"patch.svg's colour bar labels at {bar}: closer than 20 pixels")
+# overview: one size for every panel's token labels (a row's labels once took another size)
+t, _ = texts("overview")
+sizes = {fs for x, y, fs, s in t if re.fullmatch(r"\d+:\d+", s)}
+if len(sizes) != 1:
+    bad.append(f"overview.svg's token labels have the sizes {sorted(sizes)}")
+# grads: dA's masked cells hatched, as A's, dS's and the page's
+if "dA = dLoss/dA (hatched: masked)" not in open(f"{d}/grads_layer1_head1.svg").read():
+    bad.append("grads_layer1_head1.svg does not hatch dA's masked cells")
+for b in bad:
+    print("  " + b)
+sys.exit(1 if bad else 0)
+PY
+
 # ---- padding and undefined values: a one-layer model of a data file whose examples have 2 to
 # 7 tokens (its held-out file starts with a short one, the fixed example the maps show) ----
 PAD=$TMP/padded

@@ -540,6 +540,78 @@ static plot_status draw_matrix(plotter *p, const char *dir, const char *data, co
 /* A JSON number, NaN for null (what cJSON writes for a value that is not finite). */
 static double value_of(const cJSON *c) { return cJSON_IsNumber(c) ? c->valuedouble : NAN; }
 
+/* ---- what produced a picture, for its title ----
+ * Every analysis picture's title names what it was made of: the input (its tokens, the first
+ * MAX_SHOWN characters of them), the position, the token, or the answer and the wrong token;
+ * a set of pairs by its count and source. Strings of the file are cleaned as labels are. */
+#define MAX_SHOWN 30
+
+/* The array of strings `key` of j as "t t t" (clean_label's words), cut to MAX_SHOWN
+ * characters with "..."; "" when j has none. */
+static void tokens_text(const cJSON *j, const char *key, char *buf, size_t len) {
+    const cJSON *c;
+    size_t n = 0;
+    *buf = '\0';
+    cJSON_ArrayForEach(c, array_item(j, key)) {
+        char word[LABEL_LEN];
+        clean_label(word, cJSON_IsString(c) ? c->valuestring : NULL);
+        if (n + strlen(word) + 1 > MAX_SHOWN) {
+            snprintf(buf + n, len - n, "%s...", n ? " " : "");
+            return;
+        }
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? " " : "", word);
+        if (n >= len) return;
+    }
+}
+
+/* The string `key` of j cleaned as a label, or "?" when it has none. */
+static void string_of(const cJSON *j, const char *key, char *buf) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, key);
+    clean_label(buf, cJSON_IsString(c) ? c->valuestring : "?");
+}
+
+/* The position `key` of j with its label from "positions" ("14:2"), or its number; "" when
+ * it has none. */
+static void position_text(const cJSON *j, const char *key, char *buf, size_t len) {
+    int64_t at = whole_in(j, key, 0, QKV_MAX_SEQ_LEN - 1);
+    const cJSON *labels = array_item(j, "positions");
+    const cJSON *label = at >= 0 && labels ? cJSON_GetArrayItem(labels, (int)at) : NULL;
+    char word[LABEL_LEN];
+    if (at < 0) {
+        *buf = '\0';
+    } else if (cJSON_IsString(label)) {
+        clean_label(word, label->valuestring);
+        snprintf(buf, len, "%s", word);
+    } else {
+        snprintf(buf, len, "%lld", (long long)at);
+    }
+}
+
+/* patch.json's inputs and metric as more lines of a title: "\nposition 14:2, answer 8, wrong
+ * 12\nclean: 3 9 ... | corrupt: 6 12 ...", or for a set of pairs "\nover 300 pairs of
+ * FILE\nthe first's position 4, answer 8, wrong 12"; "" for a file that says neither (one
+ * written by hand). */
+static void patch_made_of(const cJSON *j, char *buf, size_t len) {
+    char at[LABEL_LEN + 8], answer[LABEL_LEN], wrong[LABEL_LEN], clean[MAX_SHOWN + 8],
+        corrupt[MAX_SHOWN + 8], from[LABEL_LEN];
+    position_text(j, "position", at, sizeof at);
+    string_of(j, "answer", answer);
+    string_of(j, "wrong", wrong);
+    if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "pairs_from"))) {
+        string_of(j, "pairs_from", from);
+        int64_t pairs = whole_in(j, "pairs", 1, INT32_MAX);
+        snprintf(buf, len, "\nover %lld pair%s of %s\nthe first's position %s, answer %s, wrong %s",
+                 (long long)pairs, pairs == 1 ? "" : "s", from, *at ? at : "?", answer, wrong);
+        return;
+    }
+    tokens_text(j, "tokens", clean, sizeof clean);
+    tokens_text(j, "corrupt_tokens", corrupt, sizeof corrupt);
+    if (!*at && !*clean) *buf = '\0';
+    else
+        snprintf(buf, len, "\nposition %s, answer %s, wrong %s\nclean: %s | corrupt: %s",
+                 *at ? at : "?", answer, wrong, *clean ? clean : "?", *corrupt ? corrupt : "?");
+}
+
 /* circuits.json (checked by check_circuits): each head's QK and OV circuits, and the
  * composition scores of each kind. Every array is walked once, in order. */
 static plot_status plot_circuits(plotter *p, const char *dir, const char *format,
@@ -767,9 +839,14 @@ static plot_status plot_ablate(plotter *p, const char *dir, const char *format, 
     plot_status code = spot_matrix(heads, src, base, loss_increase, &m, &x, &y);
     if (code == QKV_OK)
         code = matrix_write(&m, dir, "plots/ablate.dat", "ablation: loss increase (qkv ablate)");
-    char title[160];
-    snprintf(title, sizeof title, "ablation of %s: loss increase with each removed (baseline "
-             "%.4g)", site_of(j), base);
+    char title[320], mode[LABEL_LEN], data[LABEL_LEN];
+    string_of(j, "mode", mode);
+    const cJSON *file = cJSON_GetObjectItemCaseSensitive(j, "data");
+    if (cJSON_IsString(file)) clean_label(data, file->valuestring);
+    snprintf(title, sizeof title, "ablation of %s (%s): loss increase with each removed\n"
+             "over %s%s (baseline loss %.4g)", site_of(j), strcmp(mode, "?") ? mode : "zero",
+             cJSON_IsString(file) ? "the examples of " : "the held-out set",
+             cJSON_IsString(file) ? data : "", base);
     if (code == QKV_OK)
         code = draw_matrix(p, dir, "plots/ablate.dat", &m, "ablate", format, title, x, y,
                            "loss increase", "diverging");
@@ -829,9 +906,12 @@ static plot_status plot_paths(plotter *p, const char *dir, const char *format, c
 #undef LAYER_COL
     plot_status code = matrix_write(&m, dir, "plots/patch.dat",
                                     "path patching: share recovered (qkv patch --path)");
+    char title[400], made_of[300];
+    patch_made_of(j, made_of, sizeof made_of);
+    snprintf(title, sizeof title, "path patching: share recovered by each path, sender to "
+             "receiver%s", made_of);
     if (code == QKV_OK)
-        code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format,
-                           "path patching: share recovered by each path, sender to receiver",
+        code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format, title,
                            M ? "receiver (layer.head.input, or mlp_layer)"
                              : "receiver (layer.head.input)",
                            "sender", "share recovered", "diverging");
@@ -856,9 +936,10 @@ static plot_status plot_patch(plotter *p, const char *dir, const char *format, c
     if (code == QKV_OK)
         code = matrix_write(&m, dir, "plots/patch.dat",
                             "activation patching: share recovered (qkv patch)");
-    char title[160];
+    char title[400], made_of[300];
+    patch_made_of(j, made_of, sizeof made_of);
     snprintf(title, sizeof title, "patching %s: share of the clean-corrupt difference "
-             "recovered%s", site_of(j), exact ? "" : " (attribution)");
+             "recovered%s%s", site_of(j), exact ? "" : " (attribution)", made_of);
     if (code == QKV_OK)
         code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format, title, x, y,
                            "share recovered", "diverging");
@@ -890,9 +971,19 @@ static plot_status plot_attribute(plotter *p, const char *dir, const char *forma
         else fprintf(af.f, "%s NaN\n", label);
     }
     if ((s = atomic_commit(&af)) != QKV_OK) return s;
-    char title[160], image[64];
+    char title[320], image[64], token[LABEL_LEN], at[LABEL_LEN + 8], input[MAX_SHOWN + 8];
     double logit = number(j, "logit");
-    snprintf(title, sizeof title, "direct logit attribution: the parts of the logit %.4g", logit);
+    string_of(j, "token", token);
+    position_text(j, "position", at, sizeof at);
+    tokens_text(j, "tokens", input, sizeof input);
+    bool untrained = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "position_has_target"));
+    if (*at || *input) /* a file of qkv attribute: what it was made of */
+        snprintf(title, sizeof title, "direct logit attribution: the logit of %s at position %s%s "
+                 "(%.4g), by part\ninput: %s", token, *at ? at : "?",
+                 untrained ? " (no target in training)" : "", logit, *input ? input : "?");
+    else
+        snprintf(title, sizeof title, "direct logit attribution: the parts of the logit %.4g",
+                 logit);
     snprintf(image, sizeof image, "plots/attribute.%s", format);
     return plotter_run(p, dir, "bars.gp", image, format, 3,
                        (const char *[]){"plots/attribute.dat", title, "logit"});
@@ -911,17 +1002,34 @@ static plot_status plot_lens(plotter *p, const char *dir, const char *format, co
         matrix_free(&m);
         return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     }
+    /* the positions' labels, for both pictures; a position without a target in training (the
+     * decomposition's has_target false, in files that say it) is marked '*', as the lens's
+     * table marks it */
+    const cJSON *lab = labels->child, *row = layers->child, *d = dec->child;
+    bool starred = false;
+    for (int i = 0; i < P; i++, lab = lab->next, d = d ? d->next : NULL) {
+        clean_label(m.col_label[i], lab->valuestring);
+        if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(d, "has_target")) &&
+            strlen(m.col_label[i]) + 1 < LABEL_LEN) {
+            strcat(m.col_label[i], "*");
+            starred = true;
+        }
+    }
+    char (*columns)[LABEL_LEN] = malloc((size_t)P * LABEL_LEN);
     char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/plots/lens_cells.dat", dir);
     atomic_file af;
-    qkv_status s = atomic_open(&af, path);
+    qkv_status s = columns ? atomic_open(&af, path) : qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     if (s != QKV_OK) {
+        free(columns);
         matrix_free(&m);
         return s;
     }
+    memcpy(columns, m.col_label, (size_t)P * LABEL_LEN);
     fprintf(af.f, "# qkv logit lens (qkv lens): column row probability top-token\n");
-    const cJSON *lab = labels->child, *row = layers->child;
-    for (int i = 0; i < P; i++, lab = lab->next) clean_label(m.col_label[i], lab->valuestring);
+    char input[MAX_SHOWN + 8], title[200], xlabel[64];
+    tokens_text(j, "tokens", input, sizeof input);
+    snprintf(xlabel, sizeof xlabel, "position%s", starred ? " (*: no target in training)" : "");
     for (int b = 0; b < B; b++, row = row->next) {
         snprintf(m.row_label[b], LABEL_LEN, "after_%d", b);
         const cJSON *cell = array_item(row, "positions")->child;
@@ -940,27 +1048,33 @@ static plot_status plot_lens(plotter *p, const char *dir, const char *format, co
         char image[64], longest[32];
         snprintf(image, sizeof image, "plots/lens.%s", format);
         snprintf(longest, sizeof longest, "%zu", longest_label(&m));
-        s = plotter_run(p, dir, "lens.gp", image, format, 3,
-                        (const char *[]){"plots/lens.dat", "plots/lens_cells.dat", longest});
+        snprintf(title, sizeof title, "logit lens: the most probable token after each layer, "
+                 "shaded by its probability%s%s", *input ? "\ninput: " : "", input);
+        s = plotter_run(p, dir, "lens.gp", image, format, 5,
+                        (const char *[]){"plots/lens.dat", "plots/lens_cells.dat", longest, title,
+                                         xlabel});
     }
     matrix_free(&m);
-    if (s != QKV_OK) return s;
     /* the decomposition, parts down and positions across (as the lens): the parts of the
      * first position name the rows */
     const cJSON *parts = array_item(dec->child, "parts"), *e;
     int n = cJSON_GetArraySize(parts);
-    if (n == 0) return QKV_OK;
+    if (s != QKV_OK || n == 0) {
+        free(columns);
+        return s;
+    }
     if (!matrix_new(&m, n, P)) {
+        free(columns);
         matrix_free(&m);
         return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     }
+    memcpy(m.col_label, columns, (size_t)P * LABEL_LEN);
+    free(columns);
     int k = 0;
     cJSON_ArrayForEach(e, parts)
         clean_label(m.row_label[k++], cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring);
-    lab = labels->child;
     int i = 0;
     cJSON_ArrayForEach(row, dec) {
-        clean_label(m.col_label[i], lab->valuestring);
         k = 0;
         cJSON_ArrayForEach(e, array_item(row, "parts")) {
             char name[LABEL_LEN];
@@ -968,14 +1082,15 @@ static plot_status plot_lens(plotter *p, const char *dir, const char *format, co
             if (k < n && !strcmp(name, m.row_label[k])) m.v[(int64_t)k * P + i] = number(e, "value");
             k++;
         }
-        i++, lab = lab->next;
+        i++;
     }
     s = matrix_write(&m, dir, "plots/lens_parts.dat",
                      "the final prediction's logit by part, at each position (qkv lens)");
+    snprintf(title, sizeof title, "the final prediction's logit split into parts, at each "
+             "position%s%s", *input ? "\ninput: " : "", input);
     if (s == QKV_OK)
-        s = draw_matrix(p, dir, "plots/lens_parts.dat", &m, "lens_parts", format,
-                        "the final prediction's logit split into parts, at each position",
-                        "position", "part (layer.head for a head)", "logit", "diverging");
+        s = draw_matrix(p, dir, "plots/lens_parts.dat", &m, "lens_parts", format, title, xlabel,
+                        "part (layer.head for a head)", "logit", "diverging");
     matrix_free(&m);
     return s;
 }
