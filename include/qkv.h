@@ -919,6 +919,7 @@ typedef struct {
     double max_abs_err;
     double max_rel_err;
     bool passed;           /* max_rel_err <= tol */
+    bool out_of_memory;    /* a case found no memory for its contexts: not passed, no answer */
 } qkv_gradcheck_result;
 /* How many ops the check covers; they are numbered 0 .. count-1. */
 QKV_API int qkv_gradcheck_count(void);
@@ -927,8 +928,8 @@ QKV_API int qkv_gradcheck_count(void);
  * the LayerNorm composed of its two ops. */
 QKV_API const char *qkv_gradcheck_op(int index);
 /* Checks op `index` (every case of it, inputs drawn from `seed`) and reports the worst
- * errors; `op` points to a static name. Uses and frees its own contexts. Dies on an index
- * outside 0..count-1. */
+ * errors; `op` points to a static name. Uses and frees its own contexts (out_of_memory when
+ * they cannot be made). Dies on an index outside 0..count-1. */
 QKV_API qkv_gradcheck_result qkv_gradcheck_run(int index, double tol, uint64_t seed);
 
 #ifdef __cplusplus

@@ -8,6 +8,7 @@
  *        parts) equals the plain C path's bit for bit, on rows with and without a tail.
  * (isa_bits_test.sh then trains under each path and compares the saved models.) */
 #include "kernels/isa.h"
+#include "kernels/kernels.h"
 #include "kernels/simd.h"
 #include "qkv.h"
 
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* every path the library knows (qkv_simd_paths, NULL-ended) */
 #define path_names (qkv_simd_paths())
@@ -446,6 +448,39 @@ START_TEST(test_fma_width_decide) {
 }
 END_TEST
 
+/* The process's address space in bytes (VmSize), 0 if unknown. */
+static double address_space(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmSize:", 7)) kb = atof(line + 7);
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* A kernel case whose buffers cannot be allocated is no answer, never a difference: under an
+ * address-space limit 1 MB above what the process holds, the full list's larger cases find no
+ * memory, and the check says so (qkv selftest then exits 6, not 1 naming a path). Check runs
+ * each test in a child of its own, so the limit ends with it. Not under a sanitizer, whose
+ * allocator reserves its own address space. */
+START_TEST(test_check_without_memory) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return;
+#endif
+    qkv_set_threads(1); /* no thread to start under the limit */
+    double held = address_space();
+    if (held <= 0) return; /* no /proc: nothing to limit against */
+    struct rlimit lim = {(rlim_t)(held + (1 << 20)), (rlim_t)(held + (1 << 20))};
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
+    char first[320];
+    int checked;
+    kernel_isa_verdict v = kernel_isa_check(path_names[0], true, &checked, first, sizeof first);
+    ck_assert_msg(v == KERNEL_ISA_NO_MEMORY && strstr(first, "out of memory"),
+                  "verdict %d after %d cases: %s", (int)v, checked, first);
+}
+END_TEST
+
 int main(void) {
     printf("test_isa: paths this CPU runs:");
     for (size_t p = 0; p < N_PATHS; p++)
@@ -460,6 +495,7 @@ int main(void) {
     tcase_add_test(tc, test_fma_peak);
     tcase_add_test(tc, test_fma_width_decide);
     tcase_add_test(tc, test_transpose);
+    tcase_add_test(tc, test_check_without_memory);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -109,9 +109,11 @@ qkv_status pair_set_read(pair_set *p, loaded_model *lm, const char *path, int po
                          "%d: a pair's inputs have one length", where, in[0].n, in[1].n);
             break;
         }
-        if (p->n && in[0].n != p->positions && !lm->model.cfg.target_len) {
+        /* one length for every pair, on every model: the inputs' (an encoder-decoder's
+         * positions are its decoder's, the same for every pair, its keys the inputs') */
+        if (p->n && in[0].n != p->keys) {
             s = qkv_fail(QKV_ERR_VALUE, "%s: inputs of %d tokens, but the first pair's have %d: "
-                         "every pair has one length", where, in[0].n, p->positions);
+                         "every pair has one length", where, in[0].n, p->keys);
             break;
         }
         if ((s = reserve(p, &cap, p->n + 1, T)) != QKV_OK) break;

@@ -81,15 +81,19 @@ bool kernel_isa_select(const char *name);
 /* Whether this build's path `name` is emulated over SIMDe (QKV_SIMD_EMULATE). */
 bool kernel_isa_emulated(const char *name);
 /* Path `name` against the plain C path, bit for bit, on every kernel family (isa_check.c):
- * the full list of shapes (qkv selftest) or the probe's short one. True when every output
- * agrees; else false with the first case that differs, and how, in `first`. *checked: the
- * cases that agreed. It switches the process's path to each in turn and back: call it only
- * between computations. */
-bool kernel_isa_check(const char *name, bool full, int *checked, char *first, size_t len);
+ * the full list of shapes (qkv selftest) or the probe's short one. KERNEL_ISA_AGREES when
+ * every output agrees; else the first case that differs, and how, in `first`, or the case
+ * whose buffers could not be allocated (KERNEL_ISA_NO_MEMORY: nothing is known of the path,
+ * which is never a difference). *checked: the cases that agreed. It switches the process's
+ * path to each in turn and back: call it only between computations. */
+typedef enum { KERNEL_ISA_AGREES, KERNEL_ISA_DIFFERS, KERNEL_ISA_NO_MEMORY } kernel_isa_verdict;
+kernel_isa_verdict kernel_isa_check(const char *name, bool full, int *checked, char *first,
+                                    size_t len);
 /* The start-up probe: the path in use against the plain C one on the short list. NULL when
- * they agree (or the path is plain C); else the path's name, with one line in `note`: the
- * process now runs the next path, best first, that agrees (the plain C one at worst), or,
- * when QKV_SIMD named the path, still runs it. */
+ * they agree (or the path is plain C, or the probe found no memory for its cases: it then
+ * knows nothing against the path, which the command's own memory check speaks for); else
+ * the path's name, with one line in `note`: the process now runs the next path, best first,
+ * that agrees (the plain C one at worst), or, when QKV_SIMD named the path, still runs it. */
 const char *kernel_isa_probe(char *note, size_t len);
 
 /* Row-wise softmax over rows of length n: y = exp(x - max) / sum. A row that is entirely -inf

@@ -163,10 +163,11 @@ qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t se
     const char *what;
     double need = qkv_model_param_bytes(c), have = memory_limit(&what);
     if (need > have / 2)
-        return qkv_fail(QKV_ERR_NOMEM, "the model needs %.1f GiB for its parameters, more than "
-                        "half of %s (%.1f GiB): lower %s, %s or %s", need / (1 << 30), what,
-                        have / (1 << 30), field_name("d_model"), field_name("vocab"),
-                        field_name("layers"));
+        return qkv_fail(QKV_ERR_NOMEM, "the model needs %.1f %s for its parameters, more than "
+                        "half of %s (%.1f %s): lower %s, %s or %s",
+                        memory_in(need, have), memory_unit(have), what, memory_in(have, have),
+                        memory_unit(have), field_name("d_model"),
+                        field_name("vocab"), field_name("layers"));
     m->cfg = *c;
     m->params = qkv_ctx_new((size_t)need + 4096 * 64);
     if (!m->params) return qkv_fail(QKV_ERR_NOMEM, "out of memory for the parameters");
