@@ -7,7 +7,6 @@
 
 #include "kernels.h"
 
-#define GEMM_KC 256 /* depth of one block of a product: each sum restarts at 0 every GEMM_KC */
 
 typedef struct kernel_isa {
     const char *name; /* "scalar", "avx2", "avx512", "neon" */

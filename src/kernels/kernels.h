@@ -25,6 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The depth of one block of an f32 product (isa.h's contract): each element's sum restarts at
+ * 0 every GEMM_KC along k and is then added to C. */
+#define GEMM_KC 256
 /* C[b] (+)= op(A[b]) · op(B[b]) for b < batch, where op transposes when asked.
  * A[b] is (M, K), or (K, M) when ta; B[b] is (K, N), or (N, K) when tb; C[b] is (M, N).
  * a_stride/b_stride/c_stride are the element distances between batches (0 shares a matrix).
