@@ -241,6 +241,7 @@ typedef enum {
     QKV_OP_GELU,      /* iparam[0]: the form (qkv_act: QKV_ACT_GELU or QKV_ACT_GELU_TANH) */
     QKV_OP_LAYERNORM_SCALE, /* a LayerNorm's 1/sqrt(var + eps) per row, (..., 1) */
     QKV_OP_LAYERNORM_APPLY, /* (x - mean)·s·gain + bias, s given: src[3] is the bias */
+    QKV_OP_SELECT_ROWS, /* rows of each matrix (positions of each sequence): saved, iparam[0] */
     QKV_OP_COUNT
 } qkv_op;
 
@@ -338,6 +339,15 @@ QKV_API void qkv_ctx_for_params(qkv_ctx *ctx, void (*fn)(qkv_tensor *p, void *us
 QKV_API qkv_tensor *qkv_matmul_ex(qkv_ctx *ctx, qkv_tensor *a, bool trans_a, qkv_tensor *b,
                                   bool trans_b);
 QKV_API qkv_tensor *qkv_matmul(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b);
+/* qkv_matmul(a, b) where a (..., n, K) holds positions at[0] < at[1] < ... < at[n-1] of
+ * sequences of seq_len positions (as qkv_select_rows picks them) and b is 2-D (K, N), shared:
+ * the same product, and the same gradient of a. b's gradient, a sum over a's rows, is summed
+ * in the depth blocks of that product over the whole sequences, so that it has the bits of
+ * qkv_matmul on them wherever the other positions' gradients are zero (their rows would add
+ * nothing): a model that computes only the positions with a target trains to the bits of one
+ * that computes them all. */
+QKV_API qkv_tensor *qkv_matmul_rows(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b, int seq_len,
+                                    int n, const int32_t *at);
 QKV_API qkv_tensor *qkv_scale(qkv_ctx *ctx, qkv_tensor *x, double s); /* s·x */
 /* y = x + M, where `mask` holds 0 (keep) or -inf (drop) and broadcasts to x's shape. Entries
  * dropped have zero gradient. Build masks with the helpers below. */
@@ -357,6 +367,10 @@ QKV_API qkv_tensor *qkv_embedding(qkv_ctx *ctx, qkv_tensor *table, qkv_tensor *i
 QKV_API qkv_tensor *qkv_reshape(qkv_ctx *ctx, qkv_tensor *x, int ndim, const int64_t *shape);
 /* Swaps dims dim0 and dim1 (0-based), as a copy. */
 QKV_API qkv_tensor *qkv_transpose(qkv_ctx *ctx, qkv_tensor *x, int dim0, int dim1);
+/* Rows at[0..n) of each (T, C) matrix of x (..., T, C), as a copy (..., n, C): positions of
+ * each sequence. Each at[i] in [0, T); the array is copied. A row picked twice gets the sum
+ * of its gradients. */
+QKV_API qkv_tensor *qkv_select_rows(qkv_ctx *ctx, qkv_tensor *x, int n, const int32_t *at);
 /* Mean over rows of -log softmax(logits)[target], a scalar. logits is (..., V), targets is
  * I32 with logits' shape minus the last dim; rows whose target is `ignore_index` count for
  * nothing. If every row is ignored the loss is 0. Dies on a target outside [0, V) that is
@@ -652,6 +666,17 @@ QKV_API qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t
  * In an encoder-decoder model the logits are (B, To, V) and attn[l] is (B, H, To, T). */
 QKV_API qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                              const int32_t *lengths, int batch, qkv_tensor **attn);
+/* The logits at positions at[0] < at[1] < ... < at[n-1] of each sequence only, (B, n, V), of
+ * qkv_model_forward_padded: the rows of its logits there, bit for bit. What training reads
+ * where only those positions have a target. In a self-attention model without LayerNorm,
+ * everything past the last layer's keys and values (its queries, W_O, its MLP, the head) is
+ * computed at those positions only (qkv_select_rows, qkv_matmul_rows), and a backward pass
+ * from a loss on them gives the bits of qkv_model_forward_padded's wherever the other
+ * positions' logits take no gradient; elsewhere every position is computed and the rows
+ * picked. */
+QKV_API qkv_tensor *qkv_model_forward_at(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                         const int32_t *lengths, int batch, int n,
+                                         const int32_t *at);
 /* What one attention layer computed, every part a tensor of the step's graph (so that after
  * qkv_backward each holds its gradient too). Shapes for tokens (B, T), Dk = d_model / heads;
  * in an encoder-decoder model the query side has To rows: Q (B, H, To, Dk), the (B, H, To, T)

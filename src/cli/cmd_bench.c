@@ -46,10 +46,11 @@ static int run_workload(const bench_workload *w, int threads, long repeat, doubl
     if (json)
         printf("{\"config\":\"%s\",\"threads\":%d,\"ms_per_step\":%.4f,\"gflops\":%.2f,"
                "\"step_mem_mb\":%.2f,\"steps_timed\":%ld,\"loss\":%.5f,\"dtype\":\"%s\","
-               "\"backward_form\":\"%s\",\"probs\":\"%s\",\"simd\":\"%s\",\"openmp\":%s",
+               "\"backward_form\":\"%s\",\"probs\":\"%s\",\"simd\":\"%s\",\"openmp\":%s,"
+               "\"positions\":%d",
                w->name, threads, r.ms_per_step, r.gflops, r.step_mem_mb, r.steps_timed,
                r.last_loss, qkv_dtype_name(dtype), qkv_attention_form(), qkv_attention_probs(),
-               qkv_simd_path(), qkv_has_openmp() ? "true" : "false");
+               qkv_simd_path(), qkv_has_openmp() ? "true" : "false", r.positions);
     else
         printf("%-7s %-6s threads %d%s  %9.3f ms/step  %7.2f GFLOP/s  step memory %8.2f MB  (%ld steps)%s%s",
                w->name, qkv_simd_path(), threads, qkv_has_openmp() ? "" : " (no OpenMP)",
@@ -82,14 +83,14 @@ typedef struct {
 } bench_args;
 
 static int bench_parse(int argc, char **argv, bench_args *a) {
-    static const char *const configs[] = {"tiny", "medium", "long", "mlp", "all", NULL};
+    static const char *const configs[] = {"tiny", "medium", "long", "mlp", "grok", "all", NULL};
     static const char *const forms[] = {"d-from-p", "wide-d", "split-l", "legacy", NULL};
     const char *const *probs = qkv_attention_probs_modes(); /* auto (the default), ... */
-    int config = 4, form = 0, probs_mode = 0; /* all */
+    int config = 5, form = 0, probs_mode = 0; /* all */
     *a = (bench_args){.seconds = 2};
     cli_option options[] = {
         {"config", CLI_CHOICE, &config, .choices = configs, .arg = "C",
-         .help = "tiny, medium, long, mlp or all (default all)"},
+         .help = "tiny, medium, long, mlp, grok or all (default all)"},
         {"threads", CLI_INT, &a->threads, 1, QKV_MAX_THREADS, .arg = "N",
          .help = "OpenMP threads (default: all cores)"},
         {"repeat", CLI_INT, &a->repeat, 1, 10000, .arg = "N",
@@ -136,6 +137,10 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
                  "  long    batch 1,  seq-len 2048, d-model 64,  heads 1, vocab 64\n"
                  "  mlp     batch 64, seq-len 64,   d-model 128, heads 4, vocab 64, an MLP of 512\n"
                  "          (ReLU) in the residual stream\n"
+                 "  grok    one epoch of `qkv train --task modular`'s default run: every training pair\n"
+                 "          of (a + b) mod 113 (3830, seq-len 3), d-model 128, heads 4, an MLP of 512,\n"
+                 "          AdamW; the target is at the last position, and the step computes the\n"
+                 "          queries, the MLP and the head there only (JSON: positions)\n"
                  "It prints the median ms/step after a warm-up, GFLOP/s, and the step memory: peak resident\n"
                  "memory minus the resident memory just before the first step.\n"
                  "\n",

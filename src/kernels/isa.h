@@ -7,7 +7,6 @@
 
 #include "kernels.h"
 
-#define GEMM_KC 256 /* depth of one block of a product: each sum restarts at 0 every GEMM_KC */
 
 typedef struct kernel_isa {
     const char *name; /* "scalar", "avx2", "avx512", "neon" */
@@ -47,6 +46,16 @@ typedef struct kernel_isa {
      * fixed partial sums (c mod 8) added in order, into dot[r] and sum[r] */
     void (*row_dot_sums)(const float *x, const float *y, int64_t rows, int64_t n, double *dot,
                          double *sum);
+    /* the fused attention over few keys (attention_few_keys): head g's forward pass, and its
+     * backward pass in the d-from-p form, with the bits of the tiled one (attention_kernel.inc);
+     * scratch: attention_few_floats(d, backward) floats */
+    void (*few_keys_forward)(const attention_dims *d, float *o, float *lse, const float *q,
+                             const float *k, const float *v, const float *mask, int64_t g,
+                             float *scratch);
+    void (*few_keys_backward)(const attention_dims *d, float *dq, float *dk, float *dv,
+                              const float *dout, const float *lse, const float *q,
+                              const float *k, const float *v, const float *mask, int64_t g,
+                              float *scratch);
     /* one row of softmax_forward_f32 / softmax_backward_f32 */
     void (*softmax_row)(float *y, const float *x, int64_t n);
     void (*softmax_backward_row)(float *dx, const float *y, const float *dy, int64_t n);

@@ -25,6 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The depth of one block of an f32 product (isa.h's contract): each element's sum restarts at
+ * 0 every GEMM_KC along k and is then added to C. */
+#define GEMM_KC 256
 /* C[b] (+)= op(A[b]) · op(B[b]) for b < batch, where op transposes when asked.
  * A[b] is (M, K), or (K, M) when ta; B[b] is (K, N), or (N, K) when tb; C[b] is (M, N).
  * a_stride/b_stride/c_stride are the element distances between batches (0 shares a matrix).
@@ -177,6 +180,16 @@ extern attention_form_kind attention_form;
 /* The tiles: BR query rows × BC keys. */
 #define ATTENTION_BR 64
 #define ATTENTION_BC 64
+/* The fused attention over few keys: a head's keys fit one vector of scores (Nk <=
+ * ATTENTION_FEW_KEYS) and its queries one block (Nq <= ATTENTION_BR). In f32 it then runs head
+ * by head with its products written out (the ISA's few_keys_forward and few_keys_backward; the
+ * backward pass in the d-from-p form only), with the bits of the tiles; f64 keeps the tiles.
+ * attention_few_keys_off sends every case to the tiles, for the test that compares the two. */
+#define ATTENTION_FEW_KEYS 16
+extern bool attention_few_keys_off;
+bool attention_few_keys(const attention_dims *d, bool backward);
+/* The floats of one thread's scratch for a head of d in the few-keys forward or backward. */
+size_t attention_few_floats(const attention_dims *d, bool backward);
 /* Whether the forward pass keeps P for the backward pass (d->probs), which then skips the
  * recompute of every tile: one tile product of the seven and the backward's exps. Kept, P is
  * the very tile the recompute gives (the same product, then recompute_probs with the same L),

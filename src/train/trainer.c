@@ -348,12 +348,27 @@ static void shard_step(trainer *t, int s, int64_t total) {
     int T = t->cfg.task.seq_len, To = t->target_len;
     const int32_t *x = t->tokens + (size_t)sh->first * T, *y = t->targets + (size_t)sh->first * To;
     qkv_ctx_reset(ctx);
-    qkv_tensor *logits = qkv_model_forward_padded(m, ctx, x, t->lengths ? t->lengths + sh->first : NULL,
-                                                  sh->count, NULL);
-    qkv_tensor *targets = qkv_from_array(ctx, QKV_I32, 2, (int64_t[]){sh->count, To}, y);
+    /* Only the positions where some sequence of the shard has a target reach the loss (one of
+     * modular's three): the model computes the logits there only (qkv_model_forward_at), with
+     * the bits of every position's, and the targets are picked to match. */
+    int32_t *at = qkv_ctx_alloc(ctx, (size_t)To * sizeof *at);
+    int n = 0;
+    for (int i = 0; i < To; i++) {
+        bool any = false;
+        for (int b = 0; b < sh->count && !any; b++) any = y[(size_t)b * To + i] >= 0;
+        if (any) at[n++] = i;
+    }
+    if (n == 0) at[n++] = To - 1; /* nothing to learn: one position, whose loss is 0 */
+    sh->positions = n;
+    qkv_tensor *logits = qkv_model_forward_at(m, ctx, x, t->lengths ? t->lengths + sh->first : NULL,
+                                              sh->count, n, at);
+    qkv_tensor *targets = qkv_new(ctx, QKV_I32, 2, (int64_t[]){sh->count, n});
+    int32_t *picked = targets->data;
+    for (int b = 0; b < sh->count; b++)
+        for (int i = 0; i < n; i++) picked[(size_t)b * n + i] = y[(size_t)b * To + at[i]];
     qkv_tensor *mean = qkv_cross_entropy(ctx, logits, targets, -1);
     sh->correct = 0;
-    sh->counted = count_correct(logits, y, &sh->correct);
+    sh->counted = count_correct(logits, picked, &sh->correct);
     /* The batch's loss is the mean over all its targets: each shard's mean, weighted by its
      * share of them. */
     qkv_tensor *loss = qkv_scale(ctx, mean, total ? (double)sh->counted / (double)total : 0);

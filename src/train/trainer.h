@@ -53,6 +53,9 @@ typedef struct {
     int first, count;         /* its sequences of the batch */
     double loss;              /* its share of the batch's mean loss */
     int64_t correct, counted; /* argmax hits and targets */
+    int positions;            /* of each sequence, those its last step computed past the last
+                                 attention layer's keys and values: those with a target
+                                 (qkv_model_forward_at), T where that is all of them */
 } train_shard;
 
 /* How a step's shards run when there are at least two threads per shard: in turn, each op on
