@@ -10,11 +10,37 @@
 #include <cjson/cJSON.h>
 
 #define EXPLAIN_MAX_TOKENS QKV_MAX_TASK_SEQ_LEN /* the longest input a task or data file has */
+#define EXPLAIN_MAX_DRAWS 1000 /* ablate --mode resample's most draws */
 
 typedef struct {
     double loss, accuracy;
     int64_t counted; /* positions with a target */
+    double metric;   /* the mean of --metric over them (ablate --metric), else 0 */
 } explain_score;
+
+/* What a patch or an ablation measures at a position (docs/explain.md, "Metrics"), from the
+ * run's logits l (V) there: logit-diff l[answer] - l[wrong]; loss -log softmax(l)[answer];
+ * prob softmax(l)[answer]; kl KL(p ‖ softmax(l)) in nats, p the unedited (clean) run's
+ * distribution at the position. */
+typedef enum {
+    EXPLAIN_METRIC_LOGIT_DIFF,
+    EXPLAIN_METRIC_LOSS,
+    EXPLAIN_METRIC_PROB,
+    EXPLAIN_METRIC_KL,
+} explain_metric;
+/* "logit-diff", "loss", "prob", "kl", NULL-ended */
+extern const char *const explain_metric_names[];
+/* The metric of a row of logits (V), in double: answer and wrong as the metric reads them
+ * (wrong: logit-diff's alone), ref_logp (V): the reference distribution's log-probabilities
+ * (kl's alone; a probability of 0 adds nothing). */
+double explain_metric_of(explain_metric metric, const double *logits, int V, int answer,
+                         int wrong, const double *ref_logp);
+/* d metric / d logits (V) into grad: the weight of each logit in the metric's first-order
+ * change (attribution patching). */
+void explain_metric_grad(explain_metric metric, const double *logits, int V, int answer,
+                         int wrong, const double *ref_logp, double *grad);
+/* logp (V) = log softmax(logits), in double. */
+void explain_log_softmax(const double *logits, int V, double *logp);
 
 /* One input the user typed: tokens padded to the model's T, their count n (T for a task),
  * and its targets (a task's, from qkv_task_targets; a data file's model: none known). */
@@ -120,11 +146,17 @@ typedef struct {
 
 typedef struct {
     bool mean;                /* QKV_HEAD_MEAN over the examples; else QKV_HEAD_ZERO */
+    bool resample;            /* each example's site from another example's run (draws
+                                 averaged); mean is then false */
+    int draws;                /* resample: the draws (>= 1) */
+    uint64_t seed;            /* resample: the seed of the draws */
     qkv_site site;            /* what is removed (z: a head's output) */
     explain_over over;        /* at every position, or one at a time */
     int n_heads;              /* only these heads' spots (every head's when 0) */
     explain_head *heads;      /* (n_heads), the caller's */
     bool together;            /* also every spot at once */
+    bool scored;              /* each score's metric too (explain_score.metric) */
+    explain_metric metric;    /* which: loss, prob or kl (to the unedited run) */
 } ablate_request;
 
 typedef struct {
@@ -136,7 +168,12 @@ typedef struct {
 } ablate_result;
 
 /* Scores the examples with each spot of the site removed in turn (and all at once): set to 0,
- * or to its mean over the examples. QKV_ERR_NOMEM when a batch's step does not fit;
+ * to its mean over the examples, or (resample) to its value in another example's run, drawn
+ * rq->draws times (docs/explain.md: example e's partner in each draw is (e + 1 + below(n - 1))
+ * mod n, drawn from qkv_rng_seed(seed), draws then examples in order), the scores the means
+ * over the draws. QKV_ERR_VALUE for resample of fewer than two examples, or the metric
+ * logit-diff (a set of examples gives no wrong token). QKV_ERR_NOMEM when a batch's step does
+ * not fit;
  * QKV_ERR_NUMERIC ("ablate: the logit of ... in example 3 with head 1.2's output removed is
  * not finite") when a logit or a loss it scores is not. */
 qkv_status explain_ablate(loaded_model *lm, const example_set *set, const ablate_request *rq,
@@ -157,8 +194,8 @@ qkv_status explain_check_scored_logits(const loaded_model *lm, const qkv_tensor 
 /* ---- patching: a clean run's part copied into the corrupted run ---- */
 
 /* Pairs of inputs of one length: clean and corrupt tokens (n, T) padded, their lengths (n)
- * (NULL for a task's model), and each pair's metric logit[answer] - logit[wrong] at its query
- * position. Not owned. */
+ * (NULL for a task's model), and where each pair's metric reads: its query position, the
+ * answer and (logit-diff) the wrong token. Not owned. */
 typedef struct {
     int position, answer, wrong;
 } patch_metric;
@@ -193,6 +230,10 @@ typedef struct {
     explain_over over;
     bool paths;                   /* path patching (the site and over are not read) */
     bool exact, attribution;      /* which methods run */
+    explain_metric metric;        /* what is measured (logit-diff unless set) */
+    int n_heads;                  /* only these heads' rows (every row when 0; not paths) */
+    const explain_head *heads;    /* (n_heads), the caller's */
+    bool together;                /* also every row at once (the set's share) */
     /* the result; the metric's numbers are means over the pairs */
     double clean, corrupt;
     int n_rows;
@@ -200,8 +241,10 @@ typedef struct {
     int n_paths;
     patch_path *path;             /* (n_paths) with paths, malloc'd */
     double agreement;             /* Pearson correlation of exact and attribution; NAN */
+    patch_row all;                /* together: every row at once (its spot not read) */
     /* each pair's own numbers: metric on clean and corrupt, and per row (or path) the
-     * metric patched and the attribution's change of it (not divided): (n_pairs * items) */
+     * metric patched and the attribution's change of it (not divided): (n_pairs * columns),
+     * columns = items, and with together one more, last (explain_patch_columns) */
     int n_pairs;
     int left_out;                 /* examples --corrupt-from left out (the caller's count) */
     double *pair_clean, *pair_corrupt, *pair_patched, *pair_attribution;
@@ -229,6 +272,13 @@ qkv_status explain_fill_predictions(loaded_model *lm, const int32_t *clean, cons
 void explain_patch_free(patch_result *r);
 /* The items (rows or paths) of a result. */
 int explain_patch_items(const patch_result *r);
+/* The columns of its per-pair arrays: the items, and with together one more. */
+int explain_patch_columns(const patch_result *r);
+
+/* The spots of `all` (n) of the listed heads, head by head in the list's order, each head's
+ * in all's order: (n_out) malloc'd into *out; QKV_ERR_NOMEM. */
+qkv_status explain_select_heads(const explain_spot *all, int n, const explain_head *heads,
+                                int n_heads, explain_spot **out, int *n_out);
 
 /* ---- direct logit attribution ---- */
 typedef struct {
