@@ -1,6 +1,7 @@
 /* explain_cli.c - the model, the loading and the JSON of the explaining commands. */
 #include "explain_cli.h"
 #include "engine/engine.h"
+#include "explore/eval_data.h"
 #include "explore/explain.h"
 #include "io/io.h"
 #include "io/paths.h"
@@ -199,5 +200,15 @@ qkv_status explain_cli_parse_heads(const char *text, const loaded_model *lm, exp
     }
     free(copy);
     free(seen);
+    return s;
+}
+
+qkv_status explain_cli_data_set(loaded_model *lm, const char *data, eval_file *file,
+                                example_set *set, const int64_t **lines) {
+    *set = loaded_model_heldout(lm), *lines = NULL;
+    if (!strcmp(data, "heldout")) return QKV_OK;
+    qkv_status s = eval_file_read(file, lm, data);
+    *set = (example_set){file->n, file->x, file->y, lm->data ? file->len : NULL};
+    *lines = file->line;
     return s;
 }

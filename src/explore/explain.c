@@ -126,6 +126,14 @@ qkv_status explain_read_input(const loaded_model *lm, const char *option, const 
                                                    in->targets);
 }
 
+void explain_set_input(const loaded_model *lm, const example_set *set, int e, explain_input *in) {
+    int T = lm->model.cfg.seq_len, To = lm->target_len;
+    memset(in, 0, sizeof *in);
+    memcpy(in->tokens, set->x + (size_t)e * T, (size_t)T * sizeof *in->tokens);
+    memcpy(in->targets, set->y + (size_t)e * To, (size_t)To * sizeof *in->targets);
+    in->n = in->len = set->len ? set->len[e] : T;
+}
+
 qkv_status explain_read_targets(const loaded_model *lm, const char *option, const char *text,
                                 explain_input *in) {
     bool cross = lm->model.cfg.target_len > 0;

@@ -8,6 +8,7 @@
 #include "train/loaded_model.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 
 #define EXPLAIN_MAX_TOKENS QKV_MAX_TASK_SEQ_LEN /* the longest input a task or data file has */
 #define EXPLAIN_MAX_DRAWS 1000 /* ablate --mode resample's most draws */
@@ -315,6 +316,35 @@ qkv_status explain_attribute_probe(const loaded_model *lm, const qkv_tensor *log
                                    const qkv_probe *probe, int position, int token, bool neurons,
                                    dla_result *r);
 void explain_attribute_free(dla_result *r);
+
+/* ---- over a set of examples: the means over their target positions ---- */
+/* Example e of a set as an input: its tokens, length (T for a task's) and targets. */
+void explain_set_input(const loaded_model *lm, const example_set *set, int e, explain_input *in);
+/* The means of the target's logit and of each of its parts (dla_result's) over positions. */
+typedef struct {
+    int64_t counted;  /* target positions added */
+    double logit;     /* the target's logit: a sum until explain_dla_mean_finish */
+    int n_parts;
+    dla_part *parts;  /* names, layers, heads, neurons as the first added; values as logit */
+} dla_mean;
+/* Adds one position's split (the same parts every time); QKV_ERR_NOMEM. */
+qkv_status explain_dla_mean_add(dla_mean *m, const dla_result *one);
+/* The sums divided by the positions counted (none: left 0). */
+void explain_dla_mean_finish(dla_mean *m);
+void explain_dla_mean_free(dla_mean *m);
+/* Its fields into o: logit, parts ({name, layer, head, neuron where the
+ * model has an MLP, value}: as attribute's parts) and sum. */
+void explain_dla_mean_json(const loaded_model *lm, cJSON *o, const dla_mean *m);
+/* The target's logit split (explain_attribute_probe, `neurons` as there) at every target
+ * position of every example of the set, one forward of each example alone, and its means
+ * over them all into *r (free with explain_dla_mean_free, also after a failure). With
+ * per_example, one JSON line per example (example from 1, line: lines[e] when given, its
+ * own means). QKV_ERR_NUMERIC naming the example when a logit or a part is not finite. */
+qkv_status explain_attribute_set(loaded_model *lm, const example_set *set, const int64_t *lines,
+                                 bool neurons, FILE *per_example, dla_mean *r);
+/* attribute --data's object: the header, data, examples and explain_dla_mean_json's. */
+cJSON *explain_attribute_set_json(const loaded_model *lm, const char *data, int examples,
+                                  const dla_mean *r);
 
 /* ---- the JSON objects (docs/explain.md) ---- */
 /* What every object holds first: command, task, dtype, layers, heads_per_layer, heads (the
