@@ -663,6 +663,14 @@ cJSON *explain_patch_json(const loaded_model *lm, const explain_input *clean,
                                                                      : "attribution");
     if (r->metric != EXPLAIN_METRIC_LOGIT_DIFF) /* absent: the logit difference */
         cJSON_AddStringToObject(o, "metric", explain_metric_names[r->metric]);
+    if (r->n_heads) { /* --heads: the rows are theirs alone */
+        cJSON *names = cJSON_AddArrayToObject(o, "selected_heads");
+        for (int i = 0; i < r->n_heads; i++) {
+            char name[32];
+            explain_head_name(r->heads[i].layer, r->heads[i].head, name, sizeof name);
+            cJSON_AddItemToArray(names, cJSON_CreateString(name));
+        }
+    }
     explain_json_number(o, "clean", r->clean);
     explain_json_number(o, "corrupt", r->corrupt);
     cJSON *items = cJSON_AddArrayToObject(o, r->paths ? "paths" : "results");
@@ -674,14 +682,8 @@ cJSON *explain_patch_json(const loaded_model *lm, const explain_input *clean,
         explain_json_number(x, "attribution", r->paths ? r->path[i].attribution : r->rows[i].attribution);
         cJSON_AddItemToArray(items, x);
     }
-    if (r->together) { /* every row at once: the listed heads' share together */
+    if (r->together) { /* every row at once: the selected heads' share together */
         cJSON *tg = cJSON_AddObjectToObject(o, "together");
-        cJSON *names = cJSON_AddArrayToObject(tg, "heads");
-        for (int i = 0; i < r->n_heads; i++) {
-            char name[32];
-            explain_head_name(r->heads[i].layer, r->heads[i].head, name, sizeof name);
-            cJSON_AddItemToArray(names, cJSON_CreateString(name));
-        }
         explain_json_number(tg, "exact", r->all.exact);
         explain_json_number(tg, "attribution", r->all.attribution);
     }
