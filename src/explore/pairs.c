@@ -229,9 +229,9 @@ static qkv_status pair_other(pair_set *p, loaded_model *lm, int position, uint64
     p->positions = lm->model.cfg.target_len ? To : p->keys;
     free(in);
     if (s == QKV_OK && p->n == 0)
-        s = qkv_fail(QKV_ERR_VALUE, "--corrupt-from other: none of the %d held-out examples has "
-                     "another of its length whose target at %s is another token: nothing to "
-                     "patch", n, position >= 0 ? "--position" : "its last position with a target");
+        s = qkv_fail(QKV_ERR_VALUE, "--corrupt-from other: no held-out example (of %d) has "
+                     "another of its length whose target differs at %s: nothing to patch", n,
+                     position >= 0 ? "--position" : "its own last position with a target");
     return s;
 }
 
