@@ -1,5 +1,5 @@
 /* explain_internal.h - what the analyses' own files (explain.c, ablate.c, patch.c,
- * attribute.c) share, defined in explain.c; not for the layers above explore/. */
+ * attribute.c, lens.c) share, defined in explain.c; not for the layers above explore/. */
 #ifndef QKV_EXPLAIN_INTERNAL_H
 #define QKV_EXPLAIN_INTERNAL_H
 
