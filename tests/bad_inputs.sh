@@ -123,6 +123,9 @@ setup() { # DIR
     # the model lacks, a pair's inputs of two lengths (datarun), answer = wrong, five fields
     $QKV train --task copy --seq-len 4 --vocab 8 --d-model 4 --steps 1 --no-residual --quiet \
         --out nores >setup.txt 2>&1 || { echo "bad_inputs: cannot train nores:"; cat setup.txt; exit 1; }
+    # A modular model for qkv fourier
+    $QKV train --task modular --modulus 5 --d-model 4 --mlp 4 --steps 2 --quiet --out modrun \
+        >setup.txt 2>&1 || { echo "bad_inputs: cannot train modrun:"; cat setup.txt; exit 1; }
     printf '1 2 3 4\t4 3 2 1\n1 2 3 4\t1 2 9 4\n' >data/pairs_unknown.txt
     printf 'a b c\tb a\n' >data/pairs_lengths.txt
     printf '1 2 3 4\t4 3 2 1\t5\t5\n' >data/pairs_same.txt

@@ -2,7 +2,8 @@
 # commands_test.sh QKV - every command's working path once, on one model small enough to run
 # under valgrind in seconds: train (with its plots and snapshots), eval, inspect, plot, circuits,
 # ablate, patch (exact and attribution), attribute, lens, grads, both studies, bench, and a sweep of
-# two runs and its table; and the commands that read a model on a modular one. Each must exit 0 and write what it says it writes. Every command of
+# two runs and its table; and the commands that read a model (fourier among them) on a modular
+# one. Each must exit 0 and write what it says it writes. Every command of
 # `qkv --help` but gradcheck (every op's finite differences: minutes under valgrind;
 # test_gradcheck runs its code in every other stage) and selftest (every kernel's cases and 20
 # training steps on two paths, a minute under valgrind; selftest_test runs it in every other
@@ -95,7 +96,12 @@ run modular_patch patch mod --clean "1 2 =" --corrupt "3 2 =" --answer 3 --wrong
 run modular_attribute attribute mod --input "1 2 =" --json && says modular_attribute '"parts"'
 run modular_lens lens mod --input "1 2 =" --json && says modular_lens '"layers"'
 run modular_grads grads --model mod --out mod_grads.safetensors && has mod_grads.safetensors
+run modular_fourier fourier mod --out mod/fourier.json && has mod/fourier.json &&
+    says modular_fourier "key frequencies"
 run modular_resume train --resume mod --steps 6 --quiet
+# a modular run's progress measures and phases (docs/grokking.md)
+grep -q '"grokking"' mod/summary.json && grep -q ',restricted_loss,' mod/metrics.csv ||
+    { echo "FAIL: mod/summary.json has no grokking or mod/metrics.csv no restricted_loss"; failures=$((failures + 1)); }
 
 # every command qkv lists ran above (the first word after "run NAME")
 listed=$($QKV --help | sed -n 's/^  \([a-z]\{2,\}\)  .*/\1/p')

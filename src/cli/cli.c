@@ -24,6 +24,7 @@ static const struct {
     {"plot", cmd_plot, "draw a run's attention, gradients and curves with gnuplot"},
     {"study", cmd_study, "study softmax: its Jacobian, backward pass, why scores are scaled"},
     {"circuits", cmd_circuits, "what each head computes, from its weights: QK, OV, composition"},
+    {"fourier", cmd_fourier, "a modular model's key frequencies, neuron clusters, progress measures"},
     {"sweep", cmd_sweep, "train a grid of options here, or for GNU parallel or Slurm; collect it"},
 };
 

@@ -227,5 +227,6 @@ int cmd_patch(int argc, char **argv, bool parse_only);
 int cmd_attribute(int argc, char **argv, bool parse_only);
 int cmd_lens(int argc, char **argv, bool parse_only);
 int cmd_circuits(int argc, char **argv, bool parse_only);
+int cmd_fourier(int argc, char **argv, bool parse_only);
 
 #endif

@@ -16,7 +16,22 @@ void metrics_init(metrics_table *m, int layers, int heads) {
                    : 0;
     *m = (metrics_table){.layers = layers, .heads = heads, .first_head_column = first,
                          .n_composition = comp, .n_scores = first + 2 * layers * heads + comp,
-                         .icl_column = -1};
+                         .icl_column = -1, .first_fourier_column = -1};
+}
+
+const char *const metrics_fourier_names[FOURIER_COLUMNS] = {
+    "train_set_loss", "train_set_acc", "sum_squared_weights", "restricted_loss", "restricted_acc",
+    "excluded_loss",
+    "gini_embed", "gini_neuron_logits", "logit_share", "key_count"};
+
+void metrics_add_fourier_columns(metrics_table *m) {
+    m->first_fourier_column = m->n_scores;
+    m->n_scores += FOURIER_COLUMNS;
+}
+
+static bool fourier_column_of(const metrics_table *m, int k) {
+    return m->first_fourier_column >= 0 && k >= m->first_fourier_column &&
+           k < m->first_fourier_column + FOURIER_COLUMNS;
 }
 
 void metrics_add_icl_column(metrics_table *m) {
@@ -28,6 +43,8 @@ void metrics_column_name(const metrics_table *m, int k, char *buf, size_t len) {
     int L = m->layers, H = m->heads;
     if (k == m->icl_column) {
         snprintf(buf, len, "icl_score");
+    } else if (fourier_column_of(m, k)) {
+        snprintf(buf, len, "%s", metrics_fourier_names[k - m->first_fourier_column]);
     } else if (k < L) {
         snprintf(buf, len, "mass_l%d", k + 1);
     } else if (k < m->first_head_column) {
@@ -119,7 +136,8 @@ qkv_status metrics_write(const metrics_table *m, const char *path) {
         if (isfinite(r->heldout_loss)) fprintf(af.f, "%.6g", r->heldout_loss); /* else empty */
         for (int k = 0; k < m->n_scores; k++) {
             fputc(',', af.f);
-            if (r->scores && isfinite(r->scores[k])) fprintf(af.f, "%.4f", r->scores[k]);
+            if (r->scores && isfinite(r->scores[k]))
+                fprintf(af.f, fourier_column_of(m, k) ? "%.6g" : "%.4f", r->scores[k]);
         }
         fputc('\n', af.f);
     }

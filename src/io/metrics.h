@@ -27,7 +27,9 @@ typedef struct {
  * more and at most METRICS_MAX_COMPOSED_HEADS heads, comp<K>_l<L>h<A>_l<L+1>h<B> for each
  * kind K (q, k, v), each layer L but the last, each head A of layer L and B of layer L+1: the
  * composition score of qkv circuits. Last, for an induction run (metrics_add_icl_column),
- * icl_score: the in-context score (trainer_icl_add), in nats. */
+ * icl_score: the in-context score (trainer_icl_add), in nats; for a modular run
+ * (metrics_add_fourier_columns), the progress measures of docs/grokking.md, named by
+ * metrics_fourier_names, each written in %.6g (the others: %.4f). */
 typedef struct {
     metrics_row *rows;
     int n, cap;
@@ -35,13 +37,33 @@ typedef struct {
     int n_scores;      /* the attention columns */
     int first_head_column, n_composition; /* where the head columns start; the comp columns */
     int icl_column;    /* icl_score's index into a row's scores, -1 for none */
+    int first_fourier_column; /* the progress measures' first index, -1 for none */
 } metrics_table;
+
+/* A modular run's progress measures (docs/grokking.md), in their columns' order. */
+typedef enum {
+    FOURIER_COL_TRAIN_LOSS,     /* train_set_loss: over every training pair */
+    FOURIER_COL_TRAIN_ACC,      /* train_set_acc */
+    FOURIER_COL_WEIGHTS,        /* sum_squared_weights */
+    FOURIER_COL_RESTRICTED,     /* restricted_loss */
+    FOURIER_COL_RESTRICTED_ACC, /* restricted_acc */
+    FOURIER_COL_EXCLUDED,       /* excluded_loss */
+    FOURIER_COL_GINI_EMBED,     /* gini_embed */
+    FOURIER_COL_GINI_LOGITS,    /* gini_neuron_logits */
+    FOURIER_COL_LOGIT_SHARE,    /* logit_share */
+    FOURIER_COL_KEYS,           /* key_count: how many key frequencies */
+    FOURIER_COLUMNS
+} fourier_column;
+extern const char *const metrics_fourier_names[FOURIER_COLUMNS];
 
 /* An empty table for a model of `layers` layers with `heads` heads scored in each. */
 void metrics_init(metrics_table *m, int layers, int heads);
 void metrics_free(metrics_table *m);
 /* Adds the column icl_score after every other (before any row is added). */
 void metrics_add_icl_column(metrics_table *m);
+/* Adds the progress measures' FOURIER_COLUMNS columns after every other (before any row is
+ * added). */
+void metrics_add_fourier_columns(metrics_table *m);
 /* A row's attention columns, all NaN, for the caller to fill and hand to metrics_add (NULL
  * when out of memory: the row's columns are written empty). */
 double *metrics_new_scores(const metrics_table *m);

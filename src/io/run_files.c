@@ -52,6 +52,15 @@ static cJSON *row_json(const metrics_row *row, const run_evaluation *r) {
         metrics_column_name(r->columns, k, name, sizeof name);
         add_number(j, name, row->scores[k]);
     }
+    if (r && r->embed_norms) {
+        cJSON *norms = cJSON_AddArrayToObject(j, "embed_norms");
+        for (int k = 0; norms && k < r->n_norms; k++)
+            cJSON_AddItemToArray(norms, isfinite(r->embed_norms[k])
+                                            ? cJSON_CreateNumber(r->embed_norms[k])
+                                            : cJSON_CreateNull());
+        cJSON_AddItemToObject(j, "key_frequencies",
+                              cJSON_CreateIntArray(r->key_frequencies, r->n_keys));
+    }
     return j;
 }
 
@@ -152,6 +161,8 @@ static char *summary_text(const run_files *rf, int64_t step, double last_loss,
     }
     cJSON *report = rf->report ? cJSON_Duplicate(rf->report, true) : NULL;
     if (report) cJSON_AddItemToObject(j, "report", report);
+    cJSON *grokking = rf->grokking ? cJSON_Duplicate(rf->grokking, true) : NULL;
+    if (grokking) cJSON_AddItemToObject(j, "grokking", grokking);
     char *text = cJSON_Print(j);
     cJSON_Delete(j);
     return text;
@@ -293,6 +304,8 @@ qkv_status run_files_begin(run_files *rf, const char *dir, const char *from_dir,
 void run_files_note(run_files *rf, const run_evaluation *e) {
     rf->evaluated = e->step;
     rf->last = *e;
+    rf->last.embed_norms = NULL; /* the caller's arrays: written with their row only */
+    rf->last.key_frequencies = NULL;
 }
 
 void run_files_row(run_files *rf, const metrics_row *row, const run_evaluation *r) {
@@ -311,6 +324,11 @@ void run_files_row(run_files *rf, const metrics_row *row, const run_evaluation *
 void run_files_report(run_files *rf, cJSON *report) {
     cJSON_Delete(rf->report);
     rf->report = report;
+}
+
+void run_files_grokking(run_files *rf, cJSON *grokking) {
+    cJSON_Delete(rf->grokking);
+    rf->grokking = grokking;
 }
 
 void run_files_committed(run_files *rf, int64_t step, double last_loss, double last_train_acc) {
@@ -346,6 +364,7 @@ qkv_status run_files_end(run_files *rf, int64_t step, double last_loss, double l
                                  exit_code == 0 ? NULL : error);
     cJSON_Delete(rf->config);
     cJSON_Delete(rf->report);
-    rf->config = rf->report = NULL;
+    cJSON_Delete(rf->grokking);
+    rf->config = rf->report = rf->grokking = NULL;
     return s;
 }

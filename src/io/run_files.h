@@ -18,6 +18,12 @@ typedef struct {
     double heldout_acc, heldout_loss, attention_mass;
     int best_head; /* 0-based */
     const metrics_table *columns; /* names the row's head columns for metrics.jsonl, or NULL */
+    /* a modular run's: the embedding's norm in each frequency 0 .. n_norms-1 and the key
+     * frequencies (docs/grokking.md), written as arrays into metrics.jsonl; NULL: none */
+    const double *embed_norms;
+    int n_norms;
+    const int *key_frequencies;
+    int n_keys;
 } run_evaluation;
 
 typedef struct {
@@ -29,6 +35,8 @@ typedef struct {
     run_evaluation last;  /* that evaluation */
     struct cJSON *report; /* the summary's numbers (owned; NULL: none yet), summary.json's
                              "report" */
+    struct cJSON *grokking; /* a modular run's phases (owned; NULL: none), summary.json's
+                               "grokking" */
     int64_t model_step;   /* the step of DIR/model.safetensors, -1 while there is none */
     int64_t start_step;   /* the step the run began at */
     double kept_loss, kept_train_acc; /* the last kept row's, for a run that trains no step */
@@ -55,6 +63,9 @@ void run_files_note(run_files *rf, const run_evaluation *e);
 /* The summary's numbers (a JSON object, taken; NULL: none), written into summary.json from
  * now on as its "report". */
 void run_files_report(run_files *rf, struct cJSON *report);
+/* A modular run's phases (a JSON object, taken; NULL: none), written into summary.json from
+ * now on as its "grokking". */
+void run_files_grokking(run_files *rf, struct cJSON *grokking);
 /* The model of `step` is on disk now (a checkpoint was committed, or a resumed directory
  * holds one): summary.json's model_step, and the summary a signal leaves (status
  * "interrupted", exit_status 7, at that step: io_set_signal_record). */

@@ -100,6 +100,55 @@ qkv_status circuits_data_mapping(int V, int n, int in_len, int out_len, const in
 int circuits_top_targets(const double *ov, int V, const bool *key_token, const int32_t *expected,
                          int32_t *top, int *sources);
 
+/* ---- the Fourier measures of a modular model (fourier.c; docs/grokking.md defines each) ----
+ * Z/P's frequencies are k = 0 .. P/2 (rounded down), w_k = 2πk/P; its real orthonormal basis
+ * (P, P): row 0 the constant 1/sqrt(P); rows 2k-1 and 2k sqrt(2/P)·cos(w_k x) and
+ * sqrt(2/P)·sin(w_k x) for 0 < k < P/2; for an even P, row P-1 the Nyquist term
+ * (-1)^x/sqrt(P). A frequency's norm combines its rows. */
+/* The highest frequency, P/2 rounded down. */
+int fourier_top_frequency(int P);
+void fourier_basis(int P, double *basis /* (P, P) */);
+/* norm[k] (P/2 + 1) = the norm of frequency k of x (P, n) transformed over its first axis:
+ * sqrt(Σ over k's rows r, over columns j of (basis_r · x[:, j])²). */
+void fourier_norms(const double *basis, int P, const double *x, int n, double *norm);
+/* The Gini coefficient of x[0 .. n-1] (non-negative): Σ_i Σ_j |x_i - x_j| / (2 n Σ x); 0 when
+ * all are equal, near 1 when one holds everything; NaN when they are all 0. */
+double fourier_gini(const double *x, int n);
+/* The key frequencies of an embedding whose norms (P/2 + 1) are `norm`, ascending, into keys
+ * (up to P/2 of them): each k >= 1 whose squared norm is at least 4 times the median over
+ * the frequencies 1 .. P/2 and at least a tenth of the largest. Returns how many. */
+int fourier_key_frequencies(const double *norm, int P, int *keys);
+/* Σ of the squares of every parameter (weights, biases, embeddings), in double. */
+double model_sum_squared_weights(const qkv_model *m);
+typedef struct {
+    int P;                      /* the modulus */
+    double *embed_norm;         /* (P/2 + 1): the norm of the numbers' embeddings (rows 0 ..
+                                   P-1 of tok_emb) in each frequency */
+    double *logit_map_norm;     /* (P/2 + 1): the neuron-logit map's (every layer's W_out·W_U,
+                                   its columns 0 .. P-1), over the outputs; NULL without MLP */
+    int n_keys, *keys;          /* the key frequencies (fourier_key_frequencies), ascending */
+    double gini_embed, gini_neuron_logits; /* of the norms of frequencies 1 .. P/2 (NaN
+                                               without MLP) */
+    double sum_squared_weights;
+    /* over every pair, from a forward of all P² (at `=`): */
+    double train_loss, train_acc, test_loss, test_acc; /* every training / held-out pair */
+    double restricted_loss, restricted_acc, excluded_loss; /* NaN for mul */
+    double logit_share, *key_share; /* (n_keys): the logits' share along each key frequency's
+                                       cos(w(a + b - c)) and sin (sub: a - b); NaN for mul */
+    int neurons;                /* layers × mlp with neurons asked, else 0 */
+    double *neuron_share;       /* (neurons): the largest share of variance of one frequency
+                                   (NaN: a constant neuron) */
+    int *neuron_cluster;        /* (neurons): that frequency (0: a constant neuron) */
+} fourier_measures;
+/* Every measure of a modular model m of task `task`, from its weights and from one forward
+ * over the P² pairs (`batch` sequences at a time in ctx, a no-grad context) and one over the
+ * training pairs (the excluded loss); with `neurons`, each MLP neuron's share at `=` too (the
+ * probed forward). QKV_ERR_NOMEM, with nothing to free, when out of memory. Free with
+ * fourier_measures_free. */
+qkv_status fourier_measure(qkv_model *m, const qkv_task *task, qkv_ctx *ctx, int batch,
+                           bool neurons, fourier_measures *f);
+void fourier_measures_free(fourier_measures *f);
+
 /* ---- the held-out split (tasks.c): one example in HELDOUT_SHARE is held out, chosen by a
  * hash of its bytes, the same on every machine: a task's tokens as little-endian bytes, a
  * data file's line as written ---- */

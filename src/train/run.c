@@ -3,7 +3,9 @@
 
 #include "io/maps.h"
 #include "io/paths.h"
+#include "model/model.h"
 #include "train/checkpoint.h"
+#include "train/grokking.h"
 #include "train/hints.h"
 #include "train/options.h"
 
@@ -88,9 +90,33 @@ static void head_columns(const trainer *t, const eval_result *r, const metrics_t
         for (int k = 0; k < m->n_composition; k++) out[2 * L * m->heads + k] = NAN;
 }
 
-/* A metrics row of the evaluation r after the step's update (lr: that step's). */
+/* A modular run's progress measures of the weights as they are (docs/grokking.md) into *f,
+ * over every pair, in the evaluation's context: false, with nothing to free, for another
+ * task, or when they cannot be computed (out of memory: the row's columns stay empty, not
+ * worth stopping a run for). */
+static bool measure(trainer *t, fourier_measures *f) {
+    return t->cfg.task.kind == QKV_TASK_MODULAR &&
+           fourier_measure(&t->model, &t->cfg.task, t->eval_ctx, EVAL_BATCH, false, f) == QKV_OK;
+}
+
+/* The progress measures' columns of a metrics row (metrics.h's fourier_column order). */
+static void fourier_columns(const fourier_measures *f, double *out) {
+    out[FOURIER_COL_TRAIN_LOSS] = f->train_loss;
+    out[FOURIER_COL_TRAIN_ACC] = f->train_acc;
+    out[FOURIER_COL_WEIGHTS] = f->sum_squared_weights;
+    out[FOURIER_COL_RESTRICTED] = f->restricted_loss;
+    out[FOURIER_COL_RESTRICTED_ACC] = f->restricted_acc;
+    out[FOURIER_COL_EXCLUDED] = f->excluded_loss;
+    out[FOURIER_COL_GINI_EMBED] = f->gini_embed;
+    out[FOURIER_COL_GINI_LOGITS] = f->gini_neuron_logits;
+    out[FOURIER_COL_LOGIT_SHARE] = f->logit_share;
+    out[FOURIER_COL_KEYS] = f->n_keys;
+}
+
+/* A metrics row of the evaluation r after the step's update (lr: that step's), with a modular
+ * run's measures f (NULL: none). */
 static metrics_row new_row(const training_run *run, const trainer *t, const eval_result *r,
-                           int64_t step, double lr) {
+                           int64_t step, double lr, const fourier_measures *f) {
     const metrics_table *m = &run->metrics;
     double *out = metrics_new_scores(m);
     int k = 0;
@@ -104,6 +130,7 @@ static metrics_row new_row(const training_run *run, const trainer *t, const eval
         }
     if (out) head_columns(t, r, m, out + m->first_head_column);
     if (out && m->icl_column >= 0) out[m->icl_column] = r->icl_score;
+    if (out && f && m->first_fourier_column >= 0) fourier_columns(f, out + m->first_fourier_column);
     return (metrics_row){step, t->last_loss, t->last_train_acc, r->accuracy, lr, r->loss, out};
 }
 
@@ -112,15 +139,23 @@ static run_evaluation evaluation_of(const eval_result *r, int64_t step) {
                             .attention_mass = r->attention_mass, .best_head = r->best_head};
 }
 
-/* Adds a row to metrics.csv's table and to metrics.jsonl. */
+/* Adds a row to metrics.csv's table and to metrics.jsonl, with a modular run's measures f
+ * (NULL: none, or not measured); a modular run's summary.json names its phases from then on. */
 static void add_row(training_run *run, const trainer *t, const eval_result *r, int64_t step,
-                    double lr) {
-    metrics_row row = new_row(run, t, r, step, lr);
+                    double lr, const fourier_measures *f) {
+    metrics_row row = new_row(run, t, r, step, lr, f);
     metrics_add(&run->metrics, row);
     if (run->files_begun) {
         run_evaluation e = evaluation_of(r, step);
         e.columns = &run->metrics;
+        if (f) {
+            e.embed_norms = f->embed_norm, e.n_norms = fourier_top_frequency(f->P) + 1;
+            e.key_frequencies = f->keys, e.n_keys = f->n_keys;
+        }
         run_files_row(&run->files, &row, &e);
+        if (run->metrics.first_fourier_column >= 0)
+            run_files_grokking(&run->files, grokking_json(&run->metrics, f ? f->keys : NULL,
+                                                          f ? f->n_keys : -1));
     }
 }
 
@@ -400,6 +435,8 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
     metrics_init(&run->metrics, t->model.cfg.layers, scored_heads(t));
     if (trainer_has_icl(t)) /* the in-context score: eval_result's icl_score */
         metrics_add_icl_column(&run->metrics);
+    if (t->cfg.task.kind == QKV_TASK_MODULAR) /* the progress measures */
+        metrics_add_fourier_columns(&run->metrics);
     const char *dir = o->out_dir;
     s = begin(run, t, progress, user);
     if (s != QKV_OK) return s;
@@ -408,8 +445,9 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
      * the initial weights, and loss and train_acc are the first training batch's under those
      * same weights (step 1's forward pass, measured before its update); lr is 0. */
     eval_result at_start = {0};
+    fourier_measures f = {0};
     bool row0 = run->start_step == 0;
-    if (row0) at_start = trainer_evaluate(t);
+    if (row0) at_start = trainer_evaluate(t), run->measured_start = measure(t, &run->start_measures);
     if (o->snapshot_every && run->start_step == 0 && (s = snapshot(run, t, dir, true)) != QKV_OK)
         return s;
     /* a resumed run compares with the last snapshot its directory kept */
@@ -420,11 +458,14 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
     while (t->optim.step < total) {
         if ((s = trainer_step(t)) != QKV_OK) return s;
         int64_t step = t->optim.step;
-        if (step == 1 && row0) add_row(run, t, &at_start, 0, 0);
+        if (step == 1 && row0)
+            add_row(run, t, &at_start, 0, 0, run->measured_start ? &run->start_measures : NULL);
         if ((o->eval_every ? step % every == 0 : default_eval_step(step, every)) || step == total) {
             run->last = trainer_evaluate(t);
             run->last_step = step;
-            add_row(run, t, &run->last, step, t->optim.lr);
+            bool measured = measure(t, &f);
+            add_row(run, t, &run->last, step, t->optim.lr, measured ? &f : NULL);
+            if (measured) fourier_measures_free(&f);
             if (progress) progress(RUN_EVALUATED, run, t, user);
         }
         if (progress) progress(RUN_STEPPED, run, t, user);
@@ -442,6 +483,11 @@ qkv_status trainer_run(trainer *t, const run_options *o, run_progress progress, 
         if (run->files_begun) {
             run_evaluation e = evaluation_of(&run->last, t->optim.step);
             run_files_note(&run->files, &e);
+            bool measured = measure(t, &f); /* the phases of the rows kept, and its keys */
+            if (run->metrics.first_fourier_column >= 0)
+                run_files_grokking(&run->files, grokking_json(&run->metrics, measured ? f.keys : NULL,
+                                                              measured ? f.n_keys : -1));
+            if (measured) fourier_measures_free(&f);
         }
     }
     /* a resume with no steps left, into a new directory */
@@ -471,6 +517,8 @@ qkv_status trainer_run_end(training_run *run, const trainer *t, int exit_code, c
     if (run->has_dir) rundir_close(&run->dir);
     run->has_dir = false;
     metrics_free(&run->metrics);
+    if (run->measured_start) fourier_measures_free(&run->start_measures);
+    run->measured_start = false;
     free(run->snapshot_ref);
     run->snapshot_ref = NULL;
     return s;

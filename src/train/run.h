@@ -6,6 +6,7 @@
 #include "io/io.h"
 #include "io/metrics.h"
 #include "io/run_files.h"
+#include "model/model.h"
 #include "train/trainer.h"
 
 typedef struct {
@@ -53,6 +54,9 @@ struct training_run {
     run_files files;           /* summary.json and metrics.jsonl */
     float *snapshot_ref;       /* the last snapshot kept, as its files hold it (layers, heads,
                                   To, T); NULL: none yet */
+    fourier_measures start_measures; /* a modular run's measures of step 0, kept until its
+                                        row is added after step 1 (measured_start) */
+    bool measured_start;
 };
 
 /* Runs t up to t->cfg.steps. A new run's first metrics row is step 0, before any update; a

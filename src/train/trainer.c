@@ -14,8 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-#define EVAL_BATCH 64
-
 /* Sequences in shard i of a batch split into `shards` as evenly as can be. */
 static int shard_size(int batch, int shards, int i) {
     return (i + 1) * batch / shards - i * batch / shards;

@@ -7,6 +7,7 @@
 #include "qkv.h"
 
 #define TRAIN_HELDOUT 512 /* held-out sequences, fixed by the seed */
+#define EVAL_BATCH 64     /* sequences of one forward of an evaluation (eval_ctx's size) */
 /* Limits of a train config beyond its model's (qkv.h) */
 #define TRAIN_MAX_BATCH 65536 /* sequences in a step */
 #define TRAIN_MAX_LR 1e6      /* lr: above 0 */
