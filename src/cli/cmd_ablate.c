@@ -91,7 +91,8 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
 }
 
 /* With --metric, a row's metric and its change from the baseline ("  0.1234  +0.0567"). */
-static void print_metric(const ablate_request *rq, const explain_score *x, const explain_score *b) {
+static void print_metric(const ablate_request *rq, const explain_score *x,
+                         const explain_score *b) {
     if (rq->scored) printf(" %10.4f %+10.4f", x->metric, x->metric - b->metric);
 }
 

@@ -220,8 +220,10 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
     loaded_model_class_label(lm, m->answer, ans, sizeof ans);
     loaded_model_class_label(lm, m->wrong, wr, sizeof wr);
     char what[96]; /* the metric in words (the logit difference's: as before) */
-    if (r->metric == EXPLAIN_METRIC_LOSS) snprintf(what, sizeof what, "the loss (-log p) of '%s'", ans);
-    else if (r->metric == EXPLAIN_METRIC_PROB) snprintf(what, sizeof what, "the probability of '%s'", ans);
+    if (r->metric == EXPLAIN_METRIC_LOSS)
+        snprintf(what, sizeof what, "the loss (-log p) of '%s'", ans);
+    else if (r->metric == EXPLAIN_METRIC_PROB)
+        snprintf(what, sizeof what, "the probability of '%s'", ans);
     else snprintf(what, sizeof what, "KL(clean || run) in nats");
     if (clean && r->metric != EXPLAIN_METRIC_LOGIT_DIFF) {
         explain_position_label(lm, clean, m->position, pos, sizeof pos);

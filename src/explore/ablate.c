@@ -159,9 +159,11 @@ static qkv_status ablate_batch(loaded_model *lm, const example_set *set, batch_v
             }
             partner_values(lm, rq, px, set->len ? plen : NULL, bv->B, vals_ctx, vals);
             for (int i = 0; i < n; i++)
-                all[i].value = vals[all[i].layer][all[i].site == QKV_SITE_LN_SCALE ? all[i].ln : 0];
+                all[i].value =
+                    vals[all[i].layer][all[i].site == QKV_SITE_LN_SCALE ? all[i].ln : 0];
         }
-        for (int i = 0; s == QKV_OK && i < n; i++) s = score_run(lm, bv, &all[i], 1, false, &each[i]);
+        for (int i = 0; s == QKV_OK && i < n; i++)
+            s = score_run(lm, bv, &all[i], 1, false, &each[i]);
         if (s == QKV_OK && rq->together) s = score_run(lm, bv, all, n, false, together);
     }
     return s;
@@ -215,8 +217,8 @@ qkv_status explain_ablate(loaded_model *lm, const example_set *set, const ablate
                                    : rq->mean   ? QKV_HEAD_MEAN
                                                 : QKV_HEAD_ZERO,
                                    means[r->spots[i].layer][explain_spot_unit(&r->spots[i])]);
-    double *base = kl ? (double *)qkv_new(base_ctx, QKV_F64, 1, (int64_t[]){(int64_t)Bmax * To * V})->data
-                      : NULL;
+    int64_t cells = (int64_t)Bmax * To * V;
+    double *base = kl ? (double *)qkv_new(base_ctx, QKV_F64, 1, &cells)->data : NULL;
     for (int first = 0; s == QKV_OK && first < set->n; first += ANALYSIS_BATCH) {
         int B = set->n - first < ANALYSIS_BATCH ? set->n - first : ANALYSIS_BATCH;
         batch_view bv = {rq, set->x + (size_t)first * T, set->len ? set->len + first : NULL,

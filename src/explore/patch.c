@@ -217,7 +217,8 @@ static qkv_status patch_spots(loaded_model *lm, const patch_pairs *pairs, int fi
     }
     for (int b = 0; all && r->attribution && b < B; b++) {
         double a = 0;
-        for (int k = 0; k < r->n_rows; k++) a += r->pair_attribution[(size_t)(first + b) * cols + k];
+        for (int k = 0; k < r->n_rows; k++)
+            a += r->pair_attribution[(size_t)(first + b) * cols + k];
         r->pair_attribution[(size_t)(first + b) * cols + r->n_rows] = a;
     }
     free(all);
