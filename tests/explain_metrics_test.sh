@@ -7,7 +7,8 @@
 # the same bits on 1 and 2 threads and the draws of its seed; lens --data and attribute
 # --data are the means of single-input runs (qkv lens and qkv attribute on each example),
 # and of their own --per-example lines; --corrupt-from other pairs a data model's examples,
-# seeded; circuits' composition_all holds composition's scores.
+# seeded, as a --pairs file of the same pairs does; circuits' composition_all holds
+# composition's scores.
 #
 # usage: tests/explain_metrics_test.sh path/to/qkv
 set -u
@@ -175,7 +176,30 @@ lines = [json.loads(l) for l in open(sys.argv[2])]
 assert js["pairs_from"] == "other" and js["pairs"] + js["pairs_left_out"] == 7, js
 assert js["pairs"] == len(lines) >= 4 and js["answer"] != js["wrong"]
 assert all(l["clean"] > l["corrupt"] or l["clean"] < l["corrupt"] for l in lines)
+# the same pairs as --pairs files (one a length): each example (a line of d.tsv, the
+# held-out set) against its partner, of its length, its last target the answer and the
+# partner's the wrong token
+rows = [l.rstrip("\n").split("\t") for l in open("d.tsv")]
+for l in lines:
+    (x, y), (px, py) = rows[l["example"] - 1], rows[l["partner"] - 1]
+    assert l["partner"] != l["example"] and len(x.split()) == len(px.split())
+    assert y.split()[-1] != py.split()[-1]
+    with open("rebuilt.%d.tsv" % len(x.split()), "a") as f:
+        f.write("%s\t%s\t%s\t%s\n" % (x, px, y.split()[-1], py.split()[-1]))
+    with open("rebuilt.%d.want" % len(x.split()), "a") as f:
+        f.write(json.dumps(l) + "\n")
 PYEOF
+for len in 2 3; do
+    "$QKV" patch dm --pairs rebuilt.$len.tsv --per-pair rebuilt.$len.jsonl --json >/dev/null &&
+        "$PY" - rebuilt.$len.want rebuilt.$len.jsonl <<'PYEOF' || fail "--corrupt-from other against its --pairs file of length $len"
+import json, sys
+want, got = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+assert len(want) == len(got) > 0
+for w, g in zip(want, got):
+    for k in ("clean", "corrupt", "results"):
+        assert w[k] == g[k], (k, w[k], g[k])
+PYEOF
+done && ok "--corrupt-from other: its pairs, as --pairs files, give its numbers"
 
 # circuits: composition_all holds every pair of layers, the consecutive ones as composition
 "$QKV" train --task reverse --seq-len 8 --vocab 8 --heads 2 --layers 3 --d-model 8 --steps 5 \

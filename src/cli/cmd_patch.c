@@ -323,10 +323,15 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
     }
 }
 
-/* Each pair's own numbers, a JSON object a line, into af. */
-static qkv_status write_per_pair(const patch_result *r, atomic_file *af) {
+/* Each pair's own numbers, a JSON object a line, into af; of --corrupt-from other, which
+ * held-out examples (from 1) it pairs. */
+static qkv_status write_per_pair(const patch_result *r, const pair_set *p, atomic_file *af) {
     for (int i = 0; i < r->n_pairs; i++) {
         cJSON *o = explain_patch_pair_json(r, i);
+        if (o && p->partner) {
+            cJSON_AddNumberToObject(o, "example", (double)p->line[i]);
+            cJSON_AddNumberToObject(o, "partner", (double)p->partner[i]);
+        }
         char *text = o ? cJSON_PrintUnformatted(o) : NULL;
         cJSON_Delete(o);
         if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory for --per-pair's lines");
@@ -368,7 +373,7 @@ static qkv_status patch_compute(loaded_model *lm, void *state) {
     patch_pairs view = pair_set_view(&job->pairs, lm);
     if ((s = explain_patch(lm, &view, &job->r)) != QKV_OK) return s;
     if (a->per_pair && (s = atomic_open(&job->per_pair, a->per_pair)) == QKV_OK)
-        s = write_per_pair(&job->r, &job->per_pair);
+        s = write_per_pair(&job->r, &job->pairs, &job->per_pair);
     return s;
 }
 

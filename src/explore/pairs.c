@@ -9,7 +9,7 @@
 
 void pair_set_free(pair_set *p) {
     free(p->clean), free(p->corrupt), free(p->clean_len), free(p->corrupt_len);
-    free(p->metric), free(p->line);
+    free(p->metric), free(p->line), free(p->partner);
     memset(p, 0, sizeof *p);
 }
 
@@ -193,8 +193,9 @@ static qkv_status pair_other(pair_set *p, loaded_model *lm, int position, uint64
     int T = lm->model.cfg.seq_len, To = lm->target_len, n = lm->n_held, cap = 0;
     qkv_rng rng = qkv_rng_seed(seed);
     explain_input *in = calloc(2, sizeof *in);
-    qkv_status s = in ? reserve(p, &cap, n > 0 ? n : 1, T)
-                      : qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    p->partner = malloc((size_t)(n > 0 ? n : 1) * sizeof *p->partner);
+    qkv_status s = in && p->partner ? reserve(p, &cap, n > 0 ? n : 1, T)
+                                    : qkv_fail(QKV_ERR_NOMEM, "out of memory");
     for (int e = 0; s == QKV_OK && e < n; e++) {
         const int32_t *y = lm->held_targets + (size_t)e * To;
         int len = held_length(lm, e), at = position;
@@ -223,6 +224,7 @@ static qkv_status pair_other(pair_set *p, loaded_model *lm, int position, uint64
         in[0].n = in[0].len = in[1].n = in[1].len = len;
         p->metric[p->n] = (patch_metric){at, y[at], lm->held_targets[(size_t)pick * To + at]};
         store(p, p->n, T, in);
+        p->partner[p->n] = pick + 1;
         p->line[p->n++] = e + 1;
         p->keys = len > p->keys ? len : p->keys;
     }

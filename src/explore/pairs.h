@@ -15,7 +15,9 @@ typedef struct {
     int32_t *clean, *corrupt;         /* (n, T) padded */
     int32_t *clean_len, *corrupt_len; /* (n) */
     patch_metric *metric;             /* (n) */
-    int64_t *line;                    /* (n): a file's line of each pair */
+    int64_t *line;                    /* (n): a file's line of each pair (--corrupt-from:
+                                         its held-out example, from 1) */
+    int64_t *partner;                 /* (n): other's corrupted example (from 1), or NULL */
 } pair_set;
 
 /* Reads a file of pairs: lines of clean tokens, a tab, corrupted tokens, and optionally a tab
