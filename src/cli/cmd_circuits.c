@@ -95,7 +95,8 @@ static int circuits_parse(int argc, char **argv, circuits_args *a) {
                  "W_V W_O and the vocabulary head) and that circuit's copying score (1: the head copies),\n"
                  "its mapping (the OV circuit's top target for each token keys hold, against the\n"
                  "task's or the training data's target), and the Q-, K- and V-composition scores\n"
-                 "between heads of consecutive layers.\n"
+                 "between heads of consecutive layers (--json and --out: of every earlier and later\n"
+                 "layer too).\n"
                  "docs/explain.md defines each number.\n"
                  "\n",
         .options = options,
