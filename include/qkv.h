@@ -868,6 +868,13 @@ QKV_API qkv_status qkv_copying_scores(const qkv_model *m, double *scores);
  * (V). NaN where a norm is 0, and for K and V in an encoder-decoder (its keys and values
  * read the embeddings). Writes nothing for one layer. */
 QKV_API qkv_status qkv_composition_scores(const qkv_model *m, double *scores);
+/* The same between heads of every earlier layer l1 and later layer l2 (l1 < l2), consecutive
+ * or not: (L(L-1)/2, 3, H, H) into scores, one (3, H, H) block per pair of layers in the order
+ * (0, 1), (0, 2), .., (0, L-1), (1, 2), .., (L-2, L-1), [kind][h1][h2] in each as above; the
+ * consecutive pairs' blocks are qkv_composition_scores's, bit for bit. Without the residual
+ * stream a head reads only the layer before it: the other pairs' scores are of the weights
+ * alone. Writes nothing for one layer. */
+QKV_API qkv_status qkv_composition_scores_all(const qkv_model *m, double *scores);
 /* The neuron-logit map of layer `layer`'s MLP, (N, V) into out: W_out·head.w, row n the
  * logits neuron n adds to the stream's direct path per unit of its activation (its part of
  * a logit is post_n times its row). QKV_ERR_VALUE for a model without an MLP. */

@@ -133,6 +133,12 @@ setup() { # DIR
     printf '1 2 3 4\t4 3 2 1\t5\t5\n' >data/pairs_same.txt
     printf '1 2 3 4\t4 3 2 1\t5\t6\t7\n' >data/pairs_fields.txt
     printf 's0 s1 s2 s3\ns0 w1 s2 s3\n' >data/translate_target_word.txt
+    # A data model whose held-out set is one example (no other to pair it with or resample
+    # from), and a copy model's examples with a token its vocabulary lacks
+    printf 'a b\tb a\n' >data/single.tsv
+    $QKV train --data data/good.tsv --heldout data/single.tsv --d-model 4 --steps 1 --quiet \
+        --out onerun >setup.txt 2>&1 || { echo "bad_inputs: cannot train onerun:"; cat setup.txt; exit 1; }
+    printf '1 2 3 4\n1 2 9 4\n' >data/copy_unknown.txt
     rm setup.txt
     # Outputs that already hold something (a refused command must leave them), a link to one;
     # config files whose numbers a whole-number option cannot take

@@ -441,6 +441,8 @@ static const char *check_lens_cell(const cJSON *e, int64_t i, int64_t *top) {
 }
 
 static const char *check_lens(const cJSON *j, const plot_source *src) {
+    if (cJSON_GetObjectItemCaseSensitive(j, "data")) /* lens --data: means, not cells */
+        return "a lens over a set of examples (lens --data), which qkv plot does not draw";
     int64_t P = strings(array_item(j, "positions"), QKV_MAX_SEQ_LEN), b = 0, top = 0;
     const cJSON *layers = array_item(j, "layers"), *e, *c;
     if (P < 1 || !layers) return "no positions or layers";
