@@ -390,6 +390,105 @@ if grep -E '<script src|<link|https?://' "$page" | grep -qv 'http://www.w3.org/2
     fail "the page loads something from outside"
 fi
 
+# ---- a modular run's pictures (docs/grokking.md, "Pictures"): the four losses with the phases
+# shaded, the embedding's norms over training, the neurons by frequency, the attention from =
+# to a and b; their .dat files hold what train, summary.json, qkv fourier and qkv inspect say ----
+GROK=$TMP/grok13
+"$QKV" train --task modular --modulus 13 --train-frac 0.7 --d-model 32 --mlp 64 --lr 0.01 \
+    --steps 200 --eval-every 20 --threads 1 --quiet --out "$GROK" >/dev/null 2>&1 || fail "train --task modular exited $?"
+rm -rf "$GROK/gradients" # (fewer pictures to wait for)
+"$QKV" plot "$GROK" --format svg >/dev/null || fail "plot of the modular run (svg) exited $?"
+"$QKV" plot "$GROK" >/dev/null || fail "plot of the modular run exited $?"
+for view in grok_losses grok_fourier grok_neurons grok_attention_layer1; do
+    check_png "$GROK/plots/$view.png"
+    check_svg "$GROK/plots/$view.svg"
+    # every title names the run, the modulus and the op
+    grep -qF 'grok13: (a + b) mod 13' "$GROK/plots/$view.svg" || fail "$view.svg's title does not name the run and its task"
+done
+# the losses: a row per evaluation, as metrics.csv has them (the same %.6g of the same numbers)
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { print $c["step"], $c["train_set_loss"], $c["heldout_loss"], $c["restricted_loss"], $c["excluded_loss"] }' \
+    "$GROK/metrics.csv" >"$TMP/grok_losses.want"
+grep -v '^#' "$GROK/plots/grok_losses.dat" | cmp -s - "$TMP/grok_losses.want" ||
+    fail "grok_losses.dat is not metrics.csv's four losses: $(grep -v '^#' "$GROK/plots/grok_losses.dat" | head -3)"
+# the phases: summary.json's, in the .dat and in the picture's key
+phases=$(tr -d ' \t\n' <"$GROK/summary.json" | grep -o '"grokking":{[^}]*}')
+mem=$(printf '%s' "$phases" | grep -o '"memorization_end":[0-9a-z]*' | cut -d: -f2)
+[ -n "$mem" ] && [ "$mem" != null ] || fail "the modular run did not memorize: $phases"
+grep -q "^# phases (summary.json's grokking): memorization_end $mem circuit_formation_end - cleanup_end - generalization_step -\$" \
+    "$GROK/plots/grok_losses.dat" || fail "grok_losses.dat's phases: $(sed -n 2p "$GROK/plots/grok_losses.dat") ($phases)"
+for key in "memorization: 0 to $mem" 'circuit formation: not ended by step 200' 'cleanup: not reached' \
+    'not generalized (test accuracy &lt; 99%)'; do
+    grep -qF "$key" "$GROK/plots/grok_losses.svg" || fail "grok_losses.svg's key has no '$key'"
+done
+# the Fourier norms: a row per frequency 1..6, a column per evaluation (its step in the header)
+[ "$(sed -n 2p "$GROK/plots/grok_fourier.dat")" = "# frequency\\step $(cut -d, -f1 "$GROK/metrics.csv" | tail -n +2 | tr '\n' ' ' | sed 's/ $//')" ] ||
+    fail "grok_fourier.dat's steps: $(sed -n 2p "$GROK/plots/grok_fourier.dat")"
+[ "$(grep -v '^#' "$GROK/plots/grok_fourier.dat" | awk '{ print $1 ":" NF }' | tr '\n' ' ')" = "1:12 2:12 3:12 4:12 5:12 6:12 " ] ||
+    fail "grok_fourier.dat is not 6 frequencies x 11 evaluations"
+# the neurons and the attention, against qkv fourier --json and qkv inspect of the same model
+"$QKV" fourier "$GROK" --json >"$TMP/grok_fourier.json" || fail "fourier --json exited $?"
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$GROK" "$TMP/grok_fourier.json" <<'PYEOF' || fail "the modular run's .dat files disagree with metrics.jsonl or qkv fourier"
+import json, math, sys
+run, fourier = sys.argv[1], json.load(open(sys.argv[2]))
+rows = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+norms = [l.split() for l in open(run + "/plots/grok_fourier.dat") if not l.startswith("#")]
+for k, row in enumerate(norms, 1):          # %.6g of metrics.jsonl's embed_norms[k]
+    assert row[1:] == ["%.6g" % r["embed_norms"][k] for r in rows], (k, row)
+mlp = fourier["mlp"][0]
+neurons = [l.split() for l in open(run + "/plots/grok_neurons.dat") if not l.startswith("#")]
+assert len(neurons) == 64 and sorted(r[0] for r in neurons) == sorted("1.%d" % u for u in range(64))
+order = []
+for r in neurons:
+    u, shares = int(r[0].split(".")[1]), [float(v) for v in r[1:]]
+    cluster, share = mlp["cluster"][u], mlp["share"][u]
+    if cluster == 0:                          # constant: no share
+        assert all(math.isnan(v) for v in shares), r
+    else:                                     # its largest share is qkv fourier's, at its cluster
+        assert len(shares) == 6 and max(shares) == shares[cluster - 1], r
+        assert abs(shares[cluster - 1] - share) <= 1e-5 * share, (r, share)
+    order.append((cluster == 0, cluster, -(share or 0)))
+assert order == sorted(order), "the neurons are not grouped by cluster, then by share"
+PYEOF
+fi
+# the attention: 8 blocks (4 heads, on a and on b) of 13 x 13; pair (a, b) is row a, column b
+awk '/^# head/ { blocks++ } !/^#/ && NF { rows++; if (NF != 13) bad = 1 } END { exit !(blocks == 8 && rows == 8 * 13 && !bad) }' \
+    "$GROK/plots/grok_attention_layer1.dat" || fail "grok_attention_layer1.dat is not 8 blocks of 13 x 13"
+for pair in "3 5" "12 0"; do
+    set -- $pair
+    "$QKV" inspect "$GROK" --input "$1 $2 =" >"$TMP/inspect.txt" || fail "inspect $pair exited $?"
+    for h in 1 2 3 4; do
+        want=$(awk -v h="$h" '/^== layer 1, head/ { cur = $5 } cur == h && $1 == "2:=" { print $2, $3 }' "$TMP/inspect.txt")
+        got=$(awk -v h="$h" -v a="$1" -v b="$2" '/^# head/ { block++; row = 0; next } /^#/ || !NF { next }
+            { if (row == a && block == 2 * h - 1) on_a = $(b + 1); if (row == a && block == 2 * h) on_b = $(b + 1); row++ }
+            END { print on_a, on_b }' "$GROK/plots/grok_attention_layer1.dat")
+        echo "$want $got" | awk '{ exit !($3 != "" && $4 != "" && ($1 - $3) ^ 2 <= 1e-6 * $1 ^ 2 + 1e-12 && ($2 - $4) ^ 2 <= 1e-6 * $2 ^ 2 + 1e-12) }' ||
+            fail "head $h's attention from = for $1 $2: inspect says $want, grok_attention_layer1.dat $got"
+    done
+done
+# a run that went through every phase shades all three (summary.json's grokking written here)
+cp "$GROK/summary.json" "$TMP/summary.json"
+sed "s/\"memorization_end\":[^,]*/\"memorization_end\": 20/; s/\"circuit_formation_end\":[^,]*/\"circuit_formation_end\": 60/;
+     s/\"cleanup_end\":[^,]*/\"cleanup_end\": 140/; s/\"generalization_step\":[^,]*/\"generalization_step\": 120/;
+     s/\"generalized\":[^,]*/\"generalized\": true/" "$TMP/summary.json" >"$GROK/summary.json"
+"$QKV" plot "$GROK" --format svg >/dev/null || fail "plot of the modular run with every phase exited $?"
+for key in 'memorization: 0 to 20' 'circuit formation: 20 to 60' 'cleanup: 60 to 140' \
+    'generalized (test accuracy >= 99%) from step 120'; do
+    grep -qF "$key" "$GROK/plots/grok_losses.svg" || fail "grok_losses.svg with every phase has no '$key'"
+done
+grep -q '^# phases (summary.json.s grokking): memorization_end 20 circuit_formation_end 60 cleanup_end 140 generalization_step 120$' \
+    "$GROK/plots/grok_losses.dat" || fail "grok_losses.dat with every phase: $(sed -n 2p "$GROK/plots/grok_losses.dat")"
+# mul without an MLP: no restricted or excluded loss, no neurons
+GM=$TMP/grokmul
+"$QKV" train --task modular --modulus 11 --op mul --mlp 0 --d-model 16 --heads 2 --steps 20 --eval-every 10 \
+    --threads 1 --quiet --out "$GM" >/dev/null 2>&1 || fail "train --op mul --mlp 0 exited $?"
+rm -rf "$GM/gradients"
+"$QKV" plot "$GM" --format svg >/dev/null || fail "plot of the mul run exited $?"
+[ -f "$GM/plots/grok_neurons.svg" ] && fail "a model without an MLP has a picture of its neurons"
+grep -qF 'grokmul: (a * b) mod 11' "$GM/plots/grok_attention_layer1.svg" || fail "the mul run's attention title"
+grep -qF 'restricted: not defined for mul' "$GM/plots/grok_losses.svg" || fail "the mul run's losses say nothing of the restricted loss"
+
 out=$("$QKV" study softmax --scaling --samples 400 --out "$TMP/study") || fail "study --scaling exited $?"
 printf '%s\n' "$out" | awk '$1 ~ /^[0-9]+$/ && NF == 7 {
         n++; if ($2 / $1 < 0.7 || $2 / $1 > 1.3) bad = 1

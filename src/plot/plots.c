@@ -441,18 +441,28 @@ static plot_status plot_maps(const char *dir, const plot_source *src, const char
         plot_free_analyses(analyses);
         return code;
     }
+    /* a modular run's pictures (grokking.c): measured before anything is drawn */
+    grok_data grok = {0};
+    bool modular = !src->inspect && !strcmp(src->task, "modular");
+    if (modular && (code = grok_load(dir, &grok)) != QKV_OK) {
+        plot_free_analyses(analyses);
+        return code;
+    }
     char plots[PLOT_PATH_LEN];
     qkv_status s = io_make_subdir(dir, "plots", plots, sizeof plots);
     char *tokens = s == QKV_OK ? tokens_arg(dir, src) : NULL;
     if (s != QKV_OK || !tokens) {
         plot_free_analyses(analyses);
+        grok_free(&grok);
         return s != QKV_OK ? qkv_fail(s, "plot: %s", qkv_last_error())
                            : qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     }
     code = plot_maps_drawn(&p, dir, src, format, tokens);
     free(tokens);
     if (code == QKV_OK) code = plot_analysis(&p, dir, format, src, analyses);
+    if (code == QKV_OK && modular) code = grok_draw(&p, dir, format, &grok);
     plot_free_analyses(analyses);
+    grok_free(&grok);
     made->images = p.written;
     snprintf(made->path, sizeof made->path, "%s", plots);
     return code;
