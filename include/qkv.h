@@ -562,6 +562,17 @@ QKV_API double qkv_task_chance(const qkv_task *task);
 /* A short printable label of a token, e.g. "7", "k2:v1" or "?k2", into buf (cut to len). */
 QKV_API void qkv_task_token_label(const qkv_task *task, int32_t token, char *buf, size_t len);
 
+/* How a model's weights are drawn from its seed (qkv_model_config.init), each element as
+ * std·normal() in the one order of docs/model.md, s = init_scale; biases start at 0 and
+ * LayerNorm gains at 1 under both:
+ *   QKV_INIT_QKV   (0) embeddings std s, each weight matrix s/√fan_in: W_Q, W_K, W_V, W_O,
+ *                  W_in and the head s/√C, W_out s/√N (N the MLP's width)
+ *   QKV_INIT_PAPER (1) as Nanda et al. (2023) drew their grokking model: every tensor s/√C,
+ *                  the embeddings and W_out too, but the head s/√V (V its outputs); s = 1 is
+ *                  theirs */
+typedef enum { QKV_INIT_QKV, QKV_INIT_PAPER } qkv_init;
+#define QKV_INITS 2
+
 /* What `qkv train` takes for the options not given, by task: one layer of width 64 solves the
  * first five tasks in 3000 steps; induction and recall need a second layer and the residual
  * stream (layer 1 copies each token's predecessor into its position, layer 2 matches on it). */
@@ -579,6 +590,7 @@ typedef struct {
     double beta2;        /* Adam's: 0.999 (modular 0.98) */
     bool cosine;         /* the schedule: cosine (modular constant) */
     int64_t warmup;      /* -1: steps/20 (modular 10) */
+    qkv_init init;       /* how the weights are drawn: QKV_INIT_QKV (modular QKV_INIT_PAPER) */
 } qkv_task_defaults;
 /* The defaults of a task by name ("copy" ... "translate", or "data" for a run on a data
  * file); an unknown name gets copy's. */
@@ -593,7 +605,7 @@ typedef struct {
     int vocab, seq_len, d_model, heads, layers;
     bool residual;      /* x + attention(x) around each layer */
     bool causal;        /* causal mask on every layer */
-    double init_scale;  /* weights ~ N(0, init_scale² / fan_in) */
+    double init_scale;  /* s of `init`: QKV_INIT_QKV's weights ~ N(0, s² / fan_in) */
     qkv_dtype dtype;    /* of the weights and every activation: QKV_F32 (0, the default) or
                          * QKV_F64; both draw the same normals, f32 rounds them */
     int target_len;     /* 0: self-attention, one output per input position. Otherwise an
@@ -606,6 +618,9 @@ typedef struct {
     qkv_act act;        /* the MLP's activation (QKV_ACT_RELU, 0, the default) */
     qkv_norm norm;      /* QKV_NORM_NONE (0, the default) or QKV_NORM_LAYERNORM (needs
                          * `residual`) */
+    qkv_init init;      /* how the weights are drawn (qkv_init): QKV_INIT_QKV (0, the default)
+                         * or QKV_INIT_PAPER; both draw the same normals in the same order,
+                         * only their scales differ */
 } qkv_model_config;
 
 typedef struct {

@@ -1271,6 +1271,48 @@ START_TEST(test_forward_at_same_bits) {
 }
 END_TEST
 
+/* The paper's scheme (QKV_INIT_PAPER) draws the same normals as qkv's, in the same order, at
+ * its own scales: every element of an encoder-decoder with an MLP and LayerNorm is qkv's
+ * times the ratio of the two standard deviations (qkv_init, qkv.h), gains 1 and biases 0
+ * under both. */
+START_TEST(test_init_paper_scales_qkv_draws) {
+    const int V = 9, C = 8, N = 12;
+    const double s = 0.7;
+    qkv_model_config c = {.vocab = V, .seq_len = 6, .d_model = C, .heads = 2, .layers = 2,
+                          .residual = true, .init_scale = s, .dtype = QKV_F64, .target_len = 3,
+                          .mlp = N, .norm = QKV_NORM_LAYERNORM};
+    qkv_model q, p;
+    ck_assert_int_eq(qkv_model_init(&q, &c, 11), QKV_OK);
+    c.init = QKV_INIT_PAPER;
+    ck_assert_int_eq(qkv_model_init(&p, &c, 11), QKV_OK);
+    ck_assert_int_eq(p.nparams, q.nparams);
+    double sw = s / sqrt(C);
+    for (int i = 0; i < q.nparams; i++) {
+        const char *name = q.param_name[i];
+        ck_assert_str_eq(p.param_name[i], name);
+        double qkv_std = -1, paper_std = -1; /* -1: drawn as a constant, the same under both */
+        if (strstr(name, "emb")) qkv_std = s, paper_std = sw;
+        else if (!strcmp(name, "head.w")) qkv_std = sw, paper_std = s / sqrt(V);
+        else if (strstr(name, ".w_out")) qkv_std = s / sqrt(N), paper_std = sw;
+        else if (strstr(name, ".w_")) qkv_std = paper_std = sw;
+        const qkv_tensor *a = q.param[i], *b = p.param[i];
+        double largest = 0;
+        for (int64_t e = 0; e < a->size; e++) {
+            double x = qkv_get(a, e), y = qkv_get(b, e);
+            if (qkv_std < 0) ck_assert(x == y && (x == 0 || x == 1));
+            else ck_assert_msg(fabs(y - x * paper_std / qkv_std) <= 1e-15 * fabs(y),
+                               "%s[%lld]: %g, qkv's %g", name, (long long)e, y, x);
+            largest = fmax(largest, fabs(x));
+        }
+        if (qkv_std > 0) ck_assert(largest > 0);
+    }
+    qkv_model_free(&q);
+    qkv_model_free(&p);
+    c.init = (qkv_init)2;
+    ck_assert_int_eq(qkv_model_config_check(&c), QKV_ERR_VALUE);
+}
+END_TEST
+
 static Suite *train_suite(void) {
     /* Tagged "slow": learning (hundreds of steps per task), the thread test (a bigger
      * model) and resuming in f64 and with momentum and SGD, which the valgrind stage of
@@ -1354,6 +1396,7 @@ static Suite *train_suite(void) {
     tcase_add_test(tc, test_forward_trace);
     tcase_add_test(tc, test_forward_trace_padded);
     tcase_add_loop_test(tc, test_forward_at_same_bits, 0, 6);
+    tcase_add_test(tc, test_init_paper_scales_qkv_draws);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -28,7 +28,13 @@ typedef struct {
 
 static int model_params(const qkv_model_config *c, param_spec *out) {
     int n = 0, V = c->vocab, T = c->seq_len, C = c->d_model, N = c->mlp;
-    double s = c->init_scale, sw = s / sqrt((double)C), sn = N ? s / sqrt((double)N) : 0;
+    /* the standard deviations of the embeddings (se), of the weight matrices that read the
+     * stream (sw), of the head (sh) and of W_out (sn): qkv's N(0, s²/fan_in) with embeddings
+     * N(0, s²), or the paper's s/√C everywhere but the head's s/√V (qkv_init, qkv.h) */
+    double s = c->init_scale, sw = s / sqrt((double)C);
+    bool paper = c->init == QKV_INIT_PAPER;
+    double se = paper ? sw : s, sh = paper ? s / sqrt((double)V) : sw;
+    double sn = paper ? sw : N ? s / sqrt((double)N) : 0;
 #define ROW(member, init_, std_, d0, d1, ...)                                                \
     do {                                                                                     \
         param_spec *r = &out[n++];                                                           \
@@ -37,18 +43,18 @@ static int model_params(const qkv_model_config *c, param_spec *out) {
         r->shape[0] = d0, r->shape[1] = d1;                                                  \
         r->init = init_, r->std = std_, r->field = offsetof(qkv_model, member);              \
     } while (0)
-    ROW(tok_emb, INIT_NORMAL, s, V, C, "tok_emb");
-    ROW(pos_emb, INIT_NORMAL, s, T, C, "pos_emb");
+    ROW(tok_emb, INIT_NORMAL, se, V, C, "tok_emb");
+    ROW(pos_emb, INIT_NORMAL, se, T, C, "pos_emb");
     for (int l = 0; l < c->layers; l++) {
         ROW(w_q[l], INIT_NORMAL, sw, C, C, "attn.%d.w_q", l);
         ROW(w_k[l], INIT_NORMAL, sw, C, C, "attn.%d.w_k", l);
         ROW(w_v[l], INIT_NORMAL, sw, C, C, "attn.%d.w_v", l);
         ROW(w_o[l], INIT_NORMAL, sw, C, C, "attn.%d.w_o", l);
     }
-    ROW(head_w, INIT_NORMAL, sw, C, V, "head.w");
+    ROW(head_w, INIT_NORMAL, sh, C, V, "head.w");
     ROW(head_b, INIT_ZEROS, 0, V, 0, "head.b");
     if (c->target_len > 0) /* after the head, so a self-attention model draws what it always did */
-        ROW(dec_pos_emb, INIT_NORMAL, s, c->target_len, C, "dec_pos_emb");
+        ROW(dec_pos_emb, INIT_NORMAL, se, c->target_len, C, "dec_pos_emb");
     for (int l = 0; l < c->layers && N > 0; l++) {
         ROW(mlp_w_in[l], INIT_NORMAL, sw, C, N, "mlp.%d.w_in", l);
         ROW(mlp_b_in[l], INIT_ZEROS, 0, N, 0, "mlp.%d.b_in", l);
@@ -135,6 +141,8 @@ qkv_status qkv_model_config_check(const qkv_model_config *c) {
     if (!(c->init_scale > 0 && c->init_scale <= QKV_MAX_INIT_SCALE))
         return qkv_fail(QKV_ERR_VALUE, "%s %g is out of range (above 0..%g)", F(init_scale),
                         c->init_scale, QKV_MAX_INIT_SCALE);
+    if ((int)c->init < 0 || c->init >= QKV_INITS)
+        return qkv_fail(QKV_ERR_VALUE, "%s must be qkv or paper", F(init));
     if (c->mlp < 0 || c->mlp > QKV_MAX_MLP)
         return qkv_fail(QKV_ERR_VALUE, "%s %d is out of range (0..%d)", F(mlp), c->mlp,
                         QKV_MAX_MLP);

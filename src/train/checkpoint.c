@@ -46,6 +46,9 @@ static const config_field config_fields[] = {
     {"residual", FIELD(model.residual)},
     {"causal", FIELD(model.causal)},
     {"init_scale", FIELD(model.init_scale)},
+    /* how the weights were drawn: files from before --init have none (qkv's), and a qkv
+     * model writes none, so its file is what it was */
+    {"init", FIELD(model.init), .absent_default = true, .omit_absent = true},
     /* files from before f64 models have no dtype: f32 */
     {"dtype", FIELD(model.dtype), .absent_default = true},
     /* files from before MLP and LayerNorm models have none; a model without them writes no
@@ -75,7 +78,8 @@ static const config_field config_fields[] = {
  * (train/options.c checks them); a bool option's words are these. */
 static const char *const bool_words[] = {"false", "true", NULL};
 _Static_assert(sizeof(qkv_optim_kind) == sizeof(int) && sizeof(qkv_dtype) == sizeof(int) &&
-                   sizeof(qkv_act) == sizeof(int) && sizeof(qkv_norm) == sizeof(int),
+                   sizeof(qkv_act) == sizeof(int) && sizeof(qkv_norm) == sizeof(int) &&
+                   sizeof(qkv_init) == sizeof(int),
                "an enum field is stored as an int");
 
 /* The schema's row of the field, and its words (a choice's, or false and true). */
