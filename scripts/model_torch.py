@@ -553,16 +553,28 @@ TRAIN_RTOL = 1e-9
 def initial_params(model, meta, dtype):
     """The weights before step 1, drawn from the seed as docs/model.md ("Random numbers") and
     model_params (src/model/model.c) order them: the attention model's rows, then dec_pos_emb,
-    then each layer's MLP, then the LayerNorms (gains 1, biases 0, drawing nothing)."""
+    then each layer's MLP, then the LayerNorms (gains 1, biases 0, drawing nothing). The
+    scheme (metadata `init`, absent: qkv) sets only the standard deviations: qkv's s for the
+    embeddings and s/sqrt(fan_in) for the weights, or the paper's s/sqrt(C) for every tensor
+    but the head's s/sqrt(V)."""
     rng = Rng(int(meta["seed"]))
     s = float(meta["init_scale"])
-    C, N = model.C, model.mlp
-    sw, sn = s / math.sqrt(C), (s / math.sqrt(N) if N else 0.0)
+    scheme = meta.get("init", "qkv")
+    if scheme not in ("qkv", "paper"):
+        die("unknown init scheme %r" % scheme)
+    C, N, V = model.C, model.mlp, model.V
+    sw = s / math.sqrt(C)
+    if scheme == "paper":
+        se, sh, sn = sw, s / math.sqrt(V), sw
+    else:
+        se, sh, sn = s, sw, (s / math.sqrt(N) if N else 0.0)
 
     def std_of(name):
         if name in ("tok_emb", "pos_emb", "dec_pos_emb"):
-            return s
-        if name.endswith((".w_q", ".w_k", ".w_v", ".w_o", ".w_in")) or name == "head.w":
+            return se
+        if name == "head.w":
+            return sh
+        if name.endswith((".w_q", ".w_k", ".w_v", ".w_o", ".w_in")):
             return sw
         if name.endswith(".w_out"):
             return sn

@@ -365,6 +365,80 @@ def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions, lens
     print(f"browser_test: {name}: analysis views {want}, head click and PNG/SVG saves checked")
 
 
+def check_view_titles(wd, name, d):
+    """What the analysis views of run d say they are made of, and how they mark a choice: each
+    view's title and subtitle (part of a saved image) name the input, the position, the token,
+    the answer and wrong tokens, or the examples; the captions hold the whole input; the lens
+    marks with '*' the positions without a target; the selected head's outline in a bar chart
+    hugs its bar (never the plot's height, a bar at the axis maximum); an upright axis label
+    starts below the titles however short its view."""
+    files = {k: json.load(open(os.path.join(d, k + ".json"))) for k in ("ablate", "patch", "attribute", "lens")}
+    wd.run("window.qkv.select(0, 0);")
+    texts = wd.run("""const out = {};
+        for (const id of ['ablate', 'patch', 'attribute', 'lens', 'lens-parts']) {
+          const s = document.getElementById('svg-' + id);
+          out[id] = [s.querySelector('text.title').textContent,
+                     [...s.querySelectorAll('text.subtitle')].map(t => t.textContent).join(' / '),
+                     document.querySelector('#view-' + id + ' figcaption span.caption').textContent];
+        }
+        return out;""")
+    p, a, z = files["patch"], files["attribute"], files["lens"]
+    want = {"ablate": ["over the held-out set"],
+            "patch": [f"position {p['positions'][p['position']]}", f"answer {p['answer']}", f"wrong {p['wrong']}",
+                      f"clean {p['tokens'][0]} {p['tokens'][1]}", f"corrupt {p['corrupt_tokens'][0]} {p['corrupt_tokens'][1]}"],
+            "attribute": [f"the logit of {a['token']} at position {a['positions'][a['position']]}",
+                          f"input: {a['tokens'][0]} {a['tokens'][1]}"],
+            "lens": [f"input: {z['tokens'][0]} {z['tokens'][1]}"], "lens-parts": [f"input: {z['tokens'][0]}"]}
+    for view, words in want.items():
+        title, sub, caption = texts[view]
+        for w in words:
+            if w not in title + " / " + sub:
+                fail(f"{name}: the {view} view's title and subtitle ({title!r}, {sub!r}) do not say {w!r}")
+    for view, j in (("patch", p), ("attribute", a), ("lens", z)):
+        if " ".join(j["tokens"]) not in texts[view][2]:
+            fail(f"{name}: the {view} view's caption does not hold its input: {texts[view][2]!r}")
+    check_lens_marks(wd, name, z)
+    # head 1.1 is selected: its outline in the attribution and the lens's parts hugs its bar
+    for view, parts in (("attribute", a["parts"]), ("lens-parts", z["decomposition"][-1]["parts"])):
+        k = [i for i, q in enumerate(parts) if q.get("name") == "1.1" or (q.get("layer"), q.get("head")) == (1, 1)]
+        if view == "lens-parts":
+            wd.click(f'#svg-lens rect.hcell[data-i="0"][data-j="{len(z["positions"]) - 1}"]')
+        boxes = wd.run("""const s = document.getElementById('svg-' + arguments[0]);
+            const box = (e) => { const r = e.getBoundingClientRect(); return [r.top, r.bottom]; };
+            return [[...s.querySelectorAll('rect.chosen')].map(box), box(s.querySelector(`rect.bar[data-k="${arguments[1]}"]`))];""",
+                       view, k[0] if k else -1) if k else None
+        if not boxes or len(boxes[0]) != 1:
+            fail(f"{name}: the {view} view outlines {boxes and boxes[0]} for head 1.1")
+        elif boxes[0][0][0] < boxes[1][0] - 3 or boxes[0][0][1] > boxes[1][1] + 3:
+            fail(f"{name}: the {view} view's outline of head 1.1 spans {boxes[0][0]}, not its bar's {boxes[1]}")
+    # upright axis labels start below the titles
+    bad = wd.run("""const out = [];
+        for (const s of document.querySelectorAll('figure.view svg')) {
+          const heads = [...s.querySelectorAll('text.title, text.subtitle')].map(t => t.getBoundingClientRect().bottom);
+          for (const t of s.querySelectorAll('text.axis[transform*="rotate"]'))
+            if (heads.length && t.getBoundingClientRect().top < Math.max(...heads) + 1) out.push(`${s.id}: ${t.textContent}`);
+        }
+        return out;""")
+    if bad:
+        fail(f"{name}: upright axis labels reach the titles: {bad}")
+    print(f"browser_test: {name}: the views name their inputs, position and tokens; outlines hug their bars")
+
+
+def check_lens_marks(wd, name, z):
+    """The lens view's column labels: each position's, marked '*' where lens.json's decomposition
+    says it has no target in training (as qkv lens's table marks it), and the x label says so."""
+    cols = wd.run("return [...document.querySelectorAll('#svg-lens text.collab')].map(t => t.textContent)")
+    marked = [str(c) + ("*" if e.get("has_target") is False else "") for c, e in zip(z["positions"], z["decomposition"])]
+    xlabel = wd.run("return [...document.querySelectorAll('#svg-lens text.axis')].map(t => t.textContent).join('|')")
+    if cols != marked:
+        fail(f"{name}: the lens's positions are labelled {cols}, not {marked}")
+    elif any(c.endswith("*") for c in marked) != ("no target" in xlabel):
+        fail(f"{name}: the lens's x label ({xlabel!r}) does not say what '*' marks")
+    else:
+        n = sum(c.endswith("*") for c in marked)
+        print(f"browser_test: {name}: the lens marks {n} position{'' if n == 1 else 's'} without a target")
+
+
 def check_saves(wd, name, views):
     """The save buttons of each (view, cells): a PNG of the drawn view (twice its size), a
     well-formed SVG of it holding its `cells` cells (heatmap cells, or a graph's edges)."""
@@ -818,6 +892,11 @@ def main():
         if name in ("reverse", "padded"):  # the analysis files the page shows
             subprocess.run([QKV, "circuits", "--model", d, "--out", os.path.join(d, "circuits.json")],
                            check=True, stdout=subprocess.DEVNULL)
+        if name == "shift":  # a lens whose first position has no target (shift's)
+            with open(os.path.join(d, "attention", "layer1_head1.dat")) as f:
+                held = [k.split(":", 1)[1] for k in f.readlines()[1].split()[1:]]
+            subprocess.run([QKV, "lens", "--model", d, "--input", " ".join(held), "--out",
+                            os.path.join(d, "lens.json")], check=True, stdout=subprocess.DEVNULL)
         if name == "reverse":
             with open(os.path.join(d, "attention", "layer1_head1.dat")) as f:
                 clean = [k.split(":", 1)[1] for k in f.readlines()[1].split()[1:]]
@@ -866,11 +945,14 @@ def main():
             cross_map(os.path.join(cross, "snapshots", f"step{step}_layer1_head{h}.dat"), step, h)
     subprocess.run([QKV, "plot", cross, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
     pages.append((os.path.join(cross, "plots", "attention.html"), "cross-attention", 1, 3))
-    # Crowded views: the 2 x 2 reverse run with a patching map over 128 positions of long labels
-    # and 130 attribution parts (the lowest just under 0, its axis label beside 0's): labels
-    # are thinned or upright, never overlapping or clipped.
+    # Crowded views: a 2 x 2 run of 128 positions (plot refuses positions its model lacks) with
+    # a patching map over them, of long labels, and 130 attribution parts (the lowest just
+    # under 0, its axis label beside 0's): labels are thinned or upright, never overlapping or
+    # clipped.
     crowded = os.path.join(tmp, "crowded")
-    shutil.copytree(os.path.join(tmp, "reverse"), crowded)
+    subprocess.run([QKV, "train", "--task", "copy", "--seq-len", "128", "--vocab", "8", "--layers", "2",
+                    "--heads", "2", "--d-model", "8", "--steps", "1", "--quiet", "--out", crowded],
+                   check=True, stderr=subprocess.DEVNULL)
     with open(os.path.join(crowded, "patch.json"), "w") as f:
         json.dump({"clean": 1, "corrupt": 0, "positions": [f"{t}:token{t % 17}" for t in range(128)],
                    "results": [{"layer": l, "head": h, "position": t, "exact": ((l * 7 + h * 3 + t) % 11) / 10 - 0.3,
@@ -972,6 +1054,9 @@ def main():
                 check_analysis(wd, page[1], 2, 2, parts, len(circuits["vocab"]),
                                len(circuits["query_labels"]), positions,
                                json.load(open(os.path.join(d, "lens.json"))))
+                check_view_titles(wd, page[1], d)
+            if page[1] == "shift":
+                check_lens_marks(wd, page[1], json.load(open(os.path.join(tmp, "shift", "lens.json"))))
             if page[1] == "padded":
                 d = os.path.join(tmp, "padded")
                 circuits = json.load(open(os.path.join(d, "circuits.json")))

@@ -192,13 +192,14 @@ open(sys.argv[2], "w").write("".join(json.dumps(r) + "\n" for r in rows))
 EOF
     # modular, 500 f64 steps at P = 23 (d_model 32: the default 128 takes about 7 times as long):
     # the full batch of its split's training pairs in order, Adam's beta2 0.98, weight decay 1,
-    # 10 warm-up steps then a constant rate, no clipping; and a drawn batch of its pairs
+    # 10 warm-up steps then a constant rate, no clipping, the paper's initial weights (--init
+    # paper, the default); and a drawn batch of its pairs from qkv's (--init qkv)
     M1="$W/mod_full" M2="$W/mod_drawn"
     "$QKV" train --task modular --modulus 23 --d-model 32 --mlp 64 --dtype f64 --steps 500 \
         --eval-every 1 --threads 1 --out "$M1" --quiet >"$W/train_mod1.txt" 2>&1 ||
         { fail "qkv train modular (full batch)"; cat "$W/train_mod1.txt"; }
     "$QKV" train --task modular --modulus 11 --op sub --data-seed 9 --train-frac 0.5 \
-        --d-model 16 --heads 2 --mlp 16 --batch 8 --beta1 0.8 --dtype f64 --steps 40 \
+        --d-model 16 --heads 2 --mlp 16 --batch 8 --beta1 0.8 --init qkv --dtype f64 --steps 40 \
         --eval-every 1 --threads 2 --out "$M2" --quiet >"$W/train_mod2.txt" 2>&1 ||
         { fail "qkv train modular (drawn batch)"; cat "$W/train_mod2.txt"; }
     "$PY" "$SCRIPT" "$R" "$W/run_bad" "$M1" "$M2" --train --json >"$W/train.json" 2>"$W/train.err"

@@ -199,29 +199,38 @@ awk 'NR == 4 && $1 == "layer_2" && $2 == 0.55 && $3 == 0.41 { ok = 1 } END { exi
 "$QKV" plot "$RUN" --format svg >/dev/null || fail "plot --format svg with the analysis files exited $?"
 check_svg "$RUN/plots/circuit_ov_layer2_head1.svg"
 check_svg "$RUN/plots/attribute.svg"
-# readable from 1 to 64 heads and 4 to 128 tokens: a patching map of 64 heads x 128 positions,
-# and bars for 64 heads (gnuplot thins the labels; the image grows). The files are of a model
-# of one layer of 64 heads beside them (plot refuses heads the model does not have), drawn
-# without its gradients and snapshots, fewer pictures to wait for.
-BIG=$TMP/big
+# readable from 1 to 64 heads and 4 to 128 tokens: a patching map of 64 heads x 4 positions
+# and one of 2 heads x 128 positions, and bars for 64 heads (gnuplot thins the labels; the
+# image grows). The files are of a model beside them of one layer of 64 heads (T 4), or of 2
+# heads (T 128): plot refuses heads and positions the model does not have. Drawn without
+# gradients and snapshots, fewer pictures to wait for.
+BIG=$TMP/big LONG=$TMP/long
 "$QKV" train --task copy --seq-len 4 --vocab 8 --d-model 64 --heads 64 --steps 1 --quiet \
     --out "$BIG" >/dev/null 2>&1 || fail "training the 64-head model exited $?"
-rm -rf "$BIG/gradients" "$BIG/snapshots"
-awk 'BEGIN { printf "{\"clean\":1,\"corrupt\":0,\"layers\":1,\"heads_per_layer\":64,\"positions\":["
-    for (t = 0; t < 128; t++) printf "%s\"%d:a\"", t ? "," : "", t
+"$QKV" train --task copy --seq-len 128 --vocab 8 --d-model 8 --heads 2 --steps 1 --quiet \
+    --out "$LONG" >/dev/null 2>&1 || fail "training the 128-token model exited $?"
+rm -rf "$BIG/gradients" "$BIG/snapshots" "$LONG/gradients" "$LONG/snapshots"
+patch_json() { # HEADS POSITIONS
+    awk -v H="$1" -v T="$2" 'BEGIN { printf "{\"clean\":1,\"corrupt\":0,\"layers\":1,\"heads_per_layer\":%d,\"positions\":[", H
+    for (t = 0; t < T; t++) printf "%s\"%d:a\"", t ? "," : "", t
     printf "],\"results\":["
-    for (h = 1; h <= 64; h++) for (t = 0; t < 128; t++)
+    for (h = 1; h <= H; h++) for (t = 0; t < T; t++)
         printf "%s{\"layer\":1,\"head\":%d,\"position\":%d,\"exact\":%.3f,\"attribution\":null}",
                (h > 1 || t > 0) ? "," : "", h, t, ((h * 7 + t) % 11) / 10 - 0.3
-    printf "]}\n" }' >"$BIG/patch.json"
+    printf "]}\n" }'
+}
+patch_json 64 4 >"$BIG/patch.json"
+patch_json 2 128 >"$LONG/patch.json"
 awk 'BEGIN { printf "{\"logit\":1,\"parts\":[{\"name\":\"embedding\",\"value\":0.5}"
     for (h = 1; h <= 64; h++) printf ",{\"name\":\"head\",\"layer\":1,\"head\":%d,\"value\":%.3f}", h, (h % 9) / 10 - 0.4
     printf "],\"sum\":1}\n" }' >"$BIG/attribute.json"
 "$QKV" plot "$BIG" >/dev/null || fail "plot with the 64-head files exited $?"
+"$QKV" plot "$LONG" >/dev/null || fail "plot with the 128-position files exited $?"
 check_png "$BIG/plots/patch.png"
 check_png "$BIG/plots/attribute.png"
-[ "$(be32 "$BIG/plots/patch.png" 16)" -ge 1000 ] || fail "the 64-head patching map did not grow"
-[ "$(sed -n 2p "$BIG/plots/patch.dat" | wc -w)" -eq 129 ] || fail "patch.dat of 128 positions"
+check_png "$LONG/plots/patch.png"
+[ "$(be32 "$LONG/plots/patch.png" 16)" -ge 1000 ] || fail "the 128-position patching map did not grow"
+[ "$(sed -n 2p "$LONG/plots/patch.dat" | wc -w)" -eq 129 ] || fail "patch.dat of 128 positions"
 [ "$(grep -c . "$BIG/plots/patch.dat")" -eq 66 ] || fail "patch.dat of 64 heads"
 # the page holds the same views
 "$QKV" plot "$BIG" --format html >/dev/null || fail "plot --format html with the 64-head files exited $?"
@@ -233,6 +242,79 @@ bad 4 plot "$BIG" --format html
 printf 'not json' >"$BIG/ablate.json"
 bad 4 plot "$BIG"
 bad 4 plot "$BIG" --format html
+# empty lists the checks accept (no part, no path, no ablated head) are drawn safely: nothing
+# of them, no .dat, exit 0 (gnuplot once failed on the empty bars and paths)
+EMPTY=$TMP/empty
+cp -r "$RUN" "$EMPTY" && rm -rf "$EMPTY/plots" "$EMPTY/gradients" "$EMPTY/snapshots" "$EMPTY/circuits.json"
+printf '{"logit":1,"parts":[]}' >"$EMPTY/attribute.json"
+printf '{"path":true,"paths":[]}' >"$EMPTY/patch.json"
+printf '{"baseline":{"loss":2},"heads":[]}' >"$EMPTY/ablate.json"
+"$QKV" plot "$EMPTY" >/dev/null 2>"$TMP/err" || fail "plot of empty analysis lists exited $?: $(cat "$TMP/err")"
+for f in attribute patch ablate; do
+    [ -e "$EMPTY/plots/$f.png" ] || [ -e "$EMPTY/plots/$f.dat" ] && fail "an empty $f.json drew plots/$f"
+done
+
+# ---- what the analysis pictures say, and their layout: a shift model (causal; its first
+# position has no target) of 16 positions, 2 x 2 heads: its patching of k by key position (4
+# rows x 16 columns), attribution, lens and ablation, drawn as SVG ----
+VIEWS=$TMP/views
+"$QKV" train --task shift --seq-len 16 --vocab 8 --d-model 8 --heads 2 --layers 2 --steps 1 --quiet \
+    --out "$VIEWS" >/dev/null 2>&1 || fail "training the shift model exited $?"
+clean="1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0" corrupt="2 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0"
+"$QKV" patch "$VIEWS" --clean "$clean" --corrupt "$corrupt" --position 1 --answer 1 --wrong 2 \
+    --site k --over key-position --out "$VIEWS/patch.json" >/dev/null || fail "patch --out exited $?"
+"$QKV" attribute "$VIEWS" --input "$clean" --position 1 --out "$VIEWS/attribute.json" >/dev/null ||
+    fail "attribute --out exited $?"
+"$QKV" lens "$VIEWS" --input "$clean" --out "$VIEWS/lens.json" >/dev/null || fail "lens --out exited $?"
+"$QKV" ablate "$VIEWS" --out "$VIEWS/ablate.json" >/dev/null || fail "ablate --out exited $?"
+"$QKV" plot "$VIEWS" --format svg >/dev/null || fail "plot of the shift model's analyses exited $?"
+"$QKV" plot "$VIEWS" >/dev/null || fail "plot (png) of the shift model's analyses exited $?"
+python3 - "$VIEWS/plots" <<'PY' || fail "the analysis pictures of the shift model (above)"
+import re, sys
+d, bad = sys.argv[1], []
+def texts(name):
+    # gnuplot's SVG: each text in a <g transform="translate(x,y)" ... font-size="N"> of its own
+    # (a title's lines as <tspan>s)
+    svg = open(f"{d}/{name}.svg").read()
+    got = [(float(x), float(y), float(fs), re.sub("<[^>]+>", "", t).strip())
+           for x, y, fs, t in re.findall(r'translate\(([-\d.]+),([-\d.]+)\)[^>]*?font-size="([\d.]+)"[^>]*>\s*<text>(.*?)</text>', svg, re.S)]
+    return got, svg
+# every title names what the picture was made of
+for name, words in (("patch", ["position 1:2", "answer 1", "wrong 2", "clean: 1 2 3", "corrupt: 2 2 3"]),
+                    ("attribute", ["at position 1:2", "input: 1 2 3"]),
+                    ("lens", ["input: 1 2 3", "(*: no target in training)", "0:1*"]),
+                    ("lens_parts", ["input: 1 2 3", "0:1*"]),
+                    ("ablate", ["over the held-out set"])):
+    t, svg = texts(name)
+    flat = " ".join(re.sub("<[^>]+>", " ", svg).split())
+    for w in words:
+        if w not in flat:
+            bad.append(f"{name}.svg does not say {w!r}")
+# the patching map of 4 rows x 16 key positions takes the height its cells need (it once left
+# half of a 580-pixel picture empty), and its colour bar's tick labels stand apart (20 pixels
+# or more: they were 17 here, and overlapped in the PNG)
+h = int(re.search(r'viewBox="0 0 \d+ (\d+)"', open(f"{d}/patch.svg").read()).group(1))
+if h >= 420:
+    bad.append(f"patch.svg of 4 x 16 cells is {h} pixels high")
+t, _ = texts("patch")
+numbers = [(x, y, fs) for x, y, fs, s in t if re.fullmatch(r"-?[\d.]+(e-?\d+)?", s)]
+right = max(x for x, _, _ in numbers)
+bar = sorted(y for x, y, fs in numbers if x > right - 2)
+gaps = [b - a for a, b in zip(bar, bar[1:])]
+if len(bar) < 3 or min(gaps) < 20:
+    bad.append(f"patch.svg's colour bar labels at {bar}: closer than 20 pixels")
+# overview: one size for every panel's token labels (a row's labels once took another size)
+t, _ = texts("overview")
+sizes = {fs for x, y, fs, s in t if re.fullmatch(r"\d+:\d+", s)}
+if len(sizes) != 1:
+    bad.append(f"overview.svg's token labels have the sizes {sorted(sizes)}")
+# grads: dA's masked cells hatched, as A's, dS's and the page's
+if "dA = dLoss/dA (hatched: masked)" not in open(f"{d}/grads_layer1_head1.svg").read():
+    bad.append("grads_layer1_head1.svg does not hatch dA's masked cells")
+for b in bad:
+    print("  " + b)
+sys.exit(1 if bad else 0)
+PY
 
 # ---- padding and undefined values: a one-layer model of a data file whose examples have 2 to
 # 7 tokens (its held-out file starts with a short one, the fixed example the maps show) ----

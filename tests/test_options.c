@@ -161,8 +161,28 @@ START_TEST(test_defaults_agree) {
     ck_assert_str_eq(train_option_find("beta1")->deflt, text);
     snprintf(text, sizeof text, "%g", o.train_frac);
     ck_assert_str_eq(train_option_find("train-frac")->deflt, text);
-    const char *plain[] = {"init-scale", "seed", "optim", "dtype", "task", "modulus", "op",
-                           "data-seed"};
+    /* the scheme of the weights by task, and --init-scale by scheme (-1 in the options: the
+     * scheme's, 1 for the paper's own scales) */
+    ck_assert_int_eq(o.init, -1);
+    ck_assert_str_eq(train_option_find("init")->choices[d.init], train_option_find("init")->deflt);
+    ck_assert_int_eq(qkv_train_defaults("modular").init, QKV_INIT_PAPER);
+    ck_assert(o.init_scale < 0);
+    train_config run;
+    ck_assert_int_eq(train_options_to_config(&o, false, &run), QKV_OK);
+    snprintf(text, sizeof text, "%g", run.model.init_scale);
+    ck_assert_str_eq(train_option_find("init-scale")->deflt, text);
+    ck_assert_int_eq(run.model.init, QKV_INIT_QKV);
+    train_options mod = o;
+    mod.task = "modular";
+    ck_assert_int_eq(train_options_to_config(&mod, false, &run), QKV_OK);
+    ck_assert(run.model.init == QKV_INIT_PAPER && run.model.init_scale == 1);
+    mod.init = QKV_INIT_QKV;
+    ck_assert_int_eq(train_options_to_config(&mod, false, &run), QKV_OK);
+    ck_assert(run.model.init == QKV_INIT_QKV && run.model.init_scale == 0.5);
+    mod.init_scale = 0.25;
+    ck_assert_int_eq(train_options_to_config(&mod, false, &run), QKV_OK);
+    ck_assert(run.model.init == QKV_INIT_QKV && run.model.init_scale == 0.25);
+    const char *plain[] = {"seed", "optim", "dtype", "task", "modulus", "op", "data-seed"};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
         const train_option *r = train_option_find(plain[i]);
         train_option_format(&o, r, text, sizeof text);
@@ -299,6 +319,7 @@ START_TEST(test_fields_have_flags) {
     } named[] = {
         {"seq_len", "seq-len"}, {"vocab", "vocab"},     {"d_model", "d-model"},
         {"heads", "heads"},     {"layers", "layers"},   {"init_scale", "init-scale"},
+        {"init", "init"},
         {"dtype", "dtype"},     {"batch", "batch"},     {"lr", "lr"},
         {"data_path", "data"},  {"heldout_path", "heldout"}, {"steps", "steps"},
         {"warmup", "warmup"},   {"weight_decay", "weight-decay"}, {"clip", "clip"},

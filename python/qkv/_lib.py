@@ -52,7 +52,7 @@ class ModelConfig(Structure):
     _fields_ = [("vocab", c_int), ("seq_len", c_int), ("d_model", c_int), ("heads", c_int),
                 ("layers", c_int), ("residual", c_bool), ("causal", c_bool),
                 ("init_scale", c_double), ("dtype", c_int), ("target_len", c_int), ("mlp", c_int),
-                ("act", c_int), ("norm", c_int)]
+                ("act", c_int), ("norm", c_int), ("init", c_int)]
 
 
 _PER_LAYER = TensorP * MAX_LAYERS

@@ -218,9 +218,11 @@ static void json_safe(FILE *out, const cJSON *j) {
 }
 
 /* Reads DIR/<name>.json of each analysis into j[] (NULL where there is none), each checked
- * as qkv plot checks it (plot_read_analysis): a bad one is QKV_ERR_FORMAT, naming it. */
+ * as qkv plot checks it (plot_read_analysis): a bad one is QKV_ERR_FORMAT, naming it. None
+ * for a file of qkv inspect (no run's model to check them against; the page shows none). */
 static qkv_status read_analyses(const char *dir, const plot_source *src, cJSON *j[N_ANALYSES]) {
     for (size_t i = 0; i < N_ANALYSES; i++) j[i] = NULL;
+    if (src->inspect) return QKV_OK;
     for (size_t i = 0; i < N_ANALYSES; i++) {
         char name[32];
         snprintf(name, sizeof name, "%s.json", ANALYSES[i]);
@@ -337,13 +339,19 @@ plot_status plot_page(const char *dir, const plot_source *src, plot_made *made) 
     for (int l = 1; l <= src->layers; l++)
         for (int h = 1; h <= src->heads; h++) {
             snprintf(path, sizeof path, "%s/attention/layer%d_head%d.dat", dir, l, h);
-            struct stat sb;
             dat_map m;
-            if (stat(path, &sb) != 0) {
+            int fd;
+            size_t size;
+            if (io_absent(path)) {
                 free(page);
                 return qkv_fail(QKV_ERR_IO, "plot: %s is missing (was it written by qkv train "
                                             "--out?)", path);
             }
+            if (io_open_regular(path, &fd, &size) != QKV_OK) { /* there, but not readable */
+                free(page);
+                return qkv_fail(QKV_ERR_IO, "plot: %s", qkv_last_error());
+            }
+            close(fd);
             if (!dat_read(path, &m)) {
                 free(page);
                 return qkv_fail(QKV_ERR_FORMAT, "plot: %s is not a map of qkv (or has more than "
@@ -351,8 +359,13 @@ plot_status plot_page(const char *dir, const plot_source *src, plot_made *made) 
             }
             dat_free(&m);
         }
+    qkv_status s = plot_check_optional(dir, src);
+    if (s != QKV_OK) {
+        free(page);
+        return s;
+    }
     cJSON *analyses[N_ANALYSES];
-    qkv_status s = read_analyses(dir, src, analyses);
+    s = read_analyses(dir, src, analyses);
     if (s != QKV_OK) {
         for (size_t i = 0; i < N_ANALYSES; i++) cJSON_Delete(analyses[i]);
         free(page);

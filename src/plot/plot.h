@@ -28,6 +28,10 @@ typedef struct {
     double chance_acc, chance_loss; /* a uniform guess's accuracy and loss; 0 if unknown */
     bool inspect;                   /* the maps are of one input of qkv inspect, not of a run */
     bool cross;                     /* an encoder-decoder's cross-attention: no head scores */
+    /* a run's model's sizes (from its tensors' shapes), which every analysis file beside it
+     * is checked against: the vocabulary, the inputs' positions (keys) and the query
+     * positions (an encoder-decoder's decoder positions; else the inputs') */
+    int vocab, seq_len, queries;
 } plot_source;
 
 /* What a plot call made: the page (`page`, its file in `path`), or `images` images in the
@@ -92,6 +96,11 @@ typedef struct {
 /* False (pad empty) when a map cannot be read or the maps differ in size. */
 bool dat_padding(const char *dir, const plot_source *src, dat_pad *pad);
 void dat_pad_free(dat_pad *pad);
+
+/* The files a plot may go without (metrics.csv, the gradient maps): QKV_OK when each is
+ * absent (io_absent) or a regular file that opens; else QKV_ERR_IO naming the one that is
+ * there but cannot be read, never taken for a missing one. Checked before anything is drawn. */
+qkv_status plot_check_optional(const char *dir, const plot_source *src);
 
 /* ---- analysis.c ---- */
 /* The analysis files a run directory may hold: circuits.json (qkv circuits --out: QK and OV

@@ -15,11 +15,14 @@ static const char *const dtype_names[] = {"f32", "f64", NULL};
 static const char *const act_names[] = {"relu", "gelu", "gelu-tanh", NULL};
 static const char *const norm_names[] = {"none", "layernorm", NULL};
 static const char *const op_names[] = {"add", "sub", "mul", NULL};
+static const char *const init_names[] = {"qkv", "paper", NULL};
 _Static_assert(QKV_SGD == 0 && QKV_MOMENTUM == 1 && QKV_ADAM == 2, "optim_names out of order");
 _Static_assert(QKV_F32 == 0 && QKV_F64 == 1, "dtype_names out of order");
 _Static_assert(QKV_ACT_RELU == 0 && QKV_ACT_GELU == 1 && QKV_ACT_GELU_TANH == 2 && QKV_ACTS == 3,
                "act_names out of order");
 _Static_assert(QKV_NORM_NONE == 0 && QKV_NORM_LAYERNORM == 1, "norm_names out of order");
+_Static_assert(QKV_INIT_QKV == 0 && QKV_INIT_PAPER == 1 && QKV_INITS == 2,
+               "init_names out of order");
 _Static_assert(QKV_MODULAR_ADD == 0 && QKV_MODULAR_SUB == 1 && QKV_MODULAR_MUL == 2,
                "op_names out of order");
 
@@ -93,9 +96,16 @@ const train_option train_option_table[] = {
              "before the vocabulary head (needs --residual; default none)"},
     {"causal", "causal", OPTION_FLAG, AT(causal), .deflt = "off", .saved = SAVED_ALWAYS,
      .help = "causal mask on every layer (default off; always on for shift)"},
+    {"init", "init", OPTION_CHOICE, AT(init), .choices = init_names, .arg = "I",
+     .deflt = "qkv", .saved = SAVED_ALWAYS,
+     .help = "how the weights are drawn: qkv (weights ~ N(0, X^2/fan_in),\n"
+             "embeddings ~ N(0, X^2)) or paper (Nanda et al. 2023: every tensor\n"
+             "~ N(0, X^2/d_model), the head ~ N(0, X^2/vocab)), X = --init-scale;\n"
+             "biases 0 (default qkv; modular paper)"},
     {"init-scale", "init_scale", OPTION_DOUBLE, AT(init_scale), 0, QKV_MAX_INIT_SCALE, true,
      .arg = "X", .deflt = "0.5", .saved = SAVED_ALWAYS,
-     .help = "weights ~ N(0, X^2/fan_in), embeddings ~ N(0, X^2) (default 0.5)"},
+     .help = "the scale X of --init's standard deviations (default 0.5;\n"
+             "--init paper 1, the paper's)"},
     {"dtype", "dtype", OPTION_CHOICE, AT(dtype), .choices = dtype_names, .arg = "D",
      .deflt = "f32", .saved = SAVED_ALWAYS,
      .help = "f32 or f64: the precision of the weights, activations, gradients\n"
@@ -196,9 +206,10 @@ void train_options_init(train_options *o) {
     /* -1: the task's (qkv_train_defaults) */
     *o = (train_options){.task = "copy", .optim = QKV_ADAM, .dtype = QKV_F32, .residual = -1,
                          .seq_len = -1, .d_model = -1, .heads = -1, .layers = -1, .steps = -1,
-                         .batch = -1, .warmup = -1, .init_scale = 0.5, .clip = -1, .seed = 1,
+                         .batch = -1, .warmup = -1, .init_scale = -1, .clip = -1, .seed = 1,
                          .mlp = -1, .weight_decay = -1, .schedule = -1, .beta1 = 0.9,
-                         .beta2 = -1, .modulus = 113, .train_frac = 0.3, .data_seed = 0};
+                         .beta2 = -1, .modulus = 113, .train_frac = 0.3, .data_seed = 0,
+                         .init = -1};
 }
 
 void *train_option_value(train_options *o, const train_option *row) {
@@ -230,8 +241,9 @@ void train_option_format(const train_options *o, const train_option *row, char *
 }
 
 /* By task: seq_len, d_model, heads, layers, residual, steps, lr by optimizer; then mlp,
- * batch, weight decay, clip, beta2, cosine, warmup (TRAINING: every task's but modular). */
-#define TRAINING 0, 32, 0, 1, 0.999, true, -1
+ * batch, weight decay, clip, beta2, cosine, warmup, init (TRAINING: every task's but
+ * modular). */
+#define TRAINING 0, 32, 0, 1, 0.999, true, -1, QKV_INIT_QKV
 static const struct {
     const char *task;
     qkv_task_defaults d;
@@ -242,9 +254,10 @@ static const struct {
     {"translate", {16, 64, 1, 1, false, 500, {1, 0.1, 0.005}, TRAINING}},
     /* Nanda et al. (2023): one layer of width 128, 4 heads, an MLP of 512 ReLUs, no
      * LayerNorm; AdamW lr 1e-3, weight decay 1, betas (0.9, 0.98), the full batch, a
-     * constant rate after 10 steps of warm-up, no clipping, 25 000 steps */
+     * constant rate after 10 steps of warm-up, no clipping, 25 000 steps, their weights
+     * (qkv_init) */
     {"modular", {QKV_MODULAR_SEQ_LEN, 128, 4, 1, true, 25000, {1, 0.1, 0.001},
-                 512, 0, 1, 0, 0.98, false, 10}},
+                 512, 0, 1, 0, 0.98, false, 10, QKV_INIT_PAPER}},
     {"data", {8, 64, 1, 1, false, 3000, {1, 0.1, 0.005}, TRAINING}},
     {NULL, {8, 64, 1, 1, false, 3000, {1, 0.1, 0.005}, TRAINING}}, /* copy, reverse, shift, lookup, max */
 };
@@ -317,10 +330,14 @@ qkv_status train_options_to_config(const train_options *o, bool steps_given,
         .heads = (int)(o->heads >= 0 ? o->heads : d.heads),
         .layers = (int)(o->layers >= 0 ? o->layers : d.layers),
         .residual = o->residual >= 0 ? o->residual == 1 : d.residual,
-        .causal = o->causal || cfg->task.causal, .init_scale = o->init_scale,
+        .causal = o->causal || cfg->task.causal,
         .dtype = (qkv_dtype)o->dtype, .target_len = cfg->task.target_len,
         .mlp = (int)(o->mlp >= 0 ? o->mlp : d.mlp),
-        .act = (qkv_act)o->act, .norm = (qkv_norm)o->norm};
+        .act = (qkv_act)o->act, .norm = (qkv_norm)o->norm,
+        .init = o->init >= 0 ? (qkv_init)o->init : d.init};
+    /* --init-scale not given: the scheme's, 1 for the paper's (its own scales) */
+    cfg->model.init_scale = o->init_scale > 0 ? o->init_scale
+                            : cfg->model.init == QKV_INIT_PAPER ? 1.0 : 0.5;
     return QKV_OK;
 }
 
@@ -341,7 +358,7 @@ void train_options_of_run(const train_config *cfg, int64_t eval_every, int64_t s
     o->seq_len = cfg->task.seq_len, o->vocab = cfg->task.vocab;
     o->d_model = m->d_model, o->heads = m->heads, o->layers = m->layers;
     o->residual = m->residual, o->causal = m->causal, o->init_scale = m->init_scale;
-    o->mlp = m->mlp, o->act = (int)m->act, o->norm = (int)m->norm;
+    o->mlp = m->mlp, o->act = (int)m->act, o->norm = (int)m->norm, o->init = (int)m->init;
     o->dtype = m->dtype, o->optim = cfg->optim, o->lr = cfg->lr;
     o->batch = cfg->full_batch ? 0 : cfg->batch, o->beta1 = cfg->beta1, o->beta2 = cfg->beta2;
     o->steps = (long)cfg->steps, o->weight_decay = cfg->weight_decay, o->clip = cfg->clip;

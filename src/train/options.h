@@ -23,7 +23,9 @@ typedef struct {
     long mlp;      /* -1: the task's, as batch (0: full), weight_decay, clip, schedule, beta2 */
     int residual; /* -1: the task's; 0 or 1 */
     int optim, schedule, dtype, act, norm; /* the index of the value in the row's choices */
-    double lr, init_scale, weight_decay, clip; /* lr 0: the optimizer's default */
+    int init;      /* the same, or -1: the task's */
+    double lr, init_scale, weight_decay, clip; /* lr 0: the optimizer's default; init_scale
+                                                  -1: the scheme's (qkv 0.5, paper 1) */
     double beta1, beta2;
     uint64_t seed;
     /* modular */
