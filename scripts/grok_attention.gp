@@ -58,7 +58,7 @@ do for [h = 1:heads] {
         yl = c == 0 ? 'a' : ''
         set xlabel xl offset 0,0.4
         set ylabel yl offset 1.5,0
-        plot data index (2 * (h - 1) + to) matrix with image pixels
+        plot data index (2 * (h - 1) + to) matrix with image
     }
 }
 unset multiplot

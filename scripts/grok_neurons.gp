@@ -68,4 +68,4 @@ if (words(keys) > 0) {
 unset key
 # constant neurons hold no share: the grey behind shows through their rows
 set object 1 rectangle from graph 0, graph 0 to graph 1, graph 1 behind fillcolor rgb '#d0d4d8' fillstyle solid noborder
-plot data matrix rowheaders using ($1 + 1):2:3 with image pixels
+plot data matrix rowheaders using ($1 + 1):2:3 with image
