@@ -72,16 +72,15 @@ plan() { # MODEL DTYPE -> lines "patch|ablate|pairs|neurons ARGS"
     m3.f32) printf '%s\n' "patch resid-post layer-position" "patch q head" \
         "patch mlp-post neuron" "ablate resid-post zero layer-position" "neurons" \
         "patch path" "patch ln-scale ln-position" "ablate ln-scale mean ln" \
-        "patch mlp-post neuron kl" "ablate mlp-out zero layer-position - prob" ;;
+        "patch mlp-post neuron kl" ;;
     m3.f64) printf '%s\n' "patch resid-post layer-position" "patch k key-position" \
         "patch resid-mid layer-position" "ablate resid-post zero layer-position" \
         "ablate v mean head" "ablate mlp-pre mean neuron" "neurons" "patch path" \
         "pairs path" "patch ln-scale ln" "ablate ln-scale zero ln-position" \
-        "patch path prob" "pairs path kl" "ablate ln-scale resample ln - kl" ;;
+        "patch path prob" "ablate ln-scale resample ln - kl" ;;
     m4.f64) printf '%s\n' "patch resid-post layer-position" "patch pattern key-position" \
         "patch mlp-out layer-position" "ablate resid-pre mean layer-position" \
-        "ablate mlp-post zero layer-position" "neurons" "patch path" \
-        "patch resid-post layer-position loss" ;;
+        "ablate mlp-post zero layer-position" "neurons" "patch path" ;;
     m5.f32 | m5.f64) printf '%s\n' "patch path" ;;
     esac
 }
