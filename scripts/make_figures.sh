@@ -75,9 +75,9 @@ echo "== sweep: heads x seed on lookup"
 cp "$WORK/sweep_dk/sweep.png" "$FIG/sweep_dk_attention_mass.png"
 
 # docs/grokking.md, "Pictures": the small modular run of that page (P = 31, 14000 steps of the
-# full batch) and its four pictures.
+# full batch, qkv's initialization) and its four pictures.
 echo "== modular, P = 31"
-"$QKV" train --task modular --modulus 31 --train-frac 0.7 --d-model 64 --mlp 128 --init-scale 0.25 \
+"$QKV" train --task modular --init qkv --modulus 31 --train-frac 0.7 --d-model 64 --mlp 128 --init-scale 0.25 \
     --steps 14000 --eval-every 400 --out "$WORK/grok31" --force --plot --quiet
 for f in losses fourier neurons attention_layer1; do
     cp "$WORK/grok31/plots/grok_$f.png" "$FIG/grok31_$f.png"

@@ -288,6 +288,10 @@ PY
     cp -r datarun dataloop && rm dataloop/data/train.tsv && ln -s train.tsv dataloop/data/train.tsv
     cp -r run rsmetrics && rm rsmetrics/metrics.csv && ln -s no_such.csv rsmetrics/metrics.csv
     cp -r run rsjsonl && rm rsjsonl/metrics.jsonl && ln -s metrics.jsonl rsjsonl/metrics.jsonl
+    # a modular run's files that its pictures read (docs/grokking.md, "Pictures"): a summary.json
+    # that is not JSON, a metrics.jsonl that links to nowhere
+    cp -r modrun modsummary && printf 'not json' >modsummary/summary.json
+    cp -r modrun modjsonl && rm modjsonl/metrics.jsonl && ln -s no_such.jsonl modjsonl/metrics.jsonl
     # The fixtures' snapshot, taken once: a case's copy (cp -a keeps every time, mode and
     # link) has the same one, so each case takes only its "after" snapshot
     local before

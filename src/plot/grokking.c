@@ -82,13 +82,14 @@ static bool read_eval(const cJSON *row, grok_data *g, int e) {
     return true;
 }
 
-/* Every evaluation of metrics.jsonl, in the file's order (a resumed run's too). A line that
+/* Every evaluation of metrics.jsonl, in the file's order (a resumed run's too); none when
+ * there is no file (io_absent: one that is there but cannot be read is an error). A line that
  * is not a JSON object with a step (a line cut short by a crash) is passed over: the pictures
  * show what is there. */
 static qkv_status read_evals(const char *dir, grok_data *g) {
     char path[PLOT_PATH_LEN + 32];
     snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    if (!plot_is_file(path)) return QKV_OK;
+    if (io_absent(path)) return QKV_OK;
     FILE *f;
     qkv_status s = io_fopen_regular(path, &f);
     if (s != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());
