@@ -241,6 +241,7 @@ typedef enum {
     QKV_OP_GELU,      /* iparam[0]: the form (qkv_act: QKV_ACT_GELU or QKV_ACT_GELU_TANH) */
     QKV_OP_LAYERNORM_SCALE, /* a LayerNorm's 1/sqrt(var + eps) per row, (..., 1) */
     QKV_OP_LAYERNORM_APPLY, /* (x - mean)·s·gain + bias, s given: src[3] is the bias */
+    QKV_OP_SELECT_ROWS, /* rows of each matrix (positions of each sequence): saved, iparam[0] */
     QKV_OP_COUNT
 } qkv_op;
 
@@ -338,6 +339,15 @@ QKV_API void qkv_ctx_for_params(qkv_ctx *ctx, void (*fn)(qkv_tensor *p, void *us
 QKV_API qkv_tensor *qkv_matmul_ex(qkv_ctx *ctx, qkv_tensor *a, bool trans_a, qkv_tensor *b,
                                   bool trans_b);
 QKV_API qkv_tensor *qkv_matmul(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b);
+/* qkv_matmul(a, b) where a (..., n, K) holds positions at[0] < at[1] < ... < at[n-1] of
+ * sequences of seq_len positions (as qkv_select_rows picks them) and b is 2-D (K, N), shared:
+ * the same product, and the same gradient of a. b's gradient, a sum over a's rows, is summed
+ * in the depth blocks of that product over the whole sequences, so that it has the bits of
+ * qkv_matmul on them wherever the other positions' gradients are zero (their rows would add
+ * nothing): a model that computes only the positions with a target trains to the bits of one
+ * that computes them all. */
+QKV_API qkv_tensor *qkv_matmul_rows(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b, int seq_len,
+                                    int n, const int32_t *at);
 QKV_API qkv_tensor *qkv_scale(qkv_ctx *ctx, qkv_tensor *x, double s); /* s·x */
 /* y = x + M, where `mask` holds 0 (keep) or -inf (drop) and broadcasts to x's shape. Entries
  * dropped have zero gradient. Build masks with the helpers below. */
@@ -357,6 +367,10 @@ QKV_API qkv_tensor *qkv_embedding(qkv_ctx *ctx, qkv_tensor *table, qkv_tensor *i
 QKV_API qkv_tensor *qkv_reshape(qkv_ctx *ctx, qkv_tensor *x, int ndim, const int64_t *shape);
 /* Swaps dims dim0 and dim1 (0-based), as a copy. */
 QKV_API qkv_tensor *qkv_transpose(qkv_ctx *ctx, qkv_tensor *x, int dim0, int dim1);
+/* Rows at[0..n) of each (T, C) matrix of x (..., T, C), as a copy (..., n, C): positions of
+ * each sequence. Each at[i] in [0, T); the array is copied. A row picked twice gets the sum
+ * of its gradients. */
+QKV_API qkv_tensor *qkv_select_rows(qkv_ctx *ctx, qkv_tensor *x, int n, const int32_t *at);
 /* Mean over rows of -log softmax(logits)[target], a scalar. logits is (..., V), targets is
  * I32 with logits' shape minus the last dim; rows whose target is `ignore_index` count for
  * nothing. If every row is ignored the loss is 0. Dies on a target outside [0, V) that is
@@ -667,6 +681,17 @@ QKV_API qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t
  * In an encoder-decoder model the logits are (B, To, V) and attn[l] is (B, H, To, T). */
 QKV_API qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                              const int32_t *lengths, int batch, qkv_tensor **attn);
+/* The logits at positions at[0] < at[1] < ... < at[n-1] of each sequence only, (B, n, V), of
+ * qkv_model_forward_padded: the rows of its logits there, bit for bit. What training reads
+ * where only those positions have a target. In a self-attention model without LayerNorm,
+ * everything past the last layer's keys and values (its queries, W_O, its MLP, the head) is
+ * computed at those positions only (qkv_select_rows, qkv_matmul_rows), and a backward pass
+ * from a loss on them gives the bits of qkv_model_forward_padded's wherever the other
+ * positions' logits take no gradient; elsewhere every position is computed and the rows
+ * picked. */
+QKV_API qkv_tensor *qkv_model_forward_at(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                         const int32_t *lengths, int batch, int n,
+                                         const int32_t *at);
 /* What one attention layer computed, every part a tensor of the step's graph (so that after
  * qkv_backward each holds its gradient too). Shapes for tokens (B, T), Dk = d_model / heads;
  * in an encoder-decoder model the query side has To rows: Q (B, H, To, Dk), the (B, H, To, T)
@@ -858,6 +883,13 @@ QKV_API qkv_status qkv_copying_scores(const qkv_model *m, double *scores);
  * (V). NaN where a norm is 0, and for K and V in an encoder-decoder (its keys and values
  * read the embeddings). Writes nothing for one layer. */
 QKV_API qkv_status qkv_composition_scores(const qkv_model *m, double *scores);
+/* The same between heads of every earlier layer l1 and later layer l2 (l1 < l2), consecutive
+ * or not: (L(L-1)/2, 3, H, H) into scores, one (3, H, H) block per pair of layers in the order
+ * (0, 1), (0, 2), .., (0, L-1), (1, 2), .., (L-2, L-1), [kind][h1][h2] in each as above; the
+ * consecutive pairs' blocks are qkv_composition_scores's, bit for bit. Without the residual
+ * stream a head reads only the layer before it: the other pairs' scores are of the weights
+ * alone. Writes nothing for one layer. */
+QKV_API qkv_status qkv_composition_scores_all(const qkv_model *m, double *scores);
 /* The neuron-logit map of layer `layer`'s MLP, (N, V) into out: W_out·head.w, row n the
  * logits neuron n adds to the stream's direct path per unit of its activation (its part of
  * a logit is post_n times its row). QKV_ERR_VALUE for a model without an MLP. */
@@ -934,6 +966,7 @@ typedef struct {
     double max_abs_err;
     double max_rel_err;
     bool passed;           /* max_rel_err <= tol */
+    bool out_of_memory;    /* a case found no memory for its contexts: not passed, no answer */
 } qkv_gradcheck_result;
 /* How many ops the check covers; they are numbered 0 .. count-1. */
 QKV_API int qkv_gradcheck_count(void);
@@ -942,8 +975,8 @@ QKV_API int qkv_gradcheck_count(void);
  * the LayerNorm composed of its two ops. */
 QKV_API const char *qkv_gradcheck_op(int index);
 /* Checks op `index` (every case of it, inputs drawn from `seed`) and reports the worst
- * errors; `op` points to a static name. Uses and frees its own contexts. Dies on an index
- * outside 0..count-1. */
+ * errors; `op` points to a static name. Uses and frees its own contexts (out_of_memory when
+ * they cannot be made). Dies on an index outside 0..count-1. */
 QKV_API qkv_gradcheck_result qkv_gradcheck_run(int index, double tol, uint64_t seed);
 
 #ifdef __cplusplus

@@ -8,8 +8,9 @@ pairs are checked in one run (PyTorch is imported once), each ending with its li
 weights alone, in float64, as docs/explain.md defines them, this recomputes for every head its
 QK circuit (token and positional parts), its OV circuit over the whole vocabulary and the copying
 score from the eigenvalues of that V x V matrix (torch.linalg.eigvals: the full matrix, where qkv
-takes the small Dk x Dk product), and every composition score from the C x C products, and
-compares:
+takes the small Dk x Dk product), and every composition score from the C x C products (the JSON's
+"composition" between consecutive layers, "composition_all" between every earlier and later
+layer, in its order), and compares:
 
   circuits (qk, qk_pos, ov)   max |qkv - torch| <= tol * max |torch|   (per matrix)
   scores (copying, composition) |qkv - torch| <= tol
@@ -76,15 +77,17 @@ def circuits(p, meta):
         d = (torch.linalg.norm(a) * torch.linalg.norm(b)).item()
         return (torch.linalg.norm(a @ b) / d).item() if d > 0 else None
 
-    comp = {}
+    comp = {}  # every earlier layer l into every later one l2
     for l in range(L - 1):
-        for h1 in range(H):
-            for h2 in range(H):
-                a, key = ov_mats[l, h1], ("%d.%d" % (l + 1, h1 + 1), "%d.%d" % (l + 2, h2 + 1))
-                comp[key + ("q",)] = score(a, qk_mats[l + 1, h2])
-                if not enc_dec:
-                    comp[key + ("k",)] = score(a, qk_mats[l + 1, h2].T)
-                    comp[key + ("v",)] = score(a, ov_mats[l + 1, h2])
+        for l2 in range(l + 1, L):
+            for h1 in range(H):
+                for h2 in range(H):
+                    a = ov_mats[l, h1]
+                    key = ("%d.%d" % (l + 1, h1 + 1), "%d.%d" % (l2 + 1, h2 + 1))
+                    comp[key + ("q",)] = score(a, qk_mats[l2, h2])
+                    if not enc_dec:
+                        comp[key + ("k",)] = score(a, qk_mats[l2, h2].T)
+                        comp[key + ("v",)] = score(a, ov_mats[l2, h2])
     return heads, comp
 
 
@@ -210,18 +213,31 @@ def check(model, jpath):
                 print("MISMATCH %s %s: max relative difference %.3g > %g" % (name, key, err, tol))
                 bad += 1
         check_score(name + " copying_score", mine["copying_score"], want["copying_score"])
-    seen = set()
-    for c in got.get("composition", []):
-        key = (c["from"], c["to"], c["kind"])
-        if key not in comp:
-            print("MISMATCH composition %s: not a pair of consecutive layers" % (key,))
+    # "composition": the consecutive layers' pairs; "composition_all": every earlier layer's
+    # into every later one's, in the order by earlier layer, later layer, kind, from, to
+    def layer(name):
+        return int(name.split(".")[0])
+    for field, want in (("composition", {k: v for k, v in comp.items()
+                                         if layer(k[1]) == layer(k[0]) + 1}),
+                        ("composition_all", comp)):
+        seen, order = set(), []
+        for c in got.get(field, []):
+            key = (c["from"], c["to"], c["kind"])
+            if key not in want or key in seen:
+                print("MISMATCH %s %s: not a pair of its heads, or twice" % (field, key))
+                bad += 1
+                continue
+            seen.add(key)
+            order.append((layer(key[0]), layer(key[1]), "qkv".index(key[2]),
+                          tuple(int(x) for x in key[0].split(".")),
+                          tuple(int(x) for x in key[1].split("."))))
+            check_score("%s %s -> %s %s" % ((field,) + key), c["score"], want[key])
+        for key in set(want) - seen:
+            print("MISMATCH %s %s -> %s %s: missing from qkv's" % ((field,) + key))
             bad += 1
-            continue
-        seen.add(key)
-        check_score("composition %s -> %s %s" % key, c["score"], comp[key])
-    for key in set(comp) - seen:
-        print("MISMATCH composition %s -> %s %s: missing from qkv's" % key)
-        bad += 1
+        if field == "composition_all" and order != sorted(order):
+            print("MISMATCH composition_all: not by earlier layer, later layer, kind, from, to")
+            bad += 1
     # each MLP's neuron-logit map W_out·W_U, (neurons, vocab), relative to its largest entry
     mlp = int(meta.get("mlp", "0"))
     layers = int(meta["layers"])

@@ -13,6 +13,10 @@
 #   paths      docs/explain.md  `qkv patch --path` on it: every path's share
 #   pairs      docs/explain.md  `qkv patch --corrupt-from resample` on it: each head's share
 #                             over the held-out pairs
+#   metrics    docs/explain.md  `qkv patch --metric` on it: the study's pair by each metric,
+#                             each head's share and the layer-2 heads' together (--together)
+#   resample   docs/explain.md  `qkv ablate --mode resample --metric kl` on it beside --mode zero
+#   datasets   docs/explain.md  `qkv lens --data heldout` and `qkv attribute --data heldout`
 # All of them are the same bits on every x86 path and thread count (the tasks take a minute).
 #   scripts/docs_numbers.sh --check   print what differs and exit 1 (tests/docs_test.sh)
 #   scripts/docs_numbers.sh --write   put the blocks into the files
@@ -119,10 +123,63 @@ for r in js["results"]:
 print()
 print("Agreement of exact and attribution: %.3f." % js["agreement"])' >"$tmp/pairs"
 
+# the study's pair by each metric: each head's exact share, and the layer-2 heads' together
+for m in logit-diff loss prob kl; do
+    for heads in 1.1,1.2,2.1,2.2 2.1,2.2; do
+        "$qkv" patch "$tmp/induction" --metric "$m" --heads "$heads" --together --threads 1 --json \
+            --clean "3 9 14 5 7 11 2 8 3 9 14 5 7 11 2 8" \
+            --corrupt "6 12 1 10 4 13 0 15 3 9 14 5 7 11 2 8"
+    done
+done | "$PY" -c '
+import json, sys
+print("| metric | clean | corrupted | 1.1 | 1.2 | 2.1 | 2.2 | 2.1 and 2.2 together |")
+print("|---|---|---|---|---|---|---|---|")
+lines = [json.loads(l) for l in sys.stdin]
+for every, layer2 in zip(lines[0::2], lines[1::2]):
+    print("| %s | %.3f | %.3f | %s | %.3f |" % (every.get("metric", "logit-diff"), every["clean"],
+          every["corrupt"], " | ".join("%.3f" % r["exact"] for r in every["results"]),
+          layer2["together"]["exact"]))' >"$tmp/metrics"
+
+# ablation of each head: zero, and resampled from other held-out examples (4 draws), with kl
+{
+    "$qkv" ablate "$tmp/induction" --metric kl --together --threads 1 --json
+    "$qkv" ablate "$tmp/induction" --mode resample --draws 4 --metric kl --together --threads 1 --json
+} | "$PY" -c '
+import json, sys
+zero, res = (json.loads(l) for l in sys.stdin)
+print("| removed | zero: loss | zero: kl | resample: loss | resample: kl |")
+print("|---|---|---|---|---|")
+rows = [("none", zero["baseline"], res["baseline"])]
+rows += [("%d.%d" % (z["layer"], z["head"]), z, r) for z, r in zip(zero["heads"], res["heads"])]
+rows.append(("all four together", zero["together"], res["together"]))
+for name, z, r in rows:
+    print("| %s | %.4f | %.4f | %.4f | %.4f |" % (name, z["loss"], z["metric"], r["loss"], r["metric"]))' \
+    >"$tmp/resample"
+
+# the lens and the logit'"'"'s parts over the held-out set: the means over its target positions
+{
+    "$qkv" lens "$tmp/induction" --data heldout --threads 1 --json
+    "$qkv" attribute "$tmp/induction" --data heldout --threads 1 --json
+} | "$PY" -c '
+import json, sys
+lens, attr = (json.loads(l) for l in sys.stdin)
+print("%d held-out examples, %d target positions." % (lens["examples"], lens["target_positions"]))
+print()
+print("| after | p(target) | loss | rank of the target | target on top | top = final |")
+print("|---|---|---|---|---|---|")
+for b in lens["layers"]:
+    print("| %s | %.3f | %.3f | %.2f | %.3f | %.3f |" % (
+        "%d%s" % (b["after"], " (embed)" if b["after"] == 0 else ""), b["target_prob"],
+        b["target_loss"], b["target_rank"], b["accuracy"], b["final_agreement"]))
+print()
+print("The target'"'"'s logit, %.3f on average: " % attr["logit"] +
+      ", ".join("%s %.3f" % (q["name"], q["value"]) for q in attr["parts"]) + ".")' >"$tmp/datasets"
+
 # ---- compared with the files, or written into them ----
 status=0
 for spec in gradcheck:docs/training.md tasks:docs/training.md precision:docs/plots.md lens:docs/explain.md \
-    paths:docs/explain.md pairs:docs/explain.md; do
+    paths:docs/explain.md pairs:docs/explain.md metrics:docs/explain.md resample:docs/explain.md \
+    datasets:docs/explain.md; do
     name=${spec%%:*} file=${spec#*:}
     "$PY" - "$mode" "$name" "$file" "$tmp/$name" <<'PY' || status=1
 import difflib, sys

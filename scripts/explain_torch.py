@@ -15,12 +15,19 @@ them (resid-post: the stream after the layer's MLP; ln-scale: s before it is app
   ablate     baseline and each row's loss and accuracy, and `together`: the row's site (z, q,
              k, v, pattern, resid-pre, resid-post; with an MLP resid-mid, mlp-pre, mlp-post,
              mlp-out; with LayerNorm ln-scale, the scale s of the row's LayerNorm, `ln`) of
-             its head, at its position, key position and neuron (all where null), set to 0 or
-             to its mean over the examples
-  patch      the clean and corrupted metric; each row's exact share (the corrupted run with
-             the row's entries of its site taken from the clean run) and attribution share
-             (torch autograd on the corrupted run: the sum over those entries of (clean -
-             corrupt) * d metric/d site); the agreement
+             its head, at its position, key position and neuron (all where null), set to 0,
+             to its mean over the examples, or (resample) to its value in the run of each
+             example's partner, drawn as qkv draws them (partners: model_torch's Rng), the
+             scores the means over the draws; with "metric", each score's metric too (loss;
+             prob, the target's probability; kl, KL from the unablated run, nats), the mean
+             over the positions with a target
+  patch      the clean and corrupted metric (the JSON's "metric": logit-diff where absent,
+             loss -log p(answer), prob p(answer), kl KL(clean || run) at the position, nats);
+             each row's exact share (the corrupted run with the row's entries of its site
+             taken from the clean run) and attribution share (torch autograd on the corrupted
+             run: the sum over those entries of (clean - corrupt) * d metric/d site); the
+             agreement; with "selected_heads" (--heads) only their rows, and "together" one
+             run with every row's entries at once, its attribution the rows' summed
   patch      --path: each path S -> R's exact share, by the three passes (pass 2: the
              corrupted run with every head's z and every MLP's mlp-out frozen at its
              corrupted value but S's, which is clean, recording R's q/k/v or mlp-pre; pass 3:
@@ -54,8 +61,8 @@ Each number x of qkv against torch's y must satisfy |x - y| <= tol * max(1, scal
 1e-9 where qkv ran in f64 (the JSON's "dtype": an f64 model, or an f32 model with --dtype f64,
 which widens it exactly) and 1e-6 where it ran in f32. The scale is |y|, except for what is a
 difference: a metric logit[answer] - logit[wrong] scales with |logit[answer]| + |logit[wrong]|
-(its rounding is the logits'), and a share with the sizes of the terms it is made of over
-|clean - corrupt|. An agreement (a correlation) is recomputed from qkv's own columns, which
+(its rounding is the logits'; the other metrics with the logits they read: see metric()),
+and a share with the sizes of the terms it is made of over |clean - corrupt|. An agreement (a correlation) is recomputed from qkv's own columns, which
 are each checked. Rows and paths are checked to be the ones --site, --over and --path list.
 Self-attention models of a built-in task whose tokens read as their ids (copy, reverse,
 shift, max, induction), with or without MLPs and LayerNorms.
@@ -258,7 +265,10 @@ def spot_of(model, r, ck):
     return name, (site, r["layer"] - 1, None if stream else r["head"] - 1, row, col)
 
 
-def score(model, p, tokens, targets, edits=()):
+def score(model, p, tokens, targets, edits=(), kind=None, base=None):
+    """The loss and accuracy over the positions with a target, and with kind the mean of the
+    metric there: loss (the loss itself), prob (the target's probability), kl (KL from base,
+    the unedited run's logits (B, T, V)); and the metric's scale (the largest |logit|)."""
     with torch.no_grad():
         logits, _ = forward(model, p, tokens, edits)
     y = targets.reshape(-1)
@@ -266,7 +276,21 @@ def score(model, p, tokens, targets, edits=()):
     keep = y != -1
     loss = F.cross_entropy(flat[keep], y[keep]).item()
     acc = (flat[keep].argmax(-1) == y[keep]).double().mean().item()
-    return loss, acc
+    lp = torch.log_softmax(flat[keep], -1)
+    big = flat[keep].abs().max().item()
+    if kind == "prob":
+        return loss, acc, lp[torch.arange(len(lp)), y[keep]].exp().mean().item(), big
+    if kind == "kl":
+        ref = torch.log_softmax(base.reshape(-1, model.V)[keep], -1)
+        return loss, acc, (ref.exp() * (ref - lp)).sum(-1).mean().item(), 2 * big
+    return loss, acc, loss, big
+
+
+def partners(n, draws, seed):
+    """ablate --mode resample's partners: draws lists of n, example e's another one,
+    (e + 1 + below(n - 1)) mod n from qkv's generator seeded with seed, draws then examples."""
+    rng = mt.Rng(seed)
+    return [[(e + 1 + rng.below(n - 1)) % n for e in range(n)] for _ in range(draws)]
 
 
 def read_rows(path):
@@ -282,15 +306,31 @@ def check_ablate(model, p, js, data_path, ck):
     rows = read_rows(data_path)
     tokens = torch.tensor(rows)
     targets = torch.tensor(targets_of(model, rows))
-    means = None
+    kind = js.get("metric")  # absent: loss and accuracy alone
+    with torch.no_grad():
+        base, sites = forward(model, p, tokens)
+    means, draws = None, [None]
     if js["mode"] == "mean":
-        with torch.no_grad():
-            _, sites = forward(model, p, tokens)
         means = {key: t.mean(0, keepdim=True) for key, t in sites.items()}
+    elif js["mode"] == "resample":  # each draw's values: the sites of the partners' run
+        draws = []
+        for order in partners(len(rows), js["draws"], js["seed"]):
+            with torch.no_grad():
+                draws.append(forward(model, p, tokens[torch.tensor(order)])[1])
     pre = "ablate %s" % js["mode"]
-    loss, acc = score(model, p, tokens, targets)
-    ck.check(pre + " baseline loss", js["baseline"]["loss"], loss)
-    ck.check(pre + " baseline accuracy", js["baseline"]["accuracy"], acc)
+
+    def scores(edits_of):  # the means over the draws of each draw's scores
+        got = [score(model, p, tokens, targets, edits_of(d), kind, base) for d in draws]
+        return [sum(g[k] for g in got) / len(got) for k in range(4)]
+
+    def check(what, x, want):
+        ck.check(what + " loss", x["loss"], want[0])
+        ck.check(what + " accuracy", x["accuracy"], want[1])
+        if kind:
+            ck.check(what + " metric", x["metric"], want[2], want[3])
+        else:
+            ck.same(what + ": no metric", "metric" in x, False)
+    check(pre + " baseline", js["baseline"], score(model, p, tokens, targets, (), kind, base))
     edits = []
     for h in js["heads"]:
         got = spot_of(model, h, ck)
@@ -299,24 +339,40 @@ def check_ablate(model, p, js, data_path, ck):
         name, (site, l, hd, row, col) = got
         if "site" in js:
             ck.same("%s %s: the JSON's site" % (pre, name), site.split(".")[0], js["site"])
-        e = (site, l, hd, row, col, None if means is None else means[(site, l)])
-        edits.append(e)
-        loss, acc = score(model, p, tokens, targets, [e])
-        ck.check("%s %s loss" % (pre, name), h["loss"], loss)
-        ck.check("%s %s accuracy" % (pre, name), h["accuracy"], acc)
+        value = (lambda d, site=site, l=l: None if means is None and d is None
+                 else means[(site, l)] if d is None else d[(site, l)])
+        edits.append((site, l, hd, row, col, value))
+        check("%s %s" % (pre, name), h, scores(lambda d, e=edits[-1]: [e[:5] + (e[5](d),)]))
     if "together" in js:
         ck.same(pre + " together: its list", len(js["together"]["heads"]), len(js["heads"]))
-        loss, acc = score(model, p, tokens, targets, edits)
-        ck.check(pre + " together loss", js["together"]["loss"], loss)
-        ck.check(pre + " together accuracy", js["together"]["accuracy"], acc)
+        check(pre + " together", js["together"],
+              scores(lambda d: [e[:5] + (e[5](d),) for e in edits]))
 
 
-def metric(logits, pos, ans, wr):
-    """Each pair's logit[answer] - logit[wrong] at its position, (n,), and what its rounding
-    scales with: |logit[answer]| + |logit[wrong]|."""
+def metric(logits, pos, ans, wr, kind="logit-diff", ref=None):
+    """Each pair's metric at its position, (n,), and what its rounding scales with (the logits'
+    sizes it is made of). logit-diff: logit[answer] - logit[wrong] (|logit[answer]| +
+    |logit[wrong]|); loss: -log softmax[answer] (|logit[answer]| + the largest |logit|); prob:
+    softmax[answer] (that, times it); kl: KL(ref || softmax) in nats, ref (n, V) the clean run's
+    log softmax at the position (the largest |logit| of both runs, and the sum of the terms'
+    sizes)."""
     i = torch.arange(logits.shape[0])
-    a, w = logits[i, pos, ans], logits[i, pos, wr]
-    return a - w, a.detach().abs() + w.detach().abs()
+    row = logits[i, pos]  # (n, V)
+    big = row.detach().abs().max(-1).values
+    if kind == "logit-diff":
+        a, w = logits[i, pos, ans], logits[i, pos, wr]
+        return a - w, a.detach().abs() + w.detach().abs()
+    lp = torch.log_softmax(row, -1)
+    if kind == "loss":
+        return -lp[i, ans], row[i, ans].detach().abs() + big
+    if kind == "prob":
+        p_a = lp[i, ans].exp()
+        return p_a, p_a.detach() * (row[i, ans].detach().abs() + big)
+    if kind == "kl":
+        p = ref.exp()
+        terms = p * (ref - lp)
+        return terms.sum(-1), big + ref.abs().max(-1).values + terms.detach().abs().sum(-1)
+    die("unknown metric %r" % kind)
 
 
 def expected_spots(model, site, over):
@@ -434,26 +490,29 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
     n = len(clean)
     clean, corrupt = torch.tensor(clean), torch.tensor(corrupt)
     pos, ans, wr = torch.tensor(pos), torch.tensor(ans), torch.tensor(wr)
+    kind = js.get("metric", "logit-diff")  # absent: the logit difference
     with torch.no_grad():
         cl, sc = forward(model, p, clean)
+    ref = torch.log_softmax(cl[torch.arange(n), pos], -1)  # kl's: the clean distribution
     xl, sx = forward(model, {k: t.clone().requires_grad_(True) for k, t in p.items()},
                      corrupt, keep_grad=True)
-    m_x, size_x = metric(xl, pos, ans, wr)
+    m_x, size_x = metric(xl, pos, ans, wr, kind, ref)
     m_x.sum().backward()  # each pair's gradient: the pairs do not mix
     m_x = m_x.detach()
     sxd = {key: t.detach() for key, t in sx.items()}
-    m_c, size_c = metric(cl, pos, ans, wr)
+    m_c, size_c = metric(cl, pos, ans, wr, kind, ref)
 
     def patched(edits):
         with torch.no_grad():
             pl, ps = forward(model, p, corrupt, edits)
-        return metric(pl, pos, ans, wr), ps
+        return metric(pl, pos, ans, wr, kind, ref), ps
 
     def change(delta, grad):  # per pair: sum of delta * grad, and of its terms' sizes
         terms = (delta * grad).reshape(n, -1)
         return terms.sum(1), terms.abs().sum(1)
 
     items = []  # (name, JSON row, patched (n,), its size (n,), change (n,), its size (n,))
+    together = None  # --together's, as an item
     if js.get("path"):
         got = [(q["sender"], q["receiver"], q["via"]) for q in js["paths"]]
         ck.same("patch --path: the paths", sorted(got, key=str), sorted(expected_paths(model), key=str))
@@ -495,25 +554,38 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
     else:
         got = [(r["site"], r["layer"], r["head"], r["position"], r["key_position"],
                 r.get("neuron"), r.get("ln")) for r in js["results"]]
+        want = expected_spots(model, js["site"], js["over"])
+        if "selected_heads" in js:  # --heads: those heads' rows alone
+            sel = [tuple(int(x) for x in h.split(".")) for h in js["selected_heads"]]
+            want = [w for w in want if (w[1], w[2]) in sel]
         ck.same("patch --site %s --over %s: the rows" % (js["site"], js["over"]),
-                sorted(got, key=str), sorted(expected_spots(model, js["site"], js["over"]), key=str))
+                sorted(got, key=str), sorted(want, key=str))
+        every = []  # --together: every row's edit at once
         for r in js["results"]:
             spot = spot_of(model, r, ck)
             if spot is None:
                 continue
             name, (site, l, h, row, col) = spot
             key, at = (site, l), entries(site, h, row, col)
-            mp, sp = patched([(site, l, h, row, col, sc[key])])[0]
+            every.append((site, l, h, row, col, sc[key]))
+            mp, sp = patched([every[-1]])[0]
             ch, chs = change((sc[key] - sxd[key])[at], sx[key].grad[at])
             items.append((name, r, mp, sp, ch, chs))
         rows = js["results"]
+        if "together" in js:  # one run under every row's edit; the rows' attributions summed
+            (mp, sp), _ = patched(every)
+            ch = sum(x[4] for x in items)
+            chs = sum(x[5] for x in items)
+            together = ("together", js["together"], mp, sp, ch, chs)
+    ck.same("patch: a together only with selected heads", "together" in js,
+            "selected_heads" in js and "together" in js)
     # the means over the pairs: shares of the mean difference
     mc, mx = m_c.mean().item(), m_x.mean().item()
     diff = mc - mx
     ck.check("patch clean", js["clean"], mc, size_c.mean().item())
     ck.check("patch corrupt", js["corrupt"], mx, size_x.mean().item())
     exact, attribution = [], []
-    for (name, r, mp, sp, ch, chs) in items:
+    for (name, r, mp, sp, ch, chs) in items + ([together] if together else []):
         exact.append((mp.mean().item() - mx) / diff)
         attribution.append(ch.mean().item() / diff)
         if r["exact"] is not None:
@@ -522,6 +594,8 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
         if r["attribution"] is not None:
             ck.check("patch %s attribution" % name, r["attribution"], attribution[-1],
                      chs.mean().item() / abs(diff))
+    if together:
+        exact.pop(), attribution.pop()
     if js.get("method") == "both":
         # the agreement is the correlation of qkv's own columns (a correlation of numbers
         # rounded in f32 can move by more than they do)
@@ -545,9 +619,14 @@ def check_patch(model, p, js, ck, pairs_file=None, per_pair_file=None):
         ck.check(pre + " corrupt", o["corrupt"], m_x[i].item(), size_x[i].item())
         d = m_c[i].item() - m_x[i].item()
         ck.same(pre + ": rows", len(o[field]), len(items))
-        for x, (name, r, mp, sp, ch, chs) in zip(o[field], items):
-            ck.same("%s %s: its row" % (pre, name), [x.get(k) for k in ident],
-                    [r.get(k) for k in ident])
+        ck.same(pre + ": together", "together" in o, together is not None)
+        columns = list(zip(o[field], items))
+        if together and "together" in o:
+            columns.append((o["together"], together))
+        for x, (name, r, mp, sp, ch, chs) in columns:
+            if name != "together":
+                ck.same("%s %s: its row" % (pre, name), [x.get(k) for k in ident],
+                        [r.get(k) for k in ident])
             ck.check("%s %s patched" % (pre, name), x["patched"], mp[i].item(), sp[i].item())
             if d == 0:  # a pair whose metrics are equal has no share of its own
                 ck.same("%s %s shares" % (pre, name), (x["exact"], x["attribution"]), (None, None))
@@ -771,10 +850,13 @@ def main():
         if kind == "ablate":
             check_ablate(model, p, js, args.data, ck)
             what = "ablate %s %s %s" % (js["mode"], js.get("site", "z"), js.get("over", "head"))
+            what += " " + js["metric"] if "metric" in js else ""
         elif kind == "patch":
             check_patch(model, p, js, ck, *extra)
             what = "patch %s" % ("--path" if js.get("path") else
                                  "%s %s" % (js.get("site", "z"), js.get("over", "head")))
+            what += " " + js["metric"] if "metric" in js else ""
+            what += " together" if "together" in js else ""
             if extra:
                 what += " (%d pairs)" % js["pairs"]
         elif kind == "lens":

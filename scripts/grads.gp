@@ -4,8 +4,10 @@
 #
 #   gnuplot -c grads.gp OUT FORMAT A_DATA DA_DATA DS_DATA TITLE [CAUSAL [SUBJECT [TOKENS]]]
 #     *_DATA  matrices in the format of attention.gp
-#     CAUSAL  1 if a causal mask dropped every key after the query: those cells of A and dS
-#             (0 by construction) are drawn hatched grey; dA is drawn everywhere
+#     CAUSAL  1 if a causal mask dropped every key after the query: those cells are drawn
+#             hatched grey in all three, as the page draws them (A and dS are 0 there by
+#             construction; dA's numbers there reach no score), and dA's colour range is that
+#             of its other cells
 #     SUBJECT what the maps are of (default: the fixed held-out example)
 #     TOKENS  the longest label and the padding (below): padding is hatched in all three
 out = ARG1; fmt = ARG2; fa = ARG3; fda = ARG4; fds = ARG5; ttl = ARG6
@@ -33,7 +35,8 @@ stats fa matrix rowheaders columnheaders nooutput
 n = STATS_size_x
 kshift = STATS_size_x - STATS_size_y  # keys past the queries: the causal mask is aligned at the end
 # symmetric colour ranges [-r, r] for dA and dS, so that white is exactly zero
-stats fda matrix rowheaders columnheaders nooutput
+# (a masked cell counts as 0: it moves neither end of a range symmetric about 0)
+stats fda matrix rowheaders columnheaders using (v = masked($1, $2, $3), v == v ? v : 0) nooutput
 rda = abs(STATS_min) > abs(STATS_max) ? abs(STATS_min) : abs(STATS_max)
 stats fds matrix rowheaders columnheaders nooutput
 rds = abs(STATS_min) > abs(STATS_max) ? abs(STATS_min) : abs(STATS_max)
@@ -64,18 +67,16 @@ set cbrange [0:1]
 set format cb '%g'
 plot fa matrix rowheaders columnheaders using 1:2:(masked($1, $2, $3)) with image pixels
 
+hatched = causal && anypad ? ' (hatched: masked or padding)' : causal ? ' (hatched: masked)' : \
+    anypad ? ' (hatched: padding)' : ''
 do for [k = 1:2] {
     f = k == 1 ? fda : fds
-    set title (k == 1 ? 'dA = dLoss/dA' : 'dS = dLoss/dS (scores, after scale and mask)')
+    set title (k == 1 ? 'dA = dLoss/dA'.hatched : 'dS = dLoss/dS (scores, after scale and mask)')
     r = k == 1 ? rda : rds
     if (r == 0) { r = 1 }
     eval 'set palette '.diverging
     set cbrange [-r:r]
     set format cb '%.1e'
-    if (k == 1) {
-        plot f matrix rowheaders columnheaders using 1:2:(padded($1, $2) ? NaN : $3) with image pixels
-    } else {
-        plot f matrix rowheaders columnheaders using 1:2:(masked($1, $2, $3)) with image pixels
-    }
+    plot f matrix rowheaders columnheaders using 1:2:(masked($1, $2, $3)) with image pixels
 }
 unset multiplot

@@ -2,7 +2,7 @@
 # positions across, each cell shaded by the probability of its most probable token and, while
 # the picture has room, labelled with that token.
 #
-#   gnuplot -c lens.gp OUT FORMAT DATA CELLS LONGEST
+#   gnuplot -c lens.gp OUT FORMAT DATA CELLS LONGEST [TITLE [XLABEL]]
 #     OUT      the image to write
 #     FORMAT   png (pngcairo) or svg
 #     DATA     the probabilities, a matrix written by qkv plot: a '#' comment, a header line
@@ -10,15 +10,19 @@
 #     CELLS    the labels: a '#' comment, then "column row probability token" per cell
 #     LONGEST  the length of the longest position label: they stand upright when side by side
 #              they would run together
+#     TITLE    the title (qkv plot's names the input), XLABEL the positions' label (qkv
+#              plot's says which are marked '*': no target in training)
 out = ARG1; fmt = ARG2; data = ARG3; cells = ARG4
 longest = ARGC >= 5 ? int(ARG5) : 0
+ttl = ARGC >= 6 ? ARG6 : 'logit lens: the most probable token after each layer, shaded by its probability'
+xl = ARGC >= 7 ? ARG7 : 'position'
 
 stats data matrix rowheaders columnheaders nooutput
 nc = STATS_size_x
 nr = int((STATS_records + STATS_invalid) / nc + 0.5)
 
 w = nc <= 16 ? 760 : nc <= 64 ? 1000 : 1300
-h = nr <= 4 ? 360 : nr <= 8 ? 480 : 600
+h = (nr <= 4 ? 360 : nr <= 8 ? 480 : 600) + 20 * (strstrt(ttl, "\n") > 0)  # a second title line
 if (fmt eq 'svg') {
     set terminal svg size w,h dynamic noenhanced font 'Sans,13' background rgb 'white'
 } else {
@@ -26,8 +30,8 @@ if (fmt eq 'svg') {
 }
 set output out
 
-set title 'logit lens: the most probable token after each layer, shaded by its probability' font ',13'
-set xlabel 'position'
+set title ttl font ',13'
+set xlabel xl
 set ylabel 'after layer (0: the embeddings)'
 set cblabel 'probability'
 set xrange [-0.5:nc-0.5]

@@ -47,7 +47,9 @@ set palette defined (0 '#ffffff', 0.25 '#c6dbef', 0.5 '#6baed6', 0.75 '#2171b5',
 set tics scale 0 nomirror
 cell = (pw - 20.0) / n              # pixels per cell
 labels = cell >= 12                 # room for a token label per cell
-if (cell < 20) { set tics font ',7' }
+# one size for every panel's labels: named at each `set xtics`/`set ytics`, since a tic set
+# again after `unset` takes the terminal's font, not the one given before
+tf = cell < 14 ? ',7' : fmt eq 'svg' ? ',11' : ',9'
 unset key
 masked(k, q, w) = (causal && k > q + kshift) || padded(k, q) ? NaN : w
 if (causal || anypad) {
@@ -75,8 +77,8 @@ do for [l = 1:L] {
         set tmargin at screen fy(l - 1) - 16.0 / Hh
         set bmargin at screen fy(l) + 4.0 / Hh
         set title (pw >= 200 ? sprintf('layer %d, head %d', l, h) : sprintf('L%d H%d', l, h)) offset 0, -0.6
-        if (labels && h == 1) { set ytics scale 0 nomirror } else { unset ytics }
-        if (labels && l == L) { set xtics scale 0 nomirror rotate by 90 right } else { unset xtics }
+        if (labels && h == 1) { set ytics scale 0 nomirror font tf } else { unset ytics }
+        if (labels && l == L) { set xtics scale 0 nomirror rotate by 90 right font tf } else { unset xtics }
         if (l == L && h == H) {       # the one colour bar, right of the grid
             set colorbox user origin screen fx(H) + 20.0 / W, screen fy(L) + 4.0 / Hh \
                 size screen 14.0 / W, screen (pw * L - 20.0) / Hh

@@ -168,6 +168,8 @@ def reference(torch, op, x, extra, params):
         y = attention(torch, split(x["q"]), split(x["k"]), split(x["v"]), mask,
                       float(params["scale"]))
         return y.transpose(1, 2).reshape(y.shape[0], y.shape[2], h * y.shape[3])
+    if op == "select_rows":  # rows of each (T, C) matrix, a row picked twice summing its grads
+        return x["x"][..., [int(i) for i in params["rows"]], :]
     if op == "relu":
         return torch.relu(x["x"])
     if op == "gelu":

@@ -120,7 +120,8 @@ setup() { # DIR
         --out xrun >setup.txt 2>&1 || { echo "bad_inputs: cannot train xrun:"; cat setup.txt; exit 1; }
     printf 'a b\tb\n\tb a\n' >data/empty_input_cross.tsv
     # A model without the residual stream; files of prompt pairs for qkv patch --pairs: a token
-    # the model lacks, a pair's inputs of two lengths (datarun), answer = wrong, five fields
+    # the model lacks, a pair's inputs of two lengths (datarun), pairs of two lengths (datarun,
+    # xrun), answer = wrong, five fields
     $QKV train --task copy --seq-len 4 --vocab 8 --d-model 4 --steps 1 --no-residual --quiet \
         --out nores >setup.txt 2>&1 || { echo "bad_inputs: cannot train nores:"; cat setup.txt; exit 1; }
     # A modular model for qkv fourier
@@ -128,9 +129,16 @@ setup() { # DIR
         >setup.txt 2>&1 || { echo "bad_inputs: cannot train modrun:"; cat setup.txt; exit 1; }
     printf '1 2 3 4\t4 3 2 1\n1 2 3 4\t1 2 9 4\n' >data/pairs_unknown.txt
     printf 'a b c\tb a\n' >data/pairs_lengths.txt
+    printf 'a b c\tc b a\nc a\ta c\n' >data/pairs_two_lengths.txt # for datarun and xrun alike
     printf '1 2 3 4\t4 3 2 1\t5\t5\n' >data/pairs_same.txt
     printf '1 2 3 4\t4 3 2 1\t5\t6\t7\n' >data/pairs_fields.txt
     printf 's0 s1 s2 s3\ns0 w1 s2 s3\n' >data/translate_target_word.txt
+    # A data model whose held-out set is one example (no other to pair it with or resample
+    # from), and a copy model's examples with a token its vocabulary lacks
+    printf 'a b\tb a\n' >data/single.tsv
+    $QKV train --data data/good.tsv --heldout data/single.tsv --d-model 4 --steps 1 --quiet \
+        --out onerun >setup.txt 2>&1 || { echo "bad_inputs: cannot train onerun:"; cat setup.txt; exit 1; }
+    printf '1 2 3 4\n1 2 9 4\n' >data/copy_unknown.txt
     rm setup.txt
     # Outputs that already hold something (a refused command must leave them), a link to one;
     # config files whose numbers a whole-number option cannot take
@@ -139,8 +147,9 @@ setup() { # DIR
     printf '{"steps": 1e300}\n' >config_huge.json
     printf '{"lr": 1e999}\n' >config_inf.json
     # Sweeps written (--emit: nothing run) whose one cell's summary.json is cut short, has no
-    # status, or is a FIFO
-    for s in swcut swnostatus swfifo swmd; do
+    # status, is a FIFO, a link to itself, a link to nowhere or larger than 4 MiB; whose cell
+    # is a link to nowhere; whose sweep.json is a link to itself
+    for s in swcut swnostatus swfifo swmd swloop swdangle swbig swcell swjson; do
         $QKV sweep --grid seed=1 --out $s --emit parallel --quiet -- --task copy --steps 1 \
             >setup.txt 2>&1 || { echo "bad_inputs: cannot write sweep $s:"; cat setup.txt; exit 1; }
         mkdir $s/seed=1
@@ -148,6 +157,11 @@ setup() { # DIR
     head -c 60 run/summary.json >swcut/seed=1/summary.json
     printf '{"format": "qkv-summary"}\n' >swnostatus/seed=1/summary.json
     mkfifo swfifo/seed=1/summary.json
+    ln -s summary.json swloop/seed=1/summary.json
+    ln -s no_such_summary.json swdangle/seed=1/summary.json
+    truncate -s 5M swbig/seed=1/summary.json
+    rmdir swcell/seed=1 && ln -s no_such_cell swcell/seed=1
+    rm swjson/sweep.json && ln -s sweep.json swjson/sweep.json
     rmdir swmd/seed=1 && mkdir swmd/sweep.md # a directory where --collect writes a table
     mkdir -p stdir/scaling.png               # and where study --scaling draws its figure
     rm setup.txt
@@ -223,6 +237,10 @@ circuits('cell_string', heads=[dict(head, qk=[['x'] * 8] + square[1:])])
 circuits('composition_one_layer', composition=comp('1.1', '2.1'))
 circuits('key_tokens_outside', key_tokens=[0, 3, 8])  # 8: past the vocabulary's 8 tokens
 circuits('key_tokens_falling', key_tokens=[3, 1])
+circuits('key_tokens_empty', key_tokens=[])  # no row or column to draw
+nine = [str(i) for i in range(9)]  # a vocabulary of 9 beside a model of 8
+circuits('vocab_not_model', vocab=nine, query_labels=nine,
+         heads=[dict(head, qk=[[0.5] * 9] * 9, ov=[[0.5] * 9] * 9)])
 circuits('trailing', text=json.dumps(good) + ' x')
 def other(case, name, j):
     with open(tree('an_' + case) + '/' + name, 'w') as f:
@@ -233,6 +251,8 @@ other('patch_position', 'patch.json', {'positions': ['0:1', '1:2', '2:3', '3:4']
       {'layer': 1, 'head': 1, 'position': 60000, 'exact': 0.5, 'attribution': 0.5}]})
 other('patch_mlp_itself', 'patch.json', {'path': True, 'paths': [  # an MLP does not read its own output
       {'sender': 'mlp 1', 'receiver': 'mlp 1', 'via': 'mlp-pre', 'exact': 0.5, 'attribution': 0.5}]})
+other('patch_positions_beyond', 'patch.json', {'positions': ['0:1', '1:2', '2:3', '3:4', '4:5'],
+      'results': [{'layer': 1, 'head': 1, 'position': 4, 'exact': 0.5, 'attribution': 0.5}]})
 other('attribute_head', 'attribute.json',
       {'logit': 1, 'parts': [{'name': '1.9', 'layer': 1, 'head': 9, 'value': 1}]})
 # lens.json: one entry per boundary (after 0, after 1) and per position (4), the parts of the
@@ -254,7 +274,24 @@ lens_case('prob', layers=[lens['layers'][0], {'after': 1, 'positions': [
     dict(cell(0), top=[{'token': '1', 'prob': 2}])] + [cell(i) for i in range(1, 4)]}])
 lens_case('decomposition', decomposition=lens['decomposition'][:3])
 lens_case('part', decomposition=[dict(d, parts=[{'name': '1.9', 'value': 1}]) for d in lens['decomposition']])
+# 5 positions, each whole, beside a model of 4
+lens_case('positions_beyond', positions=lens['positions'] + ['4:5'],
+          layers=[{'after': b, 'positions': [cell(i) for i in range(5)]} for b in range(2)],
+          decomposition=[dict(lens['decomposition'][0], position=i) for i in range(5)])
 PY
+    # Files that are there but cannot be read, never taken for missing ones: an analysis file
+    # and a run's metrics.csv that link to nowhere, a data run's copy of its file that links
+    # to itself, the metrics a resumed run reads back (metrics.csv to nowhere, metrics.jsonl
+    # to itself)
+    cp -r run an_dangle && ln -s no_such.json an_dangle/lens.json
+    cp -r run pg_dangle && rm pg_dangle/metrics.csv && ln -s no_such.csv pg_dangle/metrics.csv
+    cp -r datarun dataloop && rm dataloop/data/train.tsv && ln -s train.tsv dataloop/data/train.tsv
+    cp -r run rsmetrics && rm rsmetrics/metrics.csv && ln -s no_such.csv rsmetrics/metrics.csv
+    cp -r run rsjsonl && rm rsjsonl/metrics.jsonl && ln -s metrics.jsonl rsjsonl/metrics.jsonl
+    # a modular run's files that its pictures read (docs/grokking.md, "Pictures"): a summary.json
+    # that is not JSON, a metrics.jsonl that links to nowhere
+    cp -r modrun modsummary && printf 'not json' >modsummary/summary.json
+    cp -r modrun modjsonl && rm modjsonl/metrics.jsonl && ln -s no_such.jsonl modjsonl/metrics.jsonl
     # The fixtures' snapshot, taken once: a case's copy (cp -a keeps every time, mode and
     # link) has the same one, so each case takes only its "after" snapshot
     local before

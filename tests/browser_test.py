@@ -37,7 +37,15 @@ writes their pages, and drives headless Chromium through chromedriver's W3C WebD
     and the vocabulary's padding token is hatched in the circuits; a one-layer model has no
     induction chart and its score charts run from 0 to 1;
   - tokens `</script><b>` and `<img/src/onerror=P()>` in that file run no script and add no
-    element: they are drawn as text.
+    element: they are drawn as text;
+  - on a modular run (P = 13, 4 heads, an MLP of 64: seconds), and on a copy whose summary.json
+    names every phase, the grokking views (docs/grokking.md, "Pictures"): the page's losses,
+    norms and phases are metrics.jsonl's and summary.json's, the neurons' clusters qkv
+    fourier's and the attention from = qkv inspect's; the four loss curves are drawn and the
+    phases that ended (only those) are shaded from and to their steps, the key saying where
+    the run stopped; each heatmap image's pixels are its numbers' colours (a up, b across);
+    every title names the run and its task; the attention's view (images inside its SVG) saves
+    as PNG and SVG.
 Exits 77 (ctest: skipped) when chromium or chromedriver is not installed, unless
 QKV_REQUIRE_BROWSER=1 (CI installs them with scripts/setup.sh, so there it fails instead).
 """
@@ -357,6 +365,80 @@ def check_analysis(wd, name, layers, heads, parts, vocab, qrows, positions, lens
     print(f"browser_test: {name}: analysis views {want}, head click and PNG/SVG saves checked")
 
 
+def check_view_titles(wd, name, d):
+    """What the analysis views of run d say they are made of, and how they mark a choice: each
+    view's title and subtitle (part of a saved image) name the input, the position, the token,
+    the answer and wrong tokens, or the examples; the captions hold the whole input; the lens
+    marks with '*' the positions without a target; the selected head's outline in a bar chart
+    hugs its bar (never the plot's height, a bar at the axis maximum); an upright axis label
+    starts below the titles however short its view."""
+    files = {k: json.load(open(os.path.join(d, k + ".json"))) for k in ("ablate", "patch", "attribute", "lens")}
+    wd.run("window.qkv.select(0, 0);")
+    texts = wd.run("""const out = {};
+        for (const id of ['ablate', 'patch', 'attribute', 'lens', 'lens-parts']) {
+          const s = document.getElementById('svg-' + id);
+          out[id] = [s.querySelector('text.title').textContent,
+                     [...s.querySelectorAll('text.subtitle')].map(t => t.textContent).join(' / '),
+                     document.querySelector('#view-' + id + ' figcaption span.caption').textContent];
+        }
+        return out;""")
+    p, a, z = files["patch"], files["attribute"], files["lens"]
+    want = {"ablate": ["over the held-out set"],
+            "patch": [f"position {p['positions'][p['position']]}", f"answer {p['answer']}", f"wrong {p['wrong']}",
+                      f"clean {p['tokens'][0]} {p['tokens'][1]}", f"corrupt {p['corrupt_tokens'][0]} {p['corrupt_tokens'][1]}"],
+            "attribute": [f"the logit of {a['token']} at position {a['positions'][a['position']]}",
+                          f"input: {a['tokens'][0]} {a['tokens'][1]}"],
+            "lens": [f"input: {z['tokens'][0]} {z['tokens'][1]}"], "lens-parts": [f"input: {z['tokens'][0]}"]}
+    for view, words in want.items():
+        title, sub, caption = texts[view]
+        for w in words:
+            if w not in title + " / " + sub:
+                fail(f"{name}: the {view} view's title and subtitle ({title!r}, {sub!r}) do not say {w!r}")
+    for view, j in (("patch", p), ("attribute", a), ("lens", z)):
+        if " ".join(j["tokens"]) not in texts[view][2]:
+            fail(f"{name}: the {view} view's caption does not hold its input: {texts[view][2]!r}")
+    check_lens_marks(wd, name, z)
+    # head 1.1 is selected: its outline in the attribution and the lens's parts hugs its bar
+    for view, parts in (("attribute", a["parts"]), ("lens-parts", z["decomposition"][-1]["parts"])):
+        k = [i for i, q in enumerate(parts) if q.get("name") == "1.1" or (q.get("layer"), q.get("head")) == (1, 1)]
+        if view == "lens-parts":
+            wd.click(f'#svg-lens rect.hcell[data-i="0"][data-j="{len(z["positions"]) - 1}"]')
+        boxes = wd.run("""const s = document.getElementById('svg-' + arguments[0]);
+            const box = (e) => { const r = e.getBoundingClientRect(); return [r.top, r.bottom]; };
+            return [[...s.querySelectorAll('rect.chosen')].map(box), box(s.querySelector(`rect.bar[data-k="${arguments[1]}"]`))];""",
+                       view, k[0] if k else -1) if k else None
+        if not boxes or len(boxes[0]) != 1:
+            fail(f"{name}: the {view} view outlines {boxes and boxes[0]} for head 1.1")
+        elif boxes[0][0][0] < boxes[1][0] - 3 or boxes[0][0][1] > boxes[1][1] + 3:
+            fail(f"{name}: the {view} view's outline of head 1.1 spans {boxes[0][0]}, not its bar's {boxes[1]}")
+    # upright axis labels start below the titles
+    bad = wd.run("""const out = [];
+        for (const s of document.querySelectorAll('figure.view svg')) {
+          const heads = [...s.querySelectorAll('text.title, text.subtitle')].map(t => t.getBoundingClientRect().bottom);
+          for (const t of s.querySelectorAll('text.axis[transform*="rotate"]'))
+            if (heads.length && t.getBoundingClientRect().top < Math.max(...heads) + 1) out.push(`${s.id}: ${t.textContent}`);
+        }
+        return out;""")
+    if bad:
+        fail(f"{name}: upright axis labels reach the titles: {bad}")
+    print(f"browser_test: {name}: the views name their inputs, position and tokens; outlines hug their bars")
+
+
+def check_lens_marks(wd, name, z):
+    """The lens view's column labels: each position's, marked '*' where lens.json's decomposition
+    says it has no target in training (as qkv lens's table marks it), and the x label says so."""
+    cols = wd.run("return [...document.querySelectorAll('#svg-lens text.collab')].map(t => t.textContent)")
+    marked = [str(c) + ("*" if e.get("has_target") is False else "") for c, e in zip(z["positions"], z["decomposition"])]
+    xlabel = wd.run("return [...document.querySelectorAll('#svg-lens text.axis')].map(t => t.textContent).join('|')")
+    if cols != marked:
+        fail(f"{name}: the lens's positions are labelled {cols}, not {marked}")
+    elif any(c.endswith("*") for c in marked) != ("no target" in xlabel):
+        fail(f"{name}: the lens's x label ({xlabel!r}) does not say what '*' marks")
+    else:
+        n = sum(c.endswith("*") for c in marked)
+        print(f"browser_test: {name}: the lens marks {n} position{'' if n == 1 else 's'} without a target")
+
+
 def check_saves(wd, name, views):
     """The save buttons of each (view, cells): a PNG of the drawn view (twice its size), a
     well-formed SVG of it holding its `cells` cells (heatmap cells, or a graph's edges)."""
@@ -487,6 +569,112 @@ def check_neurons(wd, name, ablate):
     if got != want:
         fail(f"{name}: the ablation view of MLP neurons is {got}, not {want}")
     print(f"browser_test: {name}: ablation of mlp-post, 2 layers x {N} neurons")
+
+
+def check_grokking(wd, name, d, inspect, saves):
+    """A modular run's views (docs/grokking.md, "Pictures"): the page's data is the run's
+    (metrics.jsonl, summary.json, the model's neurons and attention, as qkv fourier and qkv
+    inspect give them); the losses' curves and the shaded phases sit at the evaluations'
+    steps; each heatmap's pixels are its numbers; every title names the run and its task;
+    the views save as PNG and SVG."""
+    rows = [json.loads(l) for l in open(os.path.join(d, "metrics.jsonl"))]
+    summary = json.load(open(os.path.join(d, "summary.json")))["grokking"]
+    fourier = json.loads(subprocess.run([QKV, "fourier", d, "--json"], check=True, capture_output=True).stdout)
+    g = wd.run("return window.qkv.data.grokking")
+    if not g:
+        fail(f"{name}: the page has no grokking data")
+        return
+    P, F = g["modulus"], g["modulus"] // 2
+    close = lambda a, b: (a is None and b is None) or (a is not None and b is not None and abs(a - b) <= 1e-3 * abs(b) + 1e-9)
+    losses = {"train": "train_set_loss", "test": "heldout_loss", "restricted": "restricted_loss", "excluded": "excluded_loss"}
+    if g["evals"]["step"] != [r["step"] for r in rows] or not all(
+            close(g["evals"][k][i], r[c]) for k, c in losses.items() for i, r in enumerate(rows)) or not all(
+            close(a, b) for e, r in zip(g["evals"]["embed_norms"], rows) for a, b in zip(e, r["embed_norms"][1:])):
+        fail(f"{name}: the page's losses or norms are not metrics.jsonl's")
+    want_phases = {k: summary[k] for k in ("memorization_end", "circuit_formation_end", "cleanup_end", "generalization_step")}
+    if {k: g["phases"][k] for k in want_phases} != want_phases or g["phases"]["generalized"] != summary["generalized"]:
+        fail(f"{name}: the page's phases {g['phases']} are not summary.json's {summary}")
+    # the losses: a curve each, the phases that ended shaded from and to their steps' x
+    got = wd.run("""const s = document.getElementById('svg-grok-losses');
+        const pts = (k) => { const p = s.querySelector(`polyline[data-column="${k}"]`); return p ? [...p.points].map(q => q.x) : null; };
+        return {title: s.querySelector('text.title').textContent, train: pts('train'),
+                curves: [...s.querySelectorAll('polyline.loss')].map(p => p.dataset.column).sort(),
+                bands: [...s.querySelectorAll('rect.phase')].map(r => [r.dataset.phase, Number(r.getAttribute('x')),
+                         Number(r.getAttribute('x')) + Number(r.getAttribute('width'))]),
+                gen: [...s.querySelectorAll('line.generalization')].map(l => Number(l.getAttribute('x1'))),
+                key: [...s.querySelectorAll('text.phase-text')].map(t => t.textContent)};""")
+    x_of = dict(zip(g["evals"]["step"], got["train"] or []))
+    mem, circ, clean, gen = (want_phases[k] for k in ("memorization_end", "circuit_formation_end", "cleanup_end", "generalization_step"))
+    bands = [b for b in (("memorization", 0, mem), ("circuit formation", mem, circ), ("cleanup", circ, clean))
+             if b[1] is not None and b[2] is not None]
+    if got["curves"] != ["excluded", "restricted", "test", "train"] or len(x_of) != len(rows):
+        fail(f"{name}: the losses' curves are {got['curves']} of {len(x_of)} points, not 4 of {len(rows)}")
+    elif [b[0] for b in got["bands"]] != [b[0] for b in bands] or any(
+            abs(x0 - x_of[f]) > 0.06 or abs(x1 - x_of[t]) > 0.06 for (_, x0, x1), (_, f, t) in zip(got["bands"], bands)):
+        fail(f"{name}: the shaded phases are {got['bands']}, not {bands} at the curves' x {x_of}")
+    elif got["gen"] != ([] if gen is None else [got["gen"][0]]) or (gen is not None and abs(got["gen"][0] - x_of[gen]) > 0.06):
+        fail(f"{name}: the generalization line is at {got['gen']}, not at step {gen}")
+    last = rows[-1]["step"]
+    want_key = [f"memorization: 0 to {mem}" if mem is not None else f"memorization: not ended by step {last}",
+                f"circuit formation: {mem} to {circ}" if circ is not None else f"circuit formation: not ended by step {last}"
+                if mem is not None else "circuit formation: not reached",
+                f"cleanup: {circ} to {clean}" if clean is not None else f"cleanup: not ended by step {last}"
+                if circ is not None else "cleanup: not reached",
+                f"generalized (test accuracy >= 99%) from step {gen}" if gen is not None else "not generalized (test accuracy < 99%)"]
+    if got["key"] != want_key:
+        fail(f"{name}: the phases' key says {got['key']}, not {want_key}")
+    # the neurons: qkv fourier's clusters; the images' pixels are the numbers' colours
+    z = g["neurons"]
+    clusters = {f"1.{u}": c for u, c in enumerate(fourier["mlp"][0]["cluster"])}
+    if sorted(z["name"]) != sorted(clusters) or any(clusters[n] != c for n, c in zip(z["name"], z["cluster"])):
+        fail(f"{name}: the page's neuron clusters are not qkv fourier's")
+    pixels = wd.run_async("""const done = arguments[arguments.length - 1], out = {};
+        const imgs = [...document.querySelectorAll('#grokking image.heat')];
+        let left = imgs.length;
+        imgs.forEach((e, n) => {
+          const i = new Image();
+          i.onload = () => { const c = document.createElement('canvas'); c.width = i.width; c.height = i.height;
+            const x = c.getContext('2d'); x.drawImage(i, 0, 0);
+            const fig = e.closest('figure').id;
+            out[`${fig}/${e.dataset.head || ''}${e.dataset.to || ''}`] = [e.dataset.cells, [...x.getImageData(0, 0, i.width, i.height).data]];
+            if (--left === 0) done(out); };
+          i.src = e.getAttribute('href'); });""")
+    blues = lambda vs: wd.run("return arguments[0].map(v => v === null ? [212, 216, 221] : grokBlue(v))", vs)
+    want_images = {"view-grok-fourier/", "view-grok-neurons/"} | {f"view-grok-attention-l1/{h}{t}" for h in range(1, 5) for t in "ab"}
+    if set(pixels) != want_images:
+        fail(f"{name}: the heatmap images are {sorted(pixels)}, not {sorted(want_images)}")
+        return
+    rgb = lambda px, w, i, j: px[4 * (j * w + i):4 * (j * w + i) + 3]
+    cells, px = pixels["view-grok-neurons/"]
+    sample = (0, len(z["name"]) // 2, len(z["name"]) - 1)
+    colours = blues([v for u in sample for v in z["by_frequency"][u]])
+    if cells != f"{F}x{len(z['name'])}" or any(rgb(px, F, k, u) != colours[n * F + k]
+                                               for n, u in enumerate(sample) for k in range(F)):
+        fail(f"{name}: the neurons' image ({cells}) is not their shares")
+    cells, px = pixels["view-grok-fourier/"]
+    width, top = int(cells.split("x")[0]), max(v for e in g["evals"]["embed_norms"] for v in e if v is not None)
+    colours = blues([v / top for v in g["evals"]["embed_norms"][-1]])
+    if cells != f"{width}x{F}" or any(rgb(px, width, width - 1, F - k) != colours[k - 1] for k in range(1, F + 1)):
+        fail(f"{name}: the last column of the norms' image ({cells}) is not the last evaluation's norms")
+    at = g["attention"][0]
+    for h in range(4):
+        for t in "ab":
+            cells, px = pixels[f"view-grok-attention-l1/{h + 1}{t}"]
+            colours = wd.run("return arguments[0].map(r => r.map(v => grokBlue(v)))", at[h][t])
+            if cells != f"{P}x{P}" or any(rgb(px, P, b, P - 1 - a) != colours[a][b] for a in range(P) for b in range(P)):
+                fail(f"{name}: head {h + 1}'s image of the weight on {t} ({cells}) is not its numbers (a up, b across)")
+        # one pair against qkv inspect: row = of its weights, columns a and b
+        (a, b), w = inspect
+        wa, wb = w[h][2][0], w[h][2][1]
+        if not close(at[h]["a"][a][b], wa) or not close(at[h]["b"][a][b], wb):
+            fail(f"{name}: head {h + 1}'s weights from = for {a} {b} are {at[h]['a'][a][b]}, {at[h]['b'][a][b]}; qkv inspect's {wa}, {wb}")
+    titles = wd.run("return [...document.querySelectorAll('#grokking text.title')].map(t => t.textContent)")
+    if len(titles) != 4 or not all(t.startswith(f"{g['run']}: (a + b) mod {P}") for t in titles):
+        fail(f"{name}: the titles {titles} do not all name the run and its task")
+    if saves:  # the view of heatmap images inside its SVG (a PNG is decoded here in Python: seconds)
+        check_saves(wd, name, (("grok-attention-l1", 0),))
+    print(f"browser_test: {name}: {len(rows)} evaluations, phases {[b[0] for b in bands]} shaded, "
+          f"{len(z['name'])} neurons, 4 heads x {P} x {P} attention, pixels{' and saves' if saves else ''} checked")
 
 
 def check_labels_fit(wd, name):
@@ -693,7 +881,9 @@ def main():
             ("lookup", ["--task", "lookup", "--d-model", "16"], 1, 1),
             ("translate", ["--task", "translate", "--heads", "2", "--d-model", "16"], 1, 2),
             ("data", ["--data", half, "--d-model", "16"], 1, 1),
-            ("padded", ["--data", padded, "--heldout", padded_held, "--d-model", "16"], 1, 1)]
+            ("padded", ["--data", padded, "--heldout", padded_held, "--d-model", "16"], 1, 1),
+            ("modular", ["--task", "modular", "--modulus", "13", "--train-frac", "0.7", "--d-model", "32",
+                         "--mlp", "64", "--lr", "0.01", "--eval-every", "10"], 1, 4)]
     pages = []
     for name, args, layers, heads in runs:
         d = os.path.join(tmp, name)
@@ -702,6 +892,11 @@ def main():
         if name in ("reverse", "padded"):  # the analysis files the page shows
             subprocess.run([QKV, "circuits", "--model", d, "--out", os.path.join(d, "circuits.json")],
                            check=True, stdout=subprocess.DEVNULL)
+        if name == "shift":  # a lens whose first position has no target (shift's)
+            with open(os.path.join(d, "attention", "layer1_head1.dat")) as f:
+                held = [k.split(":", 1)[1] for k in f.readlines()[1].split()[1:]]
+            subprocess.run([QKV, "lens", "--model", d, "--input", " ".join(held), "--out",
+                            os.path.join(d, "lens.json")], check=True, stdout=subprocess.DEVNULL)
         if name == "reverse":
             with open(os.path.join(d, "attention", "layer1_head1.dat")) as f:
                 clean = [k.split(":", 1)[1] for k in f.readlines()[1].split()[1:]]
@@ -750,11 +945,14 @@ def main():
             cross_map(os.path.join(cross, "snapshots", f"step{step}_layer1_head{h}.dat"), step, h)
     subprocess.run([QKV, "plot", cross, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
     pages.append((os.path.join(cross, "plots", "attention.html"), "cross-attention", 1, 3))
-    # Crowded views: the 2 x 2 reverse run with a patching map over 128 positions of long labels
-    # and 130 attribution parts (the lowest just under 0, its axis label beside 0's): labels
-    # are thinned or upright, never overlapping or clipped.
+    # Crowded views: a 2 x 2 run of 128 positions (plot refuses positions its model lacks) with
+    # a patching map over them, of long labels, and 130 attribution parts (the lowest just
+    # under 0, its axis label beside 0's): labels are thinned or upright, never overlapping or
+    # clipped.
     crowded = os.path.join(tmp, "crowded")
-    shutil.copytree(os.path.join(tmp, "reverse"), crowded)
+    subprocess.run([QKV, "train", "--task", "copy", "--seq-len", "128", "--vocab", "8", "--layers", "2",
+                    "--heads", "2", "--d-model", "8", "--steps", "1", "--quiet", "--out", crowded],
+                   check=True, stderr=subprocess.DEVNULL)
     with open(os.path.join(crowded, "patch.json"), "w") as f:
         json.dump({"clean": 1, "corrupt": 0, "positions": [f"{t}:token{t % 17}" for t in range(128)],
                    "results": [{"layer": l, "head": h, "position": t, "exact": ((l * 7 + h * 3 + t) % 11) / 10 - 0.3,
@@ -791,6 +989,19 @@ def main():
             shutil.copy(os.path.join(tmp, src + ".json"), os.path.join(d, kind + ".json"))
         subprocess.run([QKV, "plot", d, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
         site_pages[page] = os.path.join(d, "plots", "attention.html")
+    # The modular run again with every phase in summary.json (written here): three shaded.
+    phased = os.path.join(tmp, "modular_phases")
+    shutil.copytree(os.path.join(tmp, "modular"), phased)
+    summary = json.load(open(os.path.join(phased, "summary.json")))
+    summary["grokking"].update(memorization_end=10, circuit_formation_end=30, cleanup_end=50,
+                               generalization_step=40, generalized=True)
+    json.dump(summary, open(os.path.join(phased, "summary.json"), "w"))
+    subprocess.run([QKV, "plot", phased, "--format", "html"], check=True, stdout=subprocess.DEVNULL)
+    pages.append((os.path.join(phased, "plots", "attention.html"), "modular_phases", 1, 4))
+    grok_pair = (3, 5)
+    inspected = json.loads(subprocess.run([QKV, "inspect", os.path.join(tmp, "modular"), "--input", "3 5 =", "--json"],
+                                          check=True, capture_output=True).stdout)
+    modular_inspect = (grok_pair, [e["weights"] for e in inspected["attention"]])
     port = free_port()
     proc = subprocess.Popen([driver, f"--port={port}"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -843,11 +1054,17 @@ def main():
                 check_analysis(wd, page[1], 2, 2, parts, len(circuits["vocab"]),
                                len(circuits["query_labels"]), positions,
                                json.load(open(os.path.join(d, "lens.json"))))
+                check_view_titles(wd, page[1], d)
+            if page[1] == "shift":
+                check_lens_marks(wd, page[1], json.load(open(os.path.join(tmp, "shift", "lens.json"))))
             if page[1] == "padded":
                 d = os.path.join(tmp, "padded")
                 circuits = json.load(open(os.path.join(d, "circuits.json")))
                 check_padding(wd, page[1], os.path.join(d, "attention", "layer1_head1.dat"),
                               len(circuits["key_tokens"]) if circuits["vocab"][0] == "<pad>" else 0, token)
+            if page[1] in ("modular", "modular_phases"):
+                check_grokking(wd, page[1], os.path.dirname(os.path.dirname(page[0])), modular_inspect,
+                               page[1] == "modular")
             check_panels_fit(wd, page[1])
     finally:
         if wd.sid:

@@ -740,7 +740,9 @@ assert kept["loss"] == recomputed["loss"], (kept["loss"], recomputed["loss"])
 if peak["simd"] == "avx512":  # the AVX2 path's peak beside it, and the width they say
     ratio = peak["gflops_1_thread"] / peak["avx2_gflops_1_thread"]
     assert abs(ratio - peak["avx512_over_avx2"]) < 0.01, peak
-    assert peak["full_width"] == (peak["avx512_over_avx2"] >= 1.5), peak
+    # told (true or false) at 1.5 or more and under 1.3; null: the machine too busy to tell
+    r = peak["avx512_over_avx2"]
+    assert peak["full_width"] in ((True, None) if r >= 1.5 else (False, None) if r < 1.3 else (None,)), peak
 else:
     assert "full_width" not in peak, peak
 EOF

@@ -98,6 +98,12 @@ run modular_lens lens mod --input "1 2 =" --json && says modular_lens '"layers"'
 run modular_grads grads --model mod --out mod_grads.safetensors && has mod_grads.safetensors
 run modular_fourier fourier mod --out mod/fourier.json && has mod/fourier.json &&
     says modular_fourier "key frequencies"
+if command -v gnuplot >/dev/null; then
+    run modular_plot plot mod --format svg &&
+        has mod/plots/grok_losses.svg mod/plots/grok_fourier.svg mod/plots/grok_neurons.svg \
+            mod/plots/grok_attention_layer1.svg
+fi
+run modular_plot_html plot mod --format html && has mod/plots/attention.html
 run modular_resume train --resume mod --steps 6 --quiet
 # a modular run's progress measures and phases (docs/grokking.md)
 grep -q '"grokking"' mod/summary.json && grep -q ',restricted_loss,' mod/metrics.csv ||

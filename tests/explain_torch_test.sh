@@ -11,7 +11,10 @@
 # each LayerNorm's scale, ln-scale, by LayerNorm and by position, zeroed and set to its mean),
 # attribute with and without --neurons, and lens (through the final LayerNorm); they and a
 # third (reverse, relu, no LayerNorm, f32 and f64) run patch --path, whose senders and
-# receivers include the MLPs (the induction model's f64 also over a set of pairs).
+# receivers include the MLPs (the induction model's f64 also over a set of pairs). Besides
+# the logit difference, patch runs --metric loss, prob and kl (by site, by --path, over the set
+# of pairs, with --heads and --together), and ablate --metric loss, prob, kl and --mode
+# resample (2 draws, seed 5: the partners drawn again in Python).
 #
 # usage: tests/explain_torch_test.sh path/to/qkv path/to/python-with-torch scripts/explain_torch.py
 set -u
@@ -45,28 +48,36 @@ corrupt="1 2 3 4 5 7 8 10 6 12 11 9 6 12 11 9"
         "3 5 6 9 10 12 14 13 2 8 4 11 1 7 13 2"
 } >"$W/pairs.tsv"
 
-# What each model and dtype patches and ablates besides the head outputs: "SITE OVER" for
-# patch (path: --path), "SITE MODE OVER [HEADS]" for ablate, a set of pairs ("SITE OVER" or
-# path) with --per-pair, and "neurons" for attribute --neurons. The set of pairs by --path is
+# What each model and dtype patches and ablates besides the head outputs: "SITE OVER [METRIC
+# [HEADS]]" for patch (path: "path [METRIC]", --path; HEADS: --heads HEADS --together),
+# "SITE MODE OVER [HEADS|- [METRIC]]" for ablate (resample: --draws 2 --seed 5), a set of
+# pairs ("SITE OVER [METRIC]" or "path [METRIC]") with --per-pair, and "neurons" for attribute
+# --neurons; METRIC is --metric's (loss, prob, kl). The set of pairs by --path is
 # checked in f64 only: in f32 its pass 3 reads pass 2's rounded record, and pair 3's patched
 # metric lands 1.15e-6 from f64's (the f64 run agrees to 2e-15).
 plan() { # MODEL DTYPE -> lines "patch|ablate|pairs|neurons ARGS"
     case "$1.$2" in
     m1.f32) printf '%s\n' "patch q head" "patch v head" "patch pattern head-position" \
         "patch resid-post layer-position" "patch path" "ablate q zero head-position 2.2" \
-        "ablate resid-post mean layer-position" "pairs v key-position" ;;
+        "ablate resid-post mean layer-position" "pairs v key-position" \
+        "patch z head prob 2.1,2.2" "patch path kl" "ablate z resample head - kl" ;;
     m1.f64) printf '%s\n' "patch k key-position" "patch pattern key-position" \
         "patch resid-pre layer-position" "patch path" "ablate resid-post zero layer-position" \
-        "ablate pattern mean key-position 2.1" "pairs path" ;;
+        "ablate pattern mean key-position 2.1" "pairs path" "patch q head-position loss" \
+        "patch k key-position kl 1.1,2.2" "pairs z head kl" "pairs path loss" \
+        "ablate pattern resample key-position 2.1 prob" ;;
     m2.f64) printf '%s\n' "patch k head" "patch v key-position" "patch q head-position" \
-        "patch pattern head" "patch path" "ablate q mean head" "ablate pattern zero head" ;;
+        "patch pattern head" "patch path" "ablate q mean head" "ablate pattern zero head" \
+        "patch z head kl 1.1,1.2,2.1,2.2" "ablate z resample head - loss" ;;
     m3.f32) printf '%s\n' "patch resid-post layer-position" "patch q head" \
         "patch mlp-post neuron" "ablate resid-post zero layer-position" "neurons" \
-        "patch path" "patch ln-scale ln-position" "ablate ln-scale mean ln" ;;
+        "patch path" "patch ln-scale ln-position" "ablate ln-scale mean ln" \
+        "patch mlp-post neuron kl" ;;
     m3.f64) printf '%s\n' "patch resid-post layer-position" "patch k key-position" \
         "patch resid-mid layer-position" "ablate resid-post zero layer-position" \
         "ablate v mean head" "ablate mlp-pre mean neuron" "neurons" "patch path" \
-        "pairs path" "patch ln-scale ln" "ablate ln-scale zero ln-position" ;;
+        "pairs path" "patch ln-scale ln" "ablate ln-scale zero ln-position" \
+        "patch path prob" "ablate ln-scale resample ln - kl" ;;
     m4.f64) printf '%s\n' "patch resid-post layer-position" "patch pattern key-position" \
         "patch mlp-out layer-position" "ablate resid-pre mean layer-position" \
         "ablate mlp-post zero layer-position" "neurons" "patch path" ;;
@@ -75,25 +86,32 @@ plan() { # MODEL DTYPE -> lines "patch|ablate|pairs|neurons ARGS"
 }
 # each qkv run of the plan, and the explain_torch options that check it, into $W/$o.args
 run_plan() { # MODEL DTYPE OUT-PREFIX
-    local m=$1 dt=$2 o=$3 kind a b c d n=0 where
+    local m=$1 dt=$2 o=$3 kind a b c d e n=0 where metric heads answer
     plan "$m" "$dt" >"$W/$o.plan"
-    while read -r kind a b c d; do
+    while read -r kind a b c d e; do
         n=$((n + 1))
-        where=(--site "$a" --over "$b")
-        [ "$a" = path ] && where=(--path)
+        where=(--site "$a" --over "$b") metric=$c heads=$d
+        [ "$a" = path ] && where=(--path) metric=$b heads=
+        answer=(--answer 9 --wrong 4) # kl reads no answer, loss and prob no wrong token
+        case $metric in kl) answer=() ;; loss | prob) answer=(--answer 9) ;; esac
         case $kind in
         patch)
             "$QKV" patch "$W/$m" --clean "$clean" --corrupt "$corrupt" "${where[@]}" \
-                --answer 9 --wrong 4 --dtype "$dt" --out "$W/$o.$n.json" >/dev/null || return 1
+                "${answer[@]}" ${metric:+--metric "$metric"} \
+                ${heads:+--heads "$heads" --together} --dtype "$dt" --out "$W/$o.$n.json" \
+                >/dev/null || return 1
             echo "--patch $W/$o.$n.json" ;;
         ablate)
+            [ "$d" = - ] && d=
             "$QKV" ablate "$W/$m" --data "$W/data.txt" --site "$a" --mode "$b" --over "$c" \
-                ${d:+--heads "$d"} --together --dtype "$dt" --out "$W/$o.$n.json" \
+                ${d:+--heads "$d"} ${e:+--metric "$e"} --together --dtype "$dt" \
+                $([ "$b" = resample ] && echo --draws 2 --seed 5) --out "$W/$o.$n.json" \
                 >/dev/null || return 1
             echo "--ablate $W/$o.$n.json" ;;
         pairs)
             "$QKV" patch "$W/$m" --pairs "$W/pairs.tsv" "${where[@]}" --per-pair \
-                "$W/$o.$n.jsonl" --dtype "$dt" --out "$W/$o.$n.json" >/dev/null || return 1
+                "$W/$o.$n.jsonl" ${metric:+--metric "$metric"} --dtype "$dt" \
+                --out "$W/$o.$n.json" >/dev/null || return 1
             echo "--pairs-patch $W/$o.$n.json $W/pairs.tsv $W/$o.$n.jsonl" ;;
         neurons)
             "$QKV" attribute "$W/$m" --input "$clean" --neurons --dtype "$dt" \
@@ -169,7 +187,9 @@ with open(dst, "w") as f:
 PYEOF
 }
 # the plans' numbering: m1.f64.3 resid-pre, .4 --path, .5 the ablated resid-post, .7 the
-# pairs by --path; m1.f32.3 the pattern by query position
+# pairs by --path, .9 k by key position with --metric kl and --together, .10 pairs of z by kl,
+# .12 the pattern resampled with --metric prob; m1.f32.3 the pattern by query position, .10
+# --path by kl (a kl's scale is the logits' size: its pair nudged by 1e-7)
 if ! { nudge "$W/m1.f64.patch.json" "$W/bad.1.json" results/3/exact 1e-8 &&
        nudge "$W/m1.f64.4.json" "$W/bad.2.json" paths/2/exact 1e-8 &&
        nudge "$W/m1.f64.4.json" "$W/bad.3.json" paths/5/attribution 1e-8 &&
@@ -179,13 +199,19 @@ if ! { nudge "$W/m1.f64.patch.json" "$W/bad.1.json" results/3/exact 1e-8 &&
        nudge "$W/m1.f32.attribute.json" "$W/bad.7.json" parts/1/value 1e-5 &&
        nudge "$W/m1.f64.5.json" "$W/bad.8.json" heads/20/loss 1e-8 &&
        nudge "$W/m1.f32.lens.json" "$W/bad.9.json" decomposition/7/parts/2/value 1e-5 &&
-       nudge "$W/m2.f64.lens.json" "$W/bad.10.json" layers/1/positions/5/top/1/prob 1e-8; }; then
+       nudge "$W/m2.f64.lens.json" "$W/bad.10.json" layers/1/positions/5/top/1/prob 1e-8 &&
+       nudge "$W/m1.f64.9.json" "$W/bad.27.json" together/exact 1e-8 &&
+       nudge "$W/m1.f64.12.json" "$W/bad.28.json" heads/0/metric 1e-8 &&
+       nudge "$W/m1.f32.10.json" "$W/bad.29.json" paths/0/attribution 1e-5 &&
+       nudge "$W/m1.f64.10.jsonl" "$W/bad.30.jsonl" 1/results/2/patched 1e-7; }; then
     fail "nudging the JSON"
 fi
 "$PY" "$SCRIPT" "$W/m1" --patch "$W/bad.1.json" --patch "$W/bad.2.json" --patch "$W/bad.3.json" \
     --patch "$W/bad.4.json" --patch "$W/bad.5.json" --attribute "$W/bad.7.json" \
     --pairs-patch "$W/m1.f64.7.json" "$W/pairs.tsv" "$W/bad.6.jsonl" \
-    --ablate "$W/bad.8.json" --data "$W/data.txt" --lens "$W/bad.9.json" >"$W/bad.txt" 2>&1
+    --ablate "$W/bad.8.json" --data "$W/data.txt" --lens "$W/bad.9.json" \
+    --patch "$W/bad.27.json" --ablate "$W/bad.28.json" --patch "$W/bad.29.json" \
+    --pairs-patch "$W/m1.f64.10.json" "$W/pairs.tsv" "$W/bad.30.jsonl" >"$W/bad.txt" 2>&1
 rc=$?
 [ "$rc" = 1 ] || fail "the nudged numbers: explain_torch exits $rc, not 1"
 "$PY" "$SCRIPT" "$W/m2" --lens "$W/bad.10.json" >>"$W/bad.txt" 2>&1
@@ -195,7 +221,9 @@ for what in "patch z 1.1 @3 exact" "patch path 1.1 -> 2.1 by v exact" \
             "patch path 1.1 -> 2.2 by v attribution" "patch resid-pre 2 @4 attribution" \
             "patch pattern 2.2 @14 exact" "pair 3 path 1.1 -> 2.2 by q patched" \
             "attribute 1.1" "ablate zero resid-post 2 @4 loss" \
-            "lens part 1.2 at 7" "lens prob of 0 after 1 at 5"; do
+            "lens part 1.2 at 7" "lens prob of 0 after 1 at 5" "patch together exact" \
+            "ablate resample pattern 2.1 key 0 metric" "patch path 1.1 -> 2.1 by q attribution" \
+            "pair 2 z 2.1 patched"; do
     if grep -qF "mismatch: $what:" "$W/bad.txt"; then echo "ok: a nudged $what is caught"
     else fail "a nudged $what is not caught:"; cat "$W/bad.txt"; fi
 done

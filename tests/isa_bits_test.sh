@@ -20,7 +20,9 @@ echo "paths this CPU runs: ${paths[*]}"
 
 # Each exercises other kernels: small products (heads of 16), the packed tiles and depth blocks
 # (B·T = 256 and 320 rows), key tiles with a tail (80 keys), masks, two residual layers, every
-# optimizer, clipping; and transformer blocks: an MLP (each activation) and LayerNorm. Small,
+# optimizer, clipping; and transformer blocks: an MLP (each activation) and LayerNorm; and
+# modular (the full batch, the queries, MLP and head at the target position only, the
+# attention over 3 keys head by head). Small,
 # because the plain C path is slow (a call per fused multiply-add on x86).
 configs=(
     "--task copy --seq-len 16 --d-model 32 --heads 2 --batch 16 --steps 12"
@@ -29,6 +31,7 @@ configs=(
     "--task reverse --d-model 32 --heads 2 --layers 2 --residual --mlp 40 --norm layernorm --batch 4 --steps 2 --eval-every 100"
     "--task shift --d-model 16 --residual --mlp 24 --act gelu --batch 4 --steps 2 --eval-every 100"
     "--task copy --d-model 16 --residual --mlp 20 --act gelu-tanh --norm layernorm --dtype f64 --batch 4 --steps 2 --eval-every 100"
+    "--task modular --modulus 23 --d-model 32 --heads 2 --mlp 48 --steps 3 --eval-every 100"
 )
 for c in "${!configs[@]}"; do
     ref=""

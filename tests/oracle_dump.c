@@ -108,6 +108,13 @@ static qkv_tensor *matmul_flags(qkv_ctx *c, qkv_tensor **in, dump_rec *rec, bool
     cJSON_AddBoolToObject(rec->params, "trans_b", tb);
     return qkv_matmul_ex(c, in[0], ta, in[1], tb);
 }
+/* qkv_matmul_rows: a (90, 1, K) as position 2 of sequences of 3, PyTorch's a·b */
+static qkv_tensor *b_matmul_rows(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    (void)r;
+    cJSON_AddBoolToObject(rec->params, "trans_a", false);
+    cJSON_AddBoolToObject(rec->params, "trans_b", false);
+    return qkv_matmul_rows(c, in[0], in[1], 3, 1, (const int32_t[]){2});
+}
 static qkv_tensor *b_matmul_nn(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
     (void)r;
     return matmul_flags(c, in, rec, false, false);
@@ -315,6 +322,21 @@ static qkv_tensor *b_gelu_tanh(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec
     (void)r;
     return gelu_form(c, in, rec, QKV_ACT_GELU_TANH);
 }
+/* params "rows": the rows picked of each matrix, PyTorch's x[..., rows, :] */
+static qkv_tensor *select_rows_of(qkv_ctx *c, qkv_tensor **in, dump_rec *rec, int n,
+                                  const int32_t *rows) {
+    cJSON *jr = cJSON_AddArrayToObject(rec->params, "rows");
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(jr, cJSON_CreateNumber(rows[i]));
+    return qkv_select_rows(c, in[0], n, rows);
+}
+static qkv_tensor *b_select_rows(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    (void)r;
+    return select_rows_of(c, in, rec, 2, (const int32_t[]){1, 4});
+}
+static qkv_tensor *b_select_rows_twice(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
+    (void)r;
+    return select_rows_of(c, in, rec, 3, (const int32_t[]){3, 0, 3});
+}
 static qkv_tensor *b_layernorm(qkv_ctx *c, qkv_tensor **in, qkv_rng *r, dump_rec *rec) {
     (void)r;
     cJSON_AddNumberToObject(rec->params, "eps", QKV_LAYERNORM_EPS);
@@ -432,6 +454,11 @@ static const dump_case cases[] = {
      {S3(2, 3, 5), S3(2, 3, 1), S1(5), S1(5)}, b_layernorm_apply},
     {"layernorm_apply_blocks", "layernorm_apply", 4, {"x", "s", "gain", "bias"}, {3, 3, 1, 1},
      {S3(3, 12, 4), S3(3, 12, 1), S1(4), S1(4)}, b_layernorm_apply},
+    /* the positions with a target (last too): rows of each sequence, one picked twice; and
+     * a product of positions 2 of 3 whose weight gradient sums two depth blocks */
+    {"select_rows", "select_rows", 1, X, {3}, {S3(2, 5, 3)}, b_select_rows},
+    {"select_rows_twice", "select_rows", 1, X, {2}, {S2(4, 2)}, b_select_rows_twice},
+    {"matmul_rows", "matmul", 2, AB, {3, 2}, {S3(90, 1, 3), S2(3, 2)}, b_matmul_rows},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

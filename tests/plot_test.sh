@@ -199,29 +199,38 @@ awk 'NR == 4 && $1 == "layer_2" && $2 == 0.55 && $3 == 0.41 { ok = 1 } END { exi
 "$QKV" plot "$RUN" --format svg >/dev/null || fail "plot --format svg with the analysis files exited $?"
 check_svg "$RUN/plots/circuit_ov_layer2_head1.svg"
 check_svg "$RUN/plots/attribute.svg"
-# readable from 1 to 64 heads and 4 to 128 tokens: a patching map of 64 heads x 128 positions,
-# and bars for 64 heads (gnuplot thins the labels; the image grows). The files are of a model
-# of one layer of 64 heads beside them (plot refuses heads the model does not have), drawn
-# without its gradients and snapshots, fewer pictures to wait for.
-BIG=$TMP/big
+# readable from 1 to 64 heads and 4 to 128 tokens: a patching map of 64 heads x 4 positions
+# and one of 2 heads x 128 positions, and bars for 64 heads (gnuplot thins the labels; the
+# image grows). The files are of a model beside them of one layer of 64 heads (T 4), or of 2
+# heads (T 128): plot refuses heads and positions the model does not have. Drawn without
+# gradients and snapshots, fewer pictures to wait for.
+BIG=$TMP/big LONG=$TMP/long
 "$QKV" train --task copy --seq-len 4 --vocab 8 --d-model 64 --heads 64 --steps 1 --quiet \
     --out "$BIG" >/dev/null 2>&1 || fail "training the 64-head model exited $?"
-rm -rf "$BIG/gradients" "$BIG/snapshots"
-awk 'BEGIN { printf "{\"clean\":1,\"corrupt\":0,\"layers\":1,\"heads_per_layer\":64,\"positions\":["
-    for (t = 0; t < 128; t++) printf "%s\"%d:a\"", t ? "," : "", t
+"$QKV" train --task copy --seq-len 128 --vocab 8 --d-model 8 --heads 2 --steps 1 --quiet \
+    --out "$LONG" >/dev/null 2>&1 || fail "training the 128-token model exited $?"
+rm -rf "$BIG/gradients" "$BIG/snapshots" "$LONG/gradients" "$LONG/snapshots"
+patch_json() { # HEADS POSITIONS
+    awk -v H="$1" -v T="$2" 'BEGIN { printf "{\"clean\":1,\"corrupt\":0,\"layers\":1,\"heads_per_layer\":%d,\"positions\":[", H
+    for (t = 0; t < T; t++) printf "%s\"%d:a\"", t ? "," : "", t
     printf "],\"results\":["
-    for (h = 1; h <= 64; h++) for (t = 0; t < 128; t++)
+    for (h = 1; h <= H; h++) for (t = 0; t < T; t++)
         printf "%s{\"layer\":1,\"head\":%d,\"position\":%d,\"exact\":%.3f,\"attribution\":null}",
                (h > 1 || t > 0) ? "," : "", h, t, ((h * 7 + t) % 11) / 10 - 0.3
-    printf "]}\n" }' >"$BIG/patch.json"
+    printf "]}\n" }'
+}
+patch_json 64 4 >"$BIG/patch.json"
+patch_json 2 128 >"$LONG/patch.json"
 awk 'BEGIN { printf "{\"logit\":1,\"parts\":[{\"name\":\"embedding\",\"value\":0.5}"
     for (h = 1; h <= 64; h++) printf ",{\"name\":\"head\",\"layer\":1,\"head\":%d,\"value\":%.3f}", h, (h % 9) / 10 - 0.4
     printf "],\"sum\":1}\n" }' >"$BIG/attribute.json"
 "$QKV" plot "$BIG" >/dev/null || fail "plot with the 64-head files exited $?"
+"$QKV" plot "$LONG" >/dev/null || fail "plot with the 128-position files exited $?"
 check_png "$BIG/plots/patch.png"
 check_png "$BIG/plots/attribute.png"
-[ "$(be32 "$BIG/plots/patch.png" 16)" -ge 1000 ] || fail "the 64-head patching map did not grow"
-[ "$(sed -n 2p "$BIG/plots/patch.dat" | wc -w)" -eq 129 ] || fail "patch.dat of 128 positions"
+check_png "$LONG/plots/patch.png"
+[ "$(be32 "$LONG/plots/patch.png" 16)" -ge 1000 ] || fail "the 128-position patching map did not grow"
+[ "$(sed -n 2p "$LONG/plots/patch.dat" | wc -w)" -eq 129 ] || fail "patch.dat of 128 positions"
 [ "$(grep -c . "$BIG/plots/patch.dat")" -eq 66 ] || fail "patch.dat of 64 heads"
 # the page holds the same views
 "$QKV" plot "$BIG" --format html >/dev/null || fail "plot --format html with the 64-head files exited $?"
@@ -233,6 +242,79 @@ bad 4 plot "$BIG" --format html
 printf 'not json' >"$BIG/ablate.json"
 bad 4 plot "$BIG"
 bad 4 plot "$BIG" --format html
+# empty lists the checks accept (no part, no path, no ablated head) are drawn safely: nothing
+# of them, no .dat, exit 0 (gnuplot once failed on the empty bars and paths)
+EMPTY=$TMP/empty
+cp -r "$RUN" "$EMPTY" && rm -rf "$EMPTY/plots" "$EMPTY/gradients" "$EMPTY/snapshots" "$EMPTY/circuits.json"
+printf '{"logit":1,"parts":[]}' >"$EMPTY/attribute.json"
+printf '{"path":true,"paths":[]}' >"$EMPTY/patch.json"
+printf '{"baseline":{"loss":2},"heads":[]}' >"$EMPTY/ablate.json"
+"$QKV" plot "$EMPTY" >/dev/null 2>"$TMP/err" || fail "plot of empty analysis lists exited $?: $(cat "$TMP/err")"
+for f in attribute patch ablate; do
+    [ -e "$EMPTY/plots/$f.png" ] || [ -e "$EMPTY/plots/$f.dat" ] && fail "an empty $f.json drew plots/$f"
+done
+
+# ---- what the analysis pictures say, and their layout: a shift model (causal; its first
+# position has no target) of 16 positions, 2 x 2 heads: its patching of k by key position (4
+# rows x 16 columns), attribution, lens and ablation, drawn as SVG ----
+VIEWS=$TMP/views
+"$QKV" train --task shift --seq-len 16 --vocab 8 --d-model 8 --heads 2 --layers 2 --steps 1 --quiet \
+    --out "$VIEWS" >/dev/null 2>&1 || fail "training the shift model exited $?"
+clean="1 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0" corrupt="2 2 3 4 5 6 7 0 1 2 3 4 5 6 7 0"
+"$QKV" patch "$VIEWS" --clean "$clean" --corrupt "$corrupt" --position 1 --answer 1 --wrong 2 \
+    --site k --over key-position --out "$VIEWS/patch.json" >/dev/null || fail "patch --out exited $?"
+"$QKV" attribute "$VIEWS" --input "$clean" --position 1 --out "$VIEWS/attribute.json" >/dev/null ||
+    fail "attribute --out exited $?"
+"$QKV" lens "$VIEWS" --input "$clean" --out "$VIEWS/lens.json" >/dev/null || fail "lens --out exited $?"
+"$QKV" ablate "$VIEWS" --out "$VIEWS/ablate.json" >/dev/null || fail "ablate --out exited $?"
+"$QKV" plot "$VIEWS" --format svg >/dev/null || fail "plot of the shift model's analyses exited $?"
+"$QKV" plot "$VIEWS" >/dev/null || fail "plot (png) of the shift model's analyses exited $?"
+python3 - "$VIEWS/plots" <<'PY' || fail "the analysis pictures of the shift model (above)"
+import re, sys
+d, bad = sys.argv[1], []
+def texts(name):
+    # gnuplot's SVG: each text in a <g transform="translate(x,y)" ... font-size="N"> of its own
+    # (a title's lines as <tspan>s)
+    svg = open(f"{d}/{name}.svg").read()
+    got = [(float(x), float(y), float(fs), re.sub("<[^>]+>", "", t).strip())
+           for x, y, fs, t in re.findall(r'translate\(([-\d.]+),([-\d.]+)\)[^>]*?font-size="([\d.]+)"[^>]*>\s*<text>(.*?)</text>', svg, re.S)]
+    return got, svg
+# every title names what the picture was made of
+for name, words in (("patch", ["position 1:2", "answer 1", "wrong 2", "clean: 1 2 3", "corrupt: 2 2 3"]),
+                    ("attribute", ["at position 1:2", "input: 1 2 3"]),
+                    ("lens", ["input: 1 2 3", "(*: no target in training)", "0:1*"]),
+                    ("lens_parts", ["input: 1 2 3", "0:1*"]),
+                    ("ablate", ["over the held-out set"])):
+    t, svg = texts(name)
+    flat = " ".join(re.sub("<[^>]+>", " ", svg).split())
+    for w in words:
+        if w not in flat:
+            bad.append(f"{name}.svg does not say {w!r}")
+# the patching map of 4 rows x 16 key positions takes the height its cells need (it once left
+# half of a 580-pixel picture empty), and its colour bar's tick labels stand apart (20 pixels
+# or more: they were 17 here, and overlapped in the PNG)
+h = int(re.search(r'viewBox="0 0 \d+ (\d+)"', open(f"{d}/patch.svg").read()).group(1))
+if h >= 420:
+    bad.append(f"patch.svg of 4 x 16 cells is {h} pixels high")
+t, _ = texts("patch")
+numbers = [(x, y, fs) for x, y, fs, s in t if re.fullmatch(r"-?[\d.]+(e-?\d+)?", s)]
+right = max(x for x, _, _ in numbers)
+bar = sorted(y for x, y, fs in numbers if x > right - 2)
+gaps = [b - a for a, b in zip(bar, bar[1:])]
+if len(bar) < 3 or min(gaps) < 20:
+    bad.append(f"patch.svg's colour bar labels at {bar}: closer than 20 pixels")
+# overview: one size for every panel's token labels (a row's labels once took another size)
+t, _ = texts("overview")
+sizes = {fs for x, y, fs, s in t if re.fullmatch(r"\d+:\d+", s)}
+if len(sizes) != 1:
+    bad.append(f"overview.svg's token labels have the sizes {sorted(sizes)}")
+# grads: dA's masked cells hatched, as A's, dS's and the page's
+if "dA = dLoss/dA (hatched: masked)" not in open(f"{d}/grads_layer1_head1.svg").read():
+    bad.append("grads_layer1_head1.svg does not hatch dA's masked cells")
+for b in bad:
+    print("  " + b)
+sys.exit(1 if bad else 0)
+PY
 
 # ---- padding and undefined values: a one-layer model of a data file whose examples have 2 to
 # 7 tokens (its held-out file starts with a short one, the fixed example the maps show) ----
@@ -307,6 +389,105 @@ grep -q '"metrics":{"columns":\["step","loss"' "$page" || fail "the page holds n
 if grep -E '<script src|<link|https?://' "$page" | grep -qv 'http://www.w3.org/2000/svg'; then
     fail "the page loads something from outside"
 fi
+
+# ---- a modular run's pictures (docs/grokking.md, "Pictures"): the four losses with the phases
+# shaded, the embedding's norms over training, the neurons by frequency, the attention from =
+# to a and b; their .dat files hold what train, summary.json, qkv fourier and qkv inspect say ----
+GROK=$TMP/grok13
+"$QKV" train --task modular --modulus 13 --train-frac 0.7 --d-model 32 --mlp 64 --lr 0.01 \
+    --steps 200 --eval-every 20 --threads 1 --quiet --out "$GROK" >/dev/null 2>&1 || fail "train --task modular exited $?"
+rm -rf "$GROK/gradients" # (fewer pictures to wait for)
+"$QKV" plot "$GROK" --format svg >/dev/null || fail "plot of the modular run (svg) exited $?"
+"$QKV" plot "$GROK" >/dev/null || fail "plot of the modular run exited $?"
+for view in grok_losses grok_fourier grok_neurons grok_attention_layer1; do
+    check_png "$GROK/plots/$view.png"
+    check_svg "$GROK/plots/$view.svg"
+    # every title names the run, the modulus and the op
+    grep -qF 'grok13: (a + b) mod 13' "$GROK/plots/$view.svg" || fail "$view.svg's title does not name the run and its task"
+done
+# the losses: a row per evaluation, as metrics.csv has them (the same %.6g of the same numbers)
+awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    { print $c["step"], $c["train_set_loss"], $c["heldout_loss"], $c["restricted_loss"], $c["excluded_loss"] }' \
+    "$GROK/metrics.csv" >"$TMP/grok_losses.want"
+grep -v '^#' "$GROK/plots/grok_losses.dat" | cmp -s - "$TMP/grok_losses.want" ||
+    fail "grok_losses.dat is not metrics.csv's four losses: $(grep -v '^#' "$GROK/plots/grok_losses.dat" | head -3)"
+# the phases: summary.json's, in the .dat and in the picture's key
+phases=$(tr -d ' \t\n' <"$GROK/summary.json" | grep -o '"grokking":{[^}]*}')
+mem=$(printf '%s' "$phases" | grep -o '"memorization_end":[0-9a-z]*' | cut -d: -f2)
+[ -n "$mem" ] && [ "$mem" != null ] || fail "the modular run did not memorize: $phases"
+grep -q "^# phases (summary.json's grokking): memorization_end $mem circuit_formation_end - cleanup_end - generalization_step -\$" \
+    "$GROK/plots/grok_losses.dat" || fail "grok_losses.dat's phases: $(sed -n 2p "$GROK/plots/grok_losses.dat") ($phases)"
+for key in "memorization: 0 to $mem" 'circuit formation: not ended by step 200' 'cleanup: not reached' \
+    'not generalized (test accuracy &lt; 99%)'; do
+    grep -qF "$key" "$GROK/plots/grok_losses.svg" || fail "grok_losses.svg's key has no '$key'"
+done
+# the Fourier norms: a row per frequency 1..6, a column per evaluation (its step in the header)
+[ "$(sed -n 2p "$GROK/plots/grok_fourier.dat")" = "# frequency\\step $(cut -d, -f1 "$GROK/metrics.csv" | tail -n +2 | tr '\n' ' ' | sed 's/ $//')" ] ||
+    fail "grok_fourier.dat's steps: $(sed -n 2p "$GROK/plots/grok_fourier.dat")"
+[ "$(grep -v '^#' "$GROK/plots/grok_fourier.dat" | awk '{ print $1 ":" NF }' | tr '\n' ' ')" = "1:12 2:12 3:12 4:12 5:12 6:12 " ] ||
+    fail "grok_fourier.dat is not 6 frequencies x 11 evaluations"
+# the neurons and the attention, against qkv fourier --json and qkv inspect of the same model
+"$QKV" fourier "$GROK" --json >"$TMP/grok_fourier.json" || fail "fourier --json exited $?"
+if command -v python3 >/dev/null 2>&1; then
+    python3 - "$GROK" "$TMP/grok_fourier.json" <<'PYEOF' || fail "the modular run's .dat files disagree with metrics.jsonl or qkv fourier"
+import json, math, sys
+run, fourier = sys.argv[1], json.load(open(sys.argv[2]))
+rows = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+norms = [l.split() for l in open(run + "/plots/grok_fourier.dat") if not l.startswith("#")]
+for k, row in enumerate(norms, 1):          # %.6g of metrics.jsonl's embed_norms[k]
+    assert row[1:] == ["%.6g" % r["embed_norms"][k] for r in rows], (k, row)
+mlp = fourier["mlp"][0]
+neurons = [l.split() for l in open(run + "/plots/grok_neurons.dat") if not l.startswith("#")]
+assert len(neurons) == 64 and sorted(r[0] for r in neurons) == sorted("1.%d" % u for u in range(64))
+order = []
+for r in neurons:
+    u, shares = int(r[0].split(".")[1]), [float(v) for v in r[1:]]
+    cluster, share = mlp["cluster"][u], mlp["share"][u]
+    if cluster == 0:                          # constant: no share
+        assert all(math.isnan(v) for v in shares), r
+    else:                                     # its largest share is qkv fourier's, at its cluster
+        assert len(shares) == 6 and max(shares) == shares[cluster - 1], r
+        assert abs(shares[cluster - 1] - share) <= 1e-5 * share, (r, share)
+    order.append((cluster == 0, cluster, -(share or 0)))
+assert order == sorted(order), "the neurons are not grouped by cluster, then by share"
+PYEOF
+fi
+# the attention: 8 blocks (4 heads, on a and on b) of 13 x 13; pair (a, b) is row a, column b
+awk '/^# head/ { blocks++ } !/^#/ && NF { rows++; if (NF != 13) bad = 1 } END { exit !(blocks == 8 && rows == 8 * 13 && !bad) }' \
+    "$GROK/plots/grok_attention_layer1.dat" || fail "grok_attention_layer1.dat is not 8 blocks of 13 x 13"
+for pair in "3 5" "12 0"; do
+    set -- $pair
+    "$QKV" inspect "$GROK" --input "$1 $2 =" >"$TMP/inspect.txt" || fail "inspect $pair exited $?"
+    for h in 1 2 3 4; do
+        want=$(awk -v h="$h" '/^== layer 1, head/ { cur = $5 } cur == h && $1 == "2:=" { print $2, $3 }' "$TMP/inspect.txt")
+        got=$(awk -v h="$h" -v a="$1" -v b="$2" '/^# head/ { block++; row = 0; next } /^#/ || !NF { next }
+            { if (row == a && block == 2 * h - 1) on_a = $(b + 1); if (row == a && block == 2 * h) on_b = $(b + 1); row++ }
+            END { print on_a, on_b }' "$GROK/plots/grok_attention_layer1.dat")
+        echo "$want $got" | awk '{ exit !($3 != "" && $4 != "" && ($1 - $3) ^ 2 <= 1e-6 * $1 ^ 2 + 1e-12 && ($2 - $4) ^ 2 <= 1e-6 * $2 ^ 2 + 1e-12) }' ||
+            fail "head $h's attention from = for $1 $2: inspect says $want, grok_attention_layer1.dat $got"
+    done
+done
+# a run that went through every phase shades all three (summary.json's grokking written here)
+cp "$GROK/summary.json" "$TMP/summary.json"
+sed "s/\"memorization_end\":[^,]*/\"memorization_end\": 20/; s/\"circuit_formation_end\":[^,]*/\"circuit_formation_end\": 60/;
+     s/\"cleanup_end\":[^,]*/\"cleanup_end\": 140/; s/\"generalization_step\":[^,]*/\"generalization_step\": 120/;
+     s/\"generalized\":[^,]*/\"generalized\": true/" "$TMP/summary.json" >"$GROK/summary.json"
+"$QKV" plot "$GROK" --format svg >/dev/null || fail "plot of the modular run with every phase exited $?"
+for key in 'memorization: 0 to 20' 'circuit formation: 20 to 60' 'cleanup: 60 to 140' \
+    'generalized (test accuracy >= 99%) from step 120'; do
+    grep -qF "$key" "$GROK/plots/grok_losses.svg" || fail "grok_losses.svg with every phase has no '$key'"
+done
+grep -q '^# phases (summary.json.s grokking): memorization_end 20 circuit_formation_end 60 cleanup_end 140 generalization_step 120$' \
+    "$GROK/plots/grok_losses.dat" || fail "grok_losses.dat with every phase: $(sed -n 2p "$GROK/plots/grok_losses.dat")"
+# mul without an MLP: no restricted or excluded loss, no neurons
+GM=$TMP/grokmul
+"$QKV" train --task modular --modulus 11 --op mul --mlp 0 --d-model 16 --heads 2 --steps 20 --eval-every 10 \
+    --threads 1 --quiet --out "$GM" >/dev/null 2>&1 || fail "train --op mul --mlp 0 exited $?"
+rm -rf "$GM/gradients"
+"$QKV" plot "$GM" --format svg >/dev/null || fail "plot of the mul run exited $?"
+[ -f "$GM/plots/grok_neurons.svg" ] && fail "a model without an MLP has a picture of its neurons"
+grep -qF 'grokmul: (a * b) mod 11' "$GM/plots/grok_attention_layer1.svg" || fail "the mul run's attention title"
+grep -qF 'restricted: not defined for mul' "$GM/plots/grok_losses.svg" || fail "the mul run's losses say nothing of the restricted loss"
 
 out=$("$QKV" study softmax --scaling --samples 400 --out "$TMP/study") || fail "study --scaling exited $?"
 printf '%s\n' "$out" | awk '$1 ~ /^[0-9]+$/ && NF == 7 {

@@ -146,6 +146,24 @@ static void misuse_mask_padding_bad_length(void) {
     qkv_mask_padding(ctx, QKV_F32, 2, 4, (int32_t[]){2, 5});
 }
 
+static void misuse_select_rows_outside(void) {
+    qkv_select_rows(ctx, f32(3, (int64_t[]){2, 5, 3}), 2, (const int32_t[]){1, 5});
+}
+
+static void misuse_select_rows_1d(void) {
+    qkv_select_rows(ctx, f32(1, (int64_t[]){3}), 1, (const int32_t[]){0});
+}
+
+static void misuse_matmul_rows_not_rising(void) {
+    qkv_matmul_rows(ctx, f32(3, (int64_t[]){4, 2, 3}), f32(2, (int64_t[]){3, 2}), 3, 2,
+                    (const int32_t[]){2, 1});
+}
+
+static void misuse_matmul_rows_2d(void) {
+    qkv_matmul_rows(ctx, f32(2, (int64_t[]){2, 3}), f32(2, (int64_t[]){3, 2}), 3, 2,
+                    (const int32_t[]){0, 1});
+}
+
 /* The LayerNorm's two ops (qkv_layernorm is the one then the other): each refuses its own. */
 static qkv_tensor *s24(void) { return f32(2, (int64_t[]){2, 1}); }
 
@@ -364,6 +382,12 @@ static const struct {
     {misuse_tensor_bad_shape, "qkv: tensor: dim 1 has size 0"},
     {misuse_tensor_too_many_dims, "qkv: tensor: 5 dims (at most 4)"},
     {misuse_mask_padding_bad_length, "qkv: mask_padding: lengths[1] = 5 is outside 0..4"},
+    {misuse_select_rows_outside, "qkv: select_rows: row 1 is 5, outside 0..4 of x (2,5,3)"},
+    {misuse_select_rows_1d, "qkv: select_rows: x (3) must be (..., T, C)"},
+    {misuse_matmul_rows_not_rising, "qkv: matmul_rows: position 1 is 1: the positions must rise "
+                                    "within 0..2"},
+    {misuse_matmul_rows_2d, "qkv: matmul_rows: need a (..., n, K) and a 2-D b: a is (2,3), b is "
+                            "(3,2)"},
     {misuse_layernorm_gain_shape, "qkv: layernorm_apply: gain (3) and bias (4) must be (4), "
                                   "the last dim of x (2,4)"},
     {misuse_layernorm_gain_2d, "qkv: layernorm_apply: gain (1,4) and bias (4) must be (4), the "

@@ -352,6 +352,105 @@ START_TEST(test_patching_everything_recovers_all) {
 }
 END_TEST
 
+/* Each metric's gradient (explain_metric_grad) against central differences of the metric
+ * itself (explain_metric_of), in double, to 1e-8; kl of a distribution against itself is 0. */
+START_TEST(test_metric_gradients) {
+    enum { V = 7 };
+    double logits[V], ref[V], grad[V], up[V], down[V];
+    for (int j = 0; j < V; j++) {
+        logits[j] = 0.7 * sin(1.3 * j + 0.4) + 0.1 * j;
+        ref[j] = cos(0.9 * j) - 0.2 * j;
+    }
+    explain_log_softmax(ref, V, ref);
+    for (int m = 0; m < 4; m++) {
+        explain_metric kind = (explain_metric)m;
+        explain_metric_grad(kind, logits, V, 2, 5, ref, grad);
+        for (int j = 0; j < V; j++) {
+            double h = 1e-5;
+            memcpy(up, logits, sizeof up), memcpy(down, logits, sizeof down);
+            up[j] += h, down[j] -= h;
+            double fd = (explain_metric_of(kind, up, V, 2, 5, ref) -
+                         explain_metric_of(kind, down, V, 2, 5, ref)) / (2 * h);
+            ck_assert_msg(fabs(fd - grad[j]) <= 1e-8, "%s d/d logit %d: %.12g, differences %.12g",
+                          explain_metric_names[m], j, grad[j], fd);
+        }
+    }
+    double self[V];
+    explain_log_softmax(logits, V, self);
+    ck_assert(explain_metric_of(EXPLAIN_METRIC_KL, logits, V, 0, 0, self) == 0);
+}
+END_TEST
+
+/* Every metric: where the heads are the only path from the input (no residual stream, or an
+ * encoder-decoder), patching all of them at once (--heads of every head, --together) gives
+ * the clean run's logits, so a share of 1 of any metric, and kl's clean value 0; the
+ * together's attribution is the sum of the rows'. */
+START_TEST(test_metrics_together) {
+    if (models[_i].residual && strcmp(models[_i].task, "translate")) return;
+    for (int d = 0; d < 2; d++) {
+        loaded_model t;
+        make_model(&t, _i, FLOATS[d]);
+        const qkv_model_config *c = &t.model.cfg;
+        explain_input clean, corrupt;
+        heldout_input(&t, 0, &clean);
+        heldout_input(&t, 1, &corrupt);
+        explain_head heads[QKV_MAX_LAYERS * 2];
+        int n = 0;
+        for (int l = 0; l < c->layers; l++)
+            for (int h = 0; h < c->heads; h++) heads[n++] = (explain_head){l, h};
+        for (int m = 0; m < 4; m++) {
+            patch_result r = {.exact = true, .attribution = true, .metric = (explain_metric)m,
+                              .n_heads = n, .heads = heads, .together = true};
+            patch_metric pm = {t.target_len - 1, 0, 1};
+            ck_assert_int_eq(patch_of(&t, &clean, &corrupt, &pm, 1, &r), QKV_OK);
+            ck_assert_int_eq(r.n_rows, n);
+            ck_assert_msg(fabs(r.all.exact - 1) <= 1e-12, "%s %s: together %.15g",
+                          models[_i].task, explain_metric_names[m], r.all.exact);
+            if (m == EXPLAIN_METRIC_KL) ck_assert(r.clean == 0);
+            double sum = 0;
+            for (int k = 0; k < n; k++) sum += r.rows[k].attribution;
+            ck_assert(fabs(sum - r.all.attribution) <= 1e-12 * (1 + fabs(sum)));
+            explain_patch_free(&r);
+        }
+        loaded_model_free(&t);
+    }
+}
+END_TEST
+
+/* Resample ablation over a set of copies of one example takes every value from a run of the
+ * same input: every score is the baseline's (its accuracy exactly; the loss and the metric,
+ * sums over the draws, to 1e-12), whatever the draws; kl's is 0. */
+START_TEST(test_resample_of_copies) {
+    for (int d = 0; d < 2; d++) {
+        loaded_model t;
+        make_trainer(&t, "reverse", 8, 16, 2, 2, true, FLOATS[d]);
+        int T = 8, n = 20;
+        int32_t x[20 * 8], y[20 * 8];
+        for (int e = 0; e < n; e++) {
+            memcpy(x + e * T, t.held_tokens, sizeof(int32_t) * T);
+            memcpy(y + e * T, t.held_targets, sizeof(int32_t) * T);
+        }
+        example_set set = {n, x, y, NULL};
+        for (int m = 1; m < 4; m++) {
+            ablate_request rq = {.resample = true, .draws = 3, .seed = 7, .together = true,
+                                 .scored = true, .metric = (explain_metric)m};
+            ablate_result r;
+            ck_assert_int_eq(explain_ablate(&t, &set, &rq, &r), QKV_OK);
+            ck_assert_int_eq(r.n, 4);
+            for (int i = 0; i <= r.n; i++) { /* (the draws' sums: to rounding) */
+                const explain_score *x1 = i < r.n ? &r.each[i] : &r.together;
+                ck_assert(x1->accuracy == r.baseline.accuracy);
+                ck_assert(fabs(x1->loss - r.baseline.loss) <= 1e-12 * r.baseline.loss);
+                ck_assert(fabs(x1->metric - r.baseline.metric) <= 1e-12 * r.baseline.metric);
+            }
+            if (m == EXPLAIN_METRIC_KL) ck_assert(r.baseline.metric == 0);
+            explain_ablate_free(&r);
+        }
+        loaded_model_free(&t);
+    }
+}
+END_TEST
+
 /* explain_patch: attribution equals exact patching for the last layer's heads (the metric is
  * linear in them): f64 to 1e-9, f32 to 1e-3; both methods give a share for every head, and
  * head-position rows of a last-layer head add up to the head's. */
@@ -1109,6 +1208,9 @@ static Suite *explain_suite(void) {
     tcase_add_test(tc, test_ablating_nothing_changes_nothing);
     tcase_add_test(tc, test_every_head_of_a_wide_layer);
     tcase_add_loop_test(tc, test_patching_everything_recovers_all, 0, NMODELS);
+    tcase_add_test(tc, test_metric_gradients);
+    tcase_add_loop_test(tc, test_metrics_together, 0, NMODELS);
+    tcase_add_test(tc, test_resample_of_copies);
     tcase_add_loop_test(tc, test_attribution_is_exact_on_the_last_layer, 0, NMODELS);
     tcase_add_loop_test(tc, test_linear_sites_agree, 0, NMODELS);
     tcase_add_loop_test(tc, test_pairs_are_means_of_single_pairs, 0, NMODELS);

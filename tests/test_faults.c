@@ -282,8 +282,15 @@ START_TEST(test_memory_limit_set) {
     need = qkv_model_param_bytes(&c.model);
     ck_assert(need > 32.0 * (1 << 20));
     ck_assert_int_eq(trainer_init(&t, &c), QKV_ERR_NOMEM);
-    ck_assert_msg(strstr(qkv_last_error(), "the memory limit set for qkv (0.1 GiB)"), "%s",
-                  qkv_last_error());
+    ck_assert_msg(strstr(qkv_last_error(), "the memory limit set for qkv (64.0 MiB): lower"),
+                  "%s", qkv_last_error());
+    /* a trainer the user did not configure (a model loaded, the self-test's): its purpose,
+     * and no option to lower */
+    ck_assert_int_eq(trainer_init_for(&t, &c, "loading the model"), QKV_ERR_NOMEM);
+    ck_assert_msg(strstr(qkv_last_error(), "loading the model needs about") == qkv_last_error() &&
+                      strstr(qkv_last_error(), "a training step of 32 sequences") &&
+                      !strstr(qkv_last_error(), "lower"),
+                  "%s", qkv_last_error());
 }
 END_TEST
 
@@ -319,6 +326,9 @@ START_TEST(test_estimates_bound_use) {
         }
         trainer_evaluate(&t);
         double eval_used = (double)qkv_ctx_used(t.eval_ctx);
+        /* reserved at its estimate: an evaluation never grows it (into the arena's abort
+         * under a memory limit) */
+        ck_assert_int_eq(qkv_ctx_mallocs(t.eval_ctx), 1);
         ck_assert_msg(eval_used <= qkv_model_step_bytes(&c.model, 64) / 2,
                       "config %zu: evaluation used %.0f bytes, estimated %.0f", i, eval_used,
                       qkv_model_step_bytes(&c.model, 64) / 2);

@@ -8,6 +8,7 @@
  *        parts) equals the plain C path's bit for bit, on rows with and without a tail.
  * (isa_bits_test.sh then trains under each path and compares the saved models.) */
 #include "kernels/isa.h"
+#include "kernels/kernels.h"
 #include "kernels/simd.h"
 #include "qkv.h"
 
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 /* every path the library knows (qkv_simd_paths, NULL-ended) */
 #define path_names (qkv_simd_paths())
@@ -404,6 +406,81 @@ START_TEST(test_fma_peak) {
 }
 END_TEST
 
+/* The FMA units' width from made-up trials (GFLOP/s per CPU second, the AVX-512 path's and
+ * the AVX2 path's in turn): each path's best trial counts, load only ever lowering a trial; a
+ * best that no second trial comes within 5% of, or a ratio neither near 1 nor near 2, tells
+ * nothing. */
+START_TEST(test_fma_width_decide) {
+    struct {
+        double wide[4], narrow[4];
+        fma_width width;
+        double ratio;
+    } cases[] = {
+        {{225, 224, 223, 225}, {112, 111, 112, 110}, FMA_WIDTH_FULL, 225.0 / 112}, /* quiet, Zen 5 */
+        {{110, 109, 108, 110}, {112, 111, 112, 110}, FMA_WIDTH_HALF, 110.0 / 112}, /* Zen 4 */
+        /* load slowed half the trials of each path, and a different half: still told */
+        {{60, 224, 90, 220}, {112, 40, 110, 70}, FMA_WIDTH_FULL, 224.0 / 112},
+        {{55, 110, 107, 30}, {112, 20, 60, 109}, FMA_WIDTH_HALF, 110.0 / 112},
+        /* one fast trial of a path and no other near it: too busy to tell */
+        {{225, 150, 120, 130}, {112, 111, 110, 112}, FMA_WIDTH_UNTOLD, 225.0 / 112},
+        {{225, 224, 223, 225}, {112, 60, 50, 70}, FMA_WIDTH_UNTOLD, 225.0 / 112},
+        /* 5% from the best is near enough, 6% is not */
+        {{200, 190, 100, 100}, {100, 95, 50, 50}, FMA_WIDTH_FULL, 2},
+        {{200, 188, 100, 100}, {100, 95, 50, 50}, FMA_WIDTH_UNTOLD, 2},
+        /* agreeing trials whose ratio is neither about 1 nor about 2 */
+        {{140, 139, 140, 138}, {100, 99, 100, 98}, FMA_WIDTH_UNTOLD, 1.4},
+        {{150, 150, 149, 150}, {100, 100, 99, 100}, FMA_WIDTH_FULL, 1.5},
+        {{129, 129, 128, 129}, {100, 100, 99, 100}, FMA_WIDTH_HALF, 1.29},
+        /* a path with no rate: nothing to compare */
+        {{225, 224, 223, 225}, {0, 0, 0, 0}, FMA_WIDTH_UNTOLD, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        fma_width_result r = fma_width_decide(cases[k].wide, cases[k].narrow, 4);
+        ck_assert_msg(r.width == cases[k].width, "case %zu: width %d", k, (int)r.width);
+        ck_assert_msg(fabs(r.ratio - cases[k].ratio) < 1e-12, "case %zu: ratio %g", k, r.ratio);
+    }
+    /* measured: each rate positive, and on an AVX-512 CPU a ratio; no width is asserted */
+    fma_width_result m = fma_width_measure("avx512", "avx2", 0.05);
+    if (kernel_isa_find("avx512") && kernel_isa_find("avx2"))
+        ck_assert_msg(m.wide > 0 && m.narrow > 0 && m.ratio > 0, "%g %g", m.wide, m.narrow);
+    else
+        ck_assert(m.ratio == 0 && m.width == FMA_WIDTH_UNTOLD);
+}
+END_TEST
+
+/* The process's address space in bytes (VmSize), 0 if unknown. */
+static double address_space(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmSize:", 7)) kb = atof(line + 7);
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* A kernel case whose buffers cannot be allocated is no answer, never a difference: under an
+ * address-space limit 1 MB above what the process holds, the full list's larger cases find no
+ * memory, and the check says so (qkv selftest then exits 6, not 1 naming a path). Check runs
+ * each test in a child of its own, so the limit ends with it. Not under a sanitizer, whose
+ * allocator reserves its own address space. */
+START_TEST(test_check_without_memory) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    return;
+#endif
+    qkv_set_threads(1); /* no thread to start under the limit */
+    double held = address_space();
+    if (held <= 0) return; /* no /proc: nothing to limit against */
+    struct rlimit lim = {(rlim_t)(held + (1 << 20)), (rlim_t)(held + (1 << 20))};
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
+    char first[320];
+    int checked;
+    kernel_isa_verdict v = kernel_isa_check(path_names[0], true, &checked, first, sizeof first);
+    ck_assert_msg(v == KERNEL_ISA_NO_MEMORY && strstr(first, "out of memory"),
+                  "verdict %d after %d cases: %s", (int)v, checked, first);
+}
+END_TEST
+
 int main(void) {
     printf("test_isa: paths this CPU runs:");
     for (size_t p = 0; p < N_PATHS; p++)
@@ -416,7 +493,9 @@ int main(void) {
     tcase_add_test(tc, test_attention_tile_bits);
     tcase_add_test(tc, test_row_bits);
     tcase_add_test(tc, test_fma_peak);
+    tcase_add_test(tc, test_fma_width_decide);
     tcase_add_test(tc, test_transpose);
+    tcase_add_test(tc, test_check_without_memory);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -755,6 +755,95 @@ START_TEST(test_fused_vs_unfused) {
 }
 END_TEST
 
+/* ---- the fused attention over few keys: the tiles' bits ------------------------------------ */
+
+typedef struct {
+    bool heads;                   /* the heads form (q (B, N, H·D)), else (B, H, N, D) */
+    int64_t B, H, Nq, Nk, Dk, Dv;
+    mask_kind mask;               /* M_NONE, M_CAUSAL or M_BOOL */
+    const char *probs;            /* "keep" or "recompute" */
+    bool shared_kv;               /* k and v one tensor: their gradients are added, not stored */
+    double range;                 /* q, k, v ~ U(-range, range): 2, or 8 for a sharp softmax */
+} few_case;
+
+/* One forward and backward pass of c in f32, from the same inputs whichever way it runs. */
+static attn_run few_run(const few_case *c, const uint8_t *keep) {
+    attn_run r = {.ctx = qkv_ctx_new(0)};
+    ck_assert_ptr_nonnull(r.ctx);
+    qkv_rng rng = qkv_rng_seed(41);
+    double x = c->range;
+    int64_t sq[4] = {c->B, c->H, c->Nq, c->Dk}, sk[4] = {c->B, c->H, c->Nk, c->Dk},
+            sv[4] = {c->B, c->H, c->Nk, c->Dv};
+    if (c->heads) {
+        int64_t hq[3] = {c->B, c->Nq, c->H * c->Dk}, hk[3] = {c->B, c->Nk, c->H * c->Dk},
+                hv[3] = {c->B, c->Nk, c->H * c->Dv};
+        r.q = qkv_param(r.ctx, qkv_rand(r.ctx, QKV_F32, 3, hq, -x, x, &rng));
+        r.k = qkv_param(r.ctx, qkv_rand(r.ctx, QKV_F32, 3, hk, -x, x, &rng));
+        r.v = c->shared_kv ? r.k : qkv_param(r.ctx, qkv_rand(r.ctx, QKV_F32, 3, hv, -x, x, &rng));
+    } else {
+        r.q = qkv_param(r.ctx, qkv_rand(r.ctx, QKV_F32, 4, sq, -x, x, &rng));
+        r.k = qkv_param(r.ctx, qkv_rand(r.ctx, QKV_F32, 4, sk, -x, x, &rng));
+        r.v = c->shared_kv ? r.k : qkv_param(r.ctx, qkv_rand(r.ctx, QKV_F32, 4, sv, -x, x, &rng));
+    }
+    qkv_tensor *mask = NULL;
+    if (c->mask == M_CAUSAL) mask = qkv_mask_causal(r.ctx, QKV_F32, c->Nq, c->Nk);
+    if (c->mask == M_BOOL)
+        mask = qkv_mask_from_bool(r.ctx, QKV_F32, 4, (int64_t[]){c->B, c->H, c->Nq, c->Nk}, keep);
+    ck_assert(qkv_set_attention_probs(c->probs));
+    r.out = c->heads ? qkv_attention_heads(r.ctx, r.q, r.k, r.v, mask, (int)c->H, 0)
+                     : qkv_attention_fused(r.ctx, r.q, r.k, r.v, mask, 0);
+    qkv_tensor *w = qkv_rand(r.ctx, QKV_F32, r.out->ndim, r.out->shape, -1, 1, &rng);
+    qkv_backward(qkv_sum(r.ctx, qkv_mul(r.ctx, r.out, w)));
+    ck_assert(qkv_set_attention_probs("auto"));
+    return r;
+}
+
+static void same_bytes(const void *a, const void *b, int64_t n, const char *what, int i) {
+    REQUIRE(!memcmp(a, b, (size_t)n * sizeof(float)), "case %d: %s differs from the tiles'", i,
+            what);
+}
+
+/* Heads of few keys (Nk <= ATTENTION_FEW_KEYS, Nq <= ATTENTION_BR) run head by head with their
+ * products written out (attention_kernel_f32.c); every output and gradient has the tiles'
+ * bits: both layouts, masks with fully masked rows, P kept and recomputed, gradients stored
+ * and added, a depth past GEMM_KC, one key, and 64 queries. */
+START_TEST(test_attention_few_keys_bits) {
+    static const few_case cases[] = {
+        {true, 40, 4, 1, 3, 32, 32, M_NONE, "keep", false, 2}, /* grok's: one query, 3 keys */
+        {true, 40, 4, 1, 3, 32, 32, M_NONE, "recompute", false, 2},
+        {true, 200, 4, 1, 3, 32, 32, M_NONE, "recompute", false, 8}, /* saturated rows */
+        {true, 6, 2, 16, 16, 8, 24, M_CAUSAL, "recompute", false, 2},
+        {true, 6, 2, 16, 16, 8, 24, M_CAUSAL, "keep", false, 8},
+        {false, 3, 3, 64, 16, 16, 16, M_BOOL, "keep", false, 2},
+        {false, 3, 3, 5, 7, 300, 20, M_BOOL, "recompute", false, 2},
+        {true, 4, 2, 9, 1, 12, 4, M_NONE, "keep", false, 2},
+        {true, 5, 4, 3, 5, 16, 16, M_CAUSAL, "recompute", true, 2},
+    };
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        const few_case *c = &cases[i];
+        attention_dims d = {.Nq = c->Nq, .Nk = c->Nk};
+        ck_assert(attention_few_keys(&d, true));
+        uint8_t *keep = NULL;
+        if (c->mask == M_BOOL) {
+            attn_case shape = {4, c->B, c->H, c->Nq, c->Nk, c->Dk, c->Dv, M_BOOL, {0}, 0};
+            qkv_rng krng = qkv_rng_seed(7);
+            keep = make_keep(&shape, &krng);
+        }
+        attn_run few = few_run(c, keep);
+        attention_few_keys_off = true;
+        attn_run tiles = few_run(c, keep);
+        attention_few_keys_off = false;
+        same_bytes(few.out->data, tiles.out->data, few.out->size, "the output", i);
+        same_bytes(few.q->grad, tiles.q->grad, few.q->size, "dq", i);
+        same_bytes(few.k->grad, tiles.k->grad, few.k->size, "dk", i);
+        same_bytes(few.v->grad, tiles.v->grad, few.v->size, "dv", i);
+        qkv_ctx_free(few.ctx);
+        qkv_ctx_free(tiles.ctx);
+        free(keep);
+    }
+}
+END_TEST
+
 /* ---- determinism across thread counts ----------------------------------------------------- */
 
 #ifdef QKV_HAVE_OPENMP
@@ -1133,6 +1222,7 @@ static Suite *kernels_suite(bool only_choice) {
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_softmax_kernel_accuracy);
     tcase_add_test(tc, test_fused_vs_unfused);
+    tcase_add_test(tc, test_attention_few_keys_bits);
     tcase_add_test(tc, test_fast_exp_softmax);
     tcase_add_test(tc, test_no_alloc_when_warm);
     suite_add_tcase(s, tc);

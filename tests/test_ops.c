@@ -530,6 +530,40 @@ START_TEST(test_transpose) {
 }
 END_TEST
 
+/* Rows of each (T, C) matrix: values and the gradient scattered back (a row picked twice gets
+ * the sum); qkv_matmul_rows is qkv_matmul on them, its gradients too. */
+START_TEST(test_select_rows) {
+    double v[12];
+    for (int i = 0; i < 12; i++) v[i] = i + 1;
+    qkv_tensor *x = mkp(QKV_F64, 3, (int64_t[]){2, 3, 2}, v); /* 2 sequences of 3 rows of 2 */
+    qkv_tensor *y = qkv_select_rows(ctx, x, 3, (const int32_t[]){2, 0, 2});
+    ck_assert_int_eq(y->op, QKV_OP_SELECT_ROWS);
+    assert_shape(y, 3, (int64_t[]){2, 3, 2});
+    assert_values(y, (double[]){5, 6, 1, 2, 5, 6, 11, 12, 7, 8, 11, 12}, 0);
+    double w[12];
+    for (int i = 0; i < 12; i++) w[i] = 10 * (i + 1);
+    qkv_backward(qkv_sum(ctx, qkv_mul(ctx, y, mk(QKV_F64, 3, (int64_t[]){2, 3, 2}, w))));
+    /* row 0 gets w's second row, row 1 nothing, row 2 the first and third */
+    assert_grads(x, (double[]){30, 40, 0, 0, 10 + 50, 20 + 60, 90, 100, 0, 0, 70 + 110, 80 + 120},
+                 0);
+    ck_assert_str_eq(qkv_op_name(QKV_OP_SELECT_ROWS), "select_rows");
+
+    /* matmul_rows: the product of qkv_matmul, and its gradients (in f64 the same sums) */
+    double av[10], bv[6];
+    for (int i = 0; i < 10; i++) av[i] = 0.5 * i - 2;
+    for (int i = 0; i < 6; i++) bv[i] = 1.5 - 0.25 * i;
+    qkv_tensor *a1 = mkp(QKV_F64, 3, (int64_t[]){5, 1, 2}, av), *b1 = mkp(QKV_F64, 2, (int64_t[]){2, 3}, bv);
+    qkv_tensor *a2 = mkp(QKV_F64, 3, (int64_t[]){5, 1, 2}, av), *b2 = mkp(QKV_F64, 2, (int64_t[]){2, 3}, bv);
+    qkv_tensor *c1 = qkv_matmul_rows(ctx, a1, b1, 4, 1, (const int32_t[]){3});
+    qkv_tensor *c2 = qkv_matmul(ctx, a2, b2);
+    assert_shape(c1, 3, (int64_t[]){5, 1, 3});
+    for (int64_t i = 0; i < c1->size; i++) ck_assert_double_eq(qkv_get(c1, i), qkv_get(c2, i));
+    qkv_backward(qkv_add(ctx, qkv_sum(ctx, qkv_mul(ctx, c1, c1)), qkv_sum(ctx, qkv_mul(ctx, c2, c2))));
+    for (int64_t i = 0; i < a1->size; i++) ck_assert_double_eq(qkv_grad_get(a1, i), qkv_grad_get(a2, i));
+    for (int64_t i = 0; i < b1->size; i++) ck_assert_double_eq(qkv_grad_get(b1, i), qkv_grad_get(b2, i));
+}
+END_TEST
+
 START_TEST(test_reshape) {
     double v[12];
     for (int i = 0; i < 12; i++) v[i] = i * 1.5;
@@ -1142,6 +1176,7 @@ static Suite *ops_suite(void) {
     tcase_add_test(tc, test_embedding);
     tcase_add_test(tc, test_embedding_1d_idx);
     tcase_add_test(tc, test_transpose);
+    tcase_add_test(tc, test_select_rows);
     tcase_add_test(tc, test_reshape);
     suite_add_tcase(s, tc);
 

@@ -1185,6 +1185,92 @@ START_TEST(test_forward_trace) {
 }
 END_TEST
 
+/* qkv_model_forward_at computes the queries, W_O, the MLP and the head at the positions with a
+ * target only, and gives the bits of the forward over every position: the logits' rows there,
+ * the loss and every parameter's gradient, byte for byte, where the other positions have no
+ * target. Cases: modular's shape (one target, at the last of 3 positions, 300 sequences: 900
+ * rows, so the weight gradients' sums cross depth blocks that the 300 rows alone would place
+ * elsewhere) with an MLP; two causal layers with positions 1 and 3 of 5 over padded inputs;
+ * attention only without the residual stream; f64; GELU; and LayerNorm, which computes every
+ * position and picks the rows. */
+START_TEST(test_forward_at_same_bits) {
+    static const struct {
+        int layers, seq_len, mlp, n;
+        int32_t at[2];
+        bool residual, causal, padded, f64, norm;
+        qkv_act act;
+    } cases[] = {
+        {1, 3, 32, 1, {2, 0}, true, false, false, false, false, QKV_ACT_RELU},
+        {2, 5, 24, 2, {1, 3}, true, true, true, false, false, QKV_ACT_RELU},
+        {2, 5, 0, 2, {0, 4}, false, true, false, false, false, QKV_ACT_RELU},
+        {1, 3, 32, 1, {2, 0}, true, false, false, true, false, QKV_ACT_RELU},
+        {1, 4, 16, 2, {2, 3}, true, false, true, false, false, QKV_ACT_GELU},
+        {1, 3, 16, 1, {2, 0}, true, false, false, false, true, QKV_ACT_RELU},
+    };
+    const int B = 300, V = 24;
+    int T = cases[_i].seq_len, n = cases[_i].n;
+    const int32_t *at = cases[_i].at;
+    qkv_model_config c = {.vocab = V, .seq_len = T, .d_model = 16, .heads = 2,
+                          .layers = cases[_i].layers, .residual = cases[_i].residual,
+                          .causal = cases[_i].causal, .init_scale = 0.7, .mlp = cases[_i].mlp,
+                          .act = cases[_i].act,
+                          .dtype = cases[_i].f64 ? QKV_F64 : QKV_F32,
+                          .norm = cases[_i].norm ? QKV_NORM_LAYERNORM : QKV_NORM_NONE};
+    qkv_model m;
+    ck_assert_int_eq(qkv_model_init(&m, &c, 11), QKV_OK);
+    int32_t *tokens = malloc(sizeof *tokens * B * T), *targets = malloc(sizeof *targets * B * T);
+    int32_t *picked = malloc(sizeof *picked * B * n), *lengths = malloc(sizeof *lengths * B);
+    qkv_rng rng = qkv_rng_seed(3);
+    for (int b = 0; b < B; b++) {
+        lengths[b] = T - (int)qkv_rng_below(&rng, 2); /* the last position padded or not */
+        for (int i = 0; i < T; i++) {
+            tokens[b * T + i] = (int32_t)qkv_rng_below(&rng, V);
+            targets[b * T + i] = -1;
+        }
+        for (int p = 0; p < n; p++)
+            targets[b * T + at[p]] = picked[b * n + p] = (int32_t)qkv_rng_below(&rng, V);
+    }
+    const int32_t *len = cases[_i].padded ? lengths : NULL;
+    size_t es = qkv_dtype_size(c.dtype);
+    qkv_ctx *a = qkv_ctx_new(0), *b = qkv_ctx_new(0);
+    /* every position */
+    qkv_tensor *all = qkv_model_forward_padded(&m, a, tokens, len, B, NULL);
+    qkv_tensor *loss_all = qkv_cross_entropy(
+        a, all, qkv_from_array(a, QKV_I32, 2, (int64_t[]){B, T}, targets), -1);
+    qkv_zero_grad(m.params);
+    qkv_backward(loss_all);
+    void *grads[QKV_MAX_PARAMS];
+    for (int i = 0; i < m.nparams; i++) {
+        size_t bytes = (size_t)m.param[i]->size * es;
+        grads[i] = malloc(bytes);
+        memcpy(grads[i], m.param[i]->grad, bytes);
+    }
+    /* the targets' positions only */
+    qkv_tensor *some = qkv_model_forward_at(&m, b, tokens, len, B, n, at);
+    ck_assert_int_eq(some->shape[0], B);
+    ck_assert_int_eq(some->shape[1], n);
+    qkv_tensor *loss_some = qkv_cross_entropy(
+        b, some, qkv_from_array(b, QKV_I32, 2, (int64_t[]){B, n}, picked), -1);
+    qkv_zero_grad(m.params);
+    qkv_backward(loss_some);
+    for (int r = 0; r < B * n; r++) {
+        const char *row_all = (const char *)all->data + ((size_t)(r / n) * T + at[r % n]) * V * es;
+        ck_assert_msg(!memcmp((const char *)some->data + (size_t)r * V * es, row_all, V * es),
+                      "case %d: the logits of row %d differ", _i, r);
+    }
+    ck_assert(!memcmp(loss_all->data, loss_some->data, es));
+    for (int i = 0; i < m.nparams; i++) {
+        ck_assert_msg(!memcmp(grads[i], m.param[i]->grad, (size_t)m.param[i]->size * es),
+                      "case %d: the gradient of %s differs", _i, m.param_name[i]);
+        free(grads[i]);
+    }
+    free(tokens), free(targets), free(picked), free(lengths);
+    qkv_ctx_free(a);
+    qkv_ctx_free(b);
+    qkv_model_free(&m);
+}
+END_TEST
+
 /* The paper's scheme (QKV_INIT_PAPER) draws the same normals as qkv's, in the same order, at
  * its own scales: every element of an encoder-decoder with an MLP and LayerNorm is qkv's
  * times the ratio of the two standard deviations (qkv_init, qkv.h), gains 1 and biases 0
@@ -1309,6 +1395,7 @@ static Suite *train_suite(void) {
     tc = tcase_create("model");
     tcase_add_test(tc, test_forward_trace);
     tcase_add_test(tc, test_forward_trace_padded);
+    tcase_add_loop_test(tc, test_forward_at_same_bits, 0, 6);
     tcase_add_test(tc, test_init_paper_scales_qkv_draws);
     suite_add_tcase(s, tc);
     return s;

@@ -145,6 +145,44 @@ for cmd in "${COMMANDS[@]}"; do
     echo "qkv $cmd, exit codes by MB:$codes"
 done
 
+# Walking up: a command under limits from 8 MB in 4 MB steps until it works. Between the
+# limits above lie narrower windows (an arena that outgrows its first block, a thread that
+# cannot start, a kernel case of qkv selftest without its buffers), where an allocation that
+# fails must still be exit 6 with its one line: never a crash, OpenMP's exit 1, or a path
+# reported as differing from plain C. A model of the tour's size (induction: 2 layers,
+# T 16) for eval, whose evaluation arena once grew into the arena's abort at 40 MB.
+"$QKV" train --task induction --steps 1 --quiet --out ind >/dev/null 2>err.txt ||
+    { echo "ulimit_test: cannot train the induction model: $(cat err.txt)"; exit 1; }
+WALKED=(
+    "selftest"
+    "study precision --steps 2"
+    "eval --model ind"
+)
+for cmd in "${WALKED[@]}"; do
+    codes=""
+    for mb in $(seq 8 4 96); do
+        (ulimit -v $((mb * 1024)) && eval "exec timeout -k 2 30 \"\$QKV\" $cmd") >out.txt 2>err.txt
+        rc=$?
+        codes+=" $mb:$rc"
+        case $rc in
+        0) ok && break ;;
+        6) one_line "qkv $cmd under ulimit -v ${mb} MB" ;;
+        124) fail "qkv $cmd under ulimit -v ${mb} MB hangs (killed after 30 s)"; break ;;
+        *) fail "qkv $cmd under ulimit -v ${mb} MB: exit $rc, expected 0 or 6: $(head -c 300 err.txt) $(grep -m 1 DIFFERS out.txt)" ;;
+        esac
+    done
+    [ "$rc" = 0 ] || fail "qkv $cmd never worked up to 96 MB"
+    echo "qkv $cmd, walking up, exit codes by MB:$codes"
+done
+# gradcheck (3 s when it works) only where its contexts cannot be made
+(ulimit -v 8192 && exec timeout -k 2 30 "$QKV" gradcheck) >out.txt 2>err.txt
+rc=$?
+case $rc in
+0) ok ;;
+6) one_line "qkv gradcheck under ulimit -v 8 MB" ;;
+*) fail "qkv gradcheck under ulimit -v 8 MB: exit $rc, expected 0 or 6: $(head -c 300 err.txt)" ;;
+esac
+
 if [ "$failures" -gt 0 ]; then
     echo "ulimit_test: $failures of $((checks + failures)) checks failed"
     exit 1

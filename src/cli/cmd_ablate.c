@@ -12,15 +12,16 @@
 
 typedef struct {
     const char *model, *heads, *out, *data;
-    long threads;
-    int dtype, mode, site, over;
+    long threads, draws, seed;
+    int dtype, mode, site, over, metric;
     bool together, json;
 } ablate_args;
 
-static const char *const modes[] = {"zero", "mean", NULL};
+static const char *const modes[] = {"zero", "mean", "resample", NULL};
 
 static int ablate_parse(int argc, char **argv, ablate_args *a) {
-    *a = (ablate_args){.dtype = TRAIN_DTYPE_OF_FILE, .over = -1};
+    *a = (ablate_args){.dtype = TRAIN_DTYPE_OF_FILE, .over = -1, .metric = -1, .draws = 1,
+                       .seed = 1};
     cli_option options[] = {
         {"model", CLI_STRING, &a->model, .arg = "FILE",
          .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
@@ -29,7 +30,17 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
                  "held-out set"},
         {"mode", CLI_CHOICE, &a->mode, .choices = modes, .arg = "M",
          .help = "zero: the head's output set to 0; mean: to its mean over the examples,\n"
-                 "per position (default zero)"},
+                 "per position; resample: to its value in another example's run,\n"
+                 "drawn at random (default zero)"},
+        {"draws", CLI_INT, &a->draws, 1, EXPLAIN_MAX_DRAWS, .arg = "N",
+         .help = "resample: the draws of other examples averaged (default 1)"},
+        {"seed", CLI_INT, &a->seed, 0, INT32_MAX, .arg = "N",
+         .help = "resample: the seed of the draws (default 1)"},
+        {"metric", CLI_CHOICE, &a->metric, .choices = explain_metric_names, .arg = "M",
+         .help = "also score each row by loss (the targets' cross-entropy), prob (their\n"
+                 "probability) or kl (KL divergence from the unablated run, nats),\n"
+                 "averaged over the positions with a target (logit-diff needs a wrong\n"
+                 "token, which examples do not give)"},
         {"heads", CLI_STRING, &a->heads, .arg = "L.H,...",
          .help = "only these heads (layers and heads from 1), e.g. 2.1,2.2 (default: all)"},
         EXPLAIN_CLI_SITE_ROWS("removed", &a->site, &a->over),
@@ -53,13 +64,24 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
         .options = options,
         .column = 22,
         .epilog = "\nExit codes: 0 done, 2 bad option or head, 3 a file cannot be read or "
-                  "written,\n4 the model file is corrupt, 6 out of memory.\n",
+                  "written,\n4 the model file or a line of the --data file is bad, 5 a number "
+                  "is not finite,\n6 out of memory.\n",
         .operands = true};
     int first;
     int code = cli_parse_options(&cmd, argc, argv, &first);
     if (code != CLI_RUN) return code;
     if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
     if (a->over < 0) a->over = (int)explain_default_over((qkv_site)a->site);
+    if (a->metric == EXPLAIN_METRIC_LOGIT_DIFF) {
+        cli_error("ablate: --metric logit-diff needs a wrong token beside each answer, and a set "
+                  "of examples gives only targets: ablate takes --metric loss, prob or kl");
+        return EXIT_USAGE;
+    }
+    if ((cli_option_given(&cmd, "draws") || cli_option_given(&cmd, "seed")) && a->mode != 2) {
+        cli_error("ablate: --%s is for --mode resample's draws of other examples",
+                  cli_option_given(&cmd, "draws") ? "draws" : "seed");
+        return EXIT_USAGE;
+    }
     if (!explain_site_has_heads((qkv_site)a->site) && a->heads) {
         cli_error("ablate: --heads names heads; --site %s has none: it is removed in every "
                   "layer", explain_site_names[a->site]);
@@ -68,56 +90,10 @@ static int ablate_parse(int argc, char **argv, ablate_args *a) {
     return explain_cli_model("ablate", a->model, argc, argv, first, &a->model);
 }
 
-/* "L.H": two whole numbers, each digits only (engine/numbers.c: " 1.+1" and "1.1x" are not). */
-static bool read_head(char *item, uint64_t *layer, uint64_t *head) {
-    char *dot = strchr(item, '.');
-    if (!dot) return false;
-    *dot = '\0';
-    bool ok = number_u64(item, layer) == NUMBER_OK && number_u64(dot + 1, head) == NUMBER_OK;
-    *dot = '.';
-    return ok;
-}
-
-/* One head of --heads, checked against the model and the heads before it: QKV_ERR_VALUE
- * naming it. `seen` marks the heads listed so far, by layer then head. */
-static qkv_status add_head(const char *item, const qkv_model_config *c, unsigned char *seen,
-                           ablate_request *rq) {
-    char text[48];
-    uint64_t lv, hv;
-    snprintf(text, sizeof text, "%s", item);
-    if (strlen(item) >= sizeof text || !read_head(text, &lv, &hv))
-        return qkv_fail(QKV_ERR_VALUE, "--heads: '%.40s' is not LAYER.HEAD (e.g. 2.1)", item);
-    int l = lv > INT_MAX ? 0 : (int)lv, h = hv > INT_MAX ? 0 : (int)hv; /* 0: none such */
-    if (l < 1 || l > c->layers || h < 1 || h > c->heads)
-        return qkv_fail(QKV_ERR_VALUE, "--heads: head %s does not exist: the model has %d layer%s "
-                        "of %d head%s", item, c->layers, c->layers == 1 ? "" : "s", c->heads,
-                        c->heads == 1 ? "" : "s");
-    if (seen[(size_t)(l - 1) * c->heads + (h - 1)]++)
-        return qkv_fail(QKV_ERR_VALUE, "--heads: head %d.%d is listed twice (once as '%s')", l, h,
-                        item);
-    rq->heads[rq->n_heads++] = (explain_head){l - 1, h - 1};
-    return QKV_OK;
-}
-
-/* "2.1,2.2" -> heads (0-based), checked against the model. */
-static qkv_status parse_heads(const char *text, const loaded_model *lm, ablate_request *rq) {
-    const qkv_model_config *c = &lm->model.cfg;
-    if (!*text) return qkv_fail(QKV_ERR_VALUE, "--heads: no head given");
-    /* each head at most once (a second listing is refused): at most every head */
-    unsigned char *seen = calloc((size_t)c->layers * c->heads, 1);
-    rq->heads = malloc((size_t)c->layers * c->heads * sizeof *rq->heads);
-    char *copy = strdup(text);
-    qkv_status s = seen && copy && rq->heads ? QKV_OK
-                                             : qkv_fail(QKV_ERR_NOMEM, "--heads: out of memory");
-    /* every item between commas, the empty ones too ("1.1," and "1.1,,2.1" are refused) */
-    for (char *item = copy, *next = NULL; s == QKV_OK && item; item = next) {
-        next = strchr(item, ',');
-        if (next) *next++ = '\0';
-        s = add_head(item, c, seen, rq);
-    }
-    free(copy);
-    free(seen);
-    return s;
+/* With --metric, a row's metric and its change from the baseline ("  0.1234  +0.0567"). */
+static void print_metric(const ablate_request *rq, const explain_score *x,
+                         const explain_score *b) {
+    if (rq->scored) printf(" %10.4f %+10.4f", x->metric, x->metric - b->metric);
 }
 
 static void print_table(const loaded_model *lm, const ablate_request *rq, const ablate_result *r,
@@ -125,8 +101,13 @@ static void print_table(const loaded_model *lm, const ablate_request *rq, const 
     bool stream = !explain_site_has_heads(rq->site);
     bool neurons = rq->site == QKV_SITE_MLP_PRE || rq->site == QKV_SITE_MLP_POST;
     bool scales = rq->site == QKV_SITE_LN_SCALE;
+    char mode[64];
+    if (rq->resample)
+        snprintf(mode, sizeof mode, "resample (%d draw%s, seed %llu)", rq->draws,
+                 rq->draws == 1 ? "" : "s", (unsigned long long)rq->seed);
+    else snprintf(mode, sizeof mode, "%s", rq->mean ? "mean" : "zero");
     printf("ablate: %s ablation of %s (--site %s, --over %s), %d layer%s x %d head%s, %lld "
-           "positions with a target (%s)\n", rq->mean ? "mean" : "zero",
+           "positions with a target (%s)\n", mode,
            neurons  ? "the MLP's neurons"
            : scales ? "each LayerNorm's scale"
            : stream ? "the stream"
@@ -135,10 +116,18 @@ static void print_table(const loaded_model *lm, const ablate_request *rq, const 
            explain_over_names[rq->over], lm->model.cfg.layers, lm->model.cfg.layers == 1 ? "" : "s",
            lm->model.cfg.heads, lm->model.cfg.heads == 1 ? "" : "s",
            (long long)r->baseline.counted, data ? data : "the held-out set");
-    printf("  %-16s %10s %9s %10s %10s\n",
+    printf("  %-16s %10s %9s %10s %10s",
            neurons ? "layer neuron" : scales ? "layer LayerNorm" : stream ? "layer" : "head",
            "loss", "accuracy", "loss +", "accuracy -");
-    printf("  %-16s %10.4f %9.4f\n", "none", r->baseline.loss, r->baseline.accuracy);
+    if (rq->scored) {
+        char plus[24];
+        snprintf(plus, sizeof plus, "%s +", explain_metric_names[rq->metric]);
+        printf(" %10s %10s", explain_metric_names[rq->metric], plus);
+    }
+    printf("\n");
+    printf("  %-16s %10.4f %9.4f", "none", r->baseline.loss, r->baseline.accuracy);
+    if (rq->scored) printf(" %10.4f", r->baseline.metric);
+    printf("\n");
     for (int i = 0; i < r->n; i++) {
         const explain_spot *s = &r->spots[i];
         char name[48];
@@ -151,14 +140,19 @@ static void print_table(const loaded_model *lm, const ablate_request *rq, const 
         if (s->position >= 0) snprintf(name + at, sizeof name - at, " @%d", s->position);
         else if (s->key_position >= 0)
             snprintf(name + at, sizeof name - at, " key %d", s->key_position);
-        printf("  %-16s %10.4f %9.4f %+10.4f %+10.4f\n", name, r->each[i].loss,
+        printf("  %-16s %10.4f %9.4f %+10.4f %+10.4f", name, r->each[i].loss,
                r->each[i].accuracy, r->each[i].loss - r->baseline.loss,
                r->baseline.accuracy - r->each[i].accuracy);
+        print_metric(rq, &r->each[i], &r->baseline);
+        printf("\n");
     }
-    if (rq->together)
-        printf("  %-16s %10.4f %9.4f %+10.4f %+10.4f   (every row above at once)\n",
-               "together", r->together.loss, r->together.accuracy,
-               r->together.loss - r->baseline.loss, r->baseline.accuracy - r->together.accuracy);
+    if (rq->together) {
+        printf("  %-16s %10.4f %9.4f %+10.4f %+10.4f", "together", r->together.loss,
+               r->together.accuracy, r->together.loss - r->baseline.loss,
+               r->baseline.accuracy - r->together.accuracy);
+        print_metric(rq, &r->together, &r->baseline);
+        printf("   (every row above at once)\n");
+    }
 }
 
 /* One run of the command: its options, request, examples, result (explain_cli_run's state).
@@ -173,7 +167,9 @@ typedef struct {
 static qkv_status ablate_compute(loaded_model *lm, void *state) {
     ablate_job *job = state;
     const ablate_args *a = job->a;
-    qkv_status s = a->heads ? parse_heads(a->heads, lm, &job->rq) : QKV_OK;
+    qkv_status s = a->heads ? explain_cli_parse_heads(a->heads, lm, &job->rq.heads,
+                                                      &job->rq.n_heads)
+                            : QKV_OK;
     if (s != QKV_OK) return s;
     if (explain_check_site(lm, job->rq.site, job->rq.over) != QKV_OK)
         return qkv_fail(QKV_ERR_VALUE, "ablate: %s", qkv_last_error());
@@ -199,8 +195,12 @@ static qkv_status ablate_table(const loaded_model *lm, void *state) {
 }
 
 static int ablate_run(const ablate_args *a) {
-    ablate_job job = {.a = a, .rq = {.mean = a->mode == 1, .together = a->together,
-                                     .site = (qkv_site)a->site, .over = (explain_over)a->over}};
+    ablate_job job = {.a = a, .rq = {.mean = a->mode == 1, .resample = a->mode == 2,
+                                     .draws = (int)a->draws, .seed = (uint64_t)a->seed,
+                                     .together = a->together, .site = (qkv_site)a->site,
+                                     .over = (explain_over)a->over, .scored = a->metric >= 0,
+                                     .metric = a->metric >= 0 ? (explain_metric)a->metric
+                                                              : EXPLAIN_METRIC_LOSS}};
     int code = explain_cli_run(&(explain_cli_job){
         .who = "ablate", .model = a->model, .out = a->out, .input = a->data, .dtype = a->dtype,
         .threads = a->threads, .print_json = a->json, .plain_errors = true,

@@ -1,5 +1,6 @@
 /* cmd_bench.c - `qkv bench`: milliseconds per training step, GFLOP/s and step memory. */
 #include "cli.h"
+#include "kernels/isa.h"
 #include "train/bench.h"
 
 #include <inttypes.h>
@@ -10,15 +11,8 @@
 /* The FMA peak on this many threads (qkv_fma_peak), measured once per count: 0 until then. */
 typedef struct {
     double one, all; /* on 1 thread, and on the bench's threads */
-    double avx2_one; /* on the AVX-512 path: the AVX2 path's on 1 thread (0: not measured) */
+    fma_width_result width; /* on the AVX-512 path: against the AVX2 path's (ratio 0: not) */
 } bench_peak;
-
-/* The AVX-512 path's 1-thread peak over the AVX2 path's at or above this: the CPU's FMA units
- * are 512 bits wide (two 512-bit FMA ports), not 256-bit units that run each 512-bit FMA in
- * two halves (about 1: AMD Zen 4). Twice the lanes at a lower clock under AVX-512: 1.85 on a
- * Xeon of model 207 (175 and 95 GFLOP/s), 1.62 on the Xeon the speed issue was measured on
- * (207 and 128). */
-#define FULL_WIDTH_RATIO 1.5
 
 /* The profile of a step (--profile): each part's share, in JSON under its name with '_' for
  * ' ' ("exp_and_softmax"), or as lines of a table. */
@@ -52,10 +46,11 @@ static int run_workload(const bench_workload *w, int threads, long repeat, doubl
     if (json)
         printf("{\"config\":\"%s\",\"threads\":%d,\"ms_per_step\":%.4f,\"gflops\":%.2f,"
                "\"step_mem_mb\":%.2f,\"steps_timed\":%ld,\"loss\":%.5f,\"dtype\":\"%s\","
-               "\"backward_form\":\"%s\",\"probs\":\"%s\",\"simd\":\"%s\",\"openmp\":%s",
+               "\"backward_form\":\"%s\",\"probs\":\"%s\",\"simd\":\"%s\",\"openmp\":%s,"
+               "\"positions\":%d",
                w->name, threads, r.ms_per_step, r.gflops, r.step_mem_mb, r.steps_timed,
                r.last_loss, qkv_dtype_name(dtype), qkv_attention_form(), qkv_attention_probs(),
-               qkv_simd_path(), qkv_has_openmp() ? "true" : "false");
+               qkv_simd_path(), qkv_has_openmp() ? "true" : "false", r.positions);
     else
         printf("%-7s %-6s threads %d%s  %9.3f ms/step  %7.2f GFLOP/s  step memory %8.2f MB  (%ld steps)%s%s",
                w->name, qkv_simd_path(), threads, qkv_has_openmp() ? "" : " (no OpenMP)",
@@ -88,14 +83,14 @@ typedef struct {
 } bench_args;
 
 static int bench_parse(int argc, char **argv, bench_args *a) {
-    static const char *const configs[] = {"tiny", "medium", "long", "mlp", "all", NULL};
+    static const char *const configs[] = {"tiny", "medium", "long", "mlp", "grok", "all", NULL};
     static const char *const forms[] = {"d-from-p", "wide-d", "split-l", "legacy", NULL};
     const char *const *probs = qkv_attention_probs_modes(); /* auto (the default), ... */
-    int config = 4, form = 0, probs_mode = 0; /* all */
+    int config = 5, form = 0, probs_mode = 0; /* all */
     *a = (bench_args){.seconds = 2};
     cli_option options[] = {
         {"config", CLI_CHOICE, &config, .choices = configs, .arg = "C",
-         .help = "tiny, medium, long, mlp or all (default all)"},
+         .help = "tiny, medium, long, mlp, grok or all (default all)"},
         {"threads", CLI_INT, &a->threads, 1, QKV_MAX_THREADS, .arg = "N",
          .help = "OpenMP threads (default: all cores)"},
         {"repeat", CLI_INT, &a->repeat, 1, 10000, .arg = "N",
@@ -117,9 +112,12 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
          .help = "first measure the f32 FMA peak of the path in use (FMA chains in\n"
                  "registers, on 1 thread and on --threads), then give each step's\n"
                  "share of it (JSON: peak_gflops, peak_share). On the avx512 path\n"
-                 "also the avx2 path's 1-thread peak: 1.5x it or more says the\n"
-                 "CPU's FMA units are 512 bits wide (JSON: avx2_gflops_1_thread,\n"
-                 "avx512_over_avx2, full_width)"},
+                 "also the avx2 path's 1-thread peak, trials of the two in turn,\n"
+                 "each by the thread's CPU time: 1.5x it or more says the CPU's FMA\n"
+                 "units are 512 bits wide, under 1.3x 256 bits wide; trials that\n"
+                 "disagree, or a ratio between, say the machine was too busy to\n"
+                 "tell (JSON: avx2_gflops_1_thread, avx512_over_avx2, full_width:\n"
+                 "true, false or null)"},
         {"profile", CLI_FLAG, &a->profile,
          .help = "then run as many steps again with a profile: each part's share of\n"
                  "the step (products, exp and softmax, layout and copies,\n"
@@ -139,6 +137,10 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
                  "  long    batch 1,  seq-len 2048, d-model 64,  heads 1, vocab 64\n"
                  "  mlp     batch 64, seq-len 64,   d-model 128, heads 4, vocab 64, an MLP of 512\n"
                  "          (ReLU) in the residual stream\n"
+                 "  grok    one epoch of `qkv train --task modular`'s default run: every training pair\n"
+                 "          of (a + b) mod 113 (3830, seq-len 3), d-model 128, heads 4, an MLP of 512,\n"
+                 "          AdamW; the target is at the last position, and the step computes the\n"
+                 "          queries, the MLP and the head there only (JSON: positions)\n"
                  "It prints the median ms/step after a warm-up, GFLOP/s, and the step memory: peak resident\n"
                  "memory minus the resident memory just before the first step.\n"
                  "\n",
@@ -162,7 +164,14 @@ static int bench_run(const bench_args *a) {
     if (slow) fprintf(stderr, "note: %s\n", slow);
     bench_peak peak = {0};
     if (a->peak) {
-        peak.one = qkv_fma_peak(1, 1.0);
+        /* On the AVX-512 path, the AVX2 path's 1-thread peak too, the two measured in turn
+         * by the thread's CPU clock: how wide the CPU's FMA units are (isa.h's fma_width).
+         * Each path's 1-thread peak is then its best trial there. */
+        if (!strcmp(qkv_simd_path(), "avx512") && qkv_simd_runs("avx2")) {
+            peak.width = fma_width_measure("avx512", "avx2", 2.0);
+            peak.one = peak.width.wide;
+        }
+        if (!(peak.one > 0)) peak.one = qkv_fma_peak(1, 1.0);
         peak.all = nthreads > 1 ? qkv_fma_peak(nthreads, 1.0) : peak.one;
         /* On a shared machine a core may be taken for a second: all threads' peak then
          * comes out near one thread's, and a step would show above 100% of it. Below 90%
@@ -172,27 +181,28 @@ static int bench_run(const bench_args *a) {
             double again = qkv_fma_peak(nthreads, 1.0);
             if (again > peak.all) peak.all = again;
         }
-        /* on the AVX-512 path, the AVX2 path's too: how wide the CPU's FMA units are */
-        if (!strcmp(qkv_simd_path(), "avx512") && qkv_simd_runs("avx2"))
-            peak.avx2_one = qkv_fma_peak_of("avx2", 1, 1.0);
-        double ratio = peak.avx2_one > 0 ? peak.one / peak.avx2_one : 0;
+        const fma_width_result *w = &peak.width;
         if (a->json) {
             printf("{\"peak\":\"fma\",\"simd\":\"%s\",\"gflops_1_thread\":%.2f,"
                    "\"threads\":%d,\"gflops\":%.2f", qkv_simd_path(), peak.one, nthreads,
                    peak.all);
-            if (ratio > 0)
+            if (w->ratio > 0) /* full_width null: the machine was too busy to tell */
                 printf(",\"avx2_gflops_1_thread\":%.2f,\"avx512_over_avx2\":%.3f,"
-                       "\"full_width\":%s", peak.avx2_one, ratio,
-                       ratio >= FULL_WIDTH_RATIO ? "true" : "false");
+                       "\"full_width\":%s", w->narrow, w->ratio,
+                       w->width == FMA_WIDTH_FULL   ? "true"
+                       : w->width == FMA_WIDTH_HALF ? "false"
+                                                    : "null");
             printf("}\n");
         } else {
             printf("peak    %-6s f32 FMA chains in registers: %.2f GFLOP/s on 1 thread, %.2f on "
                    "%d\n", qkv_simd_path(), peak.one, peak.all, nthreads);
-            if (ratio > 0)
+            if (w->ratio > 0)
                 printf("        avx2 path: %.2f GFLOP/s on 1 thread; avx512 %.2fx that: %s\n",
-                       peak.avx2_one, ratio,
-                       ratio >= FULL_WIDTH_RATIO ? "full-width AVX-512 (512-bit FMA units)"
-                                                 : "AVX-512 on 256-bit FMA units");
+                       w->narrow, w->ratio,
+                       w->width == FMA_WIDTH_FULL   ? "full-width AVX-512 (512-bit FMA units)"
+                       : w->width == FMA_WIDTH_HALF ? "AVX-512 on 256-bit FMA units"
+                                                    : "the machine was too busy to tell the "
+                                                      "FMA units' width");
         }
     }
     if (a->dtype == QKV_F64) peak.all = 0; /* an f32 peak says nothing of f64 steps */

@@ -1,6 +1,7 @@
 /* cmd_circuits.c - `qkv circuits`: every head's QK and OV circuits, its copying score, and the
- * composition scores between heads of consecutive layers, read from a saved model's weights
- * (the numbers come from src/model/circuits.c; docs/explain.md defines them). */
+ * composition scores between heads of consecutive layers (and in the JSON, of any earlier and
+ * later layer), read from a saved model's weights (the numbers come from src/model/circuits.c;
+ * docs/explain.md defines them). */
 #include "cli.h"
 #include "explain_cli.h"
 #include "explore/explain.h"
@@ -94,7 +95,8 @@ static int circuits_parse(int argc, char **argv, circuits_args *a) {
                  "W_V W_O and the vocabulary head) and that circuit's copying score (1: the head copies),\n"
                  "its mapping (the OV circuit's top target for each token keys hold, against the\n"
                  "task's or the training data's target), and the Q-, K- and V-composition scores\n"
-                 "between heads of consecutive layers.\n"
+                 "between heads of consecutive layers (--json and --out: of every earlier and later\n"
+                 "layer too).\n"
                  "docs/explain.md defines each number.\n"
                  "\n",
         .options = options,
@@ -138,8 +140,22 @@ static void add_labels(cJSON *j, const char *key, const loaded_model *lm, int n,
 }
 
 /* The whole answer as one JSON object (NULL with the status in *s). */
+/* One composition entry: from "L.H", to "L.H", kind, score (null: undefined). */
+static void add_composition(cJSON *comp, int l1, int h1, int l2, int h2, int kind, double score) {
+    char from[32], to[32];
+    snprintf(from, sizeof from, "%d.%d", l1 + 1, h1 + 1);
+    snprintf(to, sizeof to, "%d.%d", l2 + 1, h2 + 1);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToArray(comp, o);
+    cJSON_AddStringToObject(o, "from", from);
+    cJSON_AddStringToObject(o, "to", to);
+    cJSON_AddStringToObject(o, "kind", kind_names[kind]);
+    cJSON_AddNumberToObject(o, "score", score);
+}
+
 static cJSON *circuits_json(const loaded_model *lm, const double *copying,
-                            const double *composition, const mapping *mp, qkv_status *s) {
+                            const double *composition, const double *composition_all,
+                            const mapping *mp, qkv_status *s) {
     const qkv_model *m = &lm->model;
     const qkv_model_config *c = &m->cfg;
     int L = c->layers, H = c->heads, V = c->vocab, T = c->seq_len;
@@ -197,16 +213,20 @@ static cJSON *circuits_json(const loaded_model *lm, const double *copying,
                 for (int h2 = 0; h2 < H; h2++) {
                     double score = composition[(((size_t)l * 3 + k) * H + h1) * H + h2];
                     if (c->target_len && k != QKV_COMPOSE_Q) continue; /* none: see qkv.h */
-                    char from[32], to[32];
-                    snprintf(from, sizeof from, "%d.%d", l + 1, h1 + 1);
-                    snprintf(to, sizeof to, "%d.%d", l + 2, h2 + 1);
-                    cJSON *o = cJSON_CreateObject();
-                    cJSON_AddItemToArray(comp, o);
-                    cJSON_AddStringToObject(o, "from", from);
-                    cJSON_AddStringToObject(o, "to", to);
-                    cJSON_AddStringToObject(o, "kind", kind_names[k]);
-                    cJSON_AddNumberToObject(o, "score", score);
+                    add_composition(comp, l, h1, l + 1, h2, k, score);
                 }
+    /* every earlier layer into every later one (the consecutive pairs again among them): by
+     * earlier layer, later layer, kind, from, to */
+    cJSON *all = comp ? cJSON_AddArrayToObject(j, "composition_all") : NULL;
+    const double *block = composition_all;
+    for (int l1 = 0; all && l1 + 1 < L; l1++)
+        for (int l2 = l1 + 1; l2 < L; l2++, block += (size_t)3 * H * H)
+            for (int k = 0; k < 3; k++)
+                for (int h1 = 0; h1 < H; h1++)
+                    for (int h2 = 0; h2 < H; h2++)
+                        if (!c->target_len || k == QKV_COMPOSE_Q)
+                            add_composition(all, l1, h1, l2, h2, k,
+                                            block[((size_t)k * H + h1) * H + h2]);
     /* each MLP's neuron-logit map W_out·head.w: (neurons, vocab) */
     cJSON *mlps = *s == QKV_OK && c->mlp > 0 ? cJSON_AddArrayToObject(j, "mlp") : NULL;
     double *nl = mlps ? malloc((size_t)c->mlp * V * sizeof *nl) : NULL;
@@ -332,8 +352,9 @@ static void print_table(const loaded_model *lm, const double *copying, const dou
 /* One run of the command: the scores (explain_cli_run's state). Its messages are printed as
  * they are: they name circuits, LAPACK or the file themselves. */
 typedef struct {
-    double *copying;     /* (L*H) */
-    double *composition; /* (L-1, 3, H, H) */
+    double *copying;         /* (L*H) */
+    double *composition;     /* (L-1, 3, H, H) */
+    double *composition_all; /* (L(L-1)/2, 3, H, H): every earlier layer into every later */
     mapping mp;
 } circuits_job;
 
@@ -343,10 +364,15 @@ static qkv_status circuits_compute(loaded_model *lm, void *state) {
     int L = c->layers, H = c->heads;
     job->copying = malloc((size_t)L * H * sizeof *job->copying);
     job->composition = malloc((size_t)(L > 1 ? L - 1 : 1) * 3 * H * H * sizeof *job->composition);
-    qkv_status s = job->copying && job->composition
+    job->composition_all = malloc((size_t)(L > 1 ? L * (L - 1) / 2 : 1) * 3 * H * H *
+                                  sizeof *job->composition_all);
+    qkv_status s = job->copying && job->composition && job->composition_all
                        ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "circuits: out of memory");
     if (s == QKV_OK) s = qkv_copying_scores(&lm->model, job->copying);
     if (s == QKV_OK) s = qkv_composition_scores(&lm->model, job->composition);
+    if (s == QKV_OK && L > 2) s = qkv_composition_scores_all(&lm->model, job->composition_all);
+    else if (s == QKV_OK && L == 2) /* one pair: the consecutive one */
+        memcpy(job->composition_all, job->composition, (size_t)3 * H * H * sizeof(double));
     if (s == QKV_OK) s = mapping_build(lm, &job->mp);
     return s;
 }
@@ -354,7 +380,7 @@ static qkv_status circuits_compute(loaded_model *lm, void *state) {
 static cJSON *circuits_json_of(const loaded_model *lm, void *state) {
     circuits_job *job = state;
     qkv_status s; /* not QKV_OK only out of memory, after qkv_fail */
-    return circuits_json(lm, job->copying, job->composition, &job->mp, &s);
+    return circuits_json(lm, job->copying, job->composition, job->composition_all, &job->mp, &s);
 }
 
 static qkv_status circuits_table(const loaded_model *lm, void *state) {
@@ -377,7 +403,7 @@ static int circuits_run(const circuits_args *a) {
         .run = circuits_compute, .json = circuits_json_of, .table = circuits_table,
         .state = &job});
     mapping_free(&job.mp);
-    free(job.copying), free(job.composition);
+    free(job.copying), free(job.composition), free(job.composition_all);
     return code;
 }
 

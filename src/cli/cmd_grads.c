@@ -56,6 +56,7 @@ static int grads_parse(int argc, char **argv, grads_args *a) {
 }
 
 static int grads_run(const grads_args *a) {
+    cli_set_threads(0); /* as many threads as can start: OpenMP's own failure would exit 1 */
     char path[RUN_PATH_LEN];
     if (!cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
     int code = cli_check_outputs("grads", (cli_output[]){{"out", a->out}, {0}},

@@ -241,6 +241,7 @@ int cmd_inspect(int argc, char **argv, bool parse_only) {
     inspect_args a;
     int code = inspect_parse(argc, argv, &a);
     if (code != CLI_RUN || parse_only) return code;
+    cli_set_threads(0); /* as many threads as can start: OpenMP's own failure would exit 1 */
     char path[RUN_PATH_LEN];
     if (!cli_model_path(a.model, path, sizeof path)) return EXIT_IO;
     code = cli_check_outputs("inspect", (cli_output[]){{"out", a.out}, {0}},

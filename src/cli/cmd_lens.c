@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "io/paths.h"
 #include "explain_cli.h"
+#include "explore/eval_data.h"
 #include "explore/lens.h"
 
 #include <stdio.h>
@@ -11,7 +12,7 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *input, *out;
+    const char *model, *input, *out, *data, *per_example;
     long threads, top;
     int dtype;
     bool json;
@@ -23,6 +24,14 @@ static int lens_parse(int argc, char **argv, lens_args *a) {
         {"model", CLI_STRING, &a->model, .arg = "FILE",
          .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
         {"input", CLI_STRING, &a->input, .arg = "\"...\"", .help = "the input's tokens"},
+        {"data", CLI_STRING, &a->data, .arg = "FILE",
+         .help = "instead of --input, FILE's examples (the format of qkv eval --data),\n"
+                 "or heldout (the model's held-out set): the means over every target\n"
+                 "position of the target's probability, loss and rank through the lens\n"
+                 "and of its logit's parts"},
+        {"per-example", CLI_STRING, &a->per_example, .arg = "FILE",
+         .help = "with --data, write each example's own means to FILE, one JSON\n"
+                 "object a line"},
         {"top", CLI_INT, &a->top, 1, LENS_MAX_TOP, .arg = "K",
          .help = "tokens listed per layer and position (default 5, or the vocabulary if smaller)"},
         {"dtype", CLI_CHOICE, &a->dtype, .choices = cli_dtype_names, .arg = "D",
@@ -37,6 +46,7 @@ static int lens_parse(int argc, char **argv, lens_args *a) {
     const cli_command cmd = {
         .name = "lens",
         .usage = "usage: qkv lens DIR --input \"...\" [options]\n"
+                 "       qkv lens DIR --data FILE|heldout [options]\n"
                  "The logit lens: the stream after each layer (after 0: the embeddings) read "
                  "through the\nvocabulary head at every position, its most probable tokens and "
                  "the rank of the final\nprediction; and the final prediction's logit split into "
@@ -51,8 +61,20 @@ static int lens_parse(int argc, char **argv, lens_args *a) {
     int code = cli_parse_options(&cmd, argc, argv, &first);
     if (code != CLI_RUN) return code;
     if (!a->threads && !cli_default_threads(&a->threads)) return EXIT_USAGE;
-    if (!a->input) {
-        cli_error("lens: --input is required");
+    if (!a->input && !a->data) {
+        cli_error("lens: --input is required (or --data FILE for a set of examples)");
+        return EXIT_USAGE;
+    }
+    if (a->input && a->data) {
+        cli_error("lens: give --input (one input) or --data (a set of examples), not both");
+        return EXIT_USAGE;
+    }
+    if (a->per_example && !a->data) {
+        cli_error("lens: --per-example needs --data FILE");
+        return EXIT_USAGE;
+    }
+    if (a->data && a->top) {
+        cli_error("lens: --top lists each cell's tokens of one input; --data gives means");
         return EXIT_USAGE;
     }
     return explain_cli_model("lens", a->model, argc, argv, first, &a->model);
@@ -113,15 +135,51 @@ static void print_table(const loaded_model *lm, const explain_input *in, const l
     }
 }
 
-/* One run of the command: its options, input, result (explain_cli_run's state). */
+/* lens --data's table: each boundary's means, then the parts' means. */
+static void print_set_table(const loaded_model *lm, const char *data, const lens_set_result *r) {
+    printf("lens: over %d example%s of %s, %lld target positions: the mean through the lens "
+           "after each layer of the target's probability, loss and rank, how often it is the "
+           "top token, and how often the top token is the final prediction\n", r->examples,
+           r->examples == 1 ? "" : "s", strcmp(data, "heldout") ? data : "the held-out set",
+           (long long)r->parts.counted);
+    printf("  %-16s %10s %10s %10s %10s %10s\n", "after", "prob", "loss", "rank", "accuracy",
+           "final");
+    for (int b = 0; b < r->boundaries; b++) {
+        const lens_mean *m = &r->layer[b];
+        char head[24];
+        snprintf(head, sizeof head, b ? "%d" : "0 (embed)", b);
+        printf("  %-16s %10.4f %10.4f %10.3f %10.4f %10.4f\n", head, m->target_prob,
+               m->target_loss, m->target_rank, m->accuracy, m->final_agreement);
+    }
+    printf("the target's logit, %.6f on average = the sum of its parts' means\n", r->parts.logit);
+    for (int i = 0; i < r->parts.n_parts; i++)
+        printf("  %-12s %14.6f\n", r->parts.parts[i].name, r->parts.parts[i].value);
+    (void)lm;
+}
+
+/* One run of the command: its options, input or examples, result (explain_cli_run's state). */
 typedef struct {
     const lens_args *a;
     explain_input *in;
     lens_result r;
+    eval_file file;       /* --data's examples */
+    lens_set_result set;  /* --data's means */
+    atomic_file per_example;
 } lens_job;
 
 static qkv_status lens_compute(loaded_model *lm, void *state) {
     lens_job *job = state;
+    if (job->a->data) {
+        example_set set;
+        const int64_t *lines;
+        qkv_status s = explain_cli_data_set(lm, job->a->data, &job->file, &set, &lines);
+        if (s == QKV_OK && job->a->per_example)
+            s = atomic_open(&job->per_example, job->a->per_example);
+        return s == QKV_OK ? lens_run_set(lm, &set, lines, job->a->per_example
+                                                               ? job->per_example.f : NULL,
+                                          &job->set)
+                           : s;
+    }
     qkv_status s = explain_read_input(lm, "--input", job->a->input, job->in);
     if (s != QKV_OK) return s;
     int vocab = lm->model.cfg.vocab;
@@ -131,12 +189,14 @@ static qkv_status lens_compute(loaded_model *lm, void *state) {
 
 static cJSON *lens_json_of(const loaded_model *lm, void *state) {
     lens_job *job = state;
+    if (job->a->data) return lens_set_json(lm, job->a->data, &job->set);
     return lens_json(lm, job->in, &job->r);
 }
 
 static qkv_status lens_table(const loaded_model *lm, void *state) {
     lens_job *job = state;
-    print_table(lm, job->in, &job->r);
+    if (job->a->data) print_set_table(lm, job->a->data, &job->set);
+    else print_table(lm, job->in, &job->r);
     return QKV_OK;
 }
 
@@ -146,11 +206,16 @@ static int lens_command(const lens_args *a) {
         cli_error("lens: out of memory");
         return EXIT_NOMEM;
     }
+    const cli_output outputs[] = {{"per-example", a->per_example}, {"out", a->out}, {0}};
+    const char *input = a->data && strcmp(a->data, "heldout") ? a->data : NULL;
     int code = explain_cli_run(&(explain_cli_job){
-        .who = "lens", .model = a->model, .out = a->out, .dtype = a->dtype,
-        .threads = a->threads, .print_json = a->json, .run = lens_compute, .json = lens_json_of,
-        .table = lens_table, .state = &job});
+        .who = "lens", .model = a->model, .out = a->out, .input = input, .outputs = outputs,
+        .second = &job.per_example, .dtype = a->dtype, .threads = a->threads,
+        .print_json = a->json, .run = lens_compute, .json = lens_json_of, .table = lens_table,
+        .state = &job});
     lens_free(&job.r);
+    lens_set_free(&job.set);
+    eval_file_free(&job.file);
     free(job.in);
     return code;
 }

@@ -12,18 +12,18 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *clean, *corrupt, *answer, *wrong, *out, *pairs, *per_pair;
+    const char *model, *clean, *corrupt, *answer, *wrong, *out, *pairs, *per_pair, *heads;
     long threads, position, seed;
-    int dtype, site, over, method, corrupt_from;
-    bool json, path;
+    int dtype, site, over, method, corrupt_from, metric;
+    bool json, path, together;
 } patch_args;
 
 static const char *const methods[] = {"exact", "attribution", "both", NULL};
-static const char *const corruptions[] = {"shuffle", "resample", NULL};
+static const char *const corruptions[] = {"shuffle", "resample", "other", NULL}; /* corrupt_kind */
 
 static int patch_parse(int argc, char **argv, patch_args *a) {
     *a = (patch_args){.dtype = TRAIN_DTYPE_OF_FILE, .position = -1, .method = 2, .over = -1,
-                      .corrupt_from = -1, .seed = 1};
+                      .corrupt_from = -1, .seed = 1, .metric = EXPLAIN_METRIC_LOGIT_DIFF};
     cli_option options[] = {
         {"model", CLI_STRING, &a->model, .arg = "FILE",
          .help = "a model.safetensors, or the directory holding one (or give it as DIR)"},
@@ -35,9 +35,11 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
                  "a tab and the answer, a tab and the wrong token; the metric is\n"
                  "averaged over the pairs first"},
         {"corrupt-from", CLI_CHOICE, &a->corrupt_from, .choices = corruptions, .arg = "HOW",
-         .help = "pairs from the task's held-out examples, each corrupted: resample (an\n"
-                 "induction model: the segment's first occurrence drawn again) or\n"
-                 "shuffle (a lookup model: the pairs' values dealt to other keys)"},
+         .help = "pairs from the held-out examples, each corrupted: resample (an\n"
+                 "induction model: the segment's first occurrence drawn again),\n"
+                 "shuffle (a lookup model: the pairs' values dealt to other keys) or\n"
+                 "other (any model, a data file's too: another held-out example of\n"
+                 "the same length whose answer differs, drawn at random)"},
         {"seed", CLI_INT, &a->seed, 0, INT32_MAX, .arg = "N",
          .help = "the seed of --corrupt-from's draws (default 1)"},
         {"answer", CLI_STRING, &a->answer, .arg = "TOKEN",
@@ -45,10 +47,18 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
                  "input's prediction)"},
         {"wrong", CLI_STRING, &a->wrong, .arg = "TOKEN",
          .help = "(default: the corrupted input's prediction)"},
+        {"metric", CLI_CHOICE, &a->metric, .choices = explain_metric_names, .arg = "M",
+         .help = "what is measured at the position: logit-diff (the default), loss\n"
+                 "(-log p(answer)), prob (p(answer)) or kl (KL divergence from the\n"
+                 "clean run's distribution, nats)"},
         {"position", CLI_INT, &a->position, 0, QKV_MAX_SEQ_LEN - 1, .arg = "I",
          .help = "the position of the metric, from 0 (default: the last that had a\n"
                  "target in training)"},
         EXPLAIN_CLI_SITE_ROWS("patched", &a->site, &a->over),
+        {"heads", CLI_STRING, &a->heads, .arg = "L.H,...",
+         .help = "only these heads' rows (layers and heads from 1), e.g. 2.1,2.2"},
+        {"together", CLI_FLAG, &a->together,
+         .help = "also patch the rows of --heads all at once: the set's share"},
         {"path", CLI_FLAG, &a->path,
          .help = "path patching: each head's (and MLP's) clean output carried only to\n"
                  "one later head's q, k or v, MLP's input, or the logits, every other\n"
@@ -74,7 +84,8 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
                  "       qkv patch DIR --pairs FILE | --corrupt-from HOW [options]\n"
                  "The share of the clean - corrupted difference of logit[answer] - logit[wrong] "
                  "that\neach head (or site, or path) recovers when its clean value replaces its "
-                 "corrupted\none (1 all, 0 none).\n\n",
+                 "corrupted\none (1 all, 0 none); or of the answer's loss or probability, or the "
+                 "KL divergence\nfrom the clean run (--metric).\n\n",
         .options = options,
         .column = 22,
         .epilog = "\nExit codes: 0 done, 2 bad option or input, 3 a file cannot be read or "
@@ -107,6 +118,30 @@ static int patch_parse(int argc, char **argv, patch_args *a) {
     if (a->path && (cli_option_given(&cmd, "site") || a->over >= 0)) {
         cli_error("patch: --path carries each head's output (z) along every path: it takes "
                   "no --site or --over");
+        return EXIT_USAGE;
+    }
+    if (a->together && !a->heads) {
+        cli_error("patch: --together patches the heads of --heads at once: give --heads");
+        return EXIT_USAGE;
+    }
+    if (a->heads && a->path) {
+        cli_error("patch: --path lists every path: it takes no --heads or --together");
+        return EXIT_USAGE;
+    }
+    if (a->heads && !explain_site_has_heads((qkv_site)a->site)) {
+        cli_error("patch: --heads names heads; --site %s has none: give --site z, q, k, v or "
+                  "pattern", explain_site_names[a->site]);
+        return EXIT_USAGE;
+    }
+    if (a->wrong && a->metric != EXPLAIN_METRIC_LOGIT_DIFF) {
+        cli_error("patch: --wrong is the logit difference's second token; --metric %s reads %s",
+                  explain_metric_names[a->metric],
+                  a->metric == EXPLAIN_METRIC_KL ? "the whole distribution" : "the answer alone");
+        return EXIT_USAGE;
+    }
+    if (a->answer && a->metric == EXPLAIN_METRIC_KL) {
+        cli_error("patch: --metric kl compares the whole distribution with the clean run's: "
+                  "it reads no --answer");
         return EXIT_USAGE;
     }
     if (a->over < 0) a->over = (int)explain_default_over((qkv_site)a->site);
@@ -156,7 +191,7 @@ static qkv_status one_pair(loaded_model *lm, const patch_args *a, explain_input 
                                       lm->data ? p->corrupt_len : NULL, 1, m, NULL, NULL)) !=
         QKV_OK)
         return s;
-    if (m->answer == m->wrong) {
+    if (m->answer == m->wrong && a->metric == EXPLAIN_METRIC_LOGIT_DIFF) {
         char label[32];
         loaded_model_class_label(lm, m->answer, label, sizeof label);
         return qkv_fail(QKV_ERR_VALUE, "the answer and the wrong token are both '%s'%s: the "
@@ -172,25 +207,52 @@ static void print_share(double v) {
     else printf(" %12s", "-");
 }
 
+/* Why --corrupt-from left examples out. */
+static const char *skipped_why(const pair_set *p) {
+    return p->other ? "no other example of its length has another answer there"
+                    : "the model predicts the answer on the corrupted input too";
+}
+
 static void print_table(const loaded_model *lm, const explain_input *clean, const pair_set *p,
                         const patch_result *r) {
     char pos[80], ans[32], wr[32];
     const patch_metric *m = &p->metric[0];
     loaded_model_class_label(lm, m->answer, ans, sizeof ans);
     loaded_model_class_label(lm, m->wrong, wr, sizeof wr);
-    if (clean) {
+    char what[96]; /* the metric in words (the logit difference's: as before) */
+    if (r->metric == EXPLAIN_METRIC_LOSS)
+        snprintf(what, sizeof what, "the loss (-log p) of '%s'", ans);
+    else if (r->metric == EXPLAIN_METRIC_PROB)
+        snprintf(what, sizeof what, "the probability of '%s'", ans);
+    else snprintf(what, sizeof what, "KL(clean || run) in nats");
+    if (clean && r->metric != EXPLAIN_METRIC_LOGIT_DIFF) {
+        explain_position_label(lm, clean, m->position, pos, sizeof pos);
+        if (!explain_position_trained(lm, clean, m->position))
+            snprintf(pos + strlen(pos), sizeof pos - strlen(pos), " (no target in training)");
+        printf("patch: %s at position %s: clean %.6g, corrupted %.6g\n", what, pos, r->clean,
+               r->corrupt);
+    } else if (clean) {
         explain_position_label(lm, clean, m->position, pos, sizeof pos);
         if (!explain_position_trained(lm, clean, m->position)) /* named, never taken for one */
             snprintf(pos + strlen(pos), sizeof pos - strlen(pos), " (no target in training)");
         printf("patch: logit[%s] - logit[%s] at position %s: clean %.6g, corrupted %.6g\n", ans,
                wr, pos, r->clean, r->corrupt);
+    } else if (r->metric != EXPLAIN_METRIC_LOGIT_DIFF) {
+        char first[64] = "";
+        if (r->metric != EXPLAIN_METRIC_KL) snprintf(first, sizeof first, ": of '%s'", ans);
+        printf("patch: %s over %d pair%s (the first%s at position %d): mean clean %.6g, mean "
+               "corrupted %.6g\n", r->metric == EXPLAIN_METRIC_LOSS ? "the answer's loss (-log p)"
+                                   : r->metric == EXPLAIN_METRIC_PROB ? "the answer's probability"
+                                                                      : what,
+               p->n, p->n == 1 ? "" : "s", first, m->position, r->clean, r->corrupt);
+        if (p->skipped)
+            printf("  (%d held-out examples left out: %s)\n", p->skipped, skipped_why(p));
     } else {
         printf("patch: logit[answer] - logit[wrong] over %d pair%s (the first: logit[%s] - "
                "logit[%s] at position %d): mean clean %.6g, mean corrupted %.6g\n", p->n,
                p->n == 1 ? "" : "s", ans, wr, m->position, r->clean, r->corrupt);
         if (p->skipped)
-            printf("  (%d held-out examples left out: the model predicts the answer on the "
-                   "corrupted input too)\n", p->skipped);
+            printf("  (%d held-out examples left out: %s)\n", p->skipped, skipped_why(p));
     }
     if (r->paths) {
         printf("  share recovered when only the path from the sender carries its clean output "
@@ -246,6 +308,12 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
             print_share(r->rows[i].attribution);
             printf("\n");
         }
+        if (r->together) {
+            printf("  %-9s %-10s %-6s", "together", "", "");
+            print_share(r->all.exact);
+            print_share(r->all.attribution);
+            printf("   (every row above at once)\n");
+        }
     }
     if (r->exact && r->attribution) {
         if (isfinite(r->agreement))
@@ -255,10 +323,15 @@ static void print_table(const loaded_model *lm, const explain_input *clean, cons
     }
 }
 
-/* Each pair's own numbers, a JSON object a line, into af. */
-static qkv_status write_per_pair(const patch_result *r, atomic_file *af) {
+/* Each pair's own numbers, a JSON object a line, into af; of --corrupt-from other, which
+ * held-out examples (from 1) it pairs. */
+static qkv_status write_per_pair(const patch_result *r, const pair_set *p, atomic_file *af) {
     for (int i = 0; i < r->n_pairs; i++) {
         cJSON *o = explain_patch_pair_json(r, i);
+        if (o && p->partner) {
+            cJSON_AddNumberToObject(o, "example", (double)p->line[i]);
+            cJSON_AddNumberToObject(o, "partner", (double)p->partner[i]);
+        }
         char *text = o ? cJSON_PrintUnformatted(o) : NULL;
         cJSON_Delete(o);
         if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory for --per-pair's lines");
@@ -276,6 +349,7 @@ typedef struct {
     explain_input *in; /* --clean and --corrupt's, or NULL */
     pair_set pairs;
     patch_result r;
+    explain_head *heads; /* --heads's */
     atomic_file per_pair;
 } patch_job;
 
@@ -284,9 +358,14 @@ static qkv_status patch_compute(loaded_model *lm, void *state) {
     const patch_args *a = job->a;
     qkv_status s = QKV_OK;
     if (a->clean && !job->in) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    if (a->heads && (s = explain_cli_parse_heads(a->heads, lm, &job->heads, &job->r.n_heads)) !=
+                        QKV_OK)
+        return s;
+    job->r.heads = job->heads;
     if (!a->path && (s = explain_check_site(lm, job->r.site, job->r.over)) != QKV_OK) return s;
     if (a->clean) s = one_pair(lm, a, job->in, &job->pairs);
-    else if (a->pairs) s = pair_set_read(&job->pairs, lm, a->pairs, (int)a->position);
+    else if (a->pairs)
+        s = pair_set_read(&job->pairs, lm, a->pairs, (int)a->position, job->r.metric);
     else s = pair_set_corrupt_from(&job->pairs, lm, (corrupt_kind)a->corrupt_from,
                                    (int)a->position, (uint64_t)a->seed);
     if (s != QKV_OK) return s;
@@ -294,7 +373,7 @@ static qkv_status patch_compute(loaded_model *lm, void *state) {
     patch_pairs view = pair_set_view(&job->pairs, lm);
     if ((s = explain_patch(lm, &view, &job->r)) != QKV_OK) return s;
     if (a->per_pair && (s = atomic_open(&job->per_pair, a->per_pair)) == QKV_OK)
-        s = write_per_pair(&job->r, &job->per_pair);
+        s = write_per_pair(&job->r, &job->pairs, &job->per_pair);
     return s;
 }
 
@@ -302,9 +381,7 @@ static cJSON *patch_json(const loaded_model *lm, void *state) {
     patch_job *job = state;
     const patch_args *a = job->a;
     const explain_input *in = job->in;
-    const char *source = a->pairs                             ? a->pairs
-                         : a->corrupt_from == CORRUPT_RESAMPLE ? "resample"
-                                                               : "shuffle";
+    const char *source = a->pairs ? a->pairs : corruptions[a->corrupt_from];
     cJSON *j = explain_patch_json(lm, in ? &in[0] : NULL, in ? &in[1] : NULL,
                                   &job->pairs.metric[0], source, &job->r);
     if (j && in) /* false: a position no training example of this length had a target at */
@@ -323,7 +400,8 @@ static int patch_run(const patch_args *a) {
     patch_job job = {.a = a, .in = a->clean ? malloc(2 * sizeof *job.in) : NULL,
                      .r = {.site = (qkv_site)a->site, .over = (explain_over)a->over,
                            .paths = a->path, .exact = a->method != 1,
-                           .attribution = a->method != 0}};
+                           .attribution = a->method != 0, .metric = (explain_metric)a->metric,
+                           .together = a->together}};
     const cli_output outputs[] = {{"per-pair", a->per_pair}, {"out", a->out}, {0}};
     int code = explain_cli_run(&(explain_cli_job){
         .who = "patch", .model = a->model, .out = a->out, .input = a->pairs, .outputs = outputs,
@@ -332,7 +410,7 @@ static int patch_run(const patch_args *a) {
     if (a->clean) job.pairs.clean_len = job.pairs.corrupt_len = NULL; /* in[]'s */
     pair_set_free(&job.pairs);
     explain_patch_free(&job.r);
-    free(job.in);
+    free(job.in), free(job.heads);
     return code;
 }
 

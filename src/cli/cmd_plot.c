@@ -68,6 +68,13 @@ static int plot_parse(int argc, char **argv, plot_args *a) {
                  "                               (attribute.json, qkv attribute --out)\n"
                  "  lens, lens_parts             the logit lens: the top token after each layer,\n"
                  "                               and the final logit's parts (lens.json, qkv lens --out)\n"
+                 "and for a run of --task modular (docs/grokking.md, \"Pictures\"):\n"
+                 "  grok_losses                  the train, test, restricted and excluded losses, the\n"
+                 "                               phases of summary.json shaded\n"
+                 "  grok_fourier                 the embedding's norm in each frequency over training\n"
+                 "  grok_neurons                 each MLP neuron's share of variance by frequency, grouped\n"
+                 "                               by cluster\n"
+                 "  grok_attention_layer<L>      each head's attention from = to a and to b, every pair\n"
                  "\n",
         .options = options,
         .column = 22,

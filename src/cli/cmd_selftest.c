@@ -78,6 +78,7 @@ static int print_json(const selftest_result *r) {
 }
 
 static int selftest_exec(const selftest_args *a) {
+    cli_set_threads(0); /* as many threads as can start: OpenMP's own failure would exit 1 */
     selftest_result r;
     bool json = a->json;
     qkv_status s = selftest_run(&r, print_path, &json);

@@ -69,6 +69,7 @@ static void print_study(const precision_study *ps, const precision_args *a, cons
 }
 
 static int precision_run(const precision_args *a) {
+    cli_set_threads(0); /* as many threads as can start: OpenMP's own failure would exit 1 */
     char path[RUN_PATH_LEN];
     if (a->model && !cli_model_path(a->model, path, sizeof path)) return EXIT_IO;
     precision_study *ps = malloc(sizeof *ps);

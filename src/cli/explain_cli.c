@@ -1,11 +1,15 @@
 /* explain_cli.c - the model, the loading and the JSON of the explaining commands. */
 #include "explain_cli.h"
+#include "engine/engine.h"
+#include "explore/eval_data.h"
 #include "explore/explain.h"
 #include "io/io.h"
 #include "io/paths.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int explain_cli_model(const char *who, const char *option, int argc, char **argv, int first,
                       const char **model) {
@@ -144,4 +148,67 @@ int explain_cli_save_both(const cJSON *j, const char *out, atomic_file *af) {
     io_keep_end(code != EXIT_OK);
     cli_guard_release();
     return code;
+}
+
+/* "L.H": two whole numbers, each digits only (engine/numbers.c: " 1.+1" and "1.1x" are not). */
+static bool read_head(char *item, uint64_t *layer, uint64_t *head) {
+    char *dot = strchr(item, '.');
+    if (!dot) return false;
+    *dot = '\0';
+    bool ok = number_u64(item, layer) == NUMBER_OK && number_u64(dot + 1, head) == NUMBER_OK;
+    *dot = '.';
+    return ok;
+}
+
+/* One head of --heads, checked against the model and the heads before it: QKV_ERR_VALUE
+ * naming it. `seen` marks the heads listed so far, by layer then head. */
+static qkv_status add_head(const char *item, const qkv_model_config *c, unsigned char *seen,
+                           explain_head *heads, int *n) {
+    char text[48];
+    uint64_t lv, hv;
+    snprintf(text, sizeof text, "%s", item);
+    if (strlen(item) >= sizeof text || !read_head(text, &lv, &hv))
+        return qkv_fail(QKV_ERR_VALUE, "--heads: '%.40s' is not LAYER.HEAD (e.g. 2.1)", item);
+    int l = lv > INT_MAX ? 0 : (int)lv, h = hv > INT_MAX ? 0 : (int)hv; /* 0: none such */
+    if (l < 1 || l > c->layers || h < 1 || h > c->heads)
+        return qkv_fail(QKV_ERR_VALUE, "--heads: head %s does not exist: the model has %d layer%s "
+                        "of %d head%s", item, c->layers, c->layers == 1 ? "" : "s", c->heads,
+                        c->heads == 1 ? "" : "s");
+    if (seen[(size_t)(l - 1) * c->heads + (h - 1)]++)
+        return qkv_fail(QKV_ERR_VALUE, "--heads: head %d.%d is listed twice (once as '%s')", l, h,
+                        item);
+    heads[(*n)++] = (explain_head){l - 1, h - 1};
+    return QKV_OK;
+}
+
+qkv_status explain_cli_parse_heads(const char *text, const loaded_model *lm, explain_head **heads,
+                                   int *n) {
+    const qkv_model_config *c = &lm->model.cfg;
+    if (!*text) return qkv_fail(QKV_ERR_VALUE, "--heads: no head given");
+    /* each head at most once (a second listing is refused): at most every head */
+    unsigned char *seen = calloc((size_t)c->layers * c->heads, 1);
+    *n = 0;
+    *heads = malloc((size_t)c->layers * c->heads * sizeof **heads);
+    char *copy = strdup(text);
+    qkv_status s = seen && copy && *heads ? QKV_OK
+                                          : qkv_fail(QKV_ERR_NOMEM, "--heads: out of memory");
+    /* every item between commas, the empty ones too ("1.1," and "1.1,,2.1" are refused) */
+    for (char *item = copy, *next = NULL; s == QKV_OK && item; item = next) {
+        next = strchr(item, ',');
+        if (next) *next++ = '\0';
+        s = add_head(item, c, seen, *heads, n);
+    }
+    free(copy);
+    free(seen);
+    return s;
+}
+
+qkv_status explain_cli_data_set(loaded_model *lm, const char *data, eval_file *file,
+                                example_set *set, const int64_t **lines) {
+    *set = loaded_model_heldout(lm), *lines = NULL;
+    if (!strcmp(data, "heldout")) return QKV_OK;
+    qkv_status s = eval_file_read(file, lm, data);
+    *set = (example_set){file->n, file->x, file->y, lm->data ? file->len : NULL};
+    *lines = file->line;
+    return s;
 }

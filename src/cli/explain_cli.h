@@ -6,6 +6,8 @@
 
 #include "cli.h"
 #include "io/io.h"
+#include "explore/eval_data.h"
+#include "explore/explain.h"
 #include "train/loaded_model.h"
 
 #include <cjson/cJSON.h>
@@ -78,6 +80,19 @@ typedef struct {
     void *state;
 } explain_cli_job;
 int explain_cli_run(const explain_cli_job *job);
+
+/* --heads "2.1,2.2" (layers and heads from 1): the heads 0-based, malloc'd into *heads
+ * (free it also after a failure), their count into *n. QKV_ERR_VALUE naming --heads and the
+ * culprit: not LAYER.HEAD, a head the model lacks, a head listed twice, none. */
+qkv_status explain_cli_parse_heads(const char *text, const loaded_model *lm, explain_head **heads,
+                                   int *n);
+
+/* The examples of --data DATA (lens, attribute): a file in the format of eval --data, read
+ * into *file (eval_file_read: QKV_ERR_FORMAT naming a bad line; free it after a failure too),
+ * with each example's line into *lines; or for "heldout" the model's held-out set (*lines
+ * NULL). */
+qkv_status explain_cli_data_set(loaded_model *lm, const char *data, eval_file *file,
+                                example_set *set, const int64_t **lines);
 
 /* cJSON allocates through qkv's hooks (set at start-up by main): a failed allocation of any
  * JSON object, item or text is remembered, and explain_cli_save refuses an object built

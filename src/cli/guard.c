@@ -6,7 +6,8 @@
  *   - threads that cannot be started (`ulimit -v` leaves no room for their stacks): found
  *     before OpenMP tries, which would print its own message and exit;
  *   - the main thread's stack, grown at start while `ulimit -v` leaves room for it, so that
- *     a deep call later is never a SIGSEGV. */
+ *     a deep call later is never a SIGSEGV;
+ *   - other programs on the cores: threads that wait for work sleep (cli_wait_passive). */
 #include "cli.h"
 #include "io/io.h"
 
@@ -137,6 +138,28 @@ int cli_guard_install(void) {
 }
 
 /* ---- threads ---- */
+
+void cli_wait_passive(char **argv) {
+#if defined(QKV_HAVE_OPENMP) && defined(__linux__)
+    const char *const chosen[] = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"};
+    for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; i++) {
+        const char *v = getenv(chosen[i]);
+        if (v && *v) return;
+    }
+    const char *threads = getenv("OMP_NUM_THREADS");
+    if (threads && !strcmp(threads, "1")) return; /* no thread ever waits for another */
+    /* the executable's own path: under valgrind, the program's rather than valgrind's */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || n >= (ssize_t)sizeof self - 1) return;
+    self[n] = 0;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv(self, argv);
+    unsetenv("OMP_WAIT_POLICY"); /* not started again: as if never set */
+#else
+    (void)argv;
+#endif
+}
 
 static pthread_mutex_t probe_gate = PTHREAD_MUTEX_INITIALIZER;
 

@@ -55,6 +55,11 @@ qkv_tensor *tensor_share(qkv_ctx *ctx, const qkv_tensor *x);
 double memory_limit(const char **what);
 /* Lowers the limit for this process (0: no own limit): the fuzz targets and tests use it. */
 void memory_limit_set(double bytes);
+/* The unit of the sizes of a message about a limit of `limit` bytes: "GiB", or "MiB" under
+ * 2 GiB (where a size in GiB would read 0.0); memory_in gives bytes in it. Every size of one
+ * message takes the limit's unit. */
+const char *memory_unit(double limit);
+double memory_in(double bytes, double limit);
 
 /* ---- numbers in text (numbers.c): the one syntax every reader of qkv holds a number to ----
  * Options, lists of heads and tokens, a sweep's grid, a model file's metadata: a number begins

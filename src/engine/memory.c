@@ -84,3 +84,9 @@ double memory_limit(const char **what) {
     if (what) *what = why;
     return have;
 }
+
+const char *memory_unit(double limit) { return limit >= 2.0 * (1 << 30) ? "GiB" : "MiB"; }
+
+double memory_in(double bytes, double limit) {
+    return bytes / (limit >= 2.0 * (1 << 30) ? 1 << 30 : 1 << 20);
+}

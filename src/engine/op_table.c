@@ -25,6 +25,7 @@ void relu_backward(qkv_tensor *out);
 void gelu_backward(qkv_tensor *out);
 void layernorm_scale_backward(qkv_tensor *out);
 void layernorm_apply_backward(qkv_tensor *out);
+void select_rows_backward(qkv_tensor *out);
 
 const op_info op_table[] = {
     /* [op] = {name, backward, profile part, stores first} */
@@ -50,6 +51,7 @@ const op_info op_table[] = {
                                 true},
     [QKV_OP_LAYERNORM_APPLY] = {"layernorm_apply", layernorm_apply_backward, PROFILE_ELEMENTWISE,
                                 true},
+    [QKV_OP_SELECT_ROWS] = {"select_rows", select_rows_backward, PROFILE_LAYOUT, false},
 };
 /* A row missing at the end stops the build here; one missing in the middle would be zeros,
  * which test_op_table (tests/test_autograd.c) finds: a NULL name or backward. */

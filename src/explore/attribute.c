@@ -1,5 +1,6 @@
 /* attribute.c - direct logit attribution: a logit split into the parts of the stream the
- * vocabulary head reads (model/readout.c), in double (explain.h). */
+ * vocabulary head reads (model/readout.c), in double, at one position or averaged over every
+ * target position of a set of examples (explain.h). */
 #include "explore/explain.h"
 #include "explore/explain_internal.h"
 #include "engine/engine.h"
@@ -67,7 +68,115 @@ void explain_attribute_free(dla_result *r) {
     r->parts = NULL;
 }
 
+/* ---- over a set of examples ---- */
+
+qkv_status explain_dla_mean_add(dla_mean *m, const dla_result *one) {
+    if (!m->parts) {
+        m->parts = calloc((size_t)one->n_parts + 1, sizeof *m->parts);
+        if (!m->parts) return qkv_fail(QKV_ERR_NOMEM, "attribute: out of memory");
+        m->n_parts = one->n_parts;
+        for (int i = 0; i < one->n_parts; i++) m->parts[i] = one->parts[i], m->parts[i].value = 0;
+    }
+    m->counted++;
+    m->logit += one->logit;
+    for (int i = 0; i < m->n_parts; i++) m->parts[i].value += one->parts[i].value;
+    return QKV_OK;
+}
+
+void explain_dla_mean_finish(dla_mean *m) {
+    if (m->counted == 0) return;
+    m->logit /= (double)m->counted;
+    for (int i = 0; i < m->n_parts; i++) m->parts[i].value /= (double)m->counted;
+}
+
+void explain_dla_mean_free(dla_mean *m) {
+    free(m->parts);
+    memset(m, 0, sizeof *m);
+}
+
+/* An example's line: example (from 1), line (its file's, or null), and its own means. */
+static qkv_status example_line(const loaded_model *lm, FILE *f, int e, const int64_t *lines,
+                               const dla_mean *m) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "example", e + 1);
+    if (lines) cJSON_AddNumberToObject(o, "line", (double)lines[e]);
+    else cJSON_AddNullToObject(o, "line");
+    cJSON_AddNumberToObject(o, "target_positions", (double)m->counted);
+    explain_dla_mean_json(lm, o, m);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory for --per-example's lines");
+    fputs(text, f);
+    fputc('\n', f);
+    free(text);
+    return QKV_OK;
+}
+
+qkv_status explain_attribute_set(loaded_model *lm, const example_set *set, const int64_t *lines,
+                                 bool neurons, FILE *per_example, dla_mean *r) {
+    memset(r, 0, sizeof *r);
+    int To = lm->target_len;
+    explain_input *in = malloc(sizeof *in);
+    qkv_status s = in ? loaded_model_reserve(lm, 1, NULL)
+                      : qkv_fail(QKV_ERR_NOMEM, "attribute: out of memory");
+    for (int e = 0; s == QKV_OK && e < set->n; e++) {
+        explain_set_input(lm, set, e, in);
+        qkv_ctx_reset(lm->ctx);
+        qkv_probe probe = {0};
+        qkv_tensor *logits = qkv_model_forward_probe(&lm->model, lm->ctx, in->tokens,
+                                                     set->len ? &in->len : NULL, 1, &probe);
+        dla_mean own = {0};
+        for (int i = 0; s == QKV_OK && i < To; i++) {
+            if (in->targets[i] < 0) continue;
+            dla_result one;
+            s = explain_attribute_probe(lm, logits, &probe, i, in->targets[i], neurons, &one);
+            if (s == QKV_ERR_NUMERIC) qkv_fail(s, "example %d: %s", e + 1, qkv_last_error());
+            if (s == QKV_OK) s = explain_dla_mean_add(r, &one);
+            if (s == QKV_OK && per_example) s = explain_dla_mean_add(&own, &one);
+            explain_attribute_free(&one);
+        }
+        explain_dla_mean_finish(&own);
+        if (s == QKV_OK && per_example) s = example_line(lm, per_example, e, lines, &own);
+        explain_dla_mean_free(&own);
+    }
+    free(in);
+    explain_dla_mean_finish(r);
+    return s;
+}
+
 /* ---- JSON ---- */
+
+void explain_dla_mean_json(const loaded_model *lm, cJSON *o, const dla_mean *m) {
+    explain_json_number(o, "logit", m->counted ? m->logit : NAN);
+    cJSON *parts = cJSON_AddArrayToObject(o, "parts");
+    double sum = 0;
+    for (int i = 0; i < m->n_parts; i++) {
+        const dla_part *p = &m->parts[i];
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "name", p->name);
+        if (p->layer < 0) cJSON_AddNullToObject(x, "layer");
+        else cJSON_AddNumberToObject(x, "layer", p->layer + 1);
+        if (p->head < 0) cJSON_AddNullToObject(x, "head");
+        else cJSON_AddNumberToObject(x, "head", p->head + 1);
+        if (p->neuron >= 0) cJSON_AddNumberToObject(x, "neuron", p->neuron);
+        else if (lm->model.cfg.mlp > 0) cJSON_AddNullToObject(x, "neuron");
+        explain_json_number(x, "value", p->value);
+        cJSON_AddItemToArray(parts, x);
+        sum += p->value;
+    }
+    explain_json_number(o, "sum", m->counted ? sum : NAN);
+}
+
+cJSON *explain_attribute_set_json(const loaded_model *lm, const char *data, int examples,
+                                  const dla_mean *r) {
+    cJSON *o = explain_json_header(lm, "attribute", NULL);
+    cJSON_AddStringToObject(o, "data", data);
+    cJSON_AddNumberToObject(o, "examples", examples);
+    cJSON_AddNumberToObject(o, "target_positions", (double)r->counted);
+    explain_dla_mean_json(lm, o, r);
+    return o;
+}
+
 
 cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in,
                               const dla_result *r) {

@@ -193,7 +193,7 @@ qkv_status eval_data_run(loaded_model *lm, const eval_file *f, FILE *per_example
     r->chance = qkv_task_chance(&lm->cfg.task);
     /* loss, accuracy and the head scores, as training defines them, over the file */
     r->heads = loaded_model_evaluate(lm, (example_set){f->n, f->x, f->y, lengths});
-    r->score = (explain_score){r->heads.loss, r->heads.accuracy, r->heads.counted};
+    r->score = (explain_score){r->heads.loss, r->heads.accuracy, r->heads.counted, 0};
     int64_t ent_rows = 0;
     for (int start = 0; start < f->n; start += ANALYSIS_BATCH) {
         int B = f->n - start < ANALYSIS_BATCH ? f->n - start : ANALYSIS_BATCH;

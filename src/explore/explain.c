@@ -126,6 +126,14 @@ qkv_status explain_read_input(const loaded_model *lm, const char *option, const 
                                                    in->targets);
 }
 
+void explain_set_input(const loaded_model *lm, const example_set *set, int e, explain_input *in) {
+    int T = lm->model.cfg.seq_len, To = lm->target_len;
+    memset(in, 0, sizeof *in);
+    memcpy(in->tokens, set->x + (size_t)e * T, (size_t)T * sizeof *in->tokens);
+    memcpy(in->targets, set->y + (size_t)e * To, (size_t)To * sizeof *in->targets);
+    in->n = in->len = set->len ? set->len[e] : T;
+}
+
 qkv_status explain_read_targets(const loaded_model *lm, const char *option, const char *text,
                                 explain_input *in) {
     bool cross = lm->model.cfg.target_len > 0;
@@ -236,6 +244,57 @@ qkv_status explain_check_logit(const loaded_model *lm, const qkv_tensor *logits,
     loaded_model_class_label(lm, token, label, sizeof label);
     return explain_check_finite(qkv_get(logits, ((int64_t)b * To + i) * V + token),
                         "the logit of '%s' at position %d in %s", label, i, run);
+}
+
+/* ---- metrics ---- */
+
+const char *const explain_metric_names[] = {"logit-diff", "loss", "prob", "kl", NULL};
+
+void explain_log_softmax(const double *logits, int V, double *logp) {
+    double most = logits[0], sum = 0;
+    for (int j = 1; j < V; j++) most = logits[j] > most ? logits[j] : most;
+    for (int j = 0; j < V; j++) sum += exp(logits[j] - most);
+    double lse = most + log(sum);
+    for (int j = 0; j < V; j++) logp[j] = logits[j] - lse;
+}
+
+/* log Σ exp(logits), in double (the largest taken out first). */
+static double log_sum_exp(const double *logits, int V) {
+    double most = logits[0], sum = 0;
+    for (int j = 1; j < V; j++) most = logits[j] > most ? logits[j] : most;
+    for (int j = 0; j < V; j++) sum += exp(logits[j] - most);
+    return most + log(sum);
+}
+
+double explain_metric_of(explain_metric metric, const double *logits, int V, int answer,
+                         int wrong, const double *ref_logp) {
+    switch (metric) {
+    case EXPLAIN_METRIC_LOSS: return log_sum_exp(logits, V) - logits[answer];
+    case EXPLAIN_METRIC_PROB: return exp(logits[answer] - log_sum_exp(logits, V));
+    case EXPLAIN_METRIC_KL: {
+        double lse = log_sum_exp(logits, V), kl = 0;
+        for (int j = 0; j < V; j++) /* p log p is 0 where p is 0 */
+            if (ref_logp[j] > -INFINITY) kl += exp(ref_logp[j]) * (ref_logp[j] - (logits[j] - lse));
+        return kl;
+    }
+    default: return logits[answer] - logits[wrong];
+    }
+}
+
+void explain_metric_grad(explain_metric metric, const double *logits, int V, int answer,
+                         int wrong, const double *ref_logp, double *grad) {
+    double lse = metric == EXPLAIN_METRIC_LOGIT_DIFF ? 0 : log_sum_exp(logits, V);
+    for (int j = 0; j < V; j++) {
+        double p = exp(logits[j] - lse); /* softmax(logits)[j] */
+        switch (metric) {
+        case EXPLAIN_METRIC_LOSS: grad[j] = p - (j == answer); break; /* softmax - onehot */
+        case EXPLAIN_METRIC_PROB: /* p_a (onehot - softmax) */
+            grad[j] = exp(logits[answer] - lse) * ((j == answer) - p);
+            break;
+        case EXPLAIN_METRIC_KL: grad[j] = p - exp(ref_logp[j]); break; /* softmax - ref */
+        default: grad[j] = (j == answer) - (j == wrong);
+        }
+    }
 }
 
 /* ---- hook points ---- */
@@ -408,6 +467,18 @@ qkv_status explain_spots(const loaded_model *lm, qkv_site site, explain_over ove
     return QKV_OK;
 }
 
+qkv_status explain_select_heads(const explain_spot *all, int n, const explain_head *heads,
+                                int n_heads, explain_spot **out, int *n_out) {
+    *n_out = 0;
+    *out = malloc((size_t)(n ? n : 1) * sizeof **out);
+    if (!*out) return qkv_fail(QKV_ERR_NOMEM, "out of memory for %d places", n);
+    for (int i = 0; i < n_heads; i++)
+        for (int k = 0; k < n; k++)
+            if (all[k].layer == heads[i].layer && all[k].head == heads[i].head)
+                (*out)[(*n_out)++] = all[k];
+    return QKV_OK;
+}
+
 void explain_spot_text(const explain_spot *s, char *buf, size_t len) {
     static const char *const stream_text[] = {
         [QKV_SITE_RESID_PRE] = "the stream entering layer",
@@ -516,36 +587,50 @@ qkv_status explain_check_scored_logits(const loaded_model *lm, const qkv_tensor 
     return QKV_OK;
 }
 
+qkv_status explain_score_batch(loaded_model *lm, qkv_tensor *logits, const int32_t *y,
+                               int first, const qkv_head_edit *edits, int n_edits,
+                               explain_sums *sum) {
+    int64_t B = logits->shape[0], To = logits->shape[1];
+    qkv_status s = explain_check_scored_logits(lm, logits, y, first, edits, n_edits);
+    if (s != QKV_OK) return s;
+    int64_t before = sum->counted;
+    count_hits(logits, y, &sum->hits, &sum->counted);
+    if (sum->counted == before) return QKV_OK;
+    qkv_tensor *targets = qkv_from_array(lm->ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
+    double loss = qkv_get(qkv_cross_entropy(lm->ctx, logits, targets, -1), 0);
+    char edited[160];
+    if ((s = explain_check_finite(loss, "the loss of examples %d..%d%s%s", first + 1,
+                                  first + (int)B, n_edits ? " " : "",
+                                  edits_text(edits, n_edits, edited, sizeof edited))) != QKV_OK)
+        return s;
+    sum->loss_sum += loss * (double)(sum->counted - before);
+    return QKV_OK;
+}
+
+explain_score explain_score_of(const explain_sums *sum) {
+    return (explain_score){
+        .loss = sum->counted ? sum->loss_sum / (double)sum->counted : 0,
+        .accuracy = sum->counted ? (double)sum->hits / (double)sum->counted : 0,
+        .counted = sum->counted,
+        .metric = sum->counted ? sum->metric_sum / (double)sum->counted : 0};
+}
+
 qkv_status explain_score_set(loaded_model *lm, const example_set *set, const qkv_head_edit *edits,
                              int n_edits, explain_score *out) {
     int T = lm->model.cfg.seq_len, To = lm->target_len;
-    double loss_sum = 0;
-    int64_t hits = 0, counted = 0;
+    explain_sums sum = {0};
     for (int start = 0; start < set->n; start += ANALYSIS_BATCH) {
         int B = set->n - start < ANALYSIS_BATCH ? set->n - start : ANALYSIS_BATCH;
-        const int32_t *y = set->y + (size_t)start * To;
         qkv_ctx_reset(lm->ctx);
         qkv_probe probe = {.edits = edits, .n_edits = n_edits};
         qkv_tensor *logits = qkv_model_forward_probe(
             &lm->model, lm->ctx, set->x + (size_t)start * T, set->len ? set->len + start : NULL,
             B, &probe);
-        qkv_status s = explain_check_scored_logits(lm, logits, y, start, edits, n_edits);
+        qkv_status s = explain_score_batch(lm, logits, set->y + (size_t)start * To, start, edits,
+                                           n_edits, &sum);
         if (s != QKV_OK) return s;
-        int64_t before = counted;
-        count_hits(logits, y, &hits, &counted);
-        if (counted == before) continue;
-        qkv_tensor *targets = qkv_from_array(lm->ctx, QKV_I32, 2, (int64_t[]){B, To}, y);
-        double loss = qkv_get(qkv_cross_entropy(lm->ctx, logits, targets, -1), 0);
-        char edited[160];
-        if ((s = explain_check_finite(loss, "the loss of examples %d..%d%s%s", start + 1, start + B,
-                              n_edits ? " " : "",
-                              edits_text(edits, n_edits, edited, sizeof edited))) != QKV_OK)
-            return s;
-        loss_sum += loss * (double)(counted - before);
     }
-    *out = (explain_score){.loss = counted ? loss_sum / (double)counted : 0,
-                           .accuracy = counted ? (double)hits / (double)counted : 0,
-                           .counted = counted};
+    *out = explain_score_of(&sum);
     return QKV_OK;
 }
 

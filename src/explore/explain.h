@@ -8,13 +8,40 @@
 #include "train/loaded_model.h"
 
 #include <cjson/cJSON.h>
+#include <stdio.h>
 
 #define EXPLAIN_MAX_TOKENS QKV_MAX_TASK_SEQ_LEN /* the longest input a task or data file has */
+#define EXPLAIN_MAX_DRAWS 1000 /* ablate --mode resample's most draws */
 
 typedef struct {
     double loss, accuracy;
     int64_t counted; /* positions with a target */
+    double metric;   /* the mean of --metric over them (ablate --metric), else 0 */
 } explain_score;
+
+/* What a patch or an ablation measures at a position (docs/explain.md, "Metrics"), from the
+ * run's logits l (V) there: logit-diff l[answer] - l[wrong]; loss -log softmax(l)[answer];
+ * prob softmax(l)[answer]; kl KL(p ‖ softmax(l)) in nats, p the unedited (clean) run's
+ * distribution at the position. */
+typedef enum {
+    EXPLAIN_METRIC_LOGIT_DIFF,
+    EXPLAIN_METRIC_LOSS,
+    EXPLAIN_METRIC_PROB,
+    EXPLAIN_METRIC_KL,
+} explain_metric;
+/* "logit-diff", "loss", "prob", "kl", NULL-ended */
+extern const char *const explain_metric_names[];
+/* The metric of a row of logits (V), in double: answer and wrong as the metric reads them
+ * (wrong: logit-diff's alone), ref_logp (V): the reference distribution's log-probabilities
+ * (kl's alone; a probability of 0 adds nothing). */
+double explain_metric_of(explain_metric metric, const double *logits, int V, int answer,
+                         int wrong, const double *ref_logp);
+/* d metric / d logits (V) into grad: the weight of each logit in the metric's first-order
+ * change (attribution patching). */
+void explain_metric_grad(explain_metric metric, const double *logits, int V, int answer,
+                         int wrong, const double *ref_logp, double *grad);
+/* logp (V) = log softmax(logits), in double. */
+void explain_log_softmax(const double *logits, int V, double *logp);
 
 /* One input the user typed: tokens padded to the model's T, their count n (T for a task),
  * and its targets (a task's, from qkv_task_targets; a data file's model: none known). */
@@ -120,11 +147,17 @@ typedef struct {
 
 typedef struct {
     bool mean;                /* QKV_HEAD_MEAN over the examples; else QKV_HEAD_ZERO */
+    bool resample;            /* each example's site from another example's run (draws
+                                 averaged); mean is then false */
+    int draws;                /* resample: the draws (>= 1) */
+    uint64_t seed;            /* resample: the seed of the draws */
     qkv_site site;            /* what is removed (z: a head's output) */
     explain_over over;        /* at every position, or one at a time */
     int n_heads;              /* only these heads' spots (every head's when 0) */
     explain_head *heads;      /* (n_heads), the caller's */
     bool together;            /* also every spot at once */
+    bool scored;              /* each score's metric too (explain_score.metric) */
+    explain_metric metric;    /* which: loss, prob or kl (to the unedited run) */
 } ablate_request;
 
 typedef struct {
@@ -136,7 +169,12 @@ typedef struct {
 } ablate_result;
 
 /* Scores the examples with each spot of the site removed in turn (and all at once): set to 0,
- * or to its mean over the examples. QKV_ERR_NOMEM when a batch's step does not fit;
+ * to its mean over the examples, or (resample) to its value in another example's run, drawn
+ * rq->draws times (docs/explain.md: example e's partner in each draw is (e + 1 + below(n - 1))
+ * mod n, drawn from qkv_rng_seed(seed), draws then examples in order), the scores the means
+ * over the draws. QKV_ERR_VALUE for resample of fewer than two examples, or the metric
+ * logit-diff (a set of examples gives no wrong token). QKV_ERR_NOMEM when a batch's step does
+ * not fit;
  * QKV_ERR_NUMERIC ("ablate: the logit of ... in example 3 with head 1.2's output removed is
  * not finite") when a logit or a loss it scores is not. */
 qkv_status explain_ablate(loaded_model *lm, const example_set *set, const ablate_request *rq,
@@ -157,8 +195,8 @@ qkv_status explain_check_scored_logits(const loaded_model *lm, const qkv_tensor 
 /* ---- patching: a clean run's part copied into the corrupted run ---- */
 
 /* Pairs of inputs of one length: clean and corrupt tokens (n, T) padded, their lengths (n)
- * (NULL for a task's model), and each pair's metric logit[answer] - logit[wrong] at its query
- * position. Not owned. */
+ * (NULL for a task's model), and where each pair's metric reads: its query position, the
+ * answer and (logit-diff) the wrong token. Not owned. */
 typedef struct {
     int position, answer, wrong;
 } patch_metric;
@@ -193,6 +231,10 @@ typedef struct {
     explain_over over;
     bool paths;                   /* path patching (the site and over are not read) */
     bool exact, attribution;      /* which methods run */
+    explain_metric metric;        /* what is measured (logit-diff unless set) */
+    int n_heads;                  /* only these heads' rows (every row when 0; not paths) */
+    const explain_head *heads;    /* (n_heads), the caller's */
+    bool together;                /* also every row at once (the set's share) */
     /* the result; the metric's numbers are means over the pairs */
     double clean, corrupt;
     int n_rows;
@@ -200,8 +242,10 @@ typedef struct {
     int n_paths;
     patch_path *path;             /* (n_paths) with paths, malloc'd */
     double agreement;             /* Pearson correlation of exact and attribution; NAN */
+    patch_row all;                /* together: every row at once (its spot not read) */
     /* each pair's own numbers: metric on clean and corrupt, and per row (or path) the
-     * metric patched and the attribution's change of it (not divided): (n_pairs * items) */
+     * metric patched and the attribution's change of it (not divided): (n_pairs * columns),
+     * columns = items, and with together one more, last (explain_patch_columns) */
     int n_pairs;
     int left_out;                 /* examples --corrupt-from left out (the caller's count) */
     double *pair_clean, *pair_corrupt, *pair_patched, *pair_attribution;
@@ -229,6 +273,13 @@ qkv_status explain_fill_predictions(loaded_model *lm, const int32_t *clean, cons
 void explain_patch_free(patch_result *r);
 /* The items (rows or paths) of a result. */
 int explain_patch_items(const patch_result *r);
+/* The columns of its per-pair arrays: the items, and with together one more. */
+int explain_patch_columns(const patch_result *r);
+
+/* The spots of `all` (n) of the listed heads, head by head in the list's order, each head's
+ * in all's order: (n_out) malloc'd into *out; QKV_ERR_NOMEM. */
+qkv_status explain_select_heads(const explain_spot *all, int n, const explain_head *heads,
+                                int n_heads, explain_spot **out, int *n_out);
 
 /* ---- direct logit attribution ---- */
 typedef struct {
@@ -265,6 +316,35 @@ qkv_status explain_attribute_probe(const loaded_model *lm, const qkv_tensor *log
                                    const qkv_probe *probe, int position, int token, bool neurons,
                                    dla_result *r);
 void explain_attribute_free(dla_result *r);
+
+/* ---- over a set of examples: the means over their target positions ---- */
+/* Example e of a set as an input: its tokens, length (T for a task's) and targets. */
+void explain_set_input(const loaded_model *lm, const example_set *set, int e, explain_input *in);
+/* The means of the target's logit and of each of its parts (dla_result's) over positions. */
+typedef struct {
+    int64_t counted;  /* target positions added */
+    double logit;     /* the target's logit: a sum until explain_dla_mean_finish */
+    int n_parts;
+    dla_part *parts;  /* names, layers, heads, neurons as the first added; values as logit */
+} dla_mean;
+/* Adds one position's split (the same parts every time); QKV_ERR_NOMEM. */
+qkv_status explain_dla_mean_add(dla_mean *m, const dla_result *one);
+/* The sums divided by the positions counted (none: left 0). */
+void explain_dla_mean_finish(dla_mean *m);
+void explain_dla_mean_free(dla_mean *m);
+/* Its fields into o: logit, parts ({name, layer, head, neuron where the
+ * model has an MLP, value}: as attribute's parts) and sum. */
+void explain_dla_mean_json(const loaded_model *lm, cJSON *o, const dla_mean *m);
+/* The target's logit split (explain_attribute_probe, `neurons` as there) at every target
+ * position of every example of the set, one forward of each example alone, and its means
+ * over them all into *r (free with explain_dla_mean_free, also after a failure). With
+ * per_example, one JSON line per example (example from 1, line: lines[e] when given, its
+ * own means). QKV_ERR_NUMERIC naming the example when a logit or a part is not finite. */
+qkv_status explain_attribute_set(loaded_model *lm, const example_set *set, const int64_t *lines,
+                                 bool neurons, FILE *per_example, dla_mean *r);
+/* attribute --data's object: the header, data, examples and explain_dla_mean_json's. */
+cJSON *explain_attribute_set_json(const loaded_model *lm, const char *data, int examples,
+                                  const dla_mean *r);
 
 /* ---- the JSON objects (docs/explain.md) ---- */
 /* What every object holds first: command, task, dtype, layers, heads_per_layer, heads (the

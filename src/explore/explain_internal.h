@@ -1,5 +1,5 @@
 /* explain_internal.h - what the analyses' own files (explain.c, ablate.c, patch.c,
- * attribute.c) share, defined in explain.c; not for the layers above explore/. */
+ * attribute.c, lens.c) share, defined in explain.c; not for the layers above explore/. */
 #ifndef QKV_EXPLAIN_INTERNAL_H
 #define QKV_EXPLAIN_INTERNAL_H
 
@@ -15,6 +15,22 @@ qkv_status explain_check_finite(double v, const char *what, ...)
  * explain_check_finite, `run` saying which run it is of ("the clean run"). */
 qkv_status explain_check_logit(const loaded_model *lm, const qkv_tensor *logits, int b, int i,
                                int token, const char *run);
+
+/* What scoring a set of examples adds up, batch by batch: the loss times the positions it
+ * counts, the argmax hits, the positions with a target, and a metric's sum over them. */
+typedef struct {
+    double loss_sum, metric_sum;
+    int64_t hits, counted;
+} explain_sums;
+/* Adds one batch's run to sum: logits (B, To, V) in lm->ctx against targets y (B, To),
+ * examples first + 1 .. first + B, run under `edits` (for messages). Every logit of a row
+ * with a target is checked (explain_check_scored_logits), the loss is the model's
+ * cross-entropy over the batch's targets (qkv_cross_entropy, checked finite). */
+qkv_status explain_score_batch(loaded_model *lm, qkv_tensor *logits, const int32_t *y,
+                               int first, const qkv_head_edit *edits, int n_edits,
+                               explain_sums *sum);
+/* The means of sum: loss, accuracy, positions counted, metric. */
+explain_score explain_score_of(const explain_sums *sum);
 
 /* The sites of a layer's stream, (B, To, C), and the MLP's neurons, (B, To, N): no heads. */
 bool explain_stream_site(qkv_site site);

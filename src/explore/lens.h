@@ -33,4 +33,31 @@ void lens_free(lens_result *r);
  * gives way to the list "layers" (one entry per boundary), and "decomposition". */
 cJSON *lens_json(const loaded_model *lm, const explain_input *in, const lens_result *r);
 
+/* ---- over a set of examples (lens --data): means over every target position ---- */
+typedef struct {
+    double target_prob;     /* the target's probability through the lens */
+    double target_loss;     /* -log of it */
+    double target_rank;     /* 1 + the tokens ranked above the target (as rank_of_final) */
+    double accuracy;        /* whether the lens's top token is the target */
+    double final_agreement; /* whether it is the final prediction (the model's argmax) */
+} lens_mean;
+
+typedef struct {
+    int boundaries, examples;
+    lens_mean *layer;       /* (boundaries): sums, then the means over the target positions */
+    dla_mean parts;         /* the target's logit split (without --neurons), its means */
+} lens_set_result;
+
+/* At every target position of every example (one forward of each alone): the lens at each
+ * boundary against the target, and the target's logit split as qkv attribute --data splits
+ * it; the means over them all. With per_example, one JSON line per example (example from 1,
+ * line: lines[e] when given, its own means). QKV_ERR_NUMERIC naming the example when a logit
+ * is not finite; QKV_ERR_NOMEM. r is freed by lens_set_free (also after an error). */
+qkv_status lens_run_set(loaded_model *lm, const example_set *set, const int64_t *lines,
+                        FILE *per_example, lens_set_result *r);
+void lens_set_free(lens_set_result *r);
+/* lens --data's object: the header, data, examples, target_positions, "layers" (one entry
+ * per boundary: after and the means) and the parts (explain_dla_mean_json). */
+cJSON *lens_set_json(const loaded_model *lm, const char *data, const lens_set_result *r);
+
 #endif

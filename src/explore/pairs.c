@@ -9,7 +9,7 @@
 
 void pair_set_free(pair_set *p) {
     free(p->clean), free(p->corrupt), free(p->clean_len), free(p->corrupt_len);
-    free(p->metric), free(p->line);
+    free(p->metric), free(p->line), free(p->partner);
     memset(p, 0, sizeof *p);
 }
 
@@ -66,7 +66,8 @@ static int split_fields(char *line, char **field) {
     return n;
 }
 
-qkv_status pair_set_read(pair_set *p, loaded_model *lm, const char *path, int position) {
+qkv_status pair_set_read(pair_set *p, loaded_model *lm, const char *path, int position,
+                         explain_metric metric) {
     memset(p, 0, sizeof *p);
     FILE *f;
     qkv_status s = io_fopen_regular(path, &f);
@@ -109,9 +110,11 @@ qkv_status pair_set_read(pair_set *p, loaded_model *lm, const char *path, int po
                          "%d: a pair's inputs have one length", where, in[0].n, in[1].n);
             break;
         }
-        if (p->n && in[0].n != p->positions && !lm->model.cfg.target_len) {
+        /* one length for every pair, on every model: the inputs' (an encoder-decoder's
+         * positions are its decoder's, the same for every pair, its keys the inputs') */
+        if (p->n && in[0].n != p->keys) {
             s = qkv_fail(QKV_ERR_VALUE, "%s: inputs of %d tokens, but the first pair's have %d: "
-                         "every pair has one length", where, in[0].n, p->positions);
+                         "every pair has one length", where, in[0].n, p->keys);
             break;
         }
         if ((s = reserve(p, &cap, p->n + 1, T)) != QKV_OK) break;
@@ -142,7 +145,8 @@ qkv_status pair_set_read(pair_set *p, loaded_model *lm, const char *path, int po
     fclose(f);
     if (s == QKV_OK)
         s = explain_fill_predictions(lm, p->clean, p->corrupt, p->clean_len, p->corrupt_len,
-                                     p->n, p->metric, path, p->line);
+                                     p->n, p->metric,
+                                     metric == EXPLAIN_METRIC_LOGIT_DIFF ? path : NULL, p->line);
     /* what is wrong is the file's (a line of it, or no pair at all): exit 4, as a bad line of
      * every file qkv reads (docs/errors.md) */
     return s == QKV_ERR_VALUE ? qkv_fail(QKV_ERR_FORMAT, "%s", qkv_last_error()) : s;
@@ -180,9 +184,66 @@ static void shuffle_values(const qkv_task *task, qkv_rng *rng, const int32_t *x,
     }
 }
 
+/* Example e's input length (T for a task's model). */
+static int held_length(const loaded_model *lm, int e) {
+    return lm->held_lengths ? lm->held_lengths[e] : lm->model.cfg.seq_len;
+}
+
+/* other: each held-out example with another of its length whose target at the position
+ * differs (pairs.h). */
+static qkv_status pair_other(pair_set *p, loaded_model *lm, int position, uint64_t seed) {
+    int T = lm->model.cfg.seq_len, To = lm->target_len, n = lm->n_held, cap = 0;
+    qkv_rng rng = qkv_rng_seed(seed);
+    explain_input *in = calloc(2, sizeof *in);
+    p->partner = malloc((size_t)(n > 0 ? n : 1) * sizeof *p->partner);
+    qkv_status s = in && p->partner ? reserve(p, &cap, n > 0 ? n : 1, T)
+                                    : qkv_fail(QKV_ERR_NOMEM, "out of memory");
+    for (int e = 0; s == QKV_OK && e < n; e++) {
+        const int32_t *y = lm->held_targets + (size_t)e * To;
+        int len = held_length(lm, e), at = position;
+        if (at < 0) /* the last position with a target */
+            for (int i = 0; i < To; i++) at = y[i] >= 0 ? i : at;
+        if (at < 0 || at >= To || y[at] < 0 || (!lm->model.cfg.target_len && at >= len)) {
+            p->skipped++;
+            continue;
+        }
+        int count = 0, pick = -1;
+        for (int f = 0; f < n; f++) {
+            int32_t yf = lm->held_targets[(size_t)f * To + at];
+            count += f != e && held_length(lm, f) == len && yf >= 0 && yf != y[at];
+        }
+        if (count == 0) {
+            p->skipped++;
+            continue;
+        }
+        int r = (int)qkv_rng_below(&rng, (uint32_t)count);
+        for (int f = 0; pick < 0; f++) {
+            int32_t yf = lm->held_targets[(size_t)f * To + at];
+            if (f != e && held_length(lm, f) == len && yf >= 0 && yf != y[at] && r-- == 0) pick = f;
+        }
+        memcpy(in[0].tokens, lm->held_tokens + (size_t)e * T, (size_t)T * sizeof(int32_t));
+        memcpy(in[1].tokens, lm->held_tokens + (size_t)pick * T, (size_t)T * sizeof(int32_t));
+        in[0].n = in[0].len = in[1].n = in[1].len = len;
+        p->metric[p->n] = (patch_metric){at, y[at], lm->held_targets[(size_t)pick * To + at]};
+        store(p, p->n, T, in);
+        p->partner[p->n] = pick + 1;
+        p->line[p->n++] = e + 1;
+        p->keys = len > p->keys ? len : p->keys;
+    }
+    p->positions = lm->model.cfg.target_len ? To : p->keys;
+    free(in);
+    if (s == QKV_OK && p->n == 0)
+        s = qkv_fail(QKV_ERR_VALUE, "--corrupt-from other: no held-out example (of %d) has "
+                     "another of its length whose target differs at %s: nothing to patch", n,
+                     position >= 0 ? "--position" : "its own last position with a target");
+    return s;
+}
+
 qkv_status pair_set_corrupt_from(pair_set *p, loaded_model *lm, corrupt_kind kind, int position,
                                  uint64_t seed) {
     memset(p, 0, sizeof *p);
+    p->other = kind == CORRUPT_OTHER;
+    if (kind == CORRUPT_OTHER) return pair_other(p, lm, position, seed);
     const qkv_task *task = &lm->cfg.task;
     qkv_task_kind need = kind == CORRUPT_RESAMPLE ? QKV_TASK_INDUCTION : QKV_TASK_LOOKUP;
     if (lm->data || task->kind != need)

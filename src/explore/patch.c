@@ -36,27 +36,74 @@ static const char *run_name(const char *run, int pair, int n_pairs, char *buf, s
     return buf;
 }
 
-/* Sequence b's metric logit[answer] - logit[wrong] at its position, of a run's logits
- * (B, To, V), into *m, after check_logit of both logits (`run` names the run). */
-static qkv_status metric_of(const loaded_model *lm, const qkv_tensor *logits, int b,
-                            const patch_metric *pm, const char *run, double *m) {
+/* What a patching run of one batch keeps: the site's tensor of every layer (and unit:
+ * explain_site_units, each LayerNorm's for ln-scale) on the clean and the corrupted inputs
+ * (paths: z, and each MLP's output), the corrupted run's graph (its gradients, for
+ * attribution); and what the metric reads besides a run's logits. */
+typedef struct {
+    qkv_ctx *keep, *graph, *record;
+    qkv_tensor *clean[QKV_MAX_LAYERS][QKV_LNS], *corrupt[QKV_MAX_LAYERS][QKV_LNS];
+    qkv_tensor *clean_mlp[QKV_MAX_LAYERS], *corrupt_mlp[QKV_MAX_LAYERS]; /* paths: mlp-out */
+    qkv_probe cp;                  /* the corrupted run's probe, in graph */
+    double *metric;                /* (pairs): a patched run's metric */
+    explain_metric kind;           /* what the metric is */
+    double *ref;                   /* kl: (pairs, V) each clean run's log softmax at its position */
+    double *row;                   /* (V): a row of logits */
+    double *weight;                /* (B, V): d metric / d logits of the corrupted run */
+} patch_batch;
+
+static const char *const metric_text[] = {"logit difference", "loss", "probability",
+                                          "KL divergence"};
+
+/* Sequence b's metric at its position (logit[answer] - logit[wrong], or pb->kind's), of a
+ * run's logits (B, To, V), into *m, after check_logit of the logits it reads: both of the
+ * logit difference, every one of the others (`run` names the run). */
+static qkv_status metric_of(const loaded_model *lm, const patch_batch *pb,
+                            const qkv_tensor *logits, int b, int pair, const patch_metric *pm,
+                            const char *run, double *m) {
     int64_t To = logits->shape[1], V = logits->shape[2];
     int64_t row = ((int64_t)b * To + pm->position) * V;
-    qkv_status s = explain_check_logit(lm, logits, b, pm->position, pm->answer, run);
-    if (s == QKV_OK) s = explain_check_logit(lm, logits, b, pm->position, pm->wrong, run);
-    *m = qkv_get(logits, row + pm->answer) - qkv_get(logits, row + pm->wrong);
-    return s == QKV_OK ? explain_check_finite(*m, "the metric (logit difference) in %s", run) : s;
+    qkv_status s = QKV_OK;
+    if (pb->kind == EXPLAIN_METRIC_LOGIT_DIFF) {
+        s = explain_check_logit(lm, logits, b, pm->position, pm->answer, run);
+        if (s == QKV_OK) s = explain_check_logit(lm, logits, b, pm->position, pm->wrong, run);
+        *m = qkv_get(logits, row + pm->answer) - qkv_get(logits, row + pm->wrong);
+    } else {
+        for (int64_t j = 0; j < V && s == QKV_OK; j++) {
+            pb->row[j] = qkv_get(logits, row + j);
+            s = explain_check_logit(lm, logits, b, pm->position, (int)j, run);
+        }
+        *m = s == QKV_OK ? explain_metric_of(pb->kind, pb->row, (int)V, pm->answer, pm->wrong,
+                                             pb->ref ? pb->ref + (size_t)pair * V : NULL)
+                         : NAN;
+    }
+    return s == QKV_OK ? explain_check_finite(*m, "the metric (%s) in %s", metric_text[pb->kind],
+                                              run)
+                       : s;
 }
 
 /* Every pair's metric of one batch's run (pairs first .. first+B-1) into m[first ..]. */
-static qkv_status batch_metric(const loaded_model *lm, const qkv_tensor *logits,
-                               const patch_pairs *pairs, int first, const char *run, double *m) {
+static qkv_status batch_metric(const loaded_model *lm, const patch_batch *pb,
+                               const qkv_tensor *logits, const patch_pairs *pairs, int first,
+                               const char *run, double *m) {
     char name[160];
     qkv_status s = QKV_OK;
     for (int b = 0; s == QKV_OK && b < logits->shape[0]; b++)
-        s = metric_of(lm, logits, b, &pairs->metric[first + b],
+        s = metric_of(lm, pb, logits, b, first + b, &pairs->metric[first + b],
                       run_name(run, first + b, pairs->n, name, sizeof name), &m[first + b]);
     return s;
+}
+
+/* kl: each pair's reference, the clean run's log softmax at its position, from the clean
+ * run's logits (B, To, V) of pairs first .. first+B-1. */
+static void fill_reference(const patch_batch *pb, const qkv_tensor *logits,
+                           const patch_pairs *pairs, int first) {
+    int64_t To = logits->shape[1], V = logits->shape[2];
+    for (int b = 0; b < logits->shape[0]; b++) {
+        int64_t row = ((int64_t)b * To + pairs->metric[first + b].position) * V;
+        for (int64_t j = 0; j < V; j++) pb->row[j] = qkv_get(logits, row + j);
+        explain_log_softmax(pb->row, (int)V, pb->ref + (size_t)(first + b) * V);
+    }
 }
 
 /* A copy in keep of tensor x (its data; no graph). */
@@ -83,6 +130,10 @@ static double pearson(const double *x, const double *y, int n, int stride) {
 
 int explain_patch_items(const patch_result *r) {
     return r->paths ? r->n_paths : r->n_rows;
+}
+
+int explain_patch_columns(const patch_result *r) {
+    return explain_patch_items(r) + (r->together ? 1 : 0);
 }
 
 /* The paths of a model. Senders: every head and every MLP. Receivers of a sender of layer
@@ -114,56 +165,63 @@ static qkv_status list_paths(const loaded_model *lm, patch_path **paths, int *n)
     return QKV_OK;
 }
 
-/* What a patching run of one batch keeps: the site's tensor of every layer (and unit:
- * explain_site_units, each LayerNorm's for ln-scale) on the clean and the corrupted inputs
- * (paths: z, and each MLP's output), the corrupted run's graph (its gradients, for
- * attribution). */
-typedef struct {
-    qkv_ctx *keep, *graph, *record;
-    qkv_tensor *clean[QKV_MAX_LAYERS][QKV_LNS], *corrupt[QKV_MAX_LAYERS][QKV_LNS];
-    qkv_tensor *clean_mlp[QKV_MAX_LAYERS], *corrupt_mlp[QKV_MAX_LAYERS]; /* paths: mlp-out */
-    qkv_probe cp;                  /* the corrupted run's probe, in graph */
-    double *metric;                /* (pairs): a patched run's metric */
-} patch_batch;
-
 /* The corrupted run's patched metric for the batch (pairs first .. first+B-1) under `edits`,
  * into m[first ..]. */
-static qkv_status patched_run(loaded_model *lm, const patch_pairs *pairs, int first, int B,
-                              const qkv_head_edit *edits, int n_edits, const char *run,
-                              double *m) {
+static qkv_status patched_run(loaded_model *lm, const patch_batch *pb, const patch_pairs *pairs,
+                              int first, int B, const qkv_head_edit *edits, int n_edits,
+                              const char *run, double *m) {
     int T = lm->model.cfg.seq_len;
     qkv_ctx_reset(lm->ctx);
     qkv_probe pp = {.edits = edits, .n_edits = n_edits};
     qkv_tensor *logits = qkv_model_forward_probe(
         &lm->model, lm->ctx, pairs->corrupt + (size_t)first * T,
         pairs->corrupt_len ? pairs->corrupt_len + first : NULL, B, &pp);
-    return batch_metric(lm, logits, pairs, first, run, m);
+    return batch_metric(lm, pb, logits, pairs, first, run, m);
 }
 
-/* Spots: each spot's exact patched metric and attribution for the batch's pairs. */
+/* Spots: each spot's exact patched metric and attribution for the batch's pairs; with
+ * together, every spot's at once (the last column): one run under every edit, and the sum of
+ * the spots' attributions (their entries do not overlap: the linear term of the union). */
 static qkv_status patch_spots(loaded_model *lm, const patch_pairs *pairs, int first, int B,
                               patch_batch *pb, patch_result *r) {
-    qkv_status s = QKV_OK;
+    int cols = explain_patch_columns(r);
+    qkv_head_edit *all = r->together ? malloc((size_t)(r->n_rows ? r->n_rows : 1) * sizeof *all)
+                                     : NULL;
+    qkv_status s = !r->together || all ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
     for (int k = 0; k < r->n_rows && s == QKV_OK; k++) {
         const explain_spot *sp = &r->rows[k].spot;
         int u = explain_spot_unit(sp);
         char where[128], run[192];
         explain_spot_text(sp, where, sizeof where);
         snprintf(run, sizeof run, "the corrupted run with the clean %s patched in", where);
+        qkv_head_edit e = explain_spot_edit(sp, QKV_HEAD_REPLACE, pb->clean[sp->layer][u]);
+        if (all) all[k] = e;
         if (r->exact) {
-            qkv_head_edit e = explain_spot_edit(sp, QKV_HEAD_REPLACE, pb->clean[sp->layer][u]);
-            s = patched_run(lm, pairs, first, B, &e, 1, run, pb->metric);
+            s = patched_run(lm, pb, pairs, first, B, &e, 1, run, pb->metric);
             for (int b = 0; b < B; b++)
-                r->pair_patched[(size_t)(first + b) * r->n_rows + k] = pb->metric[first + b];
+                r->pair_patched[(size_t)(first + b) * cols + k] = pb->metric[first + b];
         }
         for (int b = 0; r->attribution && s == QKV_OK && b < B; b++) {
             double a = spot_dot(sp, pb->clean[sp->layer][u], pb->corrupt[sp->layer][u],
                                 explain_probe_tensor(&pb->cp, sp->site, sp->layer, u), b);
-            r->pair_attribution[(size_t)(first + b) * r->n_rows + k] = a;
+            r->pair_attribution[(size_t)(first + b) * cols + k] = a;
             s = explain_check_finite(a, "the attribution of %s (d metric / d site from the corrupted "
                              "run's backward pass)", where);
         }
     }
+    if (all && s == QKV_OK && r->exact) {
+        s = patched_run(lm, pb, pairs, first, B, all, r->n_rows, "the corrupted run with the "
+                        "clean values of every listed head patched in", pb->metric);
+        for (int b = 0; b < B; b++)
+            r->pair_patched[(size_t)(first + b) * cols + r->n_rows] = pb->metric[first + b];
+    }
+    for (int b = 0; all && r->attribution && b < B; b++) {
+        double a = 0;
+        for (int k = 0; k < r->n_rows; k++)
+            a += r->pair_attribution[(size_t)(first + b) * cols + k];
+        r->pair_attribution[(size_t)(first + b) * cols + r->n_rows] = a;
+    }
+    free(all);
     return s;
 }
 
@@ -185,13 +243,23 @@ static stream_receiver receiver_of(const patch_path *p) {
 /* Sequence b's attribution of path p, whose sender changes the stream by u (B, To, C):
  * Σ over the receiver's input of (what u does to it, model_receiver_delta) · d metric / d
  * input from the corrupted run's backward pass; for the logits, the change of logit[answer] -
- * logit[wrong] at the metric's position. out: the receiver's width, scratch 2·C. */
+ * logit[wrong] at the metric's position (of another metric: each logit's change times d
+ * metric / d logit). out: the receiver's width (V for the logits), scratch 2·C. */
 static double path_attribution(const loaded_model *lm, const patch_batch *pb,
                                const patch_path *p, const patch_metric *pm, const double *u,
                                int b, double *out, double *scratch) {
     const qkv_model *m = &lm->model;
     int C = m->cfg.d_model, To = lm->target_len;
     stream_receiver rc = receiver_of(p);
+    if (rc.kind == RECEIVER_LOGITS && pb->kind != EXPLAIN_METRIC_LOGIT_DIFF) {
+        /* every logit's change, weighted by d metric / d logit */
+        int64_t row = (int64_t)b * To + pm->position;
+        int V = m->cfg.vocab;
+        model_receiver_delta(m, &pb->cp, &rc, row, u + (size_t)row * C, 0, V, out, scratch);
+        double a = 0;
+        for (int j = 0; j < V; j++) a += pb->weight[(size_t)b * V + j] * out[j];
+        return a;
+    }
     if (rc.kind == RECEIVER_LOGITS) {
         int64_t row = (int64_t)b * To + pm->position;
         double answer, wrong;
@@ -229,8 +297,9 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
     const qkv_model *m = &lm->model;
     const qkv_model_config *c = &m->cfg;
     int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H, To = lm->target_len;
-    int N = c->mlp, items = r->n_paths;
-    int width = N > Dk ? N : Dk; /* the widest receiver's input (the logits: two at a time) */
+    int N = c->mlp, items = r->n_paths, V = c->vocab;
+    int width = N > Dk ? N : Dk; /* the widest receiver's input (the logits: two at a time, */
+    if (pb->kind != EXPLAIN_METRIC_LOGIT_DIFF && V > width) width = V; /* or all of them) */
     qkv_head_edit *edits = malloc((size_t)(L * (H + 1)) * sizeof *edits);
     double *u = malloc((size_t)B * To * C * sizeof *u); /* the sender's change of the stream */
     double *m2 = malloc((size_t)pairs->n * sizeof *m2);
@@ -264,7 +333,7 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
         snprintf(run, sizeof run, "the corrupted run with every head%s frozen but %s, which "
                  "carries its clean output", N > 0 ? " and MLP" : "",
                  hs >= 0 ? sender + strlen("head ") : sender);
-        if ((s = batch_metric(lm, logits, pairs, first, run, m2)) != QKV_OK) break;
+        if ((s = batch_metric(lm, pb, logits, pairs, first, run, m2)) != QKV_OK) break;
         for (int b = 0; b < B; b++) /* u: the sender's clean output less its corrupted one */
             for (int i = 0; i < To; i++) {
                 int64_t row = (int64_t)b * To + i;
@@ -300,7 +369,8 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
                                             QKV_HEAD_REPLACE, qkv_probe_site(&rec, p->via, lr));
                 snprintf(run, sizeof run, "the corrupted run with the %s of %s as %s's clean "
                          "output alone makes it", via, receiver, sender);
-                if ((s = patched_run(lm, pairs, first, B, &e, 1, run, pb->metric)) != QKV_OK) break;
+                if ((s = patched_run(lm, pb, pairs, first, B, &e, 1, run, pb->metric)) != QKV_OK)
+                    break;
                 for (int b = 0; b < B; b++)
                     r->pair_patched[at0 + (size_t)b * items] = pb->metric[first + b];
             }
@@ -319,7 +389,7 @@ static qkv_status patch_paths(loaded_model *lm, const patch_pairs *pairs, int fi
 
 static void batch_free(patch_batch *pb) {
     qkv_ctx_free(pb->keep), qkv_ctx_free(pb->graph), qkv_ctx_free(pb->record);
-    free(pb->metric);
+    free(pb->metric), free(pb->ref), free(pb->row), free(pb->weight);
 }
 
 /* The arenas and arrays of patching batches of up to B pairs; QKV_ERR_NOMEM. */
@@ -336,13 +406,20 @@ static qkv_status batch_init(loaded_model *lm, const patch_result *r, int n, int
     pb->graph = pb->keep ? loaded_model_arena(qkv_model_step_bytes(c, B), NULL) : NULL;
     if (r->paths && pb->graph) pb->record = loaded_model_arena(qkv_model_step_bytes(c, B), NULL);
     if (!pb->graph || (r->paths && !pb->record)) return QKV_ERR_NOMEM;
+    int V = c->vocab;
+    pb->kind = r->metric;
     pb->metric = malloc((size_t)n * sizeof *pb->metric);
-    return pb->metric ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
+    pb->row = malloc((size_t)V * sizeof *pb->row);
+    pb->weight = malloc((size_t)B * V * sizeof *pb->weight);
+    if (r->metric == EXPLAIN_METRIC_KL) pb->ref = malloc((size_t)n * V * sizeof *pb->ref);
+    return pb->metric && pb->row && pb->weight && (r->metric != EXPLAIN_METRIC_KL || pb->ref)
+               ? QKV_OK : qkv_fail(QKV_ERR_NOMEM, "patch: out of memory");
 }
 
 /* Every pair's metric on the clean and the corrupted inputs (the means are checked before
  * any patched run). */
-static qkv_status base_metrics(loaded_model *lm, const patch_pairs *pairs, patch_result *r) {
+static qkv_status base_metrics(loaded_model *lm, const patch_batch *pb, const patch_pairs *pairs,
+                               patch_result *r) {
     int T = lm->model.cfg.seq_len;
     qkv_status s = QKV_OK;
     for (int first = 0; first < pairs->n && s == QKV_OK; first += ANALYSIS_BATCH) {
@@ -355,7 +432,9 @@ static qkv_status base_metrics(loaded_model *lm, const patch_pairs *pairs, patch
             qkv_tensor *logits = qkv_model_forward_probe(&lm->model, lm->ctx,
                                                          x + (size_t)first * T,
                                                          len ? len + first : NULL, B, &probe);
-            s = batch_metric(lm, logits, pairs, first, side ? "the corrupted run" : "the clean run",
+            if (!side && pb->ref) fill_reference(pb, logits, pairs, first);
+            s = batch_metric(lm, pb, logits, pairs, first,
+                             side ? "the corrupted run" : "the clean run",
                              side ? r->pair_corrupt : r->pair_clean);
         }
     }
@@ -412,19 +491,29 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
     r->rows = NULL, r->path = NULL, r->n_rows = r->n_paths = 0, r->agreement = NAN;
     r->pair_clean = r->pair_corrupt = r->pair_patched = r->pair_attribution = NULL;
     r->n_pairs = n;
+    if (r->paths && (r->n_heads || r->together))
+        return qkv_fail(QKV_ERR_VALUE, "patch: --path lists every path: it takes no --heads or "
+                        "--together");
     explain_spot *spots = NULL;
     qkv_status s = r->paths ? list_paths(lm, &r->path, &r->n_paths)
                             : explain_spots(lm, r->site, r->over, pairs->positions, pairs->keys,
                                             &spots, &r->n_rows);
+    if (s == QKV_OK && !r->paths && r->n_heads) { /* only the listed heads' rows */
+        explain_spot *listed;
+        s = explain_select_heads(spots, r->n_rows, r->heads, r->n_heads, &listed, &r->n_rows);
+        free(spots);
+        spots = s == QKV_OK ? listed : NULL;
+    }
     if (s != QKV_OK) return s;
+    r->all = (patch_row){.exact = NAN, .attribution = NAN};
     if (!r->paths) {
         r->rows = malloc((size_t)(r->n_rows ? r->n_rows : 1) * sizeof *r->rows);
         for (int k = 0; r->rows && k < r->n_rows; k++)
             r->rows[k] = (patch_row){spots[k], NAN, NAN};
         free(spots);
     }
-    int items = explain_patch_items(r);
-    size_t cells = (size_t)n * (items ? items : 1);
+    int items = explain_patch_items(r), cols = explain_patch_columns(r);
+    size_t cells = (size_t)n * (cols ? cols : 1);
     r->pair_clean = malloc((size_t)n * sizeof(double));
     r->pair_corrupt = malloc((size_t)n * sizeof(double));
     r->pair_patched = malloc(cells * sizeof(double));
@@ -436,7 +525,7 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
     int Bmax = n < ANALYSIS_BATCH ? n : ANALYSIS_BATCH;
     patch_batch pb;
     if ((s = batch_init(lm, r, n, Bmax, &pb)) != QKV_OK ||
-        (s = base_metrics(lm, pairs, r)) != QKV_OK) {
+        (s = base_metrics(lm, &pb, pairs, r)) != QKV_OK) {
         batch_free(&pb);
         return s;
     }
@@ -445,8 +534,8 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
     if (!(fabs(diff) > 0)) {
         batch_free(&pb);
         return qkv_fail(QKV_ERR_VALUE, "the clean and the corrupted input%s give the same "
-                        "logit difference (%g%s): there is nothing to recover", n > 1 ? "s" : "",
-                        r->clean, n > 1 ? " on average" : "");
+                        "%s (%g%s): there is nothing to recover", n > 1 ? "s" : "",
+                        metric_text[r->metric], r->clean, n > 1 ? " on average" : "");
     }
     qkv_site site = r->paths ? QKV_SITE_Z : r->site;
     for (int first = 0; first < n && s == QKV_OK; first += ANALYSIS_BATCH) {
@@ -476,12 +565,18 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
             if (mlp_out) pb.corrupt_mlp[l] = kept(pb.keep, pb.cp.mlp_out[l]);
         }
         if (r->attribution) {
+            /* Σ weight · logits, the weights d metric / d logits at each pair's position (of
+             * the logit difference: +1 and -1), has the metric's gradient at every site */
             qkv_tensor *pick = qkv_zeros(pb.graph, c->dtype, 3, (int64_t[]){B, To, V});
             for (int b = 0; b < B; b++) {
                 const patch_metric *pm = &pairs->metric[first + b];
                 int64_t row = ((int64_t)b * To + pm->position) * V;
-                qkv_set(pick, row + pm->answer, 1.0);
-                qkv_set(pick, row + pm->wrong, -1.0);
+                double *w = pb.weight + (size_t)b * V;
+                for (int j = 0; j < V; j++) pb.row[j] = qkv_get(logits, row + j);
+                explain_metric_grad(r->metric, pb.row, V, pm->answer, pm->wrong,
+                                    pb.ref ? pb.ref + (size_t)(first + b) * V : NULL, w);
+                for (int j = 0; j < V; j++)
+                    if (w[j] != 0) qkv_set(pick, row + j, w[j]);
             }
             qkv_backward(qkv_sum(pb.graph, qkv_mul(pb.graph, logits, pick)));
         }
@@ -490,11 +585,12 @@ qkv_status explain_patch(loaded_model *lm, const patch_pairs *pairs, patch_resul
     }
     batch_free(&pb);
     if (s != QKV_OK) return s;
-    for (int k = 0; k < items; k++) {
+    for (int k = 0; k < cols; k++) {
         double exact =
-            r->exact ? (mean_of(r->pair_patched + k, n, items) - r->corrupt) / diff : NAN;
-        double attr = r->attribution ? mean_of(r->pair_attribution + k, n, items) / diff : NAN;
-        if (r->paths) r->path[k].exact = exact, r->path[k].attribution = attr;
+            r->exact ? (mean_of(r->pair_patched + k, n, cols) - r->corrupt) / diff : NAN;
+        double attr = r->attribution ? mean_of(r->pair_attribution + k, n, cols) / diff : NAN;
+        if (k == items) r->all.exact = exact, r->all.attribution = attr; /* together */
+        else if (r->paths) r->path[k].exact = exact, r->path[k].attribution = attr;
         else r->rows[k].exact = exact, r->rows[k].attribution = attr;
     }
     if (r->exact && r->attribution) {
@@ -566,6 +662,16 @@ cJSON *explain_patch_json(const loaded_model *lm, const explain_input *clean,
     cJSON_AddStringToObject(o, "method", r->exact && r->attribution ? "both"
                                          : r->exact                  ? "exact"
                                                                      : "attribution");
+    if (r->metric != EXPLAIN_METRIC_LOGIT_DIFF) /* absent: the logit difference */
+        cJSON_AddStringToObject(o, "metric", explain_metric_names[r->metric]);
+    if (r->n_heads) { /* --heads: the rows are theirs alone */
+        cJSON *names = cJSON_AddArrayToObject(o, "selected_heads");
+        for (int i = 0; i < r->n_heads; i++) {
+            char name[32];
+            explain_head_name(r->heads[i].layer, r->heads[i].head, name, sizeof name);
+            cJSON_AddItemToArray(names, cJSON_CreateString(name));
+        }
+    }
     explain_json_number(o, "clean", r->clean);
     explain_json_number(o, "corrupt", r->corrupt);
     cJSON *items = cJSON_AddArrayToObject(o, r->paths ? "paths" : "results");
@@ -577,30 +683,41 @@ cJSON *explain_patch_json(const loaded_model *lm, const explain_input *clean,
         explain_json_number(x, "attribution", r->paths ? r->path[i].attribution : r->rows[i].attribution);
         cJSON_AddItemToArray(items, x);
     }
+    if (r->together) { /* every row at once: the selected heads' share together */
+        cJSON *tg = cJSON_AddObjectToObject(o, "together");
+        explain_json_number(tg, "exact", r->all.exact);
+        explain_json_number(tg, "attribution", r->all.attribution);
+    }
     explain_json_number(o, "agreement", r->agreement);
     return o;
 }
 
+/* One column of pair i's line: its patched metric and this pair's own shares (null where
+ * its clean and corrupt metrics are equal). */
+static void add_pair_column(cJSON *x, const patch_result *r, int i, int k) {
+    int cols = explain_patch_columns(r);
+    double clean = r->pair_clean[i], corrupt = r->pair_corrupt[i], diff = clean - corrupt;
+    double patched = r->pair_patched[(size_t)i * cols + k];
+    double change = r->pair_attribution[(size_t)i * cols + k];
+    explain_json_number(x, "patched", patched);
+    explain_json_number(x, "exact", fabs(diff) > 0 ? (patched - corrupt) / diff : NAN);
+    explain_json_number(x, "attribution", fabs(diff) > 0 ? change / diff : NAN);
+}
+
 cJSON *explain_patch_pair_json(const patch_result *r, int i) {
     int items = explain_patch_items(r);
-    double clean = r->pair_clean[i], corrupt = r->pair_corrupt[i], diff = clean - corrupt;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "pair", i + 1);
-    explain_json_number(o, "clean", clean);
-    explain_json_number(o, "corrupt", corrupt);
+    explain_json_number(o, "clean", r->pair_clean[i]);
+    explain_json_number(o, "corrupt", r->pair_corrupt[i]);
     cJSON *rows = cJSON_AddArrayToObject(o, r->paths ? "paths" : "results");
     for (int k = 0; k < items; k++) {
-        double patched = r->pair_patched[(size_t)i * items + k];
-        double change = r->pair_attribution[(size_t)i * items + k];
         cJSON *x = cJSON_CreateObject();
         if (r->paths) add_path(x, &r->path[k]);
         else explain_json_spot(x, &r->rows[k].spot);
-        explain_json_number(x, "patched", patched);
-        /* this pair's own shares; null where its clean and corrupt metrics are equal */
-        explain_json_number(x, "exact", fabs(diff) > 0 ? (patched - corrupt) / diff : NAN);
-        explain_json_number(x, "attribution", fabs(diff) > 0 ? change / diff : NAN);
+        add_pair_column(x, r, i, k);
         cJSON_AddItemToArray(rows, x);
     }
+    if (r->together) add_pair_column(cJSON_AddObjectToObject(o, "together"), r, i, items);
     return o;
 }
-

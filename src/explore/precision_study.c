@@ -86,7 +86,8 @@ qkv_status precision_study_run(precision_study *ps, const char *path, long steps
         if ((s = qkv_task_init(&c.task, "lookup", 8, 0)) == QKV_OK) {
             c.model = (qkv_model_config){.vocab = c.task.vocab, .seq_len = 8, .d_model = 64,
                                          .heads = 1, .layers = 1, .init_scale = 0.5};
-            s = trainer_init(t, &c);
+            if ((s = trainer_init_for(t, &c, "training the default lookup model")) != QKV_OK)
+                return qkv_fail(s, "study: %s", qkv_last_error());
         }
         while (s == QKV_OK && t->optim.step < c.steps) s = trainer_step(t);
         if (s != QKV_OK) return s;
@@ -96,16 +97,17 @@ qkv_status precision_study_run(precision_study *ps, const char *path, long steps
     const char *what;
     double need = 2 * qkv_model_step_bytes(c, B), have = memory_limit(&what);
     if (need > have / 2)
-        return qkv_fail(QKV_ERR_NOMEM, "study: a batch of %d needs about %.1f GiB, more than half "
-                        "of %s (%.1f GiB): lower --batch", B, need / (1 << 30), what,
-                        have / (1 << 30));
+        return qkv_fail(QKV_ERR_NOMEM, "study: a batch of %d needs about %.1f %s, more than half "
+                        "of %s (%.1f %s): lower --batch", B, memory_in(need, have),
+                        memory_unit(have), what, memory_in(have, have), memory_unit(have));
     /* the same model in f64: its f32 weights widened exactly */
     if (path)
         s = trainer_load_as(&ps->wide, path, QKV_F64);
     else {
         train_config wc = t->cfg;
         wc.model.dtype = QKV_F64;
-        s = trainer_init(&ps->wide, &wc);
+        if ((s = trainer_init_for(&ps->wide, &wc, "widening the model to f64")) != QKV_OK)
+            return qkv_fail(s, "study: %s", qkv_last_error());
         for (int i = 0; s == QKV_OK && i < t->model.nparams; i++)
             for (int64_t j = 0; j < t->model.param[i]->size; j++)
                 qkv_set(ps->wide.model.param[i], j, qkv_get(t->model.param[i], j));
@@ -116,7 +118,10 @@ qkv_status precision_study_run(precision_study *ps, const char *path, long steps
     for (int i = 0; i < n; i++) total += t->model.param[i]->size;
     int32_t *tokens = malloc((size_t)B * T * sizeof *tokens), *targets = malloc((size_t)B * T * sizeof *targets);
     double *truth = malloc((size_t)total * sizeof *truth), *g = malloc((size_t)total * sizeof *g);
-    qkv_ctx *ctx = qkv_ctx_new(0);
+    /* reserved at the f64 step's estimate (the larger model's, checked above as twice the
+     * f32 one's): no batch grows it */
+    double f64_step = qkv_model_step_bytes(&ps->wide.model.cfg, B);
+    qkv_ctx *ctx = qkv_ctx_new((size_t)(f64_step > need ? f64_step : need) + (1 << 20));
     ps->norm = calloc((size_t)n, sizeof *ps->norm);
     ps->err = calloc((size_t)n * PRECISION_COLS, sizeof *ps->err);
     if (!tokens || !targets || !truth || !g || !ctx || !ps->norm || !ps->err) {

@@ -312,7 +312,13 @@ qkv_status io_open_regular(const char *path, int *fd_out, size_t *size) {
     /* O_NONBLOCK: opening a FIFO with no writer would wait forever; once it is known to be a
      * regular file the flag is dropped again (it means nothing for regular files anyway). */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return qkv_fail(QKV_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (fd < 0) {
+        int err = errno;
+        struct stat sb; /* a link to nothing is there: not "No such file" */
+        bool dangling = err == ENOENT && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode);
+        return qkv_fail(QKV_ERR_IO, "cannot open %s: %s", path,
+                        dangling ? "it is a symbolic link to nothing" : strerror(err));
+    }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         int dir = S_ISDIR(sb.st_mode);
@@ -403,6 +409,11 @@ void io_write_signal_record(void) { /* async-signal-safe: open, write, fsync, re
     bool whole = left == 0 && fsync(fd) == 0;
     close(fd);
     if (!whole || rename(tmp, record_path[r]) != 0) unlink(tmp);
+}
+
+bool io_absent(const char *path) {
+    struct stat sb;
+    return lstat(path, &sb) != 0 && (errno == ENOENT || errno == ENOTDIR);
 }
 
 qkv_status io_fopen_regular(const char *path, FILE **f) {

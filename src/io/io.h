@@ -66,6 +66,11 @@ void io_unmake_dirs(const char *dir, const char *created, const char *const *nam
 qkv_status io_open_regular(const char *path, int *fd, size_t *size);
 /* The same as a stdio stream. */
 qkv_status io_fopen_regular(const char *path, FILE **f);
+/* Whether nothing at all is at `path` (no such name, or a directory of it missing): the one
+ * answer to "is the file there?". Anything that is there, even a link to nowhere, a link that
+ * loops, a file without read permission or a directory, is not absent: opening it then says
+ * why it cannot be read, and it is never taken for a missing file. */
+bool io_absent(const char *path);
 /* Opens an existing regular file of a run or sweep directory for appending, never through a
  * symbolic link (O_NOFOLLOW) and never blocking on a FIFO. */
 qkv_status io_fopen_append(const char *path, FILE **f);

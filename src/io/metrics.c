@@ -92,9 +92,11 @@ int metrics_induction_column(const metrics_table *m, int l, int h) {
     return m->layers + 3 * (l * m->heads + h) + 2;
 }
 
-void metrics_read(metrics_table *m, const char *path, int64_t upto) {
+qkv_status metrics_read(metrics_table *m, const char *path, int64_t upto) {
     FILE *f;
-    if (io_fopen_regular(path, &f) != QKV_OK) return;
+    if (io_absent(path)) return QKV_OK;
+    qkv_status s = io_fopen_regular(path, &f);
+    if (s != QKV_OK) return s;
     static char line[1 << 20]; /* up to 8 layers x 64 heads x 5 scores, and comp columns */
     while (fgets(line, sizeof line, f)) {
         metrics_row r = {.heldout_loss = NAN}; /* files older than heldout_loss have 5 columns */
@@ -114,7 +116,9 @@ void metrics_read(metrics_table *m, const char *path, int64_t upto) {
             metrics_add(m, r);
         }
     }
+    s = ferror(f) ? qkv_fail(QKV_ERR_IO, "cannot read %s", path) : QKV_OK;
     fclose(f);
+    return s;
 }
 
 qkv_status metrics_write(const metrics_table *m, const char *path) {

@@ -75,8 +75,9 @@ void metrics_column_name(const metrics_table *m, int k, char *buf, size_t len);
 /* Index into a row's scores of the induction score of layer l and head h (0-based). */
 int metrics_induction_column(const metrics_table *m, int l, int h);
 /* Appends the rows of an earlier run's metrics.csv at `path` up to step `upto` (--resume). A
- * file that is missing or not a regular file adds none. */
-void metrics_read(metrics_table *m, const char *path, int64_t upto);
+ * file that is missing (io_absent) adds none; one that is there but cannot be read (a link to
+ * nowhere, a FIFO, no permission) is QKV_ERR_IO, never taken for a missing one. */
+qkv_status metrics_read(metrics_table *m, const char *path, int64_t upto);
 /* Writes the table to `path` under a temporary name (io/atomic.c). */
 qkv_status metrics_write(const metrics_table *m, const char *path);
 

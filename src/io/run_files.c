@@ -77,12 +77,15 @@ static bool write_line(FILE *f, const cJSON *j) {
 /* Reads the old metrics.jsonl: every whole line that parses as an object with a "step" (a
  * line cut short by a crash does not), as a JSON array into *rows (NULL when there is no file:
  * every row then comes from metrics.csv). A read that fails (no memory for a line, an I/O
- * error) is QKV_ERR_NOMEM or QKV_ERR_IO, never the end of the file: the rows after it would
- * be rebuilt from metrics.csv's 6 digits. */
+ * error) is QKV_ERR_NOMEM or QKV_ERR_IO, never the end of the file, and a file that is there
+ * but cannot be opened (a link to nowhere, no permission) is QKV_ERR_IO, never no file: the
+ * rows would be rebuilt from metrics.csv's 6 digits. */
 static qkv_status read_jsonl(const char *path, cJSON **rows) {
     *rows = NULL;
     FILE *f = NULL;
-    if (io_fopen_regular(path, &f) != QKV_OK) return QKV_OK;
+    if (io_absent(path)) return QKV_OK;
+    qkv_status opened = io_fopen_regular(path, &f);
+    if (opened != QKV_OK) return opened;
     cJSON *all = cJSON_CreateArray();
     char *line = NULL;
     size_t cap = 0, total = 0;
@@ -246,14 +249,17 @@ static qkv_status begin(run_files *rf, const char *dir, const char *from_dir, in
     }
     if (strlen(dir) > sizeof rf->dir - 32) return qkv_fail(QKV_ERR_IO, "%s: path too long", dir);
     snprintf(rf->dir, sizeof rf->dir, "%s", dir);
-    qkv_status s = write_summary(rf, step, 0, 0, "running", 0, NULL);
-    if (s != QKV_OK) return s;
-
-    /* metrics.jsonl as metrics.csv holds it: the rows up to the step this run starts from. */
+    /* metrics.jsonl as metrics.csv holds it: the rows up to the step this run starts from,
+     * read before anything is written (one that cannot be read stops the run unchanged) */
     char path[RUN_PATH_LEN];
     snprintf(path, sizeof path, "%s/metrics.jsonl", from_dir);
     cJSON *old = NULL;
-    if (nkept > 0 && (s = read_jsonl(path, &old)) != QKV_OK) return s;
+    qkv_status s = nkept > 0 ? read_jsonl(path, &old) : QKV_OK;
+    if (s == QKV_OK) s = write_summary(rf, step, 0, 0, "running", 0, NULL);
+    if (s != QKV_OK) {
+        cJSON_Delete(old);
+        return s;
+    }
     /* A run that trains no step ends with the last kept row's loss and accuracy: from its
      * metrics.jsonl line, which holds them whole, rather than metrics.csv's 6 digits. */
     const cJSON *last = nkept > 0 && old ? find_step(old, kept[nkept - 1].step) : NULL;

@@ -38,6 +38,19 @@ bool attention_backward_stores(const attention_dims *d) {
     return attention_form == ATTENTION_FORM_D_FROM_P && d->Nq > 0 && d->Nk > 0;
 }
 
+bool attention_few_keys_off = false;
+
+bool attention_few_keys(const attention_dims *d, bool backward) {
+    return !attention_few_keys_off && d->Nk >= 1 && d->Nk <= ATTENTION_FEW_KEYS && d->Nq >= 1 &&
+           d->Nq <= ATTENTION_BR && (!backward || attention_form == ATTENTION_FORM_D_FROM_P);
+}
+
+size_t attention_few_floats(const attention_dims *d, bool backward) {
+    /* forward: S, the output accumulator, m and l; backward: P, dP and 4 row terms */
+    return (size_t)(backward ? 2 * d->Nq * d->Nk + 4 * d->Nq
+                             : d->Nq * d->Nk + d->Nq * d->Dv + 2 * d->Nq);
+}
+
 attention_probs_kind attention_probs = ATTENTION_PROBS_AUTO;
 
 static const char *const attention_probs_names[ATTENTION_PROBS_COUNT + 1] = {

@@ -52,19 +52,55 @@ static void row_terms(const float *x, const float *y, int64_t rows, int64_t n, f
     }
 }
 
+/* ---- few keys: head by head (attention_few_keys) ---- */
+
+#define FEW_KEYS_HEADS 64 /* heads a task takes: one head is well under a microsecond */
+
+/* Every head of d through the ISA's few-keys forward (backward: false) or backward pass, in
+ * tasks of FEW_KEYS_HEADS heads, each thread with its own scratch. The heads write disjoint
+ * rows, so the bits do not depend on the threads. */
+static void few_keys_heads(const attention_dims *d, bool backward, float *dq, float *dk,
+                           float *dv, const float *dout, float *o, float *lse, const float *q,
+                           const float *k, const float *v, const float *mask, void *scratch) {
+    const kernel_isa *im = kernel_isa_active();
+    double work = (double)d->G * (double)d->Nq * (double)d->Nk * (double)(d->Dk + d->Dv);
+    int team = kernel_team(work, PARALLEL_WORK);
+    int64_t tasks = (d->G + FEW_KEYS_HEADS - 1) / FEW_KEYS_HEADS;
+    size_t per = attention_few_floats(d, backward);
+    bool par = team > 1 && tasks > 1;
+    KERNEL_FOR_DYNAMIC(team, t, tasks, {
+        float *own = (float *)scratch + (size_t)thread_id(par) * per;
+        int64_t end = (t + 1) * FEW_KEYS_HEADS < d->G ? (t + 1) * FEW_KEYS_HEADS : d->G;
+        for (int64_t g = t * FEW_KEYS_HEADS; g < end; g++) {
+            if (backward)
+                im->few_keys_backward(d, dq, dk, dv, dout, lse, q, k, v, mask, g, own);
+            else
+                im->few_keys_forward(d, o, lse, q, k, v, mask, g, own);
+        }
+    });
+}
+
 /* ---- the kernels of kernels.h ---- */
 
 size_t attention_scratch_size_f32(const attention_dims *d, int threads, bool backward) {
+    if (attention_few_keys(d, backward))
+        return (size_t)threads * attention_few_floats(d, backward) * sizeof(float);
     return attention_scratch_size(d, threads, backward);
 }
 
 void attention_forward_f32(const attention_dims *d, float *o, float *lse, const float *q,
                            const float *k, const float *v, const float *mask, void *scratch) {
-    attention_forward(d, o, lse, q, k, v, mask, scratch);
+    if (attention_few_keys(d, false))
+        few_keys_heads(d, false, NULL, NULL, NULL, NULL, o, lse, q, k, v, mask, scratch);
+    else
+        attention_forward(d, o, lse, q, k, v, mask, scratch);
 }
 
 void attention_backward_f32(const attention_dims *d, float *dq, float *dk, float *dv,
                             const float *dout, const float *o, const float *lse, const float *q,
                             const float *k, const float *v, const float *mask, void *scratch) {
-    attention_backward(d, dq, dk, dv, dout, o, lse, q, k, v, mask, scratch);
+    if (attention_few_keys(d, true))
+        few_keys_heads(d, true, dq, dk, dv, dout, NULL, (float *)lse, q, k, v, mask, scratch);
+    else
+        attention_backward(d, dq, dk, dv, dout, o, lse, q, k, v, mask, scratch);
 }

@@ -7,7 +7,6 @@
 
 #include "kernels.h"
 
-#define GEMM_KC 256 /* depth of one block of a product: each sum restarts at 0 every GEMM_KC */
 
 typedef struct kernel_isa {
     const char *name; /* "scalar", "avx2", "avx512", "neon" */
@@ -47,6 +46,16 @@ typedef struct kernel_isa {
      * fixed partial sums (c mod 8) added in order, into dot[r] and sum[r] */
     void (*row_dot_sums)(const float *x, const float *y, int64_t rows, int64_t n, double *dot,
                          double *sum);
+    /* the fused attention over few keys (attention_few_keys): head g's forward pass, and its
+     * backward pass in the d-from-p form, with the bits of the tiled one (attention_kernel.inc);
+     * scratch: attention_few_floats(d, backward) floats */
+    void (*few_keys_forward)(const attention_dims *d, float *o, float *lse, const float *q,
+                             const float *k, const float *v, const float *mask, int64_t g,
+                             float *scratch);
+    void (*few_keys_backward)(const attention_dims *d, float *dq, float *dk, float *dv,
+                              const float *dout, const float *lse, const float *q,
+                              const float *k, const float *v, const float *mask, int64_t g,
+                              float *scratch);
     /* one row of softmax_forward_f32 / softmax_backward_f32 */
     void (*softmax_row)(float *y, const float *x, int64_t n);
     void (*softmax_backward_row)(float *dx, const float *y, const float *dy, int64_t n);
@@ -81,6 +90,35 @@ const kernel_isa *kernel_isa_active(void);
 const kernel_isa *kernel_isa_find(const char *name);
 /* The best table this CPU runs (never an emulated one). */
 const kernel_isa *kernel_isa_best(void);
+/* ---- the FMA units' width (peak.c): the AVX-512 path's peak over the AVX2 path's, on one
+ * thread, is about 2 where the units are 512 bits wide (two 512-bit FMA ports: Intel Xeons,
+ * AMD Zen 5) and about 1 where each 512-bit FMA runs in two 256-bit halves (AMD Zen 4). ---- */
+typedef enum {
+    FMA_WIDTH_UNTOLD, /* the trials disagree: the machine was too busy to tell */
+    FMA_WIDTH_HALF,   /* ratio below FMA_HALF_MAX: 512-bit FMAs on 256-bit units */
+    FMA_WIDTH_FULL,   /* ratio FMA_FULL_MIN or more: 512-bit FMA units */
+} fma_width;
+#define FMA_HALF_MAX 1.3
+#define FMA_FULL_MIN 1.5
+/* Trials of each path, taken in turn, and how close to its best a second trial must come. */
+#define FMA_WIDTH_TRIALS 8
+#define FMA_WIDTH_AGREE 0.05
+typedef struct {
+    double wide, narrow; /* GFLOP/s on one thread: each path's best trial */
+    double ratio;        /* wide / narrow; 0 when either is unknown */
+    fma_width width;
+} fma_width_result;
+/* The width from `trials` trials of each path (GFLOP/s per second of the thread's CPU time):
+ * each path's best trial, since load only ever slows a trial, and told only where a second
+ * trial of each path comes within FMA_WIDTH_AGREE of its best, and the ratio is near 1 or 2
+ * (below FMA_HALF_MAX, or FMA_FULL_MIN and above); else FMA_WIDTH_UNTOLD. */
+fma_width_result fma_width_decide(const double *wide, const double *narrow, int trials);
+/* Measures and decides: FMA_WIDTH_TRIALS trials of path `wide` and of path `narrow`
+ * ("avx512", "avx2") in turn on the calling thread, over about `seconds` in all, each timed
+ * by the thread's CPU clock, so that time the thread spent waiting for a core is not counted.
+ * Rates 0 and FMA_WIDTH_UNTOLD when this CPU runs either path not. */
+fma_width_result fma_width_measure(const char *wide, const char *narrow, double seconds);
+
 /* Makes isa the table of the whole process: only between computations (isa_check.c). */
 void kernel_isa_use(const kernel_isa *isa);
 /* The same, for the start-up probe leaving a path whose bits differ: when that leaves the

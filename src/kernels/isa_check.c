@@ -354,52 +354,53 @@ static int full_cases(check_case *cases) {
  * element whose bits differ. A NaN matches any NaN: vec.h promises NaN for NaN (the exp of a
  * NaN score), not its sign, which the FMA units and the C library's fmaf propagate each their
  * own way; every other value, ±0 and ±inf included, must match bit for bit. */
-static bool same(const record *want, const record *got, const char *what, char *first,
-                 size_t len) {
-    if (want->failed || got->failed) {
+static kernel_isa_verdict same(const record *want, const record *got, const char *what,
+                               char *first, size_t len) {
+    if (want->failed || got->failed) { /* no answer, not a wrong one */
         snprintf(first, len, "%s: out of memory", what);
-        return false;
+        return KERNEL_ISA_NO_MEMORY;
     }
     if (want->n != got->n) {
         snprintf(first, len, "%s: %zu outputs, the plain C path's %zu", what, got->n, want->n);
-        return false;
+        return KERNEL_ISA_DIFFERS;
     }
     for (size_t i = 0; i < want->n; i++)
         if (memcmp(&want->at[i], &got->at[i], sizeof(float)) &&
             !(isnan(want->at[i]) && isnan(got->at[i]))) {
             snprintf(first, len, "%s: output %zu is %.9g, the plain C path's %.9g", what, i,
                      (double)got->at[i], (double)want->at[i]);
-            return false;
+            return KERNEL_ISA_DIFFERS;
         }
-    return true;
+    return KERNEL_ISA_AGREES;
 }
 
-bool kernel_isa_check(const char *name, bool full, int *checked, char *first, size_t len) {
+kernel_isa_verdict kernel_isa_check(const char *name, bool full, int *checked, char *first,
+                                    size_t len) {
     const kernel_isa *isa = kernel_isa_find(name), *was = kernel_isa_active();
     *checked = 0;
     if (first && len) *first = '\0';
     if (!isa) {
         snprintf(first, len, "this CPU or build cannot run %s", name);
-        return false;
+        return KERNEL_ISA_DIFFERS;
     }
     static check_case list[CASES_MAX];
     const check_case *cases = probe_cases;
     int n = (int)(sizeof probe_cases / sizeof probe_cases[0]);
     if (full) n = full_cases(list), cases = list;
-    bool agree = true;
-    for (int c = 0; c < n && agree; c++) {
+    kernel_isa_verdict verdict = KERNEL_ISA_AGREES;
+    for (int c = 0; c < n && verdict == KERNEL_ISA_AGREES; c++) {
         record want = {0}, got = {0};
         char what[160];
         kernel_isa_use(&kernel_isa_scalar);
         run_case(&cases[c], &want, what, sizeof what);
         kernel_isa_use(isa);
         run_case(&cases[c], &got, what, sizeof what);
-        agree = same(&want, &got, what, first, len);
-        *checked += agree;
+        verdict = same(&want, &got, what, first, len);
+        *checked += verdict == KERNEL_ISA_AGREES;
         free(want.at), free(got.at);
     }
     kernel_isa_use(was);
-    return agree;
+    return verdict;
 }
 
 const char *kernel_isa_probe(char *note, size_t len) {
@@ -407,9 +408,9 @@ const char *kernel_isa_probe(char *note, size_t len) {
     char first[256];
     int checked;
     *note = '\0';
-    if (chosen == &kernel_isa_scalar || kernel_isa_check(chosen->name, false, &checked, first,
-                                                         sizeof first))
-        return NULL;
+    if (chosen == &kernel_isa_scalar ||
+        kernel_isa_check(chosen->name, false, &checked, first, sizeof first) != KERNEL_ISA_DIFFERS)
+        return NULL; /* agrees, or no memory to tell: nothing found against the path */
     if (qkv_simd_forced()) { /* asked for by name: run it, and say so */
         snprintf(note, len, "QKV_SIMD=%s: this path's bits differ from the plain C path's (%s); "
                  "running it as QKV_SIMD asks (qkv selftest checks every path)", chosen->name, first);
@@ -423,7 +424,8 @@ const char *kernel_isa_probe(char *note, size_t len) {
         const kernel_isa *isa = kernel_isa_find(*name);
         if (isa == chosen) after = true;
         else if (after && isa && isa != &kernel_isa_scalar && !isa->emulated &&
-                 kernel_isa_check(isa->name, false, &checked, ignored, sizeof ignored)) {
+                 kernel_isa_check(isa->name, false, &checked, ignored, sizeof ignored) ==
+                     KERNEL_ISA_AGREES) {
             next = isa;
             break;
         }

@@ -25,6 +25,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The depth of one block of an f32 product (isa.h's contract): each element's sum restarts at
+ * 0 every GEMM_KC along k and is then added to C. */
+#define GEMM_KC 256
 /* C[b] (+)= op(A[b]) · op(B[b]) for b < batch, where op transposes when asked.
  * A[b] is (M, K), or (K, M) when ta; B[b] is (K, N), or (N, K) when tb; C[b] is (M, N).
  * a_stride/b_stride/c_stride are the element distances between batches (0 shares a matrix).
@@ -81,15 +84,19 @@ bool kernel_isa_select(const char *name);
 /* Whether this build's path `name` is emulated over SIMDe (QKV_SIMD_EMULATE). */
 bool kernel_isa_emulated(const char *name);
 /* Path `name` against the plain C path, bit for bit, on every kernel family (isa_check.c):
- * the full list of shapes (qkv selftest) or the probe's short one. True when every output
- * agrees; else false with the first case that differs, and how, in `first`. *checked: the
- * cases that agreed. It switches the process's path to each in turn and back: call it only
- * between computations. */
-bool kernel_isa_check(const char *name, bool full, int *checked, char *first, size_t len);
+ * the full list of shapes (qkv selftest) or the probe's short one. KERNEL_ISA_AGREES when
+ * every output agrees; else the first case that differs, and how, in `first`, or the case
+ * whose buffers could not be allocated (KERNEL_ISA_NO_MEMORY: nothing is known of the path,
+ * which is never a difference). *checked: the cases that agreed. It switches the process's
+ * path to each in turn and back: call it only between computations. */
+typedef enum { KERNEL_ISA_AGREES, KERNEL_ISA_DIFFERS, KERNEL_ISA_NO_MEMORY } kernel_isa_verdict;
+kernel_isa_verdict kernel_isa_check(const char *name, bool full, int *checked, char *first,
+                                    size_t len);
 /* The start-up probe: the path in use against the plain C one on the short list. NULL when
- * they agree (or the path is plain C); else the path's name, with one line in `note`: the
- * process now runs the next path, best first, that agrees (the plain C one at worst), or,
- * when QKV_SIMD named the path, still runs it. */
+ * they agree (or the path is plain C, or the probe found no memory for its cases: it then
+ * knows nothing against the path, which the command's own memory check speaks for); else
+ * the path's name, with one line in `note`: the process now runs the next path, best first,
+ * that agrees (the plain C one at worst), or, when QKV_SIMD named the path, still runs it. */
 const char *kernel_isa_probe(char *note, size_t len);
 
 /* Row-wise softmax over rows of length n: y = exp(x - max) / sum. A row that is entirely -inf
@@ -173,6 +180,16 @@ extern attention_form_kind attention_form;
 /* The tiles: BR query rows × BC keys. */
 #define ATTENTION_BR 64
 #define ATTENTION_BC 64
+/* The fused attention over few keys: a head's keys fit one vector of scores (Nk <=
+ * ATTENTION_FEW_KEYS) and its queries one block (Nq <= ATTENTION_BR). In f32 it then runs head
+ * by head with its products written out (the ISA's few_keys_forward and few_keys_backward; the
+ * backward pass in the d-from-p form only), with the bits of the tiles; f64 keeps the tiles.
+ * attention_few_keys_off sends every case to the tiles, for the test that compares the two. */
+#define ATTENTION_FEW_KEYS 16
+extern bool attention_few_keys_off;
+bool attention_few_keys(const attention_dims *d, bool backward);
+/* The floats of one thread's scratch for a head of d in the few-keys forward or backward. */
+size_t attention_few_floats(const attention_dims *d, bool backward);
 /* Whether the forward pass keeps P for the backward pass (d->probs), which then skips the
  * recompute of every tile: one tile product of the seven and the backward's exps. Kept, P is
  * the very tile the recompute gives (the same product, then recompute_probs with the same L),

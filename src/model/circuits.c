@@ -1,6 +1,7 @@
 /* circuits.c - what each head computes, read from the weights alone: its QK and OV circuits
  * over the vocabulary, the OV circuit's copying score, and the composition scores between
- * heads of consecutive layers (docs/explain.md defines each). Everything is computed in
+ * heads of consecutive layers, or of any earlier and later layer (docs/explain.md defines
+ * each). Everything is computed in
  * double from the model's weights, f32 or f64. */
 #include "engine/engine.h"
 #include "model/model.h"
@@ -246,7 +247,10 @@ static double compose(const head_weights *first, const double *x, const double *
     return denominator > 0 ? frobenius(t3, (int64_t)C * C) / denominator : NAN;
 }
 
-qkv_status qkv_composition_scores(const qkv_model *m, double *scores) {
+/* The composition scores of the pairs of layers (l1, l2), l1 < l2, that `all` asks for: every
+ * pair (by l1, then l2) or only the consecutive ones, each pair's (3, H, H) block after the
+ * last. */
+static qkv_status composition_scores(const qkv_model *m, bool all, double *scores) {
     const qkv_model_config *c = &m->cfg;
     int L = c->layers, H = c->heads, C = c->d_model, Dk = C / H;
     if (L < 2) return QKV_OK;
@@ -264,29 +268,39 @@ qkv_status qkv_composition_scores(const qkv_model *m, double *scores) {
         matmul(t3, w[i].w_v, w[i].w_o, C, Dk, C, false);
         ov_norm[i] = frobenius(t3, (int64_t)C * C);
     }
+    int64_t pair = 0; /* the block being written */
     for (int l = 0; s == QKV_OK && l + 1 < L; l++)
-        for (int h2 = 0; h2 < H; h2++) {
-            const head_weights *later = &w[(l + 1) * H + h2];
-            for (int i = 0; i < Dk; i++) /* w_ot (C, Dk) = the later head's W_Oᵀ */
-                for (int j = 0; j < C; j++)
-                    w_ot[(int64_t)j * Dk + i] = later->w_o[(int64_t)i * C + j];
-            for (int h1 = 0; h1 < H; h1++) {
-                const head_weights *first = &w[l * H + h1];
-                double n1 = ov_norm[l * H + h1];
-                double *at = &scores[((int64_t)l * 3 * H) * H + h1 * H + h2];
-                /* Q: the later W_Q W_Kᵀ; K: its transpose W_K W_Qᵀ; V: the later W_V W_O. An
-                 * encoder-decoder's keys and values read the embeddings, never a head. */
-                at[(int64_t)QKV_COMPOSE_Q * H * H] =
-                    compose(first, later->w_q, later->w_k, C, Dk, n1, t1, t2, t3);
-                at[(int64_t)QKV_COMPOSE_K * H * H] = c->target_len ? NAN :
-                    compose(first, later->w_k, later->w_q, C, Dk, n1, t1, t2, t3);
-                at[(int64_t)QKV_COMPOSE_V * H * H] = c->target_len ? NAN :
-                    compose(first, later->w_v, w_ot, C, Dk, n1, t1, t2, t3);
+        for (int l2 = l + 1; l2 < (all ? L : l + 2); l2++, pair++)
+            for (int h2 = 0; h2 < H; h2++) {
+                const head_weights *later = &w[l2 * H + h2];
+                for (int i = 0; i < Dk; i++) /* w_ot (C, Dk) = the later head's W_Oᵀ */
+                    for (int j = 0; j < C; j++)
+                        w_ot[(int64_t)j * Dk + i] = later->w_o[(int64_t)i * C + j];
+                for (int h1 = 0; h1 < H; h1++) {
+                    const head_weights *first = &w[l * H + h1];
+                    double n1 = ov_norm[l * H + h1];
+                    double *at = &scores[(pair * 3 * H) * H + h1 * H + h2];
+                    /* Q: the later W_Q W_Kᵀ; K: its transpose W_K W_Qᵀ; V: the later W_V W_O.
+                     * An encoder-decoder's keys and values read the embeddings, never a head. */
+                    at[(int64_t)QKV_COMPOSE_Q * H * H] =
+                        compose(first, later->w_q, later->w_k, C, Dk, n1, t1, t2, t3);
+                    at[(int64_t)QKV_COMPOSE_K * H * H] = c->target_len ? NAN :
+                        compose(first, later->w_k, later->w_q, C, Dk, n1, t1, t2, t3);
+                    at[(int64_t)QKV_COMPOSE_V * H * H] = c->target_len ? NAN :
+                        compose(first, later->w_v, w_ot, C, Dk, n1, t1, t2, t3);
+                }
             }
-        }
     for (int i = 0; w && i < L * H; i++) head_free(&w[i]);
     free(w), free(t1), free(t2), free(t3), free(ov_norm), free(w_ot);
     return s;
+}
+
+qkv_status qkv_composition_scores(const qkv_model *m, double *scores) {
+    return composition_scores(m, false, scores);
+}
+
+qkv_status qkv_composition_scores_all(const qkv_model *m, double *scores) {
+    return composition_scores(m, true, scores);
 }
 
 /* ---- the mapping view: which token a head's OV circuit writes for each token it attends to,

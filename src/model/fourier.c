@@ -141,7 +141,7 @@ double model_sum_squared_weights(const qkv_model *m) {
 
 void fourier_measures_free(fourier_measures *f) {
     free(f->embed_norm), free(f->logit_map_norm), free(f->keys), free(f->key_share);
-    free(f->neuron_share), free(f->neuron_cluster);
+    free(f->neuron_share), free(f->neuron_cluster), free(f->neuron_freq_share);
     memset(f, 0, sizeof *f);
 }
 
@@ -327,8 +327,11 @@ static void neuron_shares(const pair_sums *p, fourier_measures *f) {
     const trig_table *t = p->trig;
     for (int u = 0; u < U; u++) {
         double total = p->sumsq[u] - p->sum[u] * p->sum[u] / ((double)P * P);
+        double *by_frequency = f->neuron_freq_share + (int64_t)u * (F + 1);
         f->neuron_share[u] = NAN;
         f->neuron_cluster[u] = 0;
+        by_frequency[0] = 0;
+        for (int k = 1; k <= F; k++) by_frequency[k] = NAN;
         if (!(total > CONSTANT_NEURON * p->sumsq[u])) continue;
         for (int k = 1; k <= F; k++) {
             double lin[4] = {0}, quad[4] = {0}; /* cos, sin of the rows', columns'; C+ S+ C- S- */
@@ -347,6 +350,7 @@ static void neuron_shares(const pair_sums *p, fourier_measures *f) {
                 energy = 2 * (lin[0] * lin[0] + lin[1] * lin[1] + lin[2] * lin[2] + lin[3] * lin[3]) / PP +
                          2 * (quad[0] * quad[0] + quad[1] * quad[1] + quad[2] * quad[2] + quad[3] * quad[3]) / PP;
             double share = energy / total;
+            by_frequency[k] = share;
             if (k == 1 || share > f->neuron_share[u]) f->neuron_share[u] = share, f->neuron_cluster[u] = k;
         }
     }
@@ -457,10 +461,11 @@ qkv_status fourier_measure(qkv_model *m, const qkv_task *task, qkv_ctx *ctx, int
     f->key_share = malloc((size_t)(F + 1) * sizeof *f->key_share);
     f->neuron_share = U ? malloc((size_t)U * sizeof *f->neuron_share) : NULL;
     f->neuron_cluster = U ? malloc((size_t)U * sizeof *f->neuron_cluster) : NULL;
+    f->neuron_freq_share = U ? malloc((size_t)U * (F + 1) * sizeof *f->neuron_freq_share) : NULL;
     double *basis = malloc((size_t)P * P * sizeof *basis);
     qkv_status s = QKV_OK;
     if (!f->embed_norm || (m->cfg.mlp && !f->logit_map_norm) || !f->keys || !f->key_share ||
-        (U && (!f->neuron_share || !f->neuron_cluster)) || !basis)
+        (U && (!f->neuron_share || !f->neuron_cluster || !f->neuron_freq_share)) || !basis)
         s = qkv_fail(QKV_ERR_NOMEM, "out of memory for the Fourier measures");
     f->restricted_loss = f->restricted_acc = f->excluded_loss = f->logit_share = NAN;
     if (s == QKV_OK) {

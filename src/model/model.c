@@ -171,10 +171,11 @@ qkv_status qkv_model_init(qkv_model *m, const qkv_model_config *cfg, uint64_t se
     const char *what;
     double need = qkv_model_param_bytes(c), have = memory_limit(&what);
     if (need > have / 2)
-        return qkv_fail(QKV_ERR_NOMEM, "the model needs %.1f GiB for its parameters, more than "
-                        "half of %s (%.1f GiB): lower %s, %s or %s", need / (1 << 30), what,
-                        have / (1 << 30), field_name("d_model"), field_name("vocab"),
-                        field_name("layers"));
+        return qkv_fail(QKV_ERR_NOMEM, "the model needs %.1f %s for its parameters, more than "
+                        "half of %s (%.1f %s): lower %s, %s or %s",
+                        memory_in(need, have), memory_unit(have), what, memory_in(have, have),
+                        memory_unit(have), field_name("d_model"),
+                        field_name("vocab"), field_name("layers"));
     m->cfg = *c;
     m->params = qkv_ctx_new((size_t)need + 4096 * 64);
     if (!m->params) return qkv_fail(QKV_ERR_NOMEM, "out of memory for the parameters");
@@ -233,17 +234,20 @@ static qkv_tensor *merge_heads(qkv_ctx *ctx, qkv_tensor *x, int B, int T, int H,
 }
 
 /* The mask of one layer, (B, 1, Tq, T): -inf on keys past each sequence's length and, with
- * a causal mask, on keys after the query (aligned at the end when Tq < T, as qkv_mask_causal
- * does); 0 elsewhere. Built in place as a leaf (no gradient
- * flows into a mask). NULL when nothing is masked. */
+ * a causal mask, on keys after the query (query i at position at[i], or aligned at the end
+ * when Tq < T, as qkv_mask_causal does); 0 elsewhere. Built in place as a leaf (no gradient
+ * flows into a mask); (1, 1, Tq, T) without lengths. NULL when nothing is masked. */
 static qkv_tensor *attention_mask(qkv_ctx *step, const qkv_model_config *c, int B, int Tq,
-                                  int T, const int32_t *lengths) {
-    if (!lengths) return c->causal ? qkv_mask_causal(step, c->dtype, Tq, T) : NULL;
+                                  int T, const int32_t *lengths, const int32_t *at) {
+    if (!lengths && !(at && c->causal))
+        return c->causal ? qkv_mask_causal(step, c->dtype, Tq, T) : NULL;
+    if (!lengths) B = 1;
     qkv_tensor *mask = qkv_zeros(step, c->dtype, 4, (int64_t[]){B, 1, Tq, T});
     for (int b = 0; b < B; b++)
         for (int i = 0; i < Tq; i++)
             for (int j = 0; j < T; j++)
-                if (j >= lengths[b] || (c->causal && j > i + (T - Tq))) {
+                if ((lengths && j >= lengths[b]) ||
+                    (c->causal && j > (at ? at[i] : i + (T - Tq)))) {
                     int64_t at = ((int64_t)b * Tq + i) * T + j;
                     if (c->dtype == QKV_F64) ((double *)mask->data)[at] = -INFINITY;
                     else ((float *)mask->data)[at] = -INFINITY;
@@ -382,18 +386,32 @@ static qkv_tensor *norm(qkv_ctx *step, const qkv_model *m, qkv_tensor *x, qkv_te
     return qkv_layernorm_apply(step, x, s, gain, bias);
 }
 
+/* The positions of each sequence that a forward computes past its last layer's keys and
+ * values (qkv_model_forward_at): n of seq_len, at[0] < ... < at[n-1]. */
+typedef struct {
+    int seq_len, n;
+    const int32_t *at;
+} tail_rows;
+
+/* x·w, x's rows being the positions `rows` of longer sequences when rows is not NULL. */
+static qkv_tensor *product(qkv_ctx *step, qkv_tensor *x, qkv_tensor *w, const tail_rows *rows) {
+    return rows ? qkv_matmul_rows(step, x, w, rows->seq_len, rows->n, rows->at)
+                : qkv_matmul(step, x, w);
+}
+
 /* Layer l's MLP on the stream d (B, T, C), with its LayerNorm first: what it adds to the
- * stream, act(norm(d)·W_in + b_in)·W_out + b_out (B, T, C). A probe keeps its parts. */
+ * stream, act(norm(d)·W_in + b_in)·W_out + b_out (B, T, C); d's rows are positions `rows` of
+ * the sequences when that is not NULL. A probe keeps its parts. */
 static qkv_tensor *mlp_block(qkv_ctx *step, const qkv_model *m, int l, qkv_tensor *d,
-                             qkv_probe *probe) {
+                             qkv_probe *probe, const tail_rows *rows) {
     qkv_tensor *x = norm(step, m, d, m->ln_mlp_gain[l], m->ln_mlp_bias[l], probe, l, QKV_LN_MLP);
     /* (B, T, N) */
-    qkv_tensor *pre = qkv_add(step, qkv_matmul(step, x, m->mlp_w_in[l]), m->mlp_b_in[l]);
+    qkv_tensor *pre = qkv_add(step, product(step, x, m->mlp_w_in[l], rows), m->mlp_b_in[l]);
     if (probe) probe->mlp_pre[l] = pre = edit_site(step, probe, QKV_SITE_MLP_PRE, l, 0, pre);
     qkv_tensor *post = qkv_activation(step, pre, m->cfg.act);
     if (probe)
         probe->mlp_post[l] = post = edit_site(step, probe, QKV_SITE_MLP_POST, l, 0, post);
-    qkv_tensor *out = qkv_add(step, qkv_matmul(step, post, m->mlp_w_out[l]), m->mlp_b_out[l]);
+    qkv_tensor *out = qkv_add(step, product(step, post, m->mlp_w_out[l], rows), m->mlp_b_out[l]);
     if (probe) probe->mlp_out[l] = out = edit_site(step, probe, QKV_SITE_MLP_OUT, l, 0, out);
     return out;
 }
@@ -402,16 +420,18 @@ static qkv_tensor *mlp_block(qkv_ctx *step, const qkv_model *m, int l, qkv_tenso
  * weights in attn, the composed one). With a probe, every layer's attention built from its
  * parts, edited and kept (probe_attention), and the stream edited and kept. Each layer is
  * attention, then (with cfg.mlp) an MLP, each reading the stream through its LayerNorm
- * (with cfg.norm) and adding to it; the head reads the stream through the final LayerNorm. */
+ * (with cfg.norm) and adding to it; the head reads the stream through the final LayerNorm.
+ * With `tail` (training's, qkv_model_forward_at), the last layer's queries and everything
+ * after them are computed at the positions tail->at only: the logits are (B, n, V). */
 static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                  const int32_t *lengths, int batch, qkv_tensor **attn,
-                                 qkv_probe *probe) {
+                                 qkv_probe *probe, const tail_rows *tail) {
     const qkv_model_config *c = &m->cfg;
     int B = batch, T = c->seq_len, H = c->heads, Dk = c->d_model / c->heads;
     int Tq = c->target_len ? c->target_len : T; /* query positions */
     qkv_tensor *idx = qkv_from_array(step, QKV_I32, 2, (int64_t[]){B, T}, tokens);
     qkv_tensor *x = qkv_add(step, qkv_embedding(step, m->tok_emb, idx), m->pos_emb); /* (B,T,C) */
-    qkv_tensor *mask = attention_mask(step, c, B, Tq, T, lengths);
+    qkv_tensor *mask = attention_mask(step, c, B, Tq, T, lengths, NULL);
     /* Self-attention: the stream is x itself. Encoder-decoder: the decoder stream starts as
      * dec_pos_emb broadcast over the batch (B, To, C) and is the query side of every layer;
      * the keys and values always come from the embedded inputs x (not normalized: the
@@ -425,11 +445,21 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
         qkv_tensor *a_in =
             norm(step, m, d, m->ln_attn_gain[l], m->ln_attn_bias[l], probe, l, QKV_LN_ATTN);
         qkv_tensor *kv_in = c->target_len ? x : a_in;
-        qkv_tensor *q = qkv_matmul(step, a_in, m->w_q[l]);  /* (B,Tq,C): the heads side by side */
+        /* The last layer's queries at the tail's positions only: picked from a_in before the
+         * keys' and values' products, and the residual's rows of d after the attention, so
+         * that the backward pass adds into the stream's gradient in the order it does through
+         * every position (the residual's, the values', the keys', then the queries'). */
+        const tail_rows *rows = tail && l == c->layers - 1 ? tail : NULL;
+        if (rows) a_in = qkv_select_rows(step, a_in, rows->n, rows->at);
+        /* (B,Tq,C): the heads side by side */
+        qkv_tensor *q = product(step, a_in, m->w_q[l], rows);
         qkv_tensor *k = qkv_matmul(step, kv_in, m->w_k[l]); /* (B,T,C) */
         qkv_tensor *v = qkv_matmul(step, kv_in, m->w_v[l]);
         qkv_tensor *y;
-        if (!probe && !attn) {
+        if (rows) {
+            qkv_tensor *rows_mask = attention_mask(step, c, B, rows->n, T, lengths, rows->at);
+            y = qkv_attention_heads(step, q, k, v, rows_mask, H, 0); /* (B,n,C) */
+        } else if (!probe && !attn) {
             /* the fused op reads each head's columns in place and writes its output there:
              * no heads split or merged (the same bits as through split_heads) */
             y = qkv_attention_heads(step, q, k, v, mask, H, 0); /* (B,Tq,C) */
@@ -446,30 +476,52 @@ static qkv_tensor *model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tok
             }
             y = merge_heads(step, y, B, Tq, H, Dk);
         }
-        y = qkv_matmul(step, y, m->w_o[l]); /* (B,Tq,C) */
+        y = product(step, y, m->w_o[l], rows); /* (B,Tq,C) */
         if (probe) probe->attn_out[l] = y;
+        if (rows && c->residual) d = qkv_select_rows(step, d, rows->n, rows->at);
         d = c->residual ? qkv_add(step, d, y) : y;
         if (c->mlp > 0) {
             if (probe)
                 probe->resid_mid[l] = d = edit_site(step, probe, QKV_SITE_RESID_MID, l, 0, d);
-            d = qkv_add(step, d, mlp_block(step, m, l, d, probe));
+            d = qkv_add(step, d, mlp_block(step, m, l, d, probe, rows));
         }
         if (probe)
             probe->resid_post[l] = d = edit_site(step, probe, QKV_SITE_RESID_POST, l, 0, d);
     }
     if (probe) probe->stream[c->layers] = d;
     d = norm(step, m, d, m->ln_final_gain, m->ln_final_bias, probe, c->layers - 1, QKV_LN_FINAL);
-    return qkv_add(step, qkv_matmul(step, d, m->head_w), m->head_b); /* (B,Tq,V) */
+    return qkv_add(step, product(step, d, m->head_w, tail), m->head_b); /* (B,Tq,V) */
 }
 
 qkv_tensor *qkv_model_forward(qkv_model *m, qkv_ctx *step, const int32_t *tokens, int batch,
                               qkv_tensor **attn) {
-    return model_forward(m, step, tokens, NULL, batch, attn, NULL);
+    return model_forward(m, step, tokens, NULL, batch, attn, NULL, NULL);
 }
 
 qkv_tensor *qkv_model_forward_padded(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
                                      const int32_t *lengths, int batch, qkv_tensor **attn) {
-    return model_forward(m, step, tokens, lengths, batch, attn, NULL);
+    return model_forward(m, step, tokens, lengths, batch, attn, NULL, NULL);
+}
+
+qkv_tensor *qkv_model_forward_at(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
+                                 const int32_t *lengths, int batch, int n, const int32_t *at) {
+    const qkv_model_config *c = &m->cfg;
+    int T = c->target_len ? c->target_len : c->seq_len;
+    QKV_CHECK(at && n >= 1 && n <= T, "model_forward_at", "%d positions of %d", n, T);
+    for (int i = 0; i < n; i++)
+        QKV_CHECK(at[i] >= (i ? at[i - 1] + 1 : 0) && at[i] < T, "model_forward_at",
+                  "position %d is %d: the positions must rise within 0..%d", i, at[i], T - 1);
+    /* A LayerNorm sums its gain's and bias's gradients over the rows in blocks that depend on
+     * their count (layernorm_blocks), and an encoder-decoder's positions are its decoder's:
+     * those compute every position, and the rows are picked from the logits. */
+    if (n == T || c->target_len || c->norm != QKV_NORM_NONE)
+        return n == T ? model_forward(m, step, tokens, lengths, batch, NULL, NULL, NULL)
+                      : qkv_select_rows(step,
+                                        model_forward(m, step, tokens, lengths, batch, NULL,
+                                                      NULL, NULL),
+                                        n, at);
+    tail_rows tail = {T, n, at};
+    return model_forward(m, step, tokens, lengths, batch, NULL, NULL, &tail);
 }
 
 qkv_tensor *qkv_model_forward_trace(qkv_model *m, qkv_ctx *step, const int32_t *tokens,
@@ -481,7 +533,7 @@ qkv_tensor *qkv_model_forward_trace_padded(qkv_model *m, qkv_ctx *step, const in
                                            const int32_t *lengths, int batch,
                                            qkv_layer_trace *trace) {
     qkv_probe probe = {0};
-    qkv_tensor *logits = model_forward(m, step, tokens, lengths, batch, NULL, &probe);
+    qkv_tensor *logits = model_forward(m, step, tokens, lengths, batch, NULL, &probe, NULL);
     memcpy(trace, probe.layer, sizeof probe.layer[0] * (size_t)m->cfg.layers);
     return logits;
 }
@@ -526,5 +578,5 @@ qkv_tensor *qkv_model_forward_probe(qkv_model *m, qkv_ctx *step, const int32_t *
                   "LayerNorm %d (an MLP's needs an MLP, ln_scale LayerNorm)", e, ed->layer,
                   c->layers, (int)ed->site, (int)ed->ln);
     }
-    return model_forward(m, step, tokens, lengths, batch, NULL, probe);
+    return model_forward(m, step, tokens, lengths, batch, NULL, probe, NULL);
 }

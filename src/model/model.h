@@ -139,6 +139,9 @@ typedef struct {
     double *neuron_share;       /* (neurons): the largest share of variance of one frequency
                                    (NaN: a constant neuron) */
     int *neuron_cluster;        /* (neurons): that frequency (0: a constant neuron) */
+    double *neuron_freq_share;  /* (neurons, P/2 + 1): each frequency's share of each neuron's
+                                   variance ([u][0] 0; a constant neuron's row NaN): the
+                                   largest of a row is neuron_share (qkv plot's neurons) */
 } fourier_measures;
 /* Every measure of a modular model m of task `task`, from its weights and from one forward
  * over the P² pairs (`batch` sequences at a time in ctx, a no-grad context) and one over the

@@ -21,15 +21,19 @@
 #define MAX_JSON_BYTES (256 << 20) /* a larger analysis file is refused, not read */
 #define LABEL_LEN 48
 
-/* DIR/NAME parsed, NULL when there is none (*s QKV_OK) or it cannot be read or parsed (*s set). */
+/* DIR/NAME parsed, NULL when there is none (*s QKV_OK) or it cannot be read or parsed (*s set):
+ * a link to nowhere, a directory or a file without read permission is there (io_absent). */
 cJSON *plot_read_json(const char *dir, const char *name, qkv_status *s) {
     char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     *s = QKV_OK;
-    if (!plot_is_file(path)) return NULL;
+    if (io_absent(path)) return NULL;
     int fd;
     size_t size;
-    if ((*s = io_open_regular(path, &fd, &size)) != QKV_OK) return NULL;
+    if ((*s = io_open_regular(path, &fd, &size)) != QKV_OK) {
+        *s = qkv_fail(*s, "plot: %s", qkv_last_error());
+        return NULL;
+    }
     if (size > MAX_JSON_BYTES) {
         close(fd);
         *s = qkv_fail(QKV_ERR_FORMAT, "plot: %s is larger than %d MiB", path, MAX_JSON_BYTES >> 20);
@@ -217,11 +221,12 @@ static bool model_head(const cJSON *e, const plot_source *src) {
 #define POSITION(e) whole_in(e, "position", 0, QKV_MAX_SEQ_LEN - 1)
 
 /* circuits.json's key_tokens (optional: a file of before has none): indices into vocab, each
- * below V and above the one before; false when it is anything else. */
+ * below V and above the one before, at least one (the circuits' rows and columns); false when
+ * it is anything else. */
 static bool key_tokens_valid(const cJSON *j, int64_t V) {
     const cJSON *keys = cJSON_GetObjectItemCaseSensitive(j, "key_tokens"), *k;
     if (!keys) return true;
-    if (!cJSON_IsArray(keys)) return false;
+    if (!cJSON_IsArray(keys) || cJSON_GetArraySize(keys) == 0) return false;
     double before = -1;
     cJSON_ArrayForEach(k, keys) {
         if (!cJSON_IsNumber(k) || k->valuedouble != floor(k->valuedouble) ||
@@ -236,8 +241,14 @@ static const char *check_circuits(const cJSON *j, const plot_source *src) {
     int64_t L = src->layers, H = src->heads;
     int64_t V = strings(array_item(j, "vocab"), QKV_MAX_VOCAB);
     int64_t R = strings(array_item(j, "query_labels"), QKV_MAX_VOCAB);
+    bool decoder = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "encoder_decoder"));
     if (V < 1 || R < 1) return "vocab or query_labels is not a list of token names";
-    if (!key_tokens_valid(j, V)) return "key_tokens is not a rising list of indices into vocab";
+    /* the model's sizes: its vocabulary, and the QK circuit's rows (an encoder-decoder's
+     * decoder positions, else the vocabulary) */
+    if (V != src->vocab || decoder != src->cross || R != (decoder ? src->queries : V))
+        return "its vocab, query_labels or encoder_decoder are not those of the model beside it";
+    if (!key_tokens_valid(j, V))
+        return "key_tokens is not a non-empty rising list of indices into vocab";
     const cJSON *heads = array_item(j, "heads"), *e;
     if (!heads) return "no heads";
     /* each head of the model once: L x H flags, at most 8 x 8192 bytes */
@@ -261,7 +272,6 @@ static const char *check_circuits(const cJSON *j, const plot_source *src) {
     /* none, or each pair of heads of consecutive layers once per kind (Q only in an
      * encoder-decoder): the matrices drawn, (L - 1) H by (L - 1) H, are then at most L - 1
      * times as many numbers as the file holds */
-    bool decoder = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "encoder_decoder"));
     int64_t want = (decoder ? 1 : 3) * (L - 1) * H * H;
     n = 0;
     cJSON_ArrayForEach(e, comp) {
@@ -313,10 +323,11 @@ static const char *check_ablate(const cJSON *j, const plot_source *src) {
     const cJSON *heads = array_item(j, "heads"), *e;
     if (!heads || !isfinite(number(cJSON_GetObjectItemCaseSensitive(j, "baseline"), "loss")))
         return "no baseline loss or heads";
-    /* at most a row per head (or layer) and position of the longest input qkv reads */
-    int64_t T = QKV_MAX_TASK_SEQ_LEN, n = 0;
+    /* at most a row per head (or layer) and position of the model's inputs */
+    int64_t T = src->queries > src->seq_len ? src->queries : src->seq_len, n = 0;
     cJSON_ArrayForEach(e, heads)
-        if (++n > (int64_t)src->layers * ROWS_PER_LAYER * T || !model_spot(e, src, T, T) ||
+        if (++n > (int64_t)src->layers * ROWS_PER_LAYER * T ||
+            !model_spot(e, src, src->queries, src->seq_len) ||
             !number_or_null(cJSON_GetObjectItemCaseSensitive(e, "loss")))
             return "its heads are not the model's";
     return NULL;
@@ -365,12 +376,15 @@ static const char *check_patch(const cJSON *j, const plot_source *src) {
     }
     const cJSON *results = array_item(j, "results"), *e;
     if (!results) return "no results";
-    /* positions index the input's query positions, key positions its tokens; both listed */
+    /* positions index the input's query positions, key positions its tokens; both listed,
+     * and no more than the model has */
     int64_t T = strings(array_item(j, "positions"), QKV_MAX_SEQ_LEN), n = 0;
     int64_t K = strings(array_item(j, "tokens"), QKV_MAX_SEQ_LEN);
-    bool pairs = !array_item(j, "positions"); /* a set of pairs: the longest input qkv reads */
-    T = pairs ? QKV_MAX_TASK_SEQ_LEN : T > 0 ? T : 0;
-    K = pairs ? QKV_MAX_TASK_SEQ_LEN : K > 0 ? K : 0;
+    if (T > src->queries || K > src->seq_len)
+        return "its positions or tokens are more than the model beside it has";
+    bool pairs = !array_item(j, "positions"); /* a set of pairs: the model's positions */
+    T = pairs ? src->queries : T > 0 ? T : 0;
+    K = pairs ? src->seq_len : K > 0 ? K : 0;
     int64_t most = T > K ? T : K;
     cJSON_ArrayForEach(e, results) {
         if (++n > (int64_t)src->layers * ROWS_PER_LAYER * (most > 0 ? most : 1) ||
@@ -427,9 +441,12 @@ static const char *check_lens_cell(const cJSON *e, int64_t i, int64_t *top) {
 }
 
 static const char *check_lens(const cJSON *j, const plot_source *src) {
+    if (cJSON_GetObjectItemCaseSensitive(j, "data")) /* lens --data: means, not cells */
+        return "a lens over a set of examples (lens --data), which qkv plot does not draw";
     int64_t P = strings(array_item(j, "positions"), QKV_MAX_SEQ_LEN), b = 0, top = 0;
     const cJSON *layers = array_item(j, "layers"), *e, *c;
     if (P < 1 || !layers) return "no positions or layers";
+    if (P > src->queries) return "its positions are more than the model beside it has";
     cJSON_ArrayForEach(e, layers) {
         if (b > src->layers || whole_in(e, "after", 0, QKV_MAX_LAYERS) != b)
             return "its layers are not after 0 .. each layer of the model, in order";
@@ -525,6 +542,78 @@ static plot_status draw_matrix(plotter *p, const char *dir, const char *data, co
 /* A JSON number, NaN for null (what cJSON writes for a value that is not finite). */
 static double value_of(const cJSON *c) { return cJSON_IsNumber(c) ? c->valuedouble : NAN; }
 
+/* ---- what produced a picture, for its title ----
+ * Every analysis picture's title names what it was made of: the input (its tokens, the first
+ * MAX_SHOWN characters of them), the position, the token, or the answer and the wrong token;
+ * a set of pairs by its count and source. Strings of the file are cleaned as labels are. */
+#define MAX_SHOWN 30
+
+/* The array of strings `key` of j as "t t t" (clean_label's words), cut to MAX_SHOWN
+ * characters with "..."; "" when j has none. */
+static void tokens_text(const cJSON *j, const char *key, char *buf, size_t len) {
+    const cJSON *c;
+    size_t n = 0;
+    *buf = '\0';
+    cJSON_ArrayForEach(c, array_item(j, key)) {
+        char word[LABEL_LEN];
+        clean_label(word, cJSON_IsString(c) ? c->valuestring : NULL);
+        if (n + strlen(word) + 1 > MAX_SHOWN) {
+            snprintf(buf + n, len - n, "%s...", n ? " " : "");
+            return;
+        }
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? " " : "", word);
+        if (n >= len) return;
+    }
+}
+
+/* The string `key` of j cleaned as a label, or "?" when it has none. */
+static void string_of(const cJSON *j, const char *key, char *buf) {
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, key);
+    clean_label(buf, cJSON_IsString(c) ? c->valuestring : "?");
+}
+
+/* The position `key` of j with its label from "positions" ("14:2"), or its number; "" when
+ * it has none. */
+static void position_text(const cJSON *j, const char *key, char *buf, size_t len) {
+    int64_t at = whole_in(j, key, 0, QKV_MAX_SEQ_LEN - 1);
+    const cJSON *labels = array_item(j, "positions");
+    const cJSON *label = at >= 0 && labels ? cJSON_GetArrayItem(labels, (int)at) : NULL;
+    char word[LABEL_LEN];
+    if (at < 0) {
+        *buf = '\0';
+    } else if (cJSON_IsString(label)) {
+        clean_label(word, label->valuestring);
+        snprintf(buf, len, "%s", word);
+    } else {
+        snprintf(buf, len, "%lld", (long long)at);
+    }
+}
+
+/* patch.json's inputs and metric as more lines of a title: "\nposition 14:2, answer 8, wrong
+ * 12\nclean: 3 9 ... | corrupt: 6 12 ...", or for a set of pairs "\nover 300 pairs of
+ * FILE\nthe first's position 4, answer 8, wrong 12"; "" for a file that says neither (one
+ * written by hand). */
+static void patch_made_of(const cJSON *j, char *buf, size_t len) {
+    char at[LABEL_LEN + 8], answer[LABEL_LEN], wrong[LABEL_LEN], clean[MAX_SHOWN + 8],
+        corrupt[MAX_SHOWN + 8], from[LABEL_LEN];
+    position_text(j, "position", at, sizeof at);
+    string_of(j, "answer", answer);
+    string_of(j, "wrong", wrong);
+    if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "pairs_from"))) {
+        string_of(j, "pairs_from", from);
+        int64_t pairs = whole_in(j, "pairs", 1, INT32_MAX);
+        snprintf(buf, len, "\nover %lld pair%s of %s\nthe first's position %s, answer %s, wrong %s",
+                 (long long)pairs, pairs == 1 ? "" : "s", from, *at ? at : "?", answer, wrong);
+        return;
+    }
+    tokens_text(j, "tokens", clean, sizeof clean);
+    tokens_text(j, "corrupt_tokens", corrupt, sizeof corrupt);
+    if (!*at && !*clean) *buf = '\0';
+    else
+        snprintf(buf, len, "\nposition %s, answer %s, wrong %s\nclean: %s | corrupt: %s",
+                 *at ? at : "?", answer, wrong, *clean ? clean : "?", *corrupt ? corrupt : "?");
+}
+
 /* circuits.json (checked by check_circuits): each head's QK and OV circuits, and the
  * composition scores of each kind. Every array is walked once, in order. */
 static plot_status plot_circuits(plotter *p, const char *dir, const char *format,
@@ -576,7 +665,7 @@ static plot_status plot_circuits(plotter *p, const char *dir, const char *format
             /* a data file's vocabulary starts with its padding token, which no example
              * attends to or predicts: no value (drawn grey), in its column and in its row
              * (with key_tokens, the padding is no key token: it has neither) */
-            if (!strcmp(m.col_label[0], DAT_PAD_TOKEN)) {
+            if (nc > 0 && !strcmp(m.col_label[0], DAT_PAD_TOKEN)) {
                 for (int i = 0; i < nr; i++) m.v[(int64_t)i * nc] = NAN;
                 if (!strcmp(m.row_label[0], DAT_PAD_TOKEN))
                     for (int c = 0; c < nc; c++) m.v[c] = NAN;
@@ -752,9 +841,14 @@ static plot_status plot_ablate(plotter *p, const char *dir, const char *format, 
     plot_status code = spot_matrix(heads, src, base, loss_increase, &m, &x, &y);
     if (code == QKV_OK)
         code = matrix_write(&m, dir, "plots/ablate.dat", "ablation: loss increase (qkv ablate)");
-    char title[160];
-    snprintf(title, sizeof title, "ablation of %s: loss increase with each removed (baseline "
-             "%.4g)", site_of(j), base);
+    char title[320], mode[LABEL_LEN], data[LABEL_LEN];
+    string_of(j, "mode", mode);
+    const cJSON *file = cJSON_GetObjectItemCaseSensitive(j, "data");
+    if (cJSON_IsString(file)) clean_label(data, file->valuestring);
+    snprintf(title, sizeof title, "ablation of %s (%s): loss increase with each removed\n"
+             "over %s%s (baseline loss %.4g)", site_of(j), strcmp(mode, "?") ? mode : "zero",
+             cJSON_IsString(file) ? "the examples of " : "the held-out set",
+             cJSON_IsString(file) ? data : "", base);
     if (code == QKV_OK)
         code = draw_matrix(p, dir, "plots/ablate.dat", &m, "ablate", format, title, x, y,
                            "loss increase", "diverging");
@@ -768,6 +862,7 @@ static plot_status plot_ablate(plotter *p, const char *dir, const char *format, 
 static plot_status plot_paths(plotter *p, const char *dir, const char *format, const cJSON *j,
                               const plot_source *src) {
     const cJSON *paths = array_item(j, "paths"), *e; /* checked by check_patch */
+    if (!cJSON_GetArraySize(paths)) return QKV_OK; /* no path: nothing to draw */
     int64_t L = src->layers, H = src->heads, M = 0; /* M: 1 where the paths name MLPs */
     int l, h;
     cJSON_ArrayForEach(e, paths)
@@ -813,9 +908,12 @@ static plot_status plot_paths(plotter *p, const char *dir, const char *format, c
 #undef LAYER_COL
     plot_status code = matrix_write(&m, dir, "plots/patch.dat",
                                     "path patching: share recovered (qkv patch --path)");
+    char title[400], made_of[300];
+    patch_made_of(j, made_of, sizeof made_of);
+    snprintf(title, sizeof title, "path patching: share recovered by each path, sender to "
+             "receiver%s", made_of);
     if (code == QKV_OK)
-        code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format,
-                           "path patching: share recovered by each path, sender to receiver",
+        code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format, title,
                            M ? "receiver (layer.head.input, or mlp_layer)"
                              : "receiver (layer.head.input)",
                            "sender", "share recovered", "diverging");
@@ -840,9 +938,10 @@ static plot_status plot_patch(plotter *p, const char *dir, const char *format, c
     if (code == QKV_OK)
         code = matrix_write(&m, dir, "plots/patch.dat",
                             "activation patching: share recovered (qkv patch)");
-    char title[160];
+    char title[400], made_of[300];
+    patch_made_of(j, made_of, sizeof made_of);
     snprintf(title, sizeof title, "patching %s: share of the clean-corrupt difference "
-             "recovered%s", site_of(j), exact ? "" : " (attribution)");
+             "recovered%s%s", site_of(j), exact ? "" : " (attribution)", made_of);
     if (code == QKV_OK)
         code = draw_matrix(p, dir, "plots/patch.dat", &m, "patch", format, title, x, y,
                            "share recovered", "diverging");
@@ -855,6 +954,7 @@ static plot_status plot_attribute(plotter *p, const char *dir, const char *forma
                        const plot_source *src) {
     (void)src; /* the file is checked against it */
     const cJSON *parts = array_item(j, "parts"); /* checked by check_attribute */
+    if (!cJSON_GetArraySize(parts)) return QKV_OK; /* no part: nothing to draw */
     char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/plots/attribute.dat", dir);
     atomic_file af;
@@ -873,9 +973,19 @@ static plot_status plot_attribute(plotter *p, const char *dir, const char *forma
         else fprintf(af.f, "%s NaN\n", label);
     }
     if ((s = atomic_commit(&af)) != QKV_OK) return s;
-    char title[160], image[64];
+    char title[320], image[64], token[LABEL_LEN], at[LABEL_LEN + 8], input[MAX_SHOWN + 8];
     double logit = number(j, "logit");
-    snprintf(title, sizeof title, "direct logit attribution: the parts of the logit %.4g", logit);
+    string_of(j, "token", token);
+    position_text(j, "position", at, sizeof at);
+    tokens_text(j, "tokens", input, sizeof input);
+    bool untrained = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "position_has_target"));
+    if (*at || *input) /* a file of qkv attribute: what it was made of */
+        snprintf(title, sizeof title, "direct logit attribution: the logit of %s at position %s%s "
+                 "(%.4g), by part\ninput: %s", token, *at ? at : "?",
+                 untrained ? " (no target in training)" : "", logit, *input ? input : "?");
+    else
+        snprintf(title, sizeof title, "direct logit attribution: the parts of the logit %.4g",
+                 logit);
     snprintf(image, sizeof image, "plots/attribute.%s", format);
     return plotter_run(p, dir, "bars.gp", image, format, 3,
                        (const char *[]){"plots/attribute.dat", title, "logit"});
@@ -894,17 +1004,34 @@ static plot_status plot_lens(plotter *p, const char *dir, const char *format, co
         matrix_free(&m);
         return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     }
+    /* the positions' labels, for both pictures; a position without a target in training (the
+     * decomposition's has_target false, in files that say it) is marked '*', as the lens's
+     * table marks it */
+    const cJSON *lab = labels->child, *row = layers->child, *d = dec->child;
+    bool starred = false;
+    for (int i = 0; i < P; i++, lab = lab->next, d = d ? d->next : NULL) {
+        clean_label(m.col_label[i], lab->valuestring);
+        if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(d, "has_target")) &&
+            strlen(m.col_label[i]) + 1 < LABEL_LEN) {
+            strcat(m.col_label[i], "*");
+            starred = true;
+        }
+    }
+    char (*columns)[LABEL_LEN] = malloc((size_t)P * LABEL_LEN);
     char path[PLOT_PATH_LEN + 64];
     snprintf(path, sizeof path, "%s/plots/lens_cells.dat", dir);
     atomic_file af;
-    qkv_status s = atomic_open(&af, path);
+    qkv_status s = columns ? atomic_open(&af, path) : qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     if (s != QKV_OK) {
+        free(columns);
         matrix_free(&m);
         return s;
     }
+    memcpy(columns, m.col_label, (size_t)P * LABEL_LEN);
     fprintf(af.f, "# qkv logit lens (qkv lens): column row probability top-token\n");
-    const cJSON *lab = labels->child, *row = layers->child;
-    for (int i = 0; i < P; i++, lab = lab->next) clean_label(m.col_label[i], lab->valuestring);
+    char input[MAX_SHOWN + 8], title[200], xlabel[64];
+    tokens_text(j, "tokens", input, sizeof input);
+    snprintf(xlabel, sizeof xlabel, "position%s", starred ? " (*: no target in training)" : "");
     for (int b = 0; b < B; b++, row = row->next) {
         snprintf(m.row_label[b], LABEL_LEN, "after_%d", b);
         const cJSON *cell = array_item(row, "positions")->child;
@@ -923,27 +1050,33 @@ static plot_status plot_lens(plotter *p, const char *dir, const char *format, co
         char image[64], longest[32];
         snprintf(image, sizeof image, "plots/lens.%s", format);
         snprintf(longest, sizeof longest, "%zu", longest_label(&m));
-        s = plotter_run(p, dir, "lens.gp", image, format, 3,
-                        (const char *[]){"plots/lens.dat", "plots/lens_cells.dat", longest});
+        snprintf(title, sizeof title, "logit lens: the most probable token after each layer, "
+                 "shaded by its probability%s%s", *input ? "\ninput: " : "", input);
+        s = plotter_run(p, dir, "lens.gp", image, format, 5,
+                        (const char *[]){"plots/lens.dat", "plots/lens_cells.dat", longest, title,
+                                         xlabel});
     }
     matrix_free(&m);
-    if (s != QKV_OK) return s;
     /* the decomposition, parts down and positions across (as the lens): the parts of the
      * first position name the rows */
     const cJSON *parts = array_item(dec->child, "parts"), *e;
     int n = cJSON_GetArraySize(parts);
-    if (n == 0) return QKV_OK;
+    if (s != QKV_OK || n == 0) {
+        free(columns);
+        return s;
+    }
     if (!matrix_new(&m, n, P)) {
+        free(columns);
         matrix_free(&m);
         return qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     }
+    memcpy(m.col_label, columns, (size_t)P * LABEL_LEN);
+    free(columns);
     int k = 0;
     cJSON_ArrayForEach(e, parts)
         clean_label(m.row_label[k++], cJSON_GetObjectItemCaseSensitive(e, "name")->valuestring);
-    lab = labels->child;
     int i = 0;
     cJSON_ArrayForEach(row, dec) {
-        clean_label(m.col_label[i], lab->valuestring);
         k = 0;
         cJSON_ArrayForEach(e, array_item(row, "parts")) {
             char name[LABEL_LEN];
@@ -951,14 +1084,15 @@ static plot_status plot_lens(plotter *p, const char *dir, const char *format, co
             if (k < n && !strcmp(name, m.row_label[k])) m.v[(int64_t)k * P + i] = number(e, "value");
             k++;
         }
-        i++, lab = lab->next;
+        i++;
     }
     s = matrix_write(&m, dir, "plots/lens_parts.dat",
                      "the final prediction's logit by part, at each position (qkv lens)");
+    snprintf(title, sizeof title, "the final prediction's logit split into parts, at each "
+             "position%s%s", *input ? "\ninput: " : "", input);
     if (s == QKV_OK)
-        s = draw_matrix(p, dir, "plots/lens_parts.dat", &m, "lens_parts", format,
-                        "the final prediction's logit split into parts, at each position",
-                        "position", "part (layer.head for a head)", "logit", "diverging");
+        s = draw_matrix(p, dir, "plots/lens_parts.dat", &m, "lens_parts", format, title, xlabel,
+                        "part (layer.head for a head)", "logit", "diverging");
     matrix_free(&m);
     return s;
 }

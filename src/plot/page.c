@@ -8,7 +8,9 @@
  * cross-attention (Nq != Nk) is drawn as well as one of self-attention. Which queries and
  * keys are padding (dat_padding) goes with them, and so do the files of the analysis commands
  * (ablate.json, patch.json, attribute.json, circuits.json, lens.json), as they are but for the
- * positional part of the QK circuits, which the page does not draw. */
+ * positional part of the QK circuits, which the page does not draw. A modular run's page adds
+ * its grokking views (grokking.c's object, drawn by scripts/grokking.js, which goes into the
+ * template at its marker). */
 #include "engine/engine.h"
 #include "io/io.h"
 #include "plot/plot.h"
@@ -25,6 +27,7 @@
 
 #define HTML_MAX_FRAMES 60   /* snapshots beyond this are thinned evenly, first and last kept */
 #define HTML_MARKER "/*QKV_DATA*/null"
+#define GROK_MARKER "/*QKV_GROKKING*/" /* where scripts/grokking.js goes */
 #define HTML_MAX_VOCAB 256 /* larger circuits stay out of the page (qkv plot draws them) */
 #define HTML_MAX_CIRCUIT_CELLS (1 << 20) /* and so do all circuits beyond this many numbers */
 #define HTML_DIGITS 4 /* significant digits of the analysis numbers in the page */
@@ -215,9 +218,11 @@ static void json_safe(FILE *out, const cJSON *j) {
 }
 
 /* Reads DIR/<name>.json of each analysis into j[] (NULL where there is none), each checked
- * as qkv plot checks it (plot_read_analysis): a bad one is QKV_ERR_FORMAT, naming it. */
+ * as qkv plot checks it (plot_read_analysis): a bad one is QKV_ERR_FORMAT, naming it. None
+ * for a file of qkv inspect (no run's model to check them against; the page shows none). */
 static qkv_status read_analyses(const char *dir, const plot_source *src, cJSON *j[N_ANALYSES]) {
     for (size_t i = 0; i < N_ANALYSES; i++) j[i] = NULL;
+    if (src->inspect) return QKV_OK;
     for (size_t i = 0; i < N_ANALYSES; i++) {
         char name[32];
         snprintf(name, sizeof name, "%s.json", ANALYSES[i]);
@@ -264,7 +269,7 @@ static void json_padding(FILE *out, const char *dir, const plot_source *src) {
 
 /* The page's data, one JSON object. */
 static void json_page(FILE *out, const char *dir, const plot_source *src,
-                      cJSON *const analyses[N_ANALYSES]) {
+                      cJSON *const analyses[N_ANALYSES], const grok_data *grok) {
     fputs("{\"task\":", out);
     json_string(out, src->task);
     fprintf(out, ",\"layers\":%d,\"heads\":%d,\"causal\":%s,\"inspect\":%s,\n\"attention\":",
@@ -285,6 +290,9 @@ static void json_page(FILE *out, const char *dir, const plot_source *src,
         if (analyses[i] && !src->inspect) json_safe(out, analyses[i]);
         else fputs("null", out);
     }
+    fputs(",\n\"grokking\":", out); /* a modular run's views (grokking.c, scripts/grokking.js) */
+    if (grok) grok_json(out, grok);
+    else fputs("null", out);
     fputs("}", out);
 }
 
@@ -331,13 +339,19 @@ plot_status plot_page(const char *dir, const plot_source *src, plot_made *made) 
     for (int l = 1; l <= src->layers; l++)
         for (int h = 1; h <= src->heads; h++) {
             snprintf(path, sizeof path, "%s/attention/layer%d_head%d.dat", dir, l, h);
-            struct stat sb;
             dat_map m;
-            if (stat(path, &sb) != 0) {
+            int fd;
+            size_t size;
+            if (io_absent(path)) {
                 free(page);
                 return qkv_fail(QKV_ERR_IO, "plot: %s is missing (was it written by qkv train "
                                             "--out?)", path);
             }
+            if (io_open_regular(path, &fd, &size) != QKV_OK) { /* there, but not readable */
+                free(page);
+                return qkv_fail(QKV_ERR_IO, "plot: %s", qkv_last_error());
+            }
+            close(fd);
             if (!dat_read(path, &m)) {
                 free(page);
                 return qkv_fail(QKV_ERR_FORMAT, "plot: %s is not a map of qkv (or has more than "
@@ -345,10 +359,31 @@ plot_status plot_page(const char *dir, const plot_source *src, plot_made *made) 
             }
             dat_free(&m);
         }
+    qkv_status s = plot_check_optional(dir, src);
+    if (s != QKV_OK) {
+        free(page);
+        return s;
+    }
     cJSON *analyses[N_ANALYSES];
-    qkv_status s = read_analyses(dir, src, analyses);
+    s = read_analyses(dir, src, analyses);
     if (s != QKV_OK) {
         for (size_t i = 0; i < N_ANALYSES; i++) cJSON_Delete(analyses[i]);
+        free(page);
+        return s;
+    }
+    /* a modular run's views: their script, and their data measured before anything is written */
+    grok_data grok = {0};
+    bool modular = !src->inspect && !strcmp(src->task, "modular");
+    snprintf(path, sizeof path, "%s/grokking.js", scripts);
+    char *grok_script = read_text(path);
+    s = grok_script ? QKV_OK : QKV_ERR_IO;
+    char *grok_marker = s == QKV_OK ? strstr(marker, GROK_MARKER) : NULL;
+    if (s == QKV_OK && !grok_marker)
+        s = qkv_fail(QKV_ERR_FORMAT, "plot: %s/attention.html has no marker %s", scripts, GROK_MARKER);
+    if (s == QKV_OK && modular) s = grok_load(dir, &grok);
+    if (s != QKV_OK) {
+        for (size_t i = 0; i < N_ANALYSES; i++) cJSON_Delete(analyses[i]);
+        free(grok_script);
         free(page);
         return s;
     }
@@ -358,13 +393,20 @@ plot_status plot_page(const char *dir, const plot_source *src, plot_made *made) 
     if (s == QKV_OK) s = atomic_open(&af, path);
     if (s != QKV_OK) {
         for (size_t i = 0; i < N_ANALYSES; i++) cJSON_Delete(analyses[i]);
+        free(grok_script);
+        grok_free(&grok);
         free(page);
         return qkv_fail(s, "plot: %s", qkv_last_error());
     }
     fwrite(page, 1, (size_t)(marker - page), af.f);
-    json_page(af.f, dir, src, analyses);
+    json_page(af.f, dir, src, analyses, modular ? &grok : NULL);
     for (size_t i = 0; i < N_ANALYSES; i++) cJSON_Delete(analyses[i]);
-    fputs(marker + strlen(HTML_MARKER), af.f);
+    grok_free(&grok);
+    const char *rest = marker + strlen(HTML_MARKER);
+    fwrite(rest, 1, (size_t)(grok_marker - rest), af.f);
+    fputs(grok_script, af.f);
+    fputs(grok_marker + strlen(GROK_MARKER), af.f);
+    free(grok_script);
     free(page);
     if ((s = atomic_commit(&af)) != QKV_OK) return qkv_fail(s, "plot: %s", qkv_last_error());
     made->page = true;

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #define PLOT_PATH_LEN 1200 /* a directory or file the plots read or write */
@@ -27,6 +28,10 @@ typedef struct {
     double chance_acc, chance_loss; /* a uniform guess's accuracy and loss; 0 if unknown */
     bool inspect;                   /* the maps are of one input of qkv inspect, not of a run */
     bool cross;                     /* an encoder-decoder's cross-attention: no head scores */
+    /* a run's model's sizes (from its tensors' shapes), which every analysis file beside it
+     * is checked against: the vocabulary, the inputs' positions (keys) and the query
+     * positions (an encoder-decoder's decoder positions; else the inputs') */
+    int vocab, seq_len, queries;
 } plot_source;
 
 /* What a plot call made: the page (`page`, its file in `path`), or `images` images in the
@@ -92,6 +97,11 @@ typedef struct {
 bool dat_padding(const char *dir, const plot_source *src, dat_pad *pad);
 void dat_pad_free(dat_pad *pad);
 
+/* The files a plot may go without (metrics.csv, the gradient maps): QKV_OK when each is
+ * absent (io_absent) or a regular file that opens; else QKV_ERR_IO naming the one that is
+ * there but cannot be read, never taken for a missing one. Checked before anything is drawn. */
+qkv_status plot_check_optional(const char *dir, const plot_source *src);
+
 /* ---- analysis.c ---- */
 /* The analysis files a run directory may hold: circuits.json (qkv circuits --out: QK and OV
  * circuits per head, composition scores), ablate.json, patch.json, attribute.json and
@@ -131,5 +141,44 @@ bool plot_is_file(const char *path);
 /* The steps N of DIR/step<N>_layer1_head1.dat (a run's snapshots/), sorted; how many (0 if
  * none), or -1 when out of memory. *steps is malloc'd. */
 int plot_snapshot_steps(const char *dir, int64_t **steps);
+
+/* ---- grokking.c: the pictures of a modular run (docs/grokking.md, "Pictures") ---- */
+#define GROK_LOSSES 4   /* train (every training pair), test (held out), restricted, excluded */
+#define GROK_PHASES 4   /* memorization_end, circuit_formation_end, cleanup_end,
+                           generalization_step */
+#define GROK_MAX_KEYS 64
+typedef struct {
+    char run[256];              /* the run's name: its directory's last component */
+    int P, F, op;               /* the modulus, its top frequency P/2, the qkv_modular_op */
+    int layers, heads;
+    int64_t step;               /* the model's */
+    /* summary.json's grokking: each phase's step, -1 for none */
+    bool has_phases, generalized;
+    int64_t phase[GROK_PHASES];
+    /* metrics.jsonl: each evaluation's step, losses (n_evals, GROK_LOSSES; NaN: none) and
+     * the embedding's norms of frequencies 1 .. F (n_evals, F) */
+    int n_evals;
+    int64_t *steps;
+    double *loss, *embed;
+    /* the model: its key frequencies, its MLP neurons sorted by cluster (ascending, the
+     * constant ones, cluster 0, last) and share (largest first), each with its share of
+     * variance in frequencies 1 .. F (neurons, F), and each head's attention from = to a and
+     * to b over every pair: attention[((l·heads + h)·2 + to)·P² + a·P + b] */
+    int n_keys, keys[GROK_MAX_KEYS];
+    int neurons;
+    int *neuron_layer, *neuron_index, *neuron_cluster; /* layer from 1, neuron from 0 */
+    double *neuron_share, *neuron_by_frequency;
+    float *attention;
+} grok_data;
+/* Everything the pictures of modular run `dir` show: its model (a forward over every pair
+ * for the neurons, one for the attention), summary.json's phases and metrics.jsonl's rows
+ * (either file may be missing: no phases, no evaluations). Nothing is written. */
+qkv_status grok_load(const char *dir, grok_data *g);
+void grok_free(grok_data *g);
+/* Writes dir/plots/grok_losses, grok_fourier (when there are evaluations), grok_neurons (with
+ * an MLP) and grok_attention_layer<L> (.dat, then the image in `format`). */
+plot_status grok_draw(plotter *p, const char *dir, const char *format, const grok_data *g);
+/* The page's object of g (scripts/grokking.js draws it). */
+void grok_json(FILE *f, const grok_data *g);
 
 #endif

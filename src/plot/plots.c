@@ -21,11 +21,47 @@
 
 /* ---- what a training directory holds ---- */
 
-/* False, with the error set, unless `path` is a readable file. */
+/* False, with the error set, unless `path` is a readable file: "missing" only when nothing is
+ * there (io_absent), else why it cannot be read. */
 static bool need_file(const char *path) {
-    if (plot_is_file(path) && access(path, R_OK) == 0) return true;
-    qkv_fail(QKV_ERR_IO, "plot: %s is missing (was it written by qkv train --out?)", path);
-    return false;
+    int fd;
+    size_t size;
+    if (io_absent(path)) {
+        qkv_fail(QKV_ERR_IO, "plot: %s is missing (was it written by qkv train --out?)", path);
+        return false;
+    }
+    if (io_open_regular(path, &fd, &size) != QKV_OK) {
+        qkv_fail(QKV_ERR_IO, "plot: %s", qkv_last_error());
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
+/* QKV_OK when nothing is at `path` (io_absent) or a regular file that opens is; else
+ * QKV_ERR_IO saying why it cannot be read. */
+static qkv_status readable_if_there(const char *path) {
+    int fd;
+    size_t size;
+    if (io_absent(path)) return QKV_OK;
+    if (io_open_regular(path, &fd, &size) != QKV_OK)
+        return qkv_fail(QKV_ERR_IO, "plot: %s", qkv_last_error());
+    close(fd);
+    return QKV_OK;
+}
+
+qkv_status plot_check_optional(const char *dir, const plot_source *src) {
+    char path[PLOT_PATH_LEN + 100];
+    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    qkv_status s = readable_if_there(path);
+    for (int l = 1; l <= src->layers; l++)
+        for (int h = 1; h <= src->heads; h++)
+            for (int k = 0; k < 2 && s == QKV_OK; k++) {
+                snprintf(path, sizeof path, "%s/gradients/layer%d_head%d_%s.dat", dir, l, h,
+                         k ? "dS" : "dA");
+                s = readable_if_there(path);
+            }
+    return s;
 }
 
 /* Counts the data rows of metrics.csv (lines after the header). */
@@ -63,9 +99,21 @@ static int meta_int(const char *text, int64_t hi) {
     return text && number_int(text, 1, hi, &v) == NUMBER_OK ? (int)v : 0;
 }
 
-/* Reads task, layers and heads from the model's metadata. */
+/* The first dim of tensor `name` of st (a model's embedding: its rows), 0 if it is not there. */
+static int rows_of(const qkv_st *st, const char *name) {
+    int64_t shape[QKV_MAX_DIMS];
+    int nd;
+    return qkv_st_info(st, name, NULL, &nd, shape) && nd == 2 && shape[0] > 0 &&
+                   shape[0] <= QKV_MAX_SEQ_LEN + (int64_t)QKV_MAX_VOCAB
+               ? (int)shape[0]
+               : 0;
+}
+
+/* Reads task, layers and heads from the model's metadata, and its sizes from its embeddings'
+ * shapes (the vocabulary, the positions, an encoder-decoder's decoder positions). */
 static plot_status read_model(const char *dir, char *task, size_t len, int *layers, int *heads,
-                              bool *causal, bool *cross, double *chance_acc, double *chance_loss) {
+                              bool *causal, bool *cross, double *chance_acc, double *chance_loss,
+                              int *vocab, int *seq_len, int *queries) {
     char path[PLOT_PATH_LEN];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!need_file(path)) return QKV_ERR_IO;
@@ -92,10 +140,14 @@ static plot_status read_model(const char *dir, char *task, size_t len, int *laye
               *heads <= QKV_MAX_HEADS;
     if (ok) snprintf(task, len, "%s", t);
     *cross = qkv_st_info(st, "dec_pos_emb", NULL, NULL, NULL); /* an encoder-decoder's */
+    *vocab = rows_of(st, "tok_emb");
+    *seq_len = rows_of(st, "pos_emb");
+    *queries = *cross ? rows_of(st, "dec_pos_emb") : *seq_len;
+    ok = ok && *vocab > 0 && *seq_len > 0 && *queries > 0;
     qkv_st_free(st);
     if (!ok)
-        return qkv_fail(QKV_ERR_FORMAT, "plot: %s: not a qkv model (task, layers or heads "
-                                        "missing)", path);
+        return qkv_fail(QKV_ERR_FORMAT, "plot: %s: not a qkv model (task, layers, heads or "
+                                        "embeddings missing)", path);
     return QKV_OK;
 }
 
@@ -330,7 +382,7 @@ static plot_status plot_maps_drawn(plotter *p, const char *dir, const plot_sourc
             char full_ds[PLOT_PATH_LEN + 64];
             snprintf(full, sizeof full, "%s/%s", dir, da);
             snprintf(full_ds, sizeof full_ds, "%s/%s", dir, ds);
-            if (!plot_is_file(full) && !plot_is_file(full_ds))
+            if (io_absent(full) && io_absent(full_ds))
                 continue; /* a directory from an older qkv */
             if (!NEED(da) || !NEED(ds)) return QKV_ERR_IO;
             snprintf(a, sizeof a, "attention/layer%d_head%d.dat", l, h);
@@ -380,8 +432,19 @@ static plot_status plot_maps(const char *dir, const plot_source *src, const char
     struct cJSON *analyses[PLOT_ANALYSIS_FILES] = {0};
     plot_status code;
     if (!src->inspect && (code = plot_read_analyses(dir, src, analyses)) != QKV_OK) return code;
+    if ((code = plot_check_optional(dir, src)) != QKV_OK) {
+        plot_free_analyses(analyses);
+        return code;
+    }
     plotter p;
     if ((code = plotter_init(&p, dir)) != QKV_OK) {
+        plot_free_analyses(analyses);
+        return code;
+    }
+    /* a modular run's pictures (grokking.c): measured before anything is drawn */
+    grok_data grok = {0};
+    bool modular = !src->inspect && !strcmp(src->task, "modular");
+    if (modular && (code = grok_load(dir, &grok)) != QKV_OK) {
         plot_free_analyses(analyses);
         return code;
     }
@@ -390,13 +453,16 @@ static plot_status plot_maps(const char *dir, const plot_source *src, const char
     char *tokens = s == QKV_OK ? tokens_arg(dir, src) : NULL;
     if (s != QKV_OK || !tokens) {
         plot_free_analyses(analyses);
+        grok_free(&grok);
         return s != QKV_OK ? qkv_fail(s, "plot: %s", qkv_last_error())
                            : qkv_fail(QKV_ERR_NOMEM, "plot: out of memory");
     }
     code = plot_maps_drawn(&p, dir, src, format, tokens);
     free(tokens);
     if (code == QKV_OK) code = plot_analysis(&p, dir, format, src, analyses);
+    if (code == QKV_OK && modular) code = grok_draw(&p, dir, format, &grok);
     plot_free_analyses(analyses);
+    grok_free(&grok);
     made->images = p.written;
     snprintf(made->path, sizeof made->path, "%s", plots);
     return code;
@@ -418,7 +484,8 @@ plot_status plot_dir(const char *dir, const char *format, plot_made *made) {
         return qkv_fail(QKV_ERR_IO, "plot: %s is not a directory", dir);
     } else if ((code = read_model(dir, src.task, sizeof src.task, &src.layers, &src.heads,
                                   &src.causal, &src.cross, &src.chance_acc,
-                                  &src.chance_loss)) != QKV_OK) {
+                                  &src.chance_loss, &src.vocab, &src.seq_len,
+                                  &src.queries)) != QKV_OK) {
         return code;
     }
     if (!strcmp(format, "html")) return plot_page(dir, &src, made);

@@ -159,7 +159,8 @@ char *sweep_read_text(const char *path, const char *what, qkv_status *status) {
         return NULL;
     }
     if (sb.st_size > MAX_JSON_BYTES) {
-        *status = qkv_fail(QKV_ERR_FORMAT, "sweep: %s is too large for %s", path, what);
+        *status = qkv_fail(QKV_ERR_FORMAT, "sweep: %s is larger than %d MiB, too large for %s",
+                           path, MAX_JSON_BYTES >> 20, what);
         fclose(f);
         return NULL;
     }
@@ -300,9 +301,10 @@ static cJSON *fixed_json(const sweep *sw) {
 }
 
 /* A JSON file, parsed; NULL with *status set otherwise, or with *status QKV_OK when
- * `missing_ok` and the file does not exist. */
+ * `missing_ok` and nothing is there (io_absent: a link to nowhere or a file that cannot be
+ * read is there, and reading it says why). */
 static cJSON *read_json(const char *path, bool missing_ok, qkv_status *status) {
-    if (missing_ok && access(path, F_OK) != 0) return NULL;
+    if (missing_ok && io_absent(path)) return NULL;
     char *text = sweep_read_text(path, "a JSON file", status);
     if (!text) return NULL;
     cJSON *j = cJSON_ParseWithOpts(text, NULL, true); /* nothing after the object */
@@ -369,6 +371,11 @@ qkv_status sweep_write_json(const sweep *sw) {
 
 qkv_status sweep_cell_summary(const char *cell_dir, cJSON **summary) {
     *summary = NULL;
+    /* a cell is missing when nothing is there, or its directory holds no summary.json; a
+     * cell that is something else than a directory (a link to nowhere, a file) is no cell */
+    struct stat sb;
+    if (!io_absent(cell_dir) && (stat(cell_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)))
+        return qkv_fail(QKV_ERR_IO, "sweep: %s is not a directory (a cell's is)", cell_dir);
     char *path = sweep_path_join(cell_dir, "summary.json");
     if (!path) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
     qkv_status code = QKV_OK;
@@ -412,7 +419,7 @@ qkv_status sweep_load(sweep *sw, const char *dir, sweep_option_kind option_kind)
         free(path);
         return qkv_fail(QKV_ERR_IO, "sweep: %s is not a directory", dir);
     }
-    if (access(path, F_OK) != 0) {
+    if (io_absent(path)) { /* one that is there but cannot be read: read_json says why */
         free(path);
         return qkv_fail(QKV_ERR_IO,
                         "sweep: %s has no sweep.json (is it a directory written by "

@@ -81,10 +81,11 @@ qkv_status sweep_write_json(const sweep *sw);
 /* Reads DIR/sweep.json back into a sweep (its grid; cells are rebuilt from it). */
 qkv_status sweep_load(sweep *sw, const char *dir, sweep_option_kind option_kind);
 /* CELL_DIR/summary.json into *summary (the caller deletes it): QKV_OK, with NULL when there
- * is none (the cell never ran); else, naming the file, QKV_ERR_FORMAT when it is there but is
- * not a whole summary (not one JSON object, as a file cut short; no "status"), or QKV_ERR_IO
- * when it cannot be read (a FIFO, a directory). A running cell's summary is whole: qkv train
- * replaces it by a rename. */
+ * is none (io_absent: the cell never ran); else, naming the file, QKV_ERR_FORMAT when it is
+ * there but is not a whole summary (not one JSON object, as a file cut short; no "status"; more
+ * than 4 MiB), or QKV_ERR_IO when it cannot be read (a FIFO, a directory, a link to nothing or
+ * to itself, no read permission) or CELL_DIR is not a directory. A running cell's summary is
+ * whole: qkv train replaces it by a rename. */
 qkv_status sweep_cell_summary(const char *cell_dir, cJSON **summary);
 /* Whether a summary says its run finished with exit status 0. */
 bool sweep_summary_done(const cJSON *summary);

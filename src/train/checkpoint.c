@@ -362,8 +362,9 @@ static qkv_status find_copies(const qkv_st *st, const char *path, train_config *
         (held_copy &&
          (size_t)snprintf(held, sizeof held, "%.*s/%s", dir_len, dir, held_copy) >= sizeof held))
         return QKV_OK; /* too long a path for a copy: the files' own paths */
-    struct stat sb;
-    if (stat(data, &sb) != 0 || (held_copy && stat(held, &sb) != 0)) return QKV_OK;
+    /* a copy that is there but cannot be read (a link to nowhere, no permission) is read, and
+     * says so: never taken for a missing one */
+    if (io_absent(data) || (held_copy && io_absent(held))) return QKV_OK;
     snprintf(c->data_copy, sizeof c->data_copy, "%s", data);
     if (held_copy) snprintf(c->heldout_copy, sizeof c->heldout_copy, "%s", held);
     return QKV_OK;
@@ -467,7 +468,7 @@ qkv_status trainer_load_st_as(trainer *t, const qkv_st *st, const char *path, in
                         "weights (leave %s out, or give f64)", path, field_name("dtype"),
                         field_name("dtype"));
     if (as != TRAIN_DTYPE_OF_FILE) c.model.dtype = (qkv_dtype)as;
-    if ((s = trainer_init(t, &c)) != QKV_OK)
+    if ((s = trainer_init_for(t, &c, "loading the model")) != QKV_OK)
         /* a value out of range here came from the file: the file is bad, not the command line */
         return qkv_fail(s == QKV_ERR_VALUE ? QKV_ERR_FORMAT : s, "%s: %s", path, qkv_last_error());
     if (t->data && (t->model.cfg.vocab != c.task.vocab || t->model.cfg.seq_len != c.task.seq_len)) {

@@ -16,10 +16,12 @@ qkv_status trainer_batch_grads(trainer *t, uint64_t seed, int batch, batch_grads
     const char *what;
     double need = qkv_model_step_bytes(&m->cfg, B), have = memory_limit(&what);
     if (need > have / 2)
-        return qkv_fail(QKV_ERR_NOMEM, "grads: a batch of %d needs about %.1f GiB, more than "
-                        "half of %s (%.1f GiB): lower %s", B, need / (1 << 30), what,
-                        have / (1 << 30), field_name("batch"));
-    g->ctx = qkv_ctx_new(0);
+        return qkv_fail(QKV_ERR_NOMEM, "grads: a batch of %d needs about %.1f %s, more than "
+                        "half of %s (%.1f %s): lower %s", B, memory_in(need, have),
+                        memory_unit(have), what, memory_in(have, have), memory_unit(have),
+                        field_name("batch"));
+    /* reserved at the estimate it was checked by: the step never grows it */
+    g->ctx = qkv_ctx_new((size_t)need + (1 << 20));
     if (!g->ctx) return qkv_fail(QKV_ERR_NOMEM, "out of memory");
     g->batch = B;
     g->tokens = qkv_zeros(g->ctx, QKV_I32, 2, (int64_t[]){B, T});

@@ -390,7 +390,7 @@ static qkv_status begin(training_run *run, trainer *t, run_progress progress, vo
          * left ahead of it; they are dropped, and the steps are done again. */
         char path[RUN_FILE_PATH_LEN];
         snprintf(path, sizeof path, "%s/metrics.csv", o->resume_dir);
-        metrics_read(&run->metrics, path, t->optim.step);
+        if ((s = metrics_read(&run->metrics, path, t->optim.step)) != QKV_OK) return s;
         if (t->metrics_rows >= 0 && run->metrics.n != t->metrics_rows)
             return qkv_fail(QKV_ERR_FORMAT, "%s holds %d rows up to step %" PRId64 ", but its "
                             "model was saved with %" PRId64 ": they are not of the same run",

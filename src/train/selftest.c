@@ -42,7 +42,7 @@ static qkv_status train_steps(trained *out) {
                                    .init_scale = 1.0, .dtype = QKV_F32,
                                    .target_len = cfg.task.target_len};
     trainer t;
-    if ((s = trainer_init(&t, &cfg)) != QKV_OK) return s;
+    if ((s = trainer_init_for(&t, &cfg, "training the self-test's model")) != QKV_OK) return s;
     bool ok = true;
     for (int step = 0; step < SELFTEST_STEPS && s == QKV_OK; step++) {
         s = trainer_step(&t);
@@ -87,14 +87,27 @@ qkv_status selftest_run(selftest_result *r, void (*progress)(const selftest_path
         if (!strcmp(*name, "scalar")) { /* the reference itself */
             p->same_bits = true;
         } else {
-            p->same_bits = kernel_isa_check(*name, true, &p->cases, p->first_difference,
-                                            sizeof p->first_difference);
+            kernel_isa_verdict v = kernel_isa_check(*name, true, &p->cases, p->first_difference,
+                                                    sizeof p->first_difference);
+            if (v == KERNEL_ISA_NO_MEMORY) { /* no answer: never reported as a difference */
+                s = qkv_fail(QKV_ERR_NOMEM, "out of memory checking the %s path (%s)", *name,
+                             p->first_difference);
+                r->npaths--;
+                break;
+            }
+            p->same_bits = v == KERNEL_ISA_AGREES;
             if (p->same_bits) {
                 trained got = {0};
                 kernel_isa_select(*name);
                 qkv_status ts = train_steps(&got);
                 size_t n = got.n < reference.n ? got.n : reference.n, i = 0;
                 while (i < n && got.at[i] == reference.at[i]) i++;
+                if (ts == QKV_ERR_NOMEM) {
+                    free(got.at);
+                    s = qkv_fail(ts, "%s path: %s", *name, qkv_last_error());
+                    r->npaths--;
+                    break;
+                }
                 if (ts != QKV_OK || got.n != reference.n || i < n) {
                     p->same_bits = false;
                     if (ts != QKV_OK)

@@ -26,7 +26,9 @@ typedef struct {
 /* Checks every path this CPU runs (native, and emulated ones of this build) against the plain
  * C path; each path's result goes to `progress` (if not NULL) as soon as it is known. The
  * process's path is restored afterwards. QKV_OK when it ran (whatever it found); an error
- * status when the plain C reference itself could not be made (memory). */
+ * status when the plain C reference itself could not be made, and QKV_ERR_NOMEM when a path's
+ * kernel cases or training found no memory (no answer, never reported as a difference: the
+ * paths checked before it stay in r). */
 qkv_status selftest_run(selftest_result *r, void (*progress)(const selftest_path *, void *),
                         void *arg);
 /* Whether every path agreed. */

@@ -113,6 +113,10 @@ qkv_status trainer_check_config(const train_config *cfg) {
 }
 
 qkv_status trainer_init(trainer *t, const train_config *config) {
+    return trainer_init_for(t, config, NULL);
+}
+
+qkv_status trainer_init_for(trainer *t, const train_config *config, const char *purpose) {
     memset(t, 0, sizeof *t);
     t->metrics_rows = -1;
     t->cfg = *config;
@@ -160,22 +164,28 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
             snprintf(lower_eval, sizeof lower_eval, "%s, or shorten the data file's longest "
                      "example (%d tokens)", field_name("d_model"), cfg->model.seq_len);
         }
-        /* the message reads the config, which trainer_free clears: first the message */
-        st = qkv_fail(QKV_ERR_NOMEM, "training needs about %.1f GiB (parameters %.1f, a step "
-                        "of %d sequences %.1f, evaluation %.1f), more than half of %s "
-                        "(%.1f GiB): lower %s", (params + step + eval) / (1 << 30),
-                        params / (1 << 30), cfg->batch, step / (1 << 30), eval / (1 << 30), what,
-                        have / (1 << 30),
-                        params > step && params > eval ? lower_params
-                        : step >= eval                 ? lower_step
-                                                       : lower_eval);
+        /* the message reads the config, which trainer_free clears: first the message; a
+         * purpose of the caller's own (a model loaded, a self-test) has no options to lower */
+        const char *unit = memory_unit(have);
+        char lower[160] = "";
+        if (!purpose)
+            snprintf(lower, sizeof lower, ": lower %s",
+                     params > step && params > eval ? lower_params
+                     : step >= eval                 ? lower_step
+                                                    : lower_eval);
+        st = qkv_fail(QKV_ERR_NOMEM, "%s needs about %.1f %s (parameters %.1f, a %sstep of %d "
+                      "sequences %.1f, evaluation %.1f), more than half of %s (%.1f %s)%s",
+                      purpose ? purpose : "training", memory_in(params + step + eval, have),
+                      unit, memory_in(params, have), purpose ? "training " : "", cfg->batch,
+                      memory_in(step, have), memory_in(eval, have), what, memory_in(have, have),
+                      unit, lower);
         trainer_free(t);
         return st;
     }
     st = qkv_model_init(&t->model, &cfg->model, cfg->seed);
     if (st != QKV_OK) {
         trainer_free(t);
-        return st;
+        return purpose ? qkv_fail(st, "%s: %s", purpose, qkv_last_error()) : st;
     }
     qkv_optim_init(&t->optim, &t->model, cfg->optim, cfg->lr);
     t->optim.weight_decay = cfg->weight_decay;
@@ -202,10 +212,12 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
         sh->ctx = qkv_ctx_new((size_t)qkv_model_step_bytes(&cfg->model, sh->count) + (1 << 20));
         if (!sh->ctx || (i > 0 && model_replica(&sh->replica, &t->model) != QKV_OK)) {
             trainer_free(t);
-            return qkv_fail(QKV_ERR_NOMEM, "out of memory setting up training");
+            return qkv_fail(QKV_ERR_NOMEM, "out of memory %s", purpose ? purpose : "setting up training");
         }
     }
-    t->eval_ctx = qkv_ctx_new(1 << 20);
+    /* reserved at its estimate, as each shard's: an evaluation never grows it (past what was
+     * checked, into the arena's abort) */
+    t->eval_ctx = qkv_ctx_new((size_t)eval + (1 << 20));
     t->tokens = malloc(bt * sizeof *t->tokens);
     t->targets = malloc(bto * sizeof *t->targets);
     t->held_tokens = malloc(ht * sizeof *t->held_tokens);
@@ -224,7 +236,7 @@ qkv_status trainer_init(trainer *t, const train_config *config) {
         !t->held_targets || !t->ideal || (t->data && (!t->lengths || !t->held_lengths)) ||
         (modular && (!t->train_tokens || !t->train_targets))) {
         trainer_free(t);
-        return qkv_fail(QKV_ERR_NOMEM, "out of memory setting up training");
+        return qkv_fail(QKV_ERR_NOMEM, "out of memory %s", purpose ? purpose : "setting up training");
     }
     qkv_ctx_set_no_grad(t->eval_ctx, true);
     /* The held-out set depends only on the task and the seed, so eval rebuilds it exactly. */
@@ -336,12 +348,27 @@ static void shard_step(trainer *t, int s, int64_t total) {
     int T = t->cfg.task.seq_len, To = t->target_len;
     const int32_t *x = t->tokens + (size_t)sh->first * T, *y = t->targets + (size_t)sh->first * To;
     qkv_ctx_reset(ctx);
-    qkv_tensor *logits = qkv_model_forward_padded(m, ctx, x, t->lengths ? t->lengths + sh->first : NULL,
-                                                  sh->count, NULL);
-    qkv_tensor *targets = qkv_from_array(ctx, QKV_I32, 2, (int64_t[]){sh->count, To}, y);
+    /* Only the positions where some sequence of the shard has a target reach the loss (one of
+     * modular's three): the model computes the logits there only (qkv_model_forward_at), with
+     * the bits of every position's, and the targets are picked to match. */
+    int32_t *at = qkv_ctx_alloc(ctx, (size_t)To * sizeof *at);
+    int n = 0;
+    for (int i = 0; i < To; i++) {
+        bool any = false;
+        for (int b = 0; b < sh->count && !any; b++) any = y[(size_t)b * To + i] >= 0;
+        if (any) at[n++] = i;
+    }
+    if (n == 0) at[n++] = To - 1; /* nothing to learn: one position, whose loss is 0 */
+    sh->positions = n;
+    qkv_tensor *logits = qkv_model_forward_at(m, ctx, x, t->lengths ? t->lengths + sh->first : NULL,
+                                              sh->count, n, at);
+    qkv_tensor *targets = qkv_new(ctx, QKV_I32, 2, (int64_t[]){sh->count, n});
+    int32_t *picked = targets->data;
+    for (int b = 0; b < sh->count; b++)
+        for (int i = 0; i < n; i++) picked[(size_t)b * n + i] = y[(size_t)b * To + at[i]];
     qkv_tensor *mean = qkv_cross_entropy(ctx, logits, targets, -1);
     sh->correct = 0;
-    sh->counted = count_correct(logits, y, &sh->correct);
+    sh->counted = count_correct(logits, picked, &sh->correct);
     /* The batch's loss is the mean over all its targets: each shard's mean, weighted by its
      * share of them. */
     qkv_tensor *loss = qkv_scale(ctx, mean, total ? (double)sh->counted / (double)total : 0);

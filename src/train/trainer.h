@@ -53,6 +53,9 @@ typedef struct {
     int first, count;         /* its sequences of the batch */
     double loss;              /* its share of the batch's mean loss */
     int64_t correct, counted; /* argmax hits and targets */
+    int positions;            /* of each sequence, those its last step computed past the last
+                                 attention layer's keys and values: those with a target
+                                 (qkv_model_forward_at), T where that is all of them */
 } train_shard;
 
 /* How a step's shards run when there are at least two threads per shard: in turn, each op on
@@ -134,8 +137,13 @@ typedef struct {
 qkv_status trainer_check_config(const train_config *cfg);
 /* Adam's beta1 and beta2 in [0, 1) (0: the default): else QKV_ERR_VALUE naming the field. */
 qkv_status train_check_betas(double beta1, double beta2);
-/* Checks the config (trainer_check_config) and the memory it needs, and builds everything. */
+/* Checks the config (trainer_check_config) and the memory it needs, and builds everything.
+ * Memory: the parameters, a step's arenas and one evaluation's, each reserved at its estimate
+ * (a run never grows one); QKV_ERR_NOMEM names the sizes and the options to lower. */
 qkv_status trainer_init(trainer *t, const train_config *cfg);
+/* The same for a trainer the user did not configure: `purpose` ("loading the model", "training
+ * the self-test's model") begins the memory check's message, which then names no option. */
+qkv_status trainer_init_for(trainer *t, const train_config *cfg, const char *purpose);
 void trainer_free(trainer *t);
 /* The learning rate of step `step` (1-based): warm-up, then constant or cosine decay. */
 double trainer_lr(const train_config *cfg, int64_t step);

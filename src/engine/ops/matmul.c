@@ -49,6 +49,48 @@ qkv_tensor *qkv_matmul(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b) {
     return qkv_matmul_ex(ctx, a, false, b, false);
 }
 
+/* The product of a's rows that stand for positions of longer sequences: saved holds the
+ * positions, iparam[2] the sequences' length and iparam[3] the count (matmul_backward). */
+qkv_tensor *qkv_matmul_rows(qkv_ctx *ctx, qkv_tensor *a, qkv_tensor *b, int seq_len, int n,
+                            const int32_t *at) {
+    QKV_CHECK(a && b && a->ndim > 2 && b->ndim == 2, "matmul_rows",
+              "need a (..., n, K) and a 2-D b: a is %s, b is %s", a ? SHAPE(a) : "NULL",
+              b ? SHAPE(b) : "NULL");
+    QKV_CHECK(at && n >= 1 && a->shape[a->ndim - 2] == n && n <= seq_len, "matmul_rows",
+              "a %s holds %d positions of sequences of %d", SHAPE(a), n, seq_len);
+    for (int i = 0; i < n; i++)
+        QKV_CHECK(at[i] >= (i ? at[i - 1] + 1 : 0) && at[i] < seq_len, "matmul_rows",
+                  "position %d is %d: the positions must rise within 0..%d", i, at[i],
+                  seq_len - 1);
+    qkv_tensor *c = qkv_matmul_ex(ctx, a, false, b, false);
+    int32_t *rows = qkv_ctx_alloc(ctx, (size_t)n * sizeof *rows);
+    memcpy(rows, at, (size_t)n * sizeof *rows);
+    c->saved = rows;
+    c->iparam[2] = seq_len;
+    c->iparam[3] = n;
+    return c;
+}
+
+/* dB (K, N) (+)= Aᵀ·dC of a product whose A rows (rows of them, K wide) stand for positions
+ * `at` (n) of sequences of T (qkv_matmul_rows): in groups of the rows that fall into one
+ * depth block (GEMM_KC) of the product over whole sequences, each group a product of its own
+ * added to dB. Each element of dB is then what that product gives: its sum over each block's
+ * rows in order, from 0, added to dB; the rows left out would add products with a zero
+ * gradient, which leave a sum as it is. (The f64 product, one running sum in k order, is the
+ * same either way.) */
+static void row_block_gradient(qkv_dtype dt, const void *A, const void *dC, void *dB, int64_t rows,
+                               int64_t K, int64_t N, const int32_t *at, int64_t n, int64_t T,
+                               bool add) {
+    size_t es = qkv_dtype_size(dt);
+    for (int64_t r0 = 0; r0 < rows;) {
+        int64_t block = ((r0 / n) * T + at[r0 % n]) / GEMM_KC, r1 = r0 + 1;
+        while (r1 < rows && ((r1 / n) * T + at[r1 % n]) / GEMM_KC == block) r1++;
+        gemm_call(dt, true, false, 1, K, N, r1 - r0, (const char *)A + r0 * K * es, 0,
+                  (const char *)dC + r0 * N * es, 0, dB, 0, add || r0 > 0);
+        r0 = r1;
+    }
+}
+
 void matmul_backward(qkv_tensor *c) {
     qkv_tensor *a = c->src[0], *b = c->src[1];
     bool ta = c->iparam[0], tb = c->iparam[1];
@@ -72,7 +114,10 @@ void matmul_backward(qkv_tensor *c) {
         /* A shared B collects the gradient of every batch: fold the batches into rows. */
         int64_t bb = shared_b ? 1 : batch, Mf = shared_b ? batch * M : M;
         bool add = !grad_first_write(b);
-        if (!tb) /* dB (K,N) += op(A)ᵀ·dC */
+        if (c->saved) /* qkv_matmul_rows: a's rows are positions of longer sequences */
+            row_block_gradient(c->dtype, a->data, dC, b->grad, Mf, K, N, c->saved, c->iparam[3],
+                               c->iparam[2], add);
+        else if (!tb) /* dB (K,N) += op(A)ᵀ·dC */
             gemm_call(c->dtype, !ta, false, bb, K, N, Mf, a->data, M * K, dC, M * N, b->grad,
                       K * N, add);
         else /* forward: C = op(A)·Bᵀ  =>  dB (N,K) += dCᵀ·op(A) */
