@@ -293,7 +293,7 @@ for line in open(sys.argv[1]):
     else:
         cur = None
 missing = []
-for opt in ("task seq-len vocab d-model heads layers residual causal init-scale optim lr batch "
+for opt in ("task seq-len vocab d-model heads layers residual causal init init-scale optim lr batch "
             "steps weight-decay clip schedule warmup seed threads out resume eval-every "
             "save-every json quiet").split():
     if opt not in entries:
@@ -333,6 +333,10 @@ for opt, key, conv in [("task", "task", str), ("seq-len", "seq_len", int), ("voc
 for opt, key in [("residual", "residual"), ("causal", "causal")]:
     if not stated(opt).startswith("off") or meta[key] != "false":
         bad.append("--%s: help says %s, the file says %s" % (opt, stated(opt), meta[key]))
+# --init: its default on the entry's last line; a qkv model's file has no "init"
+m = re.search(r"^  --init .*?\(default (\w+);", helptext, re.M | re.S)
+if not m or m.group(1) != "qkv" or "init" in meta:
+    bad.append("--init: help says %s, the file says %s" % (m and m.group(1), meta.get("init")))
 if bad:
     print("\n".join(bad))
     sys.exit(1)
