@@ -56,7 +56,7 @@ typedef struct {
     train_config cfg; /* a new run's config (not used with --resume) */
 } train_args;
 
-enum { TRAIN_ROWS = 48 };
+enum { TRAIN_ROWS = TRAIN_OPTION_ROWS + 3 }; /* the schema's, --no-selftest, --help, the end */
 
 /* train's options: the schema's rows (train/options.c) as the parser's table, their values
  * going to *o; `rows` holds TRAIN_ROWS. Also read by --config files and sweep grids. */

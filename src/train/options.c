@@ -185,6 +185,8 @@ const train_option train_option_table[] = {
              "hint, on stderr; default off)"},
     {0},
 };
+_Static_assert(sizeof train_option_table / sizeof *train_option_table == TRAIN_OPTION_ROWS + 1,
+               "TRAIN_OPTION_ROWS (options.h) is not the table's row count");
 
 const train_option *train_option_find(const char *flag) {
     for (const train_option *r = train_option_table; r->flag || r->help; r++) {

@@ -78,8 +78,11 @@ typedef struct {
     long word_value;
 } train_option;
 
-/* The rows in the order of the help, ended by a row whose flag and help are NULL. */
-extern const train_option train_option_table[];
+/* The rows in the order of the help, ended by a row whose flag and help are NULL:
+ * TRAIN_OPTION_ROWS rows and that end (options.c asserts the count, so that a table that
+ * copies them, as train's parser does, can be sized at compile time). */
+enum { TRAIN_OPTION_ROWS = 46 };
+extern const train_option train_option_table[TRAIN_OPTION_ROWS + 1];
 /* The row of --flag (or of config key `key`: '_' for '-'), or NULL. */
 const train_option *train_option_find(const char *flag);
 /* The row whose value is the config field `field` (its `field`, else its `key`: "data_path",
