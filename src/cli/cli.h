@@ -205,8 +205,9 @@ void cli_guard_release(void);
  * KMP_BLOCKTIME (LLVM's) is set and not empty, and OMP_NUM_THREADS is not 1, it sets
  * OMP_WAIT_POLICY=passive and runs this executable again with `argv` (/proc/self/exe):
  * libgomp reads the variable as it loads, before main, so only a new start sees it. It
- * returns where nothing is to be done or the new start fails (the threads then wait as
- * OpenMP's default has them). main() calls it first. */
+ * returns where nothing is to be done, under valgrind (whose tool would not follow the new
+ * start), or where the new start fails (the threads then wait as OpenMP's default has them).
+ * main() calls it first. */
 void cli_wait_passive(char **argv);
 /* Sets the OpenMP thread count: `requested`, or (0) the default, after checking that the
  * threads can start. A requested count that cannot gives one line and EXIT_NOMEM; the

@@ -148,6 +148,10 @@ void cli_wait_passive(char **argv) {
     }
     const char *threads = getenv("OMP_NUM_THREADS");
     if (threads && !strcmp(threads, "1")) return; /* no thread ever waits for another */
+    /* under valgrind (its preloaded library) the new start would run outside it, unchecked,
+     * unless valgrind follows children: stay, spinning as OpenMP's default has it */
+    const char *preload = getenv("LD_PRELOAD");
+    if (preload && strstr(preload, "vgpreload")) return;
     /* the executable's own path: under valgrind, the program's rather than valgrind's */
     char self[4096];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
