@@ -473,6 +473,11 @@ START_TEST(test_check_without_memory) {
     if (held <= 0) return; /* no /proc: nothing to limit against */
     struct rlimit lim = {(rlim_t)(held + (1 << 20)), (rlim_t)(held + (1 << 20))};
     ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
+    void *volatile probe = malloc(64u << 20); /* past the limit: refused where it holds */
+    if (probe) { /* qemu-user keeps RLIMIT_AS for itself: the guest's memory is not limited */
+        free(probe);
+        return;
+    }
     const char *path = "scalar"; /* a path this CPU and build run (avx512 on x86-64 CPUs
                                       * that have it, neon on aarch64) */
     for (size_t p = 0; p < N_PATHS; p++)
