@@ -17,6 +17,10 @@
 #                             each head's share and the layer-2 heads' together (--together)
 #   resample   docs/explain.md  `qkv ablate --mode resample --metric kl` on it beside --mode zero
 #   datasets   docs/explain.md  `qkv lens --data heldout` and `qkv attribute --data heldout`
+#   grok113    docs/grokking.md  the three seeds of the default modular run, from their records
+#                             (docs/data/grok113, made by scripts/grok_seeds.sh: 25000 steps
+#                             each); --check also reruns seed 1's first 200 steps and compares
+#                             them with its record
 # All of them are the same bits on every x86 path and thread count (the tasks take a minute).
 #   scripts/docs_numbers.sh --check   print what differs and exit 1 (tests/docs_test.sh)
 #   scripts/docs_numbers.sh --write   put the blocks into the files
@@ -175,11 +179,29 @@ print()
 print("The target'"'"'s logit, %.3f on average: " % attr["logit"] +
       ", ".join("%s %.3f" % (q["name"], q["value"]) for q in attr["parts"]) + ".")' >"$tmp/datasets"
 
-# ---- compared with the files, or written into them ----
+# docs/grokking.md's seeds: the tables from the records, and the records against this qkv
+"$PY" scripts/grok_seeds.py table docs/data/grok113 >"$tmp/grok113"
 status=0
+if [ "$mode" = --check ]; then
+    # shellcheck disable=SC2086 # QKV_TRAIN_OPTS is a list of options
+    "$qkv" train --task modular --seed 1 --steps 200 --eval-every 100 --quiet ${QKV_TRAIN_OPTS:-} \
+        --out "$tmp/grok113_run" >/dev/null 2>&1
+    "$PY" scripts/grok_seeds.py rows "$tmp/grok113_run" 200 >"$tmp/grok113_rows"
+    head -n "$(wc -l <"$tmp/grok113_rows")" docs/data/grok113/seed1.csv >"$tmp/grok113_record"
+    if cmp -s "$tmp/grok113_rows" "$tmp/grok113_record"; then
+        echo "docs_numbers: docs/data/grok113/seed1.csv: its first 200 steps agree with the code"
+    else
+        diff "$tmp/grok113_record" "$tmp/grok113_rows"
+        echo "docs_numbers: docs/data/grok113/seed1.csv: its first 200 steps differ from what" \
+             "the code gives (scripts/grok_seeds.sh, then --write)"
+        status=1
+    fi
+fi
+
+# ---- compared with the files, or written into them ----
 for spec in gradcheck:docs/training.md tasks:docs/training.md precision:docs/plots.md lens:docs/explain.md \
     paths:docs/explain.md pairs:docs/explain.md metrics:docs/explain.md resample:docs/explain.md \
-    datasets:docs/explain.md; do
+    datasets:docs/explain.md grok113:docs/grokking.md; do
     name=${spec%%:*} file=${spec#*:}
     "$PY" - "$mode" "$name" "$file" "$tmp/$name" <<'PY' || status=1
 import difflib, sys

@@ -4,15 +4,15 @@
 # usage: tests/bad_inputs.sh QKV [--show]        run every case (--show: print what each does)
 #        tests/bad_inputs.sh QKV --setup DIR      make the fixtures in DIR
 #        tests/bad_inputs.sh QKV --case ID DIR    run case ID in a copy of the fixtures in DIR
-#        tests/bad_inputs.sh QKV --cases DIR <IDS the cases named on stdin in one copy of
-#                                                 them, without the check of their files
-#                                                 (the sanitizer stages: each case's own
-#                                                 copy and files are checked in stage 1)
+#        tests/bad_inputs.sh QKV --cases DIR <IDS the cases named on stdin, one after another
+#                                                 in one copy of the fixtures
+#        tests/bad_inputs.sh QKV --shard K N DIR  the table's cases K, K + N, K + 2N, ... (from
+#                                                 1), as --cases does
 #        tests/bad_inputs.sh --markdown           print the table as docs/errors.md lists it
 #        tests/bad_inputs.sh --check-doc DOC      DOC's table is the one --markdown prints
 #
-# ctest runs each case as a test of its own (bad_input.ID), after bad_inputs_setup.
-# Every case runs `qkv ARGS` in its own copy of the fixtures (a small trained model in run/,
+# ctest runs the table in four shards (bad_inputs.1 to .4), after bad_inputs_setup.
+# Every case runs `qkv ARGS` in a copy of the fixtures (a small trained model in run/,
 # the broken files of tests/fuzz/corpus/safetensors/ in broken/, an empty directory, FIFOs,
 # links, 66 GB sparse files, runs with symbolic links planted in them, two bad config
 # files) and must:
@@ -21,7 +21,9 @@
 #     nothing on stdout;
 #   - leave no sanitizer report (ASan, UBSan, LeakSanitizer) behind;
 #   - create or change no file: the fixture directory's listing and checksums are the same
-#     after every case as before the first.
+#     after every case as before the first. Cases that share a copy (--cases, --shard) are
+#     each checked right after they run; a case that changed the copy fails, and the cases
+#     after it get a fresh one.
 # ARGS is the table's command line, split as bash would ($'...' quotes control characters;
 # $LONG is a 1100-character path, $MID a 1009-character one). QKV may be a wrapper (valgrind ...) as long as it exits
 # with qkv's status.
@@ -56,7 +58,7 @@ case "${1:-}" in
     [ "$n" -ge 128 ] || { echo "bad_inputs: $n cases, fewer than the 128 the table has had"; exit 1; }
     echo "bad_inputs: $doc lists all $n cases"
     exit 0 ;;
-"" | -*) echo "usage: bad_inputs.sh QKV [--show | --setup DIR | --case ID DIR | --cases DIR <ids] | --markdown | --check-doc DOC" >&2; exit 2 ;;
+"" | -*) echo "usage: bad_inputs.sh QKV [--show | --setup DIR | --case ID DIR | --cases DIR <ids | --shard K N DIR] | --markdown | --check-doc DOC" >&2; exit 2 ;;
 esac
 
 QKV=$1
@@ -306,12 +308,13 @@ snapshot() {
 }
 
 # Runs case $1 in a copy of fixture directory $2; prints FAIL lines; returns 0 if it passed.
-# With $3, a copy that cases share: the case runs there, and its files are not checked.
+# With $3, a copy that cases share (made by shared_copy): the case runs there.
 run_case() {
     local want_id=$1 F=$2 shared=${3:-} id cmd want frag found=0
     local W O
     if [ -n "$shared" ]; then
         W=$shared && O=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_input.XXXXXX") || return 1
+        cp "$shared.before" "$O/before.txt"
     else
         W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_input.XXXXXX") && O=$W.out && mkdir "$O" || return 1
         cp -a "$F"/. "$W"/
@@ -344,10 +347,10 @@ run_case() {
         elif ! grep -Fq -- "$frag" "$O/err.txt"; then fail "message '$msg' lacks '$frag'"
         elif [ -s "$O/out.txt" ]; then fail "printed on stdout: $(head -c 200 "$O/out.txt")"
         fi
-        [ -n "$shared" ] && continue
         (cd "$W" && snapshot) >"$O/after.txt"
         if ! cmp -s "$O/before.txt" "$O/after.txt"; then
             fail "files were created or changed: $(diff "$O/before.txt" "$O/after.txt" | head -n 6 | tr '\n' ' ')"
+            [ -n "$shared" ] && shared_copy "$F" "$shared" # the next case gets the fixtures as made
         fi
     done < <(cases | awk -F'\t' -v id="$want_id" '$1 == id')
     if [ -n "$shared" ]; then rm -rf "$O"; else rm -rf "$W" "$O"; fi
@@ -355,24 +358,36 @@ run_case() {
     return $status
 }
 
-SHOW=
-case "$MODE" in
---setup) setup "${3:?usage: bad_inputs.sh QKV --setup DIR}"; exit 0 ;;
---case) run_case "${3:?usage: bad_inputs.sh QKV --case ID DIR}" "${4:?fixture DIR}"; exit ;;
---cases) # the ids on stdin, one copy of the fixtures for them all
-    F=${3:?usage: bad_inputs.sh QKV --cases DIR <ids}
-    S=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_inputs.XXXXXX") || exit 1
-    cp -a "$F"/. "$S"/ && rm "$S/.before"
-    n=0 failures=0
+# A copy $2 of fixture directory $1 for cases to share, its snapshot beside it ($2.before).
+shared_copy() {
+    rm -rf "$2" && mkdir "$2" && cp -a "$1"/. "$2"/ && mv "$2/.before" "$2.before"
+}
+
+# The cases named on stdin, one after another in one copy of fixture directory $1.
+run_cases() {
+    local F=$1 S n=0 failures=0 id
+    S=$(mktemp -d "${TMPDIR:-/tmp}/qkv_bad_inputs.XXXXXX") && shared_copy "$F" "$S" || return 1
     while read -r id; do
         n=$((n + 1))
         run_case "$id" "$F" "$S" || failures=$((failures + 1))
     done
-    rm -rf "$S"
-    echo "bad_inputs: $n cases in one copy of the fixtures, $failures failed"
-    [ "$failures" -eq 0 ]; exit ;;
+    rm -rf "$S" "$S.before"
+    echo "bad_inputs: $n cases in a shared copy of the fixtures, $failures failed"
+    [ "$failures" -eq 0 ]
+}
+
+SHOW=
+case "$MODE" in
+--setup) setup "${3:?usage: bad_inputs.sh QKV --setup DIR}"; exit 0 ;;
+--case) run_case "${3:?usage: bad_inputs.sh QKV --case ID DIR}" "${4:?fixture DIR}"; exit ;;
+--cases) run_cases "${3:?usage: bad_inputs.sh QKV --cases DIR <ids}"; exit ;;
+--shard)
+    K=${3:?usage: bad_inputs.sh QKV --shard K N DIR} N=${4:?N}
+    cases | awk -F'\t' -v k="$K" -v n="$N" '(NR - 1) % n == k - 1 { print $1 }' |
+        run_cases "${5:?fixture DIR}"
+    exit ;;
 --show | "") SHOW=${MODE#--} ;;
-*) echo "usage: bad_inputs.sh QKV [--show | --setup DIR | --case ID DIR | --cases DIR <ids]" >&2; exit 2 ;;
+*) echo "usage: bad_inputs.sh QKV [--show | --setup DIR | --case ID DIR | --cases DIR <ids | --shard K N DIR]" >&2; exit 2 ;;
 esac
 
 # Every case, in fixtures made for this run.

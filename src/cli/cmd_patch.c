@@ -381,7 +381,9 @@ static cJSON *patch_json(const loaded_model *lm, void *state) {
     patch_job *job = state;
     const patch_args *a = job->a;
     const explain_input *in = job->in;
-    const char *source = a->pairs ? a->pairs : corruptions[a->corrupt_from];
+    const char *source = a->pairs              ? a->pairs
+                         : a->corrupt_from >= 0 ? corruptions[a->corrupt_from]
+                                                : NULL; /* --clean and --corrupt: one pair */
     cJSON *j = explain_patch_json(lm, in ? &in[0] : NULL, in ? &in[1] : NULL,
                                   &job->pairs.metric[0], source, &job->r);
     if (j && in) /* false: a position no training example of this length had a target at */
