@@ -5,15 +5,14 @@
 # trains first), each run three ways:
 #   default   the default thread count (every core), as a user runs qkv
 #   1 thread  --threads 1
-#   spinning  the default count with OpenMP's default wait, threads spinning a while before
-#             they sleep (GOMP_SPINCOUNT=300000, libgomp's default, which qkv leaves alone
-#             when it is set: how qkv waited before it set OMP_WAIT_POLICY=passive)
+#   every core  --threads set to the core count: how qkv ran by default before its default
+#             left out the cores other programs keep busy
 # first on the machine as it is ("quiet": nothing of this script's beside it), then beside
 # two CPU-bound processes (sh -c 'while :; do :; done', ended at the end). A round runs the
 # three in turn, so that all three see the same load; each time is the median of the rounds'
 # wall seconds, and each ratio the median (lowest-highest) of the rounds' own quotients.
-# Beside the busy processes the spinning form runs in the first round only (a run there takes
-# 10 to 20 times the default's: minutes for five rounds).
+# Beside the busy processes the every-core form runs in the first round only (a run there
+# takes several times the default's).
 # The load average (uptime) before each part is printed with it: on a machine others use, a
 # "quiet" part is only as quiet as they leave it.
 set -euo pipefail
@@ -71,9 +70,9 @@ measure() { # part: every workload, every form, in rounds
         for workload in train analysis; do
             timed "$part" "$workload" default "$r" "" "$qkv"
             timed "$part" "$workload" one "$r" "--threads 1" "$qkv"
-            # beside the busy processes a spinning run takes 10 to 20 times as long: one round
+            # beside the busy processes an every-core run takes several times as long: one round
             [ "$part" = busy ] && [ "$r" -gt 1 ] && continue
-            timed "$part" "$workload" spinning "$r" "" env GOMP_SPINCOUNT=300000 "$qkv"
+            timed "$part" "$workload" every "$r" "--threads $(nproc)" "$qkv"
         done
     done
 }
@@ -108,15 +107,15 @@ for l in open("/proc/cpuinfo"):
     info.setdefault(key.strip(), value.strip())
 cpu = f"{info.get('model name', '')} (family {info.get('cpu family', '?')}, model {info.get('model', '?')})"
 print(f"#### {cpu}, {cores} cores; qkv {simd} path; median of {rounds} rounds "
-      "(the spinning wait beside the busy processes: the first round's)\n")
-print("| workload | machine | default threads | --threads 1 | default / 1 thread | spinning wait | spinning / default |")
+      "(every core beside the busy processes: the first round's)\n")
+print("| workload | machine | default threads | --threads 1 | default / 1 thread | every core | every core / default |")
 print("|---|---|---|---|---|---|---|")
 names = {"train": "train --task reverse", "analysis": "patch --corrupt-from resample"}
 parts = {"quiet": "quiet", "busy": "2 busy processes"}
 for part in ("quiet", "busy"):
     for workload in ("train", "analysis"):
         t = times[(part, workload)]
-        d, o, s = t["default"], t["one"], t["spinning"]
+        d, o, s = t["default"], t["one"], t["every"]
         print(f"| {names[workload]} | {parts[part]} | {median(d.values()):.2f} s | "
               f"{median(o.values()):.2f} s | {ratio(d, o)} | {median(s.values()):.2f} s | {ratio(s, d)} |")
 print()

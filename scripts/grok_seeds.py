@@ -77,26 +77,50 @@ def step_text(s):
 def table(dir_):
     names = sorted(n[:-4] for n in os.listdir(dir_) if n.endswith(".csv"))
     runs = [(n,) + load(dir_, n) for n in names]
-    print("| seed | memorization_end | circuit_formation_end | generalization_step | cleanup_end "
-          "| restricted loss < 0.1 | test loss < 0.1 | test acc at the end | test loss at the end "
-          "| Σ w² at the end | key frequencies |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| seed | memorization_end | circuit_formation_end | test acc ≥ 99% first "
+          "| generalization_step | cleanup_end | restricted loss < 0.1 first | test loss < 0.1 first "
+          "| test acc at the end | test loss at the end | Σ w² at the end | key frequencies |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, t, meta in runs:
         g, end = meta["grokking"], t[-1]
-        print("| %d | %s | %s | %s | %s | %s | %s | %.4f | %.3g | %.0f | %s |" % (
+        print("| %d | %s | %s | %s | %s | %s | %s | %s | %.4f | %.3g | %.0f | %s |" % (
             meta["seed"], step_text(g["memorization_end"]), step_text(g["circuit_formation_end"]),
+            step_text(first(t, lambda r: r["heldout_acc"] >= 0.99)),
             step_text(g["generalization_step"]), step_text(g["cleanup_end"]),
             step_text(first(t, lambda r: r["restricted_loss"] < 0.1)),
             step_text(first(t, lambda r: r["heldout_loss"] < 0.1)),
             end["heldout_acc"], end["heldout_loss"], end["sum_squared_weights"],
             " ".join(str(k) for k in g["key_frequencies"]) or "none"))
-    print("| the paper | 1400 | 9400 | | 13300 | | | | | | 14 35 41 42 52 |")
+    print("| the paper (its figures, one run) | 1400 | 9400 | | | 13300 | | | | | | 14 35 41 42 52 |")
+    print()
+    for name, t, meta in runs:  # the story of each seed in a sentence
+        r, e = (first(t, lambda r: r["restricted_loss"] < 0.1),
+                first(t, lambda r: r["heldout_loss"] < 0.1))
+        lead = ("the restricted loss fell below 0.1 nats %d steps before the test loss did"
+                % (e - r)) if r is not None and e is not None else "the losses did not fall below 0.1"
+        a = first(t, lambda r: r["heldout_acc"] >= 0.99)
+        dips = [x for x in t if a is not None and x["step"] > a and x["heldout_acc"] < 0.99]
+        if a is None:
+            after = "its test accuracy never reached 99%"
+        elif not dips:
+            after = "its test accuracy stayed at 99%% or more from step %d on" % a
+        else:
+            low = min(dips, key=lambda x: x["heldout_acc"])
+            after = ("after its test accuracy first reached 99%% (step %d) it fell below again at "
+                     "%d evaluation%s (lowest %.3f, at step %d, with the train accuracy %.3f)" % (
+                         a, len(dips), "" if len(dips) == 1 else "s", low["heldout_acc"],
+                         low["step"], low["train_set_acc"]))
+        spikes = sum(1 for x in t if x["step"] > (a or 0) and x["train_set_loss"] > 1e-3)
+        print("- Seed %d: %s; %s; from that first 99%% on, the train loss was above 1e−3 at %d "
+              "evaluation%s." % (meta["seed"], lead, after, spikes, "" if spikes == 1 else "s"))
     # each seed's run every 2500 steps (and where its phases end): test loss against the
     # restricted loss, the excluded loss, the weights and the Fourier sparsity
     for name, t, meta in runs:
         g = meta["grokking"]
-        marks = {g[k]: k for k in ("memorization_end", "circuit_formation_end",
-                                   "generalization_step", "cleanup_end") if g[k] is not None}
+        marks = {}
+        for k in ("memorization_end", "circuit_formation_end", "generalization_step", "cleanup_end"):
+            if g[k] is not None:
+                marks[g[k]] = marks[g[k]] + ", " + k if g[k] in marks else k
         print()
         print("Seed %d:" % meta["seed"])
         print()

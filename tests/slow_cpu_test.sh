@@ -13,8 +13,7 @@ QKV=${1:?usage: slow_cpu_test.sh path/to/qkv}
 command -v qemu-x86_64 >/dev/null || { echo "slow_cpu_test: no qemu-x86_64 (qemu-user); skipped"; exit 77; }
 # OpenBLAS (LAPACK, for the copying scores) tells CPUs apart by their model number, which qemu
 # does not emulate: it would take qemu64 for a Haswell and run AVX. Name its kernels instead.
-# OMP_WAIT_POLICY given: qkv would otherwise start itself again with it set (cli_wait_passive),
-# and qemu-user runs an exec'd program natively, outside the emulated CPU.
+# OMP_WAIT_POLICY=passive: the emulated threads wait asleep, beside the other tests.
 old_cpu() { OMP_WAIT_POLICY=passive OPENBLAS_CORETYPE=Prescott timeout "${LIMIT:-300}" qemu-x86_64 -cpu qemu64 "$QKV" "$@"; }
 W=$(mktemp -d "${TMPDIR:-/tmp}/qkv_slow_cpu.XXXXXX")
 trap 'rm -rf "$W"' EXIT

@@ -198,20 +198,16 @@ void cli_clear_interrupt_note(void);
  * the note has been set to the checkpoint just saved. */
 void cli_guard_hold(void);
 void cli_guard_release(void);
-/* Threads that wait for work sleep, unless the user chose how they wait. OpenMP's default
- * (libgomp's) spins a while first, and on cores that other programs keep busy a spinning thread
- * holds the core that the thread it waits for needs (docs/performance.md, "A machine doing
- * something else"). When none of OMP_WAIT_POLICY, GOMP_SPINCOUNT (libgomp's spin) and
- * KMP_BLOCKTIME (LLVM's) is set and not empty, and OMP_NUM_THREADS is not 1, it sets
- * OMP_WAIT_POLICY=passive and runs this executable again with `argv` (/proc/self/exe):
- * libgomp reads the variable as it loads, before main, so only a new start sees it. It
- * returns where nothing is to be done, under valgrind (whose tool would not follow the new
- * start), or where the new start fails (the threads then wait as OpenMP's default has them).
- * main() calls it first. */
-void cli_wait_passive(char **argv);
+/* qkv bench: its default is every core, whatever else runs (cli_set_threads). */
+void cli_threads_ignore_load(void);
 /* Sets the OpenMP thread count: `requested`, or (0) the default, after checking that the
- * threads can start. A requested count that cannot gives one line and EXIT_NOMEM; the
- * default quietly becomes as many as can. Returns EXIT_OK or EXIT_NOMEM. */
+ * threads can start. The default is OpenMP's (OMP_NUM_THREADS, else every core), less the
+ * cores that other programs keep busy at the start (/proc/loadavg's running tasks, the
+ * fewest of a few looks; at least one thread; not for bench): on a core another program
+ * holds, a thread holds up every thread that waits for it (docs/performance.md, "A machine
+ * doing something else"). Results are the same bits on any count. A requested count that
+ * cannot start gives one line and EXIT_NOMEM; the default quietly becomes as many as can.
+ * Returns EXIT_OK or EXIT_NOMEM. */
 int cli_set_threads(long requested);
 
 /* The command line: `qkv COMMAND [options]` (cli.c). With parse_only, each command only reads

@@ -155,6 +155,7 @@ static int bench_parse(int argc, char **argv, bench_args *a) {
 }
 
 static int bench_run(const bench_args *a) {
+    cli_threads_ignore_load(); /* its default is every core, as its help says */
     int nthreads = 1, code = cli_set_threads(a->threads);
     if (code != EXIT_OK) return code;
     nthreads = qkv_threads();

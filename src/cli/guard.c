@@ -7,10 +7,11 @@
  *     before OpenMP tries, which would print its own message and exit;
  *   - the main thread's stack, grown at start while `ulimit -v` leaves room for it, so that
  *     a deep call later is never a SIGSEGV;
- *   - other programs on the cores: threads that wait for work sleep (cli_wait_passive). */
+ *   - other programs on the cores: by default, only the cores they leave free get a thread. */
 #include "cli.h"
 #include "io/io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #ifdef __GLIBC__
 #include <malloc.h>
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The note a signal prints after "interrupted by SIG...": two buffers, so that the handler
@@ -139,31 +141,49 @@ int cli_guard_install(void) {
 
 /* ---- threads ---- */
 
-void cli_wait_passive(char **argv) {
-#if defined(QKV_HAVE_OPENMP) && defined(__linux__)
-    const char *const chosen[] = {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME"};
-    for (size_t i = 0; i < sizeof chosen / sizeof chosen[0]; i++) {
-        const char *v = getenv(chosen[i]);
-        if (v && *v) return;
+/* How many of this process's threads are running (state R): /proc/self/task/<id>/stat. */
+static int own_running_tasks(void) {
+    DIR *dir = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e; dir && (e = readdir(dir));) {
+        char path[64], line[512];
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "/proc/self/task/%.20s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (f && fgets(line, sizeof line, f)) {
+            const char *close = strrchr(line, ')'); /* the name may hold spaces and ')' */
+            n += close && close[1] == ' ' && close[2] == 'R';
+        }
+        if (f) fclose(f);
     }
-    const char *threads = getenv("OMP_NUM_THREADS");
-    if (threads && !strcmp(threads, "1")) return; /* no thread ever waits for another */
-    /* under valgrind (its preloaded library) the new start would run outside it, unchecked,
-     * unless valgrind follows children: stay, spinning as OpenMP's default has it */
-    const char *preload = getenv("LD_PRELOAD");
-    if (preload && strstr(preload, "vgpreload")) return;
-    /* the executable's own path: under valgrind, the program's rather than valgrind's */
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0 || n >= (ssize_t)sizeof self - 1) return;
-    self[n] = 0;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
-    execv(self, argv);
-    unsetenv("OMP_WAIT_POLICY"); /* not started again: as if never set */
-#else
-    (void)argv;
-#endif
+    if (dir) closedir(dir);
+    return n > 0 ? n : 1; /* this thread runs, reading */
 }
+
+/* How many cores other programs keep busy now: the fewest tasks running but this process's
+ * own over up to five looks a millisecond apart at /proc/loadavg's running count (its fourth
+ * field, "running/total"), so that a program running for a moment is not counted. 0 where
+ * the file cannot be read (no /proc). */
+static int cores_busy_elsewhere(void) {
+    int fewest = -1;
+    for (int look = 0; look < 5; look++) {
+        FILE *f = fopen("/proc/loadavg", "r");
+        int running = 0;
+        if (!f) return 0;
+        int read = fscanf(f, "%*s %*s %*s %d/", &running);
+        fclose(f);
+        if (read != 1) return 0;
+        int others = running - own_running_tasks();
+        if (fewest < 0 || others < fewest) fewest = others;
+        if (fewest <= 0) break;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+    return fewest > 0 ? fewest : 0;
+}
+
+static bool threads_follow_load = true;
+
+void cli_threads_ignore_load(void) { threads_follow_load = false; }
 
 static pthread_mutex_t probe_gate = PTHREAD_MUTEX_INITIALIZER;
 
@@ -210,6 +230,13 @@ static int startable_threads(int n) {
 int cli_set_threads(long requested) {
     if (!qkv_has_openmp()) return EXIT_OK; /* one thread, whatever was asked */
     int want = requested > 0 ? (int)requested : qkv_threads();
+    const char *omp = getenv("OMP_NUM_THREADS");
+    if (requested <= 0 && threads_follow_load && !(omp && *omp)) {
+        /* by default, the cores that other programs leave free (at least one): a thread that
+         * shares its core with another program holds up every thread that waits for it */
+        int free_cores = want - cores_busy_elsewhere();
+        want = free_cores > 1 ? free_cores : 1;
+    }
     int can = want > 1 ? startable_threads(want) : 1;
     if (can < want && requested > 0) {
         cli_error("cannot start %d threads, only %d: the address-space limit (ulimit -v) or the "

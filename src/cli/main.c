@@ -3,7 +3,6 @@
 #include "explain_cli.h"
 
 int main(int argc, char **argv) {
-    cli_wait_passive(argv); /* first: it may start qkv again, with OMP_WAIT_POLICY set */
     int code = cli_guard_install();
     if (code != EXIT_OK) return code;
     cli_wrap_terminal(); /* lines wrapped at spaces on a terminal (terminal.c) */
