@@ -332,12 +332,8 @@ static qkv_status write_per_pair(const patch_result *r, const pair_set *p, atomi
             cJSON_AddNumberToObject(o, "example", (double)p->line[i]);
             cJSON_AddNumberToObject(o, "partner", (double)p->partner[i]);
         }
-        char *text = o ? cJSON_PrintUnformatted(o) : NULL;
-        cJSON_Delete(o);
-        if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory for --per-pair's lines");
-        fputs(text, af->f);
-        fputc('\n', af->f);
-        free(text);
+        qkv_status s = explain_json_line(af->f, o, "--per-pair's lines");
+        if (s != QKV_OK) return s;
     }
     return QKV_OK;
 }

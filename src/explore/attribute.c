@@ -103,13 +103,7 @@ static qkv_status example_line(const loaded_model *lm, FILE *f, int e, const int
     else cJSON_AddNullToObject(o, "line");
     cJSON_AddNumberToObject(o, "target_positions", (double)m->counted);
     explain_dla_mean_json(lm, o, m);
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory for --per-example's lines");
-    fputs(text, f);
-    fputc('\n', f);
-    free(text);
-    return QKV_OK;
+    return explain_json_line(f, o, "--per-example's lines");
 }
 
 qkv_status explain_attribute_set(loaded_model *lm, const example_set *set, const int64_t *lines,

@@ -723,6 +723,16 @@ void explain_json_spot(cJSON *x, const explain_spot *s) {
     else cJSON_AddNumberToObject(x, "neuron", s->neuron);
 }
 
+qkv_status explain_json_line(FILE *f, cJSON *o, const char *what) {
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory for %s", what);
+    fputs(text, f);
+    fputc('\n', f);
+    free(text);
+    return QKV_OK;
+}
+
 qkv_status explain_write_json(const cJSON *json, const char *path) {
     char *text = cJSON_PrintUnformatted(json);
     if (!text) return qkv_fail(QKV_ERR_NOMEM, "%s: out of memory for the JSON", path);

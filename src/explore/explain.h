@@ -369,6 +369,9 @@ cJSON *explain_patch_json(const loaded_model *lm, const explain_input *clean,
 cJSON *explain_patch_pair_json(const patch_result *r, int i);
 cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in,
                               const dla_result *r);
+/* Writes `o` to f as one line (--per-example's and --per-pair's files) and deletes it; `what`
+ * names those lines in the out-of-memory message. */
+qkv_status explain_json_line(FILE *f, cJSON *o, const char *what);
 /* Writes `json` (compact, one line) to path atomically. */
 qkv_status explain_write_json(const cJSON *json, const char *path);
 

@@ -163,13 +163,7 @@ static qkv_status lens_example_line(const loaded_model *lm, FILE *f, int e, cons
     cJSON_AddItemToObject(o, "layers", layers_json(layer, boundaries));
     explain_dla_mean_finish(parts);
     explain_dla_mean_json(lm, o, parts);
-    char *text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (!text) return qkv_fail(QKV_ERR_NOMEM, "out of memory for --per-example's lines");
-    fputs(text, f);
-    fputc('\n', f);
-    free(text);
-    return QKV_OK;
+    return explain_json_line(f, o, "--per-example's lines");
 }
 
 qkv_status lens_run_set(loaded_model *lm, const example_set *set, const int64_t *lines,
