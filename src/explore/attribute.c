@@ -140,22 +140,28 @@ qkv_status explain_attribute_set(loaded_model *lm, const example_set *set, const
 
 /* ---- JSON ---- */
 
+/* One part of a logit: name, layer and head (from 1, or null), neuron (on models with an
+ * MLP: its index, or null), value. */
+static cJSON *part_json(const loaded_model *lm, const dla_part *p) {
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "name", p->name);
+    if (p->layer < 0) cJSON_AddNullToObject(x, "layer");
+    else cJSON_AddNumberToObject(x, "layer", p->layer + 1);
+    if (p->head < 0) cJSON_AddNullToObject(x, "head");
+    else cJSON_AddNumberToObject(x, "head", p->head + 1);
+    if (p->neuron >= 0) cJSON_AddNumberToObject(x, "neuron", p->neuron);
+    else if (lm->model.cfg.mlp > 0) cJSON_AddNullToObject(x, "neuron");
+    explain_json_number(x, "value", p->value);
+    return x;
+}
+
 void explain_dla_mean_json(const loaded_model *lm, cJSON *o, const dla_mean *m) {
     explain_json_number(o, "logit", m->counted ? m->logit : NAN);
     cJSON *parts = cJSON_AddArrayToObject(o, "parts");
     double sum = 0;
     for (int i = 0; i < m->n_parts; i++) {
         const dla_part *p = &m->parts[i];
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddStringToObject(x, "name", p->name);
-        if (p->layer < 0) cJSON_AddNullToObject(x, "layer");
-        else cJSON_AddNumberToObject(x, "layer", p->layer + 1);
-        if (p->head < 0) cJSON_AddNullToObject(x, "head");
-        else cJSON_AddNumberToObject(x, "head", p->head + 1);
-        if (p->neuron >= 0) cJSON_AddNumberToObject(x, "neuron", p->neuron);
-        else if (lm->model.cfg.mlp > 0) cJSON_AddNullToObject(x, "neuron");
-        explain_json_number(x, "value", p->value);
-        cJSON_AddItemToArray(parts, x);
+        cJSON_AddItemToArray(parts, part_json(lm, p));
         sum += p->value;
     }
     explain_json_number(o, "sum", m->counted ? sum : NAN);
@@ -171,7 +177,6 @@ cJSON *explain_attribute_set_json(const loaded_model *lm, const char *data, int 
     return o;
 }
 
-
 cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in,
                               const dla_result *r) {
     cJSON *o = explain_json_header(lm, "attribute", in);
@@ -181,16 +186,7 @@ cJSON *explain_attribute_json(const loaded_model *lm, const explain_input *in,
     cJSON *parts = cJSON_AddArrayToObject(o, "parts");
     for (int i = 0; i < r->n_parts; i++) {
         const dla_part *p = &r->parts[i];
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddStringToObject(x, "name", p->name);
-        if (p->layer < 0) cJSON_AddNullToObject(x, "layer");
-        else cJSON_AddNumberToObject(x, "layer", p->layer + 1);
-        if (p->head < 0) cJSON_AddNullToObject(x, "head");
-        else cJSON_AddNumberToObject(x, "head", p->head + 1);
-        if (p->neuron >= 0) cJSON_AddNumberToObject(x, "neuron", p->neuron);
-        else if (lm->model.cfg.mlp > 0) cJSON_AddNullToObject(x, "neuron");
-        explain_json_number(x, "value", p->value);
-        cJSON_AddItemToArray(parts, x);
+        cJSON_AddItemToArray(parts, part_json(lm, p));
     }
     explain_json_number(o, "sum", r->sum);
     explain_json_number(o, "final_scale", r->final_scale);
